@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package tools pins the code generators used by scripts/gen-proto.sh.
+package tools
+
+import (
+	_ "google.golang.org/protobuf/cmd/protoc-gen-go"
+)
