@@ -1,0 +1,40 @@
+// Package overlay implements a copy-on-write block device: an immutable base
+// image with a stack of writable layers on top.
+//
+// # Model
+//
+// A Device has a fixed size, a multiple of SectorSize (512 bytes). The base is
+// any io.ReaderAt (or a file opened read-only by Open) and is never written.
+// Above it sits a stack of writable layers; there is always at least one
+// (Depth() >= 1). Each layer maps a sector number (LBA, in 512-byte units) to a
+// full copy of that sector's contents.
+//
+// Invariants:
+//
+//   - Reads resolve every sector top-down: the topmost layer holding the sector
+//     serves it; otherwise the base does.
+//   - Writes go only into the top layer. A write that covers part of a sector
+//     first copies the resolved sector into the top layer (read-modify-write),
+//     so a layer always holds whole sectors.
+//   - Push adds an empty layer and Pop drops the top layer together with every
+//     write made since the matching Push; both are O(1). The bottom writable
+//     layer can never be popped (ErrBaseLayer), so the base stays immutable.
+//   - The top layer's key set is the write set since the last Push.
+//
+// # Counters
+//
+// Each layer (and the base) counts the sectors it served to ReadAt and the
+// sectors written into it by WriteAt. Internal reads (the read half of a
+// read-modify-write, Hash, WriteTo, Materialize) are not counted. Popping a
+// layer drops its counters with it.
+//
+// # Concurrency and ownership
+//
+// All methods are safe for concurrent use; one mutex serializes them, so Hash,
+// WriteTo and Materialize see a consistent image and block writers while they
+// run. A Device made by Open owns its base file and closes it in Close; a
+// Device made by New never closes the io.ReaderAt it was given. Close is
+// idempotent; other methods return ErrClosed afterwards.
+//
+// overlay is a leaf package: it must not import vmm, nbd, grpc or os/exec.
+package overlay

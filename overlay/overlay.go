@@ -1,0 +1,425 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/zeebo/blake3"
+)
+
+// SectorSize is the size of one sector (the unit of an LBA) in bytes.
+const SectorSize = 512
+
+// chunkSize is the buffer size, in bytes, used to stream the resolved image.
+const chunkSize = 1 << 20
+
+var (
+	// ErrBaseLayer is returned by Pop when only one writable layer is left.
+	ErrBaseLayer = errors.New("overlay: cannot pop the last writable layer")
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("overlay: device closed")
+	// ErrBaseSize is returned when the base size is negative or not a multiple of SectorSize.
+	ErrBaseSize = errors.New("overlay: base size is not a multiple of the sector size")
+	// ErrOutOfRange is returned by WriteAt for a range that is not inside [0, Size()).
+	ErrOutOfRange = errors.New("overlay: access out of range")
+	// ErrDepth is returned by PopTo for a depth outside [1, Depth()].
+	ErrDepth = errors.New("overlay: invalid layer depth")
+)
+
+// sector is the contents of one sector held by a layer.
+type sector = [SectorSize]byte
+
+// layer is one writable layer: the sectors written since its Push.
+type layer struct {
+	sectors map[uint64]*sector
+	read    uint64 // sectors served to ReadAt
+	written uint64 // sectors written by WriteAt
+}
+
+func newLayer() *layer { return &layer{sectors: make(map[uint64]*sector)} }
+
+// LayerStats reports one layer's counters (see Device.Stats).
+type LayerStats struct {
+	// SectorsRead counts sectors served by this layer to ReadAt since the
+	// last ResetCounters.
+	SectorsRead uint64
+	// SectorsWritten counts sectors written into this layer by WriteAt since
+	// the last ResetCounters (a sector written twice counts twice).
+	SectorsWritten uint64
+	// Sectors is the number of sectors the layer holds (for the base: all of them).
+	Sectors int
+}
+
+// Device is a copy-on-write block device: an immutable base plus a stack of
+// writable layers. The zero value is not usable; use Open or New.
+type Device struct {
+	mu       sync.Mutex
+	base     io.ReaderAt
+	baseFile *os.File // non-nil when Open opened the base; closed by Close
+	size     int64
+	baseRead uint64 // sectors the base served to ReadAt
+	layers   []*layer
+	closed   bool
+}
+
+// Open opens an immutable base image file read-only and returns a Device with
+// one empty writable layer. The file's size must be a multiple of SectorSize.
+// The Device owns the file and closes it in Close.
+func Open(path string) (*Device, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("overlay: open base: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("overlay: stat base: %w", err), closeErr(f))
+	}
+	d, err := New(f, fi.Size())
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("overlay: open %s: %w", path, err), closeErr(f))
+	}
+	d.baseFile = f
+	return d, nil
+}
+
+func closeErr(f *os.File) error {
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("overlay: close base: %w", err)
+	}
+	return nil
+}
+
+// New wraps base, of size bytes, as the immutable base of a new Device with
+// one empty writable layer. size must be a non-negative multiple of
+// SectorSize. New never writes to or closes base.
+func New(base io.ReaderAt, size int64) (*Device, error) {
+	if size < 0 || size%SectorSize != 0 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrBaseSize, size)
+	}
+	return &Device{base: base, size: size, layers: []*layer{newLayer()}}, nil
+}
+
+// Size returns the size of the device in bytes.
+func (d *Device) Size() int64 { return d.size }
+
+// ReadAt reads len(p) bytes of the resolved image at byte offset off. Like
+// os.File, it returns io.EOF when fewer than len(p) bytes are left before
+// Size(). Each sector touched is counted as served by the layer holding it.
+func (d *Device) ReadAt(p []byte, off int64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("overlay: read at negative offset %d: %w", off, ErrOutOfRange)
+	}
+	if off >= d.size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := len(p)
+	var eof error
+	if int64(n) > d.size-off {
+		n = int(d.size - off)
+		eof = io.EOF
+	}
+	if err := d.resolve(p[:n], off, true); err != nil {
+		return 0, err
+	}
+	return n, eof
+}
+
+// resolve fills p with the resolved image at off; the range must lie inside
+// the device. With count set it updates the read counters. d.mu must be held.
+func (d *Device) resolve(p []byte, off int64, count bool) error {
+	for len(p) > 0 {
+		lba := uint64(off / SectorSize)
+		in := int(off % SectorSize)
+		n := min(SectorSize-in, len(p))
+		if s, l := d.lookup(lba); s != nil {
+			copy(p[:n], s[in:in+n])
+			if count {
+				l.read++
+			}
+			p, off = p[n:], off+int64(n)
+			continue
+		}
+		// Extend a run of sectors that no layer holds and read it from
+		// the base in one call.
+		run, sectors := n, uint64(1)
+		for run < len(p) {
+			if s, _ := d.lookup(lba + sectors); s != nil {
+				break
+			}
+			run += min(SectorSize, len(p)-run)
+			sectors++
+		}
+		got, err := d.base.ReadAt(p[:run], off)
+		if got < run {
+			if err == nil || errors.Is(err, io.EOF) {
+				// The base is shorter than the size it was given.
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("overlay: read base at %d: %w", off, err)
+		}
+		if count {
+			d.baseRead += sectors
+		}
+		p, off = p[run:], off+int64(run)
+	}
+	return nil
+}
+
+// lookup returns the topmost copy of sector lba and its layer, or nil when
+// only the base has it. d.mu must be held.
+func (d *Device) lookup(lba uint64) (*sector, *layer) {
+	for i := len(d.layers) - 1; i >= 0; i-- {
+		if s, ok := d.layers[i].sectors[lba]; ok {
+			return s, d.layers[i]
+		}
+	}
+	return nil, nil
+}
+
+// WriteAt writes p at byte offset off into the top layer. Partial sectors are
+// completed from the resolved image below (read-modify-write). A write that
+// does not fit inside [0, Size()) fails with ErrOutOfRange and writes nothing.
+func (d *Device) WriteAt(p []byte, off int64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if off < 0 || off > d.size || int64(len(p)) > d.size-off {
+		return 0, fmt.Errorf("overlay: write %d bytes at %d (size %d): %w", len(p), off, d.size, ErrOutOfRange)
+	}
+	top := d.layers[len(d.layers)-1]
+	total := len(p)
+	for len(p) > 0 {
+		lba := uint64(off / SectorSize)
+		in := int(off % SectorSize)
+		n := min(SectorSize-in, len(p))
+		s, ok := top.sectors[lba]
+		if !ok {
+			s = new(sector)
+			if n < SectorSize {
+				if err := d.resolve(s[:], int64(lba)*SectorSize, false); err != nil {
+					return total - len(p), err
+				}
+			}
+			top.sectors[lba] = s
+		}
+		copy(s[in:in+n], p[:n])
+		top.written++
+		p, off = p[n:], off+int64(n)
+	}
+	return total, nil
+}
+
+// Flush implements the optional flusher of block backends; the device holds
+// everything in memory, so it is a no-op.
+func (d *Device) Flush() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Push adds an empty writable layer on top in O(1) and returns the new Depth.
+func (d *Device) Push() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.layers = append(d.layers, newLayer())
+	return len(d.layers)
+}
+
+// Pop drops the top layer, and every write made into it, in O(1). It returns
+// ErrBaseLayer when Depth() is 1.
+func (d *Device) Pop() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if len(d.layers) == 1 {
+		return ErrBaseLayer
+	}
+	d.layers[len(d.layers)-1] = nil
+	d.layers = d.layers[:len(d.layers)-1]
+	return nil
+}
+
+// PopTo pops layers until Depth() == depth. depth must be in [1, Depth()].
+func (d *Device) PopTo(depth int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if depth < 1 || depth > len(d.layers) {
+		return fmt.Errorf("overlay: pop to %d with depth %d: %w", depth, len(d.layers), ErrDepth)
+	}
+	clear(d.layers[depth:])
+	d.layers = d.layers[:depth]
+	return nil
+}
+
+// Depth returns the number of writable layers (at least 1).
+func (d *Device) Depth() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.layers)
+}
+
+// Stats returns the counters of the base (index 0) and of every writable
+// layer bottom-up (index 1 to Depth()).
+func (d *Device) Stats() []LayerStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := make([]LayerStats, 0, len(d.layers)+1)
+	st = append(st, LayerStats{SectorsRead: d.baseRead, Sectors: int(d.size / SectorSize)})
+	for _, l := range d.layers {
+		st = append(st, LayerStats{SectorsRead: l.read, SectorsWritten: l.written, Sectors: len(l.sectors)})
+	}
+	return st
+}
+
+// ResetCounters zeroes the read and write counters of the base and every layer.
+func (d *Device) ResetCounters() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.baseRead = 0
+	for _, l := range d.layers {
+		l.read, l.written = 0, 0
+	}
+}
+
+// WriteSet returns the sorted LBAs (sector numbers) held by the top layer:
+// the sectors written since the last Push.
+func (d *Device) WriteSet() []uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	top := d.layers[len(d.layers)-1]
+	lbas := make([]uint64, 0, len(top.sectors))
+	for lba := range top.sectors {
+		lbas = append(lbas, lba)
+	}
+	slices.Sort(lbas)
+	return lbas
+}
+
+// Hash returns the BLAKE3-256 digest of the whole resolved image.
+func (d *Device) Hash() ([32]byte, error) {
+	var sum [32]byte
+	h := blake3.New()
+	if _, err := d.WriteTo(h); err != nil {
+		return sum, fmt.Errorf("overlay: hash: %w", err)
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
+}
+
+// WriteTo writes the whole resolved image to w, streaming it in 1 MiB
+// chunks. It implements io.WriterTo. The device is locked for the duration.
+func (d *Device) WriteTo(w io.Writer) (int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	buf := make([]byte, min(chunkSize, d.size))
+	var written int64
+	for off := int64(0); off < d.size; {
+		chunk := buf[:min(int64(len(buf)), d.size-off)]
+		if err := d.resolve(chunk, off, false); err != nil {
+			return written, err
+		}
+		n, err := w.Write(chunk)
+		written += int64(n)
+		if err != nil {
+			return written, fmt.Errorf("overlay: write image at %d: %w", off, err)
+		}
+		off += int64(n)
+	}
+	return written, nil
+}
+
+// Materialize writes the resolved image to path (mode 0600). It writes a
+// temporary file in the same directory, syncs it and renames it over path,
+// so path either keeps its old contents or holds the complete image.
+func (d *Device) Materialize(path string) (err error) {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("overlay: materialize: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rmErr := os.Remove(f.Name()); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("overlay: materialize: remove temp: %w", rmErr))
+			}
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return errors.Join(fmt.Errorf("overlay: materialize: %w", err), closeErr(f))
+	}
+	if _, err := d.WriteTo(f); err != nil {
+		return errors.Join(fmt.Errorf("overlay: materialize %s: %w", path, err), closeErr(f))
+	}
+	if err := f.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("overlay: materialize: %w", err), closeErr(f))
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("overlay: materialize: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("overlay: materialize: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	df, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("overlay: materialize: open dir: %w", err)
+	}
+	if err := df.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("overlay: materialize: sync dir: %w", err), df.Close())
+	}
+	if err := df.Close(); err != nil {
+		return fmt.Errorf("overlay: materialize: close dir: %w", err)
+	}
+	return nil
+}
+
+// Close releases the layers and, when Open opened it, the base file. It is
+// idempotent.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	d.layers = []*layer{newLayer()}
+	if d.baseFile != nil {
+		f := d.baseFile
+		d.baseFile = nil
+		return closeErr(f)
+	}
+	return nil
+}
