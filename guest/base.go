@@ -1,0 +1,206 @@
+package guest
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/zeebo/blake3"
+)
+
+// baseFormat versions the base-image recipe; change it when the mkfs
+// arguments change.
+const baseFormat = "themis-base-image/v1"
+
+// Pinned values that would otherwise differ between mkfs runs.
+const (
+	// BaseFakeTime is the time (Unix seconds, 2001-09-09) mke2fs writes
+	// into ext* base images.
+	BaseFakeTime = 1000000000
+	// BaseUUID is the filesystem UUID and directory hash seed of ext* base
+	// images.
+	BaseUUID = "7e3a1500-0000-4000-8000-000000000001"
+	// BaseVolumeID is the volume id of vfat base images.
+	BaseVolumeID = "7e3a1500"
+)
+
+// MakeBase returns the path of the empty filesystem image for spec under
+// <cacheDir>/bases/, making it with the host's mkfs if it is not cached.
+// cacheDir "" means DefaultCacheDir(). The image is byte-identical for equal
+// spec.String() and mkfs version, run after run and host after host. It is
+// shared by every caller: open it read-only.
+func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, error) {
+	dir, err := cacheDirOf(cacheDir)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := fsDefaults[spec.FS]; !ok {
+		return "", fmt.Errorf("guest: make base: unknown filesystem %q", spec.FS)
+	}
+	if spec.SizeMiB < 1 || spec.SizeMiB > maxSizeMiB {
+		return "", fmt.Errorf("guest: make base %s: size %d MiB out of range", spec, spec.SizeMiB)
+	}
+	tool := "mkfs." + spec.FS
+	bin, err := lookTool(tool)
+	if err != nil {
+		return "", err
+	}
+	args, env, err := mkfsArgs(spec)
+	if err != nil {
+		return "", err
+	}
+	ident, err := toolIdentity(ctx, spec.FS, bin)
+	if err != nil {
+		return "", err
+	}
+	h := blake3.New()
+	for _, f := range []string{baseFormat, spec.String(), ident} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:]) // blake3's Write never fails
+		h.WriteString(f)
+	}
+	bases := filepath.Join(dir, "bases")
+	out := filepath.Join(bases, hex.EncodeToString(h.Sum(nil))+".img")
+	size := int64(spec.SizeMiB) << 20
+	if st, err := os.Stat(out); err == nil && st.Mode().IsRegular() && st.Size() == size {
+		return out, nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("guest: %w", err)
+	}
+
+	if err := os.MkdirAll(bases, 0o755); err != nil {
+		return "", fmt.Errorf("guest: %w", err)
+	}
+	f, err := os.CreateTemp(bases, ".mkfs-*.img")
+	if err != nil {
+		return "", fmt.Errorf("guest: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // fails harmlessly after a successful rename
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	if err := runMkfs(ctx, bin, append(args, tmp), env); err != nil {
+		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	st, err := os.Stat(tmp)
+	if err != nil {
+		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	if st.Size() != size {
+		return "", fmt.Errorf("guest: make base %s: %s changed the image size to %d bytes", spec, tool, st.Size())
+	}
+	if err := syncFile(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o444); err != nil {
+		return "", fmt.Errorf("guest: %w", err)
+	}
+	// A file rename replaces an existing target atomically; a concurrent
+	// maker wrote the same bytes.
+	if err := os.Rename(tmp, out); err != nil {
+		return "", fmt.Errorf("guest: %w", err)
+	}
+	return out, nil
+}
+
+// mkfsArgs returns the mkfs arguments (without the target) and environment
+// additions for spec.
+func mkfsArgs(spec LaneSpec) (args, env []string, err error) {
+	switch spec.FS {
+	case "ext2", "ext3", "ext4":
+		args = []string{"-q", "-F",
+			"-I", strconv.Itoa(spec.InodeSize),
+			"-U", BaseUUID,
+			// root_owner: mke2fs otherwise makes / owned by the caller's uid.
+			"-E", "hash_seed=" + BaseUUID + ",root_owner=0:0",
+		}
+		if bs, ok := spec.Options["block_size"]; ok {
+			args = append(args, "-b", bs)
+		}
+		return args, []string{"E2FSPROGS_FAKE_TIME=" + strconv.Itoa(BaseFakeTime)}, nil
+	case "vfat":
+		args = []string{"--invariant", "-i", BaseVolumeID}
+		if ft, ok := spec.Options["fat"]; ok {
+			args = append(args, "-F", ft)
+		}
+		return args, nil, nil
+	}
+	return nil, nil, fmt.Errorf("guest: make base: unknown filesystem %q", spec.FS)
+}
+
+// runMkfs runs mkfs with an environment cleaned of the e2fsprogs variables
+// that change the result (MKE2FS_CONFIG stays: its file is part of the
+// cache key).
+func runMkfs(ctx context.Context, bin string, args, env []string) error {
+	var clean []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "MKE2FS_") && k != "MKE2FS_CONFIG") || strings.HasPrefix(k, "E2FSPROGS_") {
+			continue
+		}
+		clean = append(clean, kv)
+	}
+	return runToolEnv(ctx, "", append(clean, env...), bin, args...)
+}
+
+// toolIdentity is what, besides the spec, determines the image: the mkfs
+// binary, its reported library version and (for mke2fs) its config file.
+func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return "", fmt.Errorf("guest: read %s: %w", bin, err)
+	}
+	sum := blake3.Sum256(b)
+	id := []string{"binary=" + hex.EncodeToString(sum[:])}
+	if fsName == "vfat" {
+		return strings.Join(id, "\n"), nil
+	}
+	out, err := runToolOutput(ctx, bin, "-V")
+	if err != nil {
+		return "", fmt.Errorf("guest: %s -V: %w", bin, err)
+	}
+	id = append(id, "version="+out)
+	conf := os.Getenv("MKE2FS_CONFIG")
+	if conf == "" {
+		conf = "/etc/mke2fs.conf"
+	}
+	c, err := os.ReadFile(conf)
+	switch {
+	case err == nil:
+		csum := blake3.Sum256(c)
+		id = append(id, "config="+hex.EncodeToString(csum[:]))
+	case errors.Is(err, fs.ErrNotExist):
+		id = append(id, "config=none") // mke2fs uses its built-in defaults
+	default:
+		return "", fmt.Errorf("guest: read %s: %w", conf, err)
+	}
+	return strings.Join(id, "\n"), nil
+}
+
+func syncFile(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("guest: sync %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	return nil
+}

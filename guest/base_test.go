@@ -1,0 +1,228 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestMakeBaseReproducible makes each base image in two fresh cache
+// directories and requires identical bytes, a clean e2fsck and the asked
+// inode size.
+func TestMakeBaseReproducible(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		spec      string
+		inodeSize int // checked with dumpe2fs; 0 for vfat
+	}{
+		{"ext2", 128},
+		{"ext4", 256},
+		{"ext2:inode_size=256", 256},
+		{"ext4:inode_size=128:size=16", 128},
+		{"ext3:block_size=4096", 256},
+		{"vfat", 0},
+		{"vfat:fat=32:size=64", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			t.Parallel()
+			spec, err := ParseLaneSpec(tt.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lookTool("mkfs." + spec.FS); err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatal(err)
+				}
+				t.Skipf("skipping: %v", err)
+			}
+			ctx := context.Background()
+			var sums [2][32]byte
+			var paths [2]string
+			for i := range sums {
+				p, err := MakeBase(ctx, t.TempDir(), spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				paths[i] = p
+				b := mustRead(t, p)
+				if got, want := len(b), spec.SizeMiB<<20; got != want {
+					t.Errorf("%s: %d bytes, want %d", p, got, want)
+				}
+				sums[i] = sha256.Sum256(b)
+			}
+			if sums[0] != sums[1] {
+				t.Fatalf("two fresh builds differ: %x vs %x", sums[0], sums[1])
+			}
+			if filepath.Base(paths[0]) != filepath.Base(paths[1]) {
+				t.Errorf("cache names differ: %s vs %s", paths[0], paths[1])
+			}
+			st, err := os.Stat(paths[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != 0o444 {
+				t.Errorf("base image mode %v, want read-only", st.Mode())
+			}
+			if spec.FS == "vfat" {
+				checkVfat(t, paths[0])
+				return
+			}
+			checkExt(t, paths[0], spec, tt.inodeSize)
+		})
+	}
+}
+
+func checkExt(t *testing.T, img string, spec LaneSpec, inodeSize int) {
+	t.Helper()
+	fsck, err := lookTool("e2fsck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(fsck, "-fn", img).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck -fn %s: %v\n%s", img, err, out)
+	}
+	dump, err := lookTool("dumpe2fs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(dump, "-h", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dumpe2fs -h: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Inode size:\\s+%d\n", inodeSize),
+		"Filesystem UUID:\\s+" + BaseUUID + "\n",
+		"Directory Hash Seed:\\s+" + BaseUUID + "\n",
+		"Filesystem created:\\s+Sun Sep  9 01:46:40 2001\n",
+	} {
+		if !regexp.MustCompile(want).Match(out) {
+			t.Errorf("dumpe2fs -h %s: no match for %q in\n%s", spec, want, out)
+		}
+	}
+	hasJournal := bytes.Contains(out, []byte("has_journal"))
+	if wantJournal := spec.FS != "ext2"; hasJournal != wantJournal {
+		t.Errorf("%s: has_journal = %v, want %v", spec, hasJournal, wantJournal)
+	}
+	if bs, ok := spec.Options["block_size"]; ok && !regexp.MustCompile("Block size:\\s+"+bs+"\n").Match(out) {
+		t.Errorf("%s: block size not %s", spec, bs)
+	}
+}
+
+func checkVfat(t *testing.T, img string) {
+	t.Helper()
+	// The volume id sits in the extended BIOS parameter block: at 0x27 for
+	// FAT12/16, at 0x43 for FAT32 (whose 16-bit sectors-per-FAT is 0).
+	b := mustRead(t, img)
+	off := 0x27
+	if binary.LittleEndian.Uint16(b[0x16:]) == 0 {
+		off = 0x43
+	}
+	if got := fmt.Sprintf("%08x", binary.LittleEndian.Uint32(b[off:])); got != BaseVolumeID {
+		t.Errorf("volume id %s, want %s", got, BaseVolumeID)
+	}
+	fsck, err := lookTool("fsck.vfat")
+	if err != nil {
+		t.Skipf("skipping fsck: %v", err)
+	}
+	if out, err := exec.Command(fsck, "-n", img).CombinedOutput(); err != nil {
+		t.Errorf("fsck.vfat -n %s: %v\n%s", img, err, out)
+	}
+}
+
+func TestMakeBaseCached(t *testing.T) {
+	t.Parallel()
+	spec, err := ParseLaneSpec("ext2:name=first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lookTool("mkfs.ext2"); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	dir := t.TempDir()
+	p1, err := MakeBase(context.Background(), dir, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, err := os.Stat(p1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The name does not change the image; the inode size does.
+	spec2, err := ParseLaneSpec("ext2:name=second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := MakeBase(context.Background(), dir, spec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, err := os.Stat(p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1 != p2 || !os.SameFile(st1, st2) || !st1.ModTime().Equal(st2.ModTime()) {
+		t.Errorf("second MakeBase rebuilt: %s vs %s", p1, p2)
+	}
+	spec3, err := ParseLaneSpec("ext2:inode_size=256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p3, err := MakeBase(context.Background(), dir, spec3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3 == p1 {
+		t.Error("different inode size, same cache path")
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("temporary file left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestMakeBaseErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := MakeBase(context.Background(), t.TempDir(), LaneSpec{FS: "xfs", SizeMiB: 300}); err == nil || !strings.Contains(err.Error(), `unknown filesystem "xfs"`) {
+		t.Errorf("xfs: err = %v", err)
+	}
+	if _, err := MakeBase(context.Background(), t.TempDir(), LaneSpec{FS: "ext2", InodeSize: 128}); err == nil || !strings.Contains(err.Error(), "size 0 MiB") {
+		t.Errorf("size 0: err = %v", err)
+	}
+	// mkfs's own complaint comes back: a journal does not fit in 1 MiB... or
+	// an inode size mke2fs rejects for the block size it chose.
+	spec := LaneSpec{FS: "ext4", InodeSize: 2048, SizeMiB: 2}
+	if _, err := MakeBase(context.Background(), t.TempDir(), spec); err == nil || !strings.Contains(err.Error(), "mkfs.ext4") {
+		t.Errorf("bad mkfs args: err = %v", err)
+	}
+}
+
+func TestToolPackage(t *testing.T) {
+	t.Parallel()
+	tests := map[string]string{
+		"mkfs.ext2": "e2fsprogs", "mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs",
+		"mkfs.vfat": "dosfstools", "apt-get": "apt", "dpkg-deb": "dpkg", "xz": "xz-utils",
+	}
+	for tool, want := range tests {
+		if got := toolPackage(tool); got != want {
+			t.Errorf("toolPackage(%q) = %q, want %q", tool, got, want)
+		}
+	}
+	_, err := lookTool("mkfs.nonesuch-fs")
+	if err == nil || !strings.Contains(err.Error(), "install the Debian package") {
+		t.Errorf("lookTool: err = %v", err)
+	}
+}

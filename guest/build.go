@@ -1,0 +1,358 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zeebo/blake3"
+	"go.uber.org/zap"
+)
+
+// imageFormat versions the image layout and the cache key. Change it when
+// the initramfs contents or the manifest change meaning.
+const imageFormat = "themis-guest-image/v1"
+
+// File names inside an image directory.
+const (
+	KernelFile    = "vmlinuz"
+	InitramfsFile = "initramfs.cpio"
+	ManifestFile  = "manifest.json"
+)
+
+// Options configures Build. The zero value builds the default guest: the
+// current Debian cloud kernel, DefaultModules and the agent compiled from
+// this source tree.
+type Options struct {
+	// CacheDir holds downloads, unpacked kernels, images and base images.
+	// Default: DefaultCacheDir().
+	CacheDir string
+	// Deb is a linux-image .deb to use instead of downloading one.
+	Deb string
+	// KernelPackage is the package to `apt-get download`. Default: the
+	// linux-image-*-cloud-amd64 that linux-image-cloud-amd64 depends on.
+	KernelPackage string
+	// Kernel is a kernel image (bzImage) to use instead of a package;
+	// ModulesDir must then be its module tree (lib/modules/<version>),
+	// whose base name is taken as the kernel version.
+	Kernel     string
+	ModulesDir string
+	// Modules are the module names to load; '-' and '_' are equal and
+	// dependencies are added automatically. Default: DefaultModules.
+	Modules []string
+	// Agent is a prebuilt static agent binary. Default: build
+	// cmd/themis-agent from the source tree (see SourceDir) with
+	// CGO_ENABLED=0 go build -trimpath -ldflags='-s -w'.
+	Agent string
+	// Log receives progress; nil means zap.NewNop().
+	Log *zap.Logger
+}
+
+// Image is a built guest image.
+type Image struct {
+	Kernel        string   // absolute path of the kernel image (bzImage) in the cache
+	Initramfs     string   // absolute path of the uncompressed newc initramfs in the cache
+	KernelVersion string   // e.g. "6.1.0-57-cloud-amd64"
+	Modules       []string // module names in load order, as packed ("virtio_ring", ...)
+	Key           string   // hex blake3 content hash; the image lives in <cache>/images/<Key>
+	Cached        bool     // true when nothing was rebuilt
+}
+
+// manifest is <cache>/images/<key>/manifest.json.
+type manifest struct {
+	Format        string    `json:"format"`
+	Key           string    `json:"key"`
+	KernelVersion string    `json:"kernel_version"`
+	KernelSource  string    `json:"kernel_source,omitempty"` // .deb base name
+	Modules       []string  `json:"modules"`
+	Kernel        fileEntry `json:"kernel"`
+	Initramfs     fileEntry `json:"initramfs"`
+	Agent         fileEntry `json:"agent"`
+}
+
+type fileEntry struct {
+	Size   int64  `json:"size"`
+	BLAKE3 string `json:"blake3"`
+}
+
+func entryOf(b []byte) fileEntry {
+	sum := blake3.Sum256(b)
+	return fileEntry{Size: int64(len(b)), BLAKE3: hex.EncodeToString(sum[:])}
+}
+
+// DefaultCacheDir returns $THEMIS_CACHE_DIR if set, else
+// os.UserCacheDir()/themis.
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv("THEMIS_CACHE_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("guest: cache directory: %w; set THEMIS_CACHE_DIR", err)
+	}
+	return filepath.Join(d, "themis"), nil
+}
+
+func cacheDirOf(dir string) (string, error) {
+	if dir == "" {
+		return DefaultCacheDir()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("guest: cache directory: %w", err)
+	}
+	return abs, nil
+}
+
+// Build makes (or finds in the cache) the guest image described by o.
+func Build(ctx context.Context, o Options) (*Image, error) {
+	start := time.Now()
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("guest")
+	cacheDir, err := cacheDirOf(o.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+
+	kt, err := resolveKernel(ctx, log, o, cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	kernel, err := os.ReadFile(kt.Kernel)
+	if err != nil {
+		return nil, fmt.Errorf("guest: read kernel: %w", err)
+	}
+	idx, err := indexModules(kt.ModulesDir)
+	if err != nil {
+		return nil, err
+	}
+	wanted := o.Modules
+	if len(wanted) == 0 {
+		wanted = DefaultModules
+	}
+	mods, err := resolveModules(ctx, idx, wanted)
+	if err != nil {
+		return nil, fmt.Errorf("%w (kernel %s)", err, kt.Version)
+	}
+
+	var agent []byte
+	agentName := o.Agent
+	if o.Agent != "" {
+		if agent, err = os.ReadFile(o.Agent); err != nil {
+			return nil, fmt.Errorf("guest: read agent: %w", err)
+		}
+	} else {
+		agentName = "cmd/themis-agent"
+		if agent, err = buildAgent(ctx, log, cacheDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkAgent(agent, agentName); err != nil {
+		return nil, err
+	}
+
+	key := imageKey(kernel, mods, agent)
+	img := &Image{KernelVersion: kt.Version, Key: key}
+	for _, m := range mods {
+		img.Modules = append(img.Modules, m.Name)
+	}
+	images := filepath.Join(cacheDir, "images")
+	dir := filepath.Join(images, key)
+	img.Kernel = filepath.Join(dir, KernelFile)
+	img.Initramfs = filepath.Join(dir, InitramfsFile)
+
+	ok, err := checkImageDir(dir, key)
+	if ok {
+		img.Cached = true
+		log.Info("guest image unchanged, cached at "+dir,
+			zap.String("kernel_version", kt.Version), zap.Duration("took", time.Since(start)))
+		return img, nil
+	}
+	if err != nil {
+		log.Warn("guest image cache entry invalid; rebuilding", zap.String("dir", dir), zap.Error(err))
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("guest: remove invalid cache entry: %w", err)
+		}
+	}
+
+	var initramfs bytes.Buffer
+	if err := writeInitramfs(&initramfs, mods, agent); err != nil {
+		return nil, err
+	}
+	m := manifest{
+		Format:        imageFormat,
+		Key:           key,
+		KernelVersion: kt.Version,
+		Modules:       img.Modules,
+		Kernel:        entryOf(kernel),
+		Initramfs:     entryOf(initramfs.Bytes()),
+		Agent:         entryOf(agent),
+	}
+	if kt.Source != "" {
+		m.KernelSource = filepath.Base(kt.Source)
+	}
+	mj, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("guest: manifest: %w", err)
+	}
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+	tmp, err := os.MkdirTemp(images, ".build-")
+	if err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+	defer os.RemoveAll(tmp) // no-op after a successful rename
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{KernelFile, kernel},
+		{InitramfsFile, initramfs.Bytes()},
+		{ManifestFile, append(mj, '\n')}, // last: a manifest means the rest is there
+	} {
+		if err := writeFileSync(filepath.Join(tmp, f.name), f.data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+	if err := renameDir(tmp, dir); err != nil {
+		return nil, err
+	}
+	log.Info("guest image built",
+		zap.String("dir", dir),
+		zap.String("kernel_version", kt.Version),
+		zap.Strings("modules", img.Modules),
+		zap.Int("kernel_bytes", len(kernel)),
+		zap.Int("initramfs_bytes", initramfs.Len()),
+		zap.Duration("took", time.Since(start)))
+	return img, nil
+}
+
+// imageKey hashes everything that goes into an image. Every field is
+// length-prefixed so that no two input lists hash alike.
+func imageKey(kernel []byte, mods []*module, agent []byte) string {
+	h := blake3.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:]) // blake3's Write never fails
+		h.Write(b)
+	}
+	sum := func(b []byte) []byte { s := blake3.Sum256(b); return s[:] }
+	field([]byte(imageFormat))
+	field(sum(kernel))
+	for _, m := range mods {
+		field([]byte(m.Name))
+		field(sum(m.Data))
+	}
+	field([]byte("agent"))
+	field(sum(agent))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// checkImageDir looks for a cached image: ok is false with a nil error when
+// there is no entry, and the error says what is wrong with a damaged one.
+func checkImageDir(dir, key string) (ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, errors.New("no manifest")
+	}
+	if err != nil {
+		return false, err
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return false, fmt.Errorf("manifest: %w", err)
+	}
+	if m.Format != imageFormat || m.Key != key {
+		return false, fmt.Errorf("manifest is for format %q key %s, want %q %s", m.Format, m.Key, imageFormat, key)
+	}
+	for _, f := range []struct {
+		name string
+		size int64
+	}{{KernelFile, m.Kernel.Size}, {InitramfsFile, m.Initramfs.Size}} {
+		st, err := os.Stat(filepath.Join(dir, f.name))
+		if err != nil {
+			return false, err
+		}
+		if st.Size() != f.size {
+			return false, fmt.Errorf("%s is %d bytes, manifest says %d", f.name, st.Size(), f.size)
+		}
+	}
+	return true, nil
+}
+
+// writeInitramfs writes the guest's newc archive.
+func writeInitramfs(w io.Writer, mods []*module, agent []byte) error {
+	a := newCPIOArchive()
+	for _, d := range []string{"dev", "proc", "sys", "lanes", "tmp", "mnt", "modules"} {
+		perm := fs.FileMode(0o755)
+		if d == "tmp" {
+			perm = fs.ModeSticky | 0o777
+		}
+		if err := a.Dir(d, perm); err != nil {
+			return err
+		}
+	}
+	if err := a.CharDev("dev/console", 0o600, 5, 1); err != nil {
+		return err
+	}
+	if err := a.File("init", 0o755, agent); err != nil {
+		return err
+	}
+	var order bytes.Buffer
+	for _, m := range mods {
+		if err := a.File("modules/"+m.FileName(), 0o644, m.Data); err != nil {
+			return err
+		}
+		order.WriteString(m.FileName() + "\n")
+	}
+	if err := a.File("modules/order", 0o644, order.Bytes()); err != nil {
+		return err
+	}
+	if _, err := a.WriteTo(w); err != nil {
+		return fmt.Errorf("guest: initramfs: %w", err)
+	}
+	return nil
+}
+
+// writeFileSync writes and fsyncs a file.
+func writeFileSync(p string, data []byte, perm fs.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("guest: write %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("guest: sync %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("guest: close %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+// Package guest builds the guest image Themis boots and the base images its
+// lanes start from.
+//
+// # Guest image
+//
+// [Build] turns the Debian cloud kernel package (linux-image-*-cloud-amd64,
+// fetched with `apt-get download`, or a .deb / kernel + module tree supplied
+// by the caller) and the static agent binary (cmd/themis-agent) into two
+// files: the kernel image (vmlinuz) and an uncompressed newc initramfs
+// (initramfs.cpio). The initramfs holds:
+//
+//	/init                the agent, mode 0755
+//	/modules/<name>.ko   every wanted module and its dependencies
+//	/modules/order       one module file name per line ("virtio_ring.ko"),
+//	                     dependencies first; the agent loads them in order
+//	/dev/console         character device 5:1, so /init has a console
+//	/dev /proc /sys /lanes /tmp /mnt
+//
+// The Debian package ships no modules.dep; dependencies come from the
+// depends= field of each module's .modinfo ELF section.
+//
+// # Determinism and caching
+//
+// The initramfs is byte-for-byte a function of its inputs (mtimes 0, uid/gid
+// 0, entries sorted, inode numbers sequential). Images live under
+// <cache>/images/<key>/, where key is a blake3 hash over a format version,
+// the kernel, each packed module (name and bytes, in load order) and the
+// agent. A rebuild with unchanged inputs writes nothing and reports
+// Image.Cached. Extracted kernel packages live under <cache>/kernels/<sha256
+// of the .deb>/ and downloaded packages under <cache>/debs/. Every cache entry
+// is written to a temporary name in the same directory and renamed into
+// place, so concurrent builders and interrupted builds never expose a partial
+// entry.
+//
+// # Base images
+//
+// [ParseLaneSpec] reads a lane spec ("ext2", "ext4:inode_size=128", "vfat",
+// ...) and [MakeBase] makes the lane's empty filesystem image on the host
+// with mkfs, pinning everything that would otherwise vary between runs (time,
+// UUID, hash seed, root owner, volume id), so the same spec and tool version
+// give a byte-identical image. Base images are cached under
+// <cache>/bases/<key>.img and must be treated as read-only by callers (wrap
+// them in an overlay).
+//
+// # Dependencies
+//
+// The package runs host tools (apt-get, apt-cache, dpkg-deb, go, mkfs.*,
+// and xz or zstd for compressed modules) through os/exec. It must not import
+// vmm, session or server: it only produces files they consume. Build and
+// MakeBase are safe to call concurrently, also from several processes
+// sharing one cache directory.
+package guest

@@ -1,0 +1,252 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// DefaultModules are the modules the guest loads when Options.Modules is
+// empty; their dependencies are added automatically. ext2/ext4 need none:
+// the cloud kernel has ext4 built in and serves ext2 with it.
+var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfat", "overlay"}
+
+// moduleSuffixes are the file name endings of kernel modules, plain first.
+// Debian bookworm's cloud kernel ships plain .ko files; later kernels ship
+// .ko.xz or .ko.zst, which are decompressed with the xz or zstd tool.
+var moduleSuffixes = []string{".ko", ".ko.xz", ".ko.zst"}
+
+// normModName makes module names comparable: '-' and '_' are equal.
+func normModName(s string) string { return strings.ReplaceAll(s, "-", "_") }
+
+// moduleIndex maps normalized module names to their files under a
+// lib/modules/<version> tree, and knows which names are built in.
+type moduleIndex struct {
+	files   map[string]string
+	builtin map[string]bool
+}
+
+func indexModules(dir string) (*moduleIndex, error) {
+	idx := &moduleIndex{files: make(map[string]string), builtin: make(map[string]bool)}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		for _, suf := range moduleSuffixes {
+			if base, ok := strings.CutSuffix(d.Name(), suf); ok {
+				name := normModName(base)
+				if prev, dup := idx.files[name]; dup {
+					return fmt.Errorf("module %s found twice: %s and %s", name, prev, p)
+				}
+				idx.files[name] = p
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guest: index modules in %s: %w", dir, err)
+	}
+	if len(idx.files) == 0 {
+		return nil, fmt.Errorf("guest: no kernel modules (*.ko, *.ko.xz, *.ko.zst) under %s", dir)
+	}
+	// modules.builtin lists built-in modules as paths ("kernel/fs/ext4/ext4.ko");
+	// it only improves error messages, so a missing file is fine.
+	b, err := os.ReadFile(filepath.Join(dir, "modules.builtin"))
+	switch {
+	case err == nil:
+		for _, line := range strings.Split(string(b), "\n") {
+			if base := filepath.Base(strings.TrimSpace(line)); strings.HasSuffix(base, ".ko") {
+				idx.builtin[normModName(strings.TrimSuffix(base, ".ko"))] = true
+			}
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("guest: read modules.builtin: %w", err)
+	}
+	return idx, nil
+}
+
+// module is one resolved kernel module.
+type module struct {
+	Name    string   // normalized name, e.g. "virtio_ring"
+	Path    string   // source file
+	Data    []byte   // uncompressed ELF object
+	Depends []string // normalized names from .modinfo depends=
+}
+
+// FileName is the module's name inside the initramfs.
+func (m *module) FileName() string { return m.Name + ".ko" }
+
+// readModuleFile returns the uncompressed bytes of a module file.
+func readModuleFile(ctx context.Context, p string) ([]byte, error) {
+	var tool string
+	switch {
+	case strings.HasSuffix(p, ".ko.xz"):
+		tool = "xz"
+	case strings.HasSuffix(p, ".ko.zst"):
+		tool = "zstd"
+	default:
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("guest: read module: %w", err)
+		}
+		return b, nil
+	}
+	bin, err := exec.LookPath(tool)
+	if err != nil {
+		return nil, fmt.Errorf("guest: module %s is compressed and %s is not installed (Debian package %s): %w", p, tool, toolPackage(tool), err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "-dc", p)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("guest: decompress module %s with %s: %w: %s", p, tool, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// modinfo returns the key=value pairs of an ELF kernel module's .modinfo
+// section, in order. Keys may repeat (alias=, parm=), hence the slice.
+func modinfo(data []byte) ([][2]string, error) {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("guest: modinfo: not an ELF object: %w", err)
+	}
+	sec := f.Section(".modinfo")
+	if sec == nil {
+		return nil, fmt.Errorf("guest: modinfo: no .modinfo section")
+	}
+	raw, err := sec.Data()
+	if err != nil {
+		return nil, fmt.Errorf("guest: modinfo: read .modinfo: %w", err)
+	}
+	var kv [][2]string
+	for _, field := range bytes.Split(raw, []byte{0}) {
+		if len(field) == 0 {
+			continue // padding between strings
+		}
+		k, v, ok := bytes.Cut(field, []byte{'='})
+		if !ok {
+			return nil, fmt.Errorf("guest: modinfo: malformed field %q", field)
+		}
+		kv = append(kv, [2]string{string(k), string(v)})
+	}
+	return kv, nil
+}
+
+// moduleDepends returns the normalized names in a module's depends= field.
+func moduleDepends(data []byte) ([]string, error) {
+	kv, err := modinfo(data)
+	if err != nil {
+		return nil, err
+	}
+	var deps []string
+	for _, f := range kv {
+		if f[0] != "depends" {
+			continue
+		}
+		for _, d := range strings.Split(f[1], ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				deps = append(deps, normModName(d))
+			}
+		}
+	}
+	return deps, nil
+}
+
+// resolveModules finds the wanted modules and, recursively, their
+// dependencies, and returns them in load order: every module after all of
+// its dependencies, otherwise in the order first wanted. It fails on a name
+// the tree lacks (saying who needed it) and on a dependency cycle.
+func resolveModules(ctx context.Context, idx *moduleIndex, wanted []string) ([]*module, error) {
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := make(map[string]int)
+	loaded := make(map[string]*module)
+	var order []*module
+	var visit func(name string, path []string) error
+	visit = func(name string, path []string) error {
+		switch state[name] {
+		case done:
+			return nil
+		case visiting:
+			return fmt.Errorf("guest: module dependency cycle: %s", strings.Join(append(path, name), " -> "))
+		}
+		file, ok := idx.files[name]
+		if !ok {
+			if idx.builtin[name] {
+				return fmt.Errorf("guest: module %q is built into the kernel; do not list it", name)
+			}
+			if len(path) == 0 {
+				return fmt.Errorf("guest: module %q not found in the kernel's module tree%s", name, suggestModules(idx, name))
+			}
+			return fmt.Errorf("guest: module %q (needed by %s) not found in the kernel's module tree", name, strings.Join(path, " -> "))
+		}
+		state[name] = visiting
+		data, err := readModuleFile(ctx, file)
+		if err != nil {
+			return err
+		}
+		deps, err := moduleDepends(data)
+		if err != nil {
+			return fmt.Errorf("%w (module %s)", err, file)
+		}
+		for _, d := range deps {
+			if err := visit(d, append(path[:len(path):len(path)], name)); err != nil {
+				return err
+			}
+		}
+		state[name] = done
+		m := &module{Name: name, Path: file, Data: data, Depends: deps}
+		loaded[name] = m
+		order = append(order, m)
+		return nil
+	}
+	for _, w := range wanted {
+		name := normModName(strings.TrimSpace(w))
+		for _, suf := range moduleSuffixes {
+			name = strings.TrimSuffix(name, suf)
+		}
+		if name == "" {
+			return nil, fmt.Errorf("guest: empty module name in %q", wanted)
+		}
+		if err := visit(name, nil); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// suggestModules names up to five modules whose names look like want
+// (ignoring underscores), for an error message.
+func suggestModules(idx *moduleIndex, want string) string {
+	squash := func(s string) string { return strings.ReplaceAll(s, "_", "") }
+	w := squash(want)
+	var near []string
+	for n := range idx.files {
+		if s := squash(n); strings.Contains(s, w) || len(s) > 3 && strings.Contains(w, s) && len(s)*2 > len(w) {
+			near = append(near, n)
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	sort.Strings(near)
+	if len(near) > 5 {
+		near = near[:5]
+	}
+	return " (similar: " + strings.Join(near, ", ") + ")"
+}

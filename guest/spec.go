@@ -1,0 +1,182 @@
+package guest
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// LaneSpec is one lane's filesystem: a filesystem type and its mkfs
+// settings. The textual form is "<fs>[:<key>=<value>]...", e.g. "ext2",
+// "ext4:inode_size=128", "ext4:size=64", "vfat", "ext2:name=old:inode_size=256".
+//
+// Keys: inode_size (ext*: bytes per inode, a power of two 128..4096),
+// size (MiB), block_size (ext*: 1024, 2048 or 4096; default mke2fs's choice
+// for the size), fat (vfat: 12, 16 or 32; default mkfs.fat's choice) and
+// name (the lane's name; default the spec string itself).
+type LaneSpec struct {
+	Name      string            // lane name, used as /lanes/<Name> in the guest
+	FS        string            // "ext2", "ext3", "ext4" or "vfat"
+	InodeSize int               // bytes per inode (ext* only; 0 for vfat)
+	SizeMiB   int               // image size in MiB
+	Options   map[string]string // further mkfs settings without a field: block_size, fat
+}
+
+// Filesystem defaults. ext2 uses 128-byte inodes, as in the paper (and so
+// keeps the Y2038 limit); ext3/ext4 use mke2fs's default of 256.
+var fsDefaults = map[string]struct {
+	inodeSize, sizeMiB int
+	keys               []string // accepted option keys besides name and size
+}{
+	"ext2": {128, 8, []string{"inode_size", "block_size"}},
+	"ext3": {256, 8, []string{"inode_size", "block_size"}},
+	"ext4": {256, 8, []string{"inode_size", "block_size"}},
+	"vfat": {0, 16, []string{"fat"}},
+}
+
+// maxSizeMiB bounds size= (1 TiB): base images are sparse but are hashed and
+// diffed whole.
+const maxSizeMiB = 1 << 20
+
+// ParseLaneSpec parses one lane spec; see LaneSpec for the syntax.
+func ParseLaneSpec(s string) (LaneSpec, error) {
+	s = strings.TrimSpace(s)
+	parts := strings.Split(s, ":")
+	fsName := strings.ToLower(parts[0])
+	def, ok := fsDefaults[fsName]
+	if !ok {
+		return LaneSpec{}, fmt.Errorf("guest: lane spec %q: unknown filesystem %q (supported: %s)", s, parts[0], strings.Join(SupportedFS(), ", "))
+	}
+	spec := LaneSpec{Name: s, FS: fsName, InodeSize: def.inodeSize, SizeMiB: def.sizeMiB}
+	seen := make(map[string]bool)
+	blockSize := 0
+	for _, opt := range parts[1:] {
+		key, val, ok := strings.Cut(opt, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		val = strings.TrimSpace(val)
+		if !ok || key == "" || val == "" {
+			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: option %q is not key=value", s, opt)
+		}
+		if seen[key] {
+			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: option %q given twice", s, key)
+		}
+		seen[key] = true
+		if key != "name" && key != "size" && !slices.Contains(def.keys, key) {
+			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: unknown option %q for %s (accepted: %s)", s, key, fsName, strings.Join(append([]string{"name", "size"}, def.keys...), ", "))
+		}
+		if key == "name" {
+			if err := checkLaneName(val); err != nil {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: %w", s, err)
+			}
+			spec.Name = val
+			continue
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: option %s=%q is not a number", s, key, val)
+		}
+		switch key {
+		case "inode_size":
+			if n < 128 || n > 4096 || n&(n-1) != 0 {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: inode_size=%d: want a power of two from 128 to 4096", s, n)
+			}
+			spec.InodeSize = n
+		case "size":
+			if n < 1 || n > maxSizeMiB {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: size=%d: want 1 to %d MiB", s, n, maxSizeMiB)
+			}
+			spec.SizeMiB = n
+		case "block_size":
+			if n != 1024 && n != 2048 && n != 4096 {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: block_size=%d: want 1024, 2048 or 4096", s, n)
+			}
+			blockSize = n
+			spec.setOption(key, strconv.Itoa(n))
+		case "fat":
+			if n != 12 && n != 16 && n != 32 {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: fat=%d: want 12, 16 or 32", s, n)
+			}
+			spec.setOption(key, strconv.Itoa(n))
+		}
+	}
+	if blockSize != 0 && spec.InodeSize > blockSize {
+		return LaneSpec{}, fmt.Errorf("guest: lane spec %q: inode_size=%d exceeds block_size=%d", s, spec.InodeSize, blockSize)
+	}
+	if err := checkLaneName(spec.Name); err != nil {
+		return LaneSpec{}, fmt.Errorf("guest: lane spec %q: %w", s, err)
+	}
+	return spec, nil
+}
+
+func (l *LaneSpec) setOption(k, v string) {
+	if l.Options == nil {
+		l.Options = make(map[string]string)
+	}
+	l.Options[k] = v
+}
+
+// ParseLaneSpecs parses a comma-separated list of lane specs, e.g.
+// "ext2,ext4". Lane names must be unique.
+func ParseLaneSpecs(s string) ([]LaneSpec, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("guest: empty lane spec list")
+	}
+	var specs []LaneSpec
+	names := make(map[string]bool)
+	for _, part := range strings.Split(s, ",") {
+		spec, err := ParseLaneSpec(part)
+		if err != nil {
+			return nil, err
+		}
+		if names[spec.Name] {
+			return nil, fmt.Errorf("guest: lane specs %q: duplicate lane name %q (rename one with :name=...)", s, spec.Name)
+		}
+		names[spec.Name] = true
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// String returns the canonical spec with every setting explicit and the
+// options sorted, without the name: two specs with equal String() make
+// identical base images.
+func (l LaneSpec) String() string {
+	var b strings.Builder
+	b.WriteString(l.FS)
+	if l.InodeSize != 0 {
+		fmt.Fprintf(&b, ":inode_size=%d", l.InodeSize)
+	}
+	fmt.Fprintf(&b, ":size=%d", l.SizeMiB)
+	keys := make([]string, 0, len(l.Options))
+	for k := range l.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, ":%s=%s", k, l.Options[k])
+	}
+	return b.String()
+}
+
+// SupportedFS lists the filesystems a lane spec may name.
+func SupportedFS() []string {
+	fs := make([]string, 0, len(fsDefaults))
+	for k := range fsDefaults {
+		fs = append(fs, k)
+	}
+	sort.Strings(fs)
+	return fs
+}
+
+// checkLaneName rejects names that cannot be a directory under /lanes.
+func checkLaneName(n string) error {
+	switch {
+	case n == "", n == ".", n == "..":
+		return fmt.Errorf("invalid lane name %q", n)
+	case strings.ContainsAny(n, "/\x00,"):
+		return fmt.Errorf("lane name %q contains '/', ',' or NUL", n)
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package guest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseLaneSpec(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    LaneSpec
+		wantErr string // substring; "" means success
+	}{
+		{in: "ext2", want: LaneSpec{Name: "ext2", FS: "ext2", InodeSize: 128, SizeMiB: 8}},
+		{in: "ext3", want: LaneSpec{Name: "ext3", FS: "ext3", InodeSize: 256, SizeMiB: 8}},
+		{in: "ext4", want: LaneSpec{Name: "ext4", FS: "ext4", InodeSize: 256, SizeMiB: 8}},
+		{in: "vfat", want: LaneSpec{Name: "vfat", FS: "vfat", SizeMiB: 16}},
+		{in: " EXT4 ", want: LaneSpec{Name: "EXT4", FS: "ext4", InodeSize: 256, SizeMiB: 8}},
+		{in: "ext2:inode_size=256", want: LaneSpec{Name: "ext2:inode_size=256", FS: "ext2", InodeSize: 256, SizeMiB: 8}},
+		{in: "ext4:inode_size=128", want: LaneSpec{Name: "ext4:inode_size=128", FS: "ext4", InodeSize: 128, SizeMiB: 8}},
+		{in: "ext4:size=64", want: LaneSpec{Name: "ext4:size=64", FS: "ext4", InodeSize: 256, SizeMiB: 64}},
+		{in: "ext4:name=new:inode_size=512:size=32:block_size=1024",
+			want: LaneSpec{Name: "new", FS: "ext4", InodeSize: 512, SizeMiB: 32, Options: map[string]string{"block_size": "1024"}}},
+		{in: "vfat:fat=32:size=64", want: LaneSpec{Name: "vfat:fat=32:size=64", FS: "vfat", SizeMiB: 64, Options: map[string]string{"fat": "32"}}},
+		{in: "xfs", wantErr: `unknown filesystem "xfs"`},
+		{in: "", wantErr: "unknown filesystem"},
+		{in: "ext2:journal=1", wantErr: `unknown option "journal"`},
+		{in: "vfat:inode_size=128", wantErr: `unknown option "inode_size" for vfat`},
+		{in: "ext2:fat=16", wantErr: `unknown option "fat"`},
+		{in: "ext2:inode_size", wantErr: "not key=value"},
+		{in: "ext2:inode_size=", wantErr: "not key=value"},
+		{in: "ext2:inode_size=100", wantErr: "power of two"},
+		{in: "ext2:inode_size=8192", wantErr: "power of two"},
+		{in: "ext2:inode_size=abc", wantErr: "not a number"},
+		{in: "ext2:size=0", wantErr: "size=0"},
+		{in: "ext2:block_size=512", wantErr: "block_size=512"},
+		{in: "ext2:block_size=1024:inode_size=2048", wantErr: "exceeds block_size"},
+		{in: "ext2:size=8:size=9", wantErr: "given twice"},
+		{in: "ext2:name=a/b", wantErr: "lane name"},
+		{in: "ext2:name=..", wantErr: "invalid lane name"},
+		{in: "vfat:fat=24", wantErr: "fat=24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseLaneSpec(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "guest: ") {
+					t.Fatalf("ParseLaneSpec(%q) = %+v, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseLaneSpec(%q): %v", tt.in, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseLaneSpec(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLaneSpecString(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"ext2", "ext2:inode_size=128:size=8"},
+		{"ext2:inode_size=128:size=8", "ext2:inode_size=128:size=8"},
+		{"ext2:name=x", "ext2:inode_size=128:size=8"},
+		{"ext4:size=64:block_size=4096", "ext4:inode_size=256:size=64:block_size=4096"},
+		{"vfat", "vfat:size=16"},
+		{"vfat:fat=12", "vfat:size=16:fat=12"},
+	}
+	for _, tt := range tests {
+		spec, err := ParseLaneSpec(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.String(); got != tt.want {
+			t.Errorf("ParseLaneSpec(%q).String() = %q, want %q", tt.in, got, tt.want)
+		}
+		// The canonical form parses back to the same image settings.
+		back, err := ParseLaneSpec(spec.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.String() != spec.String() {
+			t.Errorf("round trip of %q: %q", tt.in, back.String())
+		}
+	}
+}
+
+func TestParseLaneSpecs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in        string
+		wantNames []string
+		wantErr   string
+	}{
+		{in: "ext2", wantNames: []string{"ext2"}},
+		{in: "ext2,ext4", wantNames: []string{"ext2", "ext4"}},
+		{in: "ext2, ext2:inode_size=256 ,vfat", wantNames: []string{"ext2", "ext2:inode_size=256", "vfat"}},
+		{in: "ext2:name=a,ext2:name=b", wantNames: []string{"a", "b"}},
+		{in: "ext2,ext2", wantErr: `duplicate lane name "ext2"`},
+		{in: "ext2:name=x,ext4:name=x", wantErr: `duplicate lane name "x"`},
+		{in: "ext2,,ext4", wantErr: "unknown filesystem"},
+		{in: "ext2,btrfs", wantErr: `unknown filesystem "btrfs"`},
+		{in: " ", wantErr: "empty lane spec list"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseLaneSpecs(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseLaneSpecs(%q) = %+v, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, s := range got {
+				names = append(names, s.Name)
+			}
+			if !reflect.DeepEqual(names, tt.wantNames) {
+				t.Errorf("names = %q, want %q", names, tt.wantNames)
+			}
+		})
+	}
+}
