@@ -1,0 +1,27 @@
+// Package agent speaks the host<->guest agent protocol (themis.agent.v1).
+//
+// Frames ([WriteFrame], [ReadFrame]) are a 4-byte big-endian length followed
+// by one serialized protobuf message of at most [MaxFrame] bytes.
+//
+// [Client] is the host side: it owns a byte stream to the guest (a net.Conn
+// to QEMU's chardev socket), sends one request at a time and waits for the
+// response with the same id. A call that times out or fails on the stream
+// leaves the stream in an unknown position, so the client is then broken:
+// every later call fails with [ErrBroken] and the machine should be treated
+// as failed.
+//
+// [Server] is the guest side (cmd/themis-agent runs it as PID 1): it applies
+// each request with one or a few system calls relative to the lane's
+// directory (Root/<lane>) and reports the errno of the failing call. A lane
+// operation's errno is a result the checker compares, not a failure of the
+// agent. Operations that act on the whole machine (Mount, Umount, SetClock,
+// DropCaches, Exec) run only when [Server.Machine] is set, so tests and fuzzing
+// on a host cannot change the host.
+//
+// Concurrency: Client methods may be called from several goroutines (calls
+// are serialized). Server.Handle is safe for concurrent use; Serve handles
+// one request at a time.
+//
+// Linux-only code lives in *_linux.go files; on other systems every
+// operation answers ENOSYS.
+package agent

@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/sys/unix"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/oracle"
+)
+
+// walkOpen are the open flags of the fingerprint walk: never follow a final
+// symlink, never block on a FIFO, and do not change atimes by looking.
+const walkOpen = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOATIME
+
+// fingerprint walks the tree under the directory fd dir without following
+// symlinks and folds it. The root itself is the entry with path "".
+//
+// The walk does not change atimes of directories and regular files
+// (O_NOATIME). Reading a symlink's target updates its atime as the mount's
+// atime rules say; its leaf is taken after the read.
+func fingerprint(dir int, mode agentv1.TimeMode, withLeaves bool) (*agentv1.FingerprintResult, error) {
+	// A fresh descriptor: its own directory offset, and O_NOATIME.
+	root, err := openNoatime(dir, ".", unix.O_DIRECTORY)
+	if err != nil {
+		return nil, fmt.Errorf("open root: %w", err)
+	}
+	w := walker{buf: make([]byte, 64<<10)}
+	err = w.root(root)
+	if cerr := unix.Close(root); cerr != nil && err == nil {
+		err = fmt.Errorf("close root: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sum := oracle.Fold(w.entries, mode)
+	res := &agentv1.FingerprintResult{Root: sum[:], Entries: uint64(len(w.entries))}
+	if withLeaves {
+		slices.SortFunc(w.entries, func(a, b *agentv1.Entry) int { return strings.Compare(a.Path, b.Path) })
+		res.Leaves = w.entries
+	}
+	return res, nil
+}
+
+// openNoatime opens name under dir with walkOpen|extra, dropping O_NOATIME
+// where the caller may not use it (EPERM: not the owner and not root).
+func openNoatime(dir int, name string, extra int) (int, error) {
+	fd, err := unix.Openat(dir, name, walkOpen|extra, 0)
+	if errors.Is(err, unix.EPERM) {
+		fd, err = unix.Openat(dir, name, walkOpen&^unix.O_NOATIME|extra, 0)
+	}
+	return fd, err
+}
+
+type walker struct {
+	entries []*agentv1.Entry
+	buf     []byte // read buffer for contents and directory entries
+}
+
+func (w *walker) root(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat root: %w", err)
+	}
+	w.entries = append(w.entries, entryOf("", &st))
+	return w.dir(fd, "")
+}
+
+// dir adds the entries below the open directory fd, whose path is prefix.
+func (w *walker) dir(fd int, prefix string) error {
+	names, err := w.names(fd)
+	if err != nil {
+		return fmt.Errorf("%s: read directory: %w", displayPath(prefix), err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := path.Join(prefix, name)
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("%s: stat: %w", p, err)
+		}
+		e := entryOf(p, &st)
+		w.entries = append(w.entries, e)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if e.ContentHash, err = w.content(fd, name); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		case unix.S_IFLNK:
+			if e.SymlinkTarget, err = readlinkat(fd, name); err != nil {
+				return fmt.Errorf("%s: readlink: %w", p, err)
+			}
+			// readlink(2) touches the link's atime and cannot be told not
+			// to; report the state after the read, so that walking again
+			// (under the same relatime rules) gives the same leaf.
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return fmt.Errorf("%s: stat: %w", p, err)
+			}
+			after := entryOf(p, &st)
+			after.SymlinkTarget = e.SymlinkTarget
+			w.entries[len(w.entries)-1] = after
+		case unix.S_IFDIR:
+			sub, err := openNoatime(fd, name, unix.O_DIRECTORY)
+			if err != nil {
+				return fmt.Errorf("%s: open: %w", p, err)
+			}
+			err = w.dir(sub, p)
+			if cerr := unix.Close(sub); cerr != nil && err == nil {
+				err = fmt.Errorf("%s: close: %w", p, cerr)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// names lists a directory without "." and "..".
+func (w *walker) names(fd int) ([]string, error) {
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(w.buf[:n], -1, names)
+	}
+}
+
+// content returns the blake3-256 of the regular file name under dir.
+func (w *walker) content(dir int, name string) ([]byte, error) {
+	fd, err := openNoatime(dir, name, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	h := blake3.New()
+	for {
+		n, rerr := unix.Read(fd, w.buf)
+		if errors.Is(rerr, unix.EINTR) {
+			continue
+		}
+		if rerr != nil {
+			err = fmt.Errorf("read: %w", rerr)
+			break
+		}
+		if n <= 0 {
+			break
+		}
+		if _, herr := h.Write(w.buf[:n]); herr != nil {
+			err = fmt.Errorf("hash: %w", herr)
+			break
+		}
+	}
+	if cerr := unix.Close(fd); cerr != nil && err == nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+func entryOf(p string, st *unix.Stat_t) *agentv1.Entry {
+	return &agentv1.Entry{
+		Path:  p,
+		Kind:  kindOf(st.Mode),
+		Mode:  st.Mode & 0o7777,
+		Uid:   st.Uid,
+		Gid:   st.Gid,
+		Nlink: uint64(st.Nlink),
+		Size:  st.Size,
+		Atime: timespec(st.Atim),
+		Mtime: timespec(st.Mtim),
+		Ctime: timespec(st.Ctim),
+	}
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "(root)"
+	}
+	return p
+}

@@ -1,0 +1,81 @@
+// Command themis-agent is the guest's /init: a static binary that sets up the
+// guest (proc, sys, dev, modules) and serves the agent protocol on a serial
+// channel for the lifetime of the machine. It is the only Themis code in the
+// guest.
+//
+// As PID 1 it takes no flags (the kernel passes unknown boot parameters to
+// init as arguments); the channel defaults to /dev/ttyS1 and the kernel
+// command line parameter themis.channel=<dev> overrides it.
+//
+// Not as PID 1 it serves for tests: `themis-agent -stdio -root DIR` answers
+// requests on stdin/stdout over the lanes under DIR.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/themisfs/themis/agent"
+)
+
+// version identifies the build; set with -ldflags "-X main.version=...".
+var version = "dev"
+
+// defaultChannel is the agent's serial port unless themis.channel= says otherwise.
+const defaultChannel = "/dev/ttyS1"
+
+func newLogger(level zapcore.Level) *zap.Logger {
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level)
+	return zap.New(core).Named("themis-agent")
+}
+
+func main() {
+	if os.Getpid() == 1 {
+		runInit(newLogger(zapcore.InfoLevel)) // never returns
+		return
+	}
+	stdio := flag.Bool("stdio", false, "serve on stdin/stdout instead of being init")
+	root := flag.String("root", "/lanes", "directory holding one directory per lane")
+	machine := flag.Bool("machine", false, "allow Mount, Umount, SetClock, DropCaches and Exec (they change this machine)")
+	debug := flag.Bool("debug", false, "log at debug level")
+	flag.Parse()
+	if !*stdio {
+		fmt.Fprintln(os.Stderr, "themis-agent: not PID 1; use -stdio -root DIR to serve on stdin/stdout")
+		flag.Usage()
+		os.Exit(2)
+	}
+	level := zapcore.InfoLevel
+	if *debug {
+		level = zapcore.DebugLevel
+	}
+	log := newLogger(level)
+	srv := &agent.Server{Root: *root, Log: log, Version: version, Machine: *machine}
+	err := srv.Serve(struct {
+		io.Reader
+		io.Writer
+	}{os.Stdin, os.Stdout})
+	if err != nil {
+		log.Error("serve", zap.Error(err))
+		os.Exit(1)
+	}
+}
+
+// channelFromCmdline returns the value of the last themis.channel= parameter
+// on a kernel command line, or the default.
+func channelFromCmdline(cmdline string) string {
+	ch := defaultChannel
+	for _, f := range strings.Fields(cmdline) {
+		if v, ok := strings.CutPrefix(f, "themis.channel="); ok && v != "" {
+			ch = v
+		}
+	}
+	return ch
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/doctor"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/vmm"
+)
+
+func newDoctor(g *globals) *cobra.Command {
+	var boot bool
+	var restoreMode string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Report what this host can run and which backend auto picks; --boot measures a real guest",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cache, err := cacheDir(g)
+			if err != nil {
+				return err
+			}
+			r := doctor.Check(cmd.Context(), cache)
+			if boot {
+				mode := vmm.RestoreMode(restoreMode)
+				if mode != vmm.RestoreDevices && mode != vmm.RestoreFull {
+					return fmt.Errorf("--restore-mode %q: want devices or full", restoreMode)
+				}
+				b, err := doctor.BootCheck(cmd.Context(), doctor.BootOptions{
+					Guest:    guest.Options{CacheDir: cache, Log: g.log},
+					Restore:  mode,
+					Progress: progress,
+					Log:      g.log,
+				})
+				r.Boot = b
+				if err != nil {
+					if g.json {
+						if jerr := writeJSON(os.Stdout, r); jerr != nil {
+							return jerr
+						}
+					}
+					return fmt.Errorf("doctor --boot: %w", err)
+				}
+			}
+			if g.json {
+				return writeJSON(os.Stdout, r)
+			}
+			return printDoctor(r)
+		},
+	}
+	cmd.Flags().BoolVar(&boot, "boot", false, "boot a guest and measure boot, round trip, checkpoint, verified restore and the Y2038 witness")
+	cmd.Flags().StringVar(&restoreMode, "restore-mode", string(vmm.RestoreDevices), "memory restore path: devices (x-ignore-shared, host puts RAM back) or full (snapshot RAM)")
+	return cmd
+}
+
+func printDoctor(r *doctor.Report) error {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "KVM\t%s\t%s\n", r.KVMKind, r.KVMWhy)
+	fmt.Fprintf(w, "QEMU\t%s\t%s\n", orNone(r.QEMU), r.QEMUVersion)
+	for _, t := range r.Tools {
+		state := "missing (apt-get install " + t.Package + ")"
+		if t.Found {
+			state = t.Path
+		}
+		fmt.Fprintf(w, "tool %s\t%s\t\n", t.Name, state)
+	}
+	fmt.Fprintf(w, "guest cache\t%s\t%d image(s)\n", r.CacheDir, r.CachedImages)
+	fmt.Fprintf(w, "backend (auto)\t%s\t%s\n", r.Backend, r.BackendWhy)
+	if b := r.Boot; b != nil {
+		fmt.Fprintf(w, "kernel\t%s\t\n", b.KernelVersion)
+		fmt.Fprintf(w, "guest image\t%.0f ms\tcached=%v\n", b.ImageMs, b.ImageCached)
+		fmt.Fprintf(w, "boot to agent-ready\t%.0f ms\t\n", b.BootMs)
+		fmt.Fprintf(w, "agent round trip\t%.0f µs\tmedian of no-op pings\n", b.AgentRTTUs)
+		fmt.Fprintf(w, "checkpoint\t%.1f ms\t\n", b.CheckpointMs)
+		fmt.Fprintf(w, "restore (%s)\t%.1f ms\tmedian, verified=%v\n", b.RestoreMode, b.RestoreMs, b.RestoreVerified)
+		fmt.Fprintf(w, "Y2038 witness\tset %d\tguest stat %d, on disk %d (ext2 -I 128)\n", b.Y2038Set, b.Y2038Stored, b.Y2038OnDisk)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "problem\t%s\t\n", p)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func cacheDir(g *globals) (string, error) {
+	if g.cacheDir != "" {
+		return g.cacheDir, nil
+	}
+	return guest.DefaultCacheDir()
+}

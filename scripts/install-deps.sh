@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Themis needs on the host (run as root).
+# qemu-system-x86, qemu-utils: the QEMU backend; e2fsprogs, dosfstools: base
+# images, e2fsck and debugfs; protobuf-compiler: scripts/gen-proto.sh.
+# The guest kernel is fetched by `themisctl guest build` with apt-get download.
+set -euo pipefail
+pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools protobuf-compiler ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# apt-get download of the kernel needs fresh package lists even when nothing is missing.
+if [ "${#missing[@]}" -gt 0 ] || [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists/*Packages* 2>/dev/null)" ] || [ "${CI:-}" = true ]; then
+  apt-get update -q
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

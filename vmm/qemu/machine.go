@@ -1,0 +1,743 @@
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/nbd"
+	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap"
+)
+
+var _ vmm.Machine = (*Machine)(nil)
+var _ vmm.Hasher = (*Machine)(nil)
+var _ vmm.Timings = (*Machine)(nil)
+
+// readyLine is what the agent prints on the console once it serves its channel.
+const readyLine = "themis-agent: ready"
+
+// consoleKeep is how many console lines are kept for error messages.
+const consoleKeep = 40
+
+var noDeadline time.Time
+
+// Machine is a guest running under QEMU.
+type Machine struct {
+	cfg   vmm.Config
+	log   *zap.Logger
+	dir   string // work dir: sockets, state image
+	owned bool   // dir created by us
+
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when QEMU exits
+	exitErr error         // valid after exited is closed
+
+	qmp   *qmpClient
+	agent *agent.Client
+	aconn net.Conn
+
+	nbdCancel context.CancelFunc
+	nbdWG     sync.WaitGroup
+	listeners []net.Listener
+
+	ram     *ramFile
+	console *consoleTail
+
+	mu     sync.Mutex // serializes Call, Checkpoint, Restore, Close
+	closed bool
+	nextID vmm.CheckpointID
+	path   []checkpoint    // current path, oldest first
+	base   []int           // overlay depth of each disk before the first checkpoint
+	deltas *ramDeltas      // RestoreDevices bookkeeping
+	stale  map[string]bool // snapshot tags dropped by a restore but still in the state image
+	timing vmm.TimingInfo
+}
+
+type checkpoint struct {
+	id      vmm.CheckpointID
+	tag     string
+	ramHash [32]byte   // set when cfg.Verify
+	disks   [][32]byte // set when cfg.Verify
+}
+
+// Start boots a guest and returns once its agent answers.
+func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 128
+	}
+	if cfg.Restore == "" {
+		cfg.Restore = vmm.RestoreDevices
+	}
+	if cfg.Restore != vmm.RestoreFull && cfg.Restore != vmm.RestoreDevices {
+		return nil, fmt.Errorf("qemu: restore mode %q: want %q or %q", cfg.Restore, vmm.RestoreFull, vmm.RestoreDevices)
+	}
+	if cfg.BootTimeout == 0 {
+		cfg.BootTimeout = 60 * time.Second
+	}
+	if cfg.MemoryMiB < 64 || cfg.MemoryMiB > 16<<10 {
+		return nil, fmt.Errorf("qemu: memory %d MiB: want 64..16384", cfg.MemoryMiB)
+	}
+	for _, f := range []struct{ name, path string }{{"kernel", cfg.Kernel}, {"initramfs", cfg.Initramfs}} {
+		if f.path == "" {
+			return nil, fmt.Errorf("qemu: no %s given", f.name)
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, fmt.Errorf("qemu: %s: %w", f.name, err)
+		}
+	}
+	for i, d := range cfg.Disks {
+		if d.Device == nil {
+			return nil, fmt.Errorf("qemu: disk %d: no device", i)
+		}
+		if d.Serial == "" || len(d.Serial) > 20 || strings.ContainsAny(d.Serial, ",= \t\n") {
+			return nil, fmt.Errorf("qemu: disk %d: serial %q: want 1-20 characters without , = or spaces", i, d.Serial)
+		}
+	}
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, fmt.Errorf("qemu: qemu-system-x86_64 not found (Debian package qemu-system-x86): %w", err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{}), nextID: 1, stale: make(map[string]bool)}
+	defer func() {
+		if err != nil {
+			if cerr := m.Close(); cerr != nil {
+				m.log.Warn("cleanup after failed start", zap.Error(cerr))
+			}
+			m = nil
+		}
+	}()
+	if cfg.WorkDir != "" {
+		m.dir = cfg.WorkDir
+	} else {
+		dir, err := os.MkdirTemp(shmDir(), "themis-")
+		if err != nil {
+			return m, fmt.Errorf("qemu: work dir: %w", err)
+		}
+		m.dir, m.owned = dir, true
+	}
+	t0 := time.Now()
+	if err := m.start(ctx, bin); err != nil {
+		return m, err
+	}
+	m.timing.Boot = time.Since(t0)
+	for _, d := range cfg.Disks {
+		m.base = append(m.base, d.Device.Depth())
+	}
+	return m, nil
+}
+
+// shmDir is where RAM and scratch state live: tmpfs when there is one.
+func shmDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+func randomID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (m *Machine) listen(name string) (net.Listener, string, error) {
+	p := filepath.Join(m.dir, name)
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		return nil, "", fmt.Errorf("qemu: listen %s: %w", p, err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		l.Close()
+		return nil, "", fmt.Errorf("qemu: chmod %s: %w", p, err)
+	}
+	m.listeners = append(m.listeners, l)
+	return l, p, nil
+}
+
+func (m *Machine) start(ctx context.Context, bin string) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
+	defer cancel()
+
+	qmpL, qmpPath, err := m.listen("qmp.sock")
+	if err != nil {
+		return err
+	}
+	agentL, agentPath, err := m.listen("agent.sock")
+	if err != nil {
+		return err
+	}
+	// Disks: one NBD server per overlay.
+	nbdCtx, nbdCancel := context.WithCancel(context.Background())
+	m.nbdCancel = nbdCancel
+	var diskArgs []string
+	for i, d := range m.cfg.Disks {
+		p := filepath.Join(m.dir, fmt.Sprintf("nbd%d.sock", i))
+		l, err := nbd.Listen(p)
+		if err != nil {
+			return fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
+		}
+		srv := &nbd.Server{Backend: d.Device, Log: m.log.Named("nbd").With(zap.String("disk", d.Serial))}
+		m.nbdWG.Add(1)
+		go func() {
+			defer m.nbdWG.Done()
+			if err := srv.Serve(nbdCtx, l); err != nil {
+				m.log.Warn("nbd server stopped", zap.String("disk", d.Serial), zap.Error(err))
+			}
+		}()
+		node := fmt.Sprintf("disk%d", i)
+		diskArgs = append(diskArgs,
+			"-blockdev", fmt.Sprintf("driver=nbd,server.type=unix,server.path=%s,node-name=%s", p, node),
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", node, d.Serial))
+	}
+	// Scratch qcow2 for CPU/device (and, in full mode, RAM) state.
+	statePath := filepath.Join(m.dir, "state.qcow2")
+	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", statePath, "16M").CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	m.ram, err = newRAMFile(filepath.Join(shmDir(), "themis-ram-"+randomID()), int64(m.cfg.MemoryMiB)<<20)
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-machine", "pc,accel=tcg,memory-backend=ram0",
+		"-m", fmt.Sprintf("%dM", m.cfg.MemoryMiB),
+		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", m.cfg.MemoryMiB, m.ram.path),
+		"-smp", "1",
+		"-kernel", m.cfg.Kernel, "-initrd", m.cfg.Initramfs,
+		"-append", strings.TrimSpace("console=ttyS0 panic=-1 loglevel=4 tsc=unstable " + m.cfg.Cmdline),
+		"-chardev", "stdio,id=con,signal=off",
+		"-device", "isa-serial,chardev=con,index=0",
+		"-chardev", fmt.Sprintf("socket,id=agent,path=%s", agentPath),
+		"-device", "isa-serial,chardev=agent,index=1",
+		"-chardev", fmt.Sprintf("socket,id=qmp,path=%s", qmpPath),
+		"-mon", "chardev=qmp,mode=control",
+		"-blockdev", fmt.Sprintf("driver=file,filename=%s,node-name=statefile", statePath),
+		"-blockdev", "driver=qcow2,file=statefile,node-name=state",
+	}
+	args = append(args, diskArgs...)
+	m.log.Debug("starting qemu", zap.Strings("args", args))
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.Stdin = nil
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("qemu: console pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	m.console = newConsoleTail(m.cfg.Console)
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return fmt.Errorf("qemu: start %s: %w", bin, err)
+	}
+	m.cmd = cmd
+	if err := pw.Close(); err != nil {
+		m.log.Warn("close console pipe writer", zap.Error(err))
+	}
+	go m.console.run(pr)
+	go func() {
+		m.exitErr = cmd.Wait()
+		close(m.exited)
+	}()
+
+	qconn, err := m.accept(ctx, qmpL, "qmp")
+	if err != nil {
+		return err
+	}
+	if m.qmp, err = newQMP(ctx, qconn, m.log); err != nil {
+		qconn.Close()
+		return m.died(err)
+	}
+	m.aconn, err = m.accept(ctx, agentL, "agent channel")
+	if err != nil {
+		return err
+	}
+	m.agent = agent.NewClient(m.aconn, m.log)
+	if m.cfg.Restore == vmm.RestoreDevices {
+		caps := map[string]any{"capabilities": []map[string]any{{"capability": "x-ignore-shared", "state": true}}}
+		if err := m.qmp.Execute(ctx, "migrate-set-capabilities", caps, nil); err != nil {
+			return err
+		}
+	}
+	if err := m.ram.mapIt(); err != nil {
+		return err
+	}
+	// Wait for the agent's ready line, then a Ping round trip.
+	select {
+	case <-m.console.ready:
+	case <-m.exited:
+		return m.died(errors.New("exited during boot"))
+	case <-ctx.Done():
+		return fmt.Errorf("qemu: boot: no %q on the console: %w\n%s", readyLine, ctx.Err(), m.console.tail())
+	}
+	resp, err := m.call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
+	if err != nil {
+		return fmt.Errorf("qemu: boot: first ping: %w", err)
+	}
+	m.log.Info("guest ready", zap.String("agent", resp.GetPing().GetVersion()))
+	return nil
+}
+
+// accept waits for QEMU to connect to one of our sockets, or for QEMU to die.
+func (m *Machine) accept(ctx context.Context, l net.Listener, what string) (net.Conn, error) {
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := l.Accept()
+		ch <- res{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("qemu: accept %s: %w", what, r.err)
+		}
+		return r.c, nil
+	case <-m.exited:
+		l.Close()
+		return nil, m.died(fmt.Errorf("exited before connecting its %s", what))
+	case <-ctx.Done():
+		l.Close()
+		return nil, fmt.Errorf("qemu: waiting for %s: %w", what, ctx.Err())
+	}
+}
+
+// died builds the error for a guest that went away, with the console tail.
+func (m *Machine) died(err error) error {
+	select {
+	case <-m.exited:
+		return fmt.Errorf("%w: qemu %v: %w\nconsole:\n%s", vmm.ErrGuestDied, m.exitErr, err, m.console.tail())
+	case <-time.After(200 * time.Millisecond):
+		return fmt.Errorf("qemu: %w\nconsole:\n%s", err, m.console.tail())
+	}
+}
+
+// Call implements vmm.Machine.
+func (m *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, vmm.ErrClosed
+	}
+	return m.call(ctx, req)
+}
+
+func (m *Machine) call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := m.agent.Call(ctx, req)
+	if err != nil {
+		// A broken channel usually means QEMU is going away; wait briefly to tell.
+		select {
+		case <-m.exited:
+			return nil, m.died(err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		return nil, fmt.Errorf("qemu: agent call: %w", err)
+	}
+	return resp, nil
+}
+
+// Checkpoints implements vmm.Machine.
+func (m *Machine) Checkpoints() []vmm.CheckpointID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]vmm.CheckpointID, len(m.path))
+	for i, c := range m.path {
+		ids[i] = c.id
+	}
+	return ids
+}
+
+// Disks implements vmm.Machine.
+func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
+
+// Timings implements vmm.Timings.
+func (m *Machine) Timings() vmm.TimingInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.timing
+}
+
+// Checkpoint implements vmm.Machine.
+func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, vmm.ErrClosed
+	}
+	t0 := time.Now()
+	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return 0, m.failed(err)
+	}
+	depth := len(m.path)
+	tag := fmt.Sprintf("c%d", depth)
+	// A tag at this depth may be left from a checkpoint a restore dropped.
+	if m.stale[tag] {
+		if err := m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}}); err != nil {
+			return 0, m.failed(err)
+		}
+		delete(m.stale, tag)
+	}
+	for _, d := range m.cfg.Disks {
+		d.Device.Push()
+	}
+	cp := checkpoint{id: m.nextID, tag: tag}
+	if err := m.runJob(ctx, "snapshot-save", map[string]any{"tag": tag, "vmstate": "state", "devices": []string{"state"}}); err != nil {
+		m.popDisks(depth)
+		return 0, m.failed(err)
+	}
+	if m.cfg.Restore == vmm.RestoreDevices {
+		if m.deltas == nil {
+			m.deltas = newRAMDeltas(m.ram.mem)
+		} else {
+			m.deltas.push(m.ram.mem)
+		}
+	}
+	if m.cfg.Verify {
+		var err error
+		if cp.ramHash, cp.disks, err = m.hashAll(); err != nil {
+			return 0, m.failed(err)
+		}
+	}
+	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
+		return 0, m.failed(err)
+	}
+	m.nextID++
+	m.path = append(m.path, cp)
+	if err := m.assertDepths(); err != nil {
+		return 0, err
+	}
+	m.timing.Checkpoint = time.Since(t0)
+	return cp.id, nil
+}
+
+// popDisks returns every disk to the overlay depth it had before checkpoint index i.
+func (m *Machine) popDisks(i int) {
+	for j, d := range m.cfg.Disks {
+		if err := d.Device.PopTo(m.base[j] + i); err != nil {
+			m.log.Error("overlay pop", zap.String("disk", d.Serial), zap.Error(err))
+		}
+	}
+}
+
+// assertDepths checks the lockstep invariant: memory depth == overlay depth.
+func (m *Machine) assertDepths() error {
+	for j, d := range m.cfg.Disks {
+		if got, want := d.Device.Depth(), m.base[j]+len(m.path); got != want {
+			return fmt.Errorf("qemu: disk %s: overlay depth %d, checkpoint depth %d: lockstep broken", d.Serial, got, want)
+		}
+	}
+	if m.deltas != nil {
+		if got := m.deltas.depth(); got != len(m.path) {
+			return fmt.Errorf("qemu: memory depth %d, checkpoint depth %d: lockstep broken", got, len(m.path))
+		}
+	}
+	return nil
+}
+
+// Restore implements vmm.Machine.
+func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return vmm.ErrClosed
+	}
+	idx := -1
+	for i, c := range m.path {
+		if c.id == id {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("qemu: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
+	}
+	t0 := time.Now()
+	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return m.failed(err)
+	}
+	// Disks: back to the depth below the checkpoint's layer, then a fresh layer.
+	m.popDisks(idx)
+	for _, d := range m.cfg.Disks {
+		d.Device.Push()
+	}
+	if m.deltas != nil {
+		m.deltas.restore(m.ram.mem, idx+1)
+	}
+	if err := m.runJob(ctx, "snapshot-load", map[string]any{"tag": m.path[idx].tag, "vmstate": "state", "devices": []string{"state"}}); err != nil {
+		return m.failed(err)
+	}
+	for _, c := range m.path[idx+1:] {
+		m.stale[c.tag] = true
+	}
+	m.path = m.path[:idx+1]
+	if err := m.assertDepths(); err != nil {
+		return err
+	}
+	if m.cfg.Verify {
+		ram, disks, err := m.hashAll()
+		if err != nil {
+			return m.failed(err)
+		}
+		cp := m.path[idx]
+		if ram != cp.ramHash {
+			return fmt.Errorf("qemu: restore %d: %w: RAM hash %x, checkpoint %x", id, vmm.ErrVerify, ram[:8], cp.ramHash[:8])
+		}
+		for j := range disks {
+			if disks[j] != cp.disks[j] {
+				return fmt.Errorf("qemu: restore %d: %w: disk %s hash %x, checkpoint %x", id, vmm.ErrVerify, m.cfg.Disks[j].Serial, disks[j][:8], cp.disks[j][:8])
+			}
+		}
+	}
+	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
+		return m.failed(err)
+	}
+	m.timing.Restore = time.Since(t0)
+	return nil
+}
+
+// hashAll hashes guest RAM and every disk; the VM must be stopped.
+func (m *Machine) hashAll() ([32]byte, [][32]byte, error) {
+	ram := m.ram.hash()
+	disks := make([][32]byte, len(m.cfg.Disks))
+	for i, d := range m.cfg.Disks {
+		h, err := d.Device.Hash()
+		if err != nil {
+			return ram, nil, fmt.Errorf("qemu: hash disk %s: %w", d.Serial, err)
+		}
+		disks[i] = h
+	}
+	return ram, disks, nil
+}
+
+// RAMHash implements vmm.Hasher.
+func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return [32]byte{}, vmm.ErrClosed
+	}
+	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return [32]byte{}, m.failed(err)
+	}
+	h := m.ram.hash()
+	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
+		return [32]byte{}, m.failed(err)
+	}
+	return h, nil
+}
+
+// failed decorates an error with the guest's fate when QEMU died.
+func (m *Machine) failed(err error) error {
+	select {
+	case <-m.exited:
+		return m.died(err)
+	default:
+		return err
+	}
+}
+
+type jobInfo struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+var jobSeq struct {
+	sync.Mutex
+	n int
+}
+
+// runJob runs a snapshot-* job to its end and returns its error.
+func (m *Machine) runJob(ctx context.Context, cmd string, args map[string]any) error {
+	jobSeq.Lock()
+	jobSeq.n++
+	jobID := fmt.Sprintf("%s-%d", cmd, jobSeq.n)
+	jobSeq.Unlock()
+	args["job-id"] = jobID
+	events, unsubscribe := m.qmp.Subscribe()
+	defer unsubscribe()
+	if err := m.qmp.Execute(ctx, cmd, args, nil); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("qemu: %s: %w", cmd, ctx.Err())
+		case <-m.qmp.Done():
+			return fmt.Errorf("qemu: %s: %w", cmd, ErrQMPClosed)
+		case ev := <-events:
+			if ev.Name != "JOB_STATUS_CHANGE" {
+				continue
+			}
+			var d struct {
+				ID     string `json:"id"`
+				Status string `json:"status"`
+			}
+			if err := json.Unmarshal(ev.Data, &d); err != nil || d.ID != jobID || d.Status != "concluded" {
+				continue
+			}
+			var jobs []jobInfo
+			if err := m.qmp.Execute(ctx, "query-jobs", nil, &jobs); err != nil {
+				return err
+			}
+			var jerr string
+			for _, j := range jobs {
+				if j.ID == jobID {
+					jerr = j.Error
+				}
+			}
+			if err := m.qmp.Execute(ctx, "job-dismiss", map[string]any{"id": jobID}, nil); err != nil {
+				return err
+			}
+			if jerr != "" {
+				return fmt.Errorf("qemu: %s: %s", cmd, jerr)
+			}
+			return nil
+		}
+	}
+}
+
+// Close implements vmm.Machine.
+func (m *Machine) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	var errs []error
+	if m.cmd != nil {
+		select {
+		case <-m.exited:
+		default:
+			if m.qmp != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if err := m.qmp.Execute(ctx, "quit", nil, nil); err != nil {
+					m.log.Debug("qmp quit", zap.Error(err))
+				}
+				cancel()
+			}
+			select {
+			case <-m.exited:
+			case <-time.After(3 * time.Second):
+				if err := syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+					errs = append(errs, fmt.Errorf("qemu: kill: %w", err))
+				}
+				<-m.exited
+			}
+		}
+	}
+	if m.qmp != nil {
+		if err := m.qmp.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m.aconn != nil {
+		if err := m.aconn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("qemu: close agent channel: %w", err))
+		}
+	}
+	for _, l := range m.listeners {
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("qemu: close listener: %w", err))
+		}
+	}
+	if m.nbdCancel != nil {
+		m.nbdCancel()
+		m.nbdWG.Wait()
+	}
+	if m.console != nil && m.cmd != nil {
+		<-m.console.done
+	}
+	if m.ram != nil {
+		if err := m.ram.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m.owned {
+		if err := os.RemoveAll(m.dir); err != nil {
+			errs = append(errs, fmt.Errorf("qemu: remove work dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// consoleTail copies the console to an optional writer, keeps the last lines
+// for error messages, and signals the agent's ready line.
+type consoleTail struct {
+	w     io.Writer
+	mu    sync.Mutex
+	lines []string
+	ready chan struct{}
+	done  chan struct{}
+}
+
+func newConsoleTail(w io.Writer) *consoleTail {
+	return &consoleTail{w: w, ready: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (c *consoleTail) run(r io.ReadCloser) {
+	defer close(c.done)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	readySeen := false
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if c.w != nil {
+			fmt.Fprintln(c.w, line) //nolint:errcheck // console copy is best effort
+		}
+		c.mu.Lock()
+		c.lines = append(c.lines, line)
+		if len(c.lines) > consoleKeep {
+			c.lines = c.lines[len(c.lines)-consoleKeep:]
+		}
+		c.mu.Unlock()
+		if !readySeen && strings.Contains(line, readyLine) {
+			readySeen = true
+			close(c.ready)
+		}
+	}
+}
+
+func (c *consoleTail) tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "  " + strings.Join(c.lines, "\n  ")
+}
+
+// Kill ends the QEMU process at once, as if it had crashed; calls in flight
+// fail with vmm.ErrGuestDied. Close must still be called.
+func (m *Machine) Kill() error {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return nil
+	}
+	if err := syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("qemu: kill: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package qemu_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/qemu"
+	"github.com/themisfs/themis/vmm/vmmtest"
+)
+
+func TestConformanceDevicesRestore(t *testing.T) {
+	vmmtest.Run(t, func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error) {
+		cfg.Restore = vmm.RestoreDevices
+		return qemu.Start(ctx, cfg)
+	})
+}
+
+func TestConformanceFullRestore(t *testing.T) {
+	vmmtest.Run(t, func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error) {
+		cfg.Restore = vmm.RestoreFull
+		return qemu.Start(ctx, cfg)
+	})
+}
+
+// TestKilledGuest kills QEMU in the middle of an operation: the call fails
+// naming the dead guest, Close cleans up, nothing leaks.
+func TestKilledGuest(t *testing.T) {
+	env := vmmtest.Setup(t)
+	check := vmmtest.Leaks(t)
+	cfg := env.Config(t, env.Lane(t, "ext2"))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m, err := qemu.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spin := vmmtest.SpinRequest(t, m)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Call(ctx, spin)
+		errc <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := m.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, vmm.ErrGuestDied) {
+			t.Errorf("call during kill: %v, want ErrGuestDied", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("call did not return after the guest was killed")
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	check()
+}
+
+func TestBadConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  vmm.Config
+		want string
+	}{
+		{"no kernel", vmm.Config{Initramfs: "/nonexistent"}, "no kernel"},
+		{"missing kernel", vmm.Config{Kernel: "/nonexistent/vmlinuz", Initramfs: "/x"}, "kernel"},
+		{"bad restore mode", vmm.Config{Restore: "fast"}, "restore mode"},
+		{"too little memory", vmm.Config{MemoryMiB: 8}, "memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := qemu.Start(context.Background(), tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start: %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package qemu
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/sys/unix"
+)
+
+// pageSize is the granularity of RAM deltas.
+const pageSize = 4096
+
+// ramFile is guest RAM: a file in tmpfs that QEMU maps as its memory backend
+// and that we map too.
+type ramFile struct {
+	path   string
+	size   int64
+	mem    []byte
+	linked bool
+}
+
+func newRAMFile(path string, size int64) (*ramFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: guest RAM file: %w", err)
+	}
+	r := &ramFile{path: path, size: size, linked: true}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return r, fmt.Errorf("qemu: guest RAM file: %w", err)
+	}
+	return r, nil
+}
+
+// mapIt maps the RAM file once QEMU has opened it, then unlinks it so that
+// nothing is left behind whatever happens next.
+func (r *ramFile) mapIt() error {
+	f, err := os.OpenFile(r.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("qemu: open guest RAM: %w", err)
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(r.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("qemu: mmap guest RAM: %w", err)
+	}
+	r.mem = mem
+	if err := os.Remove(r.path); err != nil {
+		return fmt.Errorf("qemu: unlink guest RAM file: %w", err)
+	}
+	r.linked = false
+	return nil
+}
+
+func (r *ramFile) hash() [32]byte {
+	h := blake3.New()
+	// Hash in large chunks; blake3.Write never fails.
+	for off := 0; off < len(r.mem); off += 1 << 20 {
+		end := min(off+1<<20, len(r.mem))
+		h.Write(r.mem[off:end]) //nolint:errcheck
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+func (r *ramFile) close() error {
+	var errs []error
+	if r.mem != nil {
+		if err := unix.Munmap(r.mem); err != nil {
+			errs = append(errs, fmt.Errorf("qemu: munmap guest RAM: %w", err))
+		}
+		r.mem = nil
+	}
+	if r.linked {
+		if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("qemu: remove guest RAM file: %w", err))
+		}
+		r.linked = false
+	}
+	return errors.Join(errs...)
+}
+
+// ramDeltas keeps what the devices-only restore needs to put RAM back: a
+// shadow copy of RAM as it was at the newest checkpoint on the path, and for
+// every later checkpoint the pages it changed, with their content at its
+// parent (an undo log). Restoring to checkpoint i copies back the pages that
+// differ from the shadow, then unwinds the undo logs down to i.
+type ramDeltas struct {
+	shadow []byte
+	undo   []map[int][]byte // undo[k]: pages changed between checkpoint k-1 and k, as at k-1; undo[0] is nil
+}
+
+func newRAMDeltas(mem []byte) *ramDeltas {
+	shadow := make([]byte, len(mem))
+	copy(shadow, mem)
+	return &ramDeltas{shadow: shadow, undo: []map[int][]byte{nil}}
+}
+
+func (d *ramDeltas) depth() int { return len(d.undo) }
+
+// changedPages returns the indices of pages where mem differs from the shadow,
+// comparing in parallel.
+func (d *ramDeltas) changedPages(mem []byte) []int {
+	pages := len(mem) / pageSize
+	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
+	parts := make([][]int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lo, hi := pages*w/workers, pages*(w+1)/workers
+			for p := lo; p < hi; p++ {
+				off := p * pageSize
+				if !bytes.Equal(mem[off:off+pageSize], d.shadow[off:off+pageSize]) {
+					parts[w] = append(parts[w], p)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var out []int
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// push records a new checkpoint: mem is RAM at that checkpoint.
+func (d *ramDeltas) push(mem []byte) {
+	undo := make(map[int][]byte)
+	for _, p := range d.changedPages(mem) {
+		off := p * pageSize
+		old := make([]byte, pageSize)
+		copy(old, d.shadow[off:off+pageSize])
+		undo[p] = old
+		copy(d.shadow[off:off+pageSize], mem[off:off+pageSize])
+	}
+	d.undo = append(d.undo, undo)
+}
+
+// restore puts mem back to the checkpoint at depth n (1-based: n=1 is the first
+// checkpoint) and drops the checkpoints above it. It returns the number of pages copied.
+func (d *ramDeltas) restore(mem []byte, n int) int {
+	copied := 0
+	for _, p := range d.changedPages(mem) {
+		off := p * pageSize
+		copy(mem[off:off+pageSize], d.shadow[off:off+pageSize])
+		copied++
+	}
+	for k := len(d.undo) - 1; k >= n; k-- {
+		for p, old := range d.undo[k] {
+			off := p * pageSize
+			copy(mem[off:off+pageSize], old)
+			copy(d.shadow[off:off+pageSize], old)
+			copied++
+		}
+	}
+	d.undo = d.undo[:n]
+	return copied
+}

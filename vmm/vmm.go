@@ -1,0 +1,106 @@
+package vmm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/overlay"
+	"go.uber.org/zap"
+)
+
+// Sentinel errors shared by all backends.
+var (
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("vmm: machine closed")
+	// ErrUnknownCheckpoint is returned by Restore for an id that is not on the current path.
+	ErrUnknownCheckpoint = errors.New("vmm: checkpoint not on the current path")
+	// ErrGuestDied is wrapped when the guest (or its emulator process) went away.
+	ErrGuestDied = errors.New("vmm: guest died")
+	// ErrVerify is wrapped when a verified restore found RAM or disk different from the checkpoint.
+	ErrVerify = errors.New("vmm: restore verification failed")
+)
+
+// CheckpointID names a checkpoint of one machine. IDs are never reused.
+type CheckpointID uint64
+
+// RestoreMode selects how a backend restores memory.
+type RestoreMode string
+
+const (
+	// RestoreFull saves and loads all guest RAM with the device state (simple, O(RAM) I/O).
+	RestoreFull RestoreMode = "full"
+	// RestoreDevices saves device and CPU state only; the host puts back the RAM pages
+	// that changed since the checkpoint before loading it.
+	RestoreDevices RestoreMode = "devices"
+)
+
+// Disk is one lane's block device.
+type Disk struct {
+	// Serial identifies the disk inside the guest (/sys/block/*/serial);
+	// the agent mounts "serial:<Serial>".
+	Serial string
+	// Device is the copy-on-write overlay serving every sector the guest reads or writes.
+	Device *overlay.Device
+}
+
+// Config describes a machine to start.
+type Config struct {
+	// Kernel and Initramfs are paths to the guest kernel and the agent initramfs.
+	Kernel, Initramfs string
+	// MemoryMiB is guest RAM in MiB (default 128).
+	MemoryMiB int
+	// Disks are attached in order as virtio-blk devices.
+	Disks []Disk
+	// Cmdline is appended to the backend's kernel command line.
+	Cmdline string
+	// Restore selects the memory restore strategy (default RestoreDevices where supported).
+	Restore RestoreMode
+	// Verify makes every Restore re-hash guest RAM and every disk and compare with
+	// the hashes taken at the checkpoint (the pre-hash = post-hash gate).
+	Verify bool
+	// BootTimeout bounds boot to agent-ready (default 60 s).
+	BootTimeout time.Duration
+	// Console receives the guest's serial console output (nil: discarded, last lines kept for errors).
+	Console io.Writer
+	// WorkDir holds sockets and scratch files (default: a new temp dir, removed by Close).
+	WorkDir string
+	// Log is the logger (nil: no logging).
+	Log *zap.Logger
+}
+
+// Machine is one running guest.
+type Machine interface {
+	// Call sends one request to the agent and waits for its response.
+	Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error)
+	// Checkpoint saves the whole machine and pushes an overlay layer on every disk.
+	Checkpoint(ctx context.Context) (CheckpointID, error)
+	// Restore returns the machine to a checkpoint on the current path and drops
+	// the checkpoints above it. The checkpoint itself stays and can be restored again.
+	Restore(ctx context.Context, id CheckpointID) error
+	// Checkpoints lists the current path, oldest first.
+	Checkpoints() []CheckpointID
+	// Disks returns the machine's disks in attach order.
+	Disks() []Disk
+	// Close stops the guest and releases every process, fd, mapping and socket. Idempotent.
+	Close() error
+}
+
+// Hasher is implemented by backends that can hash all guest RAM.
+type Hasher interface {
+	// RAMHash returns the blake3-256 of all guest RAM; the machine is paused while hashing.
+	RAMHash(ctx context.Context) ([32]byte, error)
+}
+
+// Timings is implemented by backends that record how long their last operations took.
+type Timings interface {
+	// Timings returns the durations of boot, the last checkpoint and the last restore.
+	Timings() TimingInfo
+}
+
+// TimingInfo holds backend timings.
+type TimingInfo struct {
+	Boot, Checkpoint, Restore time.Duration
+}

@@ -1,0 +1,224 @@
+package vmmtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/vmm"
+)
+
+// Y2038 is the value the witness sets: one second past the signed 32-bit limit.
+const Y2038 = 1 << 31
+
+// Run runs the conformance suite against a backend.
+func Run(t *testing.T, start Factory) {
+	env := Setup(t)
+	boot := func(t *testing.T, specs ...string) (vmm.Machine, []string) {
+		t.Helper()
+		var devs []*overlayDev
+		for _, s := range specs {
+			devs = append(devs, &overlayDev{spec: s, dev: env.Lane(t, s)})
+		}
+		cfg := env.Config(t, devsOf(devs)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		m, err := start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("boot: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := m.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
+		var lanes []string
+		for i, d := range devs {
+			lane := d.spec
+			Do(t, m, mount(lane, cfg.Disks[i].Serial, fsOf(d.spec)))
+			lanes = append(lanes, lane)
+		}
+		return m, lanes
+	}
+
+	t.Run("BootAndY2038", func(t *testing.T) {
+		m, lanes := boot(t, "ext2")
+		lane := lanes[0]
+		Do(t, m, setClock(Y2038))
+		Do(t, m, create(lane, "y2038"))
+		st := Do(t, m, stat(lane, "y2038")).GetStat()
+		if got := st.GetMtime().GetSec(); got != Y2038-1 {
+			t.Errorf("guest stat mtime after setting the clock to %d: got %d, want %d (clamped)", Y2038, got, Y2038-1)
+		}
+		Do(t, m, syncAll())
+		if got := ExtInodeMtime(t, m.Disks()[0].Device, "/y2038"); got != Y2038-1 {
+			t.Errorf("on-disk i_mtime: got %d, want %d", got, Y2038-1)
+		}
+		Do(t, m, umount(lane))
+		Do(t, m, remount(lane))
+		if got := Do(t, m, stat(lane, "y2038")).GetStat().GetMtime().GetSec(); got != Y2038-1 {
+			t.Errorf("mtime after remount: got %d, want %d", got, Y2038-1)
+		}
+	})
+
+	t.Run("RestoreSoundness", func(t *testing.T) {
+		m, lanes := boot(t, "ext2")
+		lane := lanes[0]
+		Do(t, m, mkdir(lane, "d"))
+		Do(t, m, write(lane, "d/keep", []byte("kept across the branch")))
+		root0 := Root(t, m, lane)
+		c0 := checkpoint(t, m)
+		Do(t, m, write(lane, "d/new", bytes.Repeat([]byte{0x55}, 10000)))
+		Do(t, m, writeFill(lane, "d/keep", 5, 4096, 0xff))
+		Do(t, m, unlink(lane, "d/keep"))
+		Do(t, m, syncAll())
+		if bytes.Equal(Root(t, m, lane), root0) {
+			t.Fatal("the branch did not change the fingerprint")
+		}
+		restore(t, m, c0) // the verify gate compares RAM and disk hashes
+		if got := Root(t, m, lane); !bytes.Equal(got, root0) {
+			t.Errorf("fingerprint after restore %x, want %x", got, root0)
+		}
+		// The guest keeps working, and the restored disk is consistent with the
+		// restored memory: unmount flushes the restored page cache, e2fsck is clean.
+		Do(t, m, write(lane, "d/after", []byte("after restore")))
+		Do(t, m, umount(lane))
+		Fsck(t, m.Disks()[0].Device)
+		Do(t, m, remount(lane))
+		if got := Do(t, m, stat(lane, "d/after")).GetStat().GetSize(); got != 13 {
+			t.Errorf("size of a file written after restore: %d, want 13", got)
+		}
+	})
+
+	t.Run("Nested", func(t *testing.T) {
+		m, lanes := boot(t, "ext2")
+		lane := lanes[0]
+		r0 := Root(t, m, lane)
+		c0 := checkpoint(t, m)
+		Do(t, m, mkdir(lane, "a"))
+		r1 := Root(t, m, lane)
+		c1 := checkpoint(t, m)
+		Do(t, m, create(lane, "a/f"))
+		restore(t, m, c1)
+		if got := Root(t, m, lane); !bytes.Equal(got, r1) {
+			t.Errorf("after restore C1: root %x, want %x", got, r1)
+		}
+		Do(t, m, chmod(lane, "a", 0o700))
+		restore(t, m, c0)
+		if got := Root(t, m, lane); !bytes.Equal(got, r0) {
+			t.Errorf("after restore C0: root %x, want %x", got, r0)
+		}
+		if ids := m.Checkpoints(); len(ids) != 1 || ids[0] != c0 {
+			t.Errorf("path after restore C0: %v, want [%d]", ids, c0)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.Restore(ctx, c1); !errors.Is(err, vmm.ErrUnknownCheckpoint) {
+			t.Errorf("restore of a dropped checkpoint: %v, want ErrUnknownCheckpoint", err)
+		}
+		// Again, several times from the same checkpoint (the DFS pattern).
+		for i := range 3 {
+			Do(t, m, mkdir(lane, "again"))
+			restore(t, m, c0)
+			if got := Root(t, m, lane); !bytes.Equal(got, r0) {
+				t.Errorf("round %d: root %x, want %x", i, got, r0)
+			}
+		}
+	})
+
+	t.Run("StaleTranslatedCode", func(t *testing.T) {
+		// Program B is in the page cache at the checkpoint; A overwrites the
+		// same pages and runs; after the restore the pages hold B again
+		// (put back from beneath the guest), and running it must run B.
+		m, lanes := boot(t, "ext2")
+		lane := lanes[0]
+		progA, progB := TinyELF(ExitCode(1)), TinyELF(ExitCode(2))
+		Do(t, m, write(lane, "prog", progB))
+		Do(t, m, chmod(lane, "prog", 0o755))
+		c0 := checkpoint(t, m)
+		Do(t, m, write(lane, "prog", progA))
+		if got := Do(t, m, execReq(lane, "prog", 10*time.Second)).GetExec().GetExitCode(); got != 1 {
+			t.Fatalf("program A exited %d, want 1", got)
+		}
+		restore(t, m, c0)
+		if got := Do(t, m, execReq(lane, "prog", 10*time.Second)).GetExec().GetExitCode(); got != 2 {
+			t.Errorf("after restore the program exited %d, want 2 (stale translated code?)", got)
+		}
+	})
+
+	t.Run("HungGuestCleansUp", func(t *testing.T) {
+		check := Leaks(t)
+		env2 := env
+		dev := env2.Lane(t, "ext2")
+		cfg := env2.Config(t, dev)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		m, err := start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("boot: %v", err)
+		}
+		spin := SpinRequest(t, m)
+		short, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel2()
+		_, err = m.Call(short, spin)
+		if err == nil {
+			t.Fatal("a call into a guest that never answers returned no error")
+		}
+		t.Logf("hung call: %v", err)
+		if err := m.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("second close: %v", err)
+		}
+		if _, err := m.Call(context.Background(), syncAll()); !errors.Is(err, vmm.ErrClosed) {
+			t.Errorf("call after close: %v, want ErrClosed", err)
+		}
+		check()
+	})
+}
+
+type overlayDev struct {
+	spec string
+	dev  *overlay.Device
+}
+
+func devsOf(d []*overlayDev) []*overlay.Device {
+	out := make([]*overlay.Device, len(d))
+	for i := range d {
+		out[i] = d[i].dev
+	}
+	return out
+}
+
+func fsOf(spec string) string {
+	for i, c := range spec {
+		if c == ':' {
+			return spec[:i]
+		}
+	}
+	return spec
+}
+
+func checkpoint(t testing.TB, m vmm.Machine) vmm.CheckpointID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := m.Checkpoint(ctx)
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	return id
+}
+
+func restore(t testing.TB, m vmm.Machine, id vmm.CheckpointID) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Restore(ctx, id); err != nil {
+		t.Fatalf("restore %d: %v", id, err)
+	}
+}
