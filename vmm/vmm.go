@@ -103,4 +103,8 @@ type Timings interface {
 // TimingInfo holds backend timings.
 type TimingInfo struct {
 	Boot, Checkpoint, Restore time.Duration
+	// RestoreRAM is the part of the last restore spent putting RAM back on the
+	// host (devices-only mode), and RestorePages the number of pages copied.
+	RestoreRAM   time.Duration
+	RestorePages int
 }

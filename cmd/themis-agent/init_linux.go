@@ -198,7 +198,7 @@ func openChannel(log *zap.Logger, path string, wait time.Duration) (*os.File, er
 	}
 }
 
-// makeRaw is cfmakeraw(3) plus CLOCAL, no flow control, VMIN=1, VTIME=0.
+// makeRaw is cfmakeraw(3) plus CLOCAL, 115200 baud, no flow control, VMIN=1, VTIME=0.
 func makeRaw(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -215,8 +215,11 @@ func makeRaw(f *os.File) error {
 			unix.ICRNL | unix.IXON | unix.IXOFF | unix.IXANY
 		t.Oflag &^= unix.OPOST
 		t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-		t.Cflag &^= unix.CSIZE | unix.PARENB | unix.CRTSCTS
-		t.Cflag |= unix.CS8 | unix.CLOCAL | unix.CREAD
+		t.Cflag &^= unix.CSIZE | unix.PARENB | unix.CRTSCTS | unix.CBAUD
+		// The fastest rate a 16550 takes: QEMU paces the receive timeout
+		// interrupt by the programmed rate (4 character times), so at the
+		// default 9600 baud every short frame waits ~4 ms to be seen.
+		t.Cflag |= unix.CS8 | unix.CLOCAL | unix.CREAD | unix.B115200
 		t.Cc[unix.VMIN] = 1
 		t.Cc[unix.VTIME] = 0
 		if err := unix.IoctlSetTermios(int(fd), unix.TCSETS, t); err != nil {

@@ -30,8 +30,8 @@ func TestConformanceFullRestore(t *testing.T) {
 // naming the dead guest, Close cleans up, nothing leaks.
 func TestKilledGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
-	check := vmmtest.Leaks(t)
 	cfg := env.Config(t, env.Lane(t, "ext2"))
+	check := vmmtest.Leaks(t) // after the overlay: it is closed by t.Cleanup
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m, err := qemu.Start(ctx, cfg)

@@ -150,10 +150,10 @@ func Run(t *testing.T, start Factory) {
 	})
 
 	t.Run("HungGuestCleansUp", func(t *testing.T) {
-		check := Leaks(t)
-		env2 := env
-		dev := env2.Lane(t, "ext2")
-		cfg := env2.Config(t, dev)
+		dev := env.Lane(t, "ext2")
+		cfg := env.Config(t, dev)
+		check := Leaks(t) // after the overlay: it is closed by t.Cleanup
+
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		m, err := start(ctx, cfg)
