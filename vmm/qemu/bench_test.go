@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/qemu"
 	"github.com/themisfs/themis/vmm/vmmtest"

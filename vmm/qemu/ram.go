@@ -2,9 +2,9 @@ package qemu
 
 import (
 	"bytes"
-	"hash/maphash"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"runtime"
 	"sync"
