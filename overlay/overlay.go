@@ -274,6 +274,29 @@ func (d *Device) PopTo(depth int) error {
 	return nil
 }
 
+// Merge folds writable layer i (1-based, 2..Depth()) into the layer below it
+// and removes it, so the image seen through the stack is unchanged. It costs
+// O(sectors in layer i). Counters of the two layers are summed.
+func (d *Device) Merge(i int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if i < 2 || i > len(d.layers) {
+		return fmt.Errorf("overlay: merge layer %d with depth %d: %w", i, len(d.layers), ErrDepth)
+	}
+	upper, lower := d.layers[i-1], d.layers[i-2]
+	for lba, sec := range upper.sectors {
+		lower.sectors[lba] = sec
+	}
+	lower.read += upper.read
+	lower.written += upper.written
+	d.layers = append(d.layers[:i-1], d.layers[i:]...)
+	d.layers[len(d.layers):cap(d.layers)][0] = nil // drop the stale pointer past the end
+	return nil
+}
+
 // Depth returns the number of writable layers (at least 1).
 func (d *Device) Depth() int {
 	d.mu.Lock()

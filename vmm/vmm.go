@@ -80,6 +80,10 @@ type Machine interface {
 	// Restore returns the machine to a checkpoint on the current path and drops
 	// the checkpoints above it. The checkpoint itself stays and can be restored again.
 	Restore(ctx context.Context, id CheckpointID) error
+	// Delete removes a checkpoint anywhere on the current path; the checkpoints
+	// around it stay restorable (its disk layer and memory delta are merged
+	// into its neighbours). The running state is unchanged.
+	Delete(ctx context.Context, id CheckpointID) error
 	// Checkpoints lists the current path, oldest first.
 	Checkpoints() []CheckpointID
 	// Disks returns the machine's disks in attach order.

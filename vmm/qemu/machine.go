@@ -71,7 +71,7 @@ type Machine struct {
 	path   []checkpoint    // current path, oldest first
 	base   []int           // overlay depth of each disk before the first checkpoint
 	deltas *ramDeltas      // RestoreDevices bookkeeping
-	stale  map[string]bool // snapshot tags dropped by a restore but still in the state image
+	stale  []string     // snapshot tags dropped by a restore but still in the state image
 	timing vmm.TimingInfo
 }
 
@@ -123,7 +123,7 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{}), nextID: 1, stale: make(map[string]bool)}
+	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{}), nextID: 1}
 	defer func() {
 		if err != nil {
 			if cerr := m.Close(); cerr != nil {
@@ -400,13 +400,13 @@ func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 		return 0, m.failed(err)
 	}
 	depth := len(m.path)
-	tag := fmt.Sprintf("c%d", depth)
-	// A tag at this depth may be left from a checkpoint a restore dropped.
-	if m.stale[tag] {
-		if err := m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}}); err != nil {
+	tag := fmt.Sprintf("c%d", m.nextID)
+	// Snapshots dropped by earlier restores are deleted here, off the restore path.
+	for len(m.stale) > 0 {
+		if err := m.deleteTag(ctx, m.stale[0]); err != nil {
 			return 0, m.failed(err)
 		}
-		delete(m.stale, tag)
+		m.stale = m.stale[1:]
 	}
 	for _, d := range m.cfg.Disks {
 		d.Device.Push()
@@ -499,7 +499,7 @@ func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 		return m.failed(err)
 	}
 	for _, c := range m.path[idx+1:] {
-		m.stale[c.tag] = true
+		m.stale = append(m.stale, c.tag)
 	}
 	m.path = m.path[:idx+1]
 	if err := m.assertDepths(); err != nil {
@@ -525,6 +525,47 @@ func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 	}
 	m.timing.Restore = time.Since(t0)
 	return nil
+}
+
+func (m *Machine) deleteTag(ctx context.Context, tag string) error {
+	return m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}})
+}
+
+// Delete implements vmm.Machine.
+func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return vmm.ErrClosed
+	}
+	idx := -1
+	for i, c := range m.path {
+		if c.id == id {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("qemu: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
+	}
+	// The layer pushed by checkpoint idx (1-based index base+idx+1) holds the
+	// writes after it; folding it into the layer below joins the writes before
+	// and after, which is the image of the checkpoints around it.
+	for j, d := range m.cfg.Disks {
+		if err := d.Device.Merge(m.base[j] + idx + 1); err != nil {
+			return fmt.Errorf("qemu: delete %d: disk %s: %w", id, d.Serial, err)
+		}
+	}
+	if m.deltas != nil {
+		m.deltas.remove(idx)
+		if m.deltas.depth() == 0 {
+			m.deltas = nil
+		}
+	}
+	if err := m.deleteTag(ctx, m.path[idx].tag); err != nil {
+		return m.failed(err)
+	}
+	m.path = append(m.path[:idx], m.path[idx+1:]...)
+	return m.assertDepths()
 }
 
 // hashAll hashes guest RAM and every disk; the VM must be stopped.

@@ -201,3 +201,28 @@ func (d *ramDeltas) restore(mem []byte, n int) int {
 	d.undo = d.undo[:n]
 	return copied
 }
+
+// remove drops checkpoint i (0-based on the path) and keeps the others
+// restorable: the undo log of the checkpoint above it is extended with the
+// pages of i's own log (which hold the older values), and if i is the newest
+// checkpoint the shadow goes back to its parent.
+func (d *ramDeltas) remove(i int) {
+	n := len(d.undo)
+	switch {
+	case i == n-1: // the newest: the shadow becomes its parent's RAM
+		for p, old := range d.undo[i] {
+			copy(d.shadow[p*pageSize:(p+1)*pageSize], old.data)
+			d.hashes[p] = old.hash
+		}
+		d.undo = d.undo[:i]
+	case i == 0: // the oldest: its child becomes the first, with no parent log
+		d.undo = append([]map[int]undoPage{nil}, d.undo[2:]...)
+	default:
+		merged := d.undo[i+1]
+		for p, old := range d.undo[i] {
+			merged[p] = old
+		}
+		d.undo = append(d.undo[:i], d.undo[i+1:]...)
+		d.undo[i] = merged
+	}
+}

@@ -16,7 +16,7 @@ func TestRAMDeltasModel(t *testing.T) {
 		var d *ramDeltas
 		var model [][]byte
 		for step := 0; step < 200; step++ {
-			switch op := rng.IntN(10); {
+			switch op := rng.IntN(11); {
 			case op < 6: // dirty some bytes
 				for range rng.IntN(5) + 1 {
 					mem[rng.IntN(len(mem))] = byte(rng.Uint32())
@@ -28,6 +28,16 @@ func TestRAMDeltasModel(t *testing.T) {
 					d.push(mem)
 				}
 				model = append(model, bytes.Clone(mem))
+			case op == 10: // delete a random checkpoint
+				if len(model) == 0 {
+					continue
+				}
+				i := rng.IntN(len(model))
+				d.remove(i)
+				model = append(model[:i], model[i+1:]...)
+				if len(model) == 0 {
+					d = nil
+				}
 			default: // restore to a random checkpoint on the path
 				if len(model) == 0 {
 					continue

@@ -129,6 +129,45 @@ func Run(t *testing.T, start Factory) {
 		}
 	})
 
+	t.Run("DeleteMiddleCheckpoint", func(t *testing.T) {
+		m, lanes := boot(t, "ext2")
+		lane := lanes[0]
+		r0 := Root(t, m, lane)
+		c0 := checkpoint(t, m)
+		Do(t, m, mkdir(lane, "one"))
+		c1 := checkpoint(t, m)
+		Do(t, m, mkdir(lane, "two"))
+		r2 := Root(t, m, lane)
+		c2 := checkpoint(t, m)
+		Do(t, m, mkdir(lane, "three"))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.Delete(ctx, c1); err != nil {
+			t.Fatalf("delete c1: %v", err)
+		}
+		restore(t, m, c2)
+		if got := Root(t, m, lane); !bytes.Equal(got, r2) {
+			t.Errorf("restore c2 after deleting c1: root %x, want %x", got, r2)
+		}
+		restore(t, m, c0)
+		if got := Root(t, m, lane); !bytes.Equal(got, r0) {
+			t.Errorf("restore c0 after deleting c1: root %x, want %x", got, r0)
+		}
+		if err := m.Delete(ctx, c0); err != nil {
+			t.Fatalf("delete c0: %v", err)
+		}
+		if ids := m.Checkpoints(); len(ids) != 0 {
+			t.Errorf("path after deleting everything: %v", ids)
+		}
+		// The machine still checkpoints and restores.
+		c3 := checkpoint(t, m)
+		Do(t, m, mkdir(lane, "four"))
+		restore(t, m, c3)
+		if got := Root(t, m, lane); !bytes.Equal(got, r0) {
+			t.Errorf("restore after re-arming: root %x, want %x", got, r0)
+		}
+	})
+
 	t.Run("StaleTranslatedCode", func(t *testing.T) {
 		// Program B is in the page cache at the checkpoint; A overwrites the
 		// same pages and runs; after the restore the pages hold B again

@@ -1,0 +1,22 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestFieldErrorIsInvalid(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("create: %w", Invalid("lanes[0]", "unknown filesystem %q", "zfs"))
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "lanes[0]" {
+		t.Errorf("errors.As: %v, field %q", fe, fe.Field)
+	}
+	if got, want := err.Error(), `create: lanes[0]: unknown filesystem "zfs"`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
