@@ -68,9 +68,9 @@ type Machine struct {
 	mu     sync.Mutex // serializes Call, Checkpoint, Restore, Close
 	closed bool
 	nextID vmm.CheckpointID
-	path   []checkpoint    // current path, oldest first
-	base   []int           // overlay depth of each disk before the first checkpoint
-	deltas *ramDeltas      // RestoreDevices bookkeeping
+	path   []checkpoint // current path, oldest first
+	base   []int        // overlay depth of each disk before the first checkpoint
+	deltas *ramDeltas   // RestoreDevices bookkeeping
 	stale  []string     // snapshot tags dropped by a restore but still in the state image
 	timing vmm.TimingInfo
 }
