@@ -32,24 +32,26 @@ type Tool struct {
 
 // Report is what doctor found. JSON field names are a stable interface.
 type Report struct {
-	KVMDevice    bool     `json:"kvm_device"`
-	KVMHardware  bool     `json:"kvm_hardware_virtualization"`
-	KVMKind      string   `json:"kvm_kind"` // "hardware", "pvm", "absent"
-	KVMWhy       string   `json:"kvm_why"`
-	QEMU         string   `json:"qemu,omitempty"`
-	QEMUVersion  string   `json:"qemu_version,omitempty"`
-	Tools        []Tool   `json:"tools"`
-	CacheDir     string   `json:"cache_dir"`
-	CachedImages int      `json:"cached_images"`
-	Backend      string   `json:"backend"`
-	BackendWhy   string   `json:"backend_why"`
-	Boot         *Boot    `json:"boot,omitempty"`
-	Problems     []string `json:"problems,omitempty"`
+	KVMDevice    bool   `json:"kvm_device"`
+	KVMHardware  bool   `json:"kvm_hardware_virtualization"`
+	KVMKind      string `json:"kvm_kind"` // "hardware", "pvm", "absent"
+	KVMWhy       string `json:"kvm_why"`
+	QEMU         string `json:"qemu,omitempty"`
+	QEMUVersion  string `json:"qemu_version,omitempty"`
+	Tools        []Tool `json:"tools"`
+	CacheDir     string `json:"cache_dir"`
+	CachedImages int    `json:"cached_images"`
+	Backend      string `json:"backend"`
+	BackendWhy   string `json:"backend_why"`
+	// Boot is set by --boot; its fields appear at the top level of the JSON.
+	*Boot
+	BootError string   `json:"boot_error,omitempty"`
+	Problems  []string `json:"problems,omitempty"`
 }
 
 // Boot holds the measurements of a booted guest.
 type Boot struct {
-	Backend         string  `json:"backend"`
+	BootBackend     string  `json:"boot_backend"`
 	KernelVersion   string  `json:"kernel_version"`
 	ImageCached     bool    `json:"image_cached"`
 	ImageMs         float64 `json:"image_ms"`
@@ -184,7 +186,7 @@ func BootCheck(ctx context.Context, o BootOptions) (*Boot, error) {
 			o.Progress(s)
 		}
 	}
-	b := &Boot{Backend: "qemu", RestoreMode: string(o.Restore), Y2038Set: 1 << 31, Y2038Lane: "ext2"}
+	b := &Boot{BootBackend: "qemu", RestoreMode: string(o.Restore), Y2038Set: 1 << 31, Y2038Lane: "ext2"}
 	step("building the guest image")
 	t0 := time.Now()
 	img, err := guest.Build(ctx, o.Guest)

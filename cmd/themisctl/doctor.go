@@ -37,6 +37,7 @@ func newDoctor(g *globals) *cobra.Command {
 				})
 				r.Boot = b
 				if err != nil {
+					r.BootError = err.Error()
 					if g.json {
 						if jerr := writeJSON(os.Stdout, r); jerr != nil {
 							return jerr

@@ -3,6 +3,7 @@ package qemu_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +84,23 @@ func TestBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNoQEMU: without qemu-system-x86_64 on PATH, Start names the missing
+// program and its Debian package, and leaves nothing behind.
+func TestNoQEMU(t *testing.T) {
+	dir := t.TempDir()
+	kernel, initrd := dir+"/vmlinuz", dir+"/initramfs"
+	for _, f := range []string{kernel, initrd} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	check := vmmtest.Leaks(t)
+	_, err := qemu.Start(context.Background(), vmm.Config{Kernel: kernel, Initramfs: initrd})
+	if err == nil || !strings.Contains(err.Error(), "qemu-system-x86_64 not found") || !strings.Contains(err.Error(), "qemu-system-x86") {
+		t.Errorf("Start without QEMU: %v", err)
+	}
+	check()
 }
