@@ -1,0 +1,119 @@
+package opspec
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+)
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	// Canonical short forms: Format(Parse(s)) == s.
+	for _, s := range []string{
+		"create d-00/f-00 0644",
+		"create f 0600 excl trunc",
+		"write f 0 4096 0x55",
+		"write f 65535 2 0xff append sync",
+		"truncate f 65537",
+		"unlink f",
+		"mkdir d-00 0755",
+		"rmdir d-00",
+		"chmod f 0777",
+		"chown f 1000",
+		"chgrp f 0",
+		"setxattr f user.a v create",
+		"removexattr f user.a",
+		"rename f g",
+		"link f g",
+		"symlink ../x s",
+		"utimens f now 2147483648.000000001",
+		"utimens f omit -1",
+		"fsync f",
+		"fsync",
+		"sync",
+		"drop-caches 3",
+		"set-clock 2147483648",
+		"umount",
+		"mount",
+	} {
+		op, err := Parse(s)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", s, err)
+			continue
+		}
+		if got := Format(op); got != s {
+			t.Errorf("Format(Parse(%q)) = %q", s, got)
+		}
+		// protojson form parses to the same op.
+		again, err := Parse(Format(op))
+		if err != nil || !proto.Equal(again, op) {
+			t.Errorf("reparse of %q: %v", s, err)
+		}
+		if _, err := Request(op); err != nil {
+			t.Errorf("Request(%q): %v", s, err)
+		}
+	}
+}
+
+func TestParseValues(t *testing.T) {
+	t.Parallel()
+	op, err := Parse("write d/f 4095 4097 0x00 direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := op.GetWrite()
+	if w.GetPath() != "d/f" || w.GetOffset() != 4095 || w.GetSize() != 4097 || w.GetFill() != 0 || w.GetFlags() != oRdwr|oDirect {
+		t.Errorf("write parsed as %v", w)
+	}
+	op, err = Parse(`{"mkdir":{"path":"d","mode":493}}`)
+	if err != nil || op.GetMkdir().GetMode() != 0o755 {
+		t.Errorf("protojson mkdir: %v %v", op, err)
+	}
+	if got := Format(op); got != "mkdir d 0755" {
+		t.Errorf("Format = %q", got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"", "empty"},
+		{"frobnicate x", "unknown operation"},
+		{"mkdir", "want 1 to 2 arguments"},
+		{"chmod f 999", "octal"},
+		{"write f x 1", "offset"},
+		{"write f 0 1 0x100", "fill"},
+		{"create f 0644 append", "flag"},
+		{"utimens f now soon", "time"},
+		{"drop-caches 4", "level"},
+		{"{}", "no operation"},
+		{`{"mkdir":`, "protojson"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.in)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error mentioning %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"write f 0 4096 0x55 append", "create a 0644 excl", `{"rename":{"path":"a","newPath":"b"}}`, "utimens f 1.5 now"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		op, err := Parse(s)
+		if err != nil {
+			return
+		}
+		out := Format(op)
+		again, err := Parse(out)
+		if err != nil {
+			t.Fatalf("Format(Parse(%q)) = %q does not parse: %v", s, out, err)
+		}
+		if !proto.Equal(op, again) {
+			t.Fatalf("round trip of %q changed the op: %v vs %v", s, op, again)
+		}
+	})
+}
