@@ -1,6 +1,6 @@
-// Command themisctl is the Themis CLI. This version carries the host checks
-// (doctor) and the guest image builder; the daemon-backed commands come with
-// themisd.
+// Command themisctl is the Themis CLI: host checks (doctor), the guest image
+// builder, and the daemon's API (sessions, fork, restore, apply, fingerprint,
+// ...). With no daemon to talk to, it runs one in-process.
 package main
 
 import (
@@ -61,6 +61,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "debug logging on stderr")
 	root.PersistentFlags().StringVar(&g.cacheDir, "cache-dir", "", "guest image cache (default: $THEMIS_CACHE_DIR or the user cache dir)")
 	root.AddCommand(newDoctor(g), newGuest(g))
+	addAPI(root, g)
 	return root
 }
 

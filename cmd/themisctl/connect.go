@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/server"
+)
+
+// conn is a connection to a daemon: a remote one, the local one on the
+// default socket, or one started in this process (the embedded default).
+type conn struct {
+	*client.Client
+	embedded *server.Daemon
+	tmp      string
+}
+
+type connFlags struct {
+	addr, tokenFile, ca, cert, key, serverName string
+	embedded                                   bool
+}
+
+func (f *connFlags) register(cmd *cobra.Command) {
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.addr, "addr", os.Getenv("THEMIS_ADDR"), "daemon address: unix:///path or host:port (TLS); default: the local daemon's socket if one answers, else a daemon in this process")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file holding a bearer token for the daemon")
+	pf.StringVar(&f.ca, "ca", "", "PEM CA bundle that verifies the daemon's certificate")
+	pf.StringVar(&f.cert, "cert", "", "PEM client certificate (mTLS)")
+	pf.StringVar(&f.key, "key", "", "PEM client key (mTLS)")
+	pf.StringVar(&f.serverName, "server-name", "", "name to verify in the daemon's certificate")
+	pf.BoolVar(&f.embedded, "embedded", false, "always run a daemon in this process (sessions end when the command does)")
+}
+
+func connect(ctx context.Context, g *globals, f *connFlags) (*conn, error) {
+	opts := client.Options{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, ServerName: f.serverName}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		opts.Token = string(trimSpace(b))
+	}
+	if f.addr != "" && !f.embedded {
+		c, err := client.Dial(ctx, f.addr, opts)
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", f.addr, err)
+		}
+		return &conn{Client: c}, nil
+	}
+	if !f.embedded {
+		if _, err := os.Stat(client.DefaultSocket()); err == nil {
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			c, err := client.Dial(dctx, client.DefaultAddr(), opts)
+			cancel()
+			if err == nil {
+				return &conn{Client: c}, nil
+			}
+			g.log.Debug("local daemon did not answer; starting one in-process")
+		}
+	}
+	tmp, err := os.MkdirTemp("", "themisctl-")
+	if err != nil {
+		return nil, fmt.Errorf("embedded daemon: %w", err)
+	}
+	cfg := server.Config{Listen: "unix://" + filepath.Join(tmp, "themisd.sock"), CacheDir: g.cacheDir}
+	d, err := server.StartDaemon(ctx, cfg, g.log)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("embedded daemon: %w", err), os.RemoveAll(tmp))
+	}
+	c, err := client.Dial(ctx, d.Addr(), opts)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return nil, errors.Join(fmt.Errorf("embedded daemon: %w", err), d.Shutdown(sctx), os.RemoveAll(tmp))
+	}
+	return &conn{Client: c, embedded: d, tmp: tmp}, nil
+}
+
+// Close ends the connection and, for an embedded daemon, stops it (and every guest it ran).
+func (c *conn) Close() error {
+	errs := []error{c.Client.Close()}
+	if c.embedded != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		errs = append(errs, c.embedded.Shutdown(ctx), os.RemoveAll(c.tmp))
+	}
+	return errors.Join(errs...)
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
+}

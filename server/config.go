@@ -1,0 +1,211 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/themisfs/themis/client"
+)
+
+// MaxConfigSize caps a config file, in bytes.
+const MaxConfigSize = 1 << 20
+
+// Config is the daemon's configuration (TOML; see deploy/themisd.example.toml).
+// Zero values mean the documented defaults.
+type Config struct {
+	// Listen is "unix:///path" (default: client.DefaultSocket) or
+	// "tcp://host:port". TCP needs TLS.Cert and TLS.Key and, for client
+	// authentication, TLS.ClientCA (mTLS) or TokenFile, or both.
+	Listen string `toml:"listen"`
+	// StateDir holds the session ledger. Default: /var/lib/themis for root,
+	// else $XDG_STATE_HOME/themis (~/.local/state/themis).
+	StateDir string `toml:"state_dir"`
+	// CacheDir holds guest images and base images. Default: the guest
+	// package's default ($THEMIS_CACHE_DIR or the user cache dir).
+	CacheDir string `toml:"cache_dir"`
+	// MetricsListen is a host:port for the Prometheus endpoint (/metrics),
+	// e.g. "127.0.0.1:9464". Empty: no metrics endpoint.
+	MetricsListen string `toml:"metrics_listen"`
+	// TLS configures the TCP listener.
+	TLS TLSConfig `toml:"tls"`
+	// TokenFile holds a bearer token; when set, every call (except health)
+	// must send "authorization: Bearer <token>". The token is the file's
+	// content without surrounding white space.
+	TokenFile string `toml:"token_file"`
+	// Limits bound what the daemon hands out.
+	Limits Limits `toml:"limits"`
+}
+
+// TLSConfig names PEM files.
+type TLSConfig struct {
+	// Cert and Key are the server certificate (chain) and private key.
+	Cert string `toml:"cert"`
+	Key  string `toml:"key"`
+	// ClientCA, when set, turns on mTLS: clients must present a certificate
+	// signed by one of these CAs.
+	ClientCA string `toml:"client_ca"`
+}
+
+// Limits are daemon-wide limits; 0 means the session package's default.
+type Limits struct {
+	// MaxSessions is the most sessions running at once.
+	MaxSessions int `toml:"max_sessions"`
+	// MaxMemoryMiB is the most guest RAM of all running sessions together, in MiB.
+	MaxMemoryMiB int `toml:"max_memory_mib"`
+	// ManualCheckpoints is the size of each session's manual checkpoint pool.
+	ManualCheckpoints int `toml:"manual_checkpoints"`
+	// AutoCheckpoints is the size of each session's auto checkpoint ring.
+	AutoCheckpoints int `toml:"auto_checkpoints"`
+}
+
+// LoadConfig reads and strictly decodes a TOML config file: an unknown key
+// or a value of the wrong type is an error naming the key and its line.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig strictly decodes TOML config bytes (see LoadConfig). It does
+// not apply defaults.
+func ParseConfig(data []byte) (Config, error) {
+	var cfg Config
+	if len(data) > MaxConfigSize {
+		return cfg, fmt.Errorf("config larger than %d bytes", MaxConfigSize)
+	}
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, tomlError(err)
+	}
+	return cfg, nil
+}
+
+// tomlError rewrites go-toml's errors as "line L: unknown key a.b" lines.
+func tomlError(err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		msgs := make([]string, 0, len(strict.Errors))
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			msgs = append(msgs, fmt.Sprintf("line %d: unknown key %s", row, strings.Join(e.Key(), ".")))
+		}
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		if k := de.Key(); len(k) > 0 {
+			return fmt.Errorf("line %d: %s: %s", row, strings.Join(k, "."), de.Error())
+		}
+		return fmt.Errorf("line %d: %s", row, de.Error())
+	}
+	return fmt.Errorf("config: %w", err)
+}
+
+// withDefaults returns c with empty fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = "unix://" + client.DefaultSocket()
+	}
+	if c.StateDir == "" {
+		c.StateDir = defaultStateDir()
+	}
+	return c
+}
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/themis"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "themis")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "themis")
+	}
+	return filepath.Join(os.TempDir(), "themis-state")
+}
+
+// listenAddr is a parsed Config.Listen.
+type listenAddr struct {
+	network string // "unix" or "tcp"
+	address string // socket path or host:port
+}
+
+func parseListen(s string) (listenAddr, error) {
+	switch {
+	case strings.HasPrefix(s, "unix://"):
+		p := strings.TrimPrefix(s, "unix://")
+		if !filepath.IsAbs(p) {
+			return listenAddr{}, fmt.Errorf("listen: %q: socket path must be absolute (unix:///path)", s)
+		}
+		return listenAddr{"unix", filepath.Clean(p)}, nil
+	case strings.HasPrefix(s, "unix:"):
+		return parseListen("unix://" + strings.TrimPrefix(s, "unix:"))
+	case filepath.IsAbs(s):
+		return listenAddr{"unix", filepath.Clean(s)}, nil
+	case strings.HasPrefix(s, "tcp://"):
+		hp := strings.TrimPrefix(s, "tcp://")
+		if _, port, ok := strings.Cut(hp, ":"); !ok || port == "" {
+			return listenAddr{}, fmt.Errorf("listen: %q: want tcp://host:port", s)
+		}
+		return listenAddr{"tcp", hp}, nil
+	default:
+		return listenAddr{}, fmt.Errorf("listen: %q: want unix:///path or tcp://host:port", s)
+	}
+}
+
+// validate checks what can be checked without touching the system.
+func (c Config) validate() (listenAddr, error) {
+	la, err := parseListen(c.Listen)
+	if err != nil {
+		return la, err
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		return la, errors.New("tls: set both cert and key")
+	}
+	if c.TLS.ClientCA != "" && c.TLS.Cert == "" {
+		return la, errors.New("tls.client_ca: needs tls.cert and tls.key")
+	}
+	if la.network == "tcp" {
+		if c.TLS.Cert == "" {
+			return la, fmt.Errorf("listen %s: TCP needs TLS: set tls.cert and tls.key (and tls.client_ca or token_file)", c.Listen)
+		}
+		if c.TLS.ClientCA == "" && c.TokenFile == "" {
+			return la, fmt.Errorf("listen %s: TCP needs client authentication: set tls.client_ca (mTLS) or token_file", c.Listen)
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{
+		{"limits.max_sessions", c.Limits.MaxSessions},
+		{"limits.max_memory_mib", c.Limits.MaxMemoryMiB},
+		{"limits.manual_checkpoints", c.Limits.ManualCheckpoints},
+		{"limits.auto_checkpoints", c.Limits.AutoCheckpoints},
+	} {
+		if l.v < 0 {
+			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)
+		}
+	}
+	return la, nil
+}

@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/local"
+
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/session"
+)
+
+// Daemon is a running Themis daemon: a session manager served over gRPC,
+// and optionally a Prometheus endpoint.
+type Daemon struct {
+	log  *zap.Logger
+	addr string
+	srv  *Server
+	grpc *grpc.Server
+	dom  managedDomain
+	sock *unixSocket // nil for TCP
+
+	metricsSrv  *http.Server // nil when off
+	metricsAddr string
+
+	done     chan struct{} // closed when the gRPC server stops serving
+	serveErr error         // set before done is closed
+	httpDone chan struct{} // closed when the metrics server stops (or at once when off)
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// openFunc opens the domain the daemon serves; onRestore feeds metrics.
+type openFunc func(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error)
+
+func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error) {
+	m, err := session.Open(ctx, session.Config{
+		StateDir:          cfg.StateDir,
+		CacheDir:          cfg.CacheDir,
+		Guest:             guest.Options{CacheDir: cfg.CacheDir, Log: log.Named("guest")},
+		MaxSessions:       cfg.Limits.MaxSessions,
+		MaxMemoryMiB:      cfg.Limits.MaxMemoryMiB,
+		ManualCheckpoints: cfg.Limits.ManualCheckpoints,
+		AutoCheckpoints:   cfg.Limits.AutoCheckpoints,
+		OnRestore:         onRestore,
+		Log:               log.Named("session"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open sessions: %w", err)
+	}
+	return m, nil
+}
+
+// StartDaemon checks cfg, listens, opens the session manager and starts
+// serving. It returns once the daemon accepts connections; Shutdown stops
+// it. A nil log discards.
+func StartDaemon(ctx context.Context, cfg Config, log *zap.Logger) (*Daemon, error) {
+	return startDaemon(ctx, cfg, log, openManager)
+}
+
+func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc) (_ *Daemon, err error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("themisd")
+	cfg = cfg.withDefaults()
+	la, err := cfg.validate()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+
+	// Everything that can fail on bad files comes before anything is bound.
+	var creds credentials.TransportCredentials
+	if la.network == "tcp" {
+		tc, err := serverTLS(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		creds = credentials.NewTLS(tc)
+	} else {
+		if cfg.TLS.Cert != "" {
+			log.Warn("tls is ignored on a unix socket", zap.String("listen", cfg.Listen))
+		}
+		creds = local.NewCredentials()
+	}
+	var auth *tokenAuth
+	if cfg.TokenFile != "" {
+		if auth, err = readToken(cfg.TokenFile); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+
+	d := &Daemon{log: log, done: make(chan struct{}), httpDone: make(chan struct{})}
+	// cleanup undoes what was set up if a later step fails.
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	var lis net.Listener
+	switch la.network {
+	case "unix":
+		if lis, d.sock, err = listenUnix(la.address); err != nil {
+			return nil, err
+		}
+		d.addr = "unix://" + la.address
+		cleanup = append(cleanup, func() { _ = lis.Close(); _ = d.sock.remove() })
+	default:
+		if lis, err = net.Listen("tcp", la.address); err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		d.addr = "tcp://" + lis.Addr().String()
+		cleanup = append(cleanup, func() { _ = lis.Close() })
+	}
+
+	m := newMetrics()
+	var mlis net.Listener
+	if cfg.MetricsListen != "" {
+		if mlis, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return nil, fmt.Errorf("metrics_listen: %w", err)
+		}
+		d.metricsAddr = mlis.Addr().String()
+		cleanup = append(cleanup, func() { _ = mlis.Close() })
+	}
+
+	if d.dom, err = open(ctx, cfg, m.restore, log); err != nil {
+		return nil, err
+	}
+	m.watchSessions(d.dom, log)
+
+	d.srv = New(d.dom, log)
+	d.srv.metrics = m
+	obs := observe{m: m, log: log}
+	rec := recoverer{log: log}
+	unary := []grpc.UnaryServerInterceptor{obs.unary, rec.unary}
+	stream := []grpc.StreamServerInterceptor{obs.stream, rec.stream}
+	if auth != nil {
+		unary = append(unary, auth.unary)
+		stream = append(stream, auth.stream)
+	}
+	d.grpc = grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	Register(d.grpc, d.srv)
+
+	go func() {
+		d.serveErr = d.grpc.Serve(lis)
+		close(d.done)
+	}()
+	if mlis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+		d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			defer close(d.httpDone)
+			if err := d.metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", zap.Error(err))
+			}
+		}()
+	} else {
+		close(d.httpDone)
+	}
+	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.metricsAddr),
+		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
+	return d, nil
+}
+
+// Addr is the address the daemon serves on: "unix:///path" or
+// "tcp://host:port" (with the real port when the config asked for port 0).
+func (d *Daemon) Addr() string { return d.addr }
+
+// MetricsAddr is the Prometheus endpoint's host:port, or "" when off.
+func (d *Daemon) MetricsAddr() string { return d.metricsAddr }
+
+// Done is closed when the daemon stops serving, whether by Shutdown or
+// because its listener failed; Err then says why.
+func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Err is the error that stopped serving, nil after a Shutdown. Only valid
+// once Done is closed.
+func (d *Daemon) Err() error { return d.serveErr }
+
+// Shutdown stops the daemon: health turns NOT_SERVING, the listener closes,
+// in-flight calls may finish until ctx ends (then they are cut off), every
+// session's guest is stopped, and the unix socket is removed. It is
+// idempotent; later calls return the first call's result.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.shutdownOnce.Do(func() { d.shutdownErr = d.shutdown(ctx) })
+	return d.shutdownErr
+}
+
+func (d *Daemon) shutdown(ctx context.Context) error {
+	d.srv.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		d.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		d.log.Warn("graceful stop timed out; cutting off in-flight calls", zap.Error(ctx.Err()))
+		d.grpc.Stop()
+		<-stopped
+	}
+	<-d.done
+
+	var errs []error
+	if d.metricsSrv != nil {
+		if err := d.metricsSrv.Shutdown(ctx); err != nil {
+			// Out of time for open scrapes: cut them off.
+			if cerr := d.metricsSrv.Close(); cerr != nil {
+				errs = append(errs, fmt.Errorf("metrics server: %w", cerr))
+			}
+		}
+	}
+	<-d.httpDone
+	if err := d.dom.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close sessions: %w", err))
+	}
+	if d.sock != nil {
+		if err := d.sock.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	d.log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/session"
+)
+
+// Domain is what the adapters call: exactly the methods of *session.Manager
+// the API needs, so tests can substitute a fake. It must be safe for
+// concurrent use.
+type Domain interface {
+	Create(ctx context.Context, o session.CreateOptions) (*session.Info, error)
+	Get(ctx context.Context, id string) (*session.Info, error)
+	List(ctx context.Context, all bool) ([]*session.Info, error)
+	Delete(ctx context.Context, id string) error
+
+	Fork(ctx context.Context, sessionID, name string, origin session.Origin) (*session.Checkpoint, error)
+	Restore(ctx context.Context, sessionID, checkpoint string) (*session.Checkpoint, time.Duration, error)
+	Checkpoints(ctx context.Context, sessionID string, all bool) ([]*session.Checkpoint, error)
+	DeleteCheckpoint(ctx context.Context, sessionID, checkpoint string) error
+
+	Apply(ctx context.Context, sessionID string, op *agentv1.Request) ([]session.LaneResult, error)
+	Fingerprint(ctx context.Context, sessionID string, mode agentv1.TimeMode, leaves bool, lanes []string) ([]session.LaneFingerprint, error)
+	Stat(ctx context.Context, sessionID, lane, path string, follow bool) (*agentv1.StatResult, session.LaneResult, error)
+	ReadFile(ctx context.Context, sessionID, lane, path string, off, length int64) ([]byte, bool, session.LaneResult, error)
+	RestoreFile(ctx context.Context, sessionID, checkpoint, lane, path string) (removed bool, size int64, err error)
+
+	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
+}
+
+// managedDomain is a Domain the Daemon owns and closes on Shutdown.
+type managedDomain interface {
+	Domain
+	Close() error
+}
+
+var _ managedDomain = (*session.Manager)(nil)

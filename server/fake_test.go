@@ -1,0 +1,230 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm"
+)
+
+// fakeDomain is a control-flow-only Domain: it records what it was called
+// with and returns canned values, or err when set.
+type fakeDomain struct {
+	mu        sync.Mutex
+	err       error
+	calls     []string
+	create    session.CreateOptions
+	op        *agentv1.Request
+	results   []session.LaneResult
+	read      [2]int64 // offset, length
+	limit     int
+	closed    int
+	onRestore func(time.Duration)
+
+	// When block is set, Apply signals entered and waits for block to close
+	// or for its context to end.
+	block   chan struct{}
+	entered chan struct{}
+}
+
+var _ managedDomain = (*fakeDomain)(nil)
+
+var (
+	t0 = time.Date(2026, 3, 1, 12, 0, 0, 5, time.UTC)
+	t1 = t0.Add(90 * time.Second)
+)
+
+func (f *fakeDomain) record(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name)
+	return f.err
+}
+
+func (f *fakeDomain) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeDomain) setErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func fakeInfo(id string) *session.Info {
+	return &session.Info{
+		ID:    id,
+		State: session.StateRunning,
+		Lanes: []session.Lane{
+			{Name: "ext2", Spec: "ext2", FS: "ext2"},
+			{Name: "b", Spec: "ext4:inode_size=128,name=b", FS: "ext4"},
+		},
+		Backend:   "qemu",
+		MemoryMiB: 256,
+		Restore:   vmm.RestoreFull,
+		Verify:    true,
+		Created:   t0,
+		Depth:     2,
+	}
+}
+
+func fakeCheckpoint(id string) *session.Checkpoint {
+	return &session.Checkpoint{
+		ID: id, Session: "s-1", Parent: "c-0", Name: "before",
+		Origin: session.OriginAuto, Slot: 3, Created: t0,
+		Roots:        map[string][]byte{"b": {2}, "a": {1}},
+		OverlayDepth: 4, Live: true,
+	}
+}
+
+func (f *fakeDomain) Create(_ context.Context, o session.CreateOptions) (*session.Info, error) {
+	if err := f.record("Create"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.create = o
+	f.mu.Unlock()
+	return fakeInfo("s-1"), nil
+}
+
+func (f *fakeDomain) Get(_ context.Context, id string) (*session.Info, error) {
+	if err := f.record("Get"); err != nil {
+		return nil, err
+	}
+	return fakeInfo(id), nil
+}
+
+func (f *fakeDomain) List(_ context.Context, all bool) ([]*session.Info, error) {
+	if err := f.record("List"); err != nil {
+		return nil, err
+	}
+	out := []*session.Info{fakeInfo("s-1")}
+	if all {
+		ended := fakeInfo("s-0")
+		ended.State, ended.Ended, ended.Reason = session.StateFailed, t1, "guest died"
+		out = append(out, ended)
+	}
+	return out, nil
+}
+
+func (f *fakeDomain) Delete(context.Context, string) error { return f.record("Delete") }
+
+func (f *fakeDomain) Fork(_ context.Context, _, name string, origin session.Origin) (*session.Checkpoint, error) {
+	if err := f.record("Fork:" + string(origin)); err != nil {
+		return nil, err
+	}
+	c := fakeCheckpoint("c-1")
+	c.Name, c.Origin = name, origin
+	return c, nil
+}
+
+func (f *fakeDomain) Restore(_ context.Context, _, checkpoint string) (*session.Checkpoint, time.Duration, error) {
+	if err := f.record("Restore"); err != nil {
+		return nil, 0, err
+	}
+	d := 1500 * time.Microsecond
+	f.mu.Lock()
+	onRestore := f.onRestore
+	f.mu.Unlock()
+	if onRestore != nil {
+		onRestore(d)
+	}
+	return fakeCheckpoint(checkpoint), d, nil
+}
+
+func (f *fakeDomain) Checkpoints(context.Context, string, bool) ([]*session.Checkpoint, error) {
+	if err := f.record("Checkpoints"); err != nil {
+		return nil, err
+	}
+	return []*session.Checkpoint{fakeCheckpoint("c-1"), fakeCheckpoint("c-2")}, nil
+}
+
+func (f *fakeDomain) DeleteCheckpoint(context.Context, string, string) error {
+	return f.record("DeleteCheckpoint")
+}
+
+func (f *fakeDomain) Apply(ctx context.Context, _ string, op *agentv1.Request) ([]session.LaneResult, error) {
+	if err := f.record("Apply"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.op = op
+	rs, block, entered := f.results, f.block, f.entered
+	f.mu.Unlock()
+	if block != nil {
+		close(entered)
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if rs == nil {
+		rs = []session.LaneResult{{Lane: "a", Ret: 1}, {Lane: "b", Ret: 1}}
+	}
+	return rs, nil
+}
+
+func (f *fakeDomain) Fingerprint(_ context.Context, _ string, mode agentv1.TimeMode, leaves bool, lanes []string) ([]session.LaneFingerprint, error) {
+	if err := f.record("Fingerprint"); err != nil {
+		return nil, err
+	}
+	fp := session.LaneFingerprint{Lane: "a", Root: []byte{0xab}, Entries: 2}
+	if leaves {
+		fp.Leaves = []*agentv1.Entry{{Path: ""}, {Path: "f", Size: 3}}
+	}
+	return []session.LaneFingerprint{fp}, nil
+}
+
+func (f *fakeDomain) Stat(_ context.Context, _, lane, path string, _ bool) (*agentv1.StatResult, session.LaneResult, error) {
+	if err := f.record("Stat"); err != nil {
+		return nil, session.LaneResult{}, err
+	}
+	if path == "missing" {
+		return nil, session.LaneResult{Lane: lane, Errno: 2, Error: "lstat missing: no such file or directory"}, nil
+	}
+	return &agentv1.StatResult{Kind: agentv1.Kind_KIND_REGULAR, Size: 3}, session.LaneResult{Lane: lane}, nil
+}
+
+func (f *fakeDomain) ReadFile(_ context.Context, _, _, _ string, off, length int64) ([]byte, bool, session.LaneResult, error) {
+	if err := f.record("ReadFile"); err != nil {
+		return nil, false, session.LaneResult{}, err
+	}
+	f.mu.Lock()
+	f.read = [2]int64{off, length}
+	f.mu.Unlock()
+	return []byte("abc"), true, session.LaneResult{}, nil
+}
+
+func (f *fakeDomain) RestoreFile(context.Context, string, string, string, string) (bool, int64, error) {
+	if err := f.record("RestoreFile"); err != nil {
+		return false, 0, err
+	}
+	return true, 0, nil
+}
+
+func (f *fakeDomain) Events(_ context.Context, id string, after int64, limit int) ([]session.Event, error) {
+	if err := f.record("Events"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.limit = limit
+	f.mu.Unlock()
+	return []session.Event{
+		{Seq: after + 1, Session: id, Time: t0, Kind: "op", Detail: "mkdir d on 2 lanes",
+			Results: []session.LaneResult{{Lane: "a"}, {Lane: "b", Errno: 17, Error: "exists"}}},
+		{Seq: after + 2, Session: id, Time: t1, Kind: "fork", Checkpoint: "c-1"},
+	}, nil
+}
+
+func (f *fakeDomain) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed++
+	return nil
+}

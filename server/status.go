@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/themisfs/themis/session"
+)
+
+// toStatus maps a domain or validation error to a gRPC status error. It is
+// the only place error kinds become codes:
+//
+//	session.ErrInvalid   -> InvalidArgument (with a BadRequest detail naming the field)
+//	session.ErrNotFound  -> NotFound
+//	session.ErrState     -> FailedPrecondition
+//	session.ErrExhausted -> ResourceExhausted
+//	context.DeadlineExceeded -> DeadlineExceeded
+//	context.Canceled     -> Canceled
+//	anything else        -> Internal
+//
+// The message is always err.Error(), which for bad input starts with the field.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var code codes.Code
+	switch {
+	case errors.Is(err, session.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, session.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, session.ErrState):
+		code = codes.FailedPrecondition
+	case errors.Is(err, session.ErrExhausted):
+		code = codes.ResourceExhausted
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	default:
+		code = codes.Internal
+	}
+	st := status.New(code, err.Error())
+	var fe *session.FieldError
+	if code == codes.InvalidArgument && errors.As(err, &fe) {
+		withDetail, derr := st.WithDetails(&errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Msg}},
+		})
+		if derr == nil {
+			st = withDetail
+		}
+	}
+	return st.Err()
+}

@@ -1,0 +1,621 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/vmm"
+	"github.com/zeebo/blake3"
+)
+
+// Origin says which pool a checkpoint belongs to.
+type Origin string
+
+// Checkpoint pools.
+const (
+	OriginManual Origin = "manual" // named or on demand; limited, never evicted
+	OriginAuto   Origin = "auto"   // a ring; the oldest live one is evicted
+)
+
+// Checkpoint is one saved machine state of a session.
+type Checkpoint struct {
+	ID      string // "c-<n>", n increasing per session
+	Session string
+	Parent  string // the previous live checkpoint on the path ("" for the first)
+	Name    string // optional, unique among live checkpoints
+	Origin  Origin
+	Slot    int // slot in its pool: the lowest free one at fork time
+	Created time.Time
+	// Roots are each lane's fingerprint root (TIME_MODE_ALL) at the checkpoint.
+	Roots map[string][]byte
+	// OverlayDepth is the overlay depth of the disks at the checkpoint.
+	OverlayDepth int
+	// Live is false once a restore to an ancestor, a delete, an eviction or
+	// the end of the session dropped it.
+	Live bool
+}
+
+func (c *Checkpoint) clone() *Checkpoint {
+	cc := *c
+	cc.Roots = make(map[string][]byte, len(c.Roots))
+	for k, v := range c.Roots {
+		cc.Roots[k] = append([]byte(nil), v...)
+	}
+	return &cc
+}
+
+// Limits of the file content kept for RestoreFile.
+const (
+	maxKeptFile     = 64 << 20  // larger files are fingerprinted but not kept
+	maxKeptPerSess  = 512 << 20 // content kept per session
+	readChunk       = 1 << 20   // the agent's ReadFile cap
+	maxNameLen      = 128
+	maxRestoreBytes = maxKeptFile
+)
+
+// snapshot is what a checkpoint keeps of each lane's files for RestoreFile:
+// lane -> path -> entry. Regular files' content lives in session.blobs.
+type snapshot map[string]map[string]fileRec
+
+type fileRec struct {
+	kind   agentv1.Kind
+	mode   uint32
+	size   int64
+	hash   string // hex blake3 of the content (regular files)
+	target string // symlinks
+}
+
+var idLike = regexp.MustCompile(`^[cs]-[0-9a-f]+$`)
+
+func validateName(name string) error {
+	if name == "" {
+		return nil
+	}
+	if len(name) > maxNameLen {
+		return Invalid("name", "%d bytes: at most %d", len(name), maxNameLen)
+	}
+	if idLike.MatchString(name) {
+		return Invalid("name", "%q looks like a checkpoint id", name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return Invalid("name", "%q contains a non-printable character", name)
+		}
+	}
+	return nil
+}
+
+// resolve finds a checkpoint of s by id or name (live names win).
+func (s *session) resolve(ref string) (*Checkpoint, error) {
+	if ref == "" {
+		return nil, Invalid("checkpoint", "required")
+	}
+	var byName *Checkpoint
+	for _, c := range s.cps {
+		if c.ID == ref {
+			return c, nil
+		}
+		if c.Name == ref && (byName == nil || c.Live) {
+			byName = c
+		}
+	}
+	if byName != nil {
+		return byName, nil
+	}
+	return nil, fmt.Errorf("checkpoint %q of session %s: %w", ref, s.info.ID, ErrNotFound)
+}
+
+func (s *session) live() []*Checkpoint {
+	var out []*Checkpoint
+	for _, c := range s.cps {
+		if c.Live {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Fork checkpoints a session's whole machine. A manual fork past the pool
+// limit is ErrExhausted; an auto fork past the ring size evicts the oldest
+// live auto checkpoint first.
+func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origin) (*Checkpoint, error) {
+	switch origin {
+	case "":
+		origin = OriginManual
+	case OriginManual, OriginAuto:
+	default:
+		return nil, Invalid("origin", "%q: want %q or %q", origin, OriginManual, OriginAuto)
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	live := s.live()
+	pool := 0
+	for _, c := range live {
+		if name != "" && c.Name == name {
+			return nil, Invalid("name", "%q already names live checkpoint %s", name, c.ID)
+		}
+		if c.Origin == origin {
+			pool++
+		}
+	}
+	limit := m.cfg.ManualCheckpoints
+	if origin == OriginAuto {
+		limit = m.cfg.AutoCheckpoints
+	}
+	if pool >= limit {
+		if origin == OriginManual {
+			return nil, fmt.Errorf("manual checkpoint pool full (%d); delete one: %w", limit, ErrExhausted)
+		}
+		for _, c := range live {
+			if c.Origin == OriginAuto {
+				if err := m.dropCheckpoint(ctx, s, c, "checkpoint.evicted", fmt.Sprintf("%s evicted from the auto ring (%d)", c.ID, limit)); err != nil {
+					return nil, err
+				}
+				break
+			}
+		}
+	}
+	roots, snap, err := m.snapshotLanes(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	vid, err := s.mach.Checkpoint(ctx)
+	if err != nil {
+		return nil, m.machineErr(s, "fork", err)
+	}
+	used := make(map[int]bool)
+	var parent string
+	for _, c := range s.live() {
+		if c.Origin == origin {
+			used[c.Slot] = true
+		}
+		parent = c.ID
+	}
+	slot := 0
+	for used[slot] {
+		slot++
+	}
+	s.seq++
+	c := &Checkpoint{ID: "c-" + strconv.Itoa(s.seq), Session: s.info.ID, Parent: parent, Name: name, Origin: origin,
+		Slot: slot, Created: time.Now().UTC(), Roots: roots, Live: true}
+	if len(s.devs) > 0 {
+		c.OverlayDepth = s.devs[0].Depth()
+	}
+	s.cps = append(s.cps, c)
+	s.vmmID[c.ID] = vid
+	s.files[c.ID] = snap
+	s.info.Depth = len(s.live())
+	m.forks.Add(1)
+	if err := m.ledger.insertCheckpoint(context.WithoutCancel(ctx), c, s.seq); err != nil {
+		return nil, err
+	}
+	detail := fmt.Sprintf("%s (%s, slot %d)", c.ID, origin, slot)
+	if name != "" {
+		detail = fmt.Sprintf("%s %q (%s, slot %d)", c.ID, name, origin, slot)
+	}
+	m.event(ctx, Event{Session: s.info.ID, Kind: "fork", Detail: detail, Checkpoint: c.ID})
+	return c.clone(), nil
+}
+
+// dropCheckpoint deletes a live checkpoint from the machine (merging it into
+// its neighbours), fixes the parent and depth of those above it, and records
+// an event. s.mu is held.
+func (m *Manager) dropCheckpoint(ctx context.Context, s *session, c *Checkpoint, kind, detail string) error {
+	if err := s.mach.Delete(ctx, s.vmmID[c.ID]); err != nil {
+		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
+			return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+		}
+		return m.machineErr(s, "delete checkpoint "+c.ID, err)
+	}
+	c.Live = false
+	delete(s.vmmID, c.ID)
+	delete(s.files, c.ID)
+	changed := []*Checkpoint{c}
+	above := false
+	for _, o := range s.cps {
+		if o == c {
+			above = true
+			continue
+		}
+		if !above || !o.Live {
+			continue
+		}
+		if o.Parent == c.ID {
+			o.Parent = c.Parent
+		}
+		o.OverlayDepth--
+		changed = append(changed, o)
+	}
+	s.gcBlobs()
+	s.info.Depth = len(s.live())
+	for _, o := range changed {
+		if err := m.ledger.updateCheckpoint(context.WithoutCancel(ctx), o); err != nil {
+			return err
+		}
+	}
+	m.event(ctx, Event{Session: s.info.ID, Kind: kind, Detail: detail, Checkpoint: c.ID})
+	return nil
+}
+
+// Restore returns a session's machine to a live checkpoint (by id or name);
+// the checkpoints above it stop being live. It returns the checkpoint and how
+// long the restore took.
+func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoint, time.Duration, error) {
+	if ref == "" {
+		return nil, 0, Invalid("checkpoint", "required")
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.mu.Unlock()
+	c, err := s.resolve(ref)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !c.Live {
+		return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+	}
+	t0 := time.Now()
+	if err := s.mach.Restore(ctx, s.vmmID[c.ID]); err != nil {
+		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
+			return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+		}
+		err = m.machineErr(s, "restore "+c.ID, err)
+		if s.info.State == StateRunning {
+			m.event(ctx, Event{Session: s.info.ID, Kind: "restore.failed", Detail: err.Error(), Checkpoint: c.ID})
+		}
+		return nil, 0, err
+	}
+	d := time.Since(t0)
+	above := false
+	for _, o := range s.cps {
+		if o == c {
+			above = true
+			continue
+		}
+		if above && o.Live {
+			o.Live = false
+			delete(s.vmmID, o.ID)
+			delete(s.files, o.ID)
+			if err := m.ledger.updateCheckpoint(context.WithoutCancel(ctx), o); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	s.gcBlobs()
+	s.info.Depth = len(s.live())
+	m.restores.Add(1)
+	if m.cfg.OnRestore != nil {
+		m.cfg.OnRestore(d)
+	}
+	m.event(ctx, Event{Session: s.info.ID, Kind: "restore", Detail: fmt.Sprintf("%s in %s", c.ID, d.Round(time.Microsecond)), Checkpoint: c.ID})
+	return c.clone(), d, nil
+}
+
+// Checkpoints lists a session's live checkpoints (with all, every one),
+// oldest first. Sessions that are no longer running are read from the ledger.
+func (m *Manager) Checkpoints(ctx context.Context, sessionID string, all bool) ([]*Checkpoint, error) {
+	if sessionID == "" {
+		return nil, Invalid("session_id", "required")
+	}
+	m.mu.Lock()
+	s := m.sessions[sessionID]
+	m.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		if s.info.State == StateRunning {
+			var out []*Checkpoint
+			for _, c := range s.cps {
+				if all || c.Live {
+					out = append(out, c.clone())
+				}
+			}
+			s.mu.Unlock()
+			return out, nil
+		}
+		s.mu.Unlock()
+	}
+	if _, err := m.ledger.session(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return m.ledger.checkpoints(ctx, sessionID, all)
+}
+
+// DeleteCheckpoint removes a live checkpoint; its neighbours stay restorable.
+func (m *Manager) DeleteCheckpoint(ctx context.Context, sessionID, ref string) error {
+	if ref == "" {
+		return Invalid("checkpoint", "required")
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	c, err := s.resolve(ref)
+	if err != nil {
+		return err
+	}
+	if !c.Live {
+		return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+	}
+	return m.dropCheckpoint(ctx, s, c, "checkpoint.deleted", c.ID+" deleted")
+}
+
+// call runs one request on the machine; a transport error goes through
+// machineErr. The response's errno is the caller's to inspect. s.mu is held.
+func (m *Manager) call(ctx context.Context, s *session, what string, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := s.mach.Call(ctx, req)
+	if err != nil {
+		return nil, m.machineErr(s, what, err)
+	}
+	return resp, nil
+}
+
+// callOK is call that also turns a non-zero errno into an error.
+func (m *Manager) callOK(ctx context.Context, s *session, what string, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := m.call(ctx, s, what, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := agent.ResponseError(resp); err != nil {
+		return nil, fmt.Errorf("session %s: %s: %w", s.info.ID, what, err)
+	}
+	return resp, nil
+}
+
+func fingerprintReq(lane string) *agentv1.Request {
+	return &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{
+		Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_ALL, Leaves: true}}}
+}
+
+// snapshotLanes fingerprints every lane (TIME_MODE_ALL, with leaves) and keeps
+// the content of regular files not kept yet, for RestoreFile. Reading a file
+// may update its atime, so a lane whose files were read is walked again and
+// the second walk gives the root. s.mu is held.
+func (m *Manager) snapshotLanes(ctx context.Context, s *session) (map[string][]byte, snapshot, error) {
+	roots := make(map[string][]byte, len(s.specs))
+	snap := make(snapshot, len(s.specs))
+	for _, sp := range s.specs {
+		lane := sp.Name
+		resp, err := m.callOK(ctx, s, "fingerprint "+lane, fingerprintReq(lane))
+		if err != nil {
+			return nil, nil, err
+		}
+		read := false
+		for _, e := range resp.GetFingerprint().GetLeaves() {
+			if e.GetKind() != agentv1.Kind_KIND_REGULAR || e.GetSize() > maxKeptFile {
+				continue
+			}
+			h := hex.EncodeToString(e.GetContentHash())
+			if _, ok := s.blobs[h]; ok || s.blobsz+e.GetSize() > maxKeptPerSess {
+				continue
+			}
+			data, err := m.readAll(ctx, s, lane, e.GetPath(), e.GetSize())
+			if err != nil {
+				return nil, nil, err
+			}
+			if sum := blake3.Sum256(data); !bytes.Equal(sum[:], e.GetContentHash()) {
+				return nil, nil, fmt.Errorf("session %s: lane %s: %s changed while being kept", s.info.ID, lane, e.GetPath())
+			}
+			s.blobs[h] = data
+			s.blobsz += int64(len(data))
+			read = true
+		}
+		if read {
+			if resp, err = m.callOK(ctx, s, "fingerprint "+lane, fingerprintReq(lane)); err != nil {
+				return nil, nil, err
+			}
+		}
+		fp := resp.GetFingerprint()
+		roots[lane] = fp.GetRoot()
+		files := make(map[string]fileRec, len(fp.GetLeaves()))
+		for _, e := range fp.GetLeaves() {
+			files[e.GetPath()] = fileRec{kind: e.GetKind(), mode: e.GetMode(), size: e.GetSize(),
+				hash: hex.EncodeToString(e.GetContentHash()), target: e.GetSymlinkTarget()}
+		}
+		snap[lane] = files
+	}
+	return roots, snap, nil
+}
+
+// readAll reads a whole file of the given size in 1 MiB chunks. s.mu is held.
+func (m *Manager) readAll(ctx context.Context, s *session, lane, path string, size int64) ([]byte, error) {
+	data := make([]byte, 0, size)
+	for {
+		req := &agentv1.Request{Op: &agentv1.Request_ReadFile{ReadFile: &agentv1.ReadFile{
+			Lane: lane, Path: path, Offset: int64(len(data)), Length: readChunk}}}
+		resp, err := m.callOK(ctx, s, "read "+lane+"/"+path, req)
+		if err != nil {
+			return nil, err
+		}
+		rf := resp.GetReadFile()
+		data = append(data, rf.GetData()...)
+		if rf.GetEof() || len(rf.GetData()) == 0 {
+			return data, nil
+		}
+		if len(data) > maxKeptFile {
+			return nil, fmt.Errorf("session %s: %s/%s grew past %d bytes while being read", s.info.ID, lane, path, maxKeptFile)
+		}
+	}
+}
+
+// gcBlobs drops kept content no live checkpoint refers to. s.mu is held.
+func (s *session) gcBlobs() {
+	used := make(map[string]bool)
+	for _, snap := range s.files {
+		for _, files := range snap {
+			for _, f := range files {
+				if f.kind == agentv1.Kind_KIND_REGULAR {
+					used[f.hash] = true
+				}
+			}
+		}
+	}
+	for h, b := range s.blobs {
+		if !used[h] {
+			delete(s.blobs, h)
+			s.blobsz -= int64(len(b))
+		}
+	}
+}
+
+func (m *Manager) lstat(ctx context.Context, s *session, lane, path string) (*agentv1.StatResult, syscall.Errno, error) {
+	resp, err := m.call(ctx, s, "stat "+lane+"/"+path, &agentv1.Request{Op: &agentv1.Request_Stat{Stat: &agentv1.Stat{Lane: lane, Path: path}}})
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.GetStat(), syscall.Errno(resp.GetErrno()), nil
+}
+
+// RestoreFile puts one file of one lane back as it was at a live checkpoint,
+// or removes it when it did not exist then. Regular files get their content
+// and mode back, symlinks their target. The path must stay inside the lane:
+// relative, without "..", and no existing parent directory may be a symlink.
+//
+// The content comes from what the Fork that made the checkpoint kept of the
+// lane (read through the guest then, verified against the fingerprint), so
+// the rest of the running state is left as it is.
+func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path string) (removed bool, size int64, err error) {
+	if ref == "" {
+		return false, 0, Invalid("checkpoint", "required")
+	}
+	if err := checkPath("path", path); err != nil {
+		return false, 0, err
+	}
+	if path == "" {
+		return false, 0, Invalid("path", "required")
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return false, 0, err
+	}
+	defer s.mu.Unlock()
+	if err := s.checkLane("lane", lane); err != nil {
+		return false, 0, err
+	}
+	c, err := s.resolve(ref)
+	if err != nil {
+		return false, 0, err
+	}
+	if !c.Live {
+		return false, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+	}
+	// No parent component may be a symlink now (lstat semantics).
+	parts := strings.Split(path, "/")
+	for i := 1; i < len(parts); i++ {
+		prefix := strings.Join(parts[:i], "/")
+		st, errno, err := m.lstat(ctx, s, lane, prefix)
+		if err != nil {
+			return false, 0, err
+		}
+		if errno == syscall.ENOENT {
+			break
+		}
+		if errno != 0 {
+			return false, 0, fmt.Errorf("session %s: stat %s/%s: %w", s.info.ID, lane, prefix, errno)
+		}
+		if st.GetKind() == agentv1.Kind_KIND_SYMLINK {
+			return false, 0, Invalid("path", "%q is a symlink", prefix)
+		}
+	}
+	cur, curErrno, err := m.lstat(ctx, s, lane, path)
+	if err != nil {
+		return false, 0, err
+	}
+	exists := curErrno == 0
+	if exists && cur.GetKind() == agentv1.Kind_KIND_DIRECTORY {
+		return false, 0, Invalid("path", "%q is a directory now; only files and symlinks are restored", path)
+	}
+	rec, had := s.files[c.ID][lane][path]
+	unlink := func() error {
+		if !exists {
+			return nil
+		}
+		_, err := m.callOK(ctx, s, "unlink "+lane+"/"+path, &agentv1.Request{Op: &agentv1.Request_Unlink{Unlink: &agentv1.Unlink{Lane: lane, Path: path}}})
+		return err
+	}
+	var detail string
+	switch {
+	case !had:
+		if err := unlink(); err != nil {
+			return false, 0, err
+		}
+		removed = true
+		detail = fmt.Sprintf("%s/%s removed (absent at %s)", lane, path, c.ID)
+	case rec.kind == agentv1.Kind_KIND_SYMLINK:
+		if err := unlink(); err != nil {
+			return false, 0, err
+		}
+		if _, err := m.callOK(ctx, s, "symlink "+lane+"/"+path, &agentv1.Request{Op: &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Lane: lane, Target: rec.target, Path: path}}}); err != nil {
+			return false, 0, err
+		}
+		size = int64(len(rec.target))
+		detail = fmt.Sprintf("%s/%s restored (from %s)", lane, path, c.ID)
+	case rec.kind == agentv1.Kind_KIND_REGULAR:
+		data, ok := s.blobs[rec.hash]
+		if !ok {
+			return false, 0, fmt.Errorf("content of %s/%s at %s was not kept (over %d MiB): %w", lane, path, c.ID, maxRestoreBytes>>20, ErrState)
+		}
+		if exists && cur.GetKind() != agentv1.Kind_KIND_REGULAR {
+			if err := unlink(); err != nil {
+				return false, 0, err
+			}
+		}
+		if err := m.writeAll(ctx, s, lane, path, data); err != nil {
+			return false, 0, err
+		}
+		if _, err := m.callOK(ctx, s, "chmod "+lane+"/"+path, &agentv1.Request{Op: &agentv1.Request_Chmod{Chmod: &agentv1.Chmod{Lane: lane, Path: path, Mode: rec.mode}}}); err != nil {
+			return false, 0, err
+		}
+		size = int64(len(data))
+		detail = fmt.Sprintf("%s/%s restored (from %s)", lane, path, c.ID)
+	default:
+		return false, 0, Invalid("path", "%q was a %s at %s; only files and symlinks are restored", path, strings.ToLower(strings.TrimPrefix(rec.kind.String(), "KIND_")), c.ID)
+	}
+	m.event(ctx, Event{Session: s.info.ID, Kind: "restored_file", Detail: detail, Checkpoint: c.ID})
+	return removed, size, nil
+}
+
+// Linux open(2) flags.
+const (
+	oWronly = 0o1
+	oCreat  = 0o100
+	oTrunc  = 0o1000
+)
+
+// writeAll replaces a file's content, in chunks that fit the agent's frames.
+func (m *Manager) writeAll(ctx context.Context, s *session, lane, path string, data []byte) error {
+	off := 0
+	for first := true; first || off < len(data); first = false {
+		n := min(len(data)-off, readChunk)
+		flags := uint32(oWronly)
+		if first {
+			flags |= oCreat | oTrunc
+		}
+		req := &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{
+			Lane: lane, Path: path, Flags: flags, Offset: int64(off), Data: data[off : off+n]}}}
+		if _, err := m.callOK(ctx, s, "write "+lane+"/"+path, req); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}

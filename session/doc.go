@@ -1,0 +1,47 @@
+// Package session is the daemon's core: it owns running sessions (one guest
+// machine per session, one copy-on-write overlay per lane over a base image),
+// their checkpoint pools, and the ledger that records everything durably.
+//
+// # Model
+//
+// A session boots a guest (vmm.Machine) with disk i serving lane i (serial
+// "lane<i>") and mounts every lane at /lanes/<name>. Operations (Apply) run on
+// every lane and return each lane's errno. Fork checkpoints the whole machine;
+// checkpoints are "c-<n>" per session, each with the fingerprint root of every
+// lane (TIME_MODE_ALL). Live checkpoints are exactly those on the machine's
+// current path: a Restore drops the ones above its target, DeleteCheckpoint
+// (vmm Machine.Delete) removes one anywhere on the path.
+//
+// Two pools per session: manual (limited, ErrExhausted when full) and auto (a
+// ring; the oldest live auto checkpoint is evicted). Fork keeps the content
+// of each lane's regular files (content-addressed, only what is new, read
+// through the guest and checked against the fingerprint) so that RestoreFile
+// can put one file back as at a checkpoint without touching the rest of the
+// running state. Keeping reads a changed file once, which may update its
+// atime under relatime; the checkpoint's roots are taken after those reads.
+//
+// # Ledger
+//
+// StateDir/ledger.db is SQLite (modernc.org/sqlite, WAL, busy timeout) with
+// embedded migrations applied by PRAGMA user_version: sessions, checkpoints,
+// events, findings. Every state change records an event. Open marks sessions a
+// previous daemon left running as ended ("daemon restarted").
+//
+// # Errors
+//
+// Bad input is a FieldError (ErrInvalid) naming the request field; unknown
+// sessions and checkpoints are ErrNotFound; a session that is not running or
+// a checkpoint not on the current path is ErrState; limits are ErrExhausted.
+// A machine error wrapping vmm.ErrGuestDied (or a broken agent channel) marks
+// the session failed and closes its machine; a guest never panics the Manager.
+// A failing system call in the guest is a result (LaneResult.Errno), not an error.
+//
+// # Concurrency
+//
+// Manager.mu guards the session map and the capacity accounting; each
+// session's mu serializes all use of its machine. Create reserves capacity
+// under Manager.mu and boots outside it. Lock order: session.mu, then
+// Manager.mu.
+//
+// session must not import grpc or Prometheus: the server package adapts it.
+package session

@@ -1,0 +1,297 @@
+package session
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/themisfs/themis/vmm"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// ledger is the durable record: sessions, checkpoints, events, findings.
+// Every method is safe for concurrent use (database/sql pools; SQLite in WAL
+// mode with a busy timeout serializes writers).
+type ledger struct {
+	db *sql.DB
+}
+
+func openLedger(ctx context.Context, file string) (*ledger, error) {
+	dsn := "file:" + file + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
+	}
+	l := &ledger{db: db}
+	if err := l.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger %s: %w", file, err)
+	}
+	return l, nil
+}
+
+// migrate applies migrations/NNNN_*.sql above PRAGMA user_version, each in
+// one transaction that also bumps the version.
+func (l *ledger) migrate(ctx context.Context) error {
+	var version int
+	if err := l.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read user_version: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: no version number: %w", name, err)
+		}
+		if n <= version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := l.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: set user_version: %w", name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %s: commit: %w", name, err)
+		}
+		version = n
+	}
+	return nil
+}
+
+func (l *ledger) close() error { return l.db.Close() }
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("session: marshal %T: %v", v, err)) // only our own plain types
+	}
+	return string(b)
+}
+
+func (l *ledger) insertSession(ctx context.Context, in *Info) error {
+	_, err := l.db.ExecContext(ctx, `INSERT INTO sessions
+		(id, state, lanes, backend, memory_mib, restore_mode, verify, created, ended, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		in.ID, string(in.State), mustJSON(in.Lanes), in.Backend, in.MemoryMiB, string(in.Restore),
+		in.Verify, nanos(in.Created), nanos(in.Ended), in.Reason)
+	if err != nil {
+		return fmt.Errorf("ledger: insert session %s: %w", in.ID, err)
+	}
+	return nil
+}
+
+// endSession records a session as ended or failed; its checkpoints die with its machine.
+func (l *ledger) endSession(ctx context.Context, id string, st State, at time.Time, reason string) error {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: end session %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = ?, ended = ?, reason = ? WHERE id = ?`,
+		string(st), nanos(at), reason, id); err != nil {
+		return fmt.Errorf("ledger: end session %s: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET live = 0 WHERE session = ?`, id); err != nil {
+		return fmt.Errorf("ledger: end session %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: end session %s: %w", id, err)
+	}
+	return nil
+}
+
+// runningSessions returns the ids of sessions recorded as running.
+func (l *ledger) runningSessions(ctx context.Context) ([]string, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id FROM sessions WHERE state = ? ORDER BY created`, string(StateRunning))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: running sessions: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+const sessionCols = `id, state, lanes, backend, memory_mib, restore_mode, verify, created, ended, reason,
+	(SELECT count(*) FROM checkpoints c WHERE c.session = sessions.id AND c.live = 1)`
+
+func scanSession(sc interface{ Scan(...any) error }) (*Info, error) {
+	var in Info
+	var state, lanes, restore string
+	var created, ended int64
+	if err := sc.Scan(&in.ID, &state, &lanes, &in.Backend, &in.MemoryMiB, &restore, &in.Verify, &created, &ended, &in.Reason, &in.Depth); err != nil {
+		return nil, err
+	}
+	in.State, in.Restore = State(state), vmm.RestoreMode(restore)
+	in.Created, in.Ended = fromNanos(created), fromNanos(ended)
+	if err := json.Unmarshal([]byte(lanes), &in.Lanes); err != nil {
+		return nil, fmt.Errorf("ledger: session %s: lanes: %w", in.ID, err)
+	}
+	return &in, nil
+}
+
+// session returns one session, or an error wrapping ErrNotFound.
+func (l *ledger) session(ctx context.Context, id string) (*Info, error) {
+	in, err := scanSession(l.db.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: session %s: %w", id, err)
+	}
+	return in, nil
+}
+
+func (l *ledger) sessions(ctx context.Context) ([]*Info, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions ORDER BY created, id`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []*Info
+	for rows.Next() {
+		in, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+func (l *ledger) insertCheckpoint(ctx context.Context, c *Checkpoint, seq int) error {
+	_, err := l.db.ExecContext(ctx, `INSERT INTO checkpoints
+		(session, id, seq, parent, name, origin, slot, created, roots, overlay_depth, live)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.Session, c.ID, seq, c.Parent, c.Name, string(c.Origin), c.Slot, nanos(c.Created), mustJSON(c.Roots), c.OverlayDepth, c.Live)
+	if err != nil {
+		return fmt.Errorf("ledger: insert checkpoint %s/%s: %w", c.Session, c.ID, err)
+	}
+	return nil
+}
+
+// updateCheckpoint writes the mutable fields: parent, overlay depth, live.
+func (l *ledger) updateCheckpoint(ctx context.Context, c *Checkpoint) error {
+	_, err := l.db.ExecContext(ctx, `UPDATE checkpoints SET parent = ?, overlay_depth = ?, live = ? WHERE session = ? AND id = ?`,
+		c.Parent, c.OverlayDepth, c.Live, c.Session, c.ID)
+	if err != nil {
+		return fmt.Errorf("ledger: update checkpoint %s/%s: %w", c.Session, c.ID, err)
+	}
+	return nil
+}
+
+func (l *ledger) checkpoints(ctx context.Context, session string, all bool) ([]*Checkpoint, error) {
+	q := `SELECT session, id, parent, name, origin, slot, created, roots, overlay_depth, live
+		FROM checkpoints WHERE session = ?`
+	if !all {
+		q += ` AND live = 1`
+	}
+	rows, err := l.db.QueryContext(ctx, q+` ORDER BY seq`, session)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: checkpoints of %s: %w", session, err)
+	}
+	defer rows.Close()
+	var out []*Checkpoint
+	for rows.Next() {
+		var c Checkpoint
+		var origin, roots string
+		var created int64
+		if err := rows.Scan(&c.Session, &c.ID, &c.Parent, &c.Name, &origin, &c.Slot, &created, &roots, &c.OverlayDepth, &c.Live); err != nil {
+			return nil, err
+		}
+		c.Origin, c.Created = Origin(origin), fromNanos(created)
+		if err := json.Unmarshal([]byte(roots), &c.Roots); err != nil {
+			return nil, fmt.Errorf("ledger: checkpoint %s/%s: roots: %w", c.Session, c.ID, err)
+		}
+		out = append(out, &c)
+	}
+	return out, rows.Err()
+}
+
+// insertEvent appends an event and returns it with its sequence number.
+func (l *ledger) insertEvent(ctx context.Context, e Event) (Event, error) {
+	if e.Results == nil {
+		e.Results = []LaneResult{}
+	}
+	res, err := l.db.ExecContext(ctx, `INSERT INTO events (session, time, kind, detail, results, checkpoint)
+		VALUES (?, ?, ?, ?, ?, ?)`, e.Session, nanos(e.Time), e.Kind, e.Detail, mustJSON(e.Results), e.Checkpoint)
+	if err != nil {
+		return e, fmt.Errorf("ledger: insert event %s/%s: %w", e.Session, e.Kind, err)
+	}
+	if e.Seq, err = res.LastInsertId(); err != nil {
+		return e, fmt.Errorf("ledger: insert event: %w", err)
+	}
+	return e, nil
+}
+
+func (l *ledger) events(ctx context.Context, session string, afterSeq int64, limit int) ([]Event, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT seq, session, time, kind, detail, results, checkpoint
+		FROM events WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?`, session, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: events of %s: %w", session, err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var t int64
+		var results string
+		if err := rows.Scan(&e.Seq, &e.Session, &t, &e.Kind, &e.Detail, &results, &e.Checkpoint); err != nil {
+			return nil, err
+		}
+		e.Time = fromNanos(t)
+		if err := json.Unmarshal([]byte(results), &e.Results); err != nil {
+			return nil, fmt.Errorf("ledger: event %d: results: %w", e.Seq, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,604 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/qemu"
+	"go.uber.org/zap"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// StateDir holds the ledger (StateDir/ledger.db). Required.
+	StateDir string
+	// CacheDir is the guest image and base image cache (default guest.DefaultCacheDir()).
+	CacheDir string
+	// Guest are the image build options; CacheDir is filled from CacheDir.
+	Guest guest.Options
+	// MaxSessions bounds concurrently running sessions (default 4).
+	MaxSessions int
+	// MaxMemoryMiB bounds the sum of guest RAM over running sessions, in MiB (default 2048).
+	MaxMemoryMiB int
+	// ManualCheckpoints is the manual pool size per session (default 12); a fork past it is ErrExhausted.
+	ManualCheckpoints int
+	// AutoCheckpoints is the auto ring size per session (default 10); a fork past it
+	// evicts the oldest live auto checkpoint.
+	AutoCheckpoints int
+	// Start boots a machine (default qemu.Start). Tests may inject a test double.
+	Start func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error)
+	// OnRestore, when set, observes the duration of every successful restore
+	// (e.g. a Prometheus histogram in the daemon). It must not block.
+	OnRestore func(time.Duration)
+	// Log is the logger (nil: none).
+	Log *zap.Logger
+}
+
+// State is a session's lifecycle state.
+type State string
+
+// Session states.
+const (
+	StateRunning State = "running"
+	StateEnded   State = "ended"  // deleted, or left running when a daemon stopped
+	StateFailed  State = "failed" // the guest died or failed to boot
+)
+
+// Lane is one filesystem under test in a session.
+type Lane struct {
+	Name string `json:"name"` // mount name, /lanes/<Name> in the guest
+	Spec string `json:"spec"` // the lane spec it was made from
+	FS   string `json:"fs"`   // filesystem type
+}
+
+// Info describes a session.
+type Info struct {
+	ID        string
+	State     State
+	Lanes     []Lane
+	Backend   string // "qemu"
+	MemoryMiB int
+	Restore   vmm.RestoreMode
+	Verify    bool
+	Created   time.Time
+	Ended     time.Time // zero while running
+	Reason    string    // why it ended or failed
+	Depth     int       // live checkpoints (the current path length)
+}
+
+// CreateOptions are the inputs of Create.
+type CreateOptions struct {
+	Lanes     []string        // lane specs (guest.ParseLaneSpec); at least one
+	MemoryMiB int             // guest RAM in MiB, 64..4096 (default 128)
+	Restore   vmm.RestoreMode // "" (devices), "devices" or "full"
+	Verify    bool            // verify every restore against RAM and disk hashes
+	Backend   string          // "", "auto" or "qemu"
+}
+
+// Stats are the Manager's counters.
+type Stats struct {
+	Running  int   // running sessions
+	Created  int64 // sessions created since Open
+	Ops      int64 // operations applied (per Apply call)
+	Forks    int64 // checkpoints taken
+	Restores int64 // successful restores
+	Failures int64 // sessions failed
+}
+
+// Manager owns the running sessions and the ledger.
+type Manager struct {
+	cfg    Config
+	log    *zap.Logger
+	ledger *ledger
+
+	imageMu sync.Mutex
+	image   *guest.Image // built once, on first Create
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*session // running sessions
+	reserved int                 // sessions booting (capacity reserved)
+	memory   int                 // MiB of running and booting sessions
+
+	created, ops, forks, restores, failures atomic.Int64
+}
+
+// Open opens (creating or migrating) the ledger in cfg.StateDir. Sessions
+// recorded as running by an earlier daemon are recorded as ended, reason
+// "daemon restarted".
+func Open(ctx context.Context, cfg Config) (*Manager, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("session: Config.StateDir is required")
+	}
+	if cfg.CacheDir == "" {
+		d, err := guest.DefaultCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("session: %w", err)
+		}
+		cfg.CacheDir = d
+	}
+	cfg.Guest.CacheDir = cfg.CacheDir
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.MaxSessions, 4)
+	def(&cfg.MaxMemoryMiB, 2048)
+	def(&cfg.ManualCheckpoints, 12)
+	def(&cfg.AutoCheckpoints, 10)
+	if cfg.Start == nil {
+		cfg.Start = func(ctx context.Context, c vmm.Config) (vmm.Machine, error) { return qemu.Start(ctx, c) }
+	}
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("session: state dir: %w", err)
+	}
+	l, err := openLedger(ctx, filepath.Join(cfg.StateDir, "ledger.db"))
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session)}
+	stale, err := l.runningSessions(ctx)
+	if err != nil {
+		l.close()
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	now := time.Now()
+	for _, id := range stale {
+		if err := m.end(ctx, id, StateEnded, now, "daemon restarted"); err != nil {
+			l.close()
+			return nil, fmt.Errorf("session: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// end records a session's end in the ledger with a "session.ended" (or
+// "session.failed") event.
+func (m *Manager) end(ctx context.Context, id string, st State, at time.Time, reason string) error {
+	if err := m.ledger.endSession(ctx, id, st, at, reason); err != nil {
+		return err
+	}
+	kind := "session.ended"
+	if st == StateFailed {
+		kind = "session.failed"
+	}
+	_, err := m.ledger.insertEvent(ctx, Event{Session: id, Time: at, Kind: kind, Detail: reason})
+	return err
+}
+
+// Close stops every guest (recording its session ended, reason "daemon
+// stopped") and closes the ledger. Idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	ss := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range ss {
+		s.mu.Lock()
+		if err := m.stop(s, StateEnded, "daemon stopped"); err != nil {
+			errs = append(errs, err)
+		}
+		s.mu.Unlock()
+	}
+	if err := m.ledger.close(); err != nil {
+		errs = append(errs, fmt.Errorf("session: close ledger: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns the Manager's counters.
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	running := len(m.sessions)
+	m.mu.Unlock()
+	return Stats{
+		Running: running, Created: m.created.Load(), Ops: m.ops.Load(),
+		Forks: m.forks.Load(), Restores: m.restores.Load(), Failures: m.failures.Load(),
+	}
+}
+
+// session is one running guest and its bookkeeping. mu serializes every use
+// of the machine and guards every field below it.
+type session struct {
+	mu    sync.Mutex
+	info  Info
+	specs []guest.LaneSpec
+	mach  vmm.Machine // nil once stopped
+	devs  []*overlay.Device
+
+	cps    []*Checkpoint               // every checkpoint, oldest first
+	vmmID  map[string]vmm.CheckpointID // checkpoint id -> machine id
+	seq    int                         // last n of "c-<n>"
+	files  map[string]snapshot         // checkpoint id -> files kept for RestoreFile
+	blobs  map[string][]byte           // content store, by hex blake3
+	blobsz int64
+}
+
+func newSessionID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "s-" + hex.EncodeToString(b[:]), nil
+}
+
+// validateCreate checks CreateOptions and returns the parsed lane specs.
+func validateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
+	if len(o.Lanes) == 0 {
+		return nil, Invalid("lanes", "at least one lane spec is required")
+	}
+	if len(o.Lanes) > 16 {
+		return nil, Invalid("lanes", "%d lanes: at most 16", len(o.Lanes))
+	}
+	specs := make([]guest.LaneSpec, len(o.Lanes))
+	names := make(map[string]bool)
+	for i, s := range o.Lanes {
+		spec, err := guest.ParseLaneSpec(s)
+		if err != nil {
+			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+		}
+		if names[spec.Name] {
+			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "duplicate lane name %q (rename one with :name=...)", spec.Name)
+		}
+		names[spec.Name] = true
+		specs[i] = spec
+	}
+	if o.MemoryMiB == 0 {
+		o.MemoryMiB = 128
+	}
+	if o.MemoryMiB < 64 || o.MemoryMiB > 4096 {
+		return nil, Invalid("memory_mib", "%d MiB: want 64..4096", o.MemoryMiB)
+	}
+	switch o.Restore {
+	case "":
+		o.Restore = vmm.RestoreDevices
+	case vmm.RestoreDevices, vmm.RestoreFull:
+	default:
+		return nil, Invalid("restore_mode", "%q: want %q or %q", o.Restore, vmm.RestoreDevices, vmm.RestoreFull)
+	}
+	switch o.Backend {
+	case "", "auto", "qemu":
+		o.Backend = "qemu"
+	default:
+		return nil, Invalid("backend", "%q: want \"auto\" or \"qemu\"", o.Backend)
+	}
+	return specs, nil
+}
+
+// Create validates o, reserves capacity, boots a guest with one overlay disk
+// per lane and mounts every lane. The boot runs outside the manager lock.
+func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
+	specs, err := validateCreate(&o)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	switch {
+	case m.closed:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("session: manager closed: %w", ErrState)
+	case len(m.sessions)+m.reserved+1 > m.cfg.MaxSessions:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("session limit reached (max %d running): %w", m.cfg.MaxSessions, ErrExhausted)
+	case m.memory+o.MemoryMiB > m.cfg.MaxMemoryMiB:
+		used := m.memory
+		m.mu.Unlock()
+		return nil, fmt.Errorf("memory limit reached (%d MiB in use + %d MiB requested > %d MiB): %w", used, o.MemoryMiB, m.cfg.MaxMemoryMiB, ErrExhausted)
+	}
+	m.reserved++
+	m.memory += o.MemoryMiB
+	m.mu.Unlock()
+	registered := false
+	defer func() {
+		if !registered {
+			m.mu.Lock()
+			m.reserved--
+			m.memory -= o.MemoryMiB
+			m.mu.Unlock()
+		}
+	}()
+
+	id, err := newSessionID()
+	if err != nil {
+		return nil, fmt.Errorf("session id: %w", err)
+	}
+	s := &session{
+		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
+			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
+		specs: specs, vmmID: make(map[string]vmm.CheckpointID),
+		files: make(map[string]snapshot), blobs: make(map[string][]byte),
+	}
+	for i, sp := range specs {
+		s.info.Lanes = append(s.info.Lanes, Lane{Name: sp.Name, Spec: o.Lanes[i], FS: sp.FS})
+	}
+	if err := m.boot(ctx, s); err != nil {
+		s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
+		m.failures.Add(1)
+		if lerr := m.ledger.insertSession(context.WithoutCancel(ctx), &s.info); lerr != nil {
+			m.log.Error("record failed session", zap.String("session", id), zap.Error(lerr))
+		} else {
+			m.event(ctx, Event{Session: id, Kind: "session.failed", Detail: "boot: " + err.Error()})
+		}
+		return nil, fmt.Errorf("session %s: boot: %w", id, err)
+	}
+	if err := m.ledger.insertSession(ctx, &s.info); err != nil {
+		m.closeMachine(s)
+		return nil, err
+	}
+	m.event(ctx, Event{Session: id, Kind: "session.created", Detail: fmt.Sprintf("%d lanes, %d MiB, restore %s", len(specs), o.MemoryMiB, o.Restore)})
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		s.mu.Lock()
+		err := m.stop(s, StateEnded, "daemon stopped")
+		s.mu.Unlock()
+		return nil, errors.Join(fmt.Errorf("session: manager closed: %w", ErrState), err)
+	}
+	m.reserved--
+	m.sessions[id] = s
+	registered = true
+	m.mu.Unlock()
+	m.created.Add(1)
+	in := s.info
+	return &in, nil
+}
+
+// guestImage builds (or finds cached) the guest image once per Manager.
+func (m *Manager) guestImage(ctx context.Context) (*guest.Image, error) {
+	m.imageMu.Lock()
+	defer m.imageMu.Unlock()
+	if m.image != nil {
+		return m.image, nil
+	}
+	o := m.cfg.Guest
+	if o.Log == nil {
+		o.Log = m.log
+	}
+	img, err := guest.Build(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	m.image = img
+	return img, nil
+}
+
+// boot makes the lanes' overlays, starts the machine and mounts every lane.
+func (m *Manager) boot(ctx context.Context, s *session) (err error) {
+	img, err := m.guestImage(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			m.closeMachine(s)
+		}
+	}()
+	cfg := vmm.Config{Kernel: img.Kernel, Initramfs: img.Initramfs, MemoryMiB: s.info.MemoryMiB,
+		Restore: s.info.Restore, Verify: s.info.Verify, Log: m.log.With(zap.String("session", s.info.ID))}
+	for i, sp := range s.specs {
+		base, err := guest.MakeBase(ctx, m.cfg.CacheDir, sp)
+		if err != nil {
+			return fmt.Errorf("lane %s: base image: %w", sp.Name, err)
+		}
+		dev, err := overlay.Open(base)
+		if err != nil {
+			return fmt.Errorf("lane %s: %w", sp.Name, err)
+		}
+		s.devs = append(s.devs, dev)
+		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: fmt.Sprintf("lane%d", i), Device: dev})
+	}
+	mach, err := m.cfg.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	s.mach = mach
+	for i, sp := range s.specs {
+		req := &agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{
+			Lane: sp.Name, Device: fmt.Sprintf("serial:lane%d", i), Fstype: sp.FS}}}
+		resp, err := mach.Call(ctx, req)
+		if err != nil {
+			return fmt.Errorf("mount lane %s: %w", sp.Name, err)
+		}
+		if err := agent.ResponseError(resp); err != nil {
+			return fmt.Errorf("mount lane %s: %w", sp.Name, err)
+		}
+	}
+	return nil
+}
+
+// closeMachine stops the guest and closes the overlays.
+func (m *Manager) closeMachine(s *session) error {
+	var errs []error
+	if s.mach != nil {
+		if err := s.mach.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: close machine: %w", s.info.ID, err))
+		}
+		s.mach = nil
+	}
+	for _, d := range s.devs {
+		if err := d.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: close overlay: %w", s.info.ID, err))
+		}
+	}
+	s.devs = nil
+	s.blobs, s.files, s.blobsz = nil, nil, 0
+	return errors.Join(errs...)
+}
+
+// stop ends a running session: closes its machine, releases its capacity and
+// records its end. s.mu is held.
+func (m *Manager) stop(s *session, st State, reason string) error {
+	if s.info.State != StateRunning {
+		return nil
+	}
+	err := m.closeMachine(s)
+	s.info.State, s.info.Ended, s.info.Reason = st, time.Now().UTC(), reason
+	for _, c := range s.cps {
+		c.Live = false
+	}
+	s.info.Depth = 0
+	m.mu.Lock()
+	if m.sessions[s.info.ID] == s {
+		delete(m.sessions, s.info.ID)
+		m.memory -= s.info.MemoryMiB
+	}
+	m.mu.Unlock()
+	if st == StateFailed {
+		m.failures.Add(1)
+	}
+	if lerr := m.end(context.Background(), s.info.ID, st, s.info.Ended, reason); lerr != nil {
+		err = errors.Join(err, lerr)
+	}
+	return err
+}
+
+// machineErr inspects an error from the machine: a dead guest (or an agent
+// channel that can no longer be used) fails the session. s.mu is held.
+func (m *Manager) machineErr(s *session, what string, err error) error {
+	if errors.Is(err, vmm.ErrGuestDied) || errors.Is(err, agent.ErrBroken) || errors.Is(err, vmm.ErrClosed) {
+		reason := fmt.Sprintf("%s: %v", what, err)
+		if serr := m.stop(s, StateFailed, reason); serr != nil {
+			m.log.Warn("stop failed session", zap.String("session", s.info.ID), zap.Error(serr))
+		}
+		return fmt.Errorf("session %s failed: %s: %w", s.info.ID, what, err)
+	}
+	return fmt.Errorf("session %s: %s: %w", s.info.ID, what, err)
+}
+
+// event records e (time filled in); a ledger failure is logged, not returned:
+// the operation it describes already happened.
+func (m *Manager) event(ctx context.Context, e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	if _, err := m.ledger.insertEvent(context.WithoutCancel(ctx), e); err != nil {
+		m.log.Error("record event", zap.String("session", e.Session), zap.String("kind", e.Kind), zap.Error(err))
+	}
+}
+
+// lookup returns a running session, locked. Unknown ids are ErrNotFound;
+// sessions that ended or failed are ErrState.
+func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
+	if id == "" {
+		return nil, Invalid("session_id", "required")
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("session: manager closed: %w", ErrState)
+	}
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s == nil {
+		in, err := m.ledger.session(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, in.State, in.Reason, ErrState)
+	}
+	s.mu.Lock()
+	if s.info.State != StateRunning {
+		st, reason := s.info.State, s.info.Reason
+		s.mu.Unlock()
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, ErrState)
+	}
+	return s, nil
+}
+
+// Get returns a session, running (from memory) or not (from the ledger).
+func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
+	if id == "" {
+		return nil, Invalid("session_id", "required")
+	}
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		in := s.info
+		s.mu.Unlock()
+		in.Lanes = append([]Lane(nil), in.Lanes...)
+		return &in, nil
+	}
+	return m.ledger.session(ctx, id)
+}
+
+// List returns the running sessions, or with all every session in the ledger.
+func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
+	m.mu.Lock()
+	ss := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	live := make(map[string]*Info)
+	for _, s := range ss {
+		s.mu.Lock()
+		in := s.info
+		s.mu.Unlock()
+		if in.State == StateRunning {
+			live[in.ID] = &in
+		}
+	}
+	var out []*Info
+	if all {
+		recs, err := m.ledger.sessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if in, ok := live[r.ID]; ok {
+				r = in
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	}
+	for _, in := range live {
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Delete stops a running session's guest; its record stays, as ended.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	s, err := m.lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	return m.stop(s, StateEnded, "deleted")
+}

@@ -1,0 +1,337 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Input limits.
+const (
+	maxPath        = 4096
+	maxWrite       = 64 << 20              // bytes one Write may fill
+	maxWriteData   = agent.MaxFrame - 4096 // inline data must fit one agent frame
+	maxRead        = 1 << 20
+	defaultRead    = 64 << 10
+	defaultEvents  = 100
+	maxEvents      = 1000
+	maxXattrValue  = 64 << 10
+	maxSymlinkDest = 4096
+)
+
+// LaneResult is one lane's outcome of an operation.
+type LaneResult struct {
+	Lane  string `json:"lane"`
+	Errno int32  `json:"errno,omitempty"` // errno in the guest, 0 on success
+	Error string `json:"error,omitempty"`
+	Ret   int64  `json:"ret,omitempty"`
+}
+
+// LaneFingerprint is one lane's fingerprint.
+type LaneFingerprint struct {
+	Lane    string
+	Root    []byte
+	Entries uint64
+	Leaves  []*agentv1.Entry // only when asked for
+}
+
+// Event is one ledger record of something that happened to a session.
+type Event struct {
+	Seq     int64
+	Session string
+	Time    time.Time
+	// Kind: "session.created", "op", "fork", "restore", "restored_file",
+	// "checkpoint.evicted", "checkpoint.deleted", "session.ended", "session.failed", ...
+	Kind       string
+	Detail     string
+	Results    []LaneResult
+	Checkpoint string
+}
+
+// checkPath validates a lane-relative path: relative, slash-separated, no
+// "." or ".." or empty components, no NUL, at most 4096 bytes. The empty path
+// is the lane root.
+func checkPath(field, p string) error {
+	switch {
+	case len(p) > maxPath:
+		return Invalid(field, "%d bytes: at most %d", len(p), maxPath)
+	case strings.IndexByte(p, 0) >= 0:
+		return Invalid(field, "contains NUL")
+	case strings.HasPrefix(p, "/"):
+		return Invalid(field, "%q: must be relative to the lane", p)
+	case p == "":
+		return nil
+	}
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "..":
+			return Invalid(field, "%q: \"..\" is not allowed", p)
+		case ".", "":
+			return Invalid(field, "%q: empty or \".\" component", p)
+		}
+	}
+	return nil
+}
+
+// checkLane validates a lane name of s.
+func (s *session) checkLane(field, lane string) error {
+	if lane == "" {
+		return Invalid(field, "required")
+	}
+	for _, sp := range s.specs {
+		if sp.Name == lane {
+			return nil
+		}
+	}
+	return Invalid(field, "no lane %q in session %s", lane, s.info.ID)
+}
+
+// laneOps are the operations Apply runs; global ones run once, not per lane.
+var laneOps = map[string]bool{
+	"create": true, "write": true, "truncate": true, "unlink": true, "mkdir": true, "rmdir": true,
+	"chmod": true, "chown": true, "setxattr": true, "removexattr": true, "rename": true, "link": true,
+	"symlink": true, "utimens": true, "fsync": true, "umount": true, "mount": true,
+}
+var globalOps = map[string]bool{"sync": true, "drop_caches": true, "set_clock": true}
+
+// validateOp checks an operation for Apply and returns its kind (the oneof field name).
+func validateOp(op *agentv1.Request) (string, protoreflect.Message, error) {
+	if op == nil {
+		return "", nil, Invalid("op", "required")
+	}
+	r := op.ProtoReflect()
+	fd := r.WhichOneof(r.Descriptor().Oneofs().ByName("op"))
+	if fd == nil {
+		return "", nil, Invalid("op", "no operation set")
+	}
+	kind := string(fd.Name())
+	if !laneOps[kind] && !globalOps[kind] {
+		return "", nil, Invalid("op", "%s is not an operation Apply runs", kind)
+	}
+	msg := r.Get(fd).Message()
+	f := func(name string) string { return "op." + kind + "." + name }
+	fields := msg.Descriptor().Fields()
+	for _, name := range []string{"path", "new_path"} {
+		if fd := fields.ByName(protoreflect.Name(name)); fd != nil {
+			if err := checkPath(f(name), msg.Get(fd).String()); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	switch o := msg.Interface().(type) {
+	case *agentv1.Write:
+		switch {
+		case o.GetOffset() < 0:
+			return "", nil, Invalid(f("offset"), "%d: negative", o.GetOffset())
+		case o.GetSize() < 0:
+			return "", nil, Invalid(f("size"), "%d: negative", o.GetSize())
+		case o.GetSize() > maxWrite:
+			return "", nil, Invalid(f("size"), "%d bytes: at most %d", o.GetSize(), maxWrite)
+		case len(o.GetData()) > maxWriteData:
+			return "", nil, Invalid(f("data"), "%d bytes: at most %d", len(o.GetData()), maxWriteData)
+		case o.GetFill() > 0xff:
+			return "", nil, Invalid(f("fill"), "%d: want a byte", o.GetFill())
+		}
+	case *agentv1.Truncate:
+		if o.GetLength() < 0 {
+			return "", nil, Invalid(f("length"), "%d: negative", o.GetLength())
+		}
+	case *agentv1.Setxattr:
+		if len(o.GetValue()) > maxXattrValue {
+			return "", nil, Invalid(f("value"), "%d bytes: at most %d", len(o.GetValue()), maxXattrValue)
+		}
+		if o.GetName() == "" {
+			return "", nil, Invalid(f("name"), "required")
+		}
+	case *agentv1.Removexattr:
+		if o.GetName() == "" {
+			return "", nil, Invalid(f("name"), "required")
+		}
+	case *agentv1.Symlink:
+		if len(o.GetTarget()) > maxSymlinkDest || strings.IndexByte(o.GetTarget(), 0) >= 0 {
+			return "", nil, Invalid(f("target"), "at most %d bytes, no NUL", maxSymlinkDest)
+		}
+	case *agentv1.Mount:
+		if o.GetDevice() != "" || o.GetFstype() != "" {
+			return "", nil, Invalid(f("device"), "set by the session; a Mount op only remounts a lane")
+		}
+	case *agentv1.DropCaches:
+		if o.GetLevel() < 1 || o.GetLevel() > 3 {
+			return "", nil, Invalid(f("level"), "%d: want 1, 2 or 3", o.GetLevel())
+		}
+	case *agentv1.SetClock:
+		if o.GetTime() == nil {
+			return "", nil, Invalid(f("time"), "required")
+		}
+	}
+	return kind, msg, nil
+}
+
+// Apply runs one operation on every lane of a session (global operations —
+// sync, drop_caches, set_clock — once, with lane ""). The lane field of op is
+// set per lane; op itself is not modified.
+func (m *Manager) Apply(ctx context.Context, sessionID string, op *agentv1.Request) ([]LaneResult, error) {
+	kind, msg, err := validateOp(op)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	lanes := []string{""}
+	if laneOps[kind] {
+		lanes = lanes[:0]
+		for _, sp := range s.specs {
+			lanes = append(lanes, sp.Name)
+		}
+	}
+	var results []LaneResult
+	for _, lane := range lanes {
+		req := proto.Clone(op).(*agentv1.Request)
+		req.Id = 0
+		if lane != "" {
+			r := req.ProtoReflect()
+			sub := r.Get(r.Descriptor().Fields().ByName(protoreflect.Name(kind))).Message()
+			sub.Set(sub.Descriptor().Fields().ByName("lane"), protoreflect.ValueOfString(lane))
+		}
+		resp, err := m.call(ctx, s, kind, req)
+		if err != nil {
+			if s.info.State == StateRunning {
+				m.event(ctx, Event{Session: s.info.ID, Kind: "op.failed", Detail: err.Error(), Results: results})
+			}
+			return nil, err
+		}
+		results = append(results, LaneResult{Lane: lane, Errno: resp.GetErrno(), Error: resp.GetError(), Ret: resp.GetRet()})
+	}
+	m.ops.Add(1)
+	m.event(ctx, Event{Session: s.info.ID, Kind: "op", Detail: describeOp(kind, msg, len(lanes)), Results: results})
+	return results, nil
+}
+
+// describeOp is an event's human summary: "mkdir d-00 on 2 lanes".
+func describeOp(kind string, msg protoreflect.Message, lanes int) string {
+	var b strings.Builder
+	b.WriteString(kind)
+	fields := msg.Descriptor().Fields()
+	for _, name := range []string{"path", "new_path"} {
+		if fd := fields.ByName(protoreflect.Name(name)); fd != nil {
+			fmt.Fprintf(&b, " %q", msg.Get(fd).String())
+		}
+	}
+	if lanes > 1 {
+		fmt.Fprintf(&b, " on %d lanes", lanes)
+	}
+	return b.String()
+}
+
+// Fingerprint fingerprints the given lanes of a session (empty: all).
+func (m *Manager) Fingerprint(ctx context.Context, sessionID string, mode agentv1.TimeMode, leaves bool, lanes []string) ([]LaneFingerprint, error) {
+	if _, ok := agentv1.TimeMode_name[int32(mode)]; !ok {
+		return nil, Invalid("time_mode", "unknown time mode %d", mode)
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if len(lanes) == 0 {
+		for _, sp := range s.specs {
+			lanes = append(lanes, sp.Name)
+		}
+	}
+	for i, l := range lanes {
+		if err := s.checkLane(fmt.Sprintf("lanes[%d]", i), l); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]LaneFingerprint, 0, len(lanes))
+	for _, l := range lanes {
+		req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: l, TimeMode: mode, Leaves: leaves}}}
+		resp, err := m.callOK(ctx, s, "fingerprint "+l, req)
+		if err != nil {
+			return nil, err
+		}
+		fp := resp.GetFingerprint()
+		out = append(out, LaneFingerprint{Lane: l, Root: fp.GetRoot(), Entries: fp.GetEntries(), Leaves: fp.GetLeaves()})
+	}
+	return out, nil
+}
+
+// Stat is lstat (stat with follow) of a path in one lane. A failing system
+// call is a result (res.Errno), not an error.
+func (m *Manager) Stat(ctx context.Context, sessionID, lane, path string, follow bool) (*agentv1.StatResult, LaneResult, error) {
+	if err := checkPath("path", path); err != nil {
+		return nil, LaneResult{}, err
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return nil, LaneResult{}, err
+	}
+	defer s.mu.Unlock()
+	if err := s.checkLane("lane", lane); err != nil {
+		return nil, LaneResult{}, err
+	}
+	resp, err := m.call(ctx, s, "stat", &agentv1.Request{Op: &agentv1.Request_Stat{Stat: &agentv1.Stat{Lane: lane, Path: path, Follow: follow}}})
+	if err != nil {
+		return nil, LaneResult{}, err
+	}
+	return resp.GetStat(), LaneResult{Lane: lane, Errno: resp.GetErrno(), Error: resp.GetError(), Ret: resp.GetRet()}, nil
+}
+
+// ReadFile reads up to length bytes (default 64 KiB, at most 1 MiB) at off.
+func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, off, length int64) (data []byte, eof bool, res LaneResult, err error) {
+	if err := checkPath("path", path); err != nil {
+		return nil, false, res, err
+	}
+	switch {
+	case off < 0:
+		return nil, false, res, Invalid("offset", "%d: negative", off)
+	case length < 0:
+		return nil, false, res, Invalid("length", "%d: negative", length)
+	case length > maxRead:
+		return nil, false, res, Invalid("length", "%d: at most %d", length, maxRead)
+	case length == 0:
+		length = defaultRead
+	}
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return nil, false, res, err
+	}
+	defer s.mu.Unlock()
+	if err := s.checkLane("lane", lane); err != nil {
+		return nil, false, res, err
+	}
+	resp, err := m.call(ctx, s, "read", &agentv1.Request{Op: &agentv1.Request_ReadFile{ReadFile: &agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: length}}})
+	if err != nil {
+		return nil, false, res, err
+	}
+	res = LaneResult{Lane: lane, Errno: resp.GetErrno(), Error: resp.GetError(), Ret: resp.GetRet()}
+	return resp.GetReadFile().GetData(), resp.GetReadFile().GetEof(), res, nil
+}
+
+// Events returns a session's events with seq > afterSeq, oldest first
+// (limit: default 100, at most 1000).
+func (m *Manager) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error) {
+	switch {
+	case sessionID == "":
+		return nil, Invalid("session_id", "required")
+	case limit < 0 || limit > maxEvents:
+		return nil, Invalid("limit", "%d: want 0..%d", limit, maxEvents)
+	case afterSeq < 0:
+		return nil, Invalid("after_seq", "%d: negative", afterSeq)
+	case limit == 0:
+		limit = defaultEvents
+	}
+	if _, err := m.Get(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return m.ledger.events(ctx, sessionID, afterSeq, limit)
+}
