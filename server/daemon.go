@@ -61,6 +61,14 @@ func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration),
 	return m, nil
 }
 
+// StartDaemonWith is StartDaemon serving an already open domain (a
+// *session.Manager), for embedding and benchmarks. Shutdown closes it.
+func StartDaemonWith(ctx context.Context, cfg Config, dom ManagedDomain, log *zap.Logger) (*Daemon, error) {
+	return startDaemon(ctx, cfg, log, func(context.Context, Config, func(time.Duration), *zap.Logger) (managedDomain, error) {
+		return dom, nil
+	})
+}
+
 // StartDaemon checks cfg, listens, opens the session manager and starts
 // serving. It returns once the daemon accepts connections; Shutdown stops
 // it. A nil log discards.

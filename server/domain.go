@@ -31,8 +31,11 @@ type Domain interface {
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
 }
 
-// managedDomain is a Domain the Daemon owns and closes on Shutdown.
-type managedDomain interface {
+// managedDomain is the package's short name for ManagedDomain.
+type managedDomain = ManagedDomain
+
+// ManagedDomain is a Domain the daemon owns: Shutdown closes it.
+type ManagedDomain interface {
 	Domain
 	Close() error
 }
