@@ -233,7 +233,7 @@ func addAPI(root *cobra.Command, g *globals) {
 		Use: "stat SESSION LANE PATH", Short: "stat a path inside a lane (lstat unless --follow)", Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return with(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := c.Stat(ctx, &themisv1.StatRequest{SessionId: args[0], Lane: args[1], Path: args[2], Follow: follow})
+				resp, err := c.Stat(ctx, &themisv1.StatRequest{SessionId: args[0], Lane: args[1], Path: lanePath(args[2]), Follow: follow})
 				if err != nil {
 					return err
 				}
@@ -333,6 +333,16 @@ func addAPI(root *cobra.Command, g *globals) {
 	daemonCmd.Flags().StringVar(&dcfg.StateDir, "state-dir", "", "ledger directory")
 
 	root.AddCommand(sess, forkCmd, restoreCmd, cpCmd, applyCmd, fpCmd, statCmd, restoreFileCmd, eventsCmd, daemonCmd)
+}
+
+// lanePath turns what a person types for a lane's root ("." or "/") into
+// the API's "" and drops a leading "/".
+func lanePath(p string) string {
+	p = strings.TrimLeft(p, "/")
+	if p == "." {
+		return ""
+	}
+	return p
 }
 
 func splitList(s string) []string {
