@@ -8,6 +8,14 @@
 // and the host use the same code, so a root computed in the guest can be
 // checked against leaves shipped to the host.
 //
+// Differences between filesystems that a comparison should ignore are
+// removed by a named [Policy] ([Exact], [MetisParity]) through
+// [Canonicalize] or [FoldPolicy], never by leaving fields out silently.
+// Overlay upper layers are read dialect-free: [Classify] recognizes kernel
+// overlayfs (whiteout char device 0:0, overlay.opaque xattr) and AUFS
+// (".wh.<name>", ".wh..wh..opq") markers before any dispatch on file type,
+// and [NormalizeUpper] turns them into the same symbolic entries.
+//
 // Invariants: the encoding is canonical (one byte string per entry and mode);
 // Fold does not depend on the order of its input; changing the encoding
 // requires bumping the version constants below, which changes every root.

@@ -1,0 +1,146 @@
+package explore
+
+import (
+	"context"
+	"fmt"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// Defaults and limits of Config.
+const (
+	DefaultDepth          = 2
+	MaxDepth              = 10
+	DefaultBranching      = 12
+	MaxBranching          = 1000
+	DefaultProgressEvery  = 64
+	DefaultMinimizeBudget = 256
+)
+
+// Check is a self-reference run on every new state, for single-lane runs
+// (the session plugs in remount, fsck, ...). It is called with the System in
+// the state trace leads to and must leave it there (or report a finding); a
+// nil Finding means the state passed. The Checker fills the Finding's Trace
+// and Seed when the check leaves them empty. To minimize a check's finding
+// the Checker replays candidate traces from the root and calls the check
+// again, so a check must depend only on the System's state and the trace.
+type Check func(ctx context.Context, sys System, trace []*agentv1.Request) (*Finding, error)
+
+// Progress is a snapshot of a running search; the caller adds rates and
+// timing.
+type Progress struct {
+	// States counts ops applied by the search (states visited).
+	States int
+	// Unique counts distinct tuples of lane roots, the root state included.
+	Unique int
+	// Depth is the depth of the state just visited.
+	Depth int
+	// MaxDepth is the deepest depth reached so far.
+	MaxDepth int
+	// Findings counts distinct findings so far.
+	Findings int
+}
+
+// Config configures a Checker. Zero fields take the defaults.
+type Config struct {
+	// Depth is the maximum number of ops from the root (1..10, default 2).
+	Depth int
+	// Branching is the number of ops tried at each state (1..1000,
+	// default 12).
+	Branching int
+	// MaxStates stops the search after that many ops applied (0: no limit).
+	MaxStates int
+	// Seed drives every random choice.
+	Seed uint64
+
+	// Pool, Ops, Weights, MaxLength and Direct configure the default Metis
+	// generator; see GenConfig.
+	Pool      PathPool
+	Ops       []string
+	Weights   map[string]float64
+	MaxLength int64
+	Direct    bool
+	// Generator replaces the Metis generator when set (the fields above
+	// are then ignored).
+	Generator Generator
+
+	// TimeMode is the time mode of the System's fingerprints, used to
+	// localize a state divergence in the leaves.
+	TimeMode agentv1.TimeMode
+
+	// Checks run on every new state whose lanes agree (root state
+	// included).
+	Checks []Check
+	// ReplaySample is how many states, drawn evenly with the seed, are
+	// replayed from the root after the search and compared with the roots
+	// the search recorded ("self-reference:replay"). 0: none.
+	ReplaySample int
+	// MaxFindings stops the search after that many distinct findings
+	// (0: no limit; Metis stops at the first).
+	MaxFindings int
+	// NoMinimize keeps findings' traces as found.
+	NoMinimize bool
+	// MinimizeBudget caps the replays spent minimizing one finding
+	// (default 256).
+	MinimizeBudget int
+
+	// Stop is polled before every op; returning true ends the search with
+	// Stopped "stopped" (the caller's wall-clock budget).
+	Stop func() bool
+	// Progress is called every ProgressEvery states (default 64) and once
+	// at the end of the search.
+	Progress      func(Progress)
+	ProgressEvery int
+}
+
+// withDefaults returns cfg with zero fields set to defaults and checks it.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Depth == 0 {
+		cfg.Depth = DefaultDepth
+	}
+	if cfg.Depth < 1 || cfg.Depth > MaxDepth {
+		return cfg, fmt.Errorf("explore: depth %d: want 1..%d", cfg.Depth, MaxDepth)
+	}
+	if cfg.Branching == 0 {
+		cfg.Branching = DefaultBranching
+	}
+	if cfg.Branching < 1 || cfg.Branching > MaxBranching {
+		return cfg, fmt.Errorf("explore: branching %d: want 1..%d", cfg.Branching, MaxBranching)
+	}
+	if cfg.MaxStates < 0 {
+		return cfg, fmt.Errorf("explore: max states %d: want >= 0 (0: no limit)", cfg.MaxStates)
+	}
+	if cfg.ReplaySample < 0 || cfg.ReplaySample > 1<<20 {
+		return cfg, fmt.Errorf("explore: replay sample %d: want 0..%d", cfg.ReplaySample, 1<<20)
+	}
+	if cfg.MaxFindings < 0 {
+		return cfg, fmt.Errorf("explore: max findings %d: want >= 0 (0: no limit)", cfg.MaxFindings)
+	}
+	if cfg.MinimizeBudget == 0 {
+		cfg.MinimizeBudget = DefaultMinimizeBudget
+	}
+	if cfg.MinimizeBudget < 0 {
+		return cfg, fmt.Errorf("explore: minimize budget %d: want > 0", cfg.MinimizeBudget)
+	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = DefaultProgressEvery
+	}
+	if cfg.ProgressEvery < 0 {
+		return cfg, fmt.Errorf("explore: progress interval %d: want > 0", cfg.ProgressEvery)
+	}
+	for i, c := range cfg.Checks {
+		if c == nil {
+			return cfg, fmt.Errorf("explore: check %d is nil", i)
+		}
+	}
+	if cfg.Generator == nil {
+		g, err := NewMetisGenerator(GenConfig{
+			Pool: cfg.Pool, Ops: cfg.Ops, Weights: cfg.Weights, MaxLength: cfg.MaxLength, Direct: cfg.Direct,
+		})
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Generator = g
+	}
+	return cfg, nil
+}

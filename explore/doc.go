@@ -1,0 +1,50 @@
+// Package explore is the model checker's pure core: a bounded depth-first
+// search over filesystem states, the Metis operation generator with its
+// argument bins, finding detection and delta-debugging minimization.
+//
+// It drives a [System] (the session implements one over a real guest with
+// one or more lanes) and never does I/O, reads the clock or spawns anything
+// of its own: time budgets come in as Config.Stop, randomness from
+// Config.Seed. Given the same seed and a deterministic System, a run visits
+// the same sequence of states.
+//
+// # Search
+//
+// From the root the Checker takes a checkpoint, fingerprints every lane and
+// marks the tuple of lane roots visited. At each state above Config.Depth it
+// draws up to Config.Branching distinct operations with a PCG generator
+// seeded from Config.Seed and the state's position in the search tree, and
+// for each: restores the state's checkpoint (lazily: not before the first
+// child), applies the op on every lane, compares the lanes' errnos, takes a
+// fingerprint, compares the lanes' roots, and recurses into the child when
+// its root tuple was never seen, or only seen deeper (so the set of states
+// reached equals a breadth-first search to the same depth). A child is
+// checkpointed before its own children run and dropped when the search
+// leaves it. Checkpoints are used strictly as a stack: Restore and Drop
+// always name the most recent checkpoint still held.
+//
+// # Findings
+//
+// Lanes that disagree on errno or on state, a failed Config.Checks
+// self-reference, a trace that replays from the root to a different state
+// (Config.ReplaySample) or a System error wrapping [ErrGuestDied] are
+// findings: results, not errors. Each distinct finding is shrunk after the
+// search with [Minimize] (ddmin, replaying candidates from the root
+// checkpoint) and reported with its trace, the lanes' errnos, and for a
+// state divergence the first differing path and field.
+//
+// # Ops
+//
+// Operations are *agentv1.Request values with exactly one lane operation
+// set and the lane field empty (the session fans them out per lane). They
+// are not themis.v1 Op messages because that Go package carries the gRPC
+// service stubs, which this package must not import; themis.v1 Op and the
+// agent request hold the same per-op messages.
+//
+// # Concurrency
+//
+// A Checker runs one search at a time and calls its System from the
+// goroutine that called Run. Config callbacks are called from that goroutine.
+//
+// This package must not import vmm, grpc or os/exec (internal/arch checks).
+package explore

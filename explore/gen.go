@@ -1,0 +1,417 @@
+package explore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// Op kinds of the Metis operation set (FAST'24), the names Config.Ops and
+// Config.Weights use.
+const (
+	OpCreateFile  = "create_file"
+	OpWriteFile   = "write_file"
+	OpTruncate    = "truncate"
+	OpUnlink      = "unlink"
+	OpMkdir       = "mkdir"
+	OpRmdir       = "rmdir"
+	OpChmod       = "chmod"
+	OpChown       = "chown"
+	OpChgrp       = "chgrp"
+	OpSetxattr    = "setxattr"
+	OpRemovexattr = "removexattr"
+	OpRename      = "rename"
+	OpLink        = "link"
+	OpSymlink     = "symlink"
+)
+
+// MetisOps is the default op set: all fourteen Metis operations.
+var MetisOps = []string{
+	OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpMkdir, OpRmdir, OpChmod,
+	OpChown, OpChgrp, OpSetxattr, OpRemovexattr, OpRename, OpLink, OpSymlink,
+}
+
+// Linux flag values used by the generated ops.
+const (
+	oWronly = 0o1
+	oRdwr   = 0o2
+	oCreat  = 0o100
+	oExcl   = 0o200
+	oTrunc  = 0o1000
+	oAppend = 0o2000
+	oSync   = 0o4010000
+	oDirect = 0o40000
+
+	xattrCreate = 1
+)
+
+// Argument bins (Metis).
+var (
+	// Modes for create, mkdir and chmod.
+	Modes = []uint32{0o600, 0o640, 0o644, 0o755, 0o777}
+	// Fills are the bytes a write repeats.
+	Fills = []uint32{0x00, 0xff, 0x55}
+	// IDs are the uid and gid values chown and chgrp use.
+	IDs = []int64{0, 1000}
+	// XattrNames are the two fixed names setxattr and removexattr use.
+	XattrNames = []string{"user.themis0", "user.themis1"}
+	// XattrValue is the value setxattr writes.
+	XattrValue = []byte("themis")
+)
+
+// DefaultMaxLength caps write offsets, write sizes and truncate lengths
+// (the largest bin is DefaultMaxLength+1).
+const DefaultMaxLength = 65536
+
+// Lengths returns the length bins up to max: 0 and every power of two p <=
+// max together with p-1 and p+1, ascending.
+func Lengths(max int64) []int64 {
+	seen := map[int64]bool{0: true}
+	out := []int64{0}
+	for p := int64(1); p > 0 && p <= max; p <<= 1 {
+		for _, v := range []int64{p - 1, p, p + 1} {
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// PathPool is the set of names ops draw from (Metis: 3 files, 2 dirs,
+// depth 2). Level 1 holds files f-00.. and dirs d-00..; every dir of a level
+// below Depth holds the same names again.
+type PathPool struct {
+	// Files per directory level (f-00, f-01, ...).
+	Files int
+	// Dirs per directory level (d-00, d-01, ...).
+	Dirs int
+	// Depth is the number of path components of the deepest pool path.
+	Depth int
+	// FileBias is the probability that an op taking any kind of path takes
+	// a file (Metis: 0.95). 0 means the default.
+	FileBias float64
+}
+
+// DefaultPool is Metis' pool.
+var DefaultPool = PathPool{Files: 3, Dirs: 2, Depth: 2, FileBias: 0.95}
+
+// maxPoolPaths bounds the number of paths a pool may name.
+const maxPoolPaths = 10000
+
+func (p PathPool) validate() error {
+	switch {
+	case p.Files < 0 || p.Files > 100:
+		return fmt.Errorf("explore: pool files %d: want 0..100", p.Files)
+	case p.Dirs < 0 || p.Dirs > 100:
+		return fmt.Errorf("explore: pool dirs %d: want 0..100", p.Dirs)
+	case p.Files+p.Dirs == 0:
+		return fmt.Errorf("explore: pool has no files and no dirs")
+	case p.Depth < 1 || p.Depth > 4:
+		return fmt.Errorf("explore: pool depth %d: want 1..4", p.Depth)
+	case p.FileBias < 0 || p.FileBias > 1 || p.FileBias != p.FileBias:
+		return fmt.Errorf("explore: pool file bias %v: want 0..1", p.FileBias)
+	}
+	n, level := 0, 1
+	for d := 1; d <= p.Depth; d++ {
+		n += level * (p.Files + p.Dirs)
+		level *= p.Dirs
+		if n > maxPoolPaths || level > maxPoolPaths {
+			return fmt.Errorf("explore: pool of %d files, %d dirs, depth %d names more than %d paths", p.Files, p.Dirs, p.Depth, maxPoolPaths)
+		}
+	}
+	return nil
+}
+
+// Paths lists the pool's files and dirs, each in breadth-first order.
+func (p PathPool) Paths() (files, dirs []string) {
+	parents := []string{""}
+	for d := 1; d <= p.Depth; d++ {
+		var next []string
+		for _, parent := range parents {
+			prefix := ""
+			if parent != "" {
+				prefix = parent + "/"
+			}
+			for i := 0; i < p.Files; i++ {
+				files = append(files, fmt.Sprintf("%sf-%02d", prefix, i))
+			}
+			for i := 0; i < p.Dirs; i++ {
+				next = append(next, fmt.Sprintf("%sd-%02d", prefix, i))
+			}
+		}
+		dirs = append(dirs, next...)
+		parents = next
+	}
+	return files, dirs
+}
+
+// Generator proposes the ops tried at one state.
+type Generator interface {
+	// Draw returns up to n distinct ops, using only rng for randomness so
+	// that the same stream gives the same ops.
+	Draw(rng *rand.Rand, n int) []*agentv1.Request
+}
+
+// MetisGenerator draws ops from the Metis op set with its argument bins.
+type MetisGenerator struct {
+	files, dirs []string
+	bias        float64
+	kinds       []string
+	cum         []float64 // cumulative weights, parallel to kinds
+	lengths     []int64
+	direct      bool
+}
+
+// GenConfig configures a MetisGenerator; zero fields take the defaults.
+type GenConfig struct {
+	Pool PathPool
+	// Ops lists the enabled op kinds (default MetisOps).
+	Ops []string
+	// Weights gives op kinds relative weights (missing: 1; 0 disables).
+	Weights map[string]float64
+	// MaxLength caps offsets, sizes and truncate lengths (default
+	// DefaultMaxLength).
+	MaxLength int64
+	// Direct adds O_DIRECT to the create flag bins (off by default: the
+	// agent's fill buffers are not aligned for it on every filesystem).
+	Direct bool
+}
+
+// NewMetisGenerator checks cfg and returns a generator.
+func NewMetisGenerator(cfg GenConfig) (*MetisGenerator, error) {
+	pool := cfg.Pool
+	if pool == (PathPool{}) {
+		pool = DefaultPool
+	}
+	if pool.FileBias == 0 {
+		pool.FileBias = DefaultPool.FileBias
+	}
+	if err := pool.validate(); err != nil {
+		return nil, err
+	}
+	ops := cfg.Ops
+	if len(ops) == 0 {
+		ops = MetisOps
+	}
+	maxLen := cfg.MaxLength
+	if maxLen == 0 {
+		maxLen = DefaultMaxLength
+	}
+	if maxLen < 1 || maxLen > 1<<30 {
+		return nil, fmt.Errorf("explore: max length %d: want 1..%d", maxLen, 1<<30)
+	}
+	g := &MetisGenerator{bias: pool.FileBias, lengths: Lengths(maxLen), direct: cfg.Direct}
+	g.files, g.dirs = pool.Paths()
+	for k := range cfg.Weights {
+		if !slices.Contains(MetisOps, k) {
+			return nil, fmt.Errorf("explore: weight for unknown op %q (want one of %v)", k, MetisOps)
+		}
+	}
+	seen := map[string]bool{}
+	total := 0.0
+	for _, k := range ops {
+		if !slices.Contains(MetisOps, k) {
+			return nil, fmt.Errorf("explore: unknown op %q (want one of %v)", k, MetisOps)
+		}
+		if seen[k] {
+			return nil, fmt.Errorf("explore: op %q listed twice", k)
+		}
+		seen[k] = true
+		if len(g.files) == 0 && needsFile(k) {
+			return nil, fmt.Errorf("explore: op %q needs files in the pool", k)
+		}
+		if len(g.dirs) == 0 && (k == OpMkdir || k == OpRmdir) {
+			return nil, fmt.Errorf("explore: op %q needs dirs in the pool", k)
+		}
+		w, ok := cfg.Weights[k]
+		if !ok {
+			w = 1
+		}
+		if w < 0 || w != w || w > 1e9 {
+			return nil, fmt.Errorf("explore: weight %v for %q: want 0..1e9", w, k)
+		}
+		if w == 0 {
+			continue
+		}
+		total += w
+		g.kinds = append(g.kinds, k)
+		g.cum = append(g.cum, total)
+	}
+	if len(g.kinds) == 0 {
+		return nil, fmt.Errorf("explore: no op kind enabled")
+	}
+	return g, nil
+}
+
+func needsFile(kind string) bool {
+	switch kind {
+	case OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpLink, OpSymlink:
+		return true
+	}
+	return false
+}
+
+func pick[T any](rng *rand.Rand, s []T) T { return s[rng.IntN(len(s))] }
+
+// anyPath draws a file with probability bias, else a dir.
+func (g *MetisGenerator) anyPath(rng *rand.Rand) (string, bool) {
+	switch {
+	case len(g.dirs) == 0:
+		return pick(rng, g.files), true
+	case len(g.files) == 0:
+		return pick(rng, g.dirs), false
+	case rng.Float64() < g.bias:
+		return pick(rng, g.files), true
+	default:
+		return pick(rng, g.dirs), false
+	}
+}
+
+// One draws a single op.
+func (g *MetisGenerator) One(rng *rand.Rand) *agentv1.Request {
+	x := rng.Float64() * g.cum[len(g.cum)-1]
+	i := sort.Search(len(g.cum), func(i int) bool { return g.cum[i] > x })
+	return g.build(rng, g.kinds[min(i, len(g.kinds)-1)])
+}
+
+func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
+	r := &agentv1.Request{}
+	switch kind {
+	case OpCreateFile:
+		extra := []uint32{0, oExcl, oTrunc}
+		if g.direct {
+			extra = append(extra, oDirect)
+		}
+		r.Op = &agentv1.Request_Create{Create: &agentv1.Create{
+			Path: pick(rng, g.files), Flags: oCreat | oWronly | pick(rng, extra), Mode: pick(rng, Modes)}}
+	case OpWriteFile:
+		r.Op = &agentv1.Request_Write{Write: &agentv1.Write{
+			Path: pick(rng, g.files), Flags: oRdwr | pick(rng, []uint32{0, oAppend, oSync}),
+			Offset: pick(rng, g.lengths), Size: pick(rng, g.lengths), Fill: pick(rng, Fills)}}
+	case OpTruncate:
+		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: pick(rng, g.files), Length: pick(rng, g.lengths)}}
+	case OpUnlink:
+		r.Op = &agentv1.Request_Unlink{Unlink: &agentv1.Unlink{Path: pick(rng, g.files)}}
+	case OpMkdir:
+		r.Op = &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: pick(rng, g.dirs), Mode: pick(rng, Modes)}}
+	case OpRmdir:
+		r.Op = &agentv1.Request_Rmdir{Rmdir: &agentv1.Rmdir{Path: pick(rng, g.dirs)}}
+	case OpChmod:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Chmod{Chmod: &agentv1.Chmod{Path: p, Mode: pick(rng, Modes)}}
+	case OpChown:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Chown{Chown: &agentv1.Chown{Path: p, Uid: pick(rng, IDs), Gid: -1}}
+	case OpChgrp:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Chown{Chown: &agentv1.Chown{Path: p, Uid: -1, Gid: pick(rng, IDs)}}
+	case OpSetxattr:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Setxattr{Setxattr: &agentv1.Setxattr{
+			Path: p, Name: pick(rng, XattrNames), Value: XattrValue, Flags: xattrCreate}}
+	case OpRemovexattr:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Removexattr{Removexattr: &agentv1.Removexattr{Path: p, Name: pick(rng, XattrNames)}}
+	case OpRename:
+		src, isFile := g.anyPath(rng)
+		dst := pick(rng, g.dirs)
+		if isFile {
+			dst = pick(rng, g.files)
+		}
+		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: src, NewPath: dst}}
+	case OpLink:
+		r.Op = &agentv1.Request_Link{Link: &agentv1.Link{Path: pick(rng, g.files), NewPath: pick(rng, g.files)}}
+	case OpSymlink:
+		target, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: target, Path: pick(rng, g.files)}}
+	default:
+		panic("explore: unknown op kind " + kind) // kinds are checked by NewMetisGenerator
+	}
+	return r
+}
+
+// drawAttempts bounds the draws spent per wanted op when looking for
+// distinct ones (the op space may be smaller than n).
+const drawAttempts = 16
+
+// Draw implements Generator: up to n distinct ops, in draw order.
+func (g *MetisGenerator) Draw(rng *rand.Rand, n int) []*agentv1.Request {
+	return drawDistinct(rng, n, g.One)
+}
+
+// drawDistinct calls one until it has n distinct ops or has tried
+// drawAttempts*n times.
+func drawDistinct(rng *rand.Rand, n int, one func(*rand.Rand) *agentv1.Request) []*agentv1.Request {
+	seen := make(map[string]bool, n)
+	out := make([]*agentv1.Request, 0, n)
+	for range drawAttempts * n {
+		if len(out) == n {
+			break
+		}
+		op := one(rng)
+		k := opKey(op)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, op)
+	}
+	return out
+}
+
+// opKey is a byte string equal for equal ops.
+func opKey(op *agentv1.Request) string {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(op)
+	if err != nil {
+		panic("explore: marshal op: " + err.Error())
+	}
+	return string(b)
+}
+
+// OpKind names the lane operation a request carries ("truncate",
+// "chown", ...; chown with uid -1 is "chgrp"), or "" when none.
+func OpKind(op *agentv1.Request) string {
+	switch o := op.GetOp().(type) {
+	case *agentv1.Request_Create:
+		return OpCreateFile
+	case *agentv1.Request_Write:
+		return OpWriteFile
+	case *agentv1.Request_Truncate:
+		return OpTruncate
+	case *agentv1.Request_Unlink:
+		return OpUnlink
+	case *agentv1.Request_Mkdir:
+		return OpMkdir
+	case *agentv1.Request_Rmdir:
+		return OpRmdir
+	case *agentv1.Request_Chmod:
+		return OpChmod
+	case *agentv1.Request_Chown:
+		if o.Chown.GetUid() == -1 {
+			return OpChgrp
+		}
+		return OpChown
+	case *agentv1.Request_Setxattr:
+		return OpSetxattr
+	case *agentv1.Request_Removexattr:
+		return OpRemovexattr
+	case *agentv1.Request_Rename:
+		return OpRename
+	case *agentv1.Request_Link:
+		return OpLink
+	case *agentv1.Request_Symlink:
+		return OpSymlink
+	case nil:
+		return ""
+	default:
+		return fmt.Sprintf("%T", o)
+	}
+}

@@ -1,0 +1,54 @@
+package explore
+
+import (
+	"context"
+	"errors"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// ErrGuestDied is wrapped by a System's errors when the machine under test
+// is gone (kernel panic, agent silent). The Checker turns it into a
+// "guest-died" finding and stops, instead of failing the run.
+var ErrGuestDied = errors.New("explore: guest died")
+
+// CheckpointID names a checkpoint of the whole System (machine and every
+// lane's disk).
+type CheckpointID = string
+
+// LaneResult is one lane's outcome of an op.
+type LaneResult struct {
+	Lane string
+	// Errno of the operation, 0 on success.
+	Errno int32
+}
+
+// LaneState is one lane's fingerprint root.
+type LaneState struct {
+	Lane string
+	Root []byte
+}
+
+// System is what the Checker drives; the session implements it over a real
+// guest (one machine, several lanes). Lanes must come back in the same order
+// from every call.
+type System interface {
+	// Checkpoint saves the current state of every lane and returns its id.
+	Checkpoint(ctx context.Context) (CheckpointID, error)
+	// Restore returns to a checkpoint. The Checker only names the most
+	// recent checkpoint it still holds.
+	Restore(ctx context.Context, id CheckpointID) error
+	// Drop deletes a checkpoint no longer needed. The Checker only drops the
+	// most recent checkpoint it holds, possibly while the System is in a
+	// state past it.
+	Drop(ctx context.Context, id CheckpointID) error
+	// Apply runs one op on every lane and returns each lane's errno. An
+	// errno is a result, not an error.
+	Apply(ctx context.Context, op *agentv1.Request) ([]LaneResult, error)
+	// Fingerprint returns every lane's root, under whatever time mode and
+	// canonicalization policy the session was configured with.
+	Fingerprint(ctx context.Context) ([]LaneState, error)
+	// Leaves returns one lane's entries, canonicalized as Fingerprint's
+	// roots were, to localize a divergence.
+	Leaves(ctx context.Context, lane string) ([]*agentv1.Entry, error)
+}

@@ -1,0 +1,141 @@
+package oracle
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// refCanonicalize is the naive model of a policy: a deep copy edited rule by
+// rule.
+func refCanonicalize(in []*agentv1.Entry, p Policy) []*agentv1.Entry {
+	var out []*agentv1.Entry
+	hadLF := false
+	for _, e := range in {
+		if e.GetPath() == "lost+found" && e.GetKind() == agentv1.Kind_KIND_DIRECTORY {
+			hadLF = true
+		}
+	}
+	for _, e := range in {
+		e = proto.Clone(e).(*agentv1.Entry)
+		if p.SkipRootLostFound && (e.Path == "lost+found" || len(e.Path) > 11 && e.Path[:11] == "lost+found/") {
+			continue
+		}
+		if p.NonRegularSizeZero && e.Kind != agentv1.Kind_KIND_REGULAR {
+			e.Size = 0
+		}
+		if p.AdjustRootNlink && p.SkipRootLostFound && hadLF && e.Path == "" && e.Kind == agentv1.Kind_KIND_DIRECTORY && e.Nlink > 0 {
+			e.Nlink--
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestCanonicalize(t *testing.T) {
+	t.Parallel()
+	withLF := append(tree(), &agentv1.Entry{Path: "lost+found/#12", Kind: agentv1.Kind_KIND_REGULAR, Size: 7})
+	withoutLF := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 4096},
+		{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 0},
+		sample(),
+		{Path: "s", Kind: agentv1.Kind_KIND_SYMLINK, Mode: 0o777, Nlink: 1, Size: 4, SymlinkTarget: "d-00"},
+	}
+	nested := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 3},
+		{Path: "d", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 3},
+		{Path: "d/lost+found", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 2},
+		{Path: "lost+found.txt", Kind: agentv1.Kind_KIND_REGULAR, Size: 3},
+	}
+	tests := []struct {
+		name    string
+		in      []*agentv1.Entry
+		p       Policy
+		wantLen int
+	}{
+		{"exact keeps all", withLF, Exact, len(withLF)},
+		{"zero policy keeps all", withLF, Policy{}, len(withLF)},
+		{"metis drops lost+found subtree", withLF, MetisParity, len(withLF) - 2},
+		{"metis without lost+found", withoutLF, MetisParity, len(withoutLF)},
+		{"metis keeps nested lost+found", nested, MetisParity, len(nested)},
+		{"size only", withLF, Policy{Name: "s", NonRegularSizeZero: true}, len(withLF)},
+		{"nlink without skip does nothing", withLF, Policy{Name: "n", AdjustRootNlink: true}, len(withLF)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			before := make([]*agentv1.Entry, len(tt.in))
+			for i, e := range tt.in {
+				before[i] = proto.Clone(e).(*agentv1.Entry)
+			}
+			got := Canonicalize(tt.in, tt.p)
+			for i := range tt.in {
+				if !proto.Equal(tt.in[i], before[i]) {
+					t.Fatalf("input entry %d modified: %v", i, tt.in[i])
+				}
+			}
+			want := refCanonicalize(tt.in, tt.p)
+			if len(got) != tt.wantLen || len(want) != tt.wantLen {
+				t.Fatalf("len got %d, reference %d, want %d", len(got), len(want), tt.wantLen)
+			}
+			for i := range got {
+				if !proto.Equal(got[i], want[i]) {
+					t.Errorf("entry %d: got %v, want %v", i, got[i], want[i])
+				}
+			}
+			for _, mode := range modes {
+				if FoldPolicy(tt.in, mode, tt.p) != Fold(want, mode) {
+					t.Errorf("FoldPolicy(%v) differs from Fold of the reference", mode)
+				}
+			}
+		})
+	}
+}
+
+// TestMetisParityEquates: a fresh ext2 root (lost+found, nlink 3, dir size
+// 1024) and a fresh root without lost+found (nlink 2, other dir sizes) fold
+// to the same root under MetisParity and to different roots under Exact.
+func TestMetisParityEquates(t *testing.T) {
+	t.Parallel()
+	ext2 := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 4, Size: 1024},
+		{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 1024},
+		{Path: "lost+found", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o700, Nlink: 2, Size: 12288},
+	}
+	other := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 3, Size: 8},
+		{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 0},
+	}
+	if FoldPolicy(ext2, none, MetisParity) != FoldPolicy(other, none, MetisParity) {
+		t.Error("MetisParity: roots differ")
+	}
+	if FoldPolicy(ext2, none, Exact) == FoldPolicy(other, none, Exact) {
+		t.Error("Exact: roots equal")
+	}
+}
+
+func TestPolicyByName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{"", "exact", false},
+		{"exact", "exact", false},
+		{"metis", "metis", false},
+		{"Metis", "", true},
+		{"nope", "", true},
+	}
+	for _, tt := range tests {
+		p, err := PolicyByName(tt.in)
+		if (err != nil) != tt.wantErr || p.Name != tt.want {
+			t.Errorf("PolicyByName(%q) = %q, %v; want %q, err %v", tt.in, p.Name, err, tt.want, tt.wantErr)
+		}
+	}
+	if s := MetisParity.String(); s != "metis (size 0 for non-regular files; /lost+found skipped; root nlink -1 for a skipped lost+found)" {
+		t.Errorf("String() = %q", s)
+	}
+}
