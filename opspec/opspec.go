@@ -377,3 +377,54 @@ func Request(op *themisv1.Op) (*agentv1.Request, error) {
 	}
 	return r, nil
 }
+
+// FromRequest is the inverse of Request: the Op carried by an agent request
+// (lane fields are kept as they are).
+func FromRequest(r *agentv1.Request) (*themisv1.Op, error) {
+	op := &themisv1.Op{}
+	switch o := r.GetOp().(type) {
+	case *agentv1.Request_Create:
+		op.Op = &themisv1.Op_Create{Create: o.Create}
+	case *agentv1.Request_Write:
+		op.Op = &themisv1.Op_Write{Write: o.Write}
+	case *agentv1.Request_Truncate:
+		op.Op = &themisv1.Op_Truncate{Truncate: o.Truncate}
+	case *agentv1.Request_Unlink:
+		op.Op = &themisv1.Op_Unlink{Unlink: o.Unlink}
+	case *agentv1.Request_Mkdir:
+		op.Op = &themisv1.Op_Mkdir{Mkdir: o.Mkdir}
+	case *agentv1.Request_Rmdir:
+		op.Op = &themisv1.Op_Rmdir{Rmdir: o.Rmdir}
+	case *agentv1.Request_Chmod:
+		op.Op = &themisv1.Op_Chmod{Chmod: o.Chmod}
+	case *agentv1.Request_Chown:
+		op.Op = &themisv1.Op_Chown{Chown: o.Chown}
+	case *agentv1.Request_Setxattr:
+		op.Op = &themisv1.Op_Setxattr{Setxattr: o.Setxattr}
+	case *agentv1.Request_Removexattr:
+		op.Op = &themisv1.Op_Removexattr{Removexattr: o.Removexattr}
+	case *agentv1.Request_Rename:
+		op.Op = &themisv1.Op_Rename{Rename: o.Rename}
+	case *agentv1.Request_Link:
+		op.Op = &themisv1.Op_Link{Link: o.Link}
+	case *agentv1.Request_Symlink:
+		op.Op = &themisv1.Op_Symlink{Symlink: o.Symlink}
+	case *agentv1.Request_Utimens:
+		op.Op = &themisv1.Op_Utimens{Utimens: o.Utimens}
+	case *agentv1.Request_Fsync:
+		op.Op = &themisv1.Op_Fsync{Fsync: o.Fsync}
+	case *agentv1.Request_Sync:
+		op.Op = &themisv1.Op_Sync{Sync: o.Sync}
+	case *agentv1.Request_DropCaches:
+		op.Op = &themisv1.Op_DropCaches{DropCaches: o.DropCaches}
+	case *agentv1.Request_SetClock:
+		op.Op = &themisv1.Op_SetClock{SetClock: o.SetClock}
+	case *agentv1.Request_Umount:
+		op.Op = &themisv1.Op_Umount{Umount: o.Umount}
+	case *agentv1.Request_Mount:
+		op.Op = &themisv1.Op_Mount{Mount: o.Mount}
+	default:
+		return nil, fmt.Errorf("opspec: request %T is not a filesystem operation", r.GetOp())
+	}
+	return op, nil
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -116,4 +117,25 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip of %q changed the op: %v vs %v", s, op, again)
 		}
 	})
+}
+
+func TestFromRequest(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"mkdir d 0755", "write f 1 2 0x55 append", "rename a b", "sync", "set-clock 5"} {
+		op, err := Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := Request(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := FromRequest(req)
+		if err != nil || !proto.Equal(back, op) {
+			t.Errorf("FromRequest(Request(%q)) = %v, %v", s, back, err)
+		}
+	}
+	if _, err := FromRequest(&agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}); err == nil {
+		t.Error("FromRequest of a ping: no error")
+	}
 }
