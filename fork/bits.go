@@ -1,0 +1,5 @@
+package fork
+
+import "math/bits"
+
+func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }

@@ -1,0 +1,92 @@
+package kvm
+
+import "encoding/binary"
+
+// asm is a tiny x86-64 assembler for test guests: general-purpose
+// instructions, port I/O and memory writes only (a synthetic guest cannot
+// run SSE on PVM hosts).
+type asm struct{ b []byte }
+
+func (a *asm) emit(b ...byte) *asm { a.b = append(a.b, b...); return a }
+
+func (a *asm) imm32(v uint32) *asm { return a.emit(binary.LittleEndian.AppendUint32(nil, v)...) }
+
+func (a *asm) imm64(v uint64) *asm { return a.emit(binary.LittleEndian.AppendUint64(nil, v)...) }
+
+// Register numbers.
+const (
+	rax = iota
+	rcx
+	rdx
+	rbx
+	rsp
+	rbp
+	rsi
+	rdi
+	r8
+	r9
+	r10
+	r11
+	r12
+	r13
+	r14
+	r15
+)
+
+// movImm: mov reg, imm64.
+func (a *asm) movImm(reg int, v uint64) *asm {
+	rex := byte(0x48)
+	if reg >= 8 {
+		rex |= 1
+	}
+	return a.emit(rex, 0xb8+byte(reg&7)).imm64(v)
+}
+
+// storeRAXAtRDI: mov [rdi], rax.
+func (a *asm) storeRAXAtRDI() *asm { return a.emit(0x48, 0x89, 0x07) }
+
+// addRDI: add rdi, imm32.
+func (a *asm) addRDI(v uint32) *asm { return a.emit(0x48, 0x81, 0xc7).imm32(v) }
+
+// decRCX: dec rcx.
+func (a *asm) decRCX() *asm { return a.emit(0x48, 0xff, 0xc9) }
+
+// jnzTo: jnz to an absolute offset in the program (rel32).
+func (a *asm) jnzTo(target int) *asm {
+	a.emit(0x0f, 0x85)
+	return a.imm32(uint32(int32(target - (len(a.b) + 4))))
+}
+
+// outDX: mov edx, port; mov eax, v; out dx, eax.
+func (a *asm) out(port uint16, v uint32) *asm {
+	return a.emit(0xba).imm32(uint32(port)).emit(0xb8).imm32(v).emit(0xef)
+}
+
+// in: mov edx, port; in eax, dx.
+func (a *asm) in(port uint16) *asm { return a.emit(0xba).imm32(uint32(port)).emit(0xed) }
+
+// outEAX: mov edx, port; out dx, eax (eax as it is).
+func (a *asm) outEAX(port uint16) *asm { return a.emit(0xba).imm32(uint32(port)).emit(0xef) }
+
+// movSeg: mov ax, sel; mov es/ds/fs/gs, ax.
+func (a *asm) loadDataSegs(sel uint16) *asm {
+	a.emit(0x66, 0xb8, byte(sel), byte(sel>>8))
+	return a.emit(0x8e, 0xc0 /*es*/, 0x8e, 0xd8 /*ds*/, 0x8e, 0xe0 /*fs*/, 0x8e, 0xe8 /*gs*/)
+}
+
+// wrmsr: mov ecx, idx; mov eax, lo; mov edx, hi; wrmsr.
+func (a *asm) wrmsr(idx uint32, v uint64) *asm {
+	return a.emit(0xb9).imm32(idx).emit(0xb8).imm32(uint32(v)).emit(0xba).imm32(uint32(v>>32)).emit(0x0f, 0x30)
+}
+
+func (a *asm) hlt() *asm             { return a.emit(0xf4) }
+func (a *asm) spin() *asm            { return a.emit(0xeb, 0xfe) } // jmp $
+func (a *asm) int3() *asm            { return a.emit(0xcc) }
+func (a *asm) done(code uint32) *asm { return a.out(DebugExitPort, code) }
+
+// dirtyPages writes one qword into each of n consecutive pages from addr.
+func (a *asm) dirtyPages(addr uint64, n int) *asm {
+	a.movImm(rdi, addr).movImm(rcx, uint64(n)).movImm(rax, 0x5a5a5a5a)
+	loop := len(a.b)
+	return a.storeRAXAtRDI().addRDI(PageSize).decRCX().jnzTo(loop)
+}

@@ -1,0 +1,554 @@
+package kvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap/zaptest"
+)
+
+// needKVM skips without /dev/kvm, except under CI=true where the CI hosts
+// have it and a skip would hide a broken backend.
+func needKVM(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("/dev/kvm is required under CI=true: %v", err)
+		}
+		t.Skipf("no /dev/kvm: %v", err)
+	}
+}
+
+func newMachine(t testing.TB, cfg Config) *Machine {
+	t.Helper()
+	needKVM(t)
+	if tt, ok := t.(*testing.T); ok && cfg.Log == nil {
+		cfg.Log = zaptest.NewLogger(tt)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m
+}
+
+func mustRun(t testing.TB, m *Machine, wantCode uint32) Exit {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := m.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if e.Reason != ExitDebug || e.Code != wantCode {
+		t.Fatalf("Run = %+v, want debug exit %d", e, wantCode)
+	}
+	return e
+}
+
+// dirtyModes are the two dirty-tracking modes every memory test runs in.
+var dirtyModes = []struct {
+	name string
+	cfg  Config
+}{
+	{"bitmap", Config{}},
+	{"ring", Config{DirtyRing: true, DirtyRingBytes: 1 << 20}},
+}
+
+// TestDirtyRingFull: a ring smaller than the pages a run dirties either
+// works (hardware virtualization: harvest on DIRTY_RING_FULL and go on) or
+// fails with ErrRingOverflow (PVM, whose ring overflows before that exit).
+func TestDirtyRingFull(t *testing.T) {
+	ctx := context.Background()
+	m := newMachine(t, Config{DirtyRing: true, DirtyRingBytes: 4096})
+	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 1000).done(1).b); err != nil {
+		t.Fatal(err)
+	}
+	c0, err := m.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0, _ := m.RAMHash(ctx)
+	_, err = m.Run(ctx)
+	if hw, _ := HardwareVirtualization(); !hw {
+		if !errors.Is(err, ErrRingOverflow) {
+			t.Fatalf("Run = %v, want ErrRingOverflow on this host", err)
+		}
+		t.Log(err)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Restore(ctx, c0); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := m.RAMHash(ctx); h != h0 {
+		t.Fatal("RAM hash differs after restore")
+	}
+}
+
+func TestDirtyPagesRestoreHash(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range dirtyModes {
+		for _, n := range []int{1, 10, 100, 1000} {
+			t.Run(fmt.Sprintf("%s/pages=%d", mode.name, n), func(t *testing.T) {
+				cfg := mode.cfg
+				cfg.MemoryBytes = 32 << 20
+				m := newMachine(t, cfg)
+				prog := new(asm).dirtyPages(DataAddr, n).done(1)
+				if err := m.LoadProgram(prog.b); err != nil {
+					t.Fatal(err)
+				}
+				c0, err := m.Checkpoint(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := m.RAMHash(ctx)
+				for round := range 3 { // restore again and again: the checkpoint stays
+					mustRun(t, m, 1)
+					if got, _ := m.RAMHash(ctx); got == want {
+						t.Fatal("guest run left RAM unchanged")
+					}
+					if err := m.Restore(ctx, c0); err != nil {
+						t.Fatal(err)
+					}
+					if got, _ := m.RAMHash(ctx); got != want {
+						t.Fatalf("round %d: RAM hash after restore differs from the checkpoint's", round)
+					}
+					st := m.Stats()
+					// n data pages plus the page-table pages whose accessed/dirty
+					// bits changed, and nothing like all of RAM.
+					if st.RestorePages < n || st.RestorePages > n+16 {
+						t.Errorf("round %d: restore copied %d pages for %d dirtied", round, st.RestorePages, n)
+					}
+					if r, _ := m.Regs(); r.RIP != CodeAddr {
+						t.Errorf("RIP after restore = %#x, want %#x", r.RIP, CodeAddr)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestNestedCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range dirtyModes {
+		t.Run(mode.name, func(t *testing.T) {
+			m := newMachine(t, mode.cfg)
+			// Three phases, each dirtying its own and a shared page, ending
+			// with a debug exit carrying the phase number.
+			var p asm
+			for phase := range uint32(3) {
+				p.dirtyPages(DataAddr+uint64(phase)*0x10000, 5)
+				p.movImm(rdi, DataAddr+0x80000).movImm(rax, uint64(phase+1)).storeRAXAtRDI()
+				p.done(phase + 1)
+			}
+			if err := m.LoadProgram(p.b); err != nil {
+				t.Fatal(err)
+			}
+			var ids []vmm.CheckpointID
+			var hashes [][32]byte
+			for phase := range uint32(3) {
+				id, err := m.Checkpoint(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, _ := m.RAMHash(ctx)
+				ids, hashes = append(ids, id), append(hashes, h)
+				mustRun(t, m, phase+1)
+			}
+			for _, k := range []int{1, 0} {
+				if err := m.Restore(ctx, ids[k]); err != nil {
+					t.Fatal(err)
+				}
+				if h, _ := m.RAMHash(ctx); h != hashes[k] {
+					t.Fatalf("restore C%d: RAM hash differs", k)
+				}
+				if got, want := fmt.Sprint(m.Checkpoints()), fmt.Sprint(ids[:k+1]); got != want {
+					t.Fatalf("path after restore C%d = %s, want %s", k, got, want)
+				}
+			}
+			if err := m.Restore(ctx, ids[2]); !errors.Is(err, vmm.ErrUnknownCheckpoint) {
+				t.Fatalf("restore of a dropped checkpoint: %v, want ErrUnknownCheckpoint", err)
+			}
+			// Run forward again from C0 and check the guest redoes phase 1.
+			mustRun(t, m, 1)
+		})
+	}
+}
+
+func TestDeleteMiddleCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	m := newMachine(t, Config{})
+	var p asm
+	for phase := range uint32(3) {
+		p.dirtyPages(DataAddr, 3+int(phase)).done(phase + 1)
+	}
+	if err := m.LoadProgram(p.b); err != nil {
+		t.Fatal(err)
+	}
+	var ids []vmm.CheckpointID
+	var hashes [][32]byte
+	for phase := range uint32(3) {
+		id, err := m.Checkpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := m.RAMHash(ctx)
+		ids, hashes = append(ids, id), append(hashes, h)
+		// Make each phase's data differ: the host bumps a page the guest also writes.
+		if err := m.WriteRAM(DataAddr+8, []byte{byte(phase + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, m, phase+1)
+	}
+	if err := m.Delete(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{2, 0} {
+		if err := m.Restore(ctx, ids[k]); err != nil {
+			t.Fatal(err)
+		}
+		if h, _ := m.RAMHash(ctx); h != hashes[k] {
+			t.Fatalf("restore C%d after deleting C1: RAM hash differs", k)
+		}
+	}
+}
+
+// regVal is the value the register test's guest puts in register r.
+func regVal(r int) uint64 {
+	v := uint64(0x1111111111111111)
+	return v * uint64(r+1)
+}
+
+func TestRegistersRevert(t *testing.T) {
+	ctx := context.Background()
+	m := newMachine(t, Config{})
+	var p asm
+	for r := range 16 {
+		if r != rsp {
+			p.movImm(r, regVal(r))
+		}
+	}
+	p.loadDataSegs(0x18)
+	p.wrmsr(0xc0000100, 0x123456000) // FS base
+	p.done(9)
+	if err := m.LoadProgram(p.b); err != nil {
+		t.Fatal(err)
+	}
+	c0, err := m.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs0, _ := m.Regs()
+	sregs0, _ := m.Sregs()
+	mustRun(t, m, 9)
+	regs1, _ := m.Regs()
+	sregs1, _ := m.Sregs()
+	if want := regVal(r15); regs1.R15 != want || sregs1.ES.Selector != 0x18 || sregs1.FS.Base != 0x123456000 {
+		t.Fatalf("guest did not change its registers: r15=%#x es=%#x fs.base=%#x", regs1.R15, sregs1.ES.Selector, sregs1.FS.Base)
+	}
+	if err := m.Restore(ctx, c0); err != nil {
+		t.Fatal(err)
+	}
+	regs2, _ := m.Regs()
+	sregs2, _ := m.Sregs()
+	if regs2 != regs0 {
+		t.Errorf("regs after restore:\n got %+v\nwant %+v", regs2, regs0)
+	}
+	if sregs2 != sregs0 {
+		t.Errorf("sregs after restore:\n got %+v\nwant %+v", sregs2, sregs0)
+	}
+}
+
+func TestXSAVERoundTrip(t *testing.T) {
+	ctx := context.Background()
+	m := newMachine(t, Config{})
+	if !m.hasXSAVE {
+		t.Skip("host has no KVM_CAP_XSAVE")
+	}
+	x, err := m.XSAVE()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := func(x *XSAVE, seed byte, avx bool) {
+		b := xsaveBytes(x)
+		for i := 160; i < 416; i++ { // XMM0-15
+			b[i] = seed + byte(i)
+		}
+		b[512] |= 2 // XSTATE_BV: SSE
+		if avx {
+			for i := 576; i < 832; i++ { // YMM_Hi128
+				b[i] = seed ^ byte(i)
+			}
+			b[512] |= 4
+		}
+		setXSAVEBytes(x, b)
+	}
+	avx := m.cpuidHas(1, 0, 'c', 28)
+	want := *x
+	pattern(&want, 0x40, avx)
+	if err := m.SetXSAVE(&want); err != nil {
+		t.Fatalf("SetXSAVE (avx=%v): %v", avx, err)
+	}
+	got0, _ := m.XSAVE()
+	c0, err := m.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *got0
+	pattern(&other, 0x99, avx)
+	if err := m.SetXSAVE(&other); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Restore(ctx, c0); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.XSAVE()
+	gb, wb := xsaveBytes(got), xsaveBytes(&want)
+	for _, r := range [][2]int{{160, 416}, {576, 832}} {
+		if !avx && r[0] == 576 {
+			continue
+		}
+		if string(gb[r[0]:r[1]]) != string(wb[r[0]:r[1]]) {
+			t.Errorf("XSAVE bytes %d..%d differ after restore", r[0], r[1])
+		}
+	}
+	t.Logf("XMM0-15 round-tripped; YMM upper halves: %v", avx)
+}
+
+func TestScratchDeviceReverts(t *testing.T) {
+	ctx := context.Background()
+	m := newMachine(t, Config{})
+	// The guest reads the scratch register, stores it in RAM, adds one and
+	// writes it back: device state and memory move together.
+	var p asm
+	p.in(ScratchPort)
+	p.movImm(rdi, DataAddr).storeRAXAtRDI()
+	p.emit(0x83, 0xc0, 0x01) // add eax, 1
+	p.outEAX(ScratchPort)
+	p.done(0)
+	if err := m.LoadProgram(p.b); err != nil {
+		t.Fatal(err)
+	}
+	c0, _ := m.Checkpoint(ctx)
+	h0, _ := m.RAMHash(ctx)
+	for range 3 {
+		mustRun(t, m, 0)
+		if err := m.LoadProgram(p.b); err != nil { // rewind RIP, keep state
+			t.Fatal(err)
+		}
+	}
+	if s := m.Scratch(); s.Value != 3 || s.Writes != 3 {
+		t.Fatalf("scratch after 3 runs = %+v", s)
+	}
+	if err := m.Restore(ctx, c0); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Scratch(); s != (ScratchState{}) {
+		t.Errorf("scratch after restore = %+v, want zero", s)
+	}
+	if h, _ := m.RAMHash(ctx); h != h0 {
+		t.Error("RAM differs after restore")
+	}
+	mustRun(t, m, 0)
+	if s := m.Scratch(); s.Value != 1 || m.RAM()[DataAddr] != 0 {
+		t.Errorf("after restore and one run: scratch %+v, RAM %d", s, m.RAM()[DataAddr])
+	}
+}
+
+func TestHLTWithoutIRQChip(t *testing.T) {
+	m := newMachine(t, Config{NoIRQChip: true})
+	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 2).hlt().b); err != nil {
+		t.Fatal(err)
+	}
+	c0, err := m.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := m.Run(context.Background())
+	if err != nil || e.Reason != ExitHLT {
+		t.Fatalf("Run = %+v, %v; want HLT", e, err)
+	}
+	if err := m.Restore(context.Background(), c0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadGuests(t *testing.T) {
+	tests := []struct {
+		name    string
+		prog    *asm
+		timeout time.Duration
+		reason  string
+		want    error
+		detail  string
+	}{
+		{"triple-fault-ud2", new(asm).emit(0x0f, 0x0b), 0, "SHUTDOWN", ErrGuestFault, "triple fault"},
+		{"triple-fault-noncanonical", new(asm).movImm(rax, 0x8000000000000000).emit(0xff, 0xe0), 0, "SHUTDOWN", ErrGuestFault, "triple fault"},
+		// PVM emulates INT3 and fails at it; on hardware virtualization it triple-faults.
+		{"int3", new(asm).int3(), 0, "", ErrGuestFault, "at RIP"},
+		{"unknown-port-out", new(asm).out(0x3f8, 'x'), 0, "IO", ErrGuestFault, "unknown port 0x3f8"},
+		{"unknown-port-in", new(asm).in(0x60), 0, "IO", ErrGuestFault, "unknown port 0x60"},
+		{"mmio", new(asm).movImm(rdi, 0xd0000000).storeRAXAtRDI(), 0, "MMIO", ErrGuestFault, "0xd0000000"},
+		{"never-halts", new(asm).spin(), 200 * time.Millisecond, "PAUSED", context.DeadlineExceeded, "deadline"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := countFDs(t)
+			m := newMachine(t, Config{})
+			if err := m.LoadProgram(tc.prog.b); err != nil {
+				t.Fatal(err)
+			}
+			c0, err := m.Checkpoint(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			_, err = m.Run(ctx)
+			var ee *ExitError
+			if !errors.As(err, &ee) || (tc.reason != "" && ee.Reason != tc.reason) || !errors.Is(err, tc.want) {
+				t.Fatalf("Run error %v; want exit %s wrapping %v", err, tc.reason, tc.want)
+			}
+			if ee.RIP < CodeAddr || ee.RIP >= CodeAddr+uint64(len(tc.prog.b))+1 {
+				t.Errorf("RIP %#x outside the program [%#x, +%d)", ee.RIP, CodeAddr, len(tc.prog.b))
+			}
+			if !strings.Contains(err.Error(), tc.detail) || !strings.Contains(err.Error(), "RIP 0x") {
+				t.Errorf("error %q does not name %q and the RIP", err, tc.detail)
+			}
+			t.Logf("%v", err)
+			// The machine survives: restore and run again to the same failure.
+			if err := m.Restore(context.Background(), c0); err != nil {
+				t.Fatalf("restore after %s: %v", tc.name, err)
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+			if _, err := m.Run(context.Background()); !errors.Is(err, vmm.ErrClosed) {
+				t.Errorf("Run after Close: %v", err)
+			}
+			if after := countFDs(t); after != before {
+				t.Errorf("fds: %d before, %d after Close", before, after)
+			}
+		})
+	}
+}
+
+func TestPause(t *testing.T) {
+	m := newMachine(t, Config{})
+	if err := m.LoadProgram(new(asm).spin().b); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if err := m.Pause(); err != nil {
+			t.Error(err)
+		}
+	}()
+	_, err := m.Run(context.Background())
+	if !errors.Is(err, ErrPaused) {
+		t.Fatalf("Run = %v, want ErrPaused", err)
+	}
+}
+
+func TestMemoryLimits(t *testing.T) {
+	needKVM(t)
+	tests := []struct {
+		bytes int64
+		want  error
+	}{
+		{5 << 30, ErrTooLarge},
+		{MaxMemory + PageSize, ErrTooLarge},
+		{MinMemory - PageSize, nil},
+		{MinMemory + 1, nil},
+	}
+	for _, tc := range tests {
+		m, err := New(Config{MemoryBytes: tc.bytes})
+		if err == nil {
+			m.Close()
+			t.Errorf("New(%d bytes) succeeded", tc.bytes)
+			continue
+		}
+		if tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("New(%d bytes) = %v, want %v", tc.bytes, err, tc.want)
+		}
+		t.Logf("%d bytes: %v", tc.bytes, err)
+	}
+}
+
+func TestCloseReleasesEverything(t *testing.T) {
+	needKVM(t)
+	for _, mode := range dirtyModes {
+		t.Run(mode.name, func(t *testing.T) {
+			fds, maps := countFDs(t), countMaps(t)
+			for range 3 {
+				m, err := New(mode.cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 4).done(0).b); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Checkpoint(context.Background()); err != nil { // maps the shadow too
+					t.Fatal(err)
+				}
+				mustRun(t, m, 0)
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := countFDs(t); got != fds {
+				t.Errorf("fds: %d before, %d after", fds, got)
+			}
+			if got := countMaps(t); got > maps {
+				t.Errorf("mappings: %d before, %d after", maps, got)
+			}
+		})
+	}
+}
+
+func countFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func countMaps(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		// Only ours: the memfd, kvm_run/ring (anon_inode:kvm-vcpu) and the
+		// shadow are distinguishable by name or size; count the named ones.
+		if strings.Contains(l, "themis-guest-ram") || strings.Contains(l, "kvm-vcpu") {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,222 @@
+package kvm
+
+import (
+	"fmt"
+)
+
+// vcpuState is the vCPU at a checkpoint.
+type vcpuState struct {
+	Regs      Regs
+	Sregs     Sregs
+	FPU       FPU
+	XSAVE     XSAVE // valid when the host has KVM_CAP_XSAVE
+	XCRS      XCRS  // valid when the host has KVM_CAP_XCRS
+	MSRs      []MSR // checkpointMSRs the host has, TSC last
+	LAPIC     LAPIC // valid with the in-kernel irqchip
+	Events    VCPUEvents
+	DebugRegs DebugRegs
+	MPState   MPState
+}
+
+// vmState is the VM-wide in-kernel device state at a checkpoint (valid with
+// the in-kernel irqchip).
+type vmState struct {
+	PICMaster, PICSlave, IOAPIC IRQChip
+	PIT                         PITState2
+	Clock                       ClockData // valid when the host has KVM_CAP_ADJUST_CLOCK
+}
+
+// Regs returns the vCPU's general registers (KVM_GET_REGS).
+func (m *Machine) Regs() (Regs, error) {
+	var r Regs
+	_, err := ioctlPtr(m.vcpuFD, "KVM_GET_REGS", kvmGetRegs, &r)
+	return r, err
+}
+
+// SetRegs sets the vCPU's general registers (KVM_SET_REGS).
+func (m *Machine) SetRegs(r Regs) error {
+	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_REGS", kvmSetRegs, &r)
+	return err
+}
+
+// Sregs returns the vCPU's segment and control registers (KVM_GET_SREGS).
+func (m *Machine) Sregs() (Sregs, error) {
+	var s Sregs
+	_, err := ioctlPtr(m.vcpuFD, "KVM_GET_SREGS", kvmGetSregs, &s)
+	return s, err
+}
+
+// SetSregs sets the vCPU's segment and control registers (KVM_SET_SREGS).
+func (m *Machine) SetSregs(s Sregs) error {
+	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_SREGS", kvmSetSregs, &s)
+	return err
+}
+
+// XSAVE returns the vCPU's extended state (KVM_GET_XSAVE).
+func (m *Machine) XSAVE() (*XSAVE, error) {
+	x := new(XSAVE)
+	_, err := ioctlPtr(m.vcpuFD, "KVM_GET_XSAVE", kvmGetXSAVE, x)
+	return x, err
+}
+
+// SetXSAVE sets the vCPU's extended state (KVM_SET_XSAVE).
+func (m *Machine) SetXSAVE(x *XSAVE) error {
+	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_XSAVE", kvmSetXSAVE, x)
+	return err
+}
+
+func (m *Machine) irqchip() bool { return !m.cfg.NoIRQChip }
+
+func (m *Machine) saveVCPU() (vcpuState, error) {
+	var s vcpuState
+	var err error
+	if s.Regs, err = m.Regs(); err != nil {
+		return s, err
+	}
+	if s.Sregs, err = m.Sregs(); err != nil {
+		return s, err
+	}
+	if _, err = ioctlPtr(m.vcpuFD, "KVM_GET_FPU", kvmGetFPU, &s.FPU); err != nil {
+		return s, err
+	}
+	if m.hasXSAVE {
+		if _, err = ioctlPtr(m.vcpuFD, "KVM_GET_XSAVE", kvmGetXSAVE, &s.XSAVE); err != nil {
+			return s, err
+		}
+	}
+	if m.hasXCRS {
+		if _, err = ioctlPtr(m.vcpuFD, "KVM_GET_XCRS", kvmGetXCRS, &s.XCRS); err != nil {
+			return s, err
+		}
+	}
+	if s.MSRs, err = m.getMSRs(); err != nil {
+		return s, err
+	}
+	if m.irqchip() {
+		if _, err = ioctlPtr(m.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &s.LAPIC); err != nil {
+			return s, err
+		}
+	}
+	if _, err = ioctlPtr(m.vcpuFD, "KVM_GET_VCPU_EVENTS", kvmGetVCPUEvents, &s.Events); err != nil {
+		return s, err
+	}
+	if _, err = ioctlPtr(m.vcpuFD, "KVM_GET_DEBUGREGS", kvmGetDebugRegs, &s.DebugRegs); err != nil {
+		return s, err
+	}
+	_, err = ioctlPtr(m.vcpuFD, "KVM_GET_MP_STATE", kvmGetMPState, &s.MPState)
+	return s, err
+}
+
+// loadVCPU sets the state back in QEMU's order: registers, FPU/XSAVE,
+// sregs (before the LAPIC: APIC base), MSRs (TSC last), MP state, LAPIC,
+// events, debug registers.
+func (m *Machine) loadVCPU(s *vcpuState) error {
+	if err := m.SetRegs(s.Regs); err != nil {
+		return err
+	}
+	if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_FPU", kvmSetFPU, &s.FPU); err != nil {
+		return err
+	}
+	if m.hasXSAVE {
+		if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_XSAVE", kvmSetXSAVE, &s.XSAVE); err != nil {
+			return err
+		}
+	}
+	if m.hasXCRS {
+		if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_XCRS", kvmSetXCRS, &s.XCRS); err != nil {
+			return err
+		}
+	}
+	if err := m.SetSregs(s.Sregs); err != nil {
+		return err
+	}
+	if err := m.setMSRs(s.MSRs); err != nil {
+		return err
+	}
+	if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_MP_STATE", kvmSetMPState, &s.MPState); err != nil {
+		return err
+	}
+	if m.irqchip() {
+		if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &s.LAPIC); err != nil {
+			return err
+		}
+	}
+	if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_VCPU_EVENTS", kvmSetVCPUEvents, &s.Events); err != nil {
+		return err
+	}
+	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_DEBUGREGS", kvmSetDebugRegs, &s.DebugRegs)
+	return err
+}
+
+func (m *Machine) getMSRs() ([]MSR, error) {
+	var b msrs
+	b.N = uint32(len(m.msrIndices))
+	for i, idx := range m.msrIndices {
+		b.Entries[i].Index = idx
+	}
+	n, err := ioctlPtr(m.vcpuFD, "KVM_GET_MSRS", kvmGetMSRs, &b)
+	if err != nil {
+		return nil, err
+	}
+	if n != len(m.msrIndices) {
+		return nil, fmt.Errorf("kvm: KVM_GET_MSRS read %d of %d MSRs, failed at %#x", n, len(m.msrIndices), m.msrIndices[n])
+	}
+	return append([]MSR(nil), b.Entries[:n]...), nil
+}
+
+func (m *Machine) setMSRs(list []MSR) error {
+	var b msrs
+	b.N = uint32(copy(b.Entries[:], list))
+	n, err := ioctlPtr(m.vcpuFD, "KVM_SET_MSRS", kvmSetMSRs, &b)
+	if err != nil {
+		return err
+	}
+	if n != len(list) {
+		return fmt.Errorf("kvm: KVM_SET_MSRS wrote %d of %d MSRs, failed at %#x", n, len(list), list[n].Index)
+	}
+	return nil
+}
+
+func (m *Machine) saveVM() (vmState, error) {
+	var s vmState
+	if m.hasClock {
+		if _, err := ioctlPtr(m.vmFD, "KVM_GET_CLOCK", kvmGetClock, &s.Clock); err != nil {
+			return s, err
+		}
+	}
+	if !m.irqchip() {
+		return s, nil
+	}
+	for _, c := range []struct {
+		id   uint32
+		chip *IRQChip
+	}{{irqchipPICMaster, &s.PICMaster}, {irqchipPICSlave, &s.PICSlave}, {irqchipIOAPIC, &s.IOAPIC}} {
+		c.chip.ChipID = c.id
+		if _, err := ioctlPtr(m.vmFD, "KVM_GET_IRQCHIP", kvmGetIRQChip, c.chip); err != nil {
+			return s, err
+		}
+	}
+	_, err := ioctlPtr(m.vmFD, "KVM_GET_PIT2", kvmGetPIT2, &s.PIT)
+	return s, err
+}
+
+func (m *Machine) loadVM(s *vmState) error {
+	if m.hasClock {
+		// Only the clock value: flags would ask KVM to also honour realtime
+		// and host TSC, i.e. to move the clock by the wall time since.
+		c := ClockData{Clock: s.Clock.Clock}
+		if _, err := ioctlPtr(m.vmFD, "KVM_SET_CLOCK", kvmSetClock, &c); err != nil {
+			return err
+		}
+	}
+	if !m.irqchip() {
+		return nil
+	}
+	for _, c := range []*IRQChip{&s.PICMaster, &s.PICSlave, &s.IOAPIC} {
+		if _, err := ioctlPtr(m.vmFD, "KVM_SET_IRQCHIP", kvmSetIRQChip, c); err != nil {
+			return err
+		}
+	}
+	_, err := ioctlPtr(m.vmFD, "KVM_SET_PIT2", kvmSetPIT2, &s.PIT)
+	return err
+}
