@@ -29,6 +29,10 @@ type Domain interface {
 	RestoreFile(ctx context.Context, sessionID, checkpoint, lane, path string) (removed bool, size int64, err error)
 
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
+
+	Explore(ctx context.Context, o session.ExploreOptions, progress func(session.ExploreProgress), found func(session.Finding)) (*session.ExploreSummary, error)
+	Findings(ctx context.Context, sessionID string) ([]session.Finding, error)
+	Finding(ctx context.Context, id string) (*session.Finding, error)
 }
 
 // managedDomain is the package's short name for ManagedDomain.

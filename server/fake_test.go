@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -227,4 +228,30 @@ func (f *fakeDomain) Close() error {
 	defer f.mu.Unlock()
 	f.closed++
 	return nil
+}
+
+func (f *fakeDomain) Explore(_ context.Context, o session.ExploreOptions, progress func(session.ExploreProgress), found func(session.Finding)) (*session.ExploreSummary, error) {
+	if err := f.record("Explore"); err != nil {
+		return nil, err
+	}
+	progress(session.ExploreProgress{States: 1, Unique: 1, Depth: 1})
+	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: []string{"mkdir d 0755"}, Created: t0, LaneSpecs: o.Lanes})
+	return &session.ExploreSummary{Session: "s-1", States: 2, Unique: 2, Findings: 1, Backend: "qemu", Roots: map[string][]byte{"b": {2}, "a": {1}}}, nil
+}
+
+func (f *fakeDomain) Findings(_ context.Context, id string) ([]session.Finding, error) {
+	if err := f.record("Findings"); err != nil {
+		return nil, err
+	}
+	return []session.Finding{{ID: "f-1", Session: id, Kind: "errno-divergence", Created: t0}}, nil
+}
+
+func (f *fakeDomain) Finding(_ context.Context, id string) (*session.Finding, error) {
+	if err := f.record("Finding"); err != nil {
+		return nil, err
+	}
+	if id != "f-1" {
+		return nil, fmt.Errorf("finding %q: %w", id, session.ErrNotFound)
+	}
+	return &session.Finding{ID: "f-1", Kind: "errno-divergence", Created: t0}, nil
 }

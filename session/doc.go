@@ -20,6 +20,18 @@
 // running state. Keeping reads a changed file once, which may update its
 // atime under relatime; the checkpoint's roots are taken after those reads.
 //
+// # Explore
+//
+// Explore creates a session (through Create) and drives explore.Checker
+// over it. The session implements explore.System directly on its machine —
+// Checkpoint, Restore and Drop are vmm Checkpoint, Restore and Delete, Apply
+// is one agent call per lane — with no pools and no ledger event per op;
+// fingerprints are folded on the host under the run's oracle.Policy. While
+// the run lasts the session is busy (the other methods refuse it with
+// ErrState); it ends with the run. Findings are stored in the ledger's
+// findings table with a "finding" event, their traces in opspec short form.
+// Single-lane runs may add the remount and e2fsck self-references.
+//
 // # Ledger
 //
 // StateDir/ledger.db is SQLite (modernc.org/sqlite, WAL, busy timeout) with
@@ -44,4 +56,6 @@
 // Manager.mu.
 //
 // session must not import grpc or Prometheus: the server package adapts it.
+// (It reaches the generated themis.v1 package, and through it grpc, only via
+// opspec, to write finding traces in short form.)
 package session

@@ -295,3 +295,83 @@ func (l *ledger) events(ctx context.Context, session string, afterSeq int64, lim
 	}
 	return out, rows.Err()
 }
+
+// findingOps is the JSON of a finding's ops column: the trace and what the
+// findings table has no column for.
+type findingOps struct {
+	Trace       []string     `json:"trace"`
+	Lanes       []LaneResult `json:"lanes,omitempty"`
+	Path        string       `json:"path"`
+	Field       string       `json:"field,omitempty"`
+	Minimized   bool         `json:"minimized,omitempty"`
+	OriginalLen int          `json:"original_len,omitempty"`
+	LaneSpecs   []string     `json:"lane_specs"`
+}
+
+func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
+	ops := findingOps{Trace: f.Trace, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
+		OriginalLen: f.OriginalLen, LaneSpecs: f.LaneSpecs}
+	if ops.Trace == nil {
+		ops.Trace = []string{}
+	}
+	// SQLite integers are signed: the seed is stored as its two's complement.
+	_, err := l.db.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(ops), nanos(f.Created))
+	if err != nil {
+		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+const findingCols = `id, session, kind, detail, seed, ops, created`
+
+func scanFinding(sc interface{ Scan(...any) error }) (*Finding, error) {
+	var f Finding
+	var seed, created int64
+	var ops string
+	if err := sc.Scan(&f.ID, &f.Session, &f.Kind, &f.Detail, &seed, &ops, &created); err != nil {
+		return nil, err
+	}
+	f.Seed, f.Created = uint64(seed), fromNanos(created)
+	var o findingOps
+	if err := json.Unmarshal([]byte(ops), &o); err != nil {
+		return nil, fmt.Errorf("ledger: finding %s: ops: %w", f.ID, err)
+	}
+	f.Trace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.LaneSpecs =
+		o.Trace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.LaneSpecs
+	return &f, nil
+}
+
+// finding returns one finding, or an error wrapping ErrNotFound.
+func (l *ledger) finding(ctx context.Context, id string) (*Finding, error) {
+	f, err := scanFinding(l.db.QueryRowContext(ctx, `SELECT `+findingCols+` FROM findings WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("finding %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: finding %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// findings returns the findings of one session ("": all), oldest first.
+func (l *ledger) findings(ctx context.Context, session string) ([]Finding, error) {
+	q, args := `SELECT `+findingCols+` FROM findings`, []any{}
+	if session != "" {
+		q, args = q+` WHERE session = ?`, append(args, session)
+	}
+	rows, err := l.db.QueryContext(ctx, q+` ORDER BY created, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: findings: %w", err)
+	}
+	defer rows.Close()
+	var out []Finding
+	for rows.Next() {
+		f, err := scanFinding(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *f)
+	}
+	return out, rows.Err()
+}

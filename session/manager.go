@@ -232,6 +232,9 @@ type session struct {
 	specs []guest.LaneSpec
 	mach  vmm.Machine // nil once stopped
 	devs  []*overlay.Device
+	// exploring is set while an Explore run drives the machine: the other
+	// session methods refuse the session (ErrState).
+	exploring bool
 
 	cps    []*Checkpoint               // every checkpoint, oldest first
 	vmmID  map[string]vmm.CheckpointID // checkpoint id -> machine id
@@ -528,6 +531,10 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 		st, reason := s.info.State, s.info.Reason
 		s.mu.Unlock()
 		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, ErrState)
+	}
+	if s.exploring {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("session %q is busy with an explore run (cancel the run to end it): %w", id, ErrState)
 	}
 	return s, nil
 }

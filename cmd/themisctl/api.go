@@ -39,12 +39,7 @@ func addAPI(root *cobra.Command, g *globals) {
 	}
 	out := func(m proto.Message, human func(w *tabwriter.Writer)) error {
 		if g.json {
-			b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: false}.Marshal(m)
-			if err != nil {
-				return fmt.Errorf("encode json: %w", err)
-			}
-			_, err = fmt.Println(string(b))
-			return err
+			return writeProtoJSON(m)
 		}
 		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		human(w)
@@ -332,7 +327,19 @@ func addAPI(root *cobra.Command, g *globals) {
 	daemonCmd.Flags().StringVar(&dcfg.Listen, "listen", "", "unix:///path (default: the standard socket) or tcp://host:port (needs TLS)")
 	daemonCmd.Flags().StringVar(&dcfg.StateDir, "state-dir", "", "ledger directory")
 
+	addExplore(root, g, with)
 	root.AddCommand(sess, forkCmd, restoreCmd, cpCmd, applyCmd, fpCmd, statCmd, restoreFileCmd, eventsCmd, daemonCmd)
+}
+
+// writeProtoJSON prints a message as JSON with the proto field names
+// (snake_case), the same names the API documents.
+func writeProtoJSON(m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Println(string(b))
+	return err
 }
 
 // lanePath turns what a person types for a lane's root ("." or "/") into

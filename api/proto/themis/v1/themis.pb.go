@@ -2593,6 +2593,807 @@ func (x *ListEventsResponse) GetEvents() []*Event {
 	return nil
 }
 
+type ExploreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lane specs; two or more are compared with each other, one is checked
+	// against its own references.
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Ops from the root (default 2, at most 10).
+	Depth int32 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	// Ops tried per state (default 12).
+	Branching int32 `protobuf:"varint,3,opt,name=branching,proto3" json:"branching,omitempty"`
+	// Budget of states (0: unlimited).
+	MaxStates int64       `protobuf:"varint,4,opt,name=max_states,json=maxStates,proto3" json:"max_states,omitempty"`
+	Seed      uint64      `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
+	TimeMode  v1.TimeMode `protobuf:"varint,6,opt,name=time_mode,json=timeMode,proto3,enum=themis.agent.v1.TimeMode" json:"time_mode,omitempty"`
+	// Wall-clock budget in seconds (0: none).
+	MaxSeconds int32 `protobuf:"varint,7,opt,name=max_seconds,json=maxSeconds,proto3" json:"max_seconds,omitempty"`
+	MemoryMib  int32 `protobuf:"varint,8,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Single-lane references: e2fsck -fn on the host, and umount+mount.
+	Fsck    bool `protobuf:"varint,9,opt,name=fsck,proto3" json:"fsck,omitempty"`
+	Remount bool `protobuf:"varint,10,opt,name=remount,proto3" json:"remount,omitempty"`
+	// Canonicalization policy ("metis" default, "exact").
+	Policy        string `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExploreRequest) Reset() {
+	*x = ExploreRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExploreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExploreRequest) ProtoMessage() {}
+
+func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExploreRequest.ProtoReflect.Descriptor instead.
+func (*ExploreRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ExploreRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *ExploreRequest) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetBranching() int32 {
+	if x != nil {
+		return x.Branching
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetMaxStates() int64 {
+	if x != nil {
+		return x.MaxStates
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetTimeMode() v1.TimeMode {
+	if x != nil {
+		return x.TimeMode
+	}
+	return v1.TimeMode(0)
+}
+
+func (x *ExploreRequest) GetMaxSeconds() int32 {
+	if x != nil {
+		return x.MaxSeconds
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetFsck() bool {
+	if x != nil {
+		return x.Fsck
+	}
+	return false
+}
+
+func (x *ExploreRequest) GetRemount() bool {
+	if x != nil {
+		return x.Remount
+	}
+	return false
+}
+
+func (x *ExploreRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+type ExploreProgress struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	States       int64                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
+	UniqueStates int64                  `protobuf:"varint,2,opt,name=unique_states,json=uniqueStates,proto3" json:"unique_states,omitempty"`
+	Depth        int32                  `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
+	Findings     int64                  `protobuf:"varint,4,opt,name=findings,proto3" json:"findings,omitempty"`
+	StatesPerSec float64                `protobuf:"fixed64,5,opt,name=states_per_sec,json=statesPerSec,proto3" json:"states_per_sec,omitempty"`
+	ElapsedS     float64                `protobuf:"fixed64,6,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	// Cumulative time in operations, fingerprints and restores, in seconds.
+	OpS           float64 `protobuf:"fixed64,7,opt,name=op_s,json=opS,proto3" json:"op_s,omitempty"`
+	FingerprintS  float64 `protobuf:"fixed64,8,opt,name=fingerprint_s,json=fingerprintS,proto3" json:"fingerprint_s,omitempty"`
+	RestoreS      float64 `protobuf:"fixed64,9,opt,name=restore_s,json=restoreS,proto3" json:"restore_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExploreProgress) Reset() {
+	*x = ExploreProgress{}
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExploreProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExploreProgress) ProtoMessage() {}
+
+func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExploreProgress.ProtoReflect.Descriptor instead.
+func (*ExploreProgress) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ExploreProgress) GetStates() int64 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetUniqueStates() int64 {
+	if x != nil {
+		return x.UniqueStates
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetFindings() int64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetStatesPerSec() float64 {
+	if x != nil {
+		return x.StatesPerSec
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetOpS() float64 {
+	if x != nil {
+		return x.OpS
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetFingerprintS() float64 {
+	if x != nil {
+		return x.FingerprintS
+	}
+	return 0
+}
+
+func (x *ExploreProgress) GetRestoreS() float64 {
+	if x != nil {
+		return x.RestoreS
+	}
+	return 0
+}
+
+type Finding struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// "errno-divergence", "state-divergence", "self-reference:remount", ...
+	Kind   string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The (minimized) trace in opspec's short form.
+	Trace []string      `protobuf:"bytes,5,rep,name=trace,proto3" json:"trace,omitempty"`
+	Lanes []*LaneResult `protobuf:"bytes,6,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// First differing path and field, for state divergences.
+	Path          string                 `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
+	Field         string                 `protobuf:"bytes,8,opt,name=field,proto3" json:"field,omitempty"`
+	Seed          uint64                 `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
+	Minimized     bool                   `protobuf:"varint,10,opt,name=minimized,proto3" json:"minimized,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	LaneSpecs     []string               `protobuf:"bytes,12,rep,name=lane_specs,json=laneSpecs,proto3" json:"lane_specs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Finding) Reset() {
+	*x = Finding{}
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Finding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Finding) ProtoMessage() {}
+
+func (x *Finding) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Finding.ProtoReflect.Descriptor instead.
+func (*Finding) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Finding) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Finding) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Finding) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Finding) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Finding) GetTrace() []string {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *Finding) GetLanes() []*LaneResult {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *Finding) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Finding) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *Finding) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *Finding) GetMinimized() bool {
+	if x != nil {
+		return x.Minimized
+	}
+	return false
+}
+
+func (x *Finding) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Finding) GetLaneSpecs() []string {
+	if x != nil {
+		return x.LaneSpecs
+	}
+	return nil
+}
+
+type ExploreSummary struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	States       int64                  `protobuf:"varint,2,opt,name=states,proto3" json:"states,omitempty"`
+	UniqueStates int64                  `protobuf:"varint,3,opt,name=unique_states,json=uniqueStates,proto3" json:"unique_states,omitempty"`
+	Findings     int64                  `protobuf:"varint,4,opt,name=findings,proto3" json:"findings,omitempty"`
+	StatesPerSec float64                `protobuf:"fixed64,5,opt,name=states_per_sec,json=statesPerSec,proto3" json:"states_per_sec,omitempty"`
+	Backend      string                 `protobuf:"bytes,6,opt,name=backend,proto3" json:"backend,omitempty"`
+	// Why the run ended early: "budget", "stopped", "cancelled", "findings", "guest-died"; empty when done.
+	Stopped  string  `protobuf:"bytes,7,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	ElapsedS float64 `protobuf:"fixed64,8,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	MaxDepth int32   `protobuf:"varint,9,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	// Digest of the unique states in discovery order: equal for equal runs.
+	Digest        string      `protobuf:"bytes,10,opt,name=digest,proto3" json:"digest,omitempty"`
+	Roots         []*LaneRoot `protobuf:"bytes,11,rep,name=roots,proto3" json:"roots,omitempty"`
+	OpS           float64     `protobuf:"fixed64,12,opt,name=op_s,json=opS,proto3" json:"op_s,omitempty"`
+	FingerprintS  float64     `protobuf:"fixed64,13,opt,name=fingerprint_s,json=fingerprintS,proto3" json:"fingerprint_s,omitempty"`
+	RestoreS      float64     `protobuf:"fixed64,14,opt,name=restore_s,json=restoreS,proto3" json:"restore_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExploreSummary) Reset() {
+	*x = ExploreSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExploreSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExploreSummary) ProtoMessage() {}
+
+func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExploreSummary.ProtoReflect.Descriptor instead.
+func (*ExploreSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ExploreSummary) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetStates() int64 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetUniqueStates() int64 {
+	if x != nil {
+		return x.UniqueStates
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetFindings() int64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetStatesPerSec() float64 {
+	if x != nil {
+		return x.StatesPerSec
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetMaxDepth() int32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetRoots() []*LaneRoot {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+func (x *ExploreSummary) GetOpS() float64 {
+	if x != nil {
+		return x.OpS
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetFingerprintS() float64 {
+	if x != nil {
+		return x.FingerprintS
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetRestoreS() float64 {
+	if x != nil {
+		return x.RestoreS
+	}
+	return 0
+}
+
+type ExploreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ExploreResponse_Progress
+	//	*ExploreResponse_Finding
+	//	*ExploreResponse_Summary
+	Event         isExploreResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExploreResponse) Reset() {
+	*x = ExploreResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExploreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExploreResponse) ProtoMessage() {}
+
+func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
+func (*ExploreResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ExploreResponse) GetProgress() *ExploreProgress {
+	if x != nil {
+		if x, ok := x.Event.(*ExploreResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *ExploreResponse) GetFinding() *Finding {
+	if x != nil {
+		if x, ok := x.Event.(*ExploreResponse_Finding); ok {
+			return x.Finding
+		}
+	}
+	return nil
+}
+
+func (x *ExploreResponse) GetSummary() *ExploreSummary {
+	if x != nil {
+		if x, ok := x.Event.(*ExploreResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isExploreResponse_Event interface {
+	isExploreResponse_Event()
+}
+
+type ExploreResponse_Progress struct {
+	Progress *ExploreProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type ExploreResponse_Finding struct {
+	Finding *Finding `protobuf:"bytes,2,opt,name=finding,proto3,oneof"`
+}
+
+type ExploreResponse_Summary struct {
+	Summary *ExploreSummary `protobuf:"bytes,3,opt,name=summary,proto3,oneof"`
+}
+
+func (*ExploreResponse_Progress) isExploreResponse_Event() {}
+
+func (*ExploreResponse_Finding) isExploreResponse_Event() {}
+
+func (*ExploreResponse_Summary) isExploreResponse_Event() {}
+
+type ListFindingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this session's findings; empty: all.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFindingsRequest) Reset() {
+	*x = ListFindingsRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFindingsRequest) ProtoMessage() {}
+
+func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
+func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListFindingsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type ListFindingsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Findings      []*Finding             `protobuf:"bytes,1,rep,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFindingsResponse) Reset() {
+	*x = ListFindingsResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFindingsResponse) ProtoMessage() {}
+
+func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
+func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListFindingsResponse) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+type GetFindingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FindingId     string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFindingRequest) Reset() {
+	*x = GetFindingRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFindingRequest) ProtoMessage() {}
+
+func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
+func (*GetFindingRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GetFindingRequest) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+type GetFindingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Finding       *Finding               `protobuf:"bytes,1,opt,name=finding,proto3" json:"finding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFindingResponse) Reset() {
+	*x = GetFindingResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFindingResponse) ProtoMessage() {}
+
+func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
+func (*GetFindingResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetFindingResponse) GetFinding() *Finding {
+	if x != nil {
+		return x.Finding
+	}
+	return nil
+}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -2798,7 +3599,82 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events2\x9f\b\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xcb\x02\n" +
+	"\x0eExploreRequest\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
+	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
+	"\tbranching\x18\x03 \x01(\x05R\tbranching\x12\x1d\n" +
+	"\n" +
+	"max_states\x18\x04 \x01(\x03R\tmaxStates\x12\x12\n" +
+	"\x04seed\x18\x05 \x01(\x04R\x04seed\x126\n" +
+	"\ttime_mode\x18\x06 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x1f\n" +
+	"\vmax_seconds\x18\a \x01(\x05R\n" +
+	"maxSeconds\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\b \x01(\x05R\tmemoryMib\x12\x12\n" +
+	"\x04fsck\x18\t \x01(\bR\x04fsck\x12\x18\n" +
+	"\aremount\x18\n" +
+	" \x01(\bR\aremount\x12\x16\n" +
+	"\x06policy\x18\v \x01(\tR\x06policy\"\x98\x02\n" +
+	"\x0fExploreProgress\x12\x16\n" +
+	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
+	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
+	"\x05depth\x18\x03 \x01(\x05R\x05depth\x12\x1a\n" +
+	"\bfindings\x18\x04 \x01(\x03R\bfindings\x12$\n" +
+	"\x0estates_per_sec\x18\x05 \x01(\x01R\fstatesPerSec\x12\x1b\n" +
+	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
+	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
+	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xdf\x02\n" +
+	"\aFinding\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x14\n" +
+	"\x05trace\x18\x05 \x03(\tR\x05trace\x12+\n" +
+	"\x05lanes\x18\x06 \x03(\v2\x15.themis.v1.LaneResultR\x05lanes\x12\x12\n" +
+	"\x04path\x18\a \x01(\tR\x04path\x12\x14\n" +
+	"\x05field\x18\b \x01(\tR\x05field\x12\x12\n" +
+	"\x04seed\x18\t \x01(\x04R\x04seed\x12\x1c\n" +
+	"\tminimized\x18\n" +
+	" \x01(\bR\tminimized\x12;\n" +
+	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x1d\n" +
+	"\n" +
+	"lane_specs\x18\f \x03(\tR\tlaneSpecs\"\xb4\x03\n" +
+	"\x0eExploreSummary\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06states\x18\x02 \x01(\x03R\x06states\x12#\n" +
+	"\runique_states\x18\x03 \x01(\x03R\funiqueStates\x12\x1a\n" +
+	"\bfindings\x18\x04 \x01(\x03R\bfindings\x12$\n" +
+	"\x0estates_per_sec\x18\x05 \x01(\x01R\fstatesPerSec\x12\x18\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\x12\x18\n" +
+	"\astopped\x18\a \x01(\tR\astopped\x12\x1b\n" +
+	"\telapsed_s\x18\b \x01(\x01R\belapsedS\x12\x1b\n" +
+	"\tmax_depth\x18\t \x01(\x05R\bmaxDepth\x12\x16\n" +
+	"\x06digest\x18\n" +
+	" \x01(\tR\x06digest\x12)\n" +
+	"\x05roots\x18\v \x03(\v2\x13.themis.v1.LaneRootR\x05roots\x12\x11\n" +
+	"\x04op_s\x18\f \x01(\x01R\x03opS\x12#\n" +
+	"\rfingerprint_s\x18\r \x01(\x01R\ffingerprintS\x12\x1b\n" +
+	"\trestore_s\x18\x0e \x01(\x01R\brestoreS\"\xbb\x01\n" +
+	"\x0fExploreResponse\x128\n" +
+	"\bprogress\x18\x01 \x01(\v2\x1a.themis.v1.ExploreProgressH\x00R\bprogress\x12.\n" +
+	"\afinding\x18\x02 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x125\n" +
+	"\asummary\x18\x03 \x01(\v2\x19.themis.v1.ExploreSummaryH\x00R\asummaryB\a\n" +
+	"\x05event\"4\n" +
+	"\x13ListFindingsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"F\n" +
+	"\x14ListFindingsResponse\x12.\n" +
+	"\bfindings\x18\x01 \x03(\v2\x12.themis.v1.FindingR\bfindings\"2\n" +
+	"\x11GetFindingRequest\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\"B\n" +
+	"\x12GetFindingResponse\x12,\n" +
+	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding2\xff\t\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -2815,7 +3691,11 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bReadFile\x12\x1a.themis.v1.ReadFileRequest\x1a\x1b.themis.v1.ReadFileResponse\x12L\n" +
 	"\vRestoreFile\x12\x1d.themis.v1.RestoreFileRequest\x1a\x1e.themis.v1.RestoreFileResponse\x12I\n" +
 	"\n" +
-	"ListEvents\x12\x1c.themis.v1.ListEventsRequest\x1a\x1d.themis.v1.ListEventsResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"ListEvents\x12\x1c.themis.v1.ListEventsRequest\x1a\x1d.themis.v1.ListEventsResponse\x12B\n" +
+	"\aExplore\x12\x19.themis.v1.ExploreRequest\x1a\x1a.themis.v1.ExploreResponse0\x01\x12O\n" +
+	"\fListFindings\x12\x1e.themis.v1.ListFindingsRequest\x1a\x1f.themis.v1.ListFindingsResponse\x12I\n" +
+	"\n" +
+	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -2830,7 +3710,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -2870,108 +3750,132 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*Event)(nil),                    // 35: themis.v1.Event
 	(*ListEventsRequest)(nil),        // 36: themis.v1.ListEventsRequest
 	(*ListEventsResponse)(nil),       // 37: themis.v1.ListEventsResponse
-	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 39: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 40: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 41: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 42: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 43: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 44: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 45: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 46: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 47: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 48: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 49: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 50: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 51: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 52: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 53: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 54: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 55: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 56: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 57: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 58: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 59: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 60: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 61: themis.agent.v1.StatResult
+	(*ExploreRequest)(nil),           // 38: themis.v1.ExploreRequest
+	(*ExploreProgress)(nil),          // 39: themis.v1.ExploreProgress
+	(*Finding)(nil),                  // 40: themis.v1.Finding
+	(*ExploreSummary)(nil),           // 41: themis.v1.ExploreSummary
+	(*ExploreResponse)(nil),          // 42: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 43: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 44: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 45: themis.v1.GetFindingRequest
+	(*GetFindingResponse)(nil),       // 46: themis.v1.GetFindingResponse
+	(*timestamppb.Timestamp)(nil),    // 47: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 48: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 49: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 50: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 51: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 52: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 53: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 54: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 55: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 56: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 57: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 58: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 59: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 60: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 61: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 62: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 63: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 64: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 65: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 66: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 67: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 68: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 69: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 70: themis.agent.v1.StatResult
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	0,  // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	3,  // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	38, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	38, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	47, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	47, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,  // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	38, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	47, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	12, // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,  // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	13, // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	39, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	40, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	41, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	42, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	43, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	44, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	45, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	46, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	47, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	48, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	49, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	50, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	51, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	52, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	53, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	54, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	55, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	56, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	57, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	58, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	48, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	49, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	50, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	51, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	52, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	53, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	54, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	55, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	56, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	57, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	58, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	59, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	60, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	61, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	62, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	63, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	64, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	65, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	66, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	67, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	22, // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	59, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	60, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	68, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	69, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
 	27, // 38: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	61, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	38, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	70, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	47, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	24, // 41: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	35, // 42: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	4,  // 43: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 44: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 45: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 46: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 47: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 48: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 49: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 50: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 51: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 52: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 53: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 54: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 55: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 56: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	5,  // 57: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 58: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 59: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 60: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 61: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 62: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 63: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 64: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 65: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 66: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 67: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 68: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 69: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 70: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	57, // [57:71] is the sub-list for method output_type
-	43, // [43:57] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	68, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	24, // 44: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	47, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	12, // 46: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	39, // 47: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	40, // 48: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	41, // 49: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	40, // 50: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	40, // 51: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	4,  // 52: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 53: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 54: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 55: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 56: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 57: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 58: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 59: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 60: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 61: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 62: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 63: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 64: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 65: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 66: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	43, // 67: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	45, // 68: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	5,  // 69: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 70: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 71: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 72: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 73: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 74: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 75: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 76: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 77: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 78: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 79: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 80: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 81: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 82: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	42, // 83: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	44, // 84: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	46, // 85: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	69, // [69:86] is the sub-list for method output_type
+	52, // [52:69] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -3001,13 +3905,18 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
+	file_themis_v1_themis_proto_msgTypes[40].OneofWrappers = []any{
+		(*ExploreResponse_Progress)(nil),
+		(*ExploreResponse_Finding)(nil),
+		(*ExploreResponse_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,9 @@ const (
 	Themis_ReadFile_FullMethodName         = "/themis.v1.Themis/ReadFile"
 	Themis_RestoreFile_FullMethodName      = "/themis.v1.Themis/RestoreFile"
 	Themis_ListEvents_FullMethodName       = "/themis.v1.Themis/ListEvents"
+	Themis_Explore_FullMethodName          = "/themis.v1.Themis/Explore"
+	Themis_ListFindings_FullMethodName     = "/themis.v1.Themis/ListFindings"
+	Themis_GetFinding_FullMethodName       = "/themis.v1.Themis/GetFinding"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -69,6 +72,12 @@ type ThemisClient interface {
 	RestoreFile(ctx context.Context, in *RestoreFileRequest, opts ...grpc.CallOption) (*RestoreFileResponse, error)
 	// ListEvents returns a session's ledger events, oldest first.
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// Explore boots a session with the given lanes and runs a bounded DFS
+	// through their state space, streaming progress and findings, then a summary.
+	Explore(ctx context.Context, in *ExploreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExploreResponse], error)
+	// ListFindings lists stored findings, newest first.
+	ListFindings(ctx context.Context, in *ListFindingsRequest, opts ...grpc.CallOption) (*ListFindingsResponse, error)
+	GetFinding(ctx context.Context, in *GetFindingRequest, opts ...grpc.CallOption) (*GetFindingResponse, error)
 }
 
 type themisClient struct {
@@ -219,6 +228,45 @@ func (c *themisClient) ListEvents(ctx context.Context, in *ListEventsRequest, op
 	return out, nil
 }
 
+func (c *themisClient) Explore(ctx context.Context, in *ExploreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExploreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[0], Themis_Explore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExploreRequest, ExploreResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ExploreClient = grpc.ServerStreamingClient[ExploreResponse]
+
+func (c *themisClient) ListFindings(ctx context.Context, in *ListFindingsRequest, opts ...grpc.CallOption) (*ListFindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFindingsResponse)
+	err := c.cc.Invoke(ctx, Themis_ListFindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *themisClient) GetFinding(ctx context.Context, in *GetFindingRequest, opts ...grpc.CallOption) (*GetFindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFindingResponse)
+	err := c.cc.Invoke(ctx, Themis_GetFinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -246,6 +294,12 @@ type ThemisServer interface {
 	RestoreFile(context.Context, *RestoreFileRequest) (*RestoreFileResponse, error)
 	// ListEvents returns a session's ledger events, oldest first.
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// Explore boots a session with the given lanes and runs a bounded DFS
+	// through their state space, streaming progress and findings, then a summary.
+	Explore(*ExploreRequest, grpc.ServerStreamingServer[ExploreResponse]) error
+	// ListFindings lists stored findings, newest first.
+	ListFindings(context.Context, *ListFindingsRequest) (*ListFindingsResponse, error)
+	GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error)
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -297,6 +351,15 @@ func (UnimplementedThemisServer) RestoreFile(context.Context, *RestoreFileReques
 }
 func (UnimplementedThemisServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedThemisServer) Explore(*ExploreRequest, grpc.ServerStreamingServer[ExploreResponse]) error {
+	return status.Error(codes.Unimplemented, "method Explore not implemented")
+}
+func (UnimplementedThemisServer) ListFindings(context.Context, *ListFindingsRequest) (*ListFindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFindings not implemented")
+}
+func (UnimplementedThemisServer) GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFinding not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -571,6 +634,53 @@ func _Themis_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_Explore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExploreRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).Explore(m, &grpc.GenericServerStream[ExploreRequest, ExploreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ExploreServer = grpc.ServerStreamingServer[ExploreResponse]
+
+func _Themis_ListFindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).ListFindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_ListFindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).ListFindings(ctx, req.(*ListFindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Themis_GetFinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).GetFinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_GetFinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).GetFinding(ctx, req.(*GetFindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -634,7 +744,21 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListEvents",
 			Handler:    _Themis_ListEvents_Handler,
 		},
+		{
+			MethodName: "ListFindings",
+			Handler:    _Themis_ListFindings_Handler,
+		},
+		{
+			MethodName: "GetFinding",
+			Handler:    _Themis_GetFinding_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Explore",
+			Handler:       _Themis_Explore_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "themis/v1/themis.proto",
 }

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/session"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Explore implements themisv1.ThemisServer: it validates the request, runs
+// the exploration in the domain and streams progress, findings and the
+// summary. A cancelled stream cancels the run; what was found stays stored.
+func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_ExploreServer) error {
+	if len(req.GetLanes()) == 0 {
+		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
+	}
+	switch {
+	case req.GetDepth() < 0 || req.GetDepth() > 10:
+		return toStatus(session.Invalid("depth", "want 1..10 (0 for the default 2), got %d", req.GetDepth()))
+	case req.GetBranching() < 0 || req.GetBranching() > 1000:
+		return toStatus(session.Invalid("branching", "want 1..1000 (0 for the default), got %d", req.GetBranching()))
+	case req.GetMaxStates() < 0:
+		return toStatus(session.Invalid("max_states", "must not be negative, got %d", req.GetMaxStates()))
+	case req.GetMaxSeconds() < 0:
+		return toStatus(session.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
+	}
+	ctx := stream.Context()
+	opts := session.ExploreOptions{
+		Lanes:       req.GetLanes(),
+		MemoryMiB:   int(req.GetMemoryMib()),
+		Depth:       int(req.GetDepth()),
+		Branching:   int(req.GetBranching()),
+		MaxStates:   int(req.GetMaxStates()),
+		Seed:        req.GetSeed(),
+		TimeMode:    req.GetTimeMode(),
+		Policy:      req.GetPolicy(),
+		MaxDuration: time.Duration(req.GetMaxSeconds()) * time.Second,
+		Fsck:        req.GetFsck(),
+		Remount:     req.GetRemount(),
+	}
+	var sendErr error
+	send := func(r *themisv1.ExploreResponse) {
+		if sendErr == nil {
+			sendErr = stream.Send(r)
+		}
+	}
+	sum, err := s.d.Explore(ctx, opts, func(p session.ExploreProgress) {
+		send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
+	}, func(f session.Finding) {
+		send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("explore: send: %w", sendErr)
+	}
+	return stream.Send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Summary{Summary: summaryProto(sum)}})
+}
+
+// ListFindings implements themisv1.ThemisServer.
+func (s *Server) ListFindings(ctx context.Context, req *themisv1.ListFindingsRequest) (*themisv1.ListFindingsResponse, error) {
+	fs, err := s.d.Findings(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &themisv1.ListFindingsResponse{}
+	for i := range fs {
+		out.Findings = append(out.Findings, findingProto(&fs[i]))
+	}
+	return out, nil
+}
+
+// GetFinding implements themisv1.ThemisServer.
+func (s *Server) GetFinding(ctx context.Context, req *themisv1.GetFindingRequest) (*themisv1.GetFindingResponse, error) {
+	if err := required("finding_id", req.GetFindingId()); err != nil {
+		return nil, toStatus(err)
+	}
+	f, err := s.d.Finding(ctx, req.GetFindingId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &themisv1.GetFindingResponse{Finding: findingProto(f)}, nil
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+func progressProto(p session.ExploreProgress) *themisv1.ExploreProgress {
+	return &themisv1.ExploreProgress{
+		States: int64(p.States), UniqueStates: int64(p.Unique), Depth: int32(p.Depth), Findings: int64(p.Findings),
+		StatesPerSec: p.StatesPerSec, ElapsedS: seconds(p.Elapsed),
+		OpS: seconds(p.OpTime), FingerprintS: seconds(p.FingerprintTime), RestoreS: seconds(p.RestoreTime),
+	}
+}
+
+func findingProto(f *session.Finding) *themisv1.Finding {
+	return &themisv1.Finding{
+		Id: f.ID, SessionId: f.Session, Kind: f.Kind, Detail: f.Detail, Trace: f.Trace,
+		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
+		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs,
+	}
+}
+
+func summaryProto(s *session.ExploreSummary) *themisv1.ExploreSummary {
+	out := &themisv1.ExploreSummary{
+		SessionId: s.Session, States: int64(s.States), UniqueStates: int64(s.Unique), Findings: int64(s.Findings),
+		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: seconds(s.Elapsed),
+		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
+		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
+	}
+	for lane, root := range s.Roots {
+		out.Roots = append(out.Roots, &themisv1.LaneRoot{Lane: lane, Root: root})
+	}
+	slices.SortFunc(out.Roots, func(a, b *themisv1.LaneRoot) int { return strings.Compare(a.GetLane(), b.GetLane()) })
+	return out
+}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestExploreStream(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	ctx := context.Background()
+	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"a", "b"}, Depth: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var sum *themisv1.ExploreSummary
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := r.GetEvent().(type) {
+		case *themisv1.ExploreResponse_Progress:
+			kinds = append(kinds, "progress")
+		case *themisv1.ExploreResponse_Finding:
+			kinds = append(kinds, "finding:"+e.Finding.GetTrace()[0])
+		case *themisv1.ExploreResponse_Summary:
+			kinds = append(kinds, "summary")
+			sum = e.Summary
+		}
+	}
+	if want := []string{"progress", "finding:mkdir d 0755", "summary"}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+		t.Errorf("stream events %v, want %v", kinds, want)
+	}
+	if sum.GetUniqueStates() != 2 || sum.GetRoots()[0].GetLane() != "a" {
+		t.Errorf("summary %v", sum)
+	}
+}
+
+func TestExploreBadInput(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	tests := []struct {
+		req   *themisv1.ExploreRequest
+		field string
+	}{
+		{&themisv1.ExploreRequest{}, "lanes"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Depth: 11}, "depth"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Branching: -1}, "branching"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, MaxStates: -5}, "max_states"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, MaxSeconds: -1}, "max_seconds"},
+	}
+	for _, tt := range tests {
+		stream, err := c.Explore(context.Background(), tt.req)
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tt.field) {
+			t.Errorf("Explore(%v): %v, want InvalidArgument naming %q", tt.req, err, tt.field)
+		}
+	}
+	if _, err := c.GetFinding(context.Background(), &themisv1.GetFindingRequest{FindingId: "f-nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetFinding unknown: %v, want NotFound", err)
+	}
+	if _, err := c.GetFinding(context.Background(), &themisv1.GetFindingRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("GetFinding without id: %v, want InvalidArgument", err)
+	}
+}

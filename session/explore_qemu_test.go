@@ -1,0 +1,172 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/vmm/vmmtest"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestExploreRealGuest runs Explore on the real guest (QEMU): a
+// deterministic ext2 run, a single-lane run with its self-references, a
+// differential ext2/vfat run with stored, minimized findings, and a
+// cancelled run.
+func TestExploreRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
+	check := vmmtest.Leaks(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+		check()
+	}()
+	report := func(t *testing.T, s *ExploreSummary) {
+		t.Helper()
+		per := func(d time.Duration) time.Duration {
+			if s.States == 0 {
+				return 0
+			}
+			return (d / time.Duration(s.States)).Round(10 * time.Microsecond)
+		}
+		t.Logf("%d states, %d unique, %d findings, depth %d, stopped %q: %.1f states/s in %s (boot %s); per state: op %s, fingerprint %s, restore %s, checkpoint+drop %s, checks %s",
+			s.States, s.Unique, s.Findings, s.MaxDepth, s.Stopped, s.StatesPerSec, s.Elapsed.Round(time.Millisecond), s.Boot.Round(time.Millisecond),
+			per(s.OpTime), per(s.FingerprintTime), per(s.RestoreTime), per(s.CheckpointTime), per(s.CheckTime))
+	}
+
+	t.Run("Ext2Deterministic", func(t *testing.T) {
+		o := ExploreOptions{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7}
+		var sums []*ExploreSummary
+		for range 2 {
+			progressed := 0
+			s, err := m.Explore(ctx, o, func(ExploreProgress) { progressed++ }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			report(t, s)
+			if s.States == 0 || s.Unique < 2 || s.MaxDepth != 2 || progressed == 0 {
+				t.Errorf("summary %+v (%d progress calls): want states, unique states, depth 2 and progress", s, progressed)
+			}
+			if s.Findings != 0 {
+				fs, _ := m.Findings(ctx, s.Session)
+				t.Errorf("single ext2 lane without self-references: findings %+v", fs)
+			}
+			in, err := m.Get(ctx, s.Session)
+			if err != nil || in.State != StateEnded || in.Reason != "explore finished" {
+				t.Errorf("session after the run: %+v, %v", in, err)
+			}
+			sums = append(sums, s)
+		}
+		a, b := sums[0], sums[1]
+		if a.Unique != b.Unique || a.States != b.States || a.Digest != b.Digest || !reflect.DeepEqual(a.Roots, b.Roots) {
+			t.Errorf("same seed, different runs: %d/%d unique, %d/%d states, digest %s/%s", a.Unique, b.Unique, a.States, b.States, a.Digest, b.Digest)
+		}
+	})
+
+	t.Run("Ext2SelfReferences", func(t *testing.T) {
+		s, err := m.Explore(ctx, ExploreOptions{Lanes: []string{"ext2"}, Depth: 1, Branching: 10, Seed: 7, Remount: true, Fsck: true}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report(t, s)
+		fs, err := m.Findings(ctx, s.Session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fs {
+			t.Errorf("finding on a healthy ext2: %s %v: %s", f.Kind, f.Trace, f.Detail)
+		}
+		if s.CheckTime <= 0 {
+			t.Errorf("check time %s: the self-references did not run", s.CheckTime)
+		}
+	})
+
+	t.Run("Ext2VfatDifferential", func(t *testing.T) {
+		var found []Finding
+		s, err := m.Explore(ctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7}, nil,
+			func(f Finding) { found = append(found, f) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		report(t, s)
+		if s.Findings == 0 || len(found) != s.Findings {
+			t.Fatalf("ext2 against vfat: %d findings (%d streamed), want some", s.Findings, len(found))
+		}
+		stored, err := m.Findings(ctx, s.Session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) != len(found) {
+			t.Errorf("%d findings stored, %d streamed", len(stored), len(found))
+		}
+		ok := false
+		for _, f := range found {
+			t.Logf("%s %s: %v (%s %q): %s", f.ID, f.Kind, f.Trace, f.Field, f.Path, f.Detail)
+			for _, op := range f.Trace {
+				if _, err := opspec.Parse(op); err != nil {
+					t.Errorf("finding %s: trace op %q does not parse: %v", f.ID, op, err)
+				}
+			}
+			if len(f.Trace) > 0 && f.Minimized && len(f.Lanes) == 2 {
+				ok = true
+			}
+			g, err := m.Finding(ctx, f.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !g.Created.Equal(f.Created) {
+				t.Errorf("finding %s: created %s, stored %s", f.ID, f.Created, g.Created)
+			}
+			g.Created = f.Created
+			if !reflect.DeepEqual(*g, f) {
+				t.Errorf("Finding(%s):\n got %+v\nwant %+v", f.ID, *g, f)
+			}
+		}
+		if !ok {
+			t.Error("no finding with a minimized, non-empty trace and both lanes' errnos")
+		}
+	})
+
+	t.Run("Cancelled", func(t *testing.T) {
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		s, err := m.Explore(cctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7},
+			func(p ExploreProgress) {
+				if p.Findings > 0 {
+					stop()
+				}
+			}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report(t, s)
+		if s.Stopped != explore.StopCancelled || s.Findings == 0 {
+			t.Errorf("summary %+v: want stopped %q with the findings so far", s, explore.StopCancelled)
+		}
+		fs, err := m.Findings(ctx, s.Session)
+		if err != nil || len(fs) != s.Findings {
+			t.Errorf("findings kept: %d, %v; want %d", len(fs), err, s.Findings)
+		}
+		in, err := m.Get(ctx, s.Session)
+		if err != nil || in.State != StateEnded || in.Reason != "explore cancelled" {
+			t.Errorf("session after cancel: %+v, %v", in, err)
+		}
+		if running, _ := m.List(ctx, false); len(running) != 0 {
+			t.Errorf("%d sessions still running", len(running))
+		}
+		if errors.Is(cctx.Err(), context.Canceled) == false {
+			t.Error("the run ended before the cancel")
+		}
+	})
+}
