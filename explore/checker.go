@@ -379,7 +379,18 @@ func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1
 	if depth >= r.cfg.Depth {
 		return nil
 	}
-	ops := r.cfg.Generator.Draw(r.rng(pos), r.cfg.Branching)
+	var ops []*agentv1.Request
+	if sg, ok := r.cfg.Generator.(StateAwareGenerator); ok {
+		// Ops are drawn knowing what exists in the first lane, so that most
+		// of them do something; the rest still probe the errno paths.
+		leaves, err := r.sys.Leaves(ctx, r.lanes[0])
+		if err != nil {
+			return fmt.Errorf("explore: leaves for the op draw: %w", err)
+		}
+		ops = sg.DrawAt(r.rng(pos), r.cfg.Branching, leaves)
+	} else {
+		ops = r.cfg.Generator.Draw(r.rng(pos), r.cfg.Branching)
+	}
 	dirty := false // the System has moved past cp
 	for i, op := range ops {
 		if err := r.step(ctx); err != nil {

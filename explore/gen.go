@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -160,14 +161,30 @@ type Generator interface {
 	Draw(rng *rand.Rand, n int) []*agentv1.Request
 }
 
+// StateAwareGenerator is a Generator that can also draw knowing the entries
+// of the current state (the first lane's leaves). The Checker prefers it.
+type StateAwareGenerator interface {
+	Generator
+	DrawAt(rng *rand.Rand, n int, state []*agentv1.Entry) []*agentv1.Request
+}
+
+// existingBias is the probability that a state-aware draw takes a path that
+// fits the state (an existing object for ops that need one, a path whose
+// parent exists for ops that create); the rest are drawn from the whole pool
+// so that error paths (ENOENT, EEXIST, ENOTDIR, ...) stay explored.
+const existingBias = 0.8
+
 // MetisGenerator draws ops from the Metis op set with its argument bins.
 type MetisGenerator struct {
 	files, dirs []string
-	bias        float64
-	kinds       []string
-	cum         []float64 // cumulative weights, parallel to kinds
-	lengths     []int64
-	direct      bool
+	// Set for the duration of a DrawAt: pool paths that exist as files
+	// (anything not a directory) or dirs, and pool paths whose parent exists.
+	exFiles, exDirs, newFiles, newDirs []string
+	bias                               float64
+	kinds                              []string
+	cum                                []float64 // cumulative weights, parallel to kinds
+	lengths                            []int64
+	direct                             bool
 }
 
 // GenConfig configures a MetisGenerator; zero fields take the defaults.
@@ -261,19 +278,41 @@ func needsFile(kind string) bool {
 
 func pick[T any](rng *rand.Rand, s []T) T { return s[rng.IntN(len(s))] }
 
-// anyPath draws a file with probability bias, else a dir.
+// anyPath draws a file with probability bias, else a dir (an existing one,
+// mostly, in a state-aware draw).
 func (g *MetisGenerator) anyPath(rng *rand.Rand) (string, bool) {
 	switch {
 	case len(g.dirs) == 0:
-		return pick(rng, g.files), true
+		return g.file(rng), true
 	case len(g.files) == 0:
-		return pick(rng, g.dirs), false
+		return g.dir(rng), false
 	case rng.Float64() < g.bias:
-		return pick(rng, g.files), true
+		return g.file(rng), true
 	default:
-		return pick(rng, g.dirs), false
+		return g.dir(rng), false
 	}
 }
+
+// prefer picks from fit with probability existingBias when it is not empty,
+// else from all. Without state (plain Draw) fit is empty.
+func prefer(rng *rand.Rand, fit, all []string) string {
+	if len(fit) > 0 && rng.Float64() < existingBias {
+		return pick(rng, fit)
+	}
+	return pick(rng, all)
+}
+
+// file is a pool file for an op that needs one to exist.
+func (g *MetisGenerator) file(rng *rand.Rand) string { return prefer(rng, g.exFiles, g.files) }
+
+// dir is a pool dir for an op that needs one to exist.
+func (g *MetisGenerator) dir(rng *rand.Rand) string { return prefer(rng, g.exDirs, g.dirs) }
+
+// newFile is a pool file for an op that creates one.
+func (g *MetisGenerator) newFile(rng *rand.Rand) string { return prefer(rng, g.newFiles, g.files) }
+
+// newDir is a pool dir for an op that creates one.
+func (g *MetisGenerator) newDir(rng *rand.Rand) string { return prefer(rng, g.newDirs, g.dirs) }
 
 // One draws a single op.
 func (g *MetisGenerator) One(rng *rand.Rand) *agentv1.Request {
@@ -291,19 +330,19 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 			extra = append(extra, oDirect)
 		}
 		r.Op = &agentv1.Request_Create{Create: &agentv1.Create{
-			Path: pick(rng, g.files), Flags: oCreat | oWronly | pick(rng, extra), Mode: pick(rng, Modes)}}
+			Path: g.newFile(rng), Flags: oCreat | oWronly | pick(rng, extra), Mode: pick(rng, Modes)}}
 	case OpWriteFile:
 		r.Op = &agentv1.Request_Write{Write: &agentv1.Write{
-			Path: pick(rng, g.files), Flags: oRdwr | pick(rng, []uint32{0, oAppend, oSync}),
+			Path: g.file(rng), Flags: oRdwr | pick(rng, []uint32{0, oAppend, oSync}),
 			Offset: pick(rng, g.lengths), Size: pick(rng, g.lengths), Fill: pick(rng, Fills)}}
 	case OpTruncate:
-		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: pick(rng, g.files), Length: pick(rng, g.lengths)}}
+		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: g.file(rng), Length: pick(rng, g.lengths)}}
 	case OpUnlink:
-		r.Op = &agentv1.Request_Unlink{Unlink: &agentv1.Unlink{Path: pick(rng, g.files)}}
+		r.Op = &agentv1.Request_Unlink{Unlink: &agentv1.Unlink{Path: g.file(rng)}}
 	case OpMkdir:
-		r.Op = &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: pick(rng, g.dirs), Mode: pick(rng, Modes)}}
+		r.Op = &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: g.newDir(rng), Mode: pick(rng, Modes)}}
 	case OpRmdir:
-		r.Op = &agentv1.Request_Rmdir{Rmdir: &agentv1.Rmdir{Path: pick(rng, g.dirs)}}
+		r.Op = &agentv1.Request_Rmdir{Rmdir: &agentv1.Rmdir{Path: g.dir(rng)}}
 	case OpChmod:
 		p, _ := g.anyPath(rng)
 		r.Op = &agentv1.Request_Chmod{Chmod: &agentv1.Chmod{Path: p, Mode: pick(rng, Modes)}}
@@ -322,20 +361,49 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 		r.Op = &agentv1.Request_Removexattr{Removexattr: &agentv1.Removexattr{Path: p, Name: pick(rng, XattrNames)}}
 	case OpRename:
 		src, isFile := g.anyPath(rng)
-		dst := pick(rng, g.dirs)
+		dst := g.newDir(rng)
 		if isFile {
-			dst = pick(rng, g.files)
+			dst = g.newFile(rng)
 		}
 		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: src, NewPath: dst}}
 	case OpLink:
-		r.Op = &agentv1.Request_Link{Link: &agentv1.Link{Path: pick(rng, g.files), NewPath: pick(rng, g.files)}}
+		r.Op = &agentv1.Request_Link{Link: &agentv1.Link{Path: g.file(rng), NewPath: g.newFile(rng)}}
 	case OpSymlink:
 		target, _ := g.anyPath(rng)
-		r.Op = &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: target, Path: pick(rng, g.files)}}
+		r.Op = &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: target, Path: g.newFile(rng)}}
 	default:
 		panic("explore: unknown op kind " + kind) // kinds are checked by NewMetisGenerator
 	}
 	return r
+}
+
+// DrawAt implements StateAwareGenerator.
+func (g *MetisGenerator) DrawAt(rng *rand.Rand, n int, state []*agentv1.Entry) []*agentv1.Request {
+	kind := make(map[string]agentv1.Kind, len(state))
+	for _, e := range state {
+		kind[e.GetPath()] = e.GetKind()
+	}
+	parentExists := func(p string) bool {
+		i := strings.LastIndexByte(p, '/')
+		return i < 0 || kind[p[:i]] == agentv1.Kind_KIND_DIRECTORY
+	}
+	g.exFiles, g.exDirs, g.newFiles, g.newDirs = nil, nil, nil, nil
+	for _, f := range g.files {
+		if k, ok := kind[f]; ok && k != agentv1.Kind_KIND_DIRECTORY {
+			g.exFiles = append(g.exFiles, f)
+		} else if !ok && parentExists(f) {
+			g.newFiles = append(g.newFiles, f)
+		}
+	}
+	for _, d := range g.dirs {
+		if k, ok := kind[d]; ok && k == agentv1.Kind_KIND_DIRECTORY {
+			g.exDirs = append(g.exDirs, d)
+		} else if !ok && parentExists(d) {
+			g.newDirs = append(g.newDirs, d)
+		}
+	}
+	defer func() { g.exFiles, g.exDirs, g.newFiles, g.newDirs = nil, nil, nil, nil }()
+	return drawDistinct(rng, n, g.One)
 }
 
 // drawAttempts bounds the draws spent per wanted op when looking for
