@@ -465,6 +465,16 @@ func (m *Machine) assertDepths() error {
 	return nil
 }
 
+// index is the position of checkpoint id on the current path, or -1.
+func (m *Machine) index(id vmm.CheckpointID) int {
+	for i, c := range m.path {
+		if c.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
 // Restore implements vmm.Machine.
 func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 	m.mu.Lock()
@@ -472,12 +482,7 @@ func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 	if m.closed {
 		return vmm.ErrClosed
 	}
-	idx := -1
-	for i, c := range m.path {
-		if c.id == id {
-			idx = i
-		}
-	}
+	idx := m.index(id)
 	if idx < 0 {
 		return fmt.Errorf("qemu: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
 	}
@@ -538,12 +543,7 @@ func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
 	if m.closed {
 		return vmm.ErrClosed
 	}
-	idx := -1
-	for i, c := range m.path {
-		if c.id == id {
-			idx = i
-		}
-	}
+	idx := m.index(id)
 	if idx < 0 {
 		return fmt.Errorf("qemu: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
 	}
