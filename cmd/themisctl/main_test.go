@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// themisctl builds the CLI once per test binary.
+func themisctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "themisctl")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestCLIErrors(t *testing.T) {
+	bin := themisctl(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"explore", "--seed", "abc"}, `invalid argument "abc" for "--seed"`},
+		{[]string{"explore", "--time-mode", "sometimes"}, "--time-mode"},
+		{[]string{"apply", "s-1", "frobnicate", "x"}, "unknown operation"},
+		{[]string{"apply", "s-1", "mkdir", "d", "--op", `{"sync":{}}`}, "not both"},
+		{[]string{"fingerprint", "s-1", "--time", "later"}, "--time"},
+		{[]string{"doctor", "--boot", "--restore-mode", "fast"}, "--restore-mode"},
+		{[]string{"nosuch"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bin, tt.args...)
+		cmd.Env = append(os.Environ(), "THEMIS_SOCKET="+filepath.Join(t.TempDir(), "none.sock"))
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("themisctl %v: succeeded, want an error", tt.args)
+			continue
+		}
+		if !strings.Contains(string(out), tt.want) {
+			t.Errorf("themisctl %v: %s\nwant it to mention %q", tt.args, out, tt.want)
+		}
+	}
+}
+
+func TestDoctorJSON(t *testing.T) {
+	bin := themisctl(t)
+	out, err := exec.Command(bin, "doctor", "--json").Output()
+	if err != nil {
+		t.Fatalf("doctor --json: %v", err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out)
+	}
+	for _, k := range []string{"backend", "backend_why", "kvm_kind", "tools", "cache_dir"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("doctor --json lacks %q", k)
+		}
+	}
+}
