@@ -19,7 +19,7 @@ import (
 // cloud kernel.
 var wantDefaultOrder = []string{
 	"virtio_ring", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_pci",
-	"virtio_blk", "virtio_console", "fat", "vfat", "overlay",
+	"virtio_blk", "virtio_console", "fat", "vfat", "nls_cp437", "nls_ascii", "overlay",
 }
 
 // TestBuildRealDeb builds the guest from the real Debian kernel package,
