@@ -1,8 +1,6 @@
 package doctor
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm"
 	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
@@ -115,31 +114,13 @@ func kvmKind() (kind, why string) {
 	if err := f.Close(); err != nil {
 		return "absent", fmt.Sprintf("/dev/kvm: %v", err)
 	}
-	flags := cpuFlags()
-	switch {
-	case slices.Contains(flags, "vmx"):
-		return "hardware", "/dev/kvm opens and the CPU has vmx (Intel VT-x)"
-	case slices.Contains(flags, "svm"):
-		return "hardware", "/dev/kvm opens and the CPU has svm (AMD-V)"
+	if hw, why := kvm.HardwareVirtualization(); hw {
+		return "hardware", "/dev/kvm opens and the " + why
 	}
 	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
-		return "pvm", "/dev/kvm is kvm_pvm (pagetable-based, no vmx/svm): a stock Linux kernel cannot boot through it; synthetic low-address guests can"
+		return "pvm", "/dev/kvm is kvm_pvm (pagetable-based, no vmx/svm): a stock Linux kernel cannot boot through it; synthetic low-address guests can (vmm/kvm)"
 	}
 	return "pvm", "/dev/kvm opens but the CPU shows neither vmx nor svm: not hardware virtualization"
-}
-
-func cpuFlags() []string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return nil
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "flags" {
-			return strings.Fields(v)
-		}
-	}
-	return nil
 }
 
 // PickBackend is the "auto" rule: kvm needs hardware virtualization (and the
