@@ -31,14 +31,15 @@ func checkLane(lane string) error {
 
 // checkPath validates a lane-relative path: empty (the lane root) or
 // relative, clean (no empty, "." or ".." components, no trailing slash), no
-// NUL, components of at most 255 bytes, at most 4096 bytes in all.
+// NUL, components of at most 255 bytes, at most 4096 bytes in all (longer
+// ones get ENAMETOOLONG, as from the kernel; the rest EINVAL).
 func checkPath(p string) error {
 	if p == "" {
 		return nil
 	}
 	switch {
 	case len(p) > maxPath:
-		return errorf(syscall.EINVAL, "path longer than %d bytes", maxPath)
+		return errorf(syscall.ENAMETOOLONG, "path longer than %d bytes", maxPath)
 	case strings.IndexByte(p, 0) >= 0:
 		return errorf(syscall.EINVAL, "path contains NUL")
 	case path.IsAbs(p):
@@ -48,7 +49,7 @@ func checkPath(p string) error {
 	}
 	for _, c := range strings.Split(p, "/") {
 		if len(c) > maxComponent {
-			return errorf(syscall.EINVAL, "path component longer than %d bytes", maxComponent)
+			return errorf(syscall.ENAMETOOLONG, "path component longer than %d bytes", maxComponent)
 		}
 	}
 	return nil

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/themisfs/themis/session"
+)
+
+// ExploreBench is an explore run reduced to throughput and a per-state
+// split. Split fields are milliseconds per state (cumulative time / States).
+type ExploreBench struct {
+	// Summary is the run's own summary.
+	Summary *session.ExploreSummary
+	// Lanes are the run's lane specs.
+	Lanes []string
+	// States counts ops applied; StatesPerSec is the run's rate.
+	States       int
+	StatesPerSec float64
+	// Total is the wall time per state (search elapsed / States).
+	Total float64
+	// Op applies the op on every lane; Fingerprint walks and folds every
+	// lane; Restore restores a checkpoint; Checkpoint takes and drops them;
+	// Check runs the self-references (remount, fsck).
+	Op, Fingerprint, Restore, Checkpoint, Check float64
+	// Backtrack is Restore + Checkpoint: what stands where the baseline
+	// copies, mounts and unmounts.
+	Backtrack float64
+	// Other is Total less the parts: the search's own bookkeeping and the
+	// minimization of findings.
+	Other float64
+}
+
+// Explore runs m.Explore with o and returns its throughput and per-state
+// split. A run that applied no op, was cancelled, or whose guest died is an
+// error: there is nothing to measure, or the measure is cut short.
+func Explore(ctx context.Context, m *session.Manager, o session.ExploreOptions) (*ExploreBench, error) {
+	s, err := m.Explore(ctx, o, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bench: explore: %w", err)
+	}
+	switch s.Stopped {
+	case "cancelled":
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bench: explore: stopped after %d states: %w", s.States, err)
+		}
+		return nil, fmt.Errorf("bench: explore: cancelled after %d states", s.States)
+	case "guest-died":
+		return nil, fmt.Errorf("bench: explore: the guest died after %d states (session %s)", s.States, s.Session)
+	}
+	if s.States == 0 {
+		return nil, errors.New("bench: explore: the run applied no op")
+	}
+	return exploreBench(s, o.Lanes), nil
+}
+
+// exploreBench reduces a summary.
+func exploreBench(s *session.ExploreSummary, lanes []string) *ExploreBench {
+	n := s.States
+	b := &ExploreBench{
+		Summary:      s,
+		Lanes:        append([]string(nil), lanes...),
+		States:       n,
+		StatesPerSec: s.StatesPerSec,
+		Total:        perState(s.Elapsed, n),
+		Op:           perState(s.OpTime, n),
+		Fingerprint:  perState(s.FingerprintTime, n),
+		Restore:      perState(s.RestoreTime, n),
+		Checkpoint:   perState(s.CheckpointTime, n),
+		Check:        perState(s.CheckTime, n),
+	}
+	b.Backtrack = b.Restore + b.Checkpoint
+	b.Other = max(0, b.Total-b.Op-b.Fingerprint-b.Restore-b.Checkpoint-b.Check)
+	return b
+}
+
+// Comparison puts an explore run beside the baseline.
+type Comparison struct {
+	Explore  *ExploreBench
+	Baseline *BaselineResult
+	// ThemisMsPerState and BaselineMsPerState are the whole wall time per
+	// state of each.
+	ThemisMsPerState, BaselineMsPerState float64
+	// Ratio is BaselineMsPerState / ThemisMsPerState: above 1, Themis
+	// explores faster per state than the baseline; below 1, slower.
+	Ratio float64
+	// ThemisBacktrackMs (restore + checkpoint) and BaselineBacktrackMs
+	// (copy in + mount + umount + copy out) are the backtracking part per
+	// state; BacktrackRatio is baseline / Themis.
+	ThemisBacktrackMs, BaselineBacktrackMs, BacktrackRatio float64
+}
+
+// Compare puts e beside b.
+func Compare(e *ExploreBench, b *BaselineResult) Comparison {
+	c := Comparison{Explore: e, Baseline: b}
+	if e != nil {
+		c.ThemisMsPerState, c.ThemisBacktrackMs = e.Total, e.Backtrack
+	}
+	if b != nil {
+		c.BaselineMsPerState, c.BaselineBacktrackMs = b.MsPerState(), b.Split().Backtrack
+	}
+	c.Ratio = ratio(c.BaselineMsPerState, c.ThemisMsPerState)
+	c.BacktrackRatio = ratio(c.BaselineBacktrackMs, c.ThemisBacktrackMs)
+	return c
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// String renders c as a table: one column per system, one row per part.
+func (c Comparison) String() string {
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	e, b := c.Explore, c.Baseline
+	if e == nil {
+		e = &ExploreBench{}
+	}
+	var bs BaselineSplit
+	bl, bstates, brate, bimg := "-", 0, 0.0, "-"
+	if b != nil {
+		bs = b.Split()
+		bl, bstates, bimg = b.Lane, b.States, fmt.Sprintf("%d KiB", b.ImageBytes>>10)
+		if bs.Total > 0 {
+			brate = 1000 / bs.Total
+		}
+	}
+	backend := "-"
+	if e.Summary != nil {
+		backend = e.Summary.Backend
+	}
+	ms := func(v float64) string { return fmt.Sprintf("%.3f", v) }
+	row := func(name, themis, base string) { fmt.Fprintf(w, "%s\t%s\t%s\t\n", name, themis, base) }
+	fmt.Fprintf(w, "ms per state\tthemis (%s)\tbaseline (loop remount)\t\n", backend)
+	row("lanes", strings.Join(e.Lanes, ","), bl)
+	row("image", "-", bimg)
+	row("states", fmt.Sprint(e.States), fmt.Sprint(bstates))
+	row("states/s", fmt.Sprintf("%.1f", e.StatesPerSec), fmt.Sprintf("%.1f", brate))
+	row("total", ms(e.Total), ms(bs.Total))
+	row("op", ms(e.Op), ms(bs.Op))
+	row("fingerprint", ms(e.Fingerprint), "-")
+	row("restore / copy in", ms(e.Restore), ms(bs.Restore))
+	row("checkpoint / copy out", ms(e.Checkpoint), ms(bs.Store))
+	row("mount", "-", ms(bs.Mount))
+	row("umount", "-", ms(bs.Umount))
+	row("checks", ms(e.Check), "-")
+	row("other", ms(e.Other), ms(max(0, bs.Total-bs.Op-bs.Backtrack)))
+	row("backtrack", ms(e.Backtrack), ms(bs.Backtrack))
+	w.Flush()
+	fmt.Fprintf(&sb, "baseline/themis: %.3gx per state, %.3gx per backtrack (above 1: themis faster)\n", c.Ratio, c.BacktrackRatio)
+	return sb.String()
+}
+
+// Options are the inputs of Run.
+type Options struct {
+	// Explore is the explore run to measure.
+	Explore session.ExploreOptions
+	// Baseline is the baseline to put beside it; an empty Lane takes the
+	// explore run's first lane spec, so both use the same filesystem and
+	// image size.
+	Baseline BaselineOptions
+}
+
+// Run measures the baseline and an explore run one after the other, in one
+// call, and compares them.
+func Run(ctx context.Context, m *session.Manager, o Options) (*Comparison, error) {
+	if o.Baseline.Lane == "" && len(o.Explore.Lanes) > 0 {
+		o.Baseline.Lane = o.Explore.Lanes[0]
+	}
+	b, err := Baseline(ctx, o.Baseline)
+	if err != nil {
+		return nil, err
+	}
+	e, err := Explore(ctx, m, o.Explore)
+	if err != nil {
+		return nil, err
+	}
+	c := Compare(e, b)
+	return &c, nil
+}

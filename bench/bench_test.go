@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm/vmmtest"
+	"go.uber.org/zap/zaptest"
+)
+
+// baseline runs Baseline, skipping (or failing under CI=true) where the host
+// cannot loop-mount.
+func baseline(t testing.TB, o BaselineOptions) *BaselineResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r, err := Baseline(ctx, o)
+	if errors.Is(err, ErrUnavailable) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("required under CI=true: %v", err)
+		}
+		t.Skipf("skipped: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestBaseline(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    BaselineOptions
+	}{
+		{"Syscall4MiB", BaselineOptions{Lane: "ext2:size=4", States: 20}},
+		{"SyscallDefault", BaselineOptions{States: 20}},
+		{"Exec", BaselineOptions{Lane: "ext2:size=4", States: 5, Mount: MountExec}},
+		{"DiskWorkDir", BaselineOptions{Lane: "ext2:size=4", States: 20, WorkDir: os.TempDir()}},
+		// Past one chain, so a state restores the root image again.
+		{"Ext4Chains", BaselineOptions{Lane: "ext4", States: chainLen + 4}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := baseline(t, c.o)
+			want := c.o.States
+			if r.States != want {
+				t.Errorf("states %d, want %d", r.States, want)
+			}
+			s := r.Split()
+			t.Logf("%s (%d KiB, %s, in %s): %.3f ms/state: restore %.3f, mount %.3f, op %.3f, umount %.3f, store %.3f",
+				r.Lane, r.ImageBytes>>10, r.Mount, r.WorkDir, s.Total, s.Restore, s.Mount, s.Op, s.Umount, s.Store)
+			for name, v := range map[string]float64{"restore": s.Restore, "mount": s.Mount, "op": s.Op, "umount": s.Umount, "store": s.Store} {
+				if v <= 0 {
+					t.Errorf("%s %.6f ms/state: want > 0", name, v)
+				}
+			}
+			parts := s.Restore + s.Mount + s.Op + s.Umount + s.Store
+			if parts > s.Total*1.0001 || parts < s.Total*0.5 {
+				t.Errorf("parts sum to %.3f ms, total %.3f ms", parts, s.Total)
+			}
+			if math.Abs(s.Backtrack-(parts-s.Op)) > 1e-9 {
+				t.Errorf("backtrack %.3f, want parts less op %.3f", s.Backtrack, parts-s.Op)
+			}
+		})
+	}
+}
+
+func TestBaselineBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		o    BaselineOptions
+		want string
+	}{
+		{BaselineOptions{States: -1}, "states -1"},
+		{BaselineOptions{States: MaxBaselineStates + 1}, "states"},
+		{BaselineOptions{Mount: "fuse"}, `mount mode "fuse"`},
+		{BaselineOptions{Lane: "zfs"}, "unknown filesystem"},
+	} {
+		_, err := Baseline(ctx, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Baseline(%+v) = %v, want an error containing %q", c.o, err, c.want)
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	s := &session.ExploreSummary{
+		States: 100, StatesPerSec: 5, Backend: "qemu", Elapsed: 20 * time.Second,
+		OpTime: 10 * time.Second, FingerprintTime: 5 * time.Second,
+		RestoreTime: 3 * time.Second, CheckpointTime: time.Second,
+	}
+	e := exploreBench(s, []string{"ext2"})
+	b := &BaselineResult{Lane: "ext2:inode_size=128:size=4", ImageBytes: 4 << 20, States: 10, Mount: MountSyscall,
+		Elapsed: 100 * time.Millisecond, RestoreTime: 10 * time.Millisecond, MountTime: 40 * time.Millisecond,
+		OpTime: 5 * time.Millisecond, UmountTime: 35 * time.Millisecond, StoreTime: 10 * time.Millisecond}
+	c := Compare(e, b)
+	near := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	near("ThemisMsPerState", c.ThemisMsPerState, 200)
+	near("BaselineMsPerState", c.BaselineMsPerState, 10)
+	near("Ratio", c.Ratio, 0.05)
+	near("ThemisBacktrackMs", c.ThemisBacktrackMs, 40)
+	near("BaselineBacktrackMs", c.BaselineBacktrackMs, 9.5)
+	near("BacktrackRatio", c.BacktrackRatio, 9.5/40)
+	near("Other", e.Other, 10)
+	out := c.String()
+	for _, want := range []string{"themis (qemu)", "baseline (loop remount)", "200.000", "10.000", "4096 KiB", "0.05x per state"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if got := Compare(nil, nil); got.Ratio != 0 || got.String() == "" {
+		t.Errorf("Compare(nil, nil) = %+v", got)
+	}
+}
+
+// TestRunRealGuest measures the baseline and a QEMU explore run side by
+// side, on the same ext2 image spec, and logs the table.
+func TestRunRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
+	check := vmmtest.Leaks(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+		check()
+	}()
+	c, err := Run(ctx, m, Options{
+		Explore:  session.ExploreOptions{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7},
+		Baseline: BaselineOptions{CacheDir: env.CacheDir},
+	})
+	if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {
+		t.Skipf("skipped: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", c)
+	if c.Explore.States == 0 || c.Baseline.States != DefaultBaselineStates || c.Ratio <= 0 {
+		t.Errorf("comparison %+v", c)
+	}
+	if want := "ext2:inode_size=128:size=8"; c.Baseline.Lane != want {
+		t.Errorf("baseline lane %s, want the explore lane's image %s", c.Baseline.Lane, want)
+	}
+}
+
+// BenchmarkBaseline measures b.N baseline states on the 4 MiB ext2 image of
+// the anchor (8.8 ms/state on the reference machine).
+func BenchmarkBaseline(b *testing.B) {
+	// Make (or find) the base image before the timer counts.
+	baseline(b, BaselineOptions{Lane: "ext2:size=4", States: 1})
+	b.ResetTimer()
+	r := baseline(b, BaselineOptions{Lane: "ext2:size=4", States: b.N})
+	s := r.Split()
+	b.ReportMetric(s.Total, "ms/state")
+	b.ReportMetric(s.Backtrack, "backtrack-ms/state")
+	b.ReportMetric(s.Mount+s.Umount, "remount-ms/state")
+}

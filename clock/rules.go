@@ -1,0 +1,220 @@
+package clock
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// VerdictKind is how a stored timestamp relates to the one set.
+type VerdictKind string
+
+// Verdict kinds.
+const (
+	Represented VerdictKind = "represented" // stored exactly
+	Clamped     VerdictKind = "clamped"     // stored as the filesystem's bound (Verdict.ClampedTo)
+	Wrapped     VerdictKind = "wrapped"     // stored modulo 2^32 (or the epoch width): a silent wrong time
+	Rounded     VerdictKind = "rounded"     // truncated to Verdict.Granularity
+	Rejected    VerdictKind = "rejected"    // the op or the clock refused the value (Verdict.Errno)
+	Diverged    VerdictKind = "diverged"    // the views disagree, or a change none of the above explains
+)
+
+// Verdict classifies one cell.
+type Verdict struct {
+	Kind VerdictKind `json:"kind"`
+	// ClampedTo is the second stored, for Clamped.
+	ClampedTo int64 `json:"clamped_to,omitempty"`
+	// Granularity is the truncation, for Rounded (0: finer than the
+	// clock's tick, e.g. a probe's coarse clock).
+	Granularity time.Duration `json:"granularity,omitempty"`
+	// Errno is the refusal, for Rejected.
+	Errno int32 `json:"errno,omitempty"`
+	// Detail says which view disagrees, for Diverged.
+	Detail string `json:"detail,omitempty"`
+}
+
+// String is the verdict's short form: "represented", "clamped(2147483647)",
+// "rounded(1s)", "rejected(errno 22)", "wrapped", "diverged(...)".
+func (v Verdict) String() string {
+	switch v.Kind {
+	case Clamped:
+		return fmt.Sprintf("clamped(%d)", v.ClampedTo)
+	case Rounded:
+		if v.Granularity == 0 {
+			return "rounded(clock tick)"
+		}
+		return fmt.Sprintf("rounded(%s)", v.Granularity)
+	case Rejected:
+		return fmt.Sprintf("rejected(errno %d)", v.Errno)
+	case Diverged:
+		return fmt.Sprintf("diverged(%s)", v.Detail)
+	}
+	return string(v.Kind)
+}
+
+// Rule is what a filesystem stores for one timestamp field: the range of
+// seconds (the superblock's s_time_min/s_time_max) and the granularity.
+type Rule struct {
+	Min, Max int64
+	// Granularity is the truncation (1 ns: none).
+	Granularity time.Duration
+	// DateOnly truncates to the day (vfat atime).
+	DateOnly bool
+}
+
+// vfat bounds with tz=UTC (the guest's): FAT_DATE_MIN 1980-01-01 and
+// FAT_DATE_MAX/FAT_TIME_MAX 2107-12-31 23:59:58.
+var (
+	VfatMin = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	VfatMax = time.Date(2107, 12, 31, 23, 59, 58, 0, time.UTC).Unix()
+)
+
+// RuleFor returns the rule of one field on a filesystem. inodeSize is for
+// ext2/3/4 (0 means the lane default: 128 for ext2, 256 otherwise); it is
+// ignored for vfat. ext2 lanes are mounted by the ext4 driver (Debian's
+// CONFIG_EXT4_USE_FOR_EXT2), so ext2 with 256-byte inodes gets the extra
+// fields too.
+func RuleFor(fs string, inodeSize int, f Field) (Rule, error) {
+	switch fs {
+	case "ext2", "ext3", "ext4":
+		if inodeSize == 0 {
+			inodeSize = 256
+			if fs == "ext2" {
+				inodeSize = 128
+			}
+		}
+		if inodeSize <= 128 {
+			return Rule{Min: S32Min, Max: S32Max, Granularity: time.Second}, nil
+		}
+		return Rule{Min: S32Min, Max: ExtExtraMax, Granularity: time.Nanosecond}, nil
+	case "vfat":
+		switch f {
+		case Mtime:
+			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 2 * time.Second}, nil
+		case Ctime:
+			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 10 * time.Millisecond}, nil
+		case Atime:
+			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 24 * time.Hour, DateOnly: true}, nil
+		}
+		return Rule{}, fmt.Errorf("clock: unknown field %q", f)
+	}
+	return Rule{}, fmt.Errorf("clock: no timestamp rule for filesystem %q", fs)
+}
+
+// Store applies the rule as timestamp_truncate does: clamp the seconds
+// (nanoseconds zeroed at a bound), then truncate towards minus infinity.
+func (r Rule) Store(t Timespec) Timespec {
+	switch {
+	case t.Sec >= r.Max:
+		return Timespec{Sec: r.Max}
+	case t.Sec <= r.Min:
+		return Timespec{Sec: r.Min}
+	}
+	g := int64(r.Granularity)
+	switch {
+	case g <= 1:
+		return t
+	case g < int64(time.Second):
+		return Timespec{t.Sec, t.Nsec - t.Nsec%g}
+	}
+	gs := g / int64(time.Second)
+	return Timespec{Sec: floorDiv(t.Sec, gs) * gs}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// Expectation is what a filesystem is expected to store for a value.
+type Expectation struct {
+	Stored  Timespec
+	Verdict Verdict
+}
+
+// Expect returns what fs (with inodeSize, for ext*) stores in field f when
+// value is set, and the verdict that has.
+func Expect(fs string, inodeSize int, f Field, value Timespec) (Expectation, error) {
+	r, err := RuleFor(fs, inodeSize, f)
+	if err != nil {
+		return Expectation{}, err
+	}
+	s := r.Store(value)
+	v := classifyOne(value, s)
+	if v.Kind == Rounded {
+		v.Granularity = r.Granularity
+	}
+	return Expectation{Stored: s, Verdict: v}, nil
+}
+
+// Bounds are the seconds a clamp lands on, over every rule: upper then lower.
+func Bounds() (upper, lower []int64) {
+	return []int64{S32Max, ExtExtraMax, VfatMax}, []int64{S32Min, VfatMin}
+}
+
+func isUpper(s int64) bool { u, _ := Bounds(); return slices.Contains(u, s) }
+func isLower(s int64) bool { _, l := Bounds(); return slices.Contains(l, s) }
+
+// granularities that Classify recognizes, in the order tried: one sample
+// cannot tell 1 s from 1 µs when the set time had no µs, so the
+// granularities filesystems use come first (ext 128-byte inodes, vfat mtime,
+// ctime and atime).
+var granularities = []time.Duration{time.Second, 2 * time.Second, 10 * time.Millisecond, 24 * time.Hour,
+	time.Millisecond, time.Microsecond}
+
+// classifyOne classifies one stored view against the value set.
+func classifyOne(set, got Timespec) Verdict {
+	if got == set {
+		return Verdict{Kind: Represented}
+	}
+	if got.Nsec == 0 && ((isUpper(got.Sec) && set.Compare(got) > 0) || (isLower(got.Sec) && set.Sec < got.Sec)) {
+		return Verdict{Kind: Clamped, ClampedTo: got.Sec}
+	}
+	if g := roundedBy(set, got); g != 0 {
+		return Verdict{Kind: Rounded, Granularity: g}
+	}
+	if got.Nsec == set.Nsec || got.Nsec == 0 {
+		for _, w := range []uint{32, 34} {
+			m := int64(1) << w
+			if got.Sec != set.Sec && ((got.Sec-set.Sec)%m+m)%m == 0 {
+				return Verdict{Kind: Wrapped}
+			}
+		}
+	}
+	return Verdict{Kind: Diverged, Detail: fmt.Sprintf("set %s, stored %s", set, got)}
+}
+
+// Compare is a.Compare(b).
+func Compare(a, b Timespec) int { return a.Compare(b) }
+
+// roundedBy returns the first granularity g (in the order of granularities)
+// such that set truncated to g is got, or 0.
+func roundedBy(set, got Timespec) time.Duration {
+	for _, g := range granularities {
+		if (Rule{Min: -1 << 62, Max: 1 << 62, Granularity: g}).Store(set) == got {
+			return g
+		}
+	}
+	return 0
+}
+
+// Classify classifies a cell from its views: the guest's stat, the inode on
+// disk (nil where there is no on-disk parser, e.g. vfat) and stat after
+// umount+mount. Each view is classified against set; if they disagree the
+// verdict is Diverged, naming the first view that differs from the guest's.
+func Classify(set, guest Timespec, onDisk *Timespec, afterRemount Timespec) Verdict {
+	v := classifyOne(set, guest)
+	if onDisk != nil && *onDisk != guest {
+		return Verdict{Kind: Diverged, Detail: fmt.Sprintf("guest %s, on disk %s", guest, *onDisk)}
+	}
+	if afterRemount != guest {
+		return Verdict{Kind: Diverged, Detail: fmt.Sprintf("guest %s, after remount %s", guest, afterRemount)}
+	}
+	return v
+}
+
+// Reject is the verdict of a refused value.
+func Reject(errno int32) Verdict { return Verdict{Kind: Rejected, Errno: errno} }

@@ -1,0 +1,653 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap"
+)
+
+// clockSlack is how far past the value a clock-driven op may stamp and
+// still count as stamped at the value: the guest clock runs between
+// SetClock and the op.
+const clockSlack = 2 * time.Second
+
+// Contrast values: the clamped state (2^31 on a 128-byte-inode lane) is
+// compared with a state made at a representable time.
+const (
+	contrastValue     = clock.S32Max + 1
+	contrastReference = clock.S32Max - 1
+)
+
+// SweepOptions are the inputs of ClockSweep.
+type SweepOptions struct {
+	// Lanes are lane specs, as for Create.
+	Lanes []string
+	// Plan is the values (default clock.DefaultPlan()).
+	Plan clock.Plan
+	// Ops are the workload ops (default Plan.Ops, else clock.Ops()).
+	Ops []string
+	// Shard and Shards select shard Shard of Shards of the plan
+	// (clock.Shard; Shards 0 means 1). The fingerprint contrast runs in
+	// shard 0 only.
+	Shard, Shards int
+	// MemoryMiB is guest RAM in MiB (default 128).
+	MemoryMiB int
+	// NoContrast skips the fingerprint contrast.
+	NoContrast bool
+}
+
+// SweepCell is one lane × value × op of a sweep.
+type SweepCell struct {
+	Lane string `json:"lane"`
+	FS   string `json:"fs"`
+	// InodeSize is bytes per inode for ext lanes (0 for vfat).
+	InodeSize int `json:"inode_size,omitempty"`
+	// Name is the plan value's name; Kind its kind.
+	Name string     `json:"name"`
+	Kind clock.Kind `json:"kind,omitempty"`
+	// Value and ValueNs are the time set (the last step's, for rollback and near).
+	Value   int64  `json:"value"`
+	ValueNs int64  `json:"value_ns"`
+	Op      string `json:"op"`
+	// Field is the timestamp read back (mtime, ctime or atime).
+	Field clock.Field `json:"field"`
+	// Guest is the guest's stat after the op and a sync; OnDisk the inode
+	// read on the host with debugfs (ext lanes only; nil for vfat or when
+	// rejected); AfterRemount the guest's stat after umount+mount.
+	Guest        clock.Timespec  `json:"guest"`
+	OnDisk       *clock.Timespec `json:"on_disk,omitempty"`
+	AfterRemount clock.Timespec  `json:"after_remount"`
+	// Errno is the refusal of SetClock or the op (0: none).
+	Errno int32 `json:"errno,omitempty"`
+	// Verdict is the verdict's short form; ClampedTo the second clamped to.
+	Verdict   string `json:"verdict"`
+	ClampedTo int64  `json:"clamped_to,omitempty"`
+	// Expected is clock.Expect's verdict for the lane (for a clock-driven
+	// op, the value as if stamped at once).
+	Expected string `json:"expected,omitempty"`
+	// Touches, DistinctGuest and DistinctOnDisk are a probe's: touches made
+	// and distinct stored times (with ns) in the guest view and on disk.
+	Touches        int `json:"touches,omitempty"`
+	DistinctGuest  int `json:"distinct_guest,omitempty"`
+	DistinctOnDisk int `json:"distinct_on_disk,omitempty"`
+}
+
+// Contrast is the fingerprint contrast of one ext lane: the state made at
+// Value (2^31) against the state made at Reference (2^31-2).
+type Contrast struct {
+	Lane string `json:"lane"`
+	// Value, Reference are the times set; Stored is the file's mtime
+	// second at Value; Clamped is Stored != Value.
+	Value     int64 `json:"value"`
+	Reference int64 `json:"reference"`
+	Stored    int64 `json:"stored"`
+	Clamped   bool  `json:"clamped"`
+	// TimeExcludedEqual: the TIME_MODE_NONE (Metis-parity) fingerprints of
+	// the two states are equal (expected). TimeIncludedEqual: the
+	// TIME_MODE_ALL ones are (not expected).
+	TimeExcludedEqual bool `json:"time_excluded_equal"`
+	TimeIncludedEqual bool `json:"time_included_equal"`
+	// FirstDiff is the first path where the TIME_MODE_ALL leaves differ
+	// ("" is the lane root, whose mtime the create changed too; meaningful
+	// when TimeIncludedEqual is false).
+	FirstDiff string `json:"first_diff"`
+}
+
+// SweepSummary is the outcome of a ClockSweep.
+type SweepSummary struct {
+	// Session is the sweep's session (ended when ClockSweep returns).
+	Session string `json:"session"`
+	// Cells counts cells reported; ByVerdict by verdict kind.
+	Cells     int            `json:"cells"`
+	ByVerdict map[string]int `json:"by_verdict"`
+	// Contrast is per ext lane (shard 0 only).
+	Contrast []Contrast `json:"contrast,omitempty"`
+	// Elapsed is the sweep's wall time, boot excluded; Boot the boot time.
+	Elapsed time.Duration `json:"elapsed"`
+	Boot    time.Duration `json:"boot"`
+	// CellsPerSec is Cells / Elapsed (cells of all lanes; one restore
+	// serves every lane of a value × op).
+	CellsPerSec float64 `json:"cells_per_sec"`
+}
+
+// validateSweep checks o and fills its defaults; it returns the lane specs
+// and the shard of the plan to run.
+func validateSweep(o *SweepOptions) ([]guest.LaneSpec, clock.Plan, error) {
+	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}
+	specs, err := validateCreate(&co)
+	if err != nil {
+		return nil, clock.Plan{}, err
+	}
+	o.MemoryMiB = co.MemoryMiB
+	for _, sp := range specs {
+		if _, err := clock.RuleFor(sp.FS, sp.InodeSize, clock.Mtime); err != nil {
+			return nil, clock.Plan{}, Invalid("lanes", "lane %s: %v", sp.Name, err)
+		}
+	}
+	if len(o.Plan.Values) == 0 && o.Plan.Name == "" && len(o.Plan.Ops) == 0 {
+		o.Plan = clock.DefaultPlan()
+	}
+	if err := o.Plan.Check(); err != nil {
+		return nil, clock.Plan{}, Invalid("plan", "%v", err)
+	}
+	if len(o.Ops) == 0 {
+		o.Ops = o.Plan.Ops
+	}
+	if len(o.Ops) == 0 {
+		o.Ops = clock.Ops()
+	}
+	if err := clock.CheckOps(o.Ops); err != nil {
+		return nil, clock.Plan{}, Invalid("ops", "%v", err)
+	}
+	if o.Shards == 0 {
+		o.Shards = 1
+	}
+	plan, err := clock.Shard(o.Plan, o.Shard, o.Shards)
+	if err != nil {
+		return nil, clock.Plan{}, Invalid("shard", "%v", err)
+	}
+	return specs, plan, nil
+}
+
+// ClockSweep creates a session for o.Lanes and, for each value of the
+// plan's shard and each op that applies to it, restores the root
+// checkpoint, sets the guest clock (or, for utimensat, the explicit time),
+// runs the op on a fresh file in every lane, syncs and reads three views
+// back: the guest's stat, the inode on disk (ext lanes, debugfs over the
+// resolved overlay) and stat after umount+mount. cell (optional) gets every
+// cell as it is classified. In shard 0 the fingerprint contrast follows.
+//
+// A value the guest refuses (SetClock outside what settimeofday takes, an
+// op's errno) is a cell with verdict rejected, not an error. Bad options
+// are a FieldError. The session is busy while the sweep runs and ends with
+// it ("sweep finished", "sweep failed: ...").
+func (m *Manager) ClockSweep(ctx context.Context, o SweepOptions, cell func(SweepCell)) (*SweepSummary, error) {
+	specs, plan, err := validateSweep(&o)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "themis-sweep-")
+	if err != nil {
+		return nil, fmt.Errorf("sweep: scratch dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	t0 := time.Now()
+	in, err := m.Create(ctx, CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB})
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	boot := time.Since(t0)
+	m.mu.Lock()
+	s := m.sessions[in.ID]
+	m.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("sweep: session %s ended before the run started: %w", in.ID, ErrState)
+	}
+	s.mu.Lock()
+	if s.info.State != StateRunning {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("sweep: session %s is %s (%s): %w", in.ID, s.info.State, s.info.Reason, ErrState)
+	}
+	s.exploring = true
+	s.mu.Unlock()
+
+	w := &sweeper{x: &exploreSys{m: m, s: s}, specs: specs, image: filepath.Join(dir, "lane.img")}
+	sum := &SweepSummary{Session: in.ID, ByVerdict: make(map[string]int), Boot: boot}
+	start := time.Now()
+	m.event(ctx, Event{Session: in.ID, Kind: "sweep.started", Detail: fmt.Sprintf(
+		"plan %s, %d values, ops %s, shard %d/%d", plan.Name, len(plan.Values), strings.Join(o.Ops, ","), o.Shard, o.Shards)})
+	runErr := w.run(ctx, plan, o.Ops, func(c SweepCell) {
+		sum.Cells++
+		kind, _, _ := strings.Cut(c.Verdict, "(")
+		sum.ByVerdict[kind]++
+		if cell != nil {
+			cell(c)
+		}
+	})
+	if runErr == nil && o.Shard == 0 && !o.NoContrast {
+		sum.Contrast, runErr = w.contrast(ctx)
+	}
+	sum.Elapsed = time.Since(start)
+	if secs := sum.Elapsed.Seconds(); secs > 0 {
+		sum.CellsPerSec = float64(sum.Cells) / secs
+	}
+	bg := context.WithoutCancel(ctx)
+	reason := "sweep finished"
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		reason = "sweep cancelled"
+	case runErr != nil:
+		reason = "sweep failed: " + runErr.Error()
+	}
+	m.event(bg, Event{Session: in.ID, Kind: "sweep.finished", Detail: fmt.Sprintf("%d cells, %v", sum.Cells, sum.ByVerdict)})
+	endErr := m.endExplore(s, StateEnded, reason)
+	if runErr != nil {
+		return sum, errors.Join(fmt.Errorf("sweep: session %s: %w", in.ID, runErr), endErr)
+	}
+	if endErr != nil {
+		m.log.Warn("end sweep session", zap.String("session", in.ID), zap.Error(endErr))
+	}
+	return sum, nil
+}
+
+// sweeper drives a sweep's machine through exploreSys's locked calls.
+type sweeper struct {
+	x     *exploreSys
+	specs []guest.LaneSpec
+	image string // scratch file for the on-disk view
+	root  vmm.CheckpointID
+}
+
+const sweepFile = "clk"
+
+func (w *sweeper) run(ctx context.Context, plan clock.Plan, ops []string, emit func(SweepCell)) error {
+	err := w.x.machine(ctx, "root checkpoint", func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		w.root, err = mach.Checkpoint(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, v := range plan.Values {
+		for _, op := range v.Ops(ops) {
+			cells, err := w.cell(ctx, v, op)
+			if err != nil {
+				return fmt.Errorf("value %s, op %s: %w", v.Name, op, err)
+			}
+			for _, c := range cells {
+				emit(c)
+			}
+		}
+	}
+	return nil
+}
+
+func (w *sweeper) restore(ctx context.Context) error {
+	return w.x.machine(ctx, "restore root", func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, w.root) })
+}
+
+func req(op any) *agentv1.Request {
+	switch o := op.(type) {
+	case *agentv1.SetClock:
+		return &agentv1.Request{Op: &agentv1.Request_SetClock{SetClock: o}}
+	case *agentv1.Write:
+		return &agentv1.Request{Op: &agentv1.Request_Write{Write: o}}
+	case *agentv1.Create:
+		return &agentv1.Request{Op: &agentv1.Request_Create{Create: o}}
+	case *agentv1.Utimens:
+		return &agentv1.Request{Op: &agentv1.Request_Utimens{Utimens: o}}
+	case *agentv1.Mkdir:
+		return &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: o}}
+	case *agentv1.Rename:
+		return &agentv1.Request{Op: &agentv1.Request_Rename{Rename: o}}
+	case *agentv1.Chmod:
+		return &agentv1.Request{Op: &agentv1.Request_Chmod{Chmod: o}}
+	case *agentv1.ReadFile:
+		return &agentv1.Request{Op: &agentv1.Request_ReadFile{ReadFile: o}}
+	case *agentv1.Stat:
+		return &agentv1.Request{Op: &agentv1.Request_Stat{Stat: o}}
+	case *agentv1.Umount:
+		return &agentv1.Request{Op: &agentv1.Request_Umount{Umount: o}}
+	case *agentv1.Mount:
+		return &agentv1.Request{Op: &agentv1.Request_Mount{Mount: o}}
+	case *agentv1.Fingerprint:
+		return &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: o}}
+	}
+	panic(fmt.Sprintf("sweep: no request for %T", op))
+}
+
+func pbTime(t clock.Timespec) *agentv1.Timespec { return &agentv1.Timespec{Sec: t.Sec, Nsec: t.Nsec} }
+
+func fromPB(t *agentv1.Timespec) clock.Timespec {
+	return clock.Timespec{Sec: t.GetSec(), Nsec: t.GetNsec()}
+}
+
+// setClock sets the guest clock; a refusal is its errno.
+func (w *sweeper) setClock(ctx context.Context, t clock.Timespec) (int32, error) {
+	resp, err := w.x.call(ctx, "set clock", req(&agentv1.SetClock{Time: pbTime(t)}))
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetErrno(), nil
+}
+
+// opReq is one lane's op at step t (t used by utimensat only).
+func opReq(op, lane string, t clock.Timespec) *agentv1.Request {
+	switch op {
+	case clock.OpCreate:
+		return req(&agentv1.Create{Lane: lane, Path: sweepFile, Flags: oWronly | oCreat, Mode: 0o644})
+	case clock.OpWrite:
+		return req(&agentv1.Write{Lane: lane, Path: sweepFile, Data: []byte("y")})
+	case clock.OpTouch:
+		now := &agentv1.TimeValue{Kind: agentv1.TimeValue_KIND_NOW}
+		return req(&agentv1.Utimens{Lane: lane, Path: sweepFile, Atime: now, Mtime: now})
+	case clock.OpUtimensat:
+		set := &agentv1.TimeValue{Kind: agentv1.TimeValue_KIND_SET, Time: pbTime(t)}
+		return req(&agentv1.Utimens{Lane: lane, Path: sweepFile, Atime: set, Mtime: set})
+	case clock.OpMkdir:
+		return req(&agentv1.Mkdir{Lane: lane, Path: sweepFile, Mode: 0o755})
+	case clock.OpRename:
+		return req(&agentv1.Rename{Lane: lane, Path: sweepFile, NewPath: sweepFile + ".r"})
+	case clock.OpChmod:
+		return req(&agentv1.Chmod{Lane: lane, Path: sweepFile, Mode: 0o600})
+	case clock.OpRead:
+		return req(&agentv1.ReadFile{Lane: lane, Path: sweepFile})
+	}
+	panic("sweep: unknown op " + op)
+}
+
+// target is the path an op's timestamp is read from.
+func target(op string) string {
+	if op == clock.OpRename {
+		return sweepFile + ".r"
+	}
+	return sweepFile
+}
+
+func field(st *agentv1.StatResult, f clock.Field) clock.Timespec {
+	switch f {
+	case clock.Atime:
+		return fromPB(st.GetAtime())
+	case clock.Ctime:
+		return fromPB(st.GetCtime())
+	}
+	return fromPB(st.GetMtime())
+}
+
+func diskField(t guest.InodeTimes, f clock.Field) clock.Timespec {
+	switch f {
+	case clock.Atime:
+		return clock.Timespec{Sec: t.Atime, Nsec: t.AtimeNs}
+	case clock.Ctime:
+		return clock.Timespec{Sec: t.Ctime, Nsec: t.CtimeNs}
+	}
+	return clock.Timespec{Sec: t.Mtime, Nsec: t.MtimeNs}
+}
+
+// stat returns a lane's path's field in the guest view.
+func (w *sweeper) stat(ctx context.Context, lane, path string, f clock.Field) (clock.Timespec, error) {
+	resp, err := w.x.callOK(ctx, "stat "+lane+"/"+path, req(&agentv1.Stat{Lane: lane, Path: path}))
+	if err != nil {
+		return clock.Timespec{}, err
+	}
+	return field(resp.GetStat(), f), nil
+}
+
+// onDisk syncs the guest and reads lane i's path's field from the resolved
+// overlay with debugfs; nil for a lane without an on-disk reader (vfat).
+func (w *sweeper) onDisk(ctx context.Context, i int, path string, f clock.Field) (*clock.Timespec, error) {
+	if !strings.HasPrefix(w.specs[i].FS, "ext") {
+		return nil, nil
+	}
+	file, err := os.Create(w.image)
+	if err != nil {
+		return nil, fmt.Errorf("on-disk view: %w", err)
+	}
+	err = w.x.machine(ctx, "lane image", func(context.Context, vmm.Machine) error {
+		_, err := w.x.s.devs[i].WriteTo(file)
+		return err
+	})
+	if cerr := file.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("on-disk view: %w", err)
+	}
+	it, err := guest.ExtInodeTimes(ctx, w.image, "/"+path)
+	if err != nil {
+		return nil, err
+	}
+	t := diskField(it, f)
+	return &t, nil
+}
+
+func (w *sweeper) sync(ctx context.Context) error {
+	_, err := w.x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+	return err
+}
+
+func (w *sweeper) remount(ctx context.Context, lane string) error {
+	if _, err := w.x.callOK(ctx, "umount "+lane, req(&agentv1.Umount{Lane: lane})); err != nil {
+		return err
+	}
+	_, err := w.x.callOK(ctx, "mount "+lane, req(&agentv1.Mount{Lane: lane}))
+	return err
+}
+
+// cell runs one value × op on every lane.
+func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]SweepCell, error) {
+	f, _ := clock.OpField(op)
+	steps := v.Steps()
+	set := steps[len(steps)-1]
+	cells := make([]SweepCell, len(w.specs))
+	for i, sp := range w.specs {
+		cells[i] = SweepCell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
+			Value: set.Sec, ValueNs: set.Nsec, Op: op, Field: f}
+		if e, err := clock.Expect(sp.FS, sp.InodeSize, f, set); err == nil {
+			cells[i].Expected = e.Verdict.String()
+		}
+	}
+	if err := w.restore(ctx); err != nil {
+		return nil, err
+	}
+	// A fresh file (with content, for read) made at the root's clock.
+	if op != clock.OpCreate && op != clock.OpMkdir {
+		for _, sp := range w.specs {
+			if _, err := w.x.callOK(ctx, "prepare "+sp.Name, req(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: oWronly | oCreat, Data: []byte("x")})); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if v.Kind == clock.KindProbe {
+		for i := range cells {
+			cells[i].Expected = "" // no single value to expect
+		}
+		return cells, w.probe(ctx, v, cells)
+	}
+	rejected := make([]int32, len(w.specs))
+	for _, st := range steps {
+		if clock.UsesClock(op) {
+			errno, err := w.setClock(ctx, st)
+			if err != nil {
+				return nil, err
+			}
+			if errno != 0 {
+				for i := range cells {
+					rejected[i] = errno
+				}
+				break
+			}
+		}
+		for i, sp := range w.specs {
+			if rejected[i] != 0 {
+				continue
+			}
+			resp, err := w.x.call(ctx, op+" "+sp.Name, opReq(op, sp.Name, st))
+			if err != nil {
+				return nil, err
+			}
+			rejected[i] = resp.GetErrno()
+		}
+	}
+	if err := w.sync(ctx); err != nil {
+		return nil, err
+	}
+	path := target(op)
+	for i, sp := range w.specs {
+		c := &cells[i]
+		if rejected[i] != 0 {
+			c.Errno = rejected[i]
+			c.Verdict = clock.Reject(c.Errno).String()
+			continue
+		}
+		var err error
+		if c.Guest, err = w.stat(ctx, sp.Name, path, f); err != nil {
+			return nil, err
+		}
+		if c.OnDisk, err = w.onDisk(ctx, i, path, f); err != nil {
+			return nil, err
+		}
+		if err := w.remount(ctx, sp.Name); err != nil {
+			return nil, err
+		}
+		if c.AfterRemount, err = w.stat(ctx, sp.Name, path, f); err != nil {
+			return nil, err
+		}
+		eff := set
+		if clock.UsesClock(op) && c.Guest.Compare(set) >= 0 && c.Guest.Sec-set.Sec < int64(clockSlack/time.Second) {
+			eff = c.Guest // the clock ran between SetClock and the op
+		}
+		vd := clock.Classify(eff, c.Guest, c.OnDisk, c.AfterRemount)
+		c.Verdict, c.ClampedTo = vd.String(), vd.ClampedTo
+	}
+	return cells, nil
+}
+
+// probe makes v.Touches rapid touches at v's clock and counts distinct
+// stored times in the guest view and on disk.
+func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []SweepCell) error {
+	n := v.Touches
+	if n == 0 {
+		n = clock.DefaultTouches
+	}
+	if errno, err := w.setClock(ctx, v.Time()); err != nil || errno != 0 {
+		for i := range cells {
+			cells[i].Errno = errno
+			cells[i].Verdict = clock.Reject(errno).String()
+		}
+		return err
+	}
+	guestSeen := make([]map[clock.Timespec]bool, len(w.specs))
+	diskSeen := make([]map[clock.Timespec]bool, len(w.specs))
+	for i := range w.specs {
+		guestSeen[i], diskSeen[i] = map[clock.Timespec]bool{}, map[clock.Timespec]bool{}
+	}
+	guestTimes := make([][]clock.Timespec, len(w.specs))
+	for range n {
+		// Each lane is stat'ed right after its touch; the on-disk view
+		// of every lane follows a sync per round.
+		for i, sp := range w.specs {
+			if _, err := w.x.callOK(ctx, "touch "+sp.Name, opReq(clock.OpTouch, sp.Name, clock.Timespec{})); err != nil {
+				return err
+			}
+			g, err := w.stat(ctx, sp.Name, sweepFile, clock.Mtime)
+			if err != nil {
+				return err
+			}
+			guestSeen[i][g] = true
+			guestTimes[i] = append(guestTimes[i], g)
+		}
+		if err := w.sync(ctx); err != nil {
+			return err
+		}
+		for i := range w.specs {
+			d, err := w.onDisk(ctx, i, sweepFile, clock.Mtime)
+			if err != nil {
+				return err
+			}
+			if d != nil {
+				diskSeen[i][*d] = true
+			}
+		}
+	}
+	for i, sp := range w.specs {
+		c := &cells[i]
+		c.Touches, c.DistinctGuest, c.DistinctOnDisk = n, len(guestSeen[i]), len(diskSeen[i])
+		c.Guest = guestTimes[i][n-1]
+		var err error
+		if c.OnDisk, err = w.onDisk(ctx, i, sweepFile, clock.Mtime); err != nil {
+			return err
+		}
+		if err := w.remount(ctx, sp.Name); err != nil {
+			return err
+		}
+		if c.AfterRemount, err = w.stat(ctx, sp.Name, sweepFile, clock.Mtime); err != nil {
+			return err
+		}
+		distinct := c.DistinctGuest
+		if c.OnDisk != nil {
+			distinct = min(distinct, c.DistinctOnDisk)
+		}
+		vd := clock.Verdict{Kind: clock.Represented}
+		if distinct < n {
+			vd = clock.Verdict{Kind: clock.Rounded}
+			if c.Guest.Nsec == 0 {
+				vd.Granularity = time.Second
+			}
+		}
+		if (c.OnDisk != nil && *c.OnDisk != c.Guest) || c.AfterRemount != c.Guest {
+			vd = clock.Classify(c.Guest, c.Guest, c.OnDisk, c.AfterRemount)
+		}
+		c.Verdict = vd.String()
+	}
+	return nil
+}
+
+// contrast runs the fingerprint contrast on every ext lane.
+func (w *sweeper) contrast(ctx context.Context) ([]Contrast, error) {
+	leaves := func(t int64) (map[string][]*agentv1.Entry, error) {
+		if err := w.restore(ctx); err != nil {
+			return nil, err
+		}
+		errno, err := w.setClock(ctx, clock.Timespec{Sec: t})
+		if err != nil {
+			return nil, err
+		}
+		if errno != 0 {
+			return nil, fmt.Errorf("contrast: set clock %d: errno %d", t, errno)
+		}
+		out := make(map[string][]*agentv1.Entry)
+		for _, sp := range w.specs {
+			if _, err := w.x.callOK(ctx, "create "+sp.Name, req(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: oWronly | oCreat, Data: []byte("x")})); err != nil {
+				return nil, err
+			}
+		}
+		for _, sp := range w.specs {
+			resp, err := w.x.callOK(ctx, "fingerprint "+sp.Name, req(&agentv1.Fingerprint{Lane: sp.Name, TimeMode: agentv1.TimeMode_TIME_MODE_ALL, Leaves: true}))
+			if err != nil {
+				return nil, err
+			}
+			out[sp.Name] = oracle.Canonicalize(resp.GetFingerprint().GetLeaves(), oracle.MetisParity)
+		}
+		return out, nil
+	}
+	a, err := leaves(contrastValue)
+	if err != nil {
+		return nil, err
+	}
+	b, err := leaves(contrastReference)
+	if err != nil {
+		return nil, err
+	}
+	var out []Contrast
+	for _, sp := range w.specs {
+		if !strings.HasPrefix(sp.FS, "ext") {
+			continue
+		}
+		la, lb := a[sp.Name], b[sp.Name]
+		c := Contrast{Lane: sp.Name, Value: contrastValue, Reference: contrastReference,
+			Stored: findEntry(la, sweepFile).GetMtime().GetSec()}
+		c.Clamped = c.Stored != contrastValue
+		c.TimeExcludedEqual = bytes.Equal(rootOf(la, agentv1.TimeMode_TIME_MODE_NONE), rootOf(lb, agentv1.TimeMode_TIME_MODE_NONE))
+		c.TimeIncludedEqual = bytes.Equal(rootOf(la, agentv1.TimeMode_TIME_MODE_ALL), rootOf(lb, agentv1.TimeMode_TIME_MODE_ALL))
+		if p, ok := oracle.FirstDiff(la, lb, agentv1.TimeMode_TIME_MODE_ALL); ok {
+			c.FirstDiff = p
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

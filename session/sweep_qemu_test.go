@@ -1,0 +1,96 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/vmm/vmmtest"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestClockSweepRealGuest reproduces the paper's Table 8 on the real kernel:
+// 128-byte inodes clamp 2^31 to 2147483647 in the guest, on disk and after
+// remount; 256-byte inodes represent it; the diagonal (ext4 -I 128 clamps,
+// ext2 -I 256 represents) isolates inode size as the cause. It also runs
+// the granularity probe, a value settimeofday refuses, and the fingerprint
+// contrast.
+func TestClockSweepRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	lanes := []string{"ext2", "ext4", "ext4:inode_size=128", "ext2:inode_size=256"}
+	plan := clock.Plan{Name: "table8", Values: []clock.Value{
+		{Name: "2^31", Sec: 1 << 31},
+		{Name: "-1", Sec: -1},
+		{Name: "probe", Sec: 1_700_000_000, Kind: clock.KindProbe, Touches: 4},
+	}}
+	cells := map[[3]string]SweepCell{}
+	sum, err := m.ClockSweep(ctx, SweepOptions{Lanes: lanes, Plan: plan, Ops: []string{clock.OpTouch, clock.OpUtimensat}},
+		func(c SweepCell) {
+			t.Logf("%-20s %-6s %-9s guest %-22s disk %-22v remount %-22s %s (expected %s) probe %d/%d/%d",
+				c.Lane, c.Name, c.Op, c.Guest, c.OnDisk, c.AfterRemount, c.Verdict, c.Expected, c.Touches, c.DistinctGuest, c.DistinctOnDisk)
+			cells[[3]string{c.Lane, c.Name, c.Op}] = c
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sweep: %d cells in %s (%.2f cells/s, boot %s), %v", sum.Cells, sum.Elapsed, sum.CellsPerSec, sum.Boot, sum.ByVerdict)
+	if want := 4 * (2 + 2 + 1); sum.Cells != want {
+		t.Errorf("cells = %d, want %d", sum.Cells, want)
+	}
+
+	// Table 8 and its diagonal, for both the clock-driven and explicit op.
+	for _, op := range []string{clock.OpTouch, clock.OpUtimensat} {
+		for _, c := range []struct {
+			lane    string
+			clamped bool
+		}{{"ext2", true}, {"ext4", false}, {"ext4:inode_size=128", true}, {"ext2:inode_size=256", false}} {
+			got := cells[[3]string{c.lane, "2^31", op}]
+			if c.clamped {
+				want := clock.Timespec{Sec: clock.S32Max}
+				if got.Verdict != "clamped(2147483647)" || got.Guest != want || got.OnDisk == nil || *got.OnDisk != want || got.AfterRemount != want {
+					t.Errorf("%s %s 2^31: %+v, want clamped to 2147483647 in all three views", c.lane, op, got)
+				}
+			} else if got.Verdict != "represented" || got.Guest.Sec != 1<<31 || got.OnDisk == nil || got.OnDisk.Sec != 1<<31 || got.AfterRemount.Sec != 1<<31 {
+				t.Errorf("%s %s 2^31: %+v, want represented in all three views", c.lane, op, got)
+			}
+			if got.Verdict != got.Expected && op == clock.OpUtimensat {
+				t.Errorf("%s %s: verdict %s, clock.Expect says %s", c.lane, op, got.Verdict, got.Expected)
+			}
+		}
+	}
+	// settimeofday refuses a negative time; utimensat stores it.
+	for _, l := range lanes {
+		if c := cells[[3]string{l, "-1", clock.OpTouch}]; c.Verdict != "rejected(errno 22)" {
+			t.Errorf("%s touch at -1: %s, want rejected(errno 22)", l, c.Verdict)
+		}
+		if c := cells[[3]string{l, "-1", clock.OpUtimensat}]; c.Verdict != "represented" {
+			t.Errorf("%s utimensat -1: %s, want represented", l, c.Verdict)
+		}
+	}
+	// Granularity probe: 128-byte inodes keep whole seconds.
+	for _, l := range []string{"ext2", "ext4:inode_size=128"} {
+		c := cells[[3]string{l, "probe", clock.OpTouch}]
+		if c.DistinctOnDisk > 2 || c.DistinctGuest > 2 || c.Guest.Nsec != 0 {
+			t.Errorf("%s probe: %d guest / %d on disk distinct of %d, last %s: want whole seconds", l, c.DistinctGuest, c.DistinctOnDisk, c.Touches, c.Guest)
+		}
+	}
+	// The fingerprint contrast.
+	if len(sum.Contrast) != len(lanes) {
+		t.Fatalf("contrast: %+v", sum.Contrast)
+	}
+	for _, c := range sum.Contrast {
+		t.Logf("contrast %+v", c)
+		wantClamped := c.Lane == "ext2" || c.Lane == "ext4:inode_size=128"
+		if c.Clamped != wantClamped || !c.TimeExcludedEqual || c.TimeIncludedEqual || c.FirstDiff == "" && c.TimeIncludedEqual {
+			t.Errorf("contrast %s: %+v", c.Lane, c)
+		}
+	}
+}
