@@ -33,6 +33,8 @@ type Domain interface {
 	Explore(ctx context.Context, o session.ExploreOptions, progress func(session.ExploreProgress), found func(session.Finding)) (*session.ExploreSummary, error)
 	Findings(ctx context.Context, sessionID string) ([]session.Finding, error)
 	Finding(ctx context.Context, id string) (*session.Finding, error)
+
+	ClockSweep(ctx context.Context, o session.SweepOptions, cell func(session.SweepCell)) (*session.SweepSummary, error)
 }
 
 // managedDomain is the package's short name for ManagedDomain.

@@ -77,3 +77,47 @@ func TestExploreBadInput(t *testing.T) {
 		t.Errorf("GetFinding without id: %v, want InvalidArgument", err)
 	}
 }
+
+func TestClockSweepStream(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	stream, err := c.ClockSweep(context.Background(), &themisv1.ClockSweepRequest{Lanes: []string{"ext2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cells int
+	var sum *themisv1.SweepSummary
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetCell() != nil {
+			cells++
+			if r.GetCell().GetClampedTo() != 1<<31-1 {
+				t.Errorf("cell %v", r.GetCell())
+			}
+		}
+		if r.GetSummary() != nil {
+			sum = r.GetSummary()
+		}
+	}
+	if cells != 1 || sum.GetByVerdict()["clamped"] != 1 {
+		t.Errorf("cells %d, summary %v", cells, sum)
+	}
+	for _, bad := range []*themisv1.ClockSweepRequest{
+		{},
+		{Lanes: []string{"ext2"}, PlanJson: []byte(`{"values":[{"name":"x","sec":1}],"bogus":1}`)},
+	} {
+		s, err := c.ClockSweep(context.Background(), bad)
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ClockSweep(%v): %v, want InvalidArgument", bad, err)
+		}
+	}
+}

@@ -255,3 +255,11 @@ func (f *fakeDomain) Finding(_ context.Context, id string) (*session.Finding, er
 	}
 	return &session.Finding{ID: "f-1", Kind: "errno-divergence", Created: t0}, nil
 }
+
+func (f *fakeDomain) ClockSweep(_ context.Context, o session.SweepOptions, cell func(session.SweepCell)) (*session.SweepSummary, error) {
+	if err := f.record("ClockSweep"); err != nil {
+		return nil, err
+	}
+	cell(session.SweepCell{Lane: o.Lanes[0], Name: "2^31", Value: 1 << 31, Op: "create", Verdict: "clamped(2147483647)", ClampedTo: 1<<31 - 1})
+	return &session.SweepSummary{Session: "s-1", Cells: 1, ByVerdict: map[string]int{"clamped": 1}}, nil
+}

@@ -328,6 +328,7 @@ func addAPI(root *cobra.Command, g *globals) {
 	daemonCmd.Flags().StringVar(&dcfg.StateDir, "state-dir", "", "ledger directory")
 
 	addExplore(root, g, with)
+	addSweep(root, g, with)
 	root.AddCommand(sess, forkCmd, restoreCmd, cpCmd, applyCmd, fpCmd, statCmd, restoreFileCmd, eventsCmd, daemonCmd)
 }
 

@@ -3394,6 +3394,561 @@ func (x *GetFindingResponse) GetFinding() *Finding {
 	return nil
 }
 
+type ClockSweepRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lanes []string               `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// The plan as JSON (clock.Plan: {"values":[{"name","sec","nsec","kind","touches"}],"ops":[...]});
+	// empty: the default adversarial plan.
+	PlanJson []byte `protobuf:"bytes,2,opt,name=plan_json,json=planJson,proto3" json:"plan_json,omitempty"`
+	// Workload ops (create, write, touch, utimensat, mkdir, rename, chmod, read); empty: the plan's or all.
+	Ops []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	// Shard shard of shards (0-based); shards 0 means 1.
+	Shard         int32 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
+	Shards        int32 `protobuf:"varint,5,opt,name=shards,proto3" json:"shards,omitempty"`
+	MemoryMib     int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockSweepRequest) Reset() {
+	*x = ClockSweepRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockSweepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockSweepRequest) ProtoMessage() {}
+
+func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
+func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ClockSweepRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *ClockSweepRequest) GetPlanJson() []byte {
+	if x != nil {
+		return x.PlanJson
+	}
+	return nil
+}
+
+func (x *ClockSweepRequest) GetOps() []string {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *ClockSweepRequest) GetShard() int32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ClockSweepRequest) GetShards() int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+func (x *ClockSweepRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+type SweepCell struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Fs        string                 `protobuf:"bytes,2,opt,name=fs,proto3" json:"fs,omitempty"`
+	InodeSize int32                  `protobuf:"varint,3,opt,name=inode_size,json=inodeSize,proto3" json:"inode_size,omitempty"`
+	Name      string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Kind      string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	Value     int64                  `protobuf:"varint,6,opt,name=value,proto3" json:"value,omitempty"`
+	ValueNs   int64                  `protobuf:"varint,7,opt,name=value_ns,json=valueNs,proto3" json:"value_ns,omitempty"`
+	Op        string                 `protobuf:"bytes,8,opt,name=op,proto3" json:"op,omitempty"`
+	// mtime, ctime or atime.
+	Field string       `protobuf:"bytes,9,opt,name=field,proto3" json:"field,omitempty"`
+	Guest *v1.Timespec `protobuf:"bytes,10,opt,name=guest,proto3" json:"guest,omitempty"`
+	// Unset for lanes without an on-disk parser (vfat) and rejected cells.
+	OnDisk       *v1.Timespec `protobuf:"bytes,11,opt,name=on_disk,json=onDisk,proto3" json:"on_disk,omitempty"`
+	AfterRemount *v1.Timespec `protobuf:"bytes,12,opt,name=after_remount,json=afterRemount,proto3" json:"after_remount,omitempty"`
+	Errno        int32        `protobuf:"varint,13,opt,name=errno,proto3" json:"errno,omitempty"`
+	// represented, clamped(X), wrapped, rounded(G), rejected(E), diverged.
+	Verdict        string `protobuf:"bytes,14,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	ClampedTo      int64  `protobuf:"varint,15,opt,name=clamped_to,json=clampedTo,proto3" json:"clamped_to,omitempty"`
+	Expected       string `protobuf:"bytes,16,opt,name=expected,proto3" json:"expected,omitempty"`
+	Touches        int32  `protobuf:"varint,17,opt,name=touches,proto3" json:"touches,omitempty"`
+	DistinctGuest  int32  `protobuf:"varint,18,opt,name=distinct_guest,json=distinctGuest,proto3" json:"distinct_guest,omitempty"`
+	DistinctOnDisk int32  `protobuf:"varint,19,opt,name=distinct_on_disk,json=distinctOnDisk,proto3" json:"distinct_on_disk,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SweepCell) Reset() {
+	*x = SweepCell{}
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepCell) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepCell) ProtoMessage() {}
+
+func (x *SweepCell) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
+func (*SweepCell) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SweepCell) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *SweepCell) GetFs() string {
+	if x != nil {
+		return x.Fs
+	}
+	return ""
+}
+
+func (x *SweepCell) GetInodeSize() int32 {
+	if x != nil {
+		return x.InodeSize
+	}
+	return 0
+}
+
+func (x *SweepCell) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SweepCell) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SweepCell) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *SweepCell) GetValueNs() int64 {
+	if x != nil {
+		return x.ValueNs
+	}
+	return 0
+}
+
+func (x *SweepCell) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *SweepCell) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *SweepCell) GetGuest() *v1.Timespec {
+	if x != nil {
+		return x.Guest
+	}
+	return nil
+}
+
+func (x *SweepCell) GetOnDisk() *v1.Timespec {
+	if x != nil {
+		return x.OnDisk
+	}
+	return nil
+}
+
+func (x *SweepCell) GetAfterRemount() *v1.Timespec {
+	if x != nil {
+		return x.AfterRemount
+	}
+	return nil
+}
+
+func (x *SweepCell) GetErrno() int32 {
+	if x != nil {
+		return x.Errno
+	}
+	return 0
+}
+
+func (x *SweepCell) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *SweepCell) GetClampedTo() int64 {
+	if x != nil {
+		return x.ClampedTo
+	}
+	return 0
+}
+
+func (x *SweepCell) GetExpected() string {
+	if x != nil {
+		return x.Expected
+	}
+	return ""
+}
+
+func (x *SweepCell) GetTouches() int32 {
+	if x != nil {
+		return x.Touches
+	}
+	return 0
+}
+
+func (x *SweepCell) GetDistinctGuest() int32 {
+	if x != nil {
+		return x.DistinctGuest
+	}
+	return 0
+}
+
+func (x *SweepCell) GetDistinctOnDisk() int32 {
+	if x != nil {
+		return x.DistinctOnDisk
+	}
+	return 0
+}
+
+type SweepContrast struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Value     int64                  `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	Reference int64                  `protobuf:"varint,3,opt,name=reference,proto3" json:"reference,omitempty"`
+	Stored    int64                  `protobuf:"varint,4,opt,name=stored,proto3" json:"stored,omitempty"`
+	Clamped   bool                   `protobuf:"varint,5,opt,name=clamped,proto3" json:"clamped,omitempty"`
+	// The time-excluded (Metis-parity) fingerprints of the clamped and the
+	// correct state are equal; the time-included ones are not.
+	TimeExcludedEqual bool   `protobuf:"varint,6,opt,name=time_excluded_equal,json=timeExcludedEqual,proto3" json:"time_excluded_equal,omitempty"`
+	TimeIncludedEqual bool   `protobuf:"varint,7,opt,name=time_included_equal,json=timeIncludedEqual,proto3" json:"time_included_equal,omitempty"`
+	FirstDiff         string `protobuf:"bytes,8,opt,name=first_diff,json=firstDiff,proto3" json:"first_diff,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SweepContrast) Reset() {
+	*x = SweepContrast{}
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepContrast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepContrast) ProtoMessage() {}
+
+func (x *SweepContrast) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
+func (*SweepContrast) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SweepContrast) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *SweepContrast) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *SweepContrast) GetReference() int64 {
+	if x != nil {
+		return x.Reference
+	}
+	return 0
+}
+
+func (x *SweepContrast) GetStored() int64 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+func (x *SweepContrast) GetClamped() bool {
+	if x != nil {
+		return x.Clamped
+	}
+	return false
+}
+
+func (x *SweepContrast) GetTimeExcludedEqual() bool {
+	if x != nil {
+		return x.TimeExcludedEqual
+	}
+	return false
+}
+
+func (x *SweepContrast) GetTimeIncludedEqual() bool {
+	if x != nil {
+		return x.TimeIncludedEqual
+	}
+	return false
+}
+
+func (x *SweepContrast) GetFirstDiff() string {
+	if x != nil {
+		return x.FirstDiff
+	}
+	return ""
+}
+
+type SweepSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Cells         int64                  `protobuf:"varint,2,opt,name=cells,proto3" json:"cells,omitempty"`
+	ByVerdict     map[string]int64       `protobuf:"bytes,3,rep,name=by_verdict,json=byVerdict,proto3" json:"by_verdict,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Contrast      []*SweepContrast       `protobuf:"bytes,4,rep,name=contrast,proto3" json:"contrast,omitempty"`
+	ElapsedS      float64                `protobuf:"fixed64,5,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	BootS         float64                `protobuf:"fixed64,6,opt,name=boot_s,json=bootS,proto3" json:"boot_s,omitempty"`
+	CellsPerSec   float64                `protobuf:"fixed64,7,opt,name=cells_per_sec,json=cellsPerSec,proto3" json:"cells_per_sec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepSummary) Reset() {
+	*x = SweepSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepSummary) ProtoMessage() {}
+
+func (x *SweepSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
+func (*SweepSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SweepSummary) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SweepSummary) GetCells() int64 {
+	if x != nil {
+		return x.Cells
+	}
+	return 0
+}
+
+func (x *SweepSummary) GetByVerdict() map[string]int64 {
+	if x != nil {
+		return x.ByVerdict
+	}
+	return nil
+}
+
+func (x *SweepSummary) GetContrast() []*SweepContrast {
+	if x != nil {
+		return x.Contrast
+	}
+	return nil
+}
+
+func (x *SweepSummary) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *SweepSummary) GetBootS() float64 {
+	if x != nil {
+		return x.BootS
+	}
+	return 0
+}
+
+func (x *SweepSummary) GetCellsPerSec() float64 {
+	if x != nil {
+		return x.CellsPerSec
+	}
+	return 0
+}
+
+type ClockSweepResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ClockSweepResponse_Cell
+	//	*ClockSweepResponse_Summary
+	Event         isClockSweepResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockSweepResponse) Reset() {
+	*x = ClockSweepResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockSweepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockSweepResponse) ProtoMessage() {}
+
+func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
+func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ClockSweepResponse) GetCell() *SweepCell {
+	if x != nil {
+		if x, ok := x.Event.(*ClockSweepResponse_Cell); ok {
+			return x.Cell
+		}
+	}
+	return nil
+}
+
+func (x *ClockSweepResponse) GetSummary() *SweepSummary {
+	if x != nil {
+		if x, ok := x.Event.(*ClockSweepResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isClockSweepResponse_Event interface {
+	isClockSweepResponse_Event()
+}
+
+type ClockSweepResponse_Cell struct {
+	Cell *SweepCell `protobuf:"bytes,1,opt,name=cell,proto3,oneof"`
+}
+
+type ClockSweepResponse_Summary struct {
+	Summary *SweepSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
+}
+
+func (*ClockSweepResponse_Cell) isClockSweepResponse_Event() {}
+
+func (*ClockSweepResponse_Summary) isClockSweepResponse_Event() {}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -3674,7 +4229,66 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\"B\n" +
 	"\x12GetFindingResponse\x12,\n" +
-	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding2\xff\t\n" +
+	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding\"\xa5\x01\n" +
+	"\x11ClockSweepRequest\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1b\n" +
+	"\tplan_json\x18\x02 \x01(\fR\bplanJson\x12\x10\n" +
+	"\x03ops\x18\x03 \x03(\tR\x03ops\x12\x14\n" +
+	"\x05shard\x18\x04 \x01(\x05R\x05shard\x12\x16\n" +
+	"\x06shards\x18\x05 \x01(\x05R\x06shards\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\"\xc8\x04\n" +
+	"\tSweepCell\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
+	"\x02fs\x18\x02 \x01(\tR\x02fs\x12\x1d\n" +
+	"\n" +
+	"inode_size\x18\x03 \x01(\x05R\tinodeSize\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05value\x18\x06 \x01(\x03R\x05value\x12\x19\n" +
+	"\bvalue_ns\x18\a \x01(\x03R\avalueNs\x12\x0e\n" +
+	"\x02op\x18\b \x01(\tR\x02op\x12\x14\n" +
+	"\x05field\x18\t \x01(\tR\x05field\x12/\n" +
+	"\x05guest\x18\n" +
+	" \x01(\v2\x19.themis.agent.v1.TimespecR\x05guest\x122\n" +
+	"\aon_disk\x18\v \x01(\v2\x19.themis.agent.v1.TimespecR\x06onDisk\x12>\n" +
+	"\rafter_remount\x18\f \x01(\v2\x19.themis.agent.v1.TimespecR\fafterRemount\x12\x14\n" +
+	"\x05errno\x18\r \x01(\x05R\x05errno\x12\x18\n" +
+	"\averdict\x18\x0e \x01(\tR\averdict\x12\x1d\n" +
+	"\n" +
+	"clamped_to\x18\x0f \x01(\x03R\tclampedTo\x12\x1a\n" +
+	"\bexpected\x18\x10 \x01(\tR\bexpected\x12\x18\n" +
+	"\atouches\x18\x11 \x01(\x05R\atouches\x12%\n" +
+	"\x0edistinct_guest\x18\x12 \x01(\x05R\rdistinctGuest\x12(\n" +
+	"\x10distinct_on_disk\x18\x13 \x01(\x05R\x0edistinctOnDisk\"\x88\x02\n" +
+	"\rSweepContrast\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\x12\x1c\n" +
+	"\treference\x18\x03 \x01(\x03R\treference\x12\x16\n" +
+	"\x06stored\x18\x04 \x01(\x03R\x06stored\x12\x18\n" +
+	"\aclamped\x18\x05 \x01(\bR\aclamped\x12.\n" +
+	"\x13time_excluded_equal\x18\x06 \x01(\bR\x11timeExcludedEqual\x12.\n" +
+	"\x13time_included_equal\x18\a \x01(\bR\x11timeIncludedEqual\x12\x1d\n" +
+	"\n" +
+	"first_diff\x18\b \x01(\tR\tfirstDiff\"\xd6\x02\n" +
+	"\fSweepSummary\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05cells\x18\x02 \x01(\x03R\x05cells\x12E\n" +
+	"\n" +
+	"by_verdict\x18\x03 \x03(\v2&.themis.v1.SweepSummary.ByVerdictEntryR\tbyVerdict\x124\n" +
+	"\bcontrast\x18\x04 \x03(\v2\x18.themis.v1.SweepContrastR\bcontrast\x12\x1b\n" +
+	"\telapsed_s\x18\x05 \x01(\x01R\belapsedS\x12\x15\n" +
+	"\x06boot_s\x18\x06 \x01(\x01R\x05bootS\x12\"\n" +
+	"\rcells_per_sec\x18\a \x01(\x01R\vcellsPerSec\x1a<\n" +
+	"\x0eByVerdictEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"~\n" +
+	"\x12ClockSweepResponse\x12*\n" +
+	"\x04cell\x18\x01 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
+	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.SweepSummaryH\x00R\asummaryB\a\n" +
+	"\x05event2\xcc\n" +
+	"\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -3695,7 +4309,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aExplore\x12\x19.themis.v1.ExploreRequest\x1a\x1a.themis.v1.ExploreResponse0\x01\x12O\n" +
 	"\fListFindings\x12\x1e.themis.v1.ListFindingsRequest\x1a\x1f.themis.v1.ListFindingsResponse\x12I\n" +
 	"\n" +
-	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponse\x12K\n" +
+	"\n" +
+	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -3710,7 +4326,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -3759,123 +4375,139 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ListFindingsResponse)(nil),     // 44: themis.v1.ListFindingsResponse
 	(*GetFindingRequest)(nil),        // 45: themis.v1.GetFindingRequest
 	(*GetFindingResponse)(nil),       // 46: themis.v1.GetFindingResponse
-	(*timestamppb.Timestamp)(nil),    // 47: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 48: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 49: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 50: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 51: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 52: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 53: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 54: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 55: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 56: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 57: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 58: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 59: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 60: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 61: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 62: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 63: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 64: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 65: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 66: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 67: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 68: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 69: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 70: themis.agent.v1.StatResult
+	(*ClockSweepRequest)(nil),        // 47: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 48: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 49: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 50: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 51: themis.v1.ClockSweepResponse
+	nil,                              // 52: themis.v1.SweepSummary.ByVerdictEntry
+	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 54: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 55: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 56: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 57: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 58: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 59: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 60: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 61: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 62: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 63: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 64: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 65: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 66: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 67: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 68: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 69: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 70: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 71: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 72: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 73: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 74: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 75: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 76: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 77: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	0,  // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	3,  // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	47, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	47, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	53, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	53, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,  // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	47, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	53, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	12, // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,  // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	13, // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	48, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	49, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	50, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	51, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	52, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	53, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	54, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	55, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	56, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	57, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	58, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	59, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	60, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	61, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	62, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	63, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	64, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	65, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	66, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	67, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	54, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	55, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	56, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	57, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	58, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	59, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	60, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	61, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	62, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	63, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	64, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	65, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	66, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	67, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	68, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	69, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	70, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	71, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	72, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	73, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	22, // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	68, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	69, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	74, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	75, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
 	27, // 38: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	70, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	47, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	76, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	53, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	24, // 41: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	35, // 42: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	68, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	74, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	24, // 44: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	47, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	53, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
 	12, // 46: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
 	39, // 47: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
 	40, // 48: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
 	41, // 49: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
 	40, // 50: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
 	40, // 51: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	4,  // 52: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 53: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 54: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 55: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 56: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 57: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 58: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 59: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 60: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 61: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 62: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 63: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 64: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 65: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 66: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	43, // 67: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	45, // 68: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	5,  // 69: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 70: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 71: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 72: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 73: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 74: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 75: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 76: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 77: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 78: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 79: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 80: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 81: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 82: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	42, // 83: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	44, // 84: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	46, // 85: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	69, // [69:86] is the sub-list for method output_type
-	52, // [52:69] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	77, // 52: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	77, // 53: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	77, // 54: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	52, // 55: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	49, // 56: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	48, // 57: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	50, // 58: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	4,  // 59: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 60: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 61: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 62: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 63: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 64: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 65: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 66: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 67: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 68: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 69: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 70: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 71: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 72: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 73: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	43, // 74: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	45, // 75: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	47, // 76: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	5,  // 77: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 78: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 79: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 80: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 81: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 82: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 83: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 84: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 85: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 86: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 87: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 88: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 89: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 90: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	42, // 91: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	44, // 92: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	46, // 93: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	51, // 94: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	77, // [77:95] is the sub-list for method output_type
+	59, // [59:77] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -3910,13 +4542,17 @@ func file_themis_v1_themis_proto_init() {
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
+	file_themis_v1_themis_proto_msgTypes[49].OneofWrappers = []any{
+		(*ClockSweepResponse_Cell)(nil),
+		(*ClockSweepResponse_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

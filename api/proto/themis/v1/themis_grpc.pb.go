@@ -43,6 +43,7 @@ const (
 	Themis_Explore_FullMethodName          = "/themis.v1.Themis/Explore"
 	Themis_ListFindings_FullMethodName     = "/themis.v1.Themis/ListFindings"
 	Themis_GetFinding_FullMethodName       = "/themis.v1.Themis/GetFinding"
+	Themis_ClockSweep_FullMethodName       = "/themis.v1.Themis/ClockSweep"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -78,6 +79,10 @@ type ThemisClient interface {
 	// ListFindings lists stored findings, newest first.
 	ListFindings(ctx context.Context, in *ListFindingsRequest, opts ...grpc.CallOption) (*ListFindingsResponse, error)
 	GetFinding(ctx context.Context, in *GetFindingRequest, opts ...grpc.CallOption) (*GetFindingResponse, error)
+	// ClockSweep boots a session with the given lanes and, for each lane x
+	// value x op, sets the clock (or the explicit time), runs the op, and reads
+	// back the guest's view, the inode on disk and the view after remount.
+	ClockSweep(ctx context.Context, in *ClockSweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClockSweepResponse], error)
 }
 
 type themisClient struct {
@@ -267,6 +272,25 @@ func (c *themisClient) GetFinding(ctx context.Context, in *GetFindingRequest, op
 	return out, nil
 }
 
+func (c *themisClient) ClockSweep(ctx context.Context, in *ClockSweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClockSweepResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[1], Themis_ClockSweep_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ClockSweepRequest, ClockSweepResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ClockSweepClient = grpc.ServerStreamingClient[ClockSweepResponse]
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -300,6 +324,10 @@ type ThemisServer interface {
 	// ListFindings lists stored findings, newest first.
 	ListFindings(context.Context, *ListFindingsRequest) (*ListFindingsResponse, error)
 	GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error)
+	// ClockSweep boots a session with the given lanes and, for each lane x
+	// value x op, sets the clock (or the explicit time), runs the op, and reads
+	// back the guest's view, the inode on disk and the view after remount.
+	ClockSweep(*ClockSweepRequest, grpc.ServerStreamingServer[ClockSweepResponse]) error
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -360,6 +388,9 @@ func (UnimplementedThemisServer) ListFindings(context.Context, *ListFindingsRequ
 }
 func (UnimplementedThemisServer) GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFinding not implemented")
+}
+func (UnimplementedThemisServer) ClockSweep(*ClockSweepRequest, grpc.ServerStreamingServer[ClockSweepResponse]) error {
+	return status.Error(codes.Unimplemented, "method ClockSweep not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -681,6 +712,17 @@ func _Themis_GetFinding_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_ClockSweep_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ClockSweepRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).ClockSweep(m, &grpc.GenericServerStream[ClockSweepRequest, ClockSweepResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ClockSweepServer = grpc.ServerStreamingServer[ClockSweepResponse]
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -757,6 +799,11 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Explore",
 			Handler:       _Themis_Explore_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ClockSweep",
+			Handler:       _Themis_ClockSweep_Handler,
 			ServerStreams: true,
 		},
 	},

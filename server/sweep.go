@@ -1,0 +1,77 @@
+package server
+
+import (
+	"fmt"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/session"
+)
+
+// ClockSweep implements themisv1.ThemisServer: it decodes the plan (strict
+// JSON), runs the sweep in the domain and streams one message per cell, then
+// the summary.
+func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.Themis_ClockSweepServer) error {
+	if len(req.GetLanes()) == 0 {
+		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
+	}
+	opts := session.SweepOptions{
+		Lanes: req.GetLanes(), Ops: req.GetOps(),
+		Shard: int(req.GetShard()), Shards: int(req.GetShards()), MemoryMiB: int(req.GetMemoryMib()),
+	}
+	if len(req.GetPlanJson()) > 0 {
+		if len(req.GetPlanJson()) > 1<<20 {
+			return toStatus(session.Invalid("plan_json", "larger than 1 MiB"))
+		}
+		p, err := clock.DecodePlan(req.GetPlanJson(), clock.FormatJSON)
+		if err != nil {
+			return toStatus(session.Invalid("plan_json", "%v", err))
+		}
+		opts.Plan = p
+	}
+	var sendErr error
+	sum, err := s.d.ClockSweep(stream.Context(), opts, func(c session.SweepCell) {
+		if sendErr == nil {
+			sendErr = stream.Send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Cell{Cell: sweepCellProto(c)}})
+		}
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("clock sweep: send: %w", sendErr)
+	}
+	out := &themisv1.SweepSummary{
+		SessionId: sum.Session, Cells: int64(sum.Cells), ByVerdict: map[string]int64{},
+		ElapsedS: sum.Elapsed.Seconds(), BootS: sum.Boot.Seconds(), CellsPerSec: sum.CellsPerSec,
+	}
+	for k, v := range sum.ByVerdict {
+		out.ByVerdict[k] = int64(v)
+	}
+	for _, c := range sum.Contrast {
+		out.Contrast = append(out.Contrast, &themisv1.SweepContrast{
+			Lane: c.Lane, Value: c.Value, Reference: c.Reference, Stored: c.Stored, Clamped: c.Clamped,
+			TimeExcludedEqual: c.TimeExcludedEqual, TimeIncludedEqual: c.TimeIncludedEqual, FirstDiff: c.FirstDiff,
+		})
+	}
+	return stream.Send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Summary{Summary: out}})
+}
+
+func timespecProto(t clock.Timespec) *agentv1.Timespec {
+	return &agentv1.Timespec{Sec: t.Sec, Nsec: t.Nsec}
+}
+
+func sweepCellProto(c session.SweepCell) *themisv1.SweepCell {
+	out := &themisv1.SweepCell{
+		Lane: c.Lane, Fs: c.FS, InodeSize: int32(c.InodeSize), Name: c.Name, Kind: string(c.Kind),
+		Value: c.Value, ValueNs: c.ValueNs, Op: c.Op, Field: string(c.Field),
+		Guest: timespecProto(c.Guest), AfterRemount: timespecProto(c.AfterRemount),
+		Errno: c.Errno, Verdict: c.Verdict, ClampedTo: c.ClampedTo, Expected: c.Expected,
+		Touches: int32(c.Touches), DistinctGuest: int32(c.DistinctGuest), DistinctOnDisk: int32(c.DistinctOnDisk),
+	}
+	if c.OnDisk != nil {
+		out.OnDisk = timespecProto(*c.OnDisk)
+	}
+	return out
+}
