@@ -101,6 +101,14 @@ func TestNuisanceFigure5(t *testing.T) {
 					t.Fatalf("bad range %+v", r)
 				}
 			}
+			// The exported Diff agrees: raw sectors > 0, normalized 0.
+			d, err := Diff(bytes.NewReader(imgs[0]), bytes.NewReader(imgs[1]), int64(len(imgs[0])), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.RawSectors == 0 || d.NormalizedSectors != 0 || len(d.Ranges) != 0 || len(d.Masked) == 0 {
+				t.Errorf("Diff: raw %d, normalized %d, %d ranges, %d masked; want raw > 0, normalized 0", d.RawSectors, d.NormalizedSectors, len(d.Ranges), len(d.Masked))
+			}
 			// One more operation survives normalization.
 			p := filepath.Join(dir, "1.img")
 			if err := debugfsW(p, "mkdir extra\n"); err != nil {
@@ -120,6 +128,13 @@ func TestNuisanceFigure5(t *testing.T) {
 			}
 			if d := maskedDiff(imgs[0], b, masks[0], m); len(d) == 0 {
 				t.Error("an extra mkdir vanished under normalization")
+			}
+			d, err = Diff(bytes.NewReader(imgs[0]), bytes.NewReader(b), int64(len(b)), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.NormalizedSectors == 0 || len(d.Ranges) == 0 || d.Ranges[0].Region == "" {
+				t.Errorf("Diff after an extra mkdir: normalized %d sectors, ranges %v", d.NormalizedSectors, d.Ranges)
 			}
 		})
 	}
