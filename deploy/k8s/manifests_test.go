@@ -1,0 +1,334 @@
+// Package k8s holds the Kubernetes manifests for batch clock sweeps; this test
+// strictly decodes them with the real API types and checks that they agree
+// with each other (shard count, index variable, shared results claim).
+package k8s
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	claimName   = "themis-sweep-results"
+	resultsPath = "/results"
+	kvmResource = corev1.ResourceName("devices.kubevirt.io/kvm")
+)
+
+// docs splits a YAML stream on "---" lines and drops documents that hold
+// only comments or whitespace.
+func docs(t *testing.T, file string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	var cur bytes.Buffer
+	flush := func() {
+		meaningful := false
+		for _, l := range strings.Split(cur.String(), "\n") {
+			if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "#") {
+				meaningful = true
+				break
+			}
+		}
+		if meaningful {
+			out = append(out, append([]byte(nil), cur.Bytes()...))
+		}
+		cur.Reset()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimRight(line, " \t") == "---" || strings.HasPrefix(line, "--- ") {
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	return out
+}
+
+// decodeStrict decodes every document of file into a fresh T, rejecting
+// unknown or duplicate fields, and checks apiVersion/kind.
+func decodeStrict[T any](t *testing.T, file, apiVersion, kind string, meta func(*T) (string, string)) []*T {
+	t.Helper()
+	var objs []*T
+	for i, d := range docs(t, file) {
+		obj := new(T)
+		if err := yaml.UnmarshalStrict(d, obj); err != nil {
+			t.Fatalf("%s: document %d: strict decode: %v", file, i, err)
+		}
+		if av, k := meta(obj); av != apiVersion || k != kind {
+			t.Fatalf("%s: document %d: got %s %s, want %s %s", file, i, av, k, apiVersion, kind)
+		}
+		objs = append(objs, obj)
+	}
+	if len(objs) == 0 {
+		t.Fatalf("%s: no documents", file)
+	}
+	return objs
+}
+
+func jobs(t *testing.T, file string) []*batchv1.Job {
+	return decodeStrict(t, file, "batch/v1", "Job", func(j *batchv1.Job) (string, string) { return j.APIVersion, j.Kind })
+}
+
+func oneJob(t *testing.T, file string) *batchv1.Job {
+	t.Helper()
+	js := jobs(t, file)
+	if len(js) != 1 {
+		t.Fatalf("%s: %d Jobs, want 1", file, len(js))
+	}
+	return js[0]
+}
+
+func oneContainer(t *testing.T, j *batchv1.Job) corev1.Container {
+	t.Helper()
+	cs := j.Spec.Template.Spec.Containers
+	if len(cs) != 1 {
+		t.Fatalf("job %s: %d containers, want 1", j.Name, len(cs))
+	}
+	return cs[0]
+}
+
+// script returns the shell script of an `sh -c SCRIPT` container.
+func script(t *testing.T, c corev1.Container) string {
+	t.Helper()
+	cmd := append(append([]string(nil), c.Command...), c.Args...)
+	if len(cmd) != 3 || cmd[0] != "sh" || cmd[1] != "-c" {
+		t.Fatalf("container %s: command %q, want sh -c SCRIPT", c.Name, cmd)
+	}
+	return cmd[2]
+}
+
+// resultsClaim checks that the Job mounts the results claim at /results.
+func resultsClaim(t *testing.T, j *batchv1.Job, c corev1.Container) {
+	t.Helper()
+	var vol string
+	for _, v := range j.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claimName {
+			if v.PersistentVolumeClaim.ReadOnly {
+				t.Errorf("job %s: results claim mounted read-only", j.Name)
+			}
+			vol = v.Name
+		}
+	}
+	if vol == "" {
+		t.Fatalf("job %s: no volume for claim %s", j.Name, claimName)
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == vol {
+			if m.MountPath != resultsPath {
+				t.Errorf("job %s: claim mounted at %s, want %s", j.Name, m.MountPath, resultsPath)
+			}
+			return
+		}
+	}
+	t.Errorf("job %s: container %s does not mount volume %s", j.Name, c.Name, vol)
+}
+
+var (
+	shardRE      = regexp.MustCompile(`--shard "\$JOB_COMPLETION_INDEX/([0-9]+)"`)
+	mergeCountRE = regexp.MustCompile(`\[ "\$n" -ne ([0-9]+) \]`)
+)
+
+func sweepShards(t *testing.T, s string) int {
+	t.Helper()
+	m := shardRE.FindAllStringSubmatch(s, -1)
+	if len(m) != 1 {
+		t.Fatalf("sweep script: want exactly one --shard \"$JOB_COMPLETION_INDEX/N\", got %d in %q", len(m), s)
+	}
+	n, _ := strconv.Atoi(m[0][1])
+	return n
+}
+
+func TestPVC(t *testing.T) {
+	pvcs := decodeStrict(t, "pvc.yaml", "v1", "PersistentVolumeClaim",
+		func(p *corev1.PersistentVolumeClaim) (string, string) { return p.APIVersion, p.Kind })
+	if len(pvcs) != 1 || pvcs[0].Name != claimName {
+		t.Fatalf("pvc.yaml: want one claim %s", claimName)
+	}
+	p := pvcs[0]
+	rwx := false
+	for _, m := range p.Spec.AccessModes {
+		rwx = rwx || m == corev1.ReadWriteMany
+	}
+	if !rwx {
+		t.Errorf("claim %s: access modes %v; shards on different nodes need ReadWriteMany", claimName, p.Spec.AccessModes)
+	}
+	if q, ok := p.Spec.Resources.Requests[corev1.ResourceStorage]; !ok || q.IsZero() {
+		t.Errorf("claim %s: no storage request", claimName)
+	}
+}
+
+func TestSweepJob(t *testing.T) {
+	j := oneJob(t, "sweep-job.yaml")
+	s := j.Spec
+	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
+		t.Fatalf("completionMode %v, want Indexed", s.CompletionMode)
+	}
+	if s.Completions == nil || s.Parallelism == nil {
+		t.Fatal("completions and parallelism must be set")
+	}
+	c := oneContainer(t, j)
+	sc := script(t, c)
+	n := sweepShards(t, sc)
+	if n < 1 || int(*s.Completions) != n || int(*s.Parallelism) != n {
+		t.Errorf("completions %d, parallelism %d, shards in command %d: must be equal", *s.Completions, *s.Parallelism, n)
+	}
+	for _, want := range []string{"themisctl --json sweep clock", `--fs "$LANES"`, "JOB_COMPLETION_INDEX", "/results/shard-$JOB_COMPLETION_INDEX.jsonl", "set -eu"} {
+		if !strings.Contains(sc, want) {
+			t.Errorf("sweep script lacks %q: %q", want, sc)
+		}
+	}
+	lanes := ""
+	for _, e := range c.Env {
+		if e.Name == "LANES" {
+			lanes = e.Value
+		}
+	}
+	if lanes == "" {
+		t.Error("env LANES not set")
+	}
+	ps := j.Spec.Template.Spec
+	if ps.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %q, want Never (backoffLimitPerIndex needs it)", ps.RestartPolicy)
+	}
+	if ps.NodeSelector["themis.dev/kvm"] != "true" {
+		t.Errorf("nodeSelector %v lacks themis.dev/kvm=true", ps.NodeSelector)
+	}
+	if q, ok := c.Resources.Limits[kvmResource]; !ok || q.Value() != 1 {
+		t.Errorf("container %s: limits %v lack %s: 1", c.Name, c.Resources.Limits, kvmResource)
+	}
+	resultsClaim(t, j, c)
+}
+
+func TestMergeJob(t *testing.T) {
+	sweep := oneJob(t, "sweep-job.yaml")
+	n := sweepShards(t, script(t, oneContainer(t, sweep)))
+	j := oneJob(t, "sweep-merge-job.yaml")
+	if j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion {
+		t.Error("merge job must not be Indexed")
+	}
+	if j.Name == sweep.Name {
+		t.Errorf("merge and sweep jobs share the name %s", j.Name)
+	}
+	c := oneContainer(t, j)
+	sc := script(t, c)
+	for _, want := range []string{"themisctl sweep merge /results/shard-*.jsonl --json", "/results/merged.jsonl", "set -eu"} {
+		if !strings.Contains(sc, want) {
+			t.Errorf("merge script lacks %q: %q", want, sc)
+		}
+	}
+	m := mergeCountRE.FindStringSubmatch(sc)
+	if m == nil {
+		t.Fatalf("merge script does not check the shard count: %q", sc)
+	}
+	if got, _ := strconv.Atoi(m[1]); got != n {
+		t.Errorf("merge expects %d shards, sweep runs %d", got, n)
+	}
+	resultsClaim(t, j, c)
+	resultsClaim(t, sweep, oneContainer(t, sweep))
+}
+
+// TestStrictRejectsTypos makes sure the decoder would catch a misspelt field.
+func TestStrictRejectsTypos(t *testing.T) {
+	d := docs(t, "sweep-job.yaml")[0]
+	bad := bytes.Replace(d, []byte("completionMode:"), []byte("completionsMode:"), 1)
+	if bytes.Equal(bad, d) {
+		t.Fatal("completionMode not found")
+	}
+	var j batchv1.Job
+	if err := yaml.UnmarshalStrict(bad, &j); err == nil {
+		t.Fatal("strict decode accepted an unknown field")
+	}
+}
+
+// TestScripts runs the two shell scripts with a stand-in themisctl and
+// /results pointed at a temporary directory: every index writes its shard,
+// a failing sweep leaves no shard file, and the merge sees all shards.
+func TestScripts(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	res := filepath.Join(dir, "results")
+	for _, d := range []string{bin, res} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake := "#!/bin/sh\nif [ -n \"${FAIL:-}\" ]; then echo partial; exit 1; fi\nprintf '%s\\n' \"$*\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "themisctl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(sc string, env ...string) ([]byte, error) {
+		cmd := exec.Command("sh", "-c", strings.ReplaceAll(sc, resultsPath, res))
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		cmd.Env = append(cmd.Env, env...)
+		return cmd.CombinedOutput()
+	}
+	sweep := oneJob(t, "sweep-job.yaml")
+	sc := script(t, oneContainer(t, sweep))
+	n := sweepShards(t, sc)
+	merge := script(t, oneContainer(t, oneJob(t, "sweep-merge-job.yaml")))
+
+	if out, err := run(merge); err == nil {
+		t.Fatalf("merge with no shards succeeded: %s", out)
+	}
+	if out, err := run(sc, "LANES=ext2,ext4", "JOB_COMPLETION_INDEX=0", "FAIL=1"); err == nil {
+		t.Fatalf("failing sweep reported success: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(res, "shard-0.jsonl")); !os.IsNotExist(err) {
+		t.Fatalf("failing sweep left a shard file (stat: %v)", err)
+	}
+	var want []string
+	for i := 0; i < n; i++ {
+		if out, err := run(sc, "LANES=ext2,ext4", "JOB_COMPLETION_INDEX="+strconv.Itoa(i)); err != nil {
+			t.Fatalf("shard %d: %v: %s", i, err, out)
+		}
+		b, err := os.ReadFile(filepath.Join(res, "shard-"+strconv.Itoa(i)+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, w := strings.TrimSpace(string(b)), "--json sweep clock --fs ext2,ext4 --shard "+strconv.Itoa(i)+"/"+strconv.Itoa(n); got != w {
+			t.Errorf("shard %d ran themisctl %q, want %q", i, got, w)
+		}
+		want = append(want, filepath.Join(res, "shard-"+strconv.Itoa(i)+".jsonl"))
+	}
+	if out, err := run(merge); err != nil {
+		t.Fatalf("merge: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(res, "merged.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(want)
+	if got, w := strings.TrimSpace(string(b)), "sweep merge "+strings.Join(want, " ")+" --json"; got != w {
+		t.Errorf("merge ran themisctl %q, want %q", got, w)
+	}
+	left, _ := filepath.Glob(filepath.Join(res, "*.tmp"))
+	if len(left) != 0 {
+		// The failed try's shard-0.jsonl.tmp was replaced by the retry's.
+		t.Errorf("temporary files left: %v", left)
+	}
+}
