@@ -75,10 +75,12 @@ func TestClockSweepRealGuest(t *testing.T) {
 			t.Errorf("%s utimensat -1: %s, want represented", l, c.Verdict)
 		}
 	}
-	// Granularity probe: 128-byte inodes keep whole seconds.
+	// Granularity probe: 128-byte inodes keep whole seconds, so rapid
+	// touches collapse (how many distinct seconds they span depends on how
+	// loaded the machine is: at least two of the four must share one).
 	for _, l := range []string{"ext2", "ext4:inode_size=128"} {
 		c := cells[[3]string{l, "probe", clock.OpTouch}]
-		if c.DistinctOnDisk > 2 || c.DistinctGuest > 2 || c.Guest.Nsec != 0 {
+		if c.DistinctOnDisk >= c.Touches || c.DistinctGuest >= c.Touches || c.DistinctGuest != c.DistinctOnDisk || c.Guest.Nsec != 0 {
 			t.Errorf("%s probe: %d guest / %d on disk distinct of %d, last %s: want whole seconds", l, c.DistinctGuest, c.DistinctOnDisk, c.Touches, c.Guest)
 		}
 	}
