@@ -35,6 +35,8 @@ type Domain interface {
 	Finding(ctx context.Context, id string) (*session.Finding, error)
 
 	ClockSweep(ctx context.Context, o session.SweepOptions, cell func(session.SweepCell)) (*session.SweepSummary, error)
+	Profile(ctx context.Context, o session.ProfileOptions, row func(session.ProfileRow)) (*session.ProfileSummary, error)
+	Corrupt(ctx context.Context, o session.CorruptOptions, res func(session.CorruptResult)) (*session.CorruptSummary, error)
 }
 
 // managedDomain is the package's short name for ManagedDomain.

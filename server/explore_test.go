@@ -121,3 +121,58 @@ func TestClockSweepStream(t *testing.T) {
 		}
 	}
 }
+
+func TestProfileAndCorruptStreams(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	ps, err := c.Profile(context.Background(), &themisv1.ProfileRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	var psum *themisv1.ProfileSummary
+	for {
+		r, err := ps.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := r.GetRow(); row != nil {
+			rows++
+			if row.GetWrittenLbas()[0].GetRegion() != "inode-table" {
+				t.Errorf("row %v", row)
+			}
+		}
+		if s := r.GetSummary(); s != nil {
+			psum = s
+		}
+	}
+	if rows != 1 || len(psum.GetLayouts()) != 1 || psum.GetLayouts()[0].GetInferred()[0].GetFirst() != 14 {
+		t.Errorf("profile: %d rows, summary %v", rows, psum)
+	}
+	cs, err := c.Corrupt(context.Background(), &themisv1.CorruptRequest{Targets: []string{"superblock.magic"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []string
+	for {
+		r, err := cs.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := r.GetResult(); res != nil {
+			classes = append(classes, res.GetClass())
+		}
+		if s := r.GetSummary(); s != nil && s.GetByClass()["fatal"] != 1 {
+			t.Errorf("corrupt summary %v", s)
+		}
+	}
+	if len(classes) != 1 || classes[0] != "fatal" {
+		t.Errorf("corrupt classes %v", classes)
+	}
+}

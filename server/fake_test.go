@@ -263,3 +263,21 @@ func (f *fakeDomain) ClockSweep(_ context.Context, o session.SweepOptions, cell 
 	cell(session.SweepCell{Lane: o.Lanes[0], Name: "2^31", Value: 1 << 31, Op: "create", Verdict: "clamped(2147483647)", ClampedTo: 1<<31 - 1})
 	return &session.SweepSummary{Session: "s-1", Cells: 1, ByVerdict: map[string]int{"clamped": 1}}, nil
 }
+
+func (f *fakeDomain) Profile(_ context.Context, o session.ProfileOptions, row func(session.ProfileRow)) (*session.ProfileSummary, error) {
+	if err := f.record("Profile"); err != nil {
+		return nil, err
+	}
+	row(session.ProfileRow{Lane: "ext2", Op: "chmod f 0600", SectorsWritten: 2, Written: []session.LBARange{{First: 14, Count: 2, Region: "inode-table"}}})
+	return &session.ProfileSummary{Session: "s-1", Rows: 1,
+		Layout:   map[string][]session.LBARange{"ext2": {{First: 2, Count: 2, Region: "superblock"}}},
+		Inferred: map[string][]session.LBARange{"ext2": {{First: 14, Count: 2, Region: "inode-table"}}}}, nil
+}
+
+func (f *fakeDomain) Corrupt(_ context.Context, o session.CorruptOptions, res func(session.CorruptResult)) (*session.CorruptSummary, error) {
+	if err := f.record("Corrupt"); err != nil {
+		return nil, err
+	}
+	res(session.CorruptResult{Lane: "ext2", Target: "superblock.magic", LBA: 2, Offset: 56, Class: "fatal"})
+	return &session.CorruptSummary{Session: "s-1", Results: 1, ByClass: map[string]int{"fatal": 1}}, nil
+}

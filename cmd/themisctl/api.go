@@ -329,6 +329,7 @@ func addAPI(root *cobra.Command, g *globals) {
 
 	addExplore(root, g, with)
 	addSweep(root, g, with)
+	addBelowFS(root, g, with)
 	root.AddCommand(sess, forkCmd, restoreCmd, cpCmd, applyCmd, fpCmd, statCmd, restoreFileCmd, eventsCmd, daemonCmd)
 }
 
@@ -336,6 +337,16 @@ func addAPI(root *cobra.Command, g *globals) {
 // (snake_case), the same names the API documents.
 func writeProtoJSON(m proto.Message) error {
 	b, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Println(string(b))
+	return err
+}
+
+// writeProtoJSONLine prints a message as one line of JSON (JSON lines).
+func writeProtoJSONLine(m proto.Message) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode json: %w", err)
 	}

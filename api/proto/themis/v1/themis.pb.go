@@ -3949,6 +3949,850 @@ func (*ClockSweepResponse_Cell) isClockSweepResponse_Event() {}
 
 func (*ClockSweepResponse_Summary) isClockSweepResponse_Event() {}
 
+type ProfileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ext* lane specs (default ext2).
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Ops in opspec's short form (default: the paper's Table 2 rows).
+	Ops []string `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	// Ops run once before the checkpoint (default: create f, sync).
+	Setup         []string `protobuf:"bytes,3,rep,name=setup,proto3" json:"setup,omitempty"`
+	MemoryMib     int32    `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProfileRequest) Reset() {
+	*x = ProfileRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfileRequest) ProtoMessage() {}
+
+func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
+func (*ProfileRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ProfileRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *ProfileRequest) GetOps() []string {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *ProfileRequest) GetSetup() []string {
+	if x != nil {
+		return x.Setup
+	}
+	return nil
+}
+
+func (x *ProfileRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+type LBARange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First 512-byte sector and count.
+	First uint64 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Count uint64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Structure holding it (superblock, group-descriptors, inode-table, data, ...).
+	Region        string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LBARange) Reset() {
+	*x = LBARange{}
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LBARange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LBARange) ProtoMessage() {}
+
+func (x *LBARange) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
+func (*LBARange) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *LBARange) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *LBARange) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *LBARange) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+type ProfileRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Op    string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	// Bytes the op asked to write (0 for metadata ops).
+	Bytes          int64       `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	SectorsWritten int32       `protobuf:"varint,4,opt,name=sectors_written,json=sectorsWritten,proto3" json:"sectors_written,omitempty"`
+	WrittenLbas    []*LBARange `protobuf:"bytes,5,rep,name=written_lbas,json=writtenLbas,proto3" json:"written_lbas,omitempty"`
+	// Cold sectors read after drop caches + remount, minus the mount baseline.
+	SectorsRead       int32   `protobuf:"varint,6,opt,name=sectors_read,json=sectorsRead,proto3" json:"sectors_read,omitempty"`
+	MountBaselineRead int32   `protobuf:"varint,7,opt,name=mount_baseline_read,json=mountBaselineRead,proto3" json:"mount_baseline_read,omitempty"`
+	Amplification     float64 `protobuf:"fixed64,8,opt,name=amplification,proto3" json:"amplification,omitempty"`
+	Errno             int32   `protobuf:"varint,9,opt,name=errno,proto3" json:"errno,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ProfileRow) Reset() {
+	*x = ProfileRow{}
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfileRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfileRow) ProtoMessage() {}
+
+func (x *ProfileRow) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
+func (*ProfileRow) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ProfileRow) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *ProfileRow) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *ProfileRow) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *ProfileRow) GetSectorsWritten() int32 {
+	if x != nil {
+		return x.SectorsWritten
+	}
+	return 0
+}
+
+func (x *ProfileRow) GetWrittenLbas() []*LBARange {
+	if x != nil {
+		return x.WrittenLbas
+	}
+	return nil
+}
+
+func (x *ProfileRow) GetSectorsRead() int32 {
+	if x != nil {
+		return x.SectorsRead
+	}
+	return 0
+}
+
+func (x *ProfileRow) GetMountBaselineRead() int32 {
+	if x != nil {
+		return x.MountBaselineRead
+	}
+	return 0
+}
+
+func (x *ProfileRow) GetAmplification() float64 {
+	if x != nil {
+		return x.Amplification
+	}
+	return 0
+}
+
+func (x *ProfileRow) GetErrno() int32 {
+	if x != nil {
+		return x.Errno
+	}
+	return 0
+}
+
+type LaneLayout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// From parsing the image (fsimage.Layout).
+	Parsed []*LBARange `protobuf:"bytes,2,rep,name=parsed,proto3" json:"parsed,omitempty"`
+	// Inferred from the writes of every op, labelled by structure.
+	Inferred      []*LBARange `protobuf:"bytes,3,rep,name=inferred,proto3" json:"inferred,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneLayout) Reset() {
+	*x = LaneLayout{}
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneLayout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneLayout) ProtoMessage() {}
+
+func (x *LaneLayout) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
+func (*LaneLayout) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *LaneLayout) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *LaneLayout) GetParsed() []*LBARange {
+	if x != nil {
+		return x.Parsed
+	}
+	return nil
+}
+
+func (x *LaneLayout) GetInferred() []*LBARange {
+	if x != nil {
+		return x.Inferred
+	}
+	return nil
+}
+
+type ProfileSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Rows          int32                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	Layouts       []*LaneLayout          `protobuf:"bytes,3,rep,name=layouts,proto3" json:"layouts,omitempty"`
+	ElapsedS      float64                `protobuf:"fixed64,4,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProfileSummary) Reset() {
+	*x = ProfileSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfileSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfileSummary) ProtoMessage() {}
+
+func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
+func (*ProfileSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ProfileSummary) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ProfileSummary) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *ProfileSummary) GetLayouts() []*LaneLayout {
+	if x != nil {
+		return x.Layouts
+	}
+	return nil
+}
+
+func (x *ProfileSummary) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+type ProfileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ProfileResponse_Row
+	//	*ProfileResponse_Summary
+	Event         isProfileResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProfileResponse) Reset() {
+	*x = ProfileResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfileResponse) ProtoMessage() {}
+
+func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
+func (*ProfileResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ProfileResponse) GetRow() *ProfileRow {
+	if x != nil {
+		if x, ok := x.Event.(*ProfileResponse_Row); ok {
+			return x.Row
+		}
+	}
+	return nil
+}
+
+func (x *ProfileResponse) GetSummary() *ProfileSummary {
+	if x != nil {
+		if x, ok := x.Event.(*ProfileResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isProfileResponse_Event interface {
+	isProfileResponse_Event()
+}
+
+type ProfileResponse_Row struct {
+	Row *ProfileRow `protobuf:"bytes,1,opt,name=row,proto3,oneof"`
+}
+
+type ProfileResponse_Summary struct {
+	Summary *ProfileSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
+}
+
+func (*ProfileResponse_Row) isProfileResponse_Event() {}
+
+func (*ProfileResponse_Summary) isProfileResponse_Event() {}
+
+type CorruptRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ext* lane specs (default ext2).
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// superblock.magic, superblock.<field>, inode:<path>:<field>, dirent:<dir>:<name>:<field>,
+	// data:<path>:<offset>:<bit>, gd.<field>, bitmap.block, bitmap.inode, lba:<lba>:<offset>:<bit>.
+	Targets []string `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	// Ops run before (default: a small tree).
+	Setup []string `protobuf:"bytes,3,rep,name=setup,proto3" json:"setup,omitempty"`
+	// Every target class on every lane.
+	Sweep         bool  `protobuf:"varint,4,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	MemoryMib     int32 `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CorruptRequest) Reset() {
+	*x = CorruptRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CorruptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CorruptRequest) ProtoMessage() {}
+
+func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
+func (*CorruptRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CorruptRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *CorruptRequest) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *CorruptRequest) GetSetup() []string {
+	if x != nil {
+		return x.Setup
+	}
+	return nil
+}
+
+func (x *CorruptRequest) GetSweep() bool {
+	if x != nil {
+		return x.Sweep
+	}
+	return false
+}
+
+func (x *CorruptRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+type CorruptResult struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Target     string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	Lba        uint64                 `protobuf:"varint,3,opt,name=lba,proto3" json:"lba,omitempty"`
+	Offset     int32                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Bit        int32                  `protobuf:"varint,5,opt,name=bit,proto3" json:"bit,omitempty"`
+	Region     string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`
+	Field      string                 `protobuf:"bytes,7,opt,name=field,proto3" json:"field,omitempty"`
+	Mounted    bool                   `protobuf:"varint,8,opt,name=mounted,proto3" json:"mounted,omitempty"`
+	MountError string                 `protobuf:"bytes,9,opt,name=mount_error,json=mountError,proto3" json:"mount_error,omitempty"`
+	KernelLog  []string               `protobuf:"bytes,10,rep,name=kernel_log,json=kernelLog,proto3" json:"kernel_log,omitempty"`
+	// Paths that differ from the unflipped counterfactual, or vanished.
+	Affected    []string `protobuf:"bytes,11,rep,name=affected,proto3" json:"affected,omitempty"`
+	ReadErrno   int32    `protobuf:"varint,12,opt,name=read_errno,json=readErrno,proto3" json:"read_errno,omitempty"`
+	FsckClean   bool     `protobuf:"varint,13,opt,name=fsck_clean,json=fsckClean,proto3" json:"fsck_clean,omitempty"`
+	FsckSummary string   `protobuf:"bytes,14,opt,name=fsck_summary,json=fsckSummary,proto3" json:"fsck_summary,omitempty"`
+	// silent-content, silent-metadata, namespace-loss, detected, fatal, none.
+	Class         string `protobuf:"bytes,15,opt,name=class,proto3" json:"class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CorruptResult) Reset() {
+	*x = CorruptResult{}
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CorruptResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CorruptResult) ProtoMessage() {}
+
+func (x *CorruptResult) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
+func (*CorruptResult) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CorruptResult) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetLba() uint64 {
+	if x != nil {
+		return x.Lba
+	}
+	return 0
+}
+
+func (x *CorruptResult) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *CorruptResult) GetBit() int32 {
+	if x != nil {
+		return x.Bit
+	}
+	return 0
+}
+
+func (x *CorruptResult) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetMounted() bool {
+	if x != nil {
+		return x.Mounted
+	}
+	return false
+}
+
+func (x *CorruptResult) GetMountError() string {
+	if x != nil {
+		return x.MountError
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetKernelLog() []string {
+	if x != nil {
+		return x.KernelLog
+	}
+	return nil
+}
+
+func (x *CorruptResult) GetAffected() []string {
+	if x != nil {
+		return x.Affected
+	}
+	return nil
+}
+
+func (x *CorruptResult) GetReadErrno() int32 {
+	if x != nil {
+		return x.ReadErrno
+	}
+	return 0
+}
+
+func (x *CorruptResult) GetFsckClean() bool {
+	if x != nil {
+		return x.FsckClean
+	}
+	return false
+}
+
+func (x *CorruptResult) GetFsckSummary() string {
+	if x != nil {
+		return x.FsckSummary
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+type CorruptSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Results       int32                  `protobuf:"varint,2,opt,name=results,proto3" json:"results,omitempty"`
+	ByClass       map[string]int64       `protobuf:"bytes,3,rep,name=by_class,json=byClass,proto3" json:"by_class,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	ElapsedS      float64                `protobuf:"fixed64,4,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CorruptSummary) Reset() {
+	*x = CorruptSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CorruptSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CorruptSummary) ProtoMessage() {}
+
+func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
+func (*CorruptSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *CorruptSummary) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CorruptSummary) GetResults() int32 {
+	if x != nil {
+		return x.Results
+	}
+	return 0
+}
+
+func (x *CorruptSummary) GetByClass() map[string]int64 {
+	if x != nil {
+		return x.ByClass
+	}
+	return nil
+}
+
+func (x *CorruptSummary) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+type CorruptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*CorruptResponse_Result
+	//	*CorruptResponse_Summary
+	Event         isCorruptResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CorruptResponse) Reset() {
+	*x = CorruptResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CorruptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CorruptResponse) ProtoMessage() {}
+
+func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
+func (*CorruptResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *CorruptResponse) GetResult() *CorruptResult {
+	if x != nil {
+		if x, ok := x.Event.(*CorruptResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *CorruptResponse) GetSummary() *CorruptSummary {
+	if x != nil {
+		if x, ok := x.Event.(*CorruptResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isCorruptResponse_Event interface {
+	isCorruptResponse_Event()
+}
+
+type CorruptResponse_Result struct {
+	Result *CorruptResult `protobuf:"bytes,1,opt,name=result,proto3,oneof"`
+}
+
+type CorruptResponse_Summary struct {
+	Summary *CorruptSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
+}
+
+func (*CorruptResponse_Result) isCorruptResponse_Event() {}
+
+func (*CorruptResponse_Summary) isCorruptResponse_Event() {}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -4287,8 +5131,84 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x12ClockSweepResponse\x12*\n" +
 	"\x04cell\x18\x01 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.SweepSummaryH\x00R\asummaryB\a\n" +
-	"\x05event2\xcc\n" +
+	"\x05event\"m\n" +
+	"\x0eProfileRequest\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x10\n" +
+	"\x03ops\x18\x02 \x03(\tR\x03ops\x12\x14\n" +
+	"\x05setup\x18\x03 \x03(\tR\x05setup\x12\x1d\n" +
 	"\n" +
+	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\"N\n" +
+	"\bLBARange\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x16\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\"\xb6\x02\n" +
+	"\n" +
+	"ProfileRow\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12'\n" +
+	"\x0fsectors_written\x18\x04 \x01(\x05R\x0esectorsWritten\x126\n" +
+	"\fwritten_lbas\x18\x05 \x03(\v2\x13.themis.v1.LBARangeR\vwrittenLbas\x12!\n" +
+	"\fsectors_read\x18\x06 \x01(\x05R\vsectorsRead\x12.\n" +
+	"\x13mount_baseline_read\x18\a \x01(\x05R\x11mountBaselineRead\x12$\n" +
+	"\ramplification\x18\b \x01(\x01R\ramplification\x12\x14\n" +
+	"\x05errno\x18\t \x01(\x05R\x05errno\"~\n" +
+	"\n" +
+	"LaneLayout\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12+\n" +
+	"\x06parsed\x18\x02 \x03(\v2\x13.themis.v1.LBARangeR\x06parsed\x12/\n" +
+	"\binferred\x18\x03 \x03(\v2\x13.themis.v1.LBARangeR\binferred\"\x91\x01\n" +
+	"\x0eProfileSummary\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x05R\x04rows\x12/\n" +
+	"\alayouts\x18\x03 \x03(\v2\x15.themis.v1.LaneLayoutR\alayouts\x12\x1b\n" +
+	"\telapsed_s\x18\x04 \x01(\x01R\belapsedS\"|\n" +
+	"\x0fProfileResponse\x12)\n" +
+	"\x03row\x18\x01 \x01(\v2\x15.themis.v1.ProfileRowH\x00R\x03row\x125\n" +
+	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ProfileSummaryH\x00R\asummaryB\a\n" +
+	"\x05event\"\x8b\x01\n" +
+	"\x0eCorruptRequest\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x18\n" +
+	"\atargets\x18\x02 \x03(\tR\atargets\x12\x14\n" +
+	"\x05setup\x18\x03 \x03(\tR\x05setup\x12\x14\n" +
+	"\x05sweep\x18\x04 \x01(\bR\x05sweep\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\"\x92\x03\n" +
+	"\rCorruptResult\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x10\n" +
+	"\x03lba\x18\x03 \x01(\x04R\x03lba\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x05R\x06offset\x12\x10\n" +
+	"\x03bit\x18\x05 \x01(\x05R\x03bit\x12\x16\n" +
+	"\x06region\x18\x06 \x01(\tR\x06region\x12\x14\n" +
+	"\x05field\x18\a \x01(\tR\x05field\x12\x18\n" +
+	"\amounted\x18\b \x01(\bR\amounted\x12\x1f\n" +
+	"\vmount_error\x18\t \x01(\tR\n" +
+	"mountError\x12\x1d\n" +
+	"\n" +
+	"kernel_log\x18\n" +
+	" \x03(\tR\tkernelLog\x12\x1a\n" +
+	"\baffected\x18\v \x03(\tR\baffected\x12\x1d\n" +
+	"\n" +
+	"read_errno\x18\f \x01(\x05R\treadErrno\x12\x1d\n" +
+	"\n" +
+	"fsck_clean\x18\r \x01(\bR\tfsckClean\x12!\n" +
+	"\ffsck_summary\x18\x0e \x01(\tR\vfsckSummary\x12\x14\n" +
+	"\x05class\x18\x0f \x01(\tR\x05class\"\xe5\x01\n" +
+	"\x0eCorruptSummary\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
+	"\aresults\x18\x02 \x01(\x05R\aresults\x12A\n" +
+	"\bby_class\x18\x03 \x03(\v2&.themis.v1.CorruptSummary.ByClassEntryR\abyClass\x12\x1b\n" +
+	"\telapsed_s\x18\x04 \x01(\x01R\belapsedS\x1a:\n" +
+	"\fByClassEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x85\x01\n" +
+	"\x0fCorruptResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\v2\x18.themis.v1.CorruptResultH\x00R\x06result\x125\n" +
+	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.CorruptSummaryH\x00R\asummaryB\a\n" +
+	"\x05event2\xd4\v\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -4311,7 +5231,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponse\x12K\n" +
 	"\n" +
-	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01\x12B\n" +
+	"\aProfile\x12\x19.themis.v1.ProfileRequest\x1a\x1a.themis.v1.ProfileResponse0\x01\x12B\n" +
+	"\aCorrupt\x12\x19.themis.v1.CorruptRequest\x1a\x1a.themis.v1.CorruptResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -4326,7 +5248,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -4380,134 +5302,158 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*SweepContrast)(nil),            // 49: themis.v1.SweepContrast
 	(*SweepSummary)(nil),             // 50: themis.v1.SweepSummary
 	(*ClockSweepResponse)(nil),       // 51: themis.v1.ClockSweepResponse
-	nil,                              // 52: themis.v1.SweepSummary.ByVerdictEntry
-	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 54: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 55: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 56: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 57: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 58: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 59: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 60: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 61: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 62: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 63: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 64: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 65: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 66: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 67: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 68: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 69: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 70: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 71: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 72: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 73: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 74: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 75: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 76: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 77: themis.agent.v1.Timespec
+	(*ProfileRequest)(nil),           // 52: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 53: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 54: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 55: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 56: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 57: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 58: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 59: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 60: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 61: themis.v1.CorruptResponse
+	nil,                              // 62: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 63: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 64: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 65: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 66: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 67: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 68: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 69: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 70: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 71: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 72: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 73: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 74: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 75: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 76: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 77: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 78: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 79: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 80: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 81: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 82: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 83: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 84: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 85: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 86: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 87: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 88: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	0,  // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	3,  // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	53, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	53, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	64, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	64, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,  // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	53, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	64, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	12, // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,  // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	13, // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	54, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	55, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	56, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	57, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	58, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	59, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	60, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	61, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	62, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	63, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	64, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	65, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	66, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	67, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	68, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	69, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	70, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	71, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	72, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	73, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	65, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	66, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	67, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	68, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	69, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	70, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	71, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	72, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	73, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	74, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	75, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	76, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	77, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	78, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	79, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	80, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	81, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	82, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	83, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	84, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	22, // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	74, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	75, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	85, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	86, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
 	27, // 38: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	76, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	53, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	87, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	64, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	24, // 41: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	35, // 42: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	74, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	85, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	24, // 44: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	53, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	64, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
 	12, // 46: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
 	39, // 47: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
 	40, // 48: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
 	41, // 49: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
 	40, // 50: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
 	40, // 51: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	77, // 52: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	77, // 53: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	77, // 54: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	52, // 55: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	88, // 52: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	88, // 53: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	88, // 54: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	62, // 55: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	49, // 56: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	48, // 57: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	50, // 58: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	4,  // 59: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 60: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 61: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 62: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 63: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 64: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 65: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 66: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 67: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 68: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 69: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 70: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 71: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 72: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 73: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	43, // 74: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	45, // 75: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	47, // 76: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	5,  // 77: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 78: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 79: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 80: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 81: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 82: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 83: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 84: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 85: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 86: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 87: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 88: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 89: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 90: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	42, // 91: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	44, // 92: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	46, // 93: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	51, // 94: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	77, // [77:95] is the sub-list for method output_type
-	59, // [59:77] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	53, // 59: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	53, // 60: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	53, // 61: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	55, // 62: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	54, // 63: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	56, // 64: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	63, // 65: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	59, // 66: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	60, // 67: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	4,  // 68: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 69: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 70: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 71: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 72: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 73: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 74: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 75: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 76: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 77: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 78: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 79: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 80: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 81: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 82: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	43, // 83: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	45, // 84: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	47, // 85: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	52, // 86: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	58, // 87: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	5,  // 88: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 89: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 90: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 91: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 92: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 93: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 94: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 95: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 96: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 97: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 98: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 99: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 100: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 101: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	42, // 102: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	44, // 103: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	46, // 104: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	51, // 105: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	57, // 106: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	61, // 107: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	88, // [88:108] is the sub-list for method output_type
+	68, // [68:88] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -4546,13 +5492,21 @@ func file_themis_v1_themis_proto_init() {
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
+	file_themis_v1_themis_proto_msgTypes[55].OneofWrappers = []any{
+		(*ProfileResponse_Row)(nil),
+		(*ProfileResponse_Summary)(nil),
+	}
+	file_themis_v1_themis_proto_msgTypes[59].OneofWrappers = []any{
+		(*CorruptResponse_Result)(nil),
+		(*CorruptResponse_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

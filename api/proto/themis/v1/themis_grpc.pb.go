@@ -44,6 +44,8 @@ const (
 	Themis_ListFindings_FullMethodName     = "/themis.v1.Themis/ListFindings"
 	Themis_GetFinding_FullMethodName       = "/themis.v1.Themis/GetFinding"
 	Themis_ClockSweep_FullMethodName       = "/themis.v1.Themis/ClockSweep"
+	Themis_Profile_FullMethodName          = "/themis.v1.Themis/Profile"
+	Themis_Corrupt_FullMethodName          = "/themis.v1.Themis/Corrupt"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -83,6 +85,14 @@ type ThemisClient interface {
 	// value x op, sets the clock (or the explicit time), runs the op, and reads
 	// back the guest's view, the inode on disk and the view after remount.
 	ClockSweep(ctx context.Context, in *ClockSweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClockSweepResponse], error)
+	// Profile runs each op from a checkpoint on every lane and reports what it
+	// did to the block device: sectors written (labelled by structure), cold
+	// sectors read after remount, amplification; and the image layout.
+	Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProfileResponse], error)
+	// Corrupt flips bits found by parsing the live image (a file's data block,
+	// an inode field, a directory entry, a superblock field, ...) on fork
+	// branches and classifies the blast radius.
+	Corrupt(ctx context.Context, in *CorruptRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CorruptResponse], error)
 }
 
 type themisClient struct {
@@ -291,6 +301,44 @@ func (c *themisClient) ClockSweep(ctx context.Context, in *ClockSweepRequest, op
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_ClockSweepClient = grpc.ServerStreamingClient[ClockSweepResponse]
 
+func (c *themisClient) Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProfileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[2], Themis_Profile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProfileRequest, ProfileResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ProfileClient = grpc.ServerStreamingClient[ProfileResponse]
+
+func (c *themisClient) Corrupt(ctx context.Context, in *CorruptRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CorruptResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[3], Themis_Corrupt_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CorruptRequest, CorruptResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_CorruptClient = grpc.ServerStreamingClient[CorruptResponse]
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -328,6 +376,14 @@ type ThemisServer interface {
 	// value x op, sets the clock (or the explicit time), runs the op, and reads
 	// back the guest's view, the inode on disk and the view after remount.
 	ClockSweep(*ClockSweepRequest, grpc.ServerStreamingServer[ClockSweepResponse]) error
+	// Profile runs each op from a checkpoint on every lane and reports what it
+	// did to the block device: sectors written (labelled by structure), cold
+	// sectors read after remount, amplification; and the image layout.
+	Profile(*ProfileRequest, grpc.ServerStreamingServer[ProfileResponse]) error
+	// Corrupt flips bits found by parsing the live image (a file's data block,
+	// an inode field, a directory entry, a superblock field, ...) on fork
+	// branches and classifies the blast radius.
+	Corrupt(*CorruptRequest, grpc.ServerStreamingServer[CorruptResponse]) error
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -391,6 +447,12 @@ func (UnimplementedThemisServer) GetFinding(context.Context, *GetFindingRequest)
 }
 func (UnimplementedThemisServer) ClockSweep(*ClockSweepRequest, grpc.ServerStreamingServer[ClockSweepResponse]) error {
 	return status.Error(codes.Unimplemented, "method ClockSweep not implemented")
+}
+func (UnimplementedThemisServer) Profile(*ProfileRequest, grpc.ServerStreamingServer[ProfileResponse]) error {
+	return status.Error(codes.Unimplemented, "method Profile not implemented")
+}
+func (UnimplementedThemisServer) Corrupt(*CorruptRequest, grpc.ServerStreamingServer[CorruptResponse]) error {
+	return status.Error(codes.Unimplemented, "method Corrupt not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -723,6 +785,28 @@ func _Themis_ClockSweep_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_ClockSweepServer = grpc.ServerStreamingServer[ClockSweepResponse]
 
+func _Themis_Profile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ProfileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).Profile(m, &grpc.GenericServerStream[ProfileRequest, ProfileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ProfileServer = grpc.ServerStreamingServer[ProfileResponse]
+
+func _Themis_Corrupt_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CorruptRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).Corrupt(m, &grpc.GenericServerStream[CorruptRequest, CorruptResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_CorruptServer = grpc.ServerStreamingServer[CorruptResponse]
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -804,6 +888,16 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ClockSweep",
 			Handler:       _Themis_ClockSweep_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Profile",
+			Handler:       _Themis_Profile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Corrupt",
+			Handler:       _Themis_Corrupt_Handler,
 			ServerStreams: true,
 		},
 	},

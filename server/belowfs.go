@@ -1,0 +1,69 @@
+package server
+
+import (
+	"fmt"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/session"
+)
+
+// Profile implements themisv1.ThemisServer.
+func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_ProfileServer) error {
+	var sendErr error
+	sum, err := s.d.Profile(stream.Context(), session.ProfileOptions{
+		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), MemoryMiB: int(req.GetMemoryMib()),
+	}, func(r session.ProfileRow) {
+		if sendErr == nil {
+			sendErr = stream.Send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{
+				Lane: r.Lane, Op: r.Op, Bytes: r.Bytes, SectorsWritten: int32(r.SectorsWritten), WrittenLbas: lbaRanges(r.Written),
+				SectorsRead: int32(r.SectorsRead), MountBaselineRead: int32(r.MountBaselineRead), Amplification: r.Amplification, Errno: r.Errno,
+			}}})
+		}
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("profile: send: %w", sendErr)
+	}
+	out := &themisv1.ProfileSummary{SessionId: sum.Session, Rows: int32(sum.Rows), ElapsedS: sum.Elapsed.Seconds()}
+	for _, lane := range sortedKeys(sum.Layout) {
+		out.Layouts = append(out.Layouts, &themisv1.LaneLayout{Lane: lane, Parsed: lbaRanges(sum.Layout[lane]), Inferred: lbaRanges(sum.Inferred[lane])})
+	}
+	return stream.Send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Summary{Summary: out}})
+}
+
+// Corrupt implements themisv1.ThemisServer.
+func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_CorruptServer) error {
+	var sendErr error
+	sum, err := s.d.Corrupt(stream.Context(), session.CorruptOptions{
+		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()),
+	}, func(r session.CorruptResult) {
+		if sendErr == nil {
+			sendErr = stream.Send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
+				Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
+				Mounted: r.Mounted, MountError: r.MountError, KernelLog: r.KernelLog, Affected: r.Affected, ReadErrno: r.ReadErrno,
+				FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, Class: r.Class,
+			}}})
+		}
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("corrupt: send: %w", sendErr)
+	}
+	out := &themisv1.CorruptSummary{SessionId: sum.Session, Results: int32(sum.Results), ByClass: map[string]int64{}, ElapsedS: sum.Elapsed.Seconds()}
+	for k, v := range sum.ByClass {
+		out.ByClass[k] = int64(v)
+	}
+	return stream.Send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Summary{Summary: out}})
+}
+
+func lbaRanges(in []session.LBARange) []*themisv1.LBARange {
+	out := make([]*themisv1.LBARange, 0, len(in))
+	for _, r := range in {
+		out = append(out, &themisv1.LBARange{First: r.First, Count: r.Count, Region: r.Region})
+	}
+	return out
+}

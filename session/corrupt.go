@@ -1,0 +1,814 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/overlay"
+)
+
+// Blast-radius classes of a corruption (the paper's Table 11), most
+// severe first: the first that applies is the result's Class.
+const (
+	ClassFatal          = "fatal"           // the mount fails
+	ClassNamespaceLoss  = "namespace-loss"  // paths vanish while the filesystem stays mounted
+	ClassDetected       = "detected"        // an ext*-fs error in the kernel log, or EIO/EUCLEAN reading an affected file
+	ClassSilentMetadata = "silent-metadata" // a path's metadata (size, mode, links, ...) changed, no error
+	ClassSilentContent  = "silent-content"  // only file content changed, no error
+	ClassNone           = "none"            // nothing observable changed
+)
+
+// Table11Targets are the paper's Table 11 corruptions of the default setup.
+var Table11Targets = []string{"data:d/f:0:0", "inode:d/f:i_size", "dirent:d:f:rec_len", "superblock.magic"}
+
+// SweepTargets are one target of every class, over the default setup.
+var SweepTargets = []string{
+	"data:d/f:0:0", "inode:d/f:i_size", "inode:d/f:i_mode", "inode:d/f:i_links_count",
+	"dirent:d:f:rec_len", "superblock.magic", "superblock.inodes_count", "superblock.log_block_size",
+	"gd.bg_inode_table", "gd.bg_block_bitmap", "bitmap.block", "bitmap.inode",
+}
+
+// DefaultCorruptSetup is the tree the default targets name.
+var DefaultCorruptSetup = []string{"mkdir d 0755", "create d/f 0644", "write d/f 0 22 0x41", "create d/g 0644", "sync"}
+
+// CorruptOptions are the inputs of Corrupt.
+type CorruptOptions struct {
+	// Lanes are lane specs, as for Create; ext2/3/4 only. Default ["ext2"].
+	Lanes []string
+	// Targets name the bit to flip (see ParseTarget). Default
+	// Table11Targets, or SweepTargets with Sweep.
+	Targets []string
+	// Setup runs once on every lane before the checkpoint (default
+	// DefaultCorruptSetup); a sync always follows.
+	Setup []string
+	// Sweep runs SweepTargets (added to Targets) on every lane.
+	Sweep bool
+	// MemoryMiB is guest RAM in MiB (default 128).
+	MemoryMiB int
+}
+
+// CorruptResult is what one flipped bit did to one lane.
+type CorruptResult struct {
+	Lane, Target string
+	// LBA, Offset (byte in the sector) and Bit (0 = least significant) say
+	// which bit was flipped.
+	LBA    uint64
+	Offset int
+	Bit    int
+	// Region is the fsimage kind of the sector; Field the structure field.
+	Region, Field string
+	// Mounted is whether the mount after the flip succeeded; MountError
+	// is the guest's message when it did not.
+	Mounted    bool
+	MountError string
+	// KernelLog is the kernel log lines the mount and the observation added.
+	KernelLog []string
+	// Affected are the paths whose leaf (TIME_MODE_NONE) differs from the
+	// unflipped counterfactual's, or that vanished or appeared.
+	Affected []string
+	// ReadErrno is the first errno reading an affected regular file (0: none).
+	ReadErrno int32
+	// FsckClean is e2fsck -fn's verdict on the flipped image; FsckSummary
+	// its last lines.
+	FsckClean   bool
+	FsckSummary string
+	// Class is one of the Class* constants.
+	Class string
+}
+
+// CorruptSummary is the outcome of a Corrupt run.
+type CorruptSummary struct {
+	// Session is the run's session (ended when Corrupt returns).
+	Session string
+	// Results counts results; ByClass by class.
+	Results int
+	ByClass map[string]int
+	// Elapsed is the run's wall time, boot excluded.
+	Elapsed time.Duration
+}
+
+// Target kinds.
+const (
+	targetSuper  = "superblock"
+	targetGD     = "gd"
+	targetInode  = "inode"
+	targetDirent = "dirent"
+	targetData   = "data"
+	targetBitmap = "bitmap"
+	targetLBA    = "lba"
+)
+
+// Target is a parsed corruption target; ParseTarget makes it, resolve
+// finds its bit on an image.
+type Target struct {
+	Kind string
+	// Field is the structure field (superblock, gd, inode, dirent), or
+	// "block"/"inode" for a bitmap.
+	Field string
+	// Path is the file (inode, data) or directory (dirent; "" the root).
+	Path string
+	// Name is a dirent's name.
+	Name string
+	// LBA (lba), Offset (data: file byte; lba: byte in the sector), Bit.
+	LBA    uint64
+	Offset int64
+	Bit    int
+}
+
+// field tables: name → (byte offset in the structure, C name).
+type fieldOff struct {
+	off  int64
+	name string
+}
+
+var superFields = map[string]fieldOff{
+	"inodes_count": {0, "s_inodes_count"}, "blocks_count": {4, "s_blocks_count_lo"},
+	"free_blocks_count": {12, "s_free_blocks_count_lo"}, "free_inodes_count": {16, "s_free_inodes_count"},
+	"first_data_block": {20, "s_first_data_block"}, "log_block_size": {24, "s_log_block_size"},
+	"blocks_per_group": {32, "s_blocks_per_group"}, "inodes_per_group": {40, "s_inodes_per_group"},
+	"magic": {56, "s_magic"}, "state": {58, "s_state"}, "rev_level": {76, "s_rev_level"},
+	"first_ino": {84, "s_first_ino"}, "inode_size": {88, "s_inode_size"},
+	"feature_compat": {92, "s_feature_compat"}, "feature_incompat": {96, "s_feature_incompat"},
+	"feature_ro_compat": {100, "s_feature_ro_compat"},
+}
+
+var gdFields = map[string]fieldOff{
+	"bg_block_bitmap": {0, "bg_block_bitmap"}, "bg_inode_bitmap": {4, "bg_inode_bitmap"},
+	"bg_inode_table": {8, "bg_inode_table"}, "bg_free_blocks_count": {12, "bg_free_blocks_count"},
+	"bg_free_inodes_count": {14, "bg_free_inodes_count"}, "bg_used_dirs_count": {16, "bg_used_dirs_count"},
+}
+
+var inodeFields = map[string]fieldOff{
+	"i_mode": {0, "i_mode"}, "i_uid": {2, "i_uid"}, "i_size": {4, "i_size_lo"}, "i_gid": {24, "i_gid"},
+	"i_links_count": {26, "i_links_count"}, "i_blocks": {28, "i_blocks_lo"}, "i_flags": {32, "i_flags"},
+	"i_block": {40, "i_block[0]"},
+}
+
+var direntFields = map[string]fieldOff{
+	"inode": {0, "inode"}, "rec_len": {4, "rec_len"}, "name_len": {6, "name_len"}, "file_type": {7, "file_type"},
+}
+
+func names(m map[string]fieldOff) string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return strings.Join(sortedStrings(out), ", ")
+}
+
+func sortedStrings(s []string) []string {
+	slices.Sort(s)
+	return s
+}
+
+// ParseTarget reads one target:
+//
+//	superblock.<field>              a byte of the primary superblock (magic, inodes_count, log_block_size, ...)
+//	gd.<field>                      a byte of group 0's descriptor (bg_inode_table, bg_block_bitmap, ...)
+//	inode:<path>:<field>            a byte of path's inode (i_size, i_mode, i_links_count, ...)
+//	dirent:<dir>:<name>:<field>     a byte of name's entry in dir (rec_len, name_len, inode, file_type)
+//	data:<path>:<offset>:<bit>      bit of the file byte at offset, in its data block
+//	bitmap.block | bitmap.inode     the highest set bit of group 0's bitmap
+//	lba:<lba>:<offset>:<bit>        a raw bit: byte offset 0..511 of sector lba
+//
+// A field target flips bit 0 of the field's first (least significant) byte.
+// Paths are relative to the lane root; "" or "/" names the root directory.
+func ParseTarget(s string) (Target, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case strings.HasPrefix(s, "superblock."):
+		f := strings.TrimPrefix(strings.TrimPrefix(s, "superblock."), "s_")
+		if _, ok := superFields[f]; !ok {
+			return Target{}, fmt.Errorf("superblock field %q: want one of %s", f, names(superFields))
+		}
+		return Target{Kind: targetSuper, Field: f}, nil
+	case strings.HasPrefix(s, "gd."):
+		f := strings.TrimPrefix(s, "gd.")
+		if !strings.HasPrefix(f, "bg_") {
+			f = "bg_" + f
+		}
+		if _, ok := gdFields[f]; !ok {
+			return Target{}, fmt.Errorf("group descriptor field %q: want one of %s", strings.TrimPrefix(s, "gd."), names(gdFields))
+		}
+		return Target{Kind: targetGD, Field: f}, nil
+	case s == "bitmap.block" || s == "bitmap.inode":
+		return Target{Kind: targetBitmap, Field: strings.TrimPrefix(s, "bitmap.")}, nil
+	}
+	kind, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return Target{}, fmt.Errorf("%q: want superblock.<field>, gd.<field>, bitmap.block|inode, inode:…, dirent:…, data:… or lba:…", s)
+	}
+	parts := strings.Split(rest, ":")
+	num := func(what, v string, max int64) (int64, error) {
+		n, err := strconv.ParseInt(v, 0, 64)
+		if err != nil || n < 0 || (max >= 0 && n > max) {
+			if max >= 0 {
+				return 0, fmt.Errorf("%s %q: want 0..%d", what, v, max)
+			}
+			return 0, fmt.Errorf("%s %q: want a non-negative integer", what, v)
+		}
+		return n, nil
+	}
+	switch kind {
+	case targetInode:
+		if len(parts) != 2 {
+			return Target{}, fmt.Errorf("%q: want inode:<path>:<field>", s)
+		}
+		p, err := targetPath(parts[0], false)
+		if err != nil {
+			return Target{}, err
+		}
+		if _, ok := inodeFields[parts[1]]; !ok {
+			return Target{}, fmt.Errorf("inode field %q: want one of %s", parts[1], names(inodeFields))
+		}
+		return Target{Kind: targetInode, Path: p, Field: parts[1]}, nil
+	case targetDirent:
+		if len(parts) != 3 {
+			return Target{}, fmt.Errorf("%q: want dirent:<dir>:<name>:<field>", s)
+		}
+		p, err := targetPath(parts[0], true)
+		if err != nil {
+			return Target{}, err
+		}
+		if parts[1] == "" || strings.Contains(parts[1], "/") {
+			return Target{}, fmt.Errorf("dirent name %q: want one name", parts[1])
+		}
+		if _, ok := direntFields[parts[2]]; !ok {
+			return Target{}, fmt.Errorf("dirent field %q: want one of %s", parts[2], names(direntFields))
+		}
+		return Target{Kind: targetDirent, Path: p, Name: parts[1], Field: parts[2]}, nil
+	case targetData:
+		if len(parts) != 3 {
+			return Target{}, fmt.Errorf("%q: want data:<path>:<offset>:<bit>", s)
+		}
+		p, err := targetPath(parts[0], false)
+		if err != nil {
+			return Target{}, err
+		}
+		off, err := num("offset", parts[1], -1)
+		if err != nil {
+			return Target{}, err
+		}
+		bit, err := num("bit", parts[2], 7)
+		if err != nil {
+			return Target{}, err
+		}
+		return Target{Kind: targetData, Path: p, Offset: off, Bit: int(bit)}, nil
+	case targetLBA:
+		if len(parts) != 3 {
+			return Target{}, fmt.Errorf("%q: want lba:<lba>:<offset>:<bit>", s)
+		}
+		lba, err := num("lba", parts[0], -1)
+		if err != nil {
+			return Target{}, err
+		}
+		off, err := num("offset", parts[1], overlay.SectorSize-1)
+		if err != nil {
+			return Target{}, err
+		}
+		bit, err := num("bit", parts[2], 7)
+		if err != nil {
+			return Target{}, err
+		}
+		return Target{Kind: targetLBA, LBA: uint64(lba), Offset: off, Bit: int(bit)}, nil
+	}
+	return Target{}, fmt.Errorf("%q: unknown target kind %q", s, kind)
+}
+
+func targetPath(p string, rootOK bool) (string, error) {
+	p = strings.TrimPrefix(p, "/")
+	if p == "" && !rootOK {
+		return "", errors.New("path: required")
+	}
+	if err := checkPath("path", p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// flip is a resolved target: bit Bit of byte Offset of sector LBA.
+type flip struct {
+	LBA           uint64
+	Offset, Bit   int
+	Region, Field string
+}
+
+// at makes a flip of bit of the image byte at off.
+func at(fs *fsimage.FS, off int64, bit int, field string) flip {
+	lba := uint64(off / overlay.SectorSize)
+	return flip{LBA: lba, Offset: int(off % overlay.SectorSize), Bit: bit, Region: fs.Locate(lba).Kind, Field: field}
+}
+
+// resolve finds t's bit on the image fs parsed from r (size bytes). A
+// target that names nothing on this image (no such file, a hole, an LBA
+// past the end) is an error.
+func resolve(t Target, fs *fsimage.FS, r interface {
+	ReadAt([]byte, int64) (int, error)
+}, size int64) (flip, error) {
+	switch t.Kind {
+	case targetSuper:
+		f := superFields[t.Field]
+		return at(fs, fsimage.SuperblockOffset+f.off, 0, f.name), nil
+	case targetGD:
+		gs := fs.Groups()
+		if len(gs) == 0 {
+			return flip{}, errors.New("no block group")
+		}
+		f := gdFields[t.Field]
+		return at(fs, gs[0].Offset+f.off, 0, f.name), nil
+	case targetInode:
+		ino, err := fs.Lookup(t.Path)
+		if err != nil {
+			return flip{}, err
+		}
+		lba, off, err := fs.InodeLocation(ino)
+		if err != nil {
+			return flip{}, err
+		}
+		f := inodeFields[t.Field]
+		return at(fs, int64(lba)*overlay.SectorSize+int64(off)+f.off, 0, fmt.Sprintf("inode %d %s", ino, f.name)), nil
+	case targetDirent:
+		ino, err := fs.Lookup(t.Path)
+		if err != nil {
+			return flip{}, err
+		}
+		ents, err := fs.ReadDir(ino)
+		if err != nil {
+			return flip{}, err
+		}
+		for _, e := range ents {
+			if e.Name == t.Name {
+				f := direntFields[t.Field]
+				off := int64(e.Block)*int64(fs.BlockSize()) + int64(e.Offset) + f.off
+				return at(fs, off, 0, fmt.Sprintf("dirent %q %s", e.Name, f.name)), nil
+			}
+		}
+		return flip{}, fmt.Errorf("directory %q has no entry %q", t.Path, t.Name)
+	case targetData:
+		ino, err := fs.Lookup(t.Path)
+		if err != nil {
+			return flip{}, err
+		}
+		in, err := fs.Inode(ino)
+		if err != nil {
+			return flip{}, err
+		}
+		if !in.IsRegular() || uint64(t.Offset) >= in.Size {
+			return flip{}, fmt.Errorf("%q: offset %d is not inside a regular file of %d bytes", t.Path, t.Offset, in.Size)
+		}
+		blocks, err := fs.Blocks(ino)
+		if err != nil {
+			return flip{}, err
+		}
+		bs := int64(fs.BlockSize())
+		i := t.Offset / bs
+		if i >= int64(len(blocks)) || blocks[i] == 0 {
+			return flip{}, fmt.Errorf("%q: offset %d is in a hole", t.Path, t.Offset)
+		}
+		return at(fs, int64(blocks[i])*bs+t.Offset%bs, t.Bit, fmt.Sprintf("data of inode %d, byte %d", ino, t.Offset)), nil
+	case targetBitmap:
+		gs := fs.Groups()
+		if len(gs) == 0 {
+			return flip{}, errors.New("no block group")
+		}
+		sb := fs.Superblock()
+		blk, n := gs[0].BlockBitmap, int64(sb.BlocksPerGroup)
+		if t.Field == "inode" {
+			blk, n = gs[0].InodeBitmap, int64(sb.InodesPerGroup)
+		}
+		bs := int64(fs.BlockSize())
+		buf := make([]byte, bs)
+		if _, err := r.ReadAt(buf, int64(blk)*bs); err != nil {
+			return flip{}, fmt.Errorf("read %s bitmap: %w", t.Field, err)
+		}
+		for i := min(n, bs*8) - 1; i >= 0; i-- {
+			if buf[i/8]&(1<<(i%8)) != 0 {
+				return at(fs, int64(blk)*bs+i/8, int(i%8), fmt.Sprintf("%s bitmap bit %d", t.Field, i)), nil
+			}
+		}
+		return flip{}, fmt.Errorf("group 0's %s bitmap has no bit set", t.Field)
+	case targetLBA:
+		if t.LBA >= uint64(size/overlay.SectorSize) {
+			return flip{}, fmt.Errorf("lba %d: past the disk's %d sectors", t.LBA, size/overlay.SectorSize)
+		}
+		f := at(fs, int64(t.LBA)*overlay.SectorSize+t.Offset, t.Bit, "raw")
+		return f, nil
+	}
+	return flip{}, fmt.Errorf("unknown target kind %q", t.Kind)
+}
+
+type corruptTarget struct {
+	text string
+	t    Target
+}
+
+func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
+	if _, err := validateExtLanes(&o.Lanes, &o.MemoryMiB); err != nil {
+		return nil, nil, err
+	}
+	if o.Sweep {
+		o.Targets = append(append([]string(nil), o.Targets...), SweepTargets...)
+	} else if len(o.Targets) == 0 {
+		o.Targets = append([]string(nil), Table11Targets...)
+	}
+	ts := make([]corruptTarget, len(o.Targets))
+	for i, s := range o.Targets {
+		t, err := ParseTarget(s)
+		if err != nil {
+			return nil, nil, Invalid(fmt.Sprintf("targets[%d]", i), "%v", err)
+		}
+		ts[i] = corruptTarget{text: strings.TrimSpace(s), t: t}
+	}
+	if o.Setup == nil {
+		o.Setup = append([]string(nil), DefaultCorruptSetup...)
+	}
+	setup, err := parseOps("setup", o.Setup, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := exec.LookPath("e2fsck"); err != nil {
+		return nil, nil, Invalid("lanes", "e2fsck not installed on the host (Debian e2fsprogs)")
+	}
+	return ts, setup, nil
+}
+
+// Corrupt creates a session for o.Lanes, runs o.Setup and a sync,
+// checkpoints, and for every lane and target: restores the checkpoint,
+// stops the lane's world (sync, umount, drop caches: the guest keeps no
+// cached copy), flips the target's bit in the overlay's top layer, mounts
+// again and observes (mount result, kernel log, fingerprint against the
+// unflipped counterfactual taken the same way, reads of the affected
+// files, e2fsck -fn), then restores the checkpoint and checks the lane's
+// disk hash and fingerprint equal the checkpoint's: a corruption never
+// outlives its branch. res (optional) gets every result.
+//
+// Targets are resolved with fsimage on the live image after Setup; one
+// that names nothing there is a FieldError ("targets[i]").
+func (m *Manager) Corrupt(ctx context.Context, o CorruptOptions, res func(CorruptResult)) (*CorruptSummary, error) {
+	targets, setup, err := validateCorrupt(&o)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "themis-corrupt-")
+	if err != nil {
+		return nil, fmt.Errorf("corrupt: scratch dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := m.startBelow(ctx, "corrupt", o.Lanes, o.MemoryMiB)
+	if err != nil {
+		return nil, err
+	}
+	c := &corrupter{below: newBelow(m, s), scratch: filepath.Join(dir, "lane.img")}
+	sum := &CorruptSummary{Session: s.info.ID, ByClass: map[string]int{}}
+	start := time.Now()
+	m.event(ctx, Event{Session: s.info.ID, Kind: "corrupt.started", Detail: fmt.Sprintf("%d targets", len(targets))})
+	runErr := c.run(ctx, setup, targets, func(r CorruptResult) {
+		sum.Results++
+		sum.ByClass[r.Class]++
+		if res != nil {
+			res(r)
+		}
+	})
+	sum.Elapsed = time.Since(start)
+	m.event(context.WithoutCancel(ctx), Event{Session: s.info.ID, Kind: "corrupt.finished", Detail: fmt.Sprintf("%d results, %v", sum.Results, sum.ByClass)})
+	return sum, m.endBelow(ctx, s, "corrupt", runErr)
+}
+
+type corrupter struct {
+	*below
+	scratch string // scratch file for e2fsck
+	kmsgSeq uint64 // last kernel log record seen
+}
+
+// observation is one lane's state after a (possibly flipped) cold mount.
+type observation struct {
+	mounted    bool
+	mountError string
+	leaves     map[string]*agentv1.Entry // nil when the walk failed
+}
+
+func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corruptTarget, emit func(CorruptResult)) error {
+	if err := c.setup(ctx, setup); err != nil {
+		return err
+	}
+	if _, err := c.kmsg(ctx); err != nil {
+		return err
+	}
+	for i, lane := range c.x.lanes {
+		fs, err := c.image(ctx, i)
+		if err != nil {
+			return err
+		}
+		flips := make([]flip, len(targets))
+		for j, t := range targets {
+			var size int64
+			var f flip
+			err := c.dev(ctx, i, "resolve target", func(d *overlay.Device) error {
+				size = d.Size()
+				var err error
+				f, err = resolve(t.t, fs, d, size)
+				return err
+			})
+			if err != nil {
+				return Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
+			}
+			flips[j] = f
+		}
+		rootHash, rootRoot, err := c.state(ctx, i)
+		if err != nil {
+			return err
+		}
+		// The counterfactual: the same stop-the-world remount, no flip.
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		cf, err := c.observe(ctx, i, nil)
+		if err != nil {
+			return fmt.Errorf("lane %s: counterfactual: %w", lane, err)
+		}
+		if !cf.mounted || cf.leaves == nil {
+			return fmt.Errorf("lane %s: counterfactual remount failed: %s", lane, cf.mountError)
+		}
+		for j, t := range targets {
+			r, err := c.one(ctx, i, t.text, flips[j], cf)
+			if err != nil {
+				return fmt.Errorf("lane %s, target %s: %w", lane, t.text, err)
+			}
+			// The branch ends: the checkpoint's disk and tree are back.
+			if err := c.restore(ctx); err != nil {
+				return err
+			}
+			h, root, err := c.state(ctx, i)
+			if err != nil {
+				return err
+			}
+			if h != rootHash || !bytes.Equal(root, rootRoot) {
+				return fmt.Errorf("lane %s, target %s: the corruption outlived its branch (disk hash %x, checkpoint %x)", lane, t.text, h[:8], rootHash[:8])
+			}
+			emit(r)
+		}
+	}
+	return nil
+}
+
+// state is lane i's disk hash and fingerprint root (TIME_MODE_NONE).
+func (c *corrupter) state(ctx context.Context, i int) ([32]byte, []byte, error) {
+	var h [32]byte
+	err := c.dev(ctx, i, "disk hash", func(d *overlay.Device) error {
+		var err error
+		h, err = d.Hash()
+		return err
+	})
+	if err != nil {
+		return h, nil, err
+	}
+	resp, err := c.x.callOK(ctx, "fingerprint "+c.x.lanes[i], req(&agentv1.Fingerprint{Lane: c.x.lanes[i], TimeMode: agentv1.TimeMode_TIME_MODE_NONE}))
+	if err != nil {
+		return h, nil, err
+	}
+	return h, resp.GetFingerprint().GetRoot(), nil
+}
+
+// kmsg returns the kernel log lines after the last seen.
+func (c *corrupter) kmsg(ctx context.Context) ([]string, error) {
+	var out []string
+	for {
+		resp, err := c.x.callOK(ctx, "kmsg", &agentv1.Request{Op: &agentv1.Request_Kmsg{Kmsg: &agentv1.Kmsg{AfterSeq: c.kmsgSeq}}})
+		if err != nil {
+			return nil, err
+		}
+		lines := resp.GetKmsg().GetLines()
+		if len(lines) == 0 {
+			return out, nil
+		}
+		for _, l := range lines {
+			if l.GetSeq() > c.kmsgSeq || c.kmsgSeq == 0 {
+				c.kmsgSeq = l.GetSeq()
+			}
+			out = append(out, l.GetText())
+		}
+	}
+}
+
+// observe stops lane i's world, applies f (nil: none), mounts and walks.
+func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, error) {
+	lane := c.x.lanes[i]
+	if err := c.sync(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.umount(ctx, lane); err != nil {
+		return nil, err
+	}
+	if err := c.dropCaches(ctx); err != nil {
+		return nil, err
+	}
+	if f != nil {
+		err := c.dev(ctx, i, "flip", func(d *overlay.Device) error {
+			var sec [overlay.SectorSize]byte
+			off := int64(f.LBA) * overlay.SectorSize
+			if _, err := d.ReadAt(sec[:], off); err != nil {
+				return err
+			}
+			sec[f.Offset] ^= 1 << f.Bit
+			_, err := d.WriteAt(sec[:], off)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if _, err := c.kmsg(ctx); err != nil { // lines before the mount are not the flip's
+		return nil, err
+	}
+	resp, err := c.mount(ctx, lane)
+	if err != nil {
+		return nil, err
+	}
+	o := &observation{mounted: resp.GetErrno() == 0}
+	if !o.mounted {
+		o.mountError = fmt.Sprintf("errno %d: %s", resp.GetErrno(), resp.GetError())
+		return o, nil
+	}
+	fp, err := c.x.call(ctx, "fingerprint "+lane, req(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE, Leaves: true}))
+	if err != nil {
+		return nil, err
+	}
+	if fp.GetErrno() == 0 && fp.GetError() == "" {
+		o.leaves = map[string]*agentv1.Entry{}
+		for _, e := range fp.GetFingerprint().GetLeaves() {
+			o.leaves[e.GetPath()] = e
+		}
+	}
+	return o, nil
+}
+
+// fsErrorLine matches the kernel's ext2/3/4 error reports.
+var fsErrorLine = regexp.MustCompile(`EXT[234]-fs (error|\(.*\): error)`)
+
+// Errnos that mean the filesystem detected the damage.
+const (
+	errnoEIO     = 5
+	errnoEUCLEAN = 117
+)
+
+// one runs target f on lane i from the checkpoint.
+func (c *corrupter) one(ctx context.Context, i int, text string, f flip, cf *observation) (CorruptResult, error) {
+	lane := c.x.lanes[i]
+	r := CorruptResult{Lane: lane, Target: text, LBA: f.LBA, Offset: f.Offset, Bit: f.Bit, Region: f.Region, Field: f.Field}
+	if err := c.restore(ctx); err != nil {
+		return r, err
+	}
+	o, err := c.observe(ctx, i, &f)
+	if err != nil {
+		return r, err
+	}
+	r.Mounted, r.MountError = o.mounted, o.mountError
+	var vanished, meta, content bool
+	if o.mounted {
+		if vanished, meta, content, err = c.compare(ctx, lane, cf, o, &r); err != nil {
+			return r, err
+		}
+	}
+	if r.KernelLog, err = c.kmsg(ctx); err != nil {
+		return r, err
+	}
+	if r.FsckClean, r.FsckSummary, err = c.fsck(ctx, i, o.mounted); err != nil {
+		return r, err
+	}
+	detected := r.ReadErrno == errnoEIO || r.ReadErrno == errnoEUCLEAN
+	for _, l := range r.KernelLog {
+		detected = detected || fsErrorLine.MatchString(l)
+	}
+	switch {
+	case !r.Mounted:
+		r.Class = ClassFatal
+	case vanished:
+		r.Class = ClassNamespaceLoss
+	case detected:
+		r.Class = ClassDetected
+	case meta:
+		r.Class = ClassSilentMetadata
+	case content:
+		r.Class = ClassSilentContent
+	default:
+		r.Class = ClassNone
+	}
+	return r, nil
+}
+
+// compare fills r.Affected and r.ReadErrno from the flipped observation
+// against the counterfactual. When the flipped walk failed (a directory
+// the kernel refuses to read), every counterfactual path is stat'ed.
+func (c *corrupter) compare(ctx context.Context, lane string, cf, o *observation, r *CorruptResult) (vanished, meta, content bool, err error) {
+	mode := agentv1.TimeMode_TIME_MODE_NONE
+	got := o.leaves
+	if got == nil {
+		got = map[string]*agentv1.Entry{}
+		for p := range cf.leaves {
+			st, err := c.x.call(ctx, "stat "+lane+"/"+p, req(&agentv1.Stat{Lane: lane, Path: p}))
+			if err != nil {
+				return false, false, false, err
+			}
+			if st.GetErrno() != 0 {
+				continue
+			}
+			s := st.GetStat()
+			e := &agentv1.Entry{Path: p, Kind: s.GetKind(), Mode: s.GetMode(), Uid: s.GetUid(), Gid: s.GetGid(), Nlink: s.GetNlink(), Size: s.GetSize(),
+				ContentHash: cf.leaves[p].GetContentHash()}
+			got[p] = e
+		}
+	}
+	paths := map[string]bool{}
+	for p := range cf.leaves {
+		paths[p] = true
+	}
+	for p := range got {
+		paths[p] = true
+	}
+	for _, p := range sortedStrings(keys(paths)) {
+		a, b := cf.leaves[p], got[p]
+		switch {
+		case a == nil || b == nil:
+			vanished = vanished || b == nil
+			meta = true
+		case oracle.LeafHash(a, mode) == oracle.LeafHash(b, mode):
+			continue
+		case a.GetKind() != b.GetKind() || a.GetMode() != b.GetMode() || a.GetUid() != b.GetUid() || a.GetGid() != b.GetGid() ||
+			a.GetNlink() != b.GetNlink() || a.GetSize() != b.GetSize() || a.GetSymlinkTarget() != b.GetSymlinkTarget():
+			meta = true
+		default:
+			content = true
+		}
+		r.Affected = append(r.Affected, p)
+		if b != nil && b.GetKind() == agentv1.Kind_KIND_REGULAR && r.ReadErrno == 0 {
+			if r.ReadErrno, err = c.readAll(ctx, lane, p); err != nil {
+				return false, false, false, err
+			}
+		}
+	}
+	return vanished, meta, content, nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// maxFsckSummary caps FsckSummary.
+const maxFsckSummary = 1024
+
+// fsck runs e2fsck -fn on lane i's resolved image (synced first when mounted).
+func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string, error) {
+	if mounted {
+		if err := c.sync(ctx); err != nil {
+			return false, "", err
+		}
+	}
+	if err := c.dev(ctx, i, "fsck image", func(d *overlay.Device) error { return d.Materialize(c.scratch) }); err != nil {
+		return false, "", err
+	}
+	out, err := exec.CommandContext(ctx, "e2fsck", "-fn", c.scratch).CombinedOutput()
+	out = bytes.ReplaceAll(out, []byte(c.scratch), []byte("<image>"))
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, lastLines(out, 2), nil
+	case ctx.Err() != nil:
+		return false, "", fmt.Errorf("fsck: %w", ctx.Err())
+	case errors.As(err, &exit) && exit.ExitCode() >= 1 && exit.ExitCode() <= 12:
+		return false, lastLines(out, 8), nil
+	}
+	return false, "", fmt.Errorf("e2fsck -fn: %w: %s", err, truncate(out, maxFsckOutput))
+}
+
+// lastLines is the last n non-empty lines of out, capped.
+func lastLines(out []byte, n int) string {
+	var ls []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			ls = append(ls, l)
+		}
+	}
+	ls = ls[max(len(ls)-n, 0):]
+	s := strings.Join(ls, "; ")
+	if len(s) > maxFsckSummary {
+		s = s[:maxFsckSummary] + "..."
+	}
+	return s
+}

@@ -1,0 +1,537 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap"
+)
+
+// DefaultProfileOps are the ops of the paper's Table 2 (ext2 write and
+// metadata amplification), each run from the state DefaultProfileSetup
+// makes: f exists, empty, and everything is on disk.
+var DefaultProfileOps = []string{
+	"write f 0 1 0x55", "write f 0 512 0x55", "write f 0 4096 0x55", "write f 0 65536 0x55", "write f 0 1048576 0x55",
+	"create g 0644", "mkdir d 0755", "chmod f 0600", "chown f 1000", "link f l", "rename f r", "unlink f",
+}
+
+// DefaultProfileSetup is the state every default profile op starts from.
+var DefaultProfileSetup = []string{"create f 0644", "sync"}
+
+// ProfileOptions are the inputs of Profile.
+type ProfileOptions struct {
+	// Lanes are lane specs, as for Create; ext2/3/4 only (the layout is
+	// parsed with fsimage). Default ["ext2"].
+	Lanes []string
+	// Ops are opspec short forms, each run alone from the checkpoint taken
+	// after Setup (default DefaultProfileOps).
+	Ops []string
+	// Setup runs once, on every lane, before the checkpoint (default
+	// DefaultProfileSetup); a trailing sync is always added.
+	Setup []string
+	// MemoryMiB is guest RAM in MiB (default 128).
+	MemoryMiB int
+}
+
+// LBARange is a run of 512-byte sectors [First, First+Count) of one
+// structure; Region is its fsimage kind ("superblock", "inode-table",
+// "data", ...).
+type LBARange struct {
+	First, Count uint64
+	Region       string
+}
+
+// ProfileRow is the I/O profile of one op on one lane.
+type ProfileRow struct {
+	Lane, Op string
+	// Bytes is what the op asked to write (a write's size; 0 otherwise).
+	Bytes int64
+	// SectorsWritten counts 512-byte sectors the device received from the
+	// op and the sync after it (a sector written twice counts twice);
+	// Written lists the distinct sectors, in runs split at structure
+	// boundaries and labelled by fsimage.Locate.
+	SectorsWritten int
+	Written        []LBARange
+	// SectorsRead is the cold read cost of the op's path: after the op and
+	// a sync, umount + drop caches + mount, then a stat of the touched path
+	// (and a read of it when it is a non-empty regular file), counting the
+	// sectors the device served, minus MountBaselineRead (what a bare
+	// remount of the checkpoint's state reads). Never negative.
+	SectorsRead       int
+	MountBaselineRead int
+	// Amplification is SectorsWritten*512 / max(Bytes, 1).
+	Amplification float64
+	// Errno is the op's errno in the guest (0: it succeeded).
+	Errno int32
+}
+
+// ProfileSummary is the outcome of a Profile run.
+type ProfileSummary struct {
+	// Session is the run's session (ended when Profile returns).
+	Session string
+	// Rows counts the rows reported.
+	Rows int
+	// Layout is, per lane, the image's regions as fsimage parses them
+	// (fsimage.Layout) at the checkpoint.
+	Layout map[string][]LBARange
+	// Inferred is, per lane, the union of every row's written sectors in
+	// runs labelled by fsimage.Locate: the layout as the writes show it.
+	Inferred map[string][]LBARange
+	// Elapsed is the run's wall time, boot excluded.
+	Elapsed time.Duration
+}
+
+// profileOp is one parsed op of a profile or corruption run.
+type profileOp struct {
+	text string
+	kind string
+	req  *agentv1.Request
+}
+
+// parseOps parses short-form ops for field (e.g. "ops"); laneOnly refuses
+// global ops (sync, drop-caches, set-clock) and umount/mount.
+func parseOps(field string, ops []string, laneOnly bool) ([]profileOp, error) {
+	out := make([]profileOp, 0, len(ops))
+	for i, s := range ops {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		op, err := opspec.Parse(s)
+		if err != nil {
+			return nil, Invalid(f, "%v", err)
+		}
+		r, err := opspec.Request(op)
+		if err != nil {
+			return nil, Invalid(f, "%v", err)
+		}
+		kind, _, err := validateOp(r)
+		if err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return nil, Invalid(f, "%s: %s", fe.Field, fe.Msg)
+			}
+			return nil, Invalid(f, "%v", err)
+		}
+		if laneOnly && (globalOps[kind] || kind == "umount" || kind == "mount") {
+			return nil, Invalid(f, "%q: want an operation on a lane's files, not %s", s, kind)
+		}
+		out = append(out, profileOp{text: strings.TrimSpace(s), kind: kind, req: r})
+	}
+	return out, nil
+}
+
+// validateExtLanes fills the default lane and checks every lane is ext*.
+func validateExtLanes(lanes *[]string, mem *int) ([]guest.LaneSpec, error) {
+	if len(*lanes) == 0 {
+		*lanes = []string{"ext2"}
+	}
+	co := CreateOptions{Lanes: *lanes, MemoryMiB: *mem}
+	specs, err := validateCreate(&co)
+	if err != nil {
+		return nil, err
+	}
+	*mem = co.MemoryMiB
+	for i, sp := range specs {
+		if !strings.HasPrefix(sp.FS, "ext") {
+			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: only ext2/3/4 images are parsed below the filesystem", sp.Name, sp.FS)
+		}
+	}
+	return specs, nil
+}
+
+func validateProfile(o *ProfileOptions) (ops, setup []profileOp, err error) {
+	if _, err := validateExtLanes(&o.Lanes, &o.MemoryMiB); err != nil {
+		return nil, nil, err
+	}
+	if len(o.Ops) == 0 {
+		o.Ops = append([]string(nil), DefaultProfileOps...)
+	}
+	if o.Setup == nil {
+		o.Setup = append([]string(nil), DefaultProfileSetup...)
+	}
+	if ops, err = parseOps("ops", o.Ops, true); err != nil {
+		return nil, nil, err
+	}
+	if setup, err = parseOps("setup", o.Setup, false); err != nil {
+		return nil, nil, err
+	}
+	return ops, setup, nil
+}
+
+// startBelow creates a run's session, as Explore and ClockSweep do, and
+// marks it busy. The caller ends it with m.endExplore.
+func (m *Manager) startBelow(ctx context.Context, what string, lanes []string, mem int) (*session, error) {
+	in, err := m.Create(ctx, CreateOptions{Lanes: lanes, MemoryMiB: mem})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	m.mu.Lock()
+	s := m.sessions[in.ID]
+	m.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("%s: session %s ended before the run started: %w", what, in.ID, ErrState)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info.State != StateRunning {
+		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", what, in.ID, s.info.State, s.info.Reason, ErrState)
+	}
+	s.exploring = true
+	return s, nil
+}
+
+// endBelow ends a run's session with a reason from runErr.
+func (m *Manager) endBelow(ctx context.Context, s *session, what string, runErr error) error {
+	reason := what + " finished"
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		reason = what + " cancelled"
+	case runErr != nil:
+		reason = what + " failed: " + runErr.Error()
+	}
+	endErr := m.endExplore(s, StateEnded, reason)
+	if runErr != nil {
+		return errors.Join(fmt.Errorf("%s: session %s: %w", what, s.info.ID, runErr), endErr)
+	}
+	if endErr != nil {
+		m.log.Warn("end "+what+" session", zap.String("session", s.info.ID), zap.Error(endErr))
+	}
+	return nil
+}
+
+// Profile creates a session for o.Lanes, runs o.Setup and a sync on every
+// lane, checkpoints, and for each lane and op restores the checkpoint, runs
+// the op alone, syncs and counts the sectors the lane's overlay received
+// (and which), then the sectors a cold stat/read of the op's path costs.
+// row (optional) gets every row as it is measured. The session is busy
+// while the run lasts and ends with it ("profile finished", ...).
+//
+// An op that fails in the guest is a row with its Errno, not an error. Bad
+// options are a FieldError ("ops[2]", "lanes[0]", ...).
+func (m *Manager) Profile(ctx context.Context, o ProfileOptions, row func(ProfileRow)) (*ProfileSummary, error) {
+	ops, setup, err := validateProfile(&o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.startBelow(ctx, "profile", o.Lanes, o.MemoryMiB)
+	if err != nil {
+		return nil, err
+	}
+	b := newBelow(m, s)
+	sum := &ProfileSummary{Session: s.info.ID, Layout: map[string][]LBARange{}, Inferred: map[string][]LBARange{}}
+	start := time.Now()
+	m.event(ctx, Event{Session: s.info.ID, Kind: "profile.started", Detail: fmt.Sprintf("%d ops, setup %s", len(ops), strings.Join(o.Setup, "; "))})
+	runErr := b.profile(ctx, setup, ops, sum, func(r ProfileRow) {
+		sum.Rows++
+		if row != nil {
+			row(r)
+		}
+	})
+	sum.Elapsed = time.Since(start)
+	m.event(context.WithoutCancel(ctx), Event{Session: s.info.ID, Kind: "profile.finished", Detail: fmt.Sprintf("%d rows", sum.Rows)})
+	return sum, m.endBelow(ctx, s, "profile", runErr)
+}
+
+// below drives a profile or corruption run's machine through exploreSys's
+// locked calls.
+type below struct {
+	x    *exploreSys
+	root vmm.CheckpointID
+}
+
+func newBelow(m *Manager, s *session) *below {
+	lanes := make([]string, len(s.specs))
+	for i, sp := range s.specs {
+		lanes[i] = sp.Name
+	}
+	return &below{x: &exploreSys{m: m, s: s, lanes: lanes, mode: agentv1.TimeMode_TIME_MODE_NONE,
+		ids: map[string]vmm.CheckpointID{}, leaves: map[string][]*agentv1.Entry{}}}
+}
+
+// setup runs ops (lane ops on every lane), syncs and takes the root checkpoint.
+func (b *below) setup(ctx context.Context, ops []profileOp) error {
+	for _, op := range ops {
+		res, err := b.x.apply(ctx, op.req)
+		if err != nil {
+			return fmt.Errorf("setup %q: %w", op.text, err)
+		}
+		for _, r := range res {
+			if r.Errno != 0 {
+				return fmt.Errorf("setup %q on lane %s: errno %d", op.text, r.Lane, r.Errno)
+			}
+		}
+	}
+	if err := b.sync(ctx); err != nil {
+		return err
+	}
+	return b.x.machine(ctx, "root checkpoint", func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		b.root, err = mach.Checkpoint(ctx)
+		return err
+	})
+}
+
+func (b *below) restore(ctx context.Context) error {
+	return b.x.machine(ctx, "restore root", func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, b.root) })
+}
+
+func (b *below) sync(ctx context.Context) error {
+	_, err := b.x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+	return err
+}
+
+func (b *below) dropCaches(ctx context.Context) error {
+	_, err := b.x.callOK(ctx, "drop caches", &agentv1.Request{Op: &agentv1.Request_DropCaches{DropCaches: &agentv1.DropCaches{Level: 3}}})
+	return err
+}
+
+func (b *below) umount(ctx context.Context, lane string) error {
+	_, err := b.x.callOK(ctx, "umount "+lane, req(&agentv1.Umount{Lane: lane}))
+	return err
+}
+
+// mount remounts lane; a refusal is its response (errno, message).
+func (b *below) mount(ctx context.Context, lane string) (*agentv1.Response, error) {
+	return b.x.call(ctx, "mount "+lane, req(&agentv1.Mount{Lane: lane}))
+}
+
+// dev runs f on lane i's overlay with the session locked.
+func (b *below) dev(ctx context.Context, i int, what string, f func(d *overlay.Device) error) error {
+	return b.x.machine(ctx, what, func(context.Context, vmm.Machine) error {
+		if i >= len(b.x.s.devs) {
+			return fmt.Errorf("no overlay for lane %d", i)
+		}
+		return f(b.x.s.devs[i])
+	})
+}
+
+// image parses lane i's resolved overlay. Reads through it count as reads:
+// call it outside a measured window.
+func (b *below) image(ctx context.Context, i int) (*fsimage.FS, error) {
+	var fs *fsimage.FS
+	err := b.dev(ctx, i, "parse image", func(d *overlay.Device) error {
+		var err error
+		fs, err = fsimage.Open(d, d.Size())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lane %s: %w", b.x.lanes[i], err)
+	}
+	return fs, nil
+}
+
+// counters returns the sectors lane i's overlay served and received since
+// its last ResetCounters, and its top layer's write set.
+func (b *below) counters(ctx context.Context, i int) (read, written int, set []uint64, err error) {
+	err = b.dev(ctx, i, "counters", func(d *overlay.Device) error {
+		for _, st := range d.Stats() {
+			read += int(st.SectorsRead)
+			written += int(st.SectorsWritten)
+		}
+		set = d.WriteSet()
+		return nil
+	})
+	return read, written, set, err
+}
+
+func (b *below) reset(ctx context.Context, i int) error {
+	return b.dev(ctx, i, "reset counters", func(d *overlay.Device) error { d.ResetCounters(); return nil })
+}
+
+// coldMount syncs, unmounts lane i, drops every cache, zeroes its
+// counters and mounts it again; it returns the mount's response.
+func (b *below) coldMount(ctx context.Context, i int) (*agentv1.Response, error) {
+	lane := b.x.lanes[i]
+	if err := b.sync(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.umount(ctx, lane); err != nil {
+		return nil, err
+	}
+	if err := b.dropCaches(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.reset(ctx, i); err != nil {
+		return nil, err
+	}
+	return b.mount(ctx, lane)
+}
+
+func (b *below) profile(ctx context.Context, setup, ops []profileOp, sum *ProfileSummary, emit func(ProfileRow)) error {
+	if err := b.setup(ctx, setup); err != nil {
+		return err
+	}
+	for i, lane := range b.x.lanes {
+		fs, err := b.image(ctx, i)
+		if err != nil {
+			return err
+		}
+		for _, r := range fs.Layout() {
+			sum.Layout[lane] = append(sum.Layout[lane], LBARange{First: r.FirstLBA, Count: r.Sectors, Region: r.Kind})
+		}
+		// The mount baseline: a bare cold remount of the checkpoint's state.
+		if err := b.restore(ctx); err != nil {
+			return err
+		}
+		resp, err := b.coldMount(ctx, i)
+		if err != nil {
+			return err
+		}
+		if resp.GetErrno() != 0 {
+			return fmt.Errorf("lane %s: baseline mount: errno %d (%s)", lane, resp.GetErrno(), resp.GetError())
+		}
+		baseline, _, _, err := b.counters(ctx, i)
+		if err != nil {
+			return err
+		}
+		written := map[uint64]bool{}
+		for _, op := range ops {
+			r, err := b.profileOp(ctx, i, op, fs)
+			if err != nil {
+				return fmt.Errorf("lane %s, op %q: %w", lane, op.text, err)
+			}
+			r.MountBaselineRead = baseline
+			r.SectorsRead = max(r.SectorsRead-baseline, 0)
+			for _, w := range r.Written {
+				for l := w.First; l < w.First+w.Count; l++ {
+					written[l] = true
+				}
+			}
+			emit(r)
+		}
+		set := make([]uint64, 0, len(written))
+		for l := range written {
+			set = append(set, l)
+		}
+		sum.Inferred[lane] = labelRuns(sortedLBAs(set), fs)
+	}
+	return nil
+}
+
+// profileOp measures one op on lane i from the root checkpoint.
+func (b *below) profileOp(ctx context.Context, i int, op profileOp, fs *fsimage.FS) (ProfileRow, error) {
+	lane := b.x.lanes[i]
+	r := ProfileRow{Lane: lane, Op: op.text}
+	if w := op.req.GetWrite(); w != nil {
+		r.Bytes = w.GetSize()
+		if len(w.GetData()) > 0 {
+			r.Bytes = int64(len(w.GetData()))
+		}
+	}
+	if err := b.restore(ctx); err != nil {
+		return r, err
+	}
+	if err := b.reset(ctx, i); err != nil {
+		return r, err
+	}
+	resp, err := b.x.call(ctx, op.kind+" "+lane, withLane(op.req, op.kind, lane))
+	if err != nil {
+		return r, err
+	}
+	r.Errno = resp.GetErrno()
+	if err := b.sync(ctx); err != nil {
+		return r, err
+	}
+	_, w, set, err := b.counters(ctx, i)
+	if err != nil {
+		return r, err
+	}
+	r.SectorsWritten = w
+	r.Written = labelRuns(set, fs)
+	r.Amplification = float64(r.SectorsWritten*overlay.SectorSize) / float64(max(r.Bytes, 1))
+
+	// Cold read of the touched path.
+	mresp, err := b.coldMount(ctx, i)
+	if err != nil {
+		return r, err
+	}
+	if mresp.GetErrno() != 0 {
+		return r, fmt.Errorf("remount: errno %d (%s)", mresp.GetErrno(), mresp.GetError())
+	}
+	path := touchedPath(op.req)
+	st, err := b.x.call(ctx, "stat "+lane+"/"+path, req(&agentv1.Stat{Lane: lane, Path: path}))
+	if err != nil {
+		return r, err
+	}
+	if st.GetErrno() == 0 && st.GetStat().GetKind() == agentv1.Kind_KIND_REGULAR && st.GetStat().GetSize() > 0 {
+		if _, err := b.readAll(ctx, lane, path); err != nil {
+			return r, err
+		}
+	}
+	read, _, _, err := b.counters(ctx, i)
+	if err != nil {
+		return r, err
+	}
+	r.SectorsRead = read
+	return r, nil
+}
+
+// profileReadChunk is the length of one ReadFile call of readAll.
+const profileReadChunk = 512 << 10
+
+// readAll reads a lane's file to its end; it returns the first non-zero
+// errno of the reads (0: all read).
+func (b *below) readAll(ctx context.Context, lane, path string) (int32, error) {
+	for off := int64(0); ; off += profileReadChunk {
+		resp, err := b.x.call(ctx, "read "+lane+"/"+path, req(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: profileReadChunk}))
+		if err != nil {
+			return 0, err
+		}
+		if resp.GetErrno() != 0 {
+			return resp.GetErrno(), nil
+		}
+		if resp.GetReadFile().GetEof() || len(resp.GetReadFile().GetData()) == 0 {
+			return 0, nil
+		}
+	}
+}
+
+// touchedPath is the path an op leaves behind to look at: the new name of
+// a rename or link, else its path (for unlink, the name that is gone).
+func touchedPath(r *agentv1.Request) string {
+	switch o := r.GetOp().(type) {
+	case *agentv1.Request_Rename:
+		return o.Rename.GetNewPath()
+	case *agentv1.Request_Link:
+		return o.Link.GetNewPath()
+	}
+	msg := r.ProtoReflect()
+	fd := msg.WhichOneof(msg.Descriptor().Oneofs().ByName("op"))
+	if fd == nil {
+		return ""
+	}
+	sub := msg.Get(fd).Message()
+	if p := sub.Descriptor().Fields().ByName("path"); p != nil {
+		return sub.Get(p).String()
+	}
+	return ""
+}
+
+func sortedLBAs(s []uint64) []uint64 {
+	out := append([]uint64(nil), s...)
+	slices.Sort(out)
+	return out
+}
+
+// labelRuns groups sorted sectors into runs of consecutive sectors that lie
+// in one region of fs's layout, labelled with the region's kind.
+func labelRuns(lbas []uint64, fs *fsimage.FS) []LBARange {
+	var out []LBARange
+	for _, l := range lbas {
+		kind := fs.Locate(l).Kind
+		if n := len(out); n > 0 && out[n-1].First+out[n-1].Count == l && out[n-1].Region == kind {
+			out[n-1].Count++
+			continue
+		}
+		out = append(out, LBARange{First: l, Count: 1, Region: kind})
+	}
+	return out
+}
