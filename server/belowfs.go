@@ -1,7 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
+
+	"github.com/themisfs/themis/fsimage"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/session"
@@ -66,4 +69,27 @@ func lbaRanges(in []session.LBARange) []*themisv1.LBARange {
 		out = append(out, &themisv1.LBARange{First: r.First, Count: r.Count, Region: r.Region})
 	}
 	return out
+}
+
+// Diff implements themisv1.ThemisServer.
+func (s *Server) Diff(ctx context.Context, req *themisv1.DiffRequest) (*themisv1.DiffResponse, error) {
+	for _, f := range []struct{ name, v string }{{"session_id", req.GetSessionId()}, {"lane", req.GetLane()}, {"from", req.GetFrom()}, {"to", req.GetTo()}} {
+		if err := required(f.name, f.v); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	d, err := s.d.Diff(ctx, req.GetSessionId(), req.GetLane(), req.GetFrom(), req.GetTo(), req.GetNormalize())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &themisv1.DiffResponse{RawSectors: int64(d.RawSectors), NormalizedSectors: int64(d.NormalizedSectors), Normalized: d.Normalized}
+	conv := func(rs []fsimage.DiffRange) []*themisv1.DiffRange {
+		o := make([]*themisv1.DiffRange, 0, len(rs))
+		for _, r := range rs {
+			o = append(o, &themisv1.DiffRange{Offset: r.Offset, Len: int32(r.Len), Region: r.Region, Group: int32(r.Group), Field: r.Field})
+		}
+		return o
+	}
+	out.Ranges, out.Masked = conv(d.Ranges), conv(d.Masked)
+	return out, nil
 }

@@ -176,3 +176,25 @@ func TestProfileAndCorruptStreams(t *testing.T) {
 		t.Errorf("corrupt classes %v", classes)
 	}
 }
+
+func TestDiffRPC(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	d, err := c.Diff(context.Background(), &themisv1.DiffRequest{SessionId: "s-1", Lane: "ext2", From: "c-1", To: "current", Normalize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetRawSectors() != 3 || d.GetNormalizedSectors() != 1 || !d.GetNormalized() || d.GetRanges()[0].GetRegion() != "inode-table" {
+		t.Errorf("diff %v", d)
+	}
+	for _, req := range []*themisv1.DiffRequest{
+		{Lane: "ext2", From: "a", To: "b"},
+		{SessionId: "s-1", From: "a", To: "b"},
+		{SessionId: "s-1", Lane: "ext2", To: "b"},
+		{SessionId: "s-1", Lane: "ext2", From: "a"},
+	} {
+		if _, err := c.Diff(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Diff(%v): %v, want InvalidArgument", req, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -280,4 +281,12 @@ func (f *fakeDomain) Corrupt(_ context.Context, o session.CorruptOptions, res fu
 	}
 	res(session.CorruptResult{Lane: "ext2", Target: "superblock.magic", LBA: 2, Offset: 56, Class: "fatal"})
 	return &session.CorruptSummary{Session: "s-1", Results: 1, ByClass: map[string]int{"fatal": 1}}, nil
+}
+
+func (f *fakeDomain) Diff(_ context.Context, id, lane, from, to string, normalize bool) (*fsimage.DiffResult, error) {
+	if err := f.record("Diff"); err != nil {
+		return nil, err
+	}
+	return &fsimage.DiffResult{RawSectors: 3, NormalizedSectors: 1, Normalized: normalize,
+		Ranges: []fsimage.DiffRange{{Offset: 7168, Len: 4, Region: "inode-table"}}}, nil
 }

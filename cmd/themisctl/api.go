@@ -330,6 +330,7 @@ func addAPI(root *cobra.Command, g *globals) {
 	addExplore(root, g, with)
 	addSweep(root, g, with)
 	addBelowFS(root, g, with)
+	root.AddCommand(newDiff(g, with))
 	root.AddCommand(sess, forkCmd, restoreCmd, cpCmd, applyCmd, fpCmd, statCmd, restoreFileCmd, eventsCmd, daemonCmd)
 }
 

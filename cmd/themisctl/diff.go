@@ -1,23 +1,45 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/fsimage"
 )
 
-func newDiff(g *globals) *cobra.Command {
+func newDiff(g *globals, with func(*cobra.Command, func(context.Context, *conn) error) error) *cobra.Command {
 	var normalize bool
 	var show int
+	var sessionID, lane string
 	cmd := &cobra.Command{
-		Use:   "diff IMAGE_A IMAGE_B",
-		Short: "Byte diff of two disk images: differing sectors and byte ranges labelled by structure; --normalize masks nuisance fields (ext2/3/4)",
+		Use:   "diff A B",
+		Short: "Byte diff of two disks: two image files, or with --session two checkpoints (or current) of a lane; ranges labelled by structure, --normalize masks nuisance fields",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if sessionID != "" {
+				if lane == "" {
+					return errors.New("--session needs --lane")
+				}
+				return with(cmd, func(ctx context.Context, c *conn) error {
+					resp, err := c.Diff(ctx, &themisv1.DiffRequest{SessionId: sessionID, Lane: lane, From: args[0], To: args[1], Normalize: normalize})
+					if err != nil {
+						return err
+					}
+					d := &fsimage.DiffResult{RawSectors: int(resp.GetRawSectors()), NormalizedSectors: int(resp.GetNormalizedSectors()), Normalized: resp.GetNormalized()}
+					for _, r := range resp.GetRanges() {
+						d.Ranges = append(d.Ranges, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup())})
+					}
+					for _, r := range resp.GetMasked() {
+						d.Masked = append(d.Masked, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup()), Field: r.GetField()})
+					}
+					return printDiff(g, d, normalize, show)
+				})
+			}
 			var files [2]*os.File
 			var sizes [2]int64
 			for i, p := range args {
@@ -45,32 +67,38 @@ func newDiff(g *globals) *cobra.Command {
 				}
 				return err
 			}
-			if g.json {
-				return writeJSON(os.Stdout, d)
-			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "raw sectors\t%d\n", d.RawSectors)
-			if normalize {
-				fmt.Fprintf(w, "normalized sectors\t%d\n", d.NormalizedSectors)
-			}
-			for i, r := range d.Ranges {
-				if i == show {
-					fmt.Fprintf(w, "... %d more ranges\n", len(d.Ranges)-show)
-					break
-				}
-				fmt.Fprintf(w, "differs\tLBA %d byte %d\t%d bytes\t%s (group %d)\n", r.Offset/fsimage.SectorSize, r.Offset%fsimage.SectorSize, r.Len, r.Region, r.Group)
-			}
-			for i, r := range d.Masked {
-				if i == show {
-					fmt.Fprintf(w, "... %d more masked\n", len(d.Masked)-show)
-					break
-				}
-				fmt.Fprintf(w, "masked\tLBA %d byte %d\t%d bytes\t%s\n", r.Offset/fsimage.SectorSize, r.Offset%fsimage.SectorSize, r.Len, r.Field)
-			}
-			return w.Flush()
+			return printDiff(g, d, normalize, show)
 		},
 	}
 	cmd.Flags().BoolVar(&normalize, "normalize", false, "mask nuisance fields: superblock times, s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums")
 	cmd.Flags().IntVar(&show, "show", 20, "ranges to list")
+	cmd.Flags().StringVar(&sessionID, "session", "", "compare two points of this session's lane (checkpoint ids or names, or current) instead of files")
+	cmd.Flags().StringVar(&lane, "lane", "", "the lane, with --session")
 	return cmd
+}
+
+func printDiff(g *globals, d *fsimage.DiffResult, normalize bool, show int) error {
+	if g.json {
+		return writeJSON(os.Stdout, d)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "raw sectors\t%d\n", d.RawSectors)
+	if normalize {
+		fmt.Fprintf(w, "normalized sectors\t%d\n", d.NormalizedSectors)
+	}
+	for i, r := range d.Ranges {
+		if i == show {
+			fmt.Fprintf(w, "... %d more ranges\n", len(d.Ranges)-show)
+			break
+		}
+		fmt.Fprintf(w, "differs\tLBA %d byte %d\t%d bytes\t%s (group %d)\n", r.Offset/fsimage.SectorSize, r.Offset%fsimage.SectorSize, r.Len, r.Region, r.Group)
+	}
+	for i, r := range d.Masked {
+		if i == show {
+			fmt.Fprintf(w, "... %d more masked\n", len(d.Masked)-show)
+			break
+		}
+		fmt.Fprintf(w, "masked\tLBA %d byte %d\t%d bytes\t%s\n", r.Offset/fsimage.SectorSize, r.Offset%fsimage.SectorSize, r.Len, r.Field)
+	}
+	return w.Flush()
 }

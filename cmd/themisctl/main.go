@@ -60,7 +60,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "debug logging on stderr")
 	root.PersistentFlags().StringVar(&g.cacheDir, "cache-dir", "", "guest image cache (default: $THEMIS_CACHE_DIR or the user cache dir)")
-	root.AddCommand(newDoctor(g), newGuest(g), newDiff(g))
+	root.AddCommand(newDoctor(g), newGuest(g))
 	addAPI(root, g)
 	return root
 }

@@ -4793,6 +4793,236 @@ func (*CorruptResponse_Result) isCorruptResponse_Event() {}
 
 func (*CorruptResponse_Summary) isCorruptResponse_Event() {}
 
+type DiffRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lane      string                 `protobuf:"bytes,2,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Checkpoint ids or names, or "current".
+	From          string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            string `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	Normalize     bool   `protobuf:"varint,5,opt,name=normalize,proto3" json:"normalize,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffRequest) Reset() {
+	*x = DiffRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffRequest) ProtoMessage() {}
+
+func (x *DiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
+func (*DiffRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DiffRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetNormalize() bool {
+	if x != nil {
+		return x.Normalize
+	}
+	return false
+}
+
+type DiffRange struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Offset int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Len    int32                  `protobuf:"varint,2,opt,name=len,proto3" json:"len,omitempty"`
+	Region string                 `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	Group  int32                  `protobuf:"varint,4,opt,name=group,proto3" json:"group,omitempty"`
+	// The nuisance field, for masked ranges.
+	Field         string `protobuf:"bytes,5,opt,name=field,proto3" json:"field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffRange) Reset() {
+	*x = DiffRange{}
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffRange) ProtoMessage() {}
+
+func (x *DiffRange) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
+func (*DiffRange) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DiffRange) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DiffRange) GetLen() int32 {
+	if x != nil {
+		return x.Len
+	}
+	return 0
+}
+
+func (x *DiffRange) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *DiffRange) GetGroup() int32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *DiffRange) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+type DiffResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	RawSectors        int64                  `protobuf:"varint,1,opt,name=raw_sectors,json=rawSectors,proto3" json:"raw_sectors,omitempty"`
+	NormalizedSectors int64                  `protobuf:"varint,2,opt,name=normalized_sectors,json=normalizedSectors,proto3" json:"normalized_sectors,omitempty"`
+	Normalized        bool                   `protobuf:"varint,3,opt,name=normalized,proto3" json:"normalized,omitempty"`
+	Ranges            []*DiffRange           `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Masked            []*DiffRange           `protobuf:"bytes,5,rep,name=masked,proto3" json:"masked,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DiffResponse) Reset() {
+	*x = DiffResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffResponse) ProtoMessage() {}
+
+func (x *DiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
+func (*DiffResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DiffResponse) GetRawSectors() int64 {
+	if x != nil {
+		return x.RawSectors
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetNormalizedSectors() int64 {
+	if x != nil {
+		return x.NormalizedSectors
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetNormalized() bool {
+	if x != nil {
+		return x.Normalized
+	}
+	return false
+}
+
+func (x *DiffResponse) GetRanges() []*DiffRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetMasked() []*DiffRange {
+	if x != nil {
+		return x.Masked
+	}
+	return nil
+}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -5208,7 +5438,29 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0fCorruptResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.themis.v1.CorruptResultH\x00R\x06result\x125\n" +
 	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.CorruptSummaryH\x00R\asummaryB\a\n" +
-	"\x05event2\xd4\v\n" +
+	"\x05event\"\x82\x01\n" +
+	"\vDiffRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04lane\x18\x02 \x01(\tR\x04lane\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12\x1c\n" +
+	"\tnormalize\x18\x05 \x01(\bR\tnormalize\"y\n" +
+	"\tDiffRange\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x10\n" +
+	"\x03len\x18\x02 \x01(\x05R\x03len\x12\x16\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\x05R\x05group\x12\x14\n" +
+	"\x05field\x18\x05 \x01(\tR\x05field\"\xda\x01\n" +
+	"\fDiffResponse\x12\x1f\n" +
+	"\vraw_sectors\x18\x01 \x01(\x03R\n" +
+	"rawSectors\x12-\n" +
+	"\x12normalized_sectors\x18\x02 \x01(\x03R\x11normalizedSectors\x12\x1e\n" +
+	"\n" +
+	"normalized\x18\x03 \x01(\bR\n" +
+	"normalized\x12,\n" +
+	"\x06ranges\x18\x04 \x03(\v2\x14.themis.v1.DiffRangeR\x06ranges\x12,\n" +
+	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked2\x8d\f\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -5233,7 +5485,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01\x12B\n" +
 	"\aProfile\x12\x19.themis.v1.ProfileRequest\x1a\x1a.themis.v1.ProfileResponse0\x01\x12B\n" +
-	"\aCorrupt\x12\x19.themis.v1.CorruptRequest\x1a\x1a.themis.v1.CorruptResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\aCorrupt\x12\x19.themis.v1.CorruptRequest\x1a\x1a.themis.v1.CorruptResponse0\x01\x127\n" +
+	"\x04Diff\x12\x16.themis.v1.DiffRequest\x1a\x17.themis.v1.DiffResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -5248,7 +5501,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -5312,91 +5565,94 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*CorruptResult)(nil),            // 59: themis.v1.CorruptResult
 	(*CorruptSummary)(nil),           // 60: themis.v1.CorruptSummary
 	(*CorruptResponse)(nil),          // 61: themis.v1.CorruptResponse
-	nil,                              // 62: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 63: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 64: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 65: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 66: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 67: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 68: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 69: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 70: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 71: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 72: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 73: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 74: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 75: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 76: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 77: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 78: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 79: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 80: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 81: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 82: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 83: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 84: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 85: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 86: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 87: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 88: themis.agent.v1.Timespec
+	(*DiffRequest)(nil),              // 62: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 63: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 64: themis.v1.DiffResponse
+	nil,                              // 65: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 66: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 67: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 68: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 69: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 70: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 71: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 72: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 73: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 74: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 75: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 76: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 77: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 78: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 79: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 80: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 81: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 82: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 83: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 84: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 85: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 86: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 87: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 88: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 89: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 90: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 91: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	0,  // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	3,  // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	64, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	64, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	67, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	67, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,  // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	64, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	67, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	12, // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,  // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	13, // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	65, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	66, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	67, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	68, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	69, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	70, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	71, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	72, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	73, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	74, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	75, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	76, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	77, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	78, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	79, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	80, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	81, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	82, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	83, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	84, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	68, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	69, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	70, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	71, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	72, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	73, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	74, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	75, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	76, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	77, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	78, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	79, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	80, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	81, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	82, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	83, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	84, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	85, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	86, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	87, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	22, // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	85, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	86, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	88, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	89, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
 	27, // 38: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	87, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	64, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	90, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	67, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	24, // 41: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	35, // 42: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	85, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	88, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	24, // 44: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	64, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	67, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
 	12, // 46: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
 	39, // 47: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
 	40, // 48: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
 	41, // 49: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
 	40, // 50: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
 	40, // 51: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	88, // 52: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	88, // 53: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	88, // 54: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	62, // 55: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	91, // 52: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	91, // 53: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	91, // 54: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	65, // 55: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	49, // 56: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	48, // 57: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	50, // 58: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -5406,54 +5662,58 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	55, // 62: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
 	54, // 63: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	56, // 64: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	63, // 65: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	66, // 65: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	59, // 66: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	60, // 67: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	4,  // 68: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 69: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 70: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 71: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 72: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 73: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 74: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 75: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 76: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 77: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 78: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 79: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 80: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 81: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 82: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	43, // 83: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	45, // 84: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	47, // 85: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	52, // 86: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	58, // 87: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	5,  // 88: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 89: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 90: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 91: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 92: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 93: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 94: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 95: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 96: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 97: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 98: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 99: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 100: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 101: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	42, // 102: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	44, // 103: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	46, // 104: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	51, // 105: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	57, // 106: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	61, // 107: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	88, // [88:108] is the sub-list for method output_type
-	68, // [68:88] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	63, // 68: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	63, // 69: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,  // 70: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 71: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 72: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 73: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 74: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 75: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 76: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 77: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 78: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 79: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 80: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 81: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 82: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 83: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 84: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	43, // 85: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	45, // 86: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	47, // 87: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	52, // 88: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	58, // 89: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	62, // 90: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,  // 91: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 92: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 93: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 94: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 95: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 96: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 97: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 98: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 99: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 100: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 101: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 102: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 103: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 104: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	42, // 105: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	44, // 106: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	46, // 107: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	51, // 108: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	57, // 109: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	61, // 110: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	64, // 111: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	91, // [91:112] is the sub-list for method output_type
+	70, // [70:91] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -5506,7 +5766,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   62,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ const (
 	Themis_ClockSweep_FullMethodName       = "/themis.v1.Themis/ClockSweep"
 	Themis_Profile_FullMethodName          = "/themis.v1.Themis/Profile"
 	Themis_Corrupt_FullMethodName          = "/themis.v1.Themis/Corrupt"
+	Themis_Diff_FullMethodName             = "/themis.v1.Themis/Diff"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -93,6 +94,10 @@ type ThemisClient interface {
 	// an inode field, a directory entry, a superblock field, ...) on fork
 	// branches and classifies the blast radius.
 	Corrupt(ctx context.Context, in *CorruptRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CorruptResponse], error)
+	// Diff compares one lane's disk at two points of a session (live
+	// checkpoints or "current"): differing sectors and byte ranges labelled by
+	// structure; normalize masks nuisance fields.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
 }
 
 type themisClient struct {
@@ -339,6 +344,16 @@ func (c *themisClient) Corrupt(ctx context.Context, in *CorruptRequest, opts ...
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_CorruptClient = grpc.ServerStreamingClient[CorruptResponse]
 
+func (c *themisClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffResponse)
+	err := c.cc.Invoke(ctx, Themis_Diff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -384,6 +399,10 @@ type ThemisServer interface {
 	// an inode field, a directory entry, a superblock field, ...) on fork
 	// branches and classifies the blast radius.
 	Corrupt(*CorruptRequest, grpc.ServerStreamingServer[CorruptResponse]) error
+	// Diff compares one lane's disk at two points of a session (live
+	// checkpoints or "current"): differing sectors and byte ranges labelled by
+	// structure; normalize masks nuisance fields.
+	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -453,6 +472,9 @@ func (UnimplementedThemisServer) Profile(*ProfileRequest, grpc.ServerStreamingSe
 }
 func (UnimplementedThemisServer) Corrupt(*CorruptRequest, grpc.ServerStreamingServer[CorruptResponse]) error {
 	return status.Error(codes.Unimplemented, "method Corrupt not implemented")
+}
+func (UnimplementedThemisServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -807,6 +829,24 @@ func _Themis_Corrupt_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_CorruptServer = grpc.ServerStreamingServer[CorruptResponse]
 
+func _Themis_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).Diff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_Diff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).Diff(ctx, req.(*DiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -877,6 +917,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFinding",
 			Handler:    _Themis_GetFinding_Handler,
+		},
+		{
+			MethodName: "Diff",
+			Handler:    _Themis_Diff_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,81 @@
+package overlay
+
+import (
+	"fmt"
+	"io"
+)
+
+// View is a read-only image of the device as seen through the base and its
+// bottom n writable layers: the disk as it was when layer n+1 was pushed
+// (at a checkpoint). Reads leave the counters alone. A View is valid while
+// the device has at least n layers and those layers are not merged.
+type View struct {
+	d *Device
+	n int
+}
+
+// ViewAt returns the View through the bottom n layers (0 = the base alone,
+// Depth() = the current image).
+func (d *Device) ViewAt(n int) (*View, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	if n < 0 || n > len(d.layers) {
+		return nil, fmt.Errorf("overlay: view through %d layers with depth %d: %w", n, len(d.layers), ErrDepth)
+	}
+	return &View{d: d, n: n}, nil
+}
+
+// Size is the image size in bytes.
+func (v *View) Size() int64 { return v.d.size }
+
+// ReadAt implements io.ReaderAt.
+func (v *View) ReadAt(p []byte, off int64) (int, error) {
+	d := v.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if v.n > len(d.layers) {
+		return 0, fmt.Errorf("overlay: view through %d layers, device now at depth %d: %w", v.n, len(d.layers), ErrDepth)
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("overlay: read at negative offset %d: %w", off, ErrOutOfRange)
+	}
+	if off >= d.size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := len(p)
+	var eof error
+	if int64(n) > d.size-off {
+		n = int(d.size - off)
+		eof = io.EOF
+	}
+	q, o := p[:n], off
+	for len(q) > 0 {
+		lba := uint64(o / SectorSize)
+		in := int(o % SectorSize)
+		k := min(SectorSize-in, len(q))
+		found := false
+		for i := v.n - 1; i >= 0; i-- {
+			if s, ok := d.layers[i].sectors[lba]; ok {
+				copy(q[:k], s[in:in+k])
+				found = true
+				break
+			}
+		}
+		if !found {
+			if _, err := d.base.ReadAt(q[:k], o); err != nil && err != io.EOF {
+				return 0, fmt.Errorf("overlay: read base at %d: %w", o, err)
+			}
+		}
+		q, o = q[k:], o+int64(k)
+	}
+	return n, eof
+}
