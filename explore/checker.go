@@ -79,6 +79,8 @@ type Result struct {
 	Stopped string
 	// Replays counts ops applied by minimization and replay checks.
 	Replays int
+	// RestoresSkipped counts restores LazyRestore left out.
+	RestoresSkipped int
 	// Root is the lanes' state before any op.
 	Root []LaneState
 	// Digest is sha256 over the roots of the unique states in the order the
@@ -261,7 +263,7 @@ func (r *run) search(ctx context.Context) error {
 	if divergent(st) {
 		return nil // nothing to compare below a root the lanes disagree on
 	}
-	return r.expand(ctx, 0, nil, nil, root)
+	return r.expand(ctx, 0, nil, nil, root, stateKey(st))
 }
 
 // visit records a state reached for the first time and runs the checks on
@@ -375,7 +377,7 @@ func (r *run) step(ctx context.Context) error {
 
 // expand tries the ops drawn for the state at depth (reached by trace, at
 // position pos, saved as checkpoint cp; the System is in that state).
-func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1.Request, cp CheckpointID) error {
+func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1.Request, cp CheckpointID, self string) error {
 	if depth >= r.cfg.Depth {
 		return nil
 	}
@@ -434,6 +436,12 @@ func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1
 			return err
 		}
 		key := stateKey(st)
+		if r.cfg.LazyRestore && key == self && allFailed(results) {
+			// The op failed on every lane and left the abstract state as
+			// it was: the next op runs from here without a restore.
+			dirty = false
+			r.res.RestoresSkipped++
+		}
 		d, seen := r.visited[key]
 		if seen && d <= depth+1 {
 			continue
@@ -460,7 +468,7 @@ func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1
 		if err != nil {
 			return fmt.Errorf("explore: checkpoint: %w", err)
 		}
-		err = r.expand(ctx, depth+1, append(slices.Clip(pos), i), child, childCP)
+		err = r.expand(ctx, depth+1, append(slices.Clip(pos), i), child, childCP, key)
 		var stop *stopError
 		if err != nil && !errors.As(err, &stop) {
 			return err
@@ -731,4 +739,14 @@ func dedupe(fs []Finding) []Finding {
 		}
 	}
 	return out
+}
+
+// allFailed reports whether the op returned an errno on every lane.
+func allFailed(results []LaneResult) bool {
+	for _, l := range results {
+		if l.Errno == 0 {
+			return false
+		}
+	}
+	return len(results) > 0
 }

@@ -80,6 +80,14 @@ type Config struct {
 	MaxFindings int
 	// NoMinimize keeps findings' traces as found.
 	NoMinimize bool
+	// LazyRestore skips the restore after an op that failed on every lane
+	// and left the abstract state unchanged: the next op runs from the
+	// machine as it is. Faster where restores are expensive (TCG flushes
+	// its translated code on every restore), at the price of hidden state
+	// (caches, negative dentries, atimes outside the time mode) drifting
+	// from the checkpoint; the sampled replay from the root still checks
+	// that states reproduce. Off by default.
+	LazyRestore bool
 	// MinimizeBudget caps the replays spent minimizing one finding
 	// (default 256).
 	MinimizeBudget int

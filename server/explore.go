@@ -42,6 +42,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		MaxDuration: time.Duration(req.GetMaxSeconds()) * time.Second,
 		Fsck:        req.GetFsck(),
 		Remount:     req.GetRemount(),
+		LazyRestore: req.GetLazyRestore(),
 	}
 	var sendErr error
 	send := func(r *themisv1.ExploreResponse) {
@@ -112,6 +113,7 @@ func summaryProto(s *session.ExploreSummary) *themisv1.ExploreSummary {
 		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: seconds(s.Elapsed),
 		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
 		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
+		RestoresSkipped: int64(s.RestoresSkipped),
 	}
 	for lane, root := range s.Roots {
 		out.Roots = append(out.Roots, &themisv1.LaneRoot{Lane: lane, Root: root})

@@ -79,6 +79,9 @@ type ExploreOptions struct {
 	// Remount checks at every new state that umount+mount leaves the lane's
 	// fingerprint unchanged. Single lane only.
 	Remount bool
+	// LazyRestore skips the restore after an op that failed on every lane
+	// and left the abstract state unchanged (explore.Config.LazyRestore).
+	LazyRestore bool
 }
 
 // ExploreProgress is a snapshot of a running Explore.
@@ -139,6 +142,8 @@ type Finding struct {
 type ExploreSummary struct {
 	// Session is the session the run created (ended when Explore returns).
 	Session string
+	// RestoresSkipped counts restores LazyRestore left out.
+	RestoresSkipped int
 	// States counts ops applied by the search, Unique the distinct states
 	// (the root included), Findings the findings recorded.
 	States, Unique, Findings int
@@ -267,7 +272,7 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 		ids: make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry)}
 	cfg := explore.Config{
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed,
-		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery,
+		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
 	}
 	if o.Remount {
 		cfg.Checks = append(cfg.Checks, sys.remountCheck)
@@ -304,7 +309,7 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 		Stopped: res.Stopped, Elapsed: elapsed, Boot: boot, MaxDepth: res.MaxDepthReached,
 		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)),
 		OpTime: sys.opTime, FingerprintTime: sys.fpTime, RestoreTime: sys.restoreTime,
-		CheckpointTime: sys.cpTime, CheckTime: sys.checkTime,
+		CheckpointTime: sys.cpTime, CheckTime: sys.checkTime, RestoresSkipped: res.RestoresSkipped,
 	}
 	if sum.Stopped == explore.StopRequested {
 		sum.Stopped = StopMaxDuration

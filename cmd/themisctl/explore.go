@@ -40,6 +40,7 @@ type exploreJSON struct {
 	OpS          float64            `json:"op_s"`
 	FingerprintS float64            `json:"fingerprint_s"`
 	RestoreS     float64            `json:"restore_s"`
+	Skipped      int64              `json:"restores_skipped"`
 	FindingList  []*findingJSONView `json:"finding_list"`
 }
 
@@ -119,7 +120,7 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 						SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
 						StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
 						MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: map[string]string{},
-						OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), FindingList: []*findingJSONView{},
+						OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(), FindingList: []*findingJSONView{},
 					}
 					for _, r := range sum.GetRoots() {
 						out.Roots[r.GetLane()] = hex.EncodeToString(r.GetRoot())
@@ -133,6 +134,9 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 				fmt.Fprintf(w, "states\t%d\nunique states\t%d\nfindings\t%d\nstates/s\t%.1f\nbackend\t%s\nelapsed\t%.1f s\nmax depth\t%d\n",
 					sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
 				fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())
+				if sum.GetRestoresSkipped() > 0 {
+					fmt.Fprintf(w, "restores skipped (lazy)\t%d\n", sum.GetRestoresSkipped())
+				}
 				if sum.GetStopped() != "" {
 					fmt.Fprintf(w, "stopped early\t%s\n", sum.GetStopped())
 				}
@@ -153,6 +157,7 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: e2fsck -fn the resolved image at every new state")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
+	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 
 	var sessionFilter string
 	findings := &cobra.Command{

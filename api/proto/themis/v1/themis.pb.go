@@ -2613,7 +2613,10 @@ type ExploreRequest struct {
 	Fsck    bool `protobuf:"varint,9,opt,name=fsck,proto3" json:"fsck,omitempty"`
 	Remount bool `protobuf:"varint,10,opt,name=remount,proto3" json:"remount,omitempty"`
 	// Canonicalization policy ("metis" default, "exact").
-	Policy        string `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy string `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Skip the restore after an op that failed on every lane and left the
+	// abstract state unchanged (faster on TCG; hidden state may drift).
+	LazyRestore   bool `protobuf:"varint,12,opt,name=lazy_restore,json=lazyRestore,proto3" json:"lazy_restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2723,6 +2726,13 @@ func (x *ExploreRequest) GetPolicy() string {
 		return x.Policy
 	}
 	return ""
+}
+
+func (x *ExploreRequest) GetLazyRestore() bool {
+	if x != nil {
+		return x.LazyRestore
+	}
+	return false
 }
 
 type ExploreProgress struct {
@@ -2982,13 +2992,14 @@ type ExploreSummary struct {
 	ElapsedS float64 `protobuf:"fixed64,8,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
 	MaxDepth int32   `protobuf:"varint,9,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
 	// Digest of the unique states in discovery order: equal for equal runs.
-	Digest        string      `protobuf:"bytes,10,opt,name=digest,proto3" json:"digest,omitempty"`
-	Roots         []*LaneRoot `protobuf:"bytes,11,rep,name=roots,proto3" json:"roots,omitempty"`
-	OpS           float64     `protobuf:"fixed64,12,opt,name=op_s,json=opS,proto3" json:"op_s,omitempty"`
-	FingerprintS  float64     `protobuf:"fixed64,13,opt,name=fingerprint_s,json=fingerprintS,proto3" json:"fingerprint_s,omitempty"`
-	RestoreS      float64     `protobuf:"fixed64,14,opt,name=restore_s,json=restoreS,proto3" json:"restore_s,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Digest          string      `protobuf:"bytes,10,opt,name=digest,proto3" json:"digest,omitempty"`
+	Roots           []*LaneRoot `protobuf:"bytes,11,rep,name=roots,proto3" json:"roots,omitempty"`
+	OpS             float64     `protobuf:"fixed64,12,opt,name=op_s,json=opS,proto3" json:"op_s,omitempty"`
+	FingerprintS    float64     `protobuf:"fixed64,13,opt,name=fingerprint_s,json=fingerprintS,proto3" json:"fingerprint_s,omitempty"`
+	RestoreS        float64     `protobuf:"fixed64,14,opt,name=restore_s,json=restoreS,proto3" json:"restore_s,omitempty"`
+	RestoresSkipped int64       `protobuf:"varint,15,opt,name=restores_skipped,json=restoresSkipped,proto3" json:"restores_skipped,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
@@ -3115,6 +3126,13 @@ func (x *ExploreSummary) GetFingerprintS() float64 {
 func (x *ExploreSummary) GetRestoreS() float64 {
 	if x != nil {
 		return x.RestoreS
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetRestoresSkipped() int64 {
+	if x != nil {
+		return x.RestoresSkipped
 	}
 	return 0
 }
@@ -5228,7 +5246,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xcb\x02\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xee\x02\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -5244,7 +5262,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04fsck\x18\t \x01(\bR\x04fsck\x12\x18\n" +
 	"\aremount\x18\n" +
 	" \x01(\bR\aremount\x12\x16\n" +
-	"\x06policy\x18\v \x01(\tR\x06policy\"\x98\x02\n" +
+	"\x06policy\x18\v \x01(\tR\x06policy\x12!\n" +
+	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -5271,7 +5290,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x1d\n" +
 	"\n" +
-	"lane_specs\x18\f \x03(\tR\tlaneSpecs\"\xb4\x03\n" +
+	"lane_specs\x18\f \x03(\tR\tlaneSpecs\"\xdf\x03\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5288,7 +5307,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05roots\x18\v \x03(\v2\x13.themis.v1.LaneRootR\x05roots\x12\x11\n" +
 	"\x04op_s\x18\f \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\r \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\x0e \x01(\x01R\brestoreS\"\xbb\x01\n" +
+	"\trestore_s\x18\x0e \x01(\x01R\brestoreS\x12)\n" +
+	"\x10restores_skipped\x18\x0f \x01(\x03R\x0frestoresSkipped\"\xbb\x01\n" +
 	"\x0fExploreResponse\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.themis.v1.ExploreProgressH\x00R\bprogress\x12.\n" +
 	"\afinding\x18\x02 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x125\n" +
