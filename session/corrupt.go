@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -25,7 +26,7 @@ import (
 const (
 	ClassFatal          = "fatal"           // the mount fails
 	ClassNamespaceLoss  = "namespace-loss"  // paths vanish while the filesystem stays mounted
-	ClassDetected       = "detected"        // an ext*-fs error in the kernel log, or EIO/EUCLEAN reading an affected file
+	ClassDetected       = "detected"        // an ext*-fs error in the kernel log, or EIO/EUCLEAN/EBADMSG reading an affected file
 	ClassSilentMetadata = "silent-metadata" // a path's metadata (size, mode, links, ...) changed, no error
 	ClassSilentContent  = "silent-content"  // only file content changed, no error
 	ClassNone           = "none"            // nothing observable changed
@@ -658,9 +659,11 @@ func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, 
 // fsErrorLine matches the kernel's ext2/3/4 error reports.
 var fsErrorLine = regexp.MustCompile(`EXT[234]-fs (error|\(.*\): error)`)
 
-// Errnos that mean the filesystem detected the damage.
+// Errnos that mean the filesystem detected the damage: EIO, EUCLEAN
+// (EFSCORRUPTED) and EBADMSG (EFSBADCRC, a metadata checksum mismatch).
 const (
 	errnoEIO     = 5
+	errnoEBADMSG = 74
 	errnoEUCLEAN = 117
 )
 
@@ -688,13 +691,18 @@ func (c *corrupter) one(ctx context.Context, i int, text string, f flip, cf *obs
 	if r.FsckClean, r.FsckSummary, err = c.fsck(ctx, i, o.mounted); err != nil {
 		return r, err
 	}
-	detected := r.ReadErrno == errnoEIO || r.ReadErrno == errnoEUCLEAN
+	detected := r.ReadErrno == errnoEIO || r.ReadErrno == errnoEUCLEAN || r.ReadErrno == errnoEBADMSG
 	for _, l := range r.KernelLog {
 		detected = detected || fsErrorLine.MatchString(l)
 	}
 	switch {
 	case !r.Mounted:
 		r.Class = ClassFatal
+	case vanished && r.ReadErrno == errnoEBADMSG:
+		// The object is refused on a checksum mismatch (EFSBADCRC): the
+		// filesystem caught the flip. Names lost to a rejected directory
+		// block (EUCLEAN on lookup) stay namespace-loss, as in the paper.
+		r.Class = ClassDetected
 	case vanished:
 		r.Class = ClassNamespaceLoss
 	case detected:
@@ -756,6 +764,17 @@ func (c *corrupter) compare(ctx context.Context, lane string, cf, o *observation
 		if b != nil && b.GetKind() == agentv1.Kind_KIND_REGULAR && r.ReadErrno == 0 {
 			if r.ReadErrno, err = c.readAll(ctx, lane, p); err != nil {
 				return false, false, false, err
+			}
+		}
+		if b == nil && a != nil && r.ReadErrno == 0 {
+			// Gone from the walk: is the name gone, or does the
+			// filesystem refuse it (EBADMSG on a checksum, EUCLEAN)?
+			st, err := c.x.call(ctx, "stat "+lane+"/"+p, req(&agentv1.Stat{Lane: lane, Path: p}))
+			if err != nil {
+				return false, false, false, err
+			}
+			if e := st.GetErrno(); e != 0 && e != int32(syscall.ENOENT) {
+				r.ReadErrno = e
 			}
 		}
 	}
