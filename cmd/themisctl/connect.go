@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ func connect(ctx context.Context, g *globals, f *connFlags) (*conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--token-file: %w", err)
 		}
-		opts.Token = string(trimSpace(b))
+		opts.Token = string(bytes.TrimSpace(b))
 	}
 	if f.addr != "" && !f.embedded {
 		c, err := client.Dial(ctx, f.addr, opts)
@@ -91,14 +92,4 @@ func (c *conn) Close() error {
 		errs = append(errs, c.embedded.Shutdown(ctx), os.RemoveAll(c.tmp))
 	}
 	return errors.Join(errs...)
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	return b
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/themisfs/themis/bench"
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -108,11 +109,11 @@ func addSweep(root *cobra.Command, g *globals, with func(*cobra.Command, func(co
 			case values != "":
 				p := clock.Plan{Name: "values"}
 				for _, v := range splitList(values) {
-					ts, err := parseSecNs(v)
+					ts, err := opspec.ParseTime(v)
 					if err != nil {
-						return fmt.Errorf("--values %q: %w", v, err)
+						return fmt.Errorf("--values: %w", err)
 					}
-					p.Values = append(p.Values, clock.Value{Name: v, Sec: ts.Sec, Nsec: ts.Nsec})
+					p.Values = append(p.Values, clock.Value{Name: v, Sec: ts.GetSec(), Nsec: ts.GetNsec()})
 				}
 				plan = &p
 			}
@@ -278,25 +279,6 @@ func addSweep(root *cobra.Command, g *globals, with func(*cobra.Command, func(co
 	bf.IntVar(&bo.Baseline.States, "baseline-states", 100, "baseline states")
 	benchCmd.AddCommand(benchExplore)
 	root.AddCommand(sweep, benchCmd)
-}
-
-func parseSecNs(s string) (clock.Timespec, error) {
-	sec, ns, hasNs := strings.Cut(s, ".")
-	v, err := strconv.ParseInt(sec, 0, 64)
-	if err != nil {
-		return clock.Timespec{}, fmt.Errorf("want SEC or SEC.NSEC")
-	}
-	var n int64
-	if hasNs {
-		if len(ns) == 0 || len(ns) > 9 {
-			return clock.Timespec{}, fmt.Errorf("want 1..9 digits of fraction")
-		}
-		n, err = strconv.ParseInt(ns+strings.Repeat("0", 9-len(ns)), 10, 64)
-		if err != nil {
-			return clock.Timespec{}, fmt.Errorf("bad fraction")
-		}
-	}
-	return clock.Timespec{Sec: v, Nsec: n}, nil
 }
 
 // mergeRows reads JSON-lines files, drops duplicate cells (same lane, value
