@@ -18,7 +18,9 @@ require (
 )
 
 require (
+	github.com/alecthomas/kong v0.8.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bobuhiro11/gokvm v0.0.8-0.20231003020000-f53faca69d28 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -33,6 +35,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
+	golang.org/x/arch v0.2.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	modernc.org/libc v1.80.1 // indirect

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	gokvm "github.com/bobuhiro11/gokvm/kvm"
 	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap"
@@ -184,7 +185,7 @@ func (m *Machine) setup() error {
 	if m.sysFD, err = unix.Open("/dev/kvm", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("kvm: open /dev/kvm: %w", err)
 	}
-	v, err := ioctlVal(m.sysFD, "KVM_GET_API_VERSION", kvmGetAPIVersion, 0)
+	v, err := gk("KVM_GET_API_VERSION", func() (uintptr, error) { return gokvm.GetAPIVersion(uintptr(m.sysFD)) })
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (m *Machine) setup() error {
 		return fmt.Errorf("kvm: API version %d, want %d", v, kvmAPIVersion)
 	}
 	check := func(c uintptr) (int, error) {
-		return ioctlVal(m.sysFD, "KVM_CHECK_EXTENSION", kvmCheckExtension, c)
+		return gk("KVM_CHECK_EXTENSION", func() (uintptr, error) { return gokvm.CheckExtension(uintptr(m.sysFD), gokvm.Capability(c)) })
 	}
 	for _, c := range []struct {
 		cap  uintptr
@@ -230,15 +231,15 @@ func (m *Machine) setup() error {
 	} else {
 		m.hasClock = n > 0
 	}
-	if m.vmFD, err = ioctlVal(m.sysFD, "KVM_CREATE_VM", kvmCreateVM, 0); err != nil {
+	if m.vmFD, err = gk("KVM_CREATE_VM", func() (uintptr, error) { return gokvm.CreateVM(uintptr(m.sysFD)) }); err != nil {
 		return err
 	}
 	unix.CloseOnExec(m.vmFD)
 	if !m.cfg.NoIRQChip {
-		if _, err := ioctlVal(m.vmFD, "KVM_CREATE_IRQCHIP", kvmCreateIRQChip, 0); err != nil {
+		if _, err := gk("KVM_CREATE_IRQCHIP", func() (uintptr, error) { return 0, gokvm.CreateIRQChip(uintptr(m.vmFD)) }); err != nil {
 			return err
 		}
-		if _, err := ioctlPtr(m.vmFD, "KVM_CREATE_PIT2", kvmCreatePIT2, &pitConfig{}); err != nil {
+		if _, err := gk("KVM_CREATE_PIT2", func() (uintptr, error) { return 0, gokvm.CreatePIT2(uintptr(m.vmFD)) }); err != nil {
 			return err
 		}
 	}
@@ -288,11 +289,11 @@ func (m *Machine) setup() error {
 	if _, err := ioctlPtr(m.vmFD, "KVM_SET_USER_MEMORY_REGION", kvmSetUserMemoryRegion, &region); err != nil {
 		return err
 	}
-	if m.vcpuFD, err = ioctlVal(m.vmFD, "KVM_CREATE_VCPU", kvmCreateVCPU, 0); err != nil {
+	if m.vcpuFD, err = gk("KVM_CREATE_VCPU", func() (uintptr, error) { return gokvm.CreateVCPU(uintptr(m.vmFD), 0) }); err != nil {
 		return err
 	}
 	unix.CloseOnExec(m.vcpuFD)
-	size, err := ioctlVal(m.sysFD, "KVM_GET_VCPU_MMAP_SIZE", kvmGetVCPUMmapSize, 0)
+	size, err := gk("KVM_GET_VCPU_MMAP_SIZE", func() (uintptr, error) { return gokvm.GetVCPUMMmapSize(uintptr(m.sysFD)) })
 	if err != nil {
 		return err
 	}
@@ -943,4 +944,14 @@ func (m *Machine) Close() error {
 	}
 	m.tree, m.states = nil, nil
 	return errors.Join(errs...)
+}
+
+// gk calls one of gokvm's kvm/ wrappers (the thin ioctls it has; the rest
+// are ours, in abi.go and ioctl_unsafe.go) and wraps its errno as ours.
+func gk(op string, f func() (uintptr, error)) (int, error) {
+	r, err := f()
+	if err != nil {
+		return -1, &IoctlError{Op: op, Err: err}
+	}
+	return int(r), nil
 }
