@@ -123,12 +123,12 @@ func kvmKind() (kind, why string) {
 	return "pvm", "/dev/kvm opens but the CPU shows neither vmx nor svm: not hardware virtualization"
 }
 
-// PickBackend is the "auto" rule: kvm needs hardware virtualization (and the
-// KVM backend, which is not built yet); otherwise QEMU with TCG.
+// PickBackend is the "auto" rule: the Go KVM backend where /dev/kvm is
+// hardware virtualization (it needs no QEMU); otherwise QEMU with TCG.
 func PickBackend(kvmKind string, haveQEMU bool) (backend, why string) {
 	switch {
-	case kvmKind == "hardware" && haveQEMU:
-		return "qemu", "hardware KVM is present but the Go KVM backend (vmm/kvm) is not built yet: QEMU (TCG)"
+	case kvmKind == "hardware":
+		return "kvm", "/dev/kvm is hardware virtualization: the Go KVM backend (vmm/kvm), restores in time proportional to the pages dirtied"
 	case kvmKind == "pvm" && haveQEMU:
 		return "qemu", "/dev/kvm is not hardware virtualization, so Linux cannot boot on it: QEMU with TCG"
 	case haveQEMU:

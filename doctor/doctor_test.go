@@ -20,7 +20,8 @@ func TestPickBackend(t *testing.T) {
 		want     string
 		whyMatch string
 	}{
-		{"hardware", true, "qemu", "not built yet"},
+		{"hardware", true, "kvm", "hardware virtualization"},
+		{"hardware", false, "kvm", "Go KVM backend"},
 		{"pvm", true, "qemu", "not hardware virtualization"},
 		{"absent", true, "qemu", "no /dev/kvm"},
 		{"absent", false, "none", "install qemu-system-x86"},

@@ -95,6 +95,18 @@ type checkpointState struct {
 	vcpu    vcpuState
 	vm      vmState
 	scratch ScratchState
+	devices any // the attached devices' state (Linux machines)
+}
+
+// attachment is what a Linux machine adds to the core: devices served on
+// port I/O exits the core does not serve itself, whose state is part of
+// every checkpoint. portIO runs on the vCPU thread with the machine locked.
+type attachment interface {
+	// portIO serves one access of len(data) bytes; handled false means
+	// no device is there (the core then faults, naming the port).
+	portIO(port uint16, out bool, data []byte) (handled bool, err error)
+	saveDevices() (any, error)
+	loadDevices(any) error
 }
 
 // Machine is one VM with one vCPU running a synthetic 64-bit guest, with
@@ -122,6 +134,7 @@ type Machine struct {
 	msrIndices               []uint32
 	cpuid                    *cpuid2
 
+	att     attachment // nil for synthetic guests
 	tree    *fork.Tree
 	states  map[fork.ID]*checkpointState
 	scratch ScratchState
@@ -631,18 +644,35 @@ func (m *Machine) serveIO(x []byte) (e Exit, done bool, err error) {
 		}
 	case port == DebugExitPort && out:
 		return Exit{Reason: ExitDebug, Code: word(count - 1)}, true, nil
-	default:
-		dir := "IN from"
-		if out {
-			dir = "OUT to"
-		} else {
-			for i := range count {
-				put(i, ^uint32(0))
+	case m.att != nil:
+		for i := range count {
+			data := m.run[off+i*size : off+(i+1)*size]
+			handled, err := m.att.portIO(port, out, data)
+			if err != nil {
+				return Exit{}, false, m.fault("IO", fmt.Sprintf("port %#x: %v", port, err))
+			}
+			if !handled {
+				return Exit{}, false, m.unknownPort(port, out, size, count)
 			}
 		}
-		return Exit{}, false, m.fault("IO", fmt.Sprintf("%s unknown port %#x (size %d)", dir, port, size))
+	default:
+		return Exit{}, false, m.unknownPort(port, out, size, count)
 	}
 	return Exit{}, false, nil
+}
+
+// unknownPort fails the run for an access to a port no device serves; an
+// IN gets all ones, as on a bus with nothing there.
+func (m *Machine) unknownPort(port uint16, out bool, size, count int) error {
+	dir := "OUT to"
+	if !out {
+		dir = "IN from"
+		off := int(binary.LittleEndian.Uint64(m.run[runExit+8:]))
+		for i := range size * count {
+			m.run[off+i] = 0xff
+		}
+	}
+	return m.fault("IO", fmt.Sprintf("%s unknown port %#x (size %d)", dir, port, size))
 }
 
 // dirtyTarget is where harvested dirty pages go: the tree's set once armed,
@@ -792,6 +822,11 @@ func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 	}
 	st := &checkpointState{scratch: m.scratch}
 	var err error
+	if m.att != nil {
+		if st.devices, err = m.att.saveDevices(); err != nil {
+			return 0, fmt.Errorf("kvm: checkpoint: %w", err)
+		}
+	}
 	if st.vcpu, err = m.saveVCPU(); err != nil {
 		return 0, fmt.Errorf("kvm: checkpoint: %w", err)
 	}
@@ -844,6 +879,11 @@ func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 		return fmt.Errorf("kvm: restore %d: %w", id, err)
 	}
 	m.scratch = st.scratch
+	if m.att != nil {
+		if err := m.att.loadDevices(st.devices); err != nil {
+			return fmt.Errorf("kvm: restore %d: %w", id, err)
+		}
+	}
 	end := time.Now()
 	m.stats.Restore = end.Sub(start)
 	m.stats.RestoreHarvest, m.stats.RestoreCopy, m.stats.RestoreState = harvested.Sub(start), restored.Sub(harvested), end.Sub(restored)

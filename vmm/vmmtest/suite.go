@@ -14,9 +14,20 @@ import (
 // Y2038 is the value the witness sets: one second past the signed 32-bit limit.
 const Y2038 = 1 << 31
 
-// Run runs the conformance suite against a backend.
+// Run runs the conformance suite against the QEMU backend (start is
+// qemu.Start in one restore mode).
 func Run(t *testing.T, start Factory) {
-	env := Setup(t)
+	run(t, Setup(t), start)
+}
+
+// RunKVM runs the conformance suite against the KVM backend: it needs
+// hardware virtualization, and skips with the reason without it (a failure
+// under THEMIS_REQUIRE_KVM=1).
+func RunKVM(t *testing.T, start Factory) {
+	run(t, SetupKVM(t), start)
+}
+
+func run(t *testing.T, env *Env, start Factory) {
 	boot := func(t *testing.T, specs ...string) (vmm.Machine, []string) {
 		t.Helper()
 		var devs []*overlayDev

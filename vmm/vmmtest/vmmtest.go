@@ -18,6 +18,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -30,9 +31,49 @@ type Env struct {
 	CacheDir string
 }
 
-// Setup builds (or finds cached) the guest image. Without one it skips, or
-// fails under CI=true.
+// Setup builds (or finds cached) the guest image and checks for QEMU.
+// Without them it skips, or fails under CI=true.
 func Setup(t testing.TB) *Env {
+	t.Helper()
+	env := setupImage(t)
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		unavailable(t, errors.New("qemu-system-x86_64 not installed (Debian qemu-system-x86)"))
+	}
+	return env
+}
+
+// SetupKVM checks that /dev/kvm is hardware virtualization (a stock Linux
+// kernel cannot boot on PVM hosts) and builds or finds the guest image.
+// Without hardware virtualization it skips with the reason, and fails
+// under THEMIS_REQUIRE_KVM=1.
+func SetupKVM(t testing.TB) *Env {
+	t.Helper()
+	RequireKVM(t)
+	return setupImage(t)
+}
+
+// RequireKVM skips (or fails under THEMIS_REQUIRE_KVM=1) unless this host's
+// /dev/kvm is hardware virtualization (vmx/svm).
+func RequireKVM(t testing.TB) {
+	t.Helper()
+	ok, why := kvm.HardwareVirtualization()
+	if ok {
+		return
+	}
+	if os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
+		t.Fatalf("vmmtest: THEMIS_REQUIRE_KVM=1 but Linux cannot boot on this host's /dev/kvm: %s", why)
+	}
+	t.Skipf("vmmtest: Linux on the KVM backend needs hardware virtualization: %s (THEMIS_REQUIRE_KVM=1 makes this a failure)", why)
+}
+
+// SetupImage builds or finds the guest image only (no backend check).
+// Without one it skips, or fails under CI=true.
+func SetupImage(t testing.TB) *Env {
+	t.Helper()
+	return setupImage(t)
+}
+
+func setupImage(t testing.TB) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("vmmtest: real-kernel test skipped in -short mode")
@@ -46,9 +87,6 @@ func Setup(t testing.TB) *Env {
 	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		unavailable(t, fmt.Errorf("guest image: %w", err))
-	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		unavailable(t, errors.New("qemu-system-x86_64 not installed (Debian qemu-system-x86)"))
 	}
 	return &Env{Image: img, CacheDir: cache}
 }
