@@ -90,3 +90,31 @@ func (a *asm) dirtyPages(addr uint64, n int) *asm {
 	loop := len(a.b)
 	return a.storeRAXAtRDI().addRDI(PageSize).decRCX().jnzTo(loop)
 }
+
+// outb: mov edx, port; mov eax, v; out dx, al.
+func (a *asm) outb(port uint16, v uint8) *asm {
+	return a.emit(0xba).imm32(uint32(port)).emit(0xb8).imm32(uint32(v)).emit(0xee)
+}
+
+// outw: mov edx, port; mov eax, v; out dx, ax.
+func (a *asm) outw(port uint16, v uint16) *asm {
+	return a.emit(0xba).imm32(uint32(port)).emit(0xb8).imm32(uint32(v)).emit(0x66, 0xef)
+}
+
+// readSerial reads n bytes from the UART at base into [rdi..] (polling
+// LSR.DR), leaving rdi past them.
+func (a *asm) readSerial(base uint16, addr uint64, n int) *asm {
+	a.movImm(rdi, addr).movImm(rcx, uint64(n))
+	loop := len(a.b)
+	a.emit(0xba).imm32(uint32(base + 5)) // mov edx, LSR
+	poll := len(a.b)
+	a.emit(0xec, 0xa8, 0x01)                    // in al, dx; test al, 1
+	a.emit(0x74, byte(int8(poll-(len(a.b)+2)))) // jz poll
+	a.emit(0xba).imm32(uint32(base))            // mov edx, RBR
+	a.emit(0xec, 0x88, 0x07, 0x48, 0xff, 0xc7)  // in al, dx; mov [rdi], al; inc rdi
+	return a.decRCX().jnzTo(loop)
+}
+
+// cliHLT: cli; hlt — with the in-kernel irqchip the vCPU then waits in the
+// kernel until paused.
+func (a *asm) cliHLT() *asm { return a.emit(0xfa, 0xf4) }

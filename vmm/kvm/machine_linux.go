@@ -988,10 +988,17 @@ func (m *Machine) Close() error {
 
 // gk calls one of gokvm's kvm/ wrappers (the thin ioctls it has; the rest
 // are ours, in abi.go and ioctl_unsafe.go) and wraps its errno as ours.
+// gokvm does not retry EINTR (the Go runtime's preemption signal can
+// interrupt any ioctl); we do.
 func gk(op string, f func() (uintptr, error)) (int, error) {
-	r, err := f()
-	if err != nil {
-		return -1, &IoctlError{Op: op, Err: err}
+	for {
+		r, err := f()
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return -1, &IoctlError{Op: op, Err: err}
+		}
+		return int(r), nil
 	}
-	return int(r), nil
 }

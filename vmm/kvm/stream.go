@@ -24,6 +24,7 @@ var errStreamFull = errors.New("kvm: agent channel buffer full")
 // a call.
 type stream struct {
 	feed func([]byte) error
+	full error // feed's error for a full receive queue: wait and retry
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -33,8 +34,8 @@ type stream struct {
 	timer    *time.Timer
 }
 
-func newStream(feed func([]byte) error) *stream {
-	s := &stream{feed: feed}
+func newStream(feed func([]byte) error, full error) *stream {
+	s := &stream{feed: feed, full: full}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -78,21 +79,36 @@ func (s *stream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write implements io.Writer: the bytes go to the guest's receive queue.
+// feedChunk is how much Write hands the UART at once; the guest drains its
+// receive queue as fast as its tty takes it (no flow control on the line).
+const feedChunk = 64 << 10
+
+// Write implements io.Writer: the bytes go to the guest's receive queue, in
+// chunks, waiting while the queue is full (until the deadline).
 func (s *stream) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	closed, dl := s.closed, s.deadline
-	s.mu.Unlock()
-	if closed != nil {
-		return 0, closed
+	n := 0
+	for n < len(p) {
+		s.mu.Lock()
+		closed, dl := s.closed, s.deadline
+		s.mu.Unlock()
+		if closed != nil {
+			return n, closed
+		}
+		if !dl.IsZero() && !time.Now().Before(dl) {
+			return n, os.ErrDeadlineExceeded
+		}
+		chunk := p[n:min(len(p), n+feedChunk)]
+		err := s.feed(chunk)
+		switch {
+		case err == nil:
+			n += len(chunk)
+		case s.full != nil && errors.Is(err, s.full):
+			time.Sleep(200 * time.Microsecond)
+		default:
+			return n, err
+		}
 	}
-	if !dl.IsZero() && !time.Now().Before(dl) {
-		return 0, os.ErrDeadlineExceeded
-	}
-	if err := s.feed(p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return n, nil
 }
 
 // SetDeadline bounds Read and Write; a time in the past wakes a blocked Read.
@@ -119,6 +135,15 @@ func (s *stream) SetDeadline(t time.Time) error {
 // it had sent nothing the host has not read).
 func (s *stream) reset() {
 	s.mu.Lock()
+	s.buf = nil
+	s.mu.Unlock()
+}
+
+// reopen makes a closed stream usable again (a dead guest restored to a
+// checkpoint).
+func (s *stream) reopen() {
+	s.mu.Lock()
+	s.closed = nil
 	s.buf = nil
 	s.mu.Unlock()
 }

@@ -11,7 +11,7 @@ import (
 
 func TestStream(t *testing.T) {
 	var fed bytes.Buffer
-	s := newStream(func(p []byte) error { fed.Write(p); return nil })
+	s := newStream(func(p []byte) error { fed.Write(p); return nil }, nil)
 
 	if _, err := s.Write([]byte("req")); err != nil || fed.String() != "req" {
 		t.Fatalf("Write: %v, fed %q", err, fed.String())
@@ -78,11 +78,42 @@ func TestStream(t *testing.T) {
 }
 
 func TestStreamFull(t *testing.T) {
-	s := newStream(func([]byte) error { return nil })
+	s := newStream(func([]byte) error { return nil }, nil)
 	if _, err := s.guestWrite(make([]byte, maxStreamBuffer)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.guestWrite([]byte{1}); !errors.Is(err, errStreamFull) {
 		t.Fatalf("guestWrite beyond the bound: %v", err)
+	}
+}
+
+// TestStreamWritePaced: a full receive queue makes Write wait and retry,
+// in chunks, until the deadline.
+func TestStreamWritePaced(t *testing.T) {
+	errFull := errors.New("full")
+	var fed bytes.Buffer
+	calls := 0
+	s := newStream(func(p []byte) error {
+		calls++
+		if calls%2 == 1 {
+			return errFull
+		}
+		fed.Write(p)
+		return nil
+	}, errFull)
+	msg := bytes.Repeat([]byte("ab"), feedChunk) // two chunks
+	if n, err := s.Write(msg); err != nil || n != len(msg) || !bytes.Equal(fed.Bytes(), msg) {
+		t.Fatalf("Write = %d, %v; fed %d bytes", n, err, fed.Len())
+	}
+	stuck := newStream(func([]byte) error { return errFull }, errFull)
+	if err := stuck.SetDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stuck.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write into a queue that stays full: %v", err)
+	}
+	other := errors.New("boom")
+	if _, err := newStream(func([]byte) error { return other }, errFull).Write([]byte("x")); !errors.Is(err, other) {
+		t.Fatalf("Write with a failing feed: %v", err)
 	}
 }

@@ -1,0 +1,670 @@
+package kvm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gokvm "github.com/bobuhiro11/gokvm/kvm"
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fork"
+	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm/devices"
+	"github.com/themisfs/themis/vmm/kvm/linuxboot"
+	"go.uber.org/zap"
+)
+
+// Linux guests on this backend: the kernel is entered through the 64-bit
+// boot protocol (linuxboot), with the in-kernel irqchip and PIT, a 16550
+// console on COM1, the agent channel on COM2 (the agent's /dev/ttyS1, the
+// same frames as on the QEMU backend) and one legacy virtio-pci block device
+// per disk, served from its overlay. Interrupts are PIC lines (noapic).
+const (
+	// linuxCmdline is the kernel command line before vmm.Config.Cmdline.
+	// noapic/acpi=off: no firmware tables, PIC interrupts; pci=conf1: PCI
+	// through ports 0xcf8/0xcfc; reboot=k: a panic resets through the
+	// i8042, which ends the run with the console tail.
+	linuxCmdline = "console=ttyS0 panic=-1 reboot=k loglevel=4 lpj=4000000 tsc=reliable no_timer_check mitigations=off " +
+		"audit=0 selinux=0 apparmor=0 noapic acpi=off pci=conf1 i8042.noaux i8042.nokbd i8042.nopnp"
+	// readyLine is what the agent prints on the console once it serves its channel.
+	readyLine = "themis-agent: ready"
+	// MaxKernel and MaxInitramfs bound the files Start reads.
+	MaxKernel    = 64 << 20
+	MaxInitramfs = 1 << 30
+	com1Base     = devices.COM1Port
+	com2Base     = devices.COM2Port
+	com1IRQ      = devices.COM1IRQ
+	com2IRQ      = devices.COM2IRQ
+)
+
+// diskIRQs are the PIC lines given to the disks, in attach order.
+var diskIRQs = []uint8{5, 9, 10, 11, 14, 15}
+
+// linuxGDT is the boot GDT the 64-bit boot protocol asks for: __BOOT_CS at
+// 0x10 (64-bit code) and __BOOT_DS at 0x18 (flat data).
+var linuxGDT = []uint64{0, 0, 0x00af9b000000ffff, 0x00cf93000000ffff}
+
+// LinuxMachine is a Linux guest on /dev/kvm behind vmm.Machine: the core
+// Machine (RAM, vCPU, fork tree) plus boot, devices, the agent channel and
+// the disks' overlays in lockstep with the memory checkpoints.
+type LinuxMachine struct {
+	cfg  vmm.Config
+	log  *zap.Logger
+	core *Machine
+
+	console      *console
+	com1, com2   *devices.UART
+	pci          *devices.PCIBus
+	blocks       []*devices.Block
+	stream       *stream
+	agent        *agent.Client
+	absentAccess map[string]uint64 // absent legacy device → accesses
+
+	mu     sync.Mutex // serializes the vmm.Machine methods
+	closed bool
+	base   []int // each disk's overlay depth before the first checkpoint
+	path   []linuxCheckpoint
+	timing vmm.TimingInfo
+
+	runMu   sync.Mutex
+	runDone chan struct{} // closed when the runner goroutine returns; nil when stopped
+	dead    error         // why the guest stopped for good; nil while it can run
+}
+
+type linuxCheckpoint struct {
+	id    vmm.CheckpointID
+	ram   [32]byte   // with Verify
+	disks [][32]byte // with Verify
+}
+
+// devicesState is the attached devices' part of a checkpoint.
+type devicesState struct {
+	COM1, COM2 devices.UARTState
+	PCI        devices.PCIBusState
+	Blocks     []devices.BlockState
+}
+
+var (
+	_ vmm.Machine = (*LinuxMachine)(nil)
+	_ vmm.Hasher  = (*LinuxMachine)(nil)
+	_ vmm.Timings = (*LinuxMachine)(nil)
+)
+
+// ErrNoHardwareVirtualization is returned by Start on hosts whose /dev/kvm
+// cannot run a stock Linux kernel (PVM: no vmx/svm).
+var ErrNoHardwareVirtualization = errors.New("kvm: no hardware virtualization")
+
+// Start boots cfg.Kernel with cfg.Initramfs and waits for the agent. On a
+// host without vmx/svm it fails with ErrNoHardwareVirtualization unless
+// allowSoftware is set (only tests do that, to watch the early boot; the
+// kernel then dies on an instruction PVM cannot emulate).
+func Start(ctx context.Context, cfg vmm.Config) (*LinuxMachine, error) {
+	if ok, why := HardwareVirtualization(); !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNoHardwareVirtualization, why)
+	}
+	return start(ctx, cfg, true)
+}
+
+// start builds and boots the machine; wait says whether to wait for the agent.
+func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, err error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 128
+	}
+	if cfg.BootTimeout == 0 {
+		cfg.BootTimeout = 60 * time.Second
+	}
+	if cfg.Restore == "" {
+		cfg.Restore = vmm.RestoreDevices
+	}
+	switch {
+	case cfg.Kernel == "":
+		return nil, errors.New("kvm: config: Kernel: no kernel image given")
+	case cfg.MemoryMiB < 0 || int64(cfg.MemoryMiB)<<20 > MaxMemory:
+		return nil, fmt.Errorf("%w: config: MemoryMiB=%d: at most %d MiB", ErrTooLarge, cfg.MemoryMiB, MaxMemory>>20)
+	case len(cfg.Disks) > len(diskIRQs):
+		return nil, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
+	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
+		return nil, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
+	}
+	kernel, err := readBounded(cfg.Kernel, MaxKernel, "kernel")
+	if err != nil {
+		return nil, err
+	}
+	var initrd []byte
+	if cfg.Initramfs != "" {
+		if initrd, err = readBounded(cfg.Initramfs, MaxInitramfs, "initramfs"); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := linuxboot.ParseHeader(kernel); err != nil {
+		return nil, fmt.Errorf("kvm: kernel %s: %w", cfg.Kernel, err)
+	}
+	core, err := New(Config{MemoryBytes: int64(cfg.MemoryMiB) << 20, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	lm = &LinuxMachine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), core: core, absentAccess: map[string]uint64{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, lm.Close())
+			lm = nil
+		}
+	}()
+	t0 := time.Now()
+	cmdline := strings.TrimSpace(linuxCmdline + " " + cfg.Cmdline)
+	layout, err := linuxboot.Load(core.mem, linuxboot.Params{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
+	if err != nil {
+		return nil, fmt.Errorf("kvm: load kernel %s: %w", cfg.Kernel, err)
+	}
+	if err := lm.setupCPU(layout); err != nil {
+		return nil, err
+	}
+	if err := lm.setupDevices(); err != nil {
+		return nil, err
+	}
+	for _, d := range cfg.Disks {
+		lm.base = append(lm.base, d.Device.Depth())
+	}
+	core.att = lm
+	lm.resume()
+	if !wait {
+		return lm, nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
+	defer cancel()
+	if err := lm.waitReady(bctx); err != nil {
+		return nil, err
+	}
+	resp, err := lm.Call(bctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
+	if err != nil {
+		return nil, fmt.Errorf("kvm: boot: first ping: %w", err)
+	}
+	lm.timing.Boot = time.Since(t0)
+	lm.log.Info("guest ready", zap.String("agent", resp.GetPing().GetVersion()), zap.Duration("boot", lm.timing.Boot))
+	return lm, nil
+}
+
+func readBounded(path string, max int64, what string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("kvm: %s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("kvm: %s %s: not a regular file", what, path)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("kvm: %s %s: %d bytes, at most %d", what, path, fi.Size(), max)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("kvm: %s: %w", what, err)
+	}
+	return b, nil
+}
+
+// setupCPU writes the boot GDT and enters the kernel's 64-bit entry with
+// RSI at the zero page, interrupts off; LAPIC LINT0 ExtINT (the PIC's
+// virtual wire) and LINT1 NMI, as firmware leaves them.
+func (lm *LinuxMachine) setupCPU(l *linuxboot.Layout) error {
+	m := lm.core
+	for i, d := range linuxGDT {
+		binary.LittleEndian.PutUint64(m.mem[GDTAddr+8*i:], d)
+	}
+	s, err := m.Sregs()
+	if err != nil {
+		return err
+	}
+	s = longMode(s)
+	s.CS.Selector = 0x10
+	for _, seg := range []*Segment{&s.DS, &s.ES, &s.FS, &s.GS, &s.SS} {
+		seg.Selector = 0x18
+	}
+	s.GDT = DTable{Base: GDTAddr, Limit: uint16(8*len(linuxGDT) - 1)}
+	if err := m.SetSregs(s); err != nil {
+		return err
+	}
+	if err := m.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
+		return err
+	}
+	var lapic LAPIC
+	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
+		return err
+	}
+	const lvt0, lvt1 = 0x350, 0x360
+	const extINT, nmi = 7 << 8, 4 << 8
+	set := func(off int, mode uint32) {
+		v := binary.LittleEndian.Uint32(lapic.Regs[off:])
+		v = v&^(7<<8|1<<16) | mode // delivery mode, unmasked
+		binary.LittleEndian.PutUint32(lapic.Regs[off:], v)
+	}
+	set(lvt0, extINT)
+	set(lvt1, nmi)
+	_, err = ioctlPtr(m.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
+	return err
+}
+
+// irqLine drives one PIC line with KVM_IRQ_LINE_STATUS.
+type irqLine struct {
+	m    *Machine
+	line uint32
+}
+
+func (l irqLine) SetLevel(high bool) error {
+	var level uint32
+	if high {
+		level = 1
+	}
+	_, err := gk("KVM_IRQ_LINE_STATUS", func() (uintptr, error) {
+		return 0, gokvm.IRQLineStatus(uintptr(l.m.vmFD), l.line, level)
+	})
+	return err
+}
+
+func (lm *LinuxMachine) setupDevices() error {
+	m := lm.core
+	lm.console = newConsole(lm.cfg.Console, readyLine)
+	lm.com1 = devices.NewUART(com1Base, irqLine{m, com1IRQ}, lm.console)
+	lm.stream = newStream(func(p []byte) error { return lm.com2.Feed(p) }, devices.ErrRXFull)
+	lm.com2 = devices.NewUART(com2Base, irqLine{m, com2IRQ}, writerFunc(lm.stream.guestWrite))
+	lm.agent = agent.NewClient(lm.stream, lm.log)
+	lm.pci = devices.NewPCIBus()
+	for i, d := range lm.cfg.Disks {
+		b, err := devices.NewBlock(d.Device, d.Serial, devices.RAM(m.mem), irqLine{m, uint32(diskIRQs[i])}, diskIRQs[i])
+		if err != nil {
+			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
+		}
+		if _, err := lm.pci.Add(b); err != nil {
+			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
+		}
+		lm.blocks = append(lm.blocks, b)
+	}
+	return nil
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// portIO implements attachment: the UARTs, the PCI configuration ports,
+// the PCI devices' I/O BARs and the absent legacy devices.
+func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error) {
+	var dev devices.PortDevice
+	switch {
+	case port >= com1Base && port < com1Base+8:
+		dev = lm.com1
+	case port >= com2Base && port < com2Base+8:
+		dev = lm.com2
+	case port >= devices.PCIConfigAddressPort && port < devices.PCIConfigAddressPort+devices.PCIConfigPorts:
+		dev = lm.pci
+	default:
+		if d, ok := lm.pci.Route(port); ok {
+			dev = d
+			break
+		}
+		if out && isReset(port, data) {
+			return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
+		}
+		name := absentPort(port)
+		if name == "" {
+			return false, nil
+		}
+		lm.absentAccess[name]++
+		if !out {
+			for i := range data {
+				data[i] = 0xff
+			}
+		}
+		return true, nil
+	}
+	if out {
+		return true, dev.Out(port, data)
+	}
+	return true, dev.In(port, data)
+}
+
+func (lm *LinuxMachine) saveDevices() (any, error) {
+	s := &devicesState{COM1: lm.com1.State(), COM2: lm.com2.State(), PCI: lm.pci.State()}
+	for _, b := range lm.blocks {
+		s.Blocks = append(s.Blocks, b.State())
+	}
+	return s, nil
+}
+
+func (lm *LinuxMachine) loadDevices(v any) error {
+	s, ok := v.(*devicesState)
+	if !ok || len(s.Blocks) != len(lm.blocks) {
+		return errors.New("kvm: checkpoint has no device state for this machine")
+	}
+	if err := lm.pci.SetState(s.PCI); err != nil {
+		return err
+	}
+	if err := lm.com1.SetState(s.COM1); err != nil {
+		return err
+	}
+	if err := lm.com2.SetState(s.COM2); err != nil {
+		return err
+	}
+	for i, b := range lm.blocks {
+		if err := b.SetState(s.Blocks[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resume starts the runner: KVM_RUN until Pause or the guest's end.
+func (lm *LinuxMachine) resume() {
+	lm.runMu.Lock()
+	defer lm.runMu.Unlock()
+	if lm.runDone != nil || lm.dead != nil {
+		return
+	}
+	done := make(chan struct{})
+	lm.runDone = done
+	go func() {
+		defer close(done)
+		exit, err := lm.core.Run(context.Background())
+		if err != nil && errors.Is(err, ErrPaused) {
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("guest stopped: %s at RIP %#x (code %d)", exit.Reason, exit.RIP, exit.Code)
+		}
+		lm.runMu.Lock()
+		lm.dead = err
+		lm.runMu.Unlock()
+		lm.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
+		lm.log.Warn("guest stopped", zap.Error(err))
+	}()
+}
+
+// pause stops the runner and waits for it; the vCPU is then out of KVM_RUN
+// with its state consistent (pending I/O completed).
+func (lm *LinuxMachine) pause() {
+	lm.runMu.Lock()
+	done := lm.runDone
+	lm.runMu.Unlock()
+	if done == nil {
+		return
+	}
+	for {
+		if err := lm.core.Pause(); err != nil {
+			lm.log.Debug("pause", zap.Error(err))
+		}
+		select {
+		case <-done:
+			lm.runMu.Lock()
+			lm.runDone = nil
+			lm.runMu.Unlock()
+			return
+		case <-time.After(time.Millisecond):
+			// Run had not started yet and cleared the request: again.
+		}
+	}
+}
+
+// deadErr is why the guest stopped for good, or nil.
+func (lm *LinuxMachine) deadErr() error {
+	lm.runMu.Lock()
+	defer lm.runMu.Unlock()
+	return lm.dead
+}
+
+func (lm *LinuxMachine) died(err error) error {
+	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, lm.console.tail())
+}
+
+func (lm *LinuxMachine) waitReady(ctx context.Context) error {
+	for {
+		select {
+		case <-lm.console.seen:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("kvm: boot: no %q on the console: %w\nconsole:\n%s", readyLine, ctx.Err(), lm.console.tail())
+		case <-time.After(20 * time.Millisecond):
+			if err := lm.deadErr(); err != nil {
+				return lm.died(fmt.Errorf("during boot: %w", err))
+			}
+		}
+	}
+}
+
+// Call implements vmm.Machine.
+func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.closed {
+		return nil, vmm.ErrClosed
+	}
+	if err := lm.deadErr(); err != nil {
+		return nil, lm.died(err)
+	}
+	resp, err := lm.agent.Call(ctx, req)
+	if err != nil {
+		if derr := lm.deadErr(); derr != nil {
+			return nil, lm.died(derr)
+		}
+		return nil, fmt.Errorf("kvm: agent call: %w", err)
+	}
+	return resp, nil
+}
+
+// Checkpoint implements vmm.Machine: the vCPU stops, the core saves RAM
+// (its dirty set), vCPU, in-kernel and attached device state, every disk
+// gets a new overlay layer, and the guest goes on.
+func (lm *LinuxMachine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.closed {
+		return 0, vmm.ErrClosed
+	}
+	if err := lm.deadErr(); err != nil {
+		return 0, lm.died(err)
+	}
+	t0 := time.Now()
+	lm.pause()
+	defer lm.resume()
+	id, err := lm.core.Checkpoint(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range lm.cfg.Disks {
+		d.Device.Push()
+	}
+	cp := linuxCheckpoint{id: id}
+	if lm.cfg.Verify {
+		if cp.ram, cp.disks, err = lm.hashAll(); err != nil {
+			return 0, err
+		}
+	}
+	lm.path = append(lm.path, cp)
+	if err := lm.assertDepths(); err != nil {
+		return 0, err
+	}
+	lm.timing.Checkpoint = time.Since(t0)
+	return id, nil
+}
+
+func (lm *LinuxMachine) index(id vmm.CheckpointID) int {
+	return slices.IndexFunc(lm.path, func(c linuxCheckpoint) bool { return c.id == id })
+}
+
+// Restore implements vmm.Machine. A guest that died (faulted, reset) comes
+// back too: restoring is how a session goes on after a misbehaving branch.
+func (lm *LinuxMachine) Restore(ctx context.Context, id vmm.CheckpointID) error {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.closed {
+		return vmm.ErrClosed
+	}
+	idx := lm.index(id)
+	if idx < 0 {
+		return fmt.Errorf("kvm: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
+	}
+	t0 := time.Now()
+	lm.pause()
+	if err := lm.core.Restore(ctx, id); err != nil {
+		return err
+	}
+	for j, d := range lm.cfg.Disks {
+		if err := d.Device.PopTo(lm.base[j] + idx); err != nil {
+			return fmt.Errorf("kvm: restore %d: disk %s: %w", id, d.Serial, err)
+		}
+		d.Device.Push()
+	}
+	lm.path = lm.path[:idx+1]
+	if err := lm.assertDepths(); err != nil {
+		return err
+	}
+	if lm.cfg.Verify {
+		ram, disks, err := lm.hashAll()
+		if err != nil {
+			return err
+		}
+		cp := lm.path[idx]
+		if ram != cp.ram {
+			return fmt.Errorf("kvm: restore %d: %w: RAM hash %x, checkpoint %x", id, vmm.ErrVerify, ram[:8], cp.ram[:8])
+		}
+		for j := range disks {
+			if disks[j] != cp.disks[j] {
+				return fmt.Errorf("kvm: restore %d: %w: disk %s hash %x, checkpoint %x", id, vmm.ErrVerify, lm.cfg.Disks[j].Serial, disks[j][:8], cp.disks[j][:8])
+			}
+		}
+	}
+	// The guest had sent nothing unread at the checkpoint (calls complete
+	// before one is taken): drop what it sent since. A dead guest is alive
+	// again, with a fresh channel.
+	lm.runMu.Lock()
+	revived := lm.dead != nil
+	lm.dead = nil
+	lm.runMu.Unlock()
+	lm.stream.reset()
+	if revived {
+		lm.stream.reopen()
+		lm.agent = agent.NewClient(lm.stream, lm.log)
+	}
+	st := lm.core.Stats() // before resume: a running vCPU holds the core
+	lm.resume()
+	lm.timing.Restore = time.Since(t0)
+	lm.timing.RestoreRAM = st.RestoreCopy
+	lm.timing.RestorePages = st.RestorePages
+	return nil
+}
+
+// Delete implements vmm.Machine.
+func (lm *LinuxMachine) Delete(ctx context.Context, id vmm.CheckpointID) error {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.closed {
+		return vmm.ErrClosed
+	}
+	idx := lm.index(id)
+	if idx < 0 {
+		return fmt.Errorf("kvm: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
+	}
+	lm.pause()
+	defer lm.resume()
+	for j, d := range lm.cfg.Disks {
+		if err := d.Device.Merge(lm.base[j] + idx + 1); err != nil {
+			return fmt.Errorf("kvm: delete %d: disk %s: %w", id, d.Serial, err)
+		}
+	}
+	if err := lm.core.Delete(ctx, id); err != nil {
+		return err
+	}
+	lm.path = slices.Delete(lm.path, idx, idx+1)
+	return lm.assertDepths()
+}
+
+// assertDepths checks the lockstep invariant: memory depth == overlay depth.
+func (lm *LinuxMachine) assertDepths() error {
+	mem := len(lm.core.Checkpoints())
+	if mem != len(lm.path) {
+		return fmt.Errorf("kvm: memory depth %d, checkpoint path %d: lockstep broken", mem, len(lm.path))
+	}
+	for j, d := range lm.cfg.Disks {
+		if got, want := d.Device.Depth(), lm.base[j]+len(lm.path); got != want {
+			return fmt.Errorf("kvm: disk %s: overlay depth %d, checkpoint depth %d: lockstep broken", d.Serial, got, want)
+		}
+	}
+	return nil
+}
+
+func (lm *LinuxMachine) hashAll() ([32]byte, [][32]byte, error) {
+	ram := fork.Hash(lm.core.mem)
+	disks := make([][32]byte, len(lm.cfg.Disks))
+	for i, d := range lm.cfg.Disks {
+		h, err := d.Device.Hash()
+		if err != nil {
+			return ram, nil, fmt.Errorf("kvm: hash disk %s: %w", d.Serial, err)
+		}
+		disks[i] = h
+	}
+	return ram, disks, nil
+}
+
+// Checkpoints implements vmm.Machine.
+func (lm *LinuxMachine) Checkpoints() []vmm.CheckpointID {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	ids := make([]vmm.CheckpointID, len(lm.path))
+	for i, c := range lm.path {
+		ids[i] = c.id
+	}
+	return ids
+}
+
+// Disks implements vmm.Machine.
+func (lm *LinuxMachine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
+
+// RAMHash implements vmm.Hasher.
+func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.closed {
+		return [32]byte{}, vmm.ErrClosed
+	}
+	lm.pause()
+	defer lm.resume()
+	return lm.core.RAMHash(ctx)
+}
+
+// Timings implements vmm.Timings.
+func (lm *LinuxMachine) Timings() vmm.TimingInfo {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	return lm.timing
+}
+
+// Console returns the kept console lines (the last 400; for diagnostics and tests).
+func (lm *LinuxMachine) Console() string { return lm.console.last(consoleKeep) }
+
+// Close implements vmm.Machine: stops the vCPU and frees every fd and mapping.
+func (lm *LinuxMachine) Close() error {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.closed {
+		return nil
+	}
+	lm.closed = true
+	lm.pause()
+	lm.runMu.Lock()
+	if lm.dead == nil {
+		lm.dead = vmm.ErrClosed
+	}
+	lm.runMu.Unlock()
+	if lm.stream != nil {
+		lm.stream.closeWith(vmm.ErrClosed)
+	}
+	return lm.core.Close()
+}
