@@ -83,6 +83,9 @@ type BaselineResult struct {
 	// unmounts (flushing the filesystem, detaching the loop device);
 	// StoreTime copies the whole image back out as the new state.
 	RestoreTime, MountTime, OpTime, UmountTime, StoreTime time.Duration
+	// StateTimes is the wall time of each state (restore through store),
+	// in order, for medians and percentiles (left out of JSON).
+	StateTimes []time.Duration `json:"-"`
 }
 
 // BaselineSplit is a per-state split in milliseconds.
@@ -191,7 +194,8 @@ func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
 	}
 	defer mo.close()
 
-	res := &BaselineResult{Lane: spec.String(), FS: spec.FS, ImageBytes: int64(len(root)), Mount: o.Mount, WorkDir: o.WorkDir}
+	res := &BaselineResult{Lane: spec.String(), FS: spec.FS, ImageBytes: int64(len(root)), Mount: o.Mount, WorkDir: o.WorkDir,
+		StateTimes: make([]time.Duration, 0, o.States)}
 	cur, next := make([]byte, len(root)), make([]byte, len(root))
 	start := time.Now()
 	for i := range o.States {
@@ -230,6 +234,7 @@ func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
 		res.OpTime += t3.Sub(t2)
 		res.UmountTime += t4.Sub(t3)
 		res.StoreTime += t5.Sub(t4)
+		res.StateTimes = append(res.StateTimes, t5.Sub(t0))
 		res.States++
 	}
 	res.Elapsed = time.Since(start)

@@ -51,6 +51,13 @@ func TestBaseline(t *testing.T) {
 			if r.States != want {
 				t.Errorf("states %d, want %d", r.States, want)
 			}
+			var sum time.Duration
+			for _, d := range r.StateTimes {
+				sum += d
+			}
+			if len(r.StateTimes) != want || sum > r.Elapsed {
+				t.Errorf("%d state times summing to %s, want %d within the elapsed %s", len(r.StateTimes), sum, want, r.Elapsed)
+			}
 			s := r.Split()
 			t.Logf("%s (%d KiB, %s, in %s): %.3f ms/state: restore %.3f, mount %.3f, op %.3f, umount %.3f, store %.3f",
 				r.Lane, r.ImageBytes>>10, r.Mount, r.WorkDir, s.Total, s.Restore, s.Mount, s.Op, s.Umount, s.Store)

@@ -1,5 +1,6 @@
-// Package bench measures Themis's explore throughput side by side with the
-// Metis-style in-OS "remount" baseline, for `themisctl bench explore`.
+// Package bench measures Themis side by side with the Metis-style in-OS
+// "remount" baseline: explore throughput for `themisctl bench explore`, and
+// restore time for `themisctl bench restore`.
 //
 // Baseline is the O(image) backtracking Metis uses for real filesystems,
 // measured on the host: per state, copy the state's image into a work file
@@ -13,6 +14,14 @@
 // split; Compare puts the two side by side. Run does both in one call, on the
 // same lane spec (so the same filesystem and image size) and the same op
 // kinds.
+//
+// Restore measures the KVM backend's restore against pages dirtied and RAM
+// size with synthetic guests on /dev/kvm (kvm.DirtyProgram), the arm, and,
+// as asked, the QEMU backend's restore of a real guest and Baseline's cost
+// per state, in one call; it fits the KVM points (least squares) against the
+// restore target (TargetPerPageNs, TargetFixedNs, TargetRAMRatio). A missed
+// target is a result in the report, never an error. The KVM part needs Linux
+// and /dev/kvm.
 //
 // The baseline times only backtracking and the op: Metis also walks and
 // hashes the abstract state per state, which Baseline leaves out, so its

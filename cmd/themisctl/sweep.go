@@ -277,7 +277,7 @@ func addSweep(root *cobra.Command, g *globals, with func(*cobra.Command, func(co
 	bf.IntVar(&bo.Explore.MaxStates, "max-states", 200, "explore state budget")
 	bf.Uint64Var(&bseed, "seed", 1, "explore seed")
 	bf.IntVar(&bo.Baseline.States, "baseline-states", 100, "baseline states")
-	benchCmd.AddCommand(benchExplore)
+	benchCmd.AddCommand(benchExplore, newBenchRestore(g))
 	root.AddCommand(sweep, benchCmd)
 }
 

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestBenchRestore runs `bench restore --json` with the KVM part only and
+// tiny settings, and checks its flags' errors.
+func TestBenchRestore(t *testing.T) {
+	bin := themisctl(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "restore", "--ram", "12X"}, "--ram"},
+		{[]string{"bench", "restore", "--iterations", "0"}, "--iterations 0"},
+		{[]string{"bench", "restore", "--pages", "0"}, "0 pages"},
+	} {
+		out, err := exec.Command(bin, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("themisctl %v: %v\n%s\nwant an error mentioning %q", tt.args, err, out, tt.want)
+		}
+	}
+
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
+			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
+		}
+		t.Skipf("no /dev/kvm: %v", err)
+	}
+	cmd := exec.Command(bin, "--json", "bench", "restore", "--ram", "64M", "--pages", "1,100", "--iterations", "3", "--qemu=false", "--baseline=false")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench restore: %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		KVM []struct {
+			RAMBytes        int64 `json:"ram_bytes"`
+			Pages           int   `json:"pages"`
+			RestoreNsMedian int64 `json:"restore_ns_median"`
+		} `json:"kvm"`
+		Arm       []map[string]any `json:"arm"`
+		Fit       map[string]any   `json:"fit"`
+		QEMU      any              `json:"qemu"`
+		Baseline  any              `json:"baseline"`
+		TargetMet *bool            `json:"target_met"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("bench restore --json is not JSON: %v\n%s", err, out)
+	}
+	if len(r.KVM) != 2 || r.KVM[0].RAMBytes != 64<<20 || r.KVM[1].Pages != 100 || r.KVM[1].RestoreNsMedian <= 0 {
+		t.Errorf("kvm rows %+v", r.KVM)
+	}
+	if len(r.Arm) != 1 || r.Fit["per_page_ns"] == nil || r.QEMU != nil || r.Baseline != nil || r.TargetMet == nil {
+		t.Errorf("json %s", out)
+	}
+	if !strings.Contains(stderr.String(), "==> kvm: 64 MiB RAM, 100 dirtied pages") {
+		t.Errorf("stderr lacks the progress lines:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,36 @@
+package kvm
+
+import "encoding/binary"
+
+// DirtyProgram returns a synthetic-guest program for LoadProgram that
+// writes the qword 0x5a5a5a5a at the start of each of pages consecutive
+// pages from guest address addr, then ends Run with ExitDebug and Code =
+// code. With pages < 1 the program only exits.
+//
+// The pages must lie inside guest RAM and clear of the code, stack and page
+// tables: addr = DataAddr and pages ≤ (MemoryBytes-DataAddr)/PageSize. A
+// write past RAM fails the run with ErrGuestFault. Benchmarks use it to
+// dirty an exact number of pages between a checkpoint and a restore.
+//
+// The code is general-purpose instructions and one port write only (PVM
+// hosts cannot run SSE in a synthetic guest): mov rdi, addr; mov rcx, pages;
+// mov rax, 0x5a5a5a5a; loop: mov [rdi], rax; add rdi, PageSize; dec rcx;
+// jnz loop; then mov edx, DebugExitPort; mov eax, code; out dx, eax.
+func DirtyProgram(addr uint64, pages int, code uint32) []byte {
+	var b []byte
+	le := binary.LittleEndian
+	if pages > 0 {
+		b = le.AppendUint64(append(b, 0x48, 0xbf), addr)          // mov rdi, imm64
+		b = le.AppendUint64(append(b, 0x48, 0xb9), uint64(pages)) // mov rcx, imm64
+		b = le.AppendUint64(append(b, 0x48, 0xb8), 0x5a5a5a5a)    // mov rax, imm64
+		loop := len(b)
+		b = append(b, 0x48, 0x89, 0x07)                            // mov [rdi], rax
+		b = le.AppendUint32(append(b, 0x48, 0x81, 0xc7), PageSize) // add rdi, imm32
+		b = append(b, 0x48, 0xff, 0xc9)                            // dec rcx
+		b = append(b, 0x0f, 0x85)                                  // jnz rel32
+		b = le.AppendUint32(b, uint32(int32(loop-(len(b)+4))))
+	}
+	b = le.AppendUint32(append(b, 0xba), DebugExitPort) // mov edx, imm32
+	b = le.AppendUint32(append(b, 0xb8), code)          // mov eax, imm32
+	return append(b, 0xef)                              // out dx, eax
+}
