@@ -18,6 +18,14 @@
 // DropCaches, Exec) run only when [Server.Machine] is set, so tests and fuzzing
 // on a host cannot change the host.
 //
+// An overlay lane (Mount with fstype "overlay") is kernel overlayfs at
+// Root/<lane> over a lower layer mounted read-only and an upper layer, both
+// under [Server.Layers]; a Mount asking for metacopy=on is refused. A
+// Fingerprint with below walks the lane's upper directory instead, reading
+// each entry's device number and overlay.* xattrs, and classifies kernel
+// whiteouts and opaque directories with oracle.NormalizeUpper before
+// anything looks at their type.
+//
 // Concurrency: Client methods may be called from several goroutines (calls
 // are serialized). Server.Handle is safe for concurrent use; Serve handles
 // one request at a time.

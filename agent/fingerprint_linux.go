@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -25,26 +26,45 @@ const walkOpen = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOE
 // (O_NOATIME). Reading a symlink's target updates its atime as the mount's
 // atime rules say; its leaf is taken after the read.
 func fingerprint(dir int, mode agentv1.TimeMode, withLeaves bool) (*agentv1.FingerprintResult, error) {
-	// A fresh descriptor: its own directory offset, and O_NOATIME.
-	root, err := openNoatime(dir, ".", unix.O_DIRECTORY)
-	if err != nil {
-		return nil, fmt.Errorf("open root: %w", err)
-	}
 	w := walker{buf: make([]byte, 64<<10)}
-	err = w.root(root)
-	if cerr := unix.Close(root); cerr != nil && err == nil {
-		err = fmt.Errorf("close root: %w", cerr)
-	}
-	if err != nil {
+	if err := w.walk(dir); err != nil {
 		return nil, err
 	}
-	sum := oracle.Fold(w.entries, mode)
-	res := &agentv1.FingerprintResult{Root: sum[:], Entries: uint64(len(w.entries))}
-	if withLeaves {
-		slices.SortFunc(w.entries, func(a, b *agentv1.Entry) int { return strings.Compare(a.Path, b.Path) })
-		res.Leaves = w.entries
+	return folded(w.entries, mode, withLeaves), nil
+}
+
+// fingerprintUpper walks an overlay upper layer from below: the tree under
+// the directory fd dir (whose absolute path is base, for the xattr calls),
+// with every entry's device number and overlay.* xattrs, classified by
+// oracle.NormalizeUpper before anything looks at its type, then folded. An
+// entry carrying overlay.metacopy fails the walk: its data is not in this
+// layer, and the walk would record an empty file.
+func fingerprintUpper(dir int, base string, mode agentv1.TimeMode, withLeaves bool) (*agentv1.FingerprintResult, error) {
+	w := walker{buf: make([]byte, 64<<10), below: base}
+	if err := w.walk(dir); err != nil {
+		return nil, err
 	}
-	return res, nil
+	ups := make([]oracle.UpperEntry, len(w.entries))
+	for i, e := range w.entries {
+		x := w.extra[i]
+		if oracle.HasMetacopy(x.xattrs) {
+			return nil, errorf(unix.EINVAL, "%s: upper layer entry carries overlay.metacopy: its data is in the lower layer, so this layer would record an empty file (the lane must be mounted with metacopy=off)", displayPath(e.GetPath()))
+		}
+		ups[i] = oracle.UpperEntry{Entry: e, Rdev: x.rdev, Xattrs: x.xattrs}
+	}
+	return folded(oracle.NormalizeUpper(ups), mode, withLeaves), nil
+}
+
+// folded folds entries into a result, with the entries sorted by path as
+// its leaves if asked for.
+func folded(entries []*agentv1.Entry, mode agentv1.TimeMode, withLeaves bool) *agentv1.FingerprintResult {
+	sum := oracle.Fold(entries, mode)
+	res := &agentv1.FingerprintResult{Root: sum[:], Entries: uint64(len(entries))}
+	if withLeaves {
+		slices.SortFunc(entries, func(a, b *agentv1.Entry) int { return strings.Compare(a.Path, b.Path) })
+		res.Leaves = entries
+	}
+	return res
 }
 
 // openNoatime opens name under dir with walkOpen|extra, dropping O_NOATIME
@@ -60,6 +80,32 @@ func openNoatime(dir int, name string, extra int) (int, error) {
 type walker struct {
 	entries []*agentv1.Entry
 	buf     []byte // read buffer for contents and directory entries
+	// below, when set, is the absolute path of the walk's root: the walk
+	// is of an overlay upper layer, and extra gets each entry's device
+	// number and overlay.* xattrs (read by path: there are no fd-relative
+	// l*xattr calls).
+	below string
+	extra []belowInfo // parallel to entries when below is set
+}
+
+// belowInfo is what classifying an upper-layer entry needs beyond its Entry.
+type belowInfo struct {
+	rdev   uint64
+	xattrs map[string][]byte
+}
+
+// walk walks the tree under the directory fd dir.
+func (w *walker) walk(dir int) error {
+	// A fresh descriptor: its own directory offset, and O_NOATIME.
+	root, err := openNoatime(dir, ".", unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("open root: %w", err)
+	}
+	err = w.root(root)
+	if cerr := unix.Close(root); cerr != nil && err == nil {
+		err = fmt.Errorf("close root: %w", cerr)
+	}
+	return err
 }
 
 func (w *walker) root(fd int) error {
@@ -67,8 +113,25 @@ func (w *walker) root(fd int) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat root: %w", err)
 	}
-	w.entries = append(w.entries, entryOf("", &st))
+	if err := w.add(entryOf("", &st), &st); err != nil {
+		return err
+	}
 	return w.dir(fd, "")
+}
+
+// add appends an entry and, walking from below, its device number and
+// overlay xattrs.
+func (w *walker) add(e *agentv1.Entry, st *unix.Stat_t) error {
+	w.entries = append(w.entries, e)
+	if w.below == "" {
+		return nil
+	}
+	x, err := overlayXattrs(filepath.Join(w.below, e.GetPath()), w.buf)
+	if err != nil {
+		return fmt.Errorf("%s: %w", displayPath(e.GetPath()), err)
+	}
+	w.extra = append(w.extra, belowInfo{rdev: st.Rdev, xattrs: x})
+	return nil
 }
 
 // dir adds the entries below the open directory fd, whose path is prefix.
@@ -85,7 +148,9 @@ func (w *walker) dir(fd int, prefix string) error {
 			return fmt.Errorf("%s: stat: %w", p, err)
 		}
 		e := entryOf(p, &st)
-		w.entries = append(w.entries, e)
+		if err := w.add(e, &st); err != nil {
+			return err
+		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
 			if e.ContentHash, err = w.content(fd, name); err != nil {
@@ -192,4 +257,87 @@ func displayPath(p string) string {
 		return "(root)"
 	}
 	return p
+}
+
+// overlayXattrPrefixes are the namespaces overlayfs keeps its xattrs in
+// (user.* on a mount with userxattr).
+var overlayXattrPrefixes = []string{"trusted.overlay.", "user.overlay."}
+
+// overlayXattrs returns the overlay.* extended attributes of p without
+// following a final symlink; nil when it has none or its filesystem keeps
+// no xattrs. buf is scratch space.
+func overlayXattrs(p string, buf []byte) (map[string][]byte, error) {
+	names, err := listXattrs(p, buf)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string][]byte
+	for _, name := range names {
+		overlay := false
+		for _, pre := range overlayXattrPrefixes {
+			overlay = overlay || strings.HasPrefix(name, pre)
+		}
+		if !overlay {
+			continue
+		}
+		v, err := getXattr(p, name)
+		if errors.Is(err, unix.ENODATA) {
+			continue // removed between the list and the read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lgetxattr %s: %w", name, err)
+		}
+		if out == nil {
+			out = make(map[string][]byte)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// listXattrs lists the xattr names of p (llistxattr).
+func listXattrs(p string, buf []byte) ([]string, error) {
+	for {
+		n, err := unix.Llistxattr(p, buf)
+		switch {
+		case errors.Is(err, unix.ENOTSUP):
+			return nil, nil
+		case errors.Is(err, unix.ERANGE):
+			sz, err := unix.Llistxattr(p, nil)
+			if err != nil {
+				return nil, fmt.Errorf("llistxattr: %w", err)
+			}
+			buf = make([]byte, sz+64)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("llistxattr: %w", err)
+		}
+		var names []string
+		for _, name := range strings.Split(string(buf[:n]), "\x00") {
+			if name != "" {
+				names = append(names, name)
+			}
+		}
+		return names, nil
+	}
+}
+
+// getXattr reads one xattr of p (lgetxattr).
+func getXattr(p, name string) ([]byte, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Lgetxattr(p, name, buf)
+		if errors.Is(err, unix.ERANGE) {
+			sz, err := unix.Lgetxattr(p, name, nil)
+			if err != nil {
+				return nil, err
+			}
+			buf = make([]byte, sz+64)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
 }

@@ -72,13 +72,32 @@ func (s *Server) mount(m *agentv1.Mount) error {
 	if st != nil && st.mounted {
 		return errorf(unix.EBUSY, "lane %q is already mounted", lane)
 	}
-	dev, err := resolveDevice(cfg.GetDevice(), sysBlock)
-	if err != nil {
+	if err := checkMountOptions(cfg); err != nil {
 		return err
 	}
 	target := s.lanePath(lane)
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return fmt.Errorf("mkdir %s: %w", target, err)
+	}
+	if cfg.GetFstype() == overlayFstype {
+		if err := s.mountOverlay(lane, target, cfg); err != nil {
+			return err
+		}
+	} else if err := mountDevice(target, cfg); err != nil {
+		return err
+	}
+	if s.lanes == nil {
+		s.lanes = make(map[string]*laneState)
+	}
+	s.lanes[lane] = &laneState{cfg: proto.CloneOf(cfg), mounted: true}
+	return nil
+}
+
+// mountDevice mounts a plain lane: one device at target.
+func mountDevice(target string, cfg *agentv1.Mount) error {
+	dev, err := resolveDevice(cfg.GetDevice(), sysBlock)
+	if err != nil {
+		return err
 	}
 	flags, data := mountOptions(cfg.GetOptions())
 	if cfg.GetReadOnly() {
@@ -87,10 +106,6 @@ func (s *Server) mount(m *agentv1.Mount) error {
 	if err := unix.Mount(dev, target, cfg.GetFstype(), flags, data); err != nil {
 		return fmt.Errorf("mount %s on %s (%s, %q): %w", dev, target, cfg.GetFstype(), data, err)
 	}
-	if s.lanes == nil {
-		s.lanes = make(map[string]*laneState)
-	}
-	s.lanes[lane] = &laneState{cfg: proto.CloneOf(cfg), mounted: true}
 	return nil
 }
 
@@ -104,6 +119,10 @@ func (s *Server) umount(lane string) error {
 	if err := unix.Unmount(s.lanePath(lane), 0); err != nil {
 		return err
 	}
+	var layersErr error // the lane is unmounted even if a layer stays mounted
+	if st := s.lanes[lane]; st != nil && st.mounted && st.cfg.GetFstype() == overlayFstype {
+		layersErr = s.umountLayers(lane)
+	}
 	if s.lanes == nil {
 		s.lanes = make(map[string]*laneState)
 	}
@@ -112,7 +131,7 @@ func (s *Server) umount(lane string) error {
 	} else {
 		s.lanes[lane] = &laneState{}
 	}
-	return nil
+	return layersErr
 }
 
 // resolveDevice maps "serial:<s>" to /dev/<name> of the block device whose

@@ -155,6 +155,16 @@ func (s *Server) handle(req *agentv1.Request, resp *agentv1.Response) {
 		})
 	case *agentv1.Request_Fingerprint:
 		o := op.Fingerprint
+		if o.GetBelow() {
+			res, err := s.fingerprintBelow(o)
+			if err != nil {
+				fail(resp, "fingerprint below", "", err)
+				return
+			}
+			resp.Ret = int64(res.Entries)
+			resp.Result = &agentv1.Response_Fingerprint{Fingerprint: res}
+			return
+		}
 		s.onLane(resp, "fingerprint", o.GetLane(), "", func(dir int, _ string) error {
 			res, err := fingerprint(dir, o.GetTimeMode(), o.GetLeaves())
 			if err != nil {

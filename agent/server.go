@@ -20,6 +20,10 @@ type Server struct {
 	// guest). A lane is usable when Root/<lane> is a directory and, if this
 	// server unmounted it, it has been mounted again.
 	Root string
+	// Layers is the directory under which overlay lanes mount their layers
+	// (Layers/<lane>/lower and Layers/<lane>/upper; "/layers" in the
+	// guest). Empty means "layers" beside Root.
+	Layers string
 	// Log receives diagnostics; nil discards them.
 	Log *zap.Logger
 	// Version identifies the agent build in Ping results.

@@ -56,10 +56,19 @@ type Finding struct {
 	Field string
 	// Seed is the run's seed.
 	Seed uint64
-	// Minimized is true when Trace was shrunk with Minimize; OriginalLen is
-	// the length of the trace as found.
+	// ID numbers the run's findings from 1 in the order found; it stays
+	// the same from Config.Found to Config.Minimized.
+	ID int
+	// Minimized is true when Trace is the result of delta debugging (the
+	// smallest reproducing subsequence found; Detail says so when the
+	// budget ran out first); OriginalLen is the length of the trace as
+	// found.
 	Minimized   bool
 	OriginalLen int
+	// DuplicateOf is the ID of an earlier finding of the same kind whose
+	// minimized trace this one's equals (0: none). Result.Findings leaves
+	// duplicates out; Config.Minimized reports them with it set.
+	DuplicateOf int
 
 	check int    // index into Config.Checks + 1, 0 for the Checker's own kinds
 	sig   string // de-duplication key
@@ -198,12 +207,26 @@ func (r *run) finish(ctx context.Context) error {
 		}
 	}
 	if !r.cfg.NoMinimize {
+		first := map[string]int{} // dedupe key -> ID of the first finding with it
 		for i := range r.res.Findings {
-			if err := r.minimize(ctx, &r.res.Findings[i]); err != nil {
+			f := &r.res.Findings[i]
+			if !minimizable(f) {
+				continue
+			}
+			if err := r.minimize(ctx, f); err != nil {
 				return err
 			}
+			k := dedupeKey(f)
+			if id, ok := first[k]; ok {
+				f.DuplicateOf = id
+			} else {
+				first[k] = f.ID
+			}
+			if r.cfg.Minimized != nil {
+				r.cfg.Minimized(*f)
+			}
 		}
-		r.res.Findings = dedupe(r.res.Findings)
+		r.res.Findings = slices.DeleteFunc(r.res.Findings, func(f Finding) bool { return f.DuplicateOf != 0 })
 	}
 	if err := r.sys.Drop(ctx, r.root); err != nil {
 		return fmt.Errorf("explore: drop root checkpoint: %w", err)
@@ -257,7 +280,7 @@ func (r *run) search(ctx context.Context) error {
 		r.lanes = append(r.lanes, s.Lane)
 	}
 	r.res.Root = st
-	if err := r.visit(ctx, nil, st, 0); err != nil {
+	if err := r.visit(ctx, nil, nil, st, 0); err != nil {
 		return err
 	}
 	if divergent(st) {
@@ -267,8 +290,10 @@ func (r *run) search(ctx context.Context) error {
 }
 
 // visit records a state reached for the first time and runs the checks on
-// it; it returns after recording a finding when the lanes disagree.
-func (r *run) visit(ctx context.Context, trace []*agentv1.Request, st []LaneState, depth int) error {
+// it; it returns after recording a finding when the lanes disagree. results
+// are the lanes' errnos for the last op of trace (nil at the root): the
+// findings made here carry them from the moment they are reported.
+func (r *run) visit(ctx context.Context, trace []*agentv1.Request, results []LaneResult, st []LaneState, depth int) error {
 	key := stateKey(st)
 	r.visited[key] = depth
 	r.res.Unique++
@@ -279,7 +304,7 @@ func (r *run) visit(ctx context.Context, trace []*agentv1.Request, st []LaneStat
 		if err != nil {
 			return err
 		}
-		f.Kind, f.Trace = KindState, trace
+		f.Kind, f.Trace, f.Lanes = KindState, trace, results
 		return r.add(f)
 	}
 	if n := r.cfg.ReplaySample; n > 0 && len(trace) > 0 {
@@ -302,6 +327,9 @@ func (r *run) visit(ctx context.Context, trace []*agentv1.Request, st []LaneStat
 			if g.Trace == nil {
 				g.Trace = trace
 			}
+			if g.Lanes == nil {
+				g.Lanes = results
+			}
 			if err := r.add(g); err != nil {
 				return err
 			}
@@ -310,7 +338,8 @@ func (r *run) visit(ctx context.Context, trace []*agentv1.Request, st []LaneStat
 	return nil
 }
 
-// add records a finding unless one with the same signature exists.
+// add records a finding unless one with the same signature exists, and
+// reports it to Config.Found at once.
 func (r *run) add(f Finding) error {
 	f.Seed = r.cfg.Seed
 	f.OriginalLen = len(f.Trace)
@@ -319,7 +348,11 @@ func (r *run) add(f Finding) error {
 		return nil
 	}
 	r.sigs[f.sig] = true
+	f.ID = len(r.sigs)
 	r.res.Findings = append(r.res.Findings, f)
+	if r.cfg.Found != nil {
+		r.cfg.Found(f)
+	}
 	if r.cfg.MaxFindings > 0 && len(r.res.Findings) >= r.cfg.MaxFindings {
 		return &stopError{StopFindings}
 	}
@@ -447,14 +480,8 @@ func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1
 			continue
 		}
 		if !seen {
-			n := len(r.res.Findings)
-			if err := r.visit(ctx, child, st, depth+1); err != nil {
+			if err := r.visit(ctx, child, results, st, depth+1); err != nil {
 				return err
-			}
-			for j := n; j < len(r.res.Findings); j++ {
-				if r.res.Findings[j].Lanes == nil {
-					r.res.Findings[j].Lanes = results
-				}
 			}
 		}
 		if divergent(st) {
@@ -682,9 +709,14 @@ func (r *run) reproduce(ctx context.Context, f *Finding, trace []*agentv1.Reques
 	return nil, nil
 }
 
+// minimizable reports whether f's kind can be replayed, so minimized.
+func minimizable(f *Finding) bool {
+	return (f.Kind == KindErrno || f.Kind == KindState || f.check > 0) && len(f.Trace) > 0
+}
+
 // minimize shrinks f's trace in place when its kind can be replayed.
 func (r *run) minimize(ctx context.Context, f *Finding) error {
-	if f.Kind != KindErrno && f.Kind != KindState && f.check == 0 || len(f.Trace) == 0 {
+	if !minimizable(f) {
 		return nil
 	}
 	var best *Finding
@@ -716,29 +748,24 @@ func (r *run) minimize(ctx context.Context, f *Finding) error {
 		}
 		best = g
 	}
-	orig := f.OriginalLen
+	orig, id := f.OriginalLen, f.ID
 	*f = *best
-	f.OriginalLen, f.Minimized = orig, complete
+	f.OriginalLen, f.ID, f.Minimized = orig, id, true
+	if !complete {
+		f.Detail += fmt.Sprintf(" (minimization budget of %d replays ran out: the trace may not be 1-minimal)", r.cfg.MinimizeBudget)
+	}
 	return nil
 }
 
-// dedupe drops findings whose kind and minimized trace repeat an earlier
-// one: different first sightings of one bug often shrink to the same trace.
-func dedupe(fs []Finding) []Finding {
-	seen := map[string]bool{}
-	out := fs[:0]
-	for _, f := range fs {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s|%d", f.Kind, f.check)
-		for _, op := range f.Trace {
-			b.WriteString("|" + opKey(op))
-		}
-		if k := b.String(); !seen[k] {
-			seen[k] = true
-			out = append(out, f)
-		}
+// dedupeKey is what makes two minimized findings the same: their kind and
+// trace. Different first sightings of one bug often shrink to one trace.
+func dedupeKey(f *Finding) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%d", f.Kind, f.check)
+	for _, op := range f.Trace {
+		b.WriteString("|" + opKey(op))
 	}
-	return out
+	return b.String()
 }
 
 // allFailed reports whether the op returned an errno on every lane.

@@ -80,6 +80,18 @@ type Config struct {
 	MaxFindings int
 	// NoMinimize keeps findings' traces as found.
 	NoMinimize bool
+	// Found is called with every distinct finding the moment the search
+	// records it, its Trace as found (Minimized false, ID set). It runs on
+	// the search's goroutine, between System calls.
+	Found func(Finding)
+	// Minimized is called after the search, once per finding Found
+	// reported whose kind can be replayed, as soon as delta debugging is
+	// done with it: same ID, Trace shrunk (Minimized true; false with a
+	// note in Detail when the trace did not reproduce from the root) and
+	// DuplicateOf set when it shrank to an earlier finding's trace. Not
+	// called with NoMinimize, nor for a run cancelled or whose guest died
+	// (those findings stay as found).
+	Minimized func(Finding)
 	// LazyRestore skips the restore after an op that failed on every lane
 	// and left the abstract state unchanged: the next op runs from the
 	// machine as it is. Faster where restores are expensive (TCG flushes

@@ -27,6 +27,11 @@ type LaneResult struct {
 type LaneState struct {
 	Lane string
 	Root []byte
+	// Below is the lane's root seen from below (an overlay lane's upper
+	// layer, markers classified), nil for lanes without one. It is
+	// reported, not compared: the visited set, the digest and divergence
+	// checks use Root only.
+	Below []byte
 }
 
 // System is what the Checker drives; the session implements it over a real

@@ -35,8 +35,10 @@ const (
 // <cacheDir>/bases/, making it with the host's mkfs if it is not cached.
 // cacheDir "" means DefaultCacheDir(). The image is byte-identical for equal
 // spec.String() and mkfs version, run after run and host after host. It is
-// shared by every caller: open it read-only.
+// shared by every caller: open it read-only. For an overlay lane it is the
+// image of each layer (spec.Layer()'s: an empty ext2).
 func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, error) {
+	spec = spec.Layer()
 	dir, err := cacheDirOf(cacheDir)
 	if err != nil {
 		return "", err

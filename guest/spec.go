@@ -10,17 +10,23 @@ import (
 
 // LaneSpec is one lane's filesystem: a filesystem type and its mkfs
 // settings. The textual form is "<fs>[:<key>=<value>]...", e.g. "ext2",
-// "ext4:inode_size=128", "ext4:size=64", "vfat", "ext2:name=old:inode_size=256".
+// "ext4:inode_size=128", "ext4:size=64", "vfat", "ext2:name=old:inode_size=256",
+// "overlay".
 //
 // Keys: inode_size (ext*: bytes per inode, a power of two 128..4096),
-// size (MiB), block_size (ext*: 1024, 2048 or 4096; default mke2fs's choice
-// for the size), fat (vfat: 12, 16 or 32; default mkfs.fat's choice) and
-// name (the lane's name; default the spec string itself).
+// size (MiB; for overlay the size of each layer), block_size (ext*: 1024,
+// 2048 or 4096; default mke2fs's choice for the size), fat (vfat: 12, 16 or
+// 32; default mkfs.fat's choice) and name (the lane's name; default the spec
+// string itself).
+//
+// An overlay lane is kernel overlayfs over two disks of its own, an ext2
+// lower layer (mounted read-only) and an ext2 upper layer, both made from
+// [LaneSpec.Layer]'s base image; see docs/explore.md.
 type LaneSpec struct {
 	Name      string            // lane name, used as /lanes/<Name> in the guest
-	FS        string            // "ext2", "ext3", "ext4" or "vfat"
-	InodeSize int               // bytes per inode (ext* only; 0 for vfat)
-	SizeMiB   int               // image size in MiB
+	FS        string            // "ext2", "ext3", "ext4", "vfat" or "overlay"
+	InodeSize int               // bytes per inode (ext* only; 0 for vfat and overlay)
+	SizeMiB   int               // image size in MiB (overlay: of each layer)
 	Options   map[string]string // further mkfs settings without a field: block_size, fat
 }
 
@@ -34,6 +40,32 @@ var fsDefaults = map[string]struct {
 	"ext3": {256, 8, []string{"inode_size", "block_size"}},
 	"ext4": {256, 8, []string{"inode_size", "block_size"}},
 	"vfat": {0, 16, []string{"fat"}},
+	// overlay: two ext2 layers of size MiB each (see Layer).
+	"overlay": {0, 8, nil},
+}
+
+// Overlay lanes' layers.
+const (
+	// OverlayFS is the LaneSpec.FS of an overlay lane.
+	OverlayFS = "overlay"
+	// overlayLayerFS and overlayLayerInodeSize make each layer: ext2 with
+	// 128-byte inodes, like an "ext2" lane.
+	overlayLayerFS        = "ext2"
+	overlayLayerInodeSize = 128
+)
+
+// IsOverlay reports whether the lane is an overlay lane (two disks: lower
+// and upper layer).
+func (l LaneSpec) IsOverlay() bool { return l.FS == OverlayFS }
+
+// Layer returns the spec of each layer of an overlay lane (ext2 of the
+// lane's size, same name), and l itself for any other lane. MakeBase makes
+// an overlay lane's image from it: both layers start from that empty image.
+func (l LaneSpec) Layer() LaneSpec {
+	if !l.IsOverlay() {
+		return l
+	}
+	return LaneSpec{Name: l.Name, FS: overlayLayerFS, InodeSize: overlayLayerInodeSize, SizeMiB: l.SizeMiB}
 }
 
 // maxSizeMiB bounds size= (1 TiB): base images are sparse but are hashed and

@@ -24,6 +24,9 @@ func TestParseLaneSpec(t *testing.T) {
 		{in: "ext4:name=new:inode_size=512:size=32:block_size=1024",
 			want: LaneSpec{Name: "new", FS: "ext4", InodeSize: 512, SizeMiB: 32, Options: map[string]string{"block_size": "1024"}}},
 		{in: "vfat:fat=32:size=64", want: LaneSpec{Name: "vfat:fat=32:size=64", FS: "vfat", SizeMiB: 64, Options: map[string]string{"fat": "32"}}},
+		{in: "overlay", want: LaneSpec{Name: "overlay", FS: "overlay", SizeMiB: 8}},
+		{in: "overlay:name=ov:size=16", want: LaneSpec{Name: "ov", FS: "overlay", SizeMiB: 16}},
+		{in: "overlay:inode_size=256", wantErr: `unknown option "inode_size" for overlay`},
 		{in: "xfs", wantErr: `unknown filesystem "xfs"`},
 		{in: "", wantErr: "unknown filesystem"},
 		{in: "ext2:journal=1", wantErr: `unknown option "journal"`},
@@ -71,6 +74,7 @@ func TestLaneSpecString(t *testing.T) {
 		{"ext4:size=64:block_size=4096", "ext4:inode_size=256:size=64:block_size=4096"},
 		{"vfat", "vfat:size=16"},
 		{"vfat:fat=12", "vfat:size=16:fat=12"},
+		{"overlay:name=ov", "overlay:size=8"},
 	}
 	for _, tt := range tests {
 		spec, err := ParseLaneSpec(tt.in)
@@ -129,5 +133,32 @@ func TestParseLaneSpecs(t *testing.T) {
 				t.Errorf("names = %q, want %q", names, tt.wantNames)
 			}
 		})
+	}
+}
+
+func TestLaneSpecLayer(t *testing.T) {
+	t.Parallel()
+	ov, err := ParseLaneSpec("overlay:name=ov:size=16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ov.IsOverlay() {
+		t.Error("overlay spec: IsOverlay false")
+	}
+	got := ov.Layer()
+	want := LaneSpec{Name: "ov", FS: "ext2", InodeSize: 128, SizeMiB: 16}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Layer() = %+v, want %+v", got, want)
+	}
+	// Each layer is the very image of an ext2 lane of the same size.
+	ext2, err := ParseLaneSpec("ext2:size=16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != ext2.String() {
+		t.Errorf("layer %s, ext2 lane %s: want the same base image", got, ext2)
+	}
+	if ext2.IsOverlay() || !reflect.DeepEqual(ext2.Layer(), ext2) {
+		t.Errorf("ext2 spec: IsOverlay %v, Layer %+v", ext2.IsOverlay(), ext2.Layer())
 	}
 }

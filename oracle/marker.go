@@ -81,7 +81,22 @@ const (
 var (
 	opaqueXattrs   = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
 	whiteoutXattrs = []string{"trusted.overlay.whiteout", "user.overlay.whiteout"}
+	metacopyXattrs = []string{"trusted.overlay.metacopy", "user.overlay.metacopy"}
 )
+
+// HasMetacopy reports whether an upper-layer entry's xattrs mark it as a
+// metacopy (overlayfs with metacopy=on): the entry holds the file's
+// metadata while its data is still in a lower layer. Read from below, such
+// an upper layer records an empty file, so a walk must refuse it rather
+// than fold it.
+func HasMetacopy(xattrs map[string][]byte) bool {
+	for _, x := range metacopyXattrs {
+		if _, ok := xattrs[x]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 // Class is the result of [Classify].
 type Class struct {

@@ -117,3 +117,21 @@ func TestNormalizeUpperDialectFree(t *testing.T) {
 		t.Error("whiteout does not change the root")
 	}
 }
+
+func TestHasMetacopy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		xattrs map[string][]byte
+		want   bool
+	}{
+		{nil, false},
+		{map[string][]byte{"trusted.overlay.opaque": []byte("y"), "trusted.overlay.origin": {1}}, false},
+		{map[string][]byte{"trusted.overlay.metacopy": nil}, true},
+		{map[string][]byte{"user.overlay.metacopy": {}}, true},
+	}
+	for _, tt := range tests {
+		if got := HasMetacopy(tt.xattrs); got != tt.want {
+			t.Errorf("HasMetacopy(%v) = %v, want %v", tt.xattrs, got, tt.want)
+		}
+	}
+}

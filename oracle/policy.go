@@ -34,6 +34,12 @@ type Policy struct {
 	// SkipRootLostFound removed a lost+found directory (its ".." link), so
 	// that a lane with lost+found and one without agree.
 	AdjustRootNlink bool
+	// IgnoreRootNlink sets the root's link count to 0. An overlay lane's
+	// root is a merged directory (the upper directory over the lower
+	// layer's root), and overlayfs reports nlink 1 for merged directories
+	// instead of counting their subdirectories; a plain filesystem's root
+	// counts them. Directories below the root keep their link counts.
+	IgnoreRootNlink bool
 }
 
 // Exact is the identity policy: the walk is folded as it is.
@@ -50,8 +56,19 @@ var MetisParity = Policy{
 	AdjustRootNlink:    true,
 }
 
+// MetisOverlay is MetisParity with the root's nlink left out: it compares
+// an overlay lane (whose root overlayfs reports with nlink 1) with a plain
+// filesystem past the root, where MetisParity stops at a root that differs.
+var MetisOverlay = Policy{
+	Name:               "overlay",
+	NonRegularSizeZero: true,
+	SkipRootLostFound:  true,
+	AdjustRootNlink:    true,
+	IgnoreRootNlink:    true,
+}
+
 // Policies lists the named policies, for flags and help text.
-var Policies = []Policy{Exact, MetisParity}
+var Policies = []Policy{Exact, MetisParity, MetisOverlay}
 
 // PolicyByName returns the policy called name ("" means exact).
 func PolicyByName(name string) (Policy, error) {
@@ -81,6 +98,9 @@ func (p Policy) String() string {
 	}
 	if p.AdjustRootNlink {
 		rules = append(rules, "root nlink -1 for a skipped lost+found")
+	}
+	if p.IgnoreRootNlink {
+		rules = append(rules, "root nlink 0")
 	}
 	name := p.Name
 	if name == "" {
@@ -127,6 +147,9 @@ func Canonicalize(entries []*agentv1.Entry, p Policy) []*agentv1.Entry {
 		}
 		if p.AdjustRootNlink && skipped && e.GetPath() == "" && e.GetKind() == agentv1.Kind_KIND_DIRECTORY && e.GetNlink() > 0 {
 			edit().Nlink--
+		}
+		if p.IgnoreRootNlink && e.GetPath() == "" && e.GetNlink() != 0 {
+			edit().Nlink = 0
 		}
 		if c != nil {
 			out = append(out, c)

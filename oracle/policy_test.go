@@ -1,6 +1,8 @@
 package oracle
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -28,6 +30,9 @@ func refCanonicalize(in []*agentv1.Entry, p Policy) []*agentv1.Entry {
 		}
 		if p.AdjustRootNlink && p.SkipRootLostFound && hadLF && e.Path == "" && e.Kind == agentv1.Kind_KIND_DIRECTORY && e.Nlink > 0 {
 			e.Nlink--
+		}
+		if p.IgnoreRootNlink && e.Path == "" {
+			e.Nlink = 0
 		}
 		out = append(out, e)
 	}
@@ -62,6 +67,8 @@ func TestCanonicalize(t *testing.T) {
 		{"metis keeps nested lost+found", nested, MetisParity, len(nested)},
 		{"size only", withLF, Policy{Name: "s", NonRegularSizeZero: true}, len(withLF)},
 		{"nlink without skip does nothing", withLF, Policy{Name: "n", AdjustRootNlink: true}, len(withLF)},
+		{"overlay drops lost+found subtree", withLF, MetisOverlay, len(withLF) - 2},
+		{"root nlink only", nested, Policy{Name: "r", IgnoreRootNlink: true}, len(nested)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +133,7 @@ func TestPolicyByName(t *testing.T) {
 		{"", "exact", false},
 		{"exact", "exact", false},
 		{"metis", "metis", false},
+		{"overlay", "overlay", false},
 		{"Metis", "", true},
 		{"nope", "", true},
 	}
@@ -136,6 +144,40 @@ func TestPolicyByName(t *testing.T) {
 		}
 	}
 	if s := MetisParity.String(); s != "metis (size 0 for non-regular files; /lost+found skipped; root nlink -1 for a skipped lost+found)" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+// TestMetisOverlayEquates: an overlay lane's merged root (nlink 1 from
+// overlayfs) and an ext2 root agree under MetisOverlay, not under
+// MetisParity; link counts below the root still count.
+func TestMetisOverlayEquates(t *testing.T) {
+	t.Parallel()
+	ext2 := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 4, Size: 1024},
+		{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 1024},
+		{Path: "lost+found", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o700, Nlink: 2, Size: 12288},
+	}
+	overlay := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 1, Size: 1024},
+		{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 1024},
+		{Path: "lost+found", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o700, Nlink: 2, Size: 12288},
+	}
+	if FoldPolicy(ext2, none, MetisOverlay) != FoldPolicy(overlay, none, MetisOverlay) {
+		t.Error("MetisOverlay: roots differ")
+	}
+	if FoldPolicy(ext2, none, MetisParity) == FoldPolicy(overlay, none, MetisParity) {
+		t.Error("MetisParity: roots equal")
+	}
+	deeper := slices.Clone(overlay)
+	deeper[1] = &agentv1.Entry{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 3}
+	if FoldPolicy(ext2, none, MetisOverlay) == FoldPolicy(deeper, none, MetisOverlay) {
+		t.Error("MetisOverlay: a subdirectory's nlink is ignored")
+	}
+	if overlay[0].GetNlink() != 1 {
+		t.Error("Canonicalize modified its input")
+	}
+	if s := MetisOverlay.String(); !strings.HasSuffix(s, "; root nlink 0)") {
 		t.Errorf("String() = %q", s)
 	}
 }

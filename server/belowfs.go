@@ -78,7 +78,10 @@ func (s *Server) Diff(ctx context.Context, req *themisv1.DiffRequest) (*themisv1
 			return nil, toStatus(err)
 		}
 	}
-	d, err := s.d.Diff(ctx, req.GetSessionId(), req.GetLane(), req.GetFrom(), req.GetTo(), req.GetNormalize())
+	d, err := s.d.Diff(ctx,
+		session.DiffSide{Session: req.GetSessionId(), Lane: req.GetLane(), At: req.GetFrom()},
+		session.DiffSide{Session: req.GetSessionB(), Lane: req.GetLaneB(), At: req.GetTo()},
+		req.GetNormalize())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -38,7 +38,7 @@ type Domain interface {
 	ClockSweep(ctx context.Context, o session.SweepOptions, cell func(session.SweepCell)) (*session.SweepSummary, error)
 	Profile(ctx context.Context, o session.ProfileOptions, row func(session.ProfileRow)) (*session.ProfileSummary, error)
 	Corrupt(ctx context.Context, o session.CorruptOptions, res func(session.CorruptResult)) (*session.CorruptSummary, error)
-	Diff(ctx context.Context, sessionID, lane, from, to string, normalize bool) (*fsimage.DiffResult, error)
+	Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error)
 }
 
 // managedDomain is the package's short name for ManagedDomain.

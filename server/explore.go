@@ -13,7 +13,8 @@ import (
 )
 
 // Explore implements themisv1.ThemisServer: it validates the request, runs
-// the exploration in the domain and streams progress, findings and the
+// the exploration in the domain and streams progress, findings (each the
+// moment it is found, then its minimized update with the same id) and the
 // summary. A cancelled stream cancels the run; what was found stays stored.
 func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_ExploreServer) error {
 	if len(req.GetLanes()) == 0 {
@@ -103,7 +104,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 	return &themisv1.Finding{
 		Id: f.ID, SessionId: f.Session, Kind: f.Kind, Detail: f.Detail, Trace: f.Trace,
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
-		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs,
+		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf,
 	}
 }
 
@@ -115,9 +116,17 @@ func summaryProto(s *session.ExploreSummary) *themisv1.ExploreSummary {
 		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
 		RestoresSkipped: int64(s.RestoresSkipped),
 	}
-	for lane, root := range s.Roots {
-		out.Roots = append(out.Roots, &themisv1.LaneRoot{Lane: lane, Root: root})
+	out.Roots = laneRoots(s.Roots)
+	out.BelowRoots = laneRoots(s.BelowRoots)
+	return out
+}
+
+// laneRoots lists roots by lane name.
+func laneRoots(m map[string][]byte) []*themisv1.LaneRoot {
+	var out []*themisv1.LaneRoot
+	for lane, root := range m {
+		out = append(out, &themisv1.LaneRoot{Lane: lane, Root: root})
 	}
-	slices.SortFunc(out.Roots, func(a, b *themisv1.LaneRoot) int { return strings.Compare(a.GetLane(), b.GetLane()) })
+	slices.SortFunc(out, func(a, b *themisv1.LaneRoot) int { return strings.Compare(a.GetLane(), b.GetLane()) })
 	return out
 }

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,14 +36,20 @@ func TestExploreStream(t *testing.T) {
 		case *themisv1.ExploreResponse_Progress:
 			kinds = append(kinds, "progress")
 		case *themisv1.ExploreResponse_Finding:
-			kinds = append(kinds, "finding:"+e.Finding.GetTrace()[0])
+			f := e.Finding
+			kinds = append(kinds, fmt.Sprintf("finding %s minimized=%v trace=%q found=%q", f.GetId(), f.GetMinimized(), f.GetTrace(), f.GetFoundTrace()))
 		case *themisv1.ExploreResponse_Summary:
 			kinds = append(kinds, "summary")
 			sum = e.Summary
 		}
 	}
-	if want := []string{"progress", "finding:mkdir d 0755", "summary"}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
-		t.Errorf("stream events %v, want %v", kinds, want)
+	// The finding as found, then its minimized update with the same id.
+	want := []string{"progress",
+		`finding f-1 minimized=false trace=["chmod d 0700" "mkdir d 0755"] found=["chmod d 0700" "mkdir d 0755"]`,
+		`finding f-1 minimized=true trace=["mkdir d 0755"] found=["chmod d 0700" "mkdir d 0755"]`,
+		"summary"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("stream events\n%q\nwant\n%q", kinds, want)
 	}
 	if sum.GetUniqueStates() != 2 || sum.GetRoots()[0].GetLane() != "a" {
 		t.Errorf("summary %v", sum)

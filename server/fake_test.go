@@ -25,6 +25,7 @@ type fakeDomain struct {
 	limit     int
 	closed    int
 	onRestore func(time.Duration)
+	diff      [2]session.DiffSide // the last Diff's sides
 
 	// When block is set, Apply signals entered and waits for block to close
 	// or for its context to end.
@@ -236,7 +237,9 @@ func (f *fakeDomain) Explore(_ context.Context, o session.ExploreOptions, progre
 		return nil, err
 	}
 	progress(session.ExploreProgress{States: 1, Unique: 1, Depth: 1})
-	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: []string{"mkdir d 0755"}, Created: t0, LaneSpecs: o.Lanes})
+	raw := []string{"chmod d 0700", "mkdir d 0755"}
+	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw, FoundTrace: raw, OriginalLen: 2, Created: t0, LaneSpecs: o.Lanes})
+	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw[1:], FoundTrace: raw, OriginalLen: 2, Minimized: true, Created: t0, LaneSpecs: o.Lanes})
 	return &session.ExploreSummary{Session: "s-1", States: 2, Unique: 2, Findings: 1, Backend: "qemu", Roots: map[string][]byte{"b": {2}, "a": {1}}}, nil
 }
 
@@ -283,10 +286,13 @@ func (f *fakeDomain) Corrupt(_ context.Context, o session.CorruptOptions, res fu
 	return &session.CorruptSummary{Session: "s-1", Results: 1, ByClass: map[string]int{"fatal": 1}}, nil
 }
 
-func (f *fakeDomain) Diff(_ context.Context, id, lane, from, to string, normalize bool) (*fsimage.DiffResult, error) {
+func (f *fakeDomain) Diff(_ context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {
 	if err := f.record("Diff"); err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	f.diff = [2]session.DiffSide{a, b}
+	f.mu.Unlock()
 	return &fsimage.DiffResult{RawSectors: 3, NormalizedSectors: 1, Normalized: normalize,
 		Ranges: []fsimage.DiffRange{{Offset: 7168, Len: 4, Region: "inode-table"}}}, nil
 }

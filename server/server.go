@@ -237,7 +237,8 @@ func (s *Server) Fingerprint(ctx context.Context, req *themisv1.FingerprintReque
 	}
 	out := &themisv1.FingerprintResponse{Lanes: make([]*themisv1.LaneFingerprint, 0, len(fps))}
 	for _, fp := range fps {
-		out.Lanes = append(out.Lanes, &themisv1.LaneFingerprint{Lane: fp.Lane, Root: fp.Root, Entries: fp.Entries, Leaves: fp.Leaves})
+		out.Lanes = append(out.Lanes, &themisv1.LaneFingerprint{Lane: fp.Lane, Root: fp.Root, Entries: fp.Entries, Leaves: fp.Leaves,
+			BelowRoot: fp.BelowRoot, BelowEntries: fp.BelowEntries, BelowLeaves: fp.BelowLeaves})
 	}
 	return out, nil
 }

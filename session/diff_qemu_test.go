@@ -50,7 +50,7 @@ func TestDiffRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := m.Diff(ctx, info.ID, "ext2", "before", c.ID, true)
+	same, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, DiffSide{At: c.ID}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestDiffRealGuest(t *testing.T) {
 	}
 	apply("mkdir d-00 0755")
 	apply("sync")
-	d, err := m.Diff(ctx, info.ID, "ext2", "before", Current, true)
+	d, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, DiffSide{At: Current}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +67,88 @@ func TestDiffRealGuest(t *testing.T) {
 	if d.RawSectors == 0 || d.NormalizedSectors == 0 || len(d.Ranges) == 0 || d.Ranges[0].Region == "" {
 		t.Errorf("mkdir left no labelled normalized diff: %+v", d)
 	}
-	if _, err := m.Diff(ctx, info.ID, "ext2", "nope", Current, false); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
+	if _, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, DiffSide{At: Current}, false); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
 		t.Errorf("diff from an unknown checkpoint: %v", err)
 	}
-	if _, err := m.Diff(ctx, info.ID, "zfs", "before", Current, false); !errors.Is(err, ErrInvalid) {
+	if _, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, DiffSide{At: Current}, false); !errors.Is(err, ErrInvalid) {
 		t.Errorf("diff of an unknown lane: %v", err)
+	}
+}
+
+// TestDiffSessionsRealGuest is Figure 5 across sessions: two guests on
+// ext2 run the same ops; their disks differ raw (timestamps) and not once
+// normalized; one extra op in the second still shows after normalization.
+func TestDiffSessionsRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var ids [2]string
+	for i := range ids {
+		info, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = info.ID
+	}
+	apply := func(id, s string) {
+		t.Helper()
+		op, err := opspec.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := opspec.Request(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Apply(ctx, id, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Errno != 0 {
+				t.Fatalf("%s on %s: errno %d", s, id, r.Errno)
+			}
+		}
+	}
+	for _, id := range ids {
+		for _, s := range []string{"mkdir d 0755", "create d/f 0644", "write d/f 0 5000 0x61", "link d/f g", "sync"} {
+			apply(id, s)
+		}
+	}
+	a, b := DiffSide{Session: ids[0], Lane: "ext2", At: Current}, DiffSide{Session: ids[1], At: Current}
+	same, err := m.Diff(ctx, a, b, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("same ops: raw %d sectors, normalized %d, %d masked runs", same.RawSectors, same.NormalizedSectors, len(same.Masked))
+	if same.NormalizedSectors != 0 {
+		t.Errorf("same ops in two sessions: %d normalized sectors, want 0: %+v", same.NormalizedSectors, same.Ranges)
+	}
+	if same.RawSectors == 0 || len(same.Masked) == 0 {
+		t.Errorf("same ops in two sessions: raw %d sectors, %d masked: want the timestamps to differ raw", same.RawSectors, len(same.Masked))
+	}
+	// The other direction locks the sessions in the same order and agrees.
+	back, err := m.Diff(ctx, DiffSide{Session: ids[1], Lane: "ext2", At: Current}, DiffSide{Session: ids[0], At: Current}, true)
+	if err != nil || back.RawSectors != same.RawSectors || back.NormalizedSectors != 0 {
+		t.Errorf("reverse diff: %+v, %v", back, err)
+	}
+	apply(ids[1], "mkdir e 0755")
+	apply(ids[1], "sync")
+	extra, err := m.Diff(ctx, a, b, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("one extra mkdir: raw %d sectors, normalized %d, %d ranges", extra.RawSectors, extra.NormalizedSectors, len(extra.Ranges))
+	if extra.NormalizedSectors == 0 {
+		t.Errorf("an extra mkdir in one session: 0 normalized sectors")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,7 @@ type ExploreOptions struct {
 	MaxDuration time.Duration
 	// Fsck runs e2fsck -fn on the host over the lane's resolved overlay
 	// image (after a sync in the guest) at every new state. Single ext2/3/4
-	// lane only.
+	// lane, or a single overlay lane (its upper layer's image).
 	Fsck bool
 	// Remount checks at every new state that umount+mount leaves the lane's
 	// fingerprint unchanged. Single lane only.
@@ -118,8 +119,12 @@ type Finding struct {
 	// Detail says what differs, in words.
 	Detail string
 	// Trace is the ops from the root state, in opspec short form
-	// (opspec.Parse reads them back); its last op exposed the finding.
+	// (opspec.Parse reads them back); its last op exposed the finding. It
+	// is the trace as found until minimization replaces it with the
+	// minimized one (Minimized).
 	Trace []string
+	// FoundTrace is the trace as the search found it.
+	FoundTrace []string
 	// Lanes holds every lane's errno for the last op of Trace.
 	Lanes []LaneResult
 	// Path is the first differing path of a state divergence ("" is the lane
@@ -127,11 +132,15 @@ type Finding struct {
 	Path, Field string
 	// Seed is the run's seed.
 	Seed uint64
-	// Minimized is true when Trace was shrunk by delta debugging (a run
-	// cancelled or whose guest died keeps its findings as found);
-	// OriginalLen is the length of the trace as found.
+	// Minimized is true once Trace is the result of delta debugging, which
+	// runs after the search (a run cancelled or whose guest died keeps its
+	// findings as found); OriginalLen is the length of the trace as found.
 	Minimized   bool
 	OriginalLen int
+	// DuplicateOf is the id of an earlier finding of the run whose
+	// minimized trace this one's repeats ("" when none); the summary does
+	// not count duplicates.
+	DuplicateOf string
 	// Created is when the finding was recorded.
 	Created time.Time
 	// LaneSpecs are the run's lane specs, to replay the trace in a new session.
@@ -145,7 +154,8 @@ type ExploreSummary struct {
 	// RestoresSkipped counts restores LazyRestore left out.
 	RestoresSkipped int
 	// States counts ops applied by the search, Unique the distinct states
-	// (the root included), Findings the findings recorded.
+	// (the root included), Findings the findings recorded but those
+	// marked DuplicateOf after minimization.
 	States, Unique, Findings int
 	// StatesPerSec is States / Elapsed.
 	StatesPerSec float64
@@ -166,6 +176,10 @@ type ExploreSummary struct {
 	// Roots are every lane's root (under the run's time mode and policy) at
 	// the root state.
 	Roots map[string][]byte
+	// BelowRoots are the overlay lanes' roots from below (upper layer,
+	// markers classified; same time mode and policy) at the root state.
+	// The visited set is keyed by Roots only.
+	BelowRoots map[string][]byte
 	// The cumulative time split, as in ExploreProgress.
 	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
 }
@@ -214,8 +228,8 @@ func validateExplore(o *ExploreOptions) (oracle.Policy, error) {
 			return oracle.Policy{}, Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
 		}
 	}
-	if o.Fsck && !strings.HasPrefix(specs[0].FS, "ext") {
-		return oracle.Policy{}, Invalid("fsck", "e2fsck checks ext2/3/4 lanes; lane %s is %s", specs[0].Name, specs[0].FS)
+	if o.Fsck && !strings.HasPrefix(specs[0].Layer().FS, "ext") {
+		return oracle.Policy{}, Invalid("fsck", "e2fsck checks ext2/3/4 lanes (and an overlay lane's upper layer); lane %s is %s", specs[0].Name, specs[0].FS)
 	}
 	if o.Fsck {
 		if _, err := exec.LookPath("e2fsck"); err != nil {
@@ -227,8 +241,13 @@ func validateExplore(o *ExploreOptions) (oracle.Policy, error) {
 
 // Explore creates a session for o.Lanes, explores its state space with
 // explore.Checker and ends the session. progress (optional) is called every
-// few states and once at the end; found (optional) with every finding once
-// it is minimized and recorded in the ledger, after the search.
+// few states and once at the end. found (optional) is called with every
+// finding the moment the search finds it, already recorded in the ledger
+// with its trace as found (Minimized false), and, for the kinds that can be
+// replayed, once more with the same ID after the search, when delta
+// debugging is done with it and the ledger holds the minimized trace
+// (Minimized true, DuplicateOf set if it shrank to an earlier finding's
+// trace). Both calls come from the goroutine running Explore.
 //
 // A run stopped by a cancelled ctx keeps its findings (as found, not
 // minimized) and returns its summary with Stopped "cancelled" and a nil
@@ -263,16 +282,22 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 	}
 	s.exploring = true
 	lanes := make([]string, len(s.specs))
+	overlays := make(map[string]bool)
 	for i, sp := range s.specs {
 		lanes[i] = sp.Name
+		overlays[sp.Name] = sp.IsOverlay()
 	}
 	s.mu.Unlock()
 
-	sys := &exploreSys{m: m, s: s, lanes: lanes, mode: o.TimeMode, policy: policy,
+	sys := &exploreSys{m: m, s: s, lanes: lanes, overlay: overlays, mode: o.TimeMode, policy: policy,
 		ids: make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry)}
+	// Findings are kept whatever happens to the run.
+	bg := context.WithoutCancel(ctx)
+	rec := &findingRecorder{m: m, ctx: bg, session: in.ID, specs: o.Lanes, send: found, byID: make(map[int]*Finding)}
 	cfg := explore.Config{
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
+		Found: rec.found, Minimized: rec.minimized,
 	}
 	if o.Remount {
 		cfg.Checks = append(cfg.Checks, sys.remountCheck)
@@ -319,22 +344,16 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 	}
 	for _, r := range res.Root {
 		sum.Roots[r.Lane] = r.Root
+		if r.Below != nil {
+			if sum.BelowRoots == nil {
+				sum.BelowRoots = make(map[string][]byte)
+			}
+			sum.BelowRoots[r.Lane] = r.Below
+		}
 	}
 
-	// Findings are kept whatever happened to the run.
-	bg := context.WithoutCancel(ctx)
-	var errs []error
-	for _, f := range res.Findings {
-		fd, err := m.recordFinding(bg, in.ID, o.Lanes, f)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		sum.Findings++
-		if found != nil {
-			found(*fd)
-		}
-	}
+	errs := rec.errs
+	sum.Findings = rec.distinct()
 
 	st, reason := StateEnded, "explore finished"
 	switch {
@@ -373,26 +392,95 @@ func (m *Manager) endExplore(s *session, st State, reason string) error {
 	return m.stop(s, st, reason)
 }
 
-// recordFinding stores f in the ledger with a "finding" event.
-func (m *Manager) recordFinding(ctx context.Context, sessionID string, specs []string, f explore.Finding) (*Finding, error) {
+// findingRecorder stores an Explore run's findings in the ledger as
+// explore reports them (explore.Config.Found, then Minimized) and passes
+// each stored version to the caller. It is used only from the goroutine
+// running the Checker.
+type findingRecorder struct {
+	m       *Manager
+	ctx     context.Context // not cancelled with the run: findings are kept
+	session string
+	specs   []string
+	send    func(Finding) // the caller's found; may be nil
+
+	byID map[int]*Finding // by explore's Finding.ID
+	errs []error          // ledger failures, returned at the end of the run
+}
+
+// found records a finding the moment the search finds it, trace as found.
+func (r *findingRecorder) found(f explore.Finding) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("finding id: %w", err)
+		r.errs = append(r.errs, fmt.Errorf("finding id: %w", err))
+		return
 	}
+	trace := FormatTrace(f.Trace)
 	fd := &Finding{
-		ID: "f-" + hex.EncodeToString(b[:]), Session: sessionID, Kind: f.Kind, Detail: f.Detail,
-		Trace: FormatTrace(f.Trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
+		ID: "f-" + hex.EncodeToString(b[:]), Session: r.session, Kind: f.Kind, Detail: f.Detail,
+		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
 		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
-		LaneSpecs: append([]string(nil), specs...),
+		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes),
 	}
-	for _, l := range f.Lanes {
-		fd.Lanes = append(fd.Lanes, LaneResult{Lane: l.Lane, Errno: l.Errno})
+	if err := r.m.ledger.insertFinding(r.ctx, fd); err != nil {
+		r.errs = append(r.errs, err)
+		return
 	}
-	if err := m.ledger.insertFinding(ctx, fd); err != nil {
-		return nil, err
+	r.byID[f.ID] = fd
+	r.m.event(r.ctx, Event{Session: r.session, Kind: "finding", Detail: fmt.Sprintf("%s %s: %s", fd.ID, fd.Kind, fd.Detail), Results: fd.Lanes})
+	r.emit(fd)
+}
+
+// minimized updates a recorded finding with its minimized trace.
+func (r *findingRecorder) minimized(f explore.Finding) {
+	fd := r.byID[f.ID]
+	if fd == nil {
+		return // its first record failed (already in errs)
 	}
-	m.event(ctx, Event{Session: sessionID, Kind: "finding", Detail: fmt.Sprintf("%s %s: %s", fd.ID, fd.Kind, fd.Detail), Results: fd.Lanes})
-	return fd, nil
+	fd.Detail, fd.Trace, fd.Path, fd.Field, fd.Lanes = f.Detail, FormatTrace(f.Trace), f.Path, f.Field, laneResults(f.Lanes)
+	fd.Minimized, fd.DuplicateOf = f.Minimized, ""
+	if dup := r.byID[f.DuplicateOf]; f.DuplicateOf != 0 && dup != nil {
+		fd.DuplicateOf = dup.ID
+	}
+	if err := r.m.ledger.updateFinding(r.ctx, fd); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	detail := fmt.Sprintf("%s: %d ops as found, %d minimized", fd.ID, fd.OriginalLen, len(fd.Trace))
+	switch {
+	case !fd.Minimized:
+		detail = fmt.Sprintf("%s: not minimized: %s", fd.ID, fd.Detail)
+	case fd.DuplicateOf != "":
+		detail += ", duplicate of " + fd.DuplicateOf
+	}
+	r.m.event(r.ctx, Event{Session: r.session, Kind: "finding.minimized", Detail: detail, Results: fd.Lanes})
+	r.emit(fd)
+}
+
+func (r *findingRecorder) emit(fd *Finding) {
+	if r.send != nil {
+		c := *fd
+		c.Trace, c.FoundTrace, c.Lanes, c.LaneSpecs = slices.Clone(fd.Trace), slices.Clone(fd.FoundTrace), slices.Clone(fd.Lanes), slices.Clone(fd.LaneSpecs)
+		r.send(c)
+	}
+}
+
+// distinct counts the recorded findings that are not duplicates.
+func (r *findingRecorder) distinct() int {
+	n := 0
+	for _, fd := range r.byID {
+		if fd.DuplicateOf == "" {
+			n++
+		}
+	}
+	return n
+}
+
+func laneResults(ls []explore.LaneResult) []LaneResult {
+	var out []LaneResult
+	for _, l := range ls {
+		out = append(out, LaneResult{Lane: l.Lane, Errno: l.Errno})
+	}
+	return out
 }
 
 // FormatTrace writes ops in opspec short form (protojson where the short
@@ -440,11 +528,12 @@ func (m *Manager) Finding(ctx context.Context, id string) (*Finding, error) {
 // fails with ErrState). All fields below s are used only from the goroutine
 // running the Checker (its Progress callback included).
 type exploreSys struct {
-	m      *Manager
-	s      *session
-	lanes  []string
-	mode   agentv1.TimeMode
-	policy oracle.Policy
+	m       *Manager
+	s       *session
+	lanes   []string
+	overlay map[string]bool // overlay lanes, fingerprinted from below too
+	mode    agentv1.TimeMode
+	policy  oracle.Policy
 
 	ids    map[string]vmm.CheckpointID
 	leaves map[string][]*agentv1.Entry // canonicalized leaves of the current state, per lane; cleared when it may change
@@ -620,9 +709,27 @@ func (x *exploreSys) fingerprint(ctx context.Context) ([]explore.LaneState, erro
 			return nil, err
 		}
 		root := oracle.Fold(leaves, x.mode)
-		out = append(out, explore.LaneState{Lane: l, Root: root[:]})
+		st := explore.LaneState{Lane: l, Root: root[:]}
+		if x.overlay[l] {
+			if st.Below, err = x.belowRoot(ctx, l); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, st)
 	}
 	return out, nil
+}
+
+// belowRoot returns an overlay lane's root from below: its upper layer with
+// the markers classified by the agent, canonicalized under the run's policy
+// and folded under its time mode.
+func (x *exploreSys) belowRoot(ctx context.Context, lane string) ([]byte, error) {
+	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Below: true}}}
+	resp, err := x.callOK(ctx, "fingerprint "+lane+" from below", req)
+	if err != nil {
+		return nil, err
+	}
+	return rootOf(oracle.Canonicalize(resp.GetFingerprint().GetLeaves(), x.policy), x.mode), nil
 }
 
 // laneLeaves returns a lane's canonicalized leaves in the current state.

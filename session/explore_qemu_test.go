@@ -15,8 +15,8 @@ import (
 
 // TestExploreRealGuest runs Explore on the real guest (QEMU): a
 // deterministic ext2 run, a single-lane run with its self-references, a
-// differential ext2/vfat run with stored, minimized findings, and a
-// cancelled run.
+// differential ext2/vfat run with findings streamed as found and then
+// minimized, and a run cancelled at its first finding.
 func TestExploreRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
 	check := vmmtest.Leaks(t)
@@ -92,32 +92,61 @@ func TestExploreRealGuest(t *testing.T) {
 		}
 	})
 
+	// Each finding is streamed (and stored) as found, during the search,
+	// then once more, same id, with its minimized trace.
 	t.Run("Ext2VfatDifferential", func(t *testing.T) {
-		var found []Finding
-		s, err := m.Explore(ctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7}, nil,
-			func(f Finding) { found = append(found, f) })
+		var msgs []Finding
+		states := 0 // progress so far, when a finding comes
+		var statesAt []int
+		s, err := m.Explore(ctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7},
+			func(p ExploreProgress) { states = p.States },
+			func(f Finding) { msgs = append(msgs, f); statesAt = append(statesAt, states) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		report(t, s)
-		if s.Findings == 0 || len(found) != s.Findings {
-			t.Fatalf("ext2 against vfat: %d findings (%d streamed), want some", s.Findings, len(found))
-		}
-		stored, err := m.Findings(ctx, s.Session)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(stored) != len(found) {
-			t.Errorf("%d findings stored, %d streamed", len(stored), len(found))
-		}
-		ok := false
-		for _, f := range found {
-			t.Logf("%s %s: %v (%s %q): %s", f.ID, f.Kind, f.Trace, f.Field, f.Path, f.Detail)
+		latest := map[string]Finding{}
+		var ids []string
+		dups := 0
+		for i, f := range msgs {
+			t.Logf("%s %s minimized=%v dup=%q: %v as found %v (%s %q): %s", f.ID, f.Kind, f.Minimized, f.DuplicateOf, f.Trace, f.FoundTrace, f.Field, f.Path, f.Detail)
 			for _, op := range f.Trace {
 				if _, err := opspec.Parse(op); err != nil {
 					t.Errorf("finding %s: trace op %q does not parse: %v", f.ID, op, err)
 				}
 			}
+			prev, seen := latest[f.ID]
+			switch {
+			case !seen && (f.Minimized || !reflect.DeepEqual(f.Trace, f.FoundTrace) || len(f.Trace) == 0):
+				t.Errorf("first message of %s: want the trace as found, not minimized", f.ID)
+			case !seen && statesAt[i] >= s.States:
+				t.Errorf("finding %s sent after %d of %d states: want it during the search", f.ID, statesAt[i], s.States)
+			case seen && (prev.Minimized || !reflect.DeepEqual(f.FoundTrace, prev.FoundTrace) || len(f.Trace) > len(prev.Trace)):
+				t.Errorf("update of %s: %+v after %+v", f.ID, f, prev)
+			}
+			if !seen {
+				ids = append(ids, f.ID)
+			}
+			latest[f.ID] = f
+		}
+		for _, id := range ids {
+			if latest[id].DuplicateOf != "" {
+				dups++
+			}
+		}
+		if len(ids) == 0 || s.Findings != len(ids)-dups {
+			t.Fatalf("ext2 against vfat: %d findings in the summary, %d streamed (%d duplicates), want some", s.Findings, len(ids), dups)
+		}
+		stored, err := m.Findings(ctx, s.Session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) != len(ids) {
+			t.Errorf("%d findings stored, %d streamed", len(stored), len(ids))
+		}
+		ok := false
+		for _, id := range ids {
+			f := latest[id]
 			if len(f.Trace) > 0 && f.Minimized && len(f.Lanes) == 2 {
 				ok = true
 			}
@@ -130,7 +159,7 @@ func TestExploreRealGuest(t *testing.T) {
 			}
 			g.Created = f.Created
 			if !reflect.DeepEqual(*g, f) {
-				t.Errorf("Finding(%s):\n got %+v\nwant %+v", f.ID, *g, f)
+				t.Errorf("Finding(%s):\n got %+v\nwant the last streamed %+v", f.ID, *g, f)
 			}
 		}
 		if !ok {
@@ -138,25 +167,32 @@ func TestExploreRealGuest(t *testing.T) {
 		}
 	})
 
+	// Cancelled the moment the first finding arrives: the run stops, and
+	// keeps what it found, as found.
 	t.Run("Cancelled", func(t *testing.T) {
 		cctx, stop := context.WithCancel(ctx)
 		defer stop()
-		s, err := m.Explore(cctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7},
-			func(p ExploreProgress) {
-				if p.Findings > 0 {
-					stop()
-				}
-			}, nil)
+		var msgs []Finding
+		s, err := m.Explore(cctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7}, nil,
+			func(f Finding) {
+				msgs = append(msgs, f)
+				stop()
+			})
 		if err != nil {
 			t.Fatal(err)
 		}
 		report(t, s)
-		if s.Stopped != explore.StopCancelled || s.Findings == 0 {
-			t.Errorf("summary %+v: want stopped %q with the findings so far", s, explore.StopCancelled)
+		if s.Stopped != explore.StopCancelled || s.Findings == 0 || len(msgs) != s.Findings {
+			t.Errorf("summary %+v, %d findings streamed: want stopped %q with the findings so far", s, len(msgs), explore.StopCancelled)
 		}
 		fs, err := m.Findings(ctx, s.Session)
 		if err != nil || len(fs) != s.Findings {
 			t.Errorf("findings kept: %d, %v; want %d", len(fs), err, s.Findings)
+		}
+		for _, f := range fs {
+			if f.Minimized || !reflect.DeepEqual(f.Trace, f.FoundTrace) {
+				t.Errorf("finding %s of a cancelled run: %+v, want it as found", f.ID, f)
+			}
 		}
 		in, err := m.Get(ctx, s.Session)
 		if err != nil || in.State != StateEnded || in.Reason != "explore cancelled" {

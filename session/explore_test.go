@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/vmm"
+	"google.golang.org/protobuf/proto"
 )
 
 // dyingMachine is a fakeMachine whose guest dies at the first operation
@@ -144,4 +147,147 @@ func TestExploreFake(t *testing.T) {
 	if err != nil || len(mine) != 1 {
 		t.Errorf("Findings(%s) = %v, %v; want the one finding", sum.Session, mine, err)
 	}
+}
+
+// divergingMachine is a fakeMachine on which mkdir fails with EPERM on the
+// lane "ext4" only: every mkdir is an errno divergence.
+type divergingMachine struct{ *fakeMachine }
+
+func (d *divergingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	if mk := req.GetMkdir(); mk != nil && mk.GetLane() == "ext4" {
+		return &agentv1.Response{Errno: int32(syscall.EPERM), Error: "mkdir: operation not permitted"}, nil
+	}
+	return d.fakeMachine.Call(ctx, req)
+}
+
+// TestExploreFindingsStreamed: a finding reaches the caller (and the
+// ledger) the moment the search finds it, with its trace as found, and once
+// more, same id, with the minimized trace after the search.
+func TestExploreFindingsStreamed(t *testing.T) {
+	m, _ := fakeManager(t, t.TempDir(), Config{})
+	m.cfg.Start = func(ctx context.Context, c vmm.Config) (vmm.Machine, error) {
+		return &divergingMachine{fakeMachine: &fakeMachine{}}, nil
+	}
+	ctx := context.Background()
+	var got []Finding
+	progressAfter := map[string]int{} // finding id -> progress calls after it was first sent
+	sum, err := m.Explore(ctx, ExploreOptions{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 20, Seed: 7},
+		func(ExploreProgress) {
+			for id := range progressAfter {
+				progressAfter[id]++
+			}
+		},
+		func(f Finding) {
+			got = append(got, f)
+			if !f.Minimized {
+				progressAfter[f.ID] = 0
+				// Stored before it is sent.
+				stored, err := m.Finding(ctx, f.ID)
+				if err != nil || stored.Minimized || !reflect.DeepEqual(stored.Trace, f.Trace) {
+					t.Errorf("finding %s when sent: stored %+v, %v", f.ID, stored, err)
+				}
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 2 {
+		t.Fatalf("%d finding messages %+v, want the finding and its minimized update", len(got), got)
+	}
+	first := map[string]Finding{}
+	var order []string
+	for _, f := range got {
+		t.Logf("%s minimized=%v dup=%q trace %v (found %v): %s", f.ID, f.Minimized, f.DuplicateOf, f.Trace, f.FoundTrace, f.Detail)
+		a, seen := first[f.ID]
+		if !seen {
+			if f.Minimized || !reflect.DeepEqual(f.Trace, f.FoundTrace) || len(f.Trace) != f.OriginalLen || f.Kind != explore.KindErrno {
+				t.Errorf("first message of %s: %+v, want the errno divergence as found", f.ID, f)
+			}
+			first[f.ID] = f
+			order = append(order, f.ID)
+			continue
+		}
+		if !f.Minimized || len(f.Trace) != 1 || !strings.HasPrefix(f.Trace[0], "mkdir ") || !reflect.DeepEqual(f.FoundTrace, a.FoundTrace) || !f.Created.Equal(a.Created) {
+			t.Errorf("update of %s: %+v, want the one-op minimized trace, found trace kept", f.ID, f)
+		}
+		stored, err := m.Finding(ctx, f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored.Created = f.Created
+		if !reflect.DeepEqual(*stored, f) {
+			t.Errorf("Finding(%s) after the run:\n got %+v\nwant %+v", f.ID, *stored, f)
+		}
+	}
+	if sum.Findings != len(order) {
+		t.Errorf("summary counts %d findings, %d sent", sum.Findings, len(order))
+	}
+	for id, n := range progressAfter {
+		if n == 0 {
+			t.Errorf("finding %s: no progress after it was sent; want it sent during the search", id)
+		}
+	}
+	all, err := m.Findings(ctx, sum.Session)
+	if err != nil || len(all) != len(order) {
+		t.Errorf("Findings(%s): %d, %v; want %d", sum.Session, len(all), err, len(order))
+	}
+}
+
+// TestOverlayLaneFake: an overlay lane gets two disks (upper lane<i>, lower
+// lower<i>), is mounted as overlayfs with metacopy=off, and is fingerprinted
+// from below as well.
+func TestOverlayLaneFake(t *testing.T) {
+	m, _ := fakeManager(t, t.TempDir(), Config{})
+	var cfgs []vmm.Config
+	var mounts []*agentv1.Mount
+	var below []string
+	m.cfg.Start = func(ctx context.Context, c vmm.Config) (vmm.Machine, error) {
+		cfgs = append(cfgs, c)
+		return &recordingMachine{fakeMachine: &fakeMachine{}, mounts: &mounts, below: &below}, nil
+	}
+	ctx := context.Background()
+	in, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2", "overlay:name=ov"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Delete(ctx, in.ID)
+	var serials []string
+	for _, d := range cfgs[0].Disks {
+		serials = append(serials, d.Serial)
+	}
+	if want := []string{"lane0", "lane1", "lower1"}; !reflect.DeepEqual(serials, want) {
+		t.Errorf("disks %v, want %v", serials, want)
+	}
+	want := &agentv1.Mount{Lane: "ov", Device: "serial:lane1", LowerDevice: "serial:lower1", Fstype: "overlay", LayerFstype: "ext2", Options: OverlayMountOptions}
+	if len(mounts) != 2 || !proto.Equal(mounts[1], want) || mounts[0].GetLowerDevice() != "" {
+		t.Errorf("mounts %v, want the ext2 lane plain and %v", mounts, want)
+	}
+	if !strings.Contains(OverlayMountOptions, "metacopy=off") {
+		t.Errorf("overlay options %q without metacopy=off", OverlayMountOptions)
+	}
+	fps, err := m.Fingerprint(ctx, in.ID, agentv1.TimeMode_TIME_MODE_NONE, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fps) != 2 || fps[0].BelowRoot != nil || fps[1].BelowRoot == nil || !reflect.DeepEqual(below, []string{"ov"}) {
+		t.Errorf("fingerprints %+v (below asked of %v): want a root from below for the overlay lane only", fps, below)
+	}
+}
+
+// recordingMachine is a fakeMachine that records Mount requests and the
+// lanes fingerprinted from below.
+type recordingMachine struct {
+	*fakeMachine
+	mounts *[]*agentv1.Mount
+	below  *[]string
+}
+
+func (r *recordingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	if mt := req.GetMount(); mt != nil {
+		*r.mounts = append(*r.mounts, mt)
+	}
+	if fp := req.GetFingerprint(); fp.GetBelow() {
+		*r.below = append(*r.below, fp.GetLane())
+	}
+	return r.fakeMachine.Call(ctx, req)
 }

@@ -300,25 +300,46 @@ func (l *ledger) events(ctx context.Context, session string, afterSeq int64, lim
 // findings table has no column for.
 type findingOps struct {
 	Trace       []string     `json:"trace"`
+	FoundTrace  []string     `json:"found_trace,omitempty"`
 	Lanes       []LaneResult `json:"lanes,omitempty"`
 	Path        string       `json:"path"`
 	Field       string       `json:"field,omitempty"`
 	Minimized   bool         `json:"minimized,omitempty"`
 	OriginalLen int          `json:"original_len,omitempty"`
+	DuplicateOf string       `json:"duplicate_of,omitempty"`
 	LaneSpecs   []string     `json:"lane_specs"`
 }
 
-func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
-	ops := findingOps{Trace: f.Trace, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
-		OriginalLen: f.OriginalLen, LaneSpecs: f.LaneSpecs}
+func opsOf(f *Finding) findingOps {
+	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
+		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
+	return ops
+}
+
+func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 	// SQLite integers are signed: the seed is stored as its two's complement.
 	_, err := l.db.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(ops), nanos(f.Created))
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(opsOf(f)), nanos(f.Created))
 	if err != nil {
 		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+// updateFinding replaces a recorded finding's detail and ops (its trace
+// once minimized); id, session, kind, seed and created stay.
+func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
+	res, err := l.db.ExecContext(ctx, `UPDATE findings SET detail = ?, ops = ? WHERE id = ?`, f.Detail, mustJSON(opsOf(f)), f.ID)
+	if err != nil {
+		return fmt.Errorf("ledger: update finding %s: %w", f.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("ledger: update finding %s: %w", f.ID, err)
+	} else if n != 1 {
+		return fmt.Errorf("ledger: update finding %s: %d rows: %w", f.ID, n, ErrNotFound)
 	}
 	return nil
 }
@@ -337,8 +358,8 @@ func scanFinding(sc interface{ Scan(...any) error }) (*Finding, error) {
 	if err := json.Unmarshal([]byte(ops), &o); err != nil {
 		return nil, fmt.Errorf("ledger: finding %s: ops: %w", f.ID, err)
 	}
-	f.Trace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.LaneSpecs =
-		o.Trace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.LaneSpecs
+	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs =
+		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs
 	return &f, nil
 }
 

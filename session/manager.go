@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,12 @@ type session struct {
 	info  Info
 	specs []guest.LaneSpec
 	mach  vmm.Machine // nil once stopped
-	devs  []*overlay.Device
+	// devs holds each lane's disk, by lane index; for an overlay lane its
+	// upper layer's (the one that changes).
+	devs []*overlay.Device
+	// lowers holds the overlay lanes' lower-layer disks (mounted
+	// read-only in the guest), in lane order.
+	lowers []*overlay.Device
 	// exploring is set while an Explore run drives the machine: the other
 	// session methods refuse the session (ErrState).
 	exploring bool
@@ -415,7 +421,16 @@ func (m *Manager) boot(ctx context.Context, s *session) (err error) {
 			return fmt.Errorf("lane %s: %w", sp.Name, err)
 		}
 		s.devs = append(s.devs, dev)
-		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: fmt.Sprintf("lane%d", i), Device: dev})
+		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: laneSerial(i), Device: dev})
+		if sp.IsOverlay() {
+			// Both layers start from the same empty ext2 image.
+			lower, err := overlay.Open(base)
+			if err != nil {
+				return fmt.Errorf("lane %s: lower layer: %w", sp.Name, err)
+			}
+			s.lowers = append(s.lowers, lower)
+			cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: lowerSerial(i), Device: lower})
+		}
 	}
 	mach, err := m.cfg.Start(ctx, cfg)
 	if err != nil {
@@ -423,8 +438,7 @@ func (m *Manager) boot(ctx context.Context, s *session) (err error) {
 	}
 	s.mach = mach
 	for i, sp := range s.specs {
-		req := &agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{
-			Lane: sp.Name, Device: fmt.Sprintf("serial:lane%d", i), Fstype: sp.FS}}}
+		req := &agentv1.Request{Op: &agentv1.Request_Mount{Mount: laneMount(i, sp)}}
 		resp, err := mach.Call(ctx, req)
 		if err != nil {
 			return fmt.Errorf("mount lane %s: %w", sp.Name, err)
@@ -436,6 +450,33 @@ func (m *Manager) boot(ctx context.Context, s *session) (err error) {
 	return nil
 }
 
+// OverlayMountOptions are the overlayfs options of an overlay lane: every
+// feature that would leave metadata in the upper layer that the from-below
+// classification does not read is off. metacopy=off is explicit (the agent
+// refuses metacopy=on: the upper layer would record empty files);
+// redirect_dir=off makes renaming a lower directory fail with EXDEV instead
+// of writing a redirect xattr; index=off keeps hard-link copy-up out of the
+// work directory's index.
+const OverlayMountOptions = "metacopy=off,redirect_dir=off,index=off"
+
+// laneSerial and lowerSerial are the disk serials of lane i and of its
+// lower layer (overlay lanes).
+func laneSerial(i int) string  { return fmt.Sprintf("lane%d", i) }
+func lowerSerial(i int) string { return fmt.Sprintf("lower%d", i) }
+
+// laneMount is the agent Mount request of lane i: its disk, or for an
+// overlay lane its upper (lane<i>) and lower (lower<i>) disks with
+// OverlayMountOptions.
+func laneMount(i int, sp guest.LaneSpec) *agentv1.Mount {
+	m := &agentv1.Mount{Lane: sp.Name, Device: "serial:" + laneSerial(i), Fstype: sp.FS}
+	if sp.IsOverlay() {
+		m.LowerDevice = "serial:" + lowerSerial(i)
+		m.LayerFstype = sp.Layer().FS
+		m.Options = OverlayMountOptions
+	}
+	return m
+}
+
 // closeMachine stops the guest and closes the overlays.
 func (m *Manager) closeMachine(s *session) error {
 	var errs []error
@@ -445,12 +486,12 @@ func (m *Manager) closeMachine(s *session) error {
 		}
 		s.mach = nil
 	}
-	for _, d := range s.devs {
+	for _, d := range slices.Concat(s.devs, s.lowers) {
 		if err := d.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("session %s: close overlay: %w", s.info.ID, err))
 		}
 	}
-	s.devs = nil
+	s.devs, s.lowers = nil, nil
 	s.blobs, s.files, s.blobsz = nil, nil, 0
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/guest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -39,6 +40,13 @@ type LaneFingerprint struct {
 	Root    []byte
 	Entries uint64
 	Leaves  []*agentv1.Entry // only when asked for
+	// BelowRoot, BelowEntries and BelowLeaves are an overlay lane's
+	// fingerprint from below: its upper layer, kernel whiteouts and opaque
+	// directories classified into dialect-free symbolic entries
+	// (agentv1.Fingerprint.below). Nil and zero for other lanes.
+	BelowRoot    []byte
+	BelowEntries uint64
+	BelowLeaves  []*agentv1.Entry // only when leaves are asked for
 }
 
 // Event is one ledger record of something that happened to a session.
@@ -260,9 +268,29 @@ func (m *Manager) Fingerprint(ctx context.Context, sessionID string, mode agentv
 			return nil, err
 		}
 		fp := resp.GetFingerprint()
-		out = append(out, LaneFingerprint{Lane: l, Root: fp.GetRoot(), Entries: fp.GetEntries(), Leaves: fp.GetLeaves()})
+		lf := LaneFingerprint{Lane: l, Root: fp.GetRoot(), Entries: fp.GetEntries(), Leaves: fp.GetLeaves()}
+		if s.spec(l).IsOverlay() {
+			req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: l, TimeMode: mode, Leaves: leaves, Below: true}}}
+			resp, err := m.callOK(ctx, s, "fingerprint "+l+" from below", req)
+			if err != nil {
+				return nil, err
+			}
+			b := resp.GetFingerprint()
+			lf.BelowRoot, lf.BelowEntries, lf.BelowLeaves = b.GetRoot(), b.GetEntries(), b.GetLeaves()
+		}
+		out = append(out, lf)
 	}
 	return out, nil
+}
+
+// spec returns the spec of the lane called name (the zero spec if none).
+func (s *session) spec(name string) guest.LaneSpec {
+	for _, sp := range s.specs {
+		if sp.Name == name {
+			return sp
+		}
+	}
+	return guest.LaneSpec{}
 }
 
 // Stat is lstat (stat with follow) of a path in one lane. A failing system

@@ -19,6 +19,7 @@ import (
 const (
 	modulesDir = "/modules"
 	lanesDir   = "/lanes"
+	layersDir  = "/layers" // overlay lanes' layer mounts
 )
 
 // channelWait is how long init waits for the channel device to appear
@@ -45,7 +46,7 @@ func runInit(log *zap.Logger) {
 		log.Warn("read kernel command line", zap.Error(err))
 	}
 	path := channelFromCmdline(string(cmdline))
-	srv := &agent.Server{Root: lanesDir, Log: log.Named("server"), Version: version, Machine: true}
+	srv := &agent.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true}
 	backoff := 100 * time.Millisecond
 	for {
 		ch, err := openChannel(log, path, channelWait)

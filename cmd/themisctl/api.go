@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/server"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -212,8 +214,10 @@ func addAPI(root *cobra.Command, g *globals) {
 				return out(resp, func(w *tabwriter.Writer) {
 					for _, l := range resp.GetLanes() {
 						fmt.Fprintf(w, "%s\t%s\t%d entries\n", l.GetLane(), hex.EncodeToString(l.GetRoot()), l.GetEntries())
-						for _, e := range l.GetLeaves() {
-							fmt.Fprintf(w, "  /%s\t%s\t%04o %d:%d n%d %d bytes\n", e.GetPath(), strings.TrimPrefix(e.GetKind().String(), "KIND_"), e.GetMode(), e.GetUid(), e.GetGid(), e.GetNlink(), e.GetSize())
+						printLeaves(w, l.GetLeaves())
+						if len(l.GetBelowRoot()) > 0 {
+							fmt.Fprintf(w, "%s (from below)\t%s\t%d entries\n", l.GetLane(), hex.EncodeToString(l.GetBelowRoot()), l.GetBelowEntries())
+							printLeaves(w, l.GetBelowLeaves())
 						}
 					}
 				})
@@ -221,6 +225,7 @@ func addAPI(root *cobra.Command, g *globals) {
 		},
 	}
 	fpCmd.Flags().StringVar(&timeMode, "time", "none", "timestamps included: none (Metis parity), mtime, all")
+	fpCmd.Long = "Fingerprint lanes. An overlay lane also shows its fingerprint from below: its upper layer, kernel whiteouts and opaque directories listed as WHITEOUT and OPAQUE markers."
 	fpCmd.Flags().BoolVar(&leaves, "leaves", false, "list every entry, not only the roots")
 
 	var follow bool
@@ -330,7 +335,7 @@ func addAPI(root *cobra.Command, g *globals) {
 	addExplore(root, g, with)
 	addSweep(root, g, with)
 	addBelowFS(root, g, with)
-	root.AddCommand(newDiff(g, with))
+	root.AddCommand(newDiff(g, with), newReport(g, with))
 	root.AddCommand(sess, forkCmd, restoreCmd, cpCmd, applyCmd, fpCmd, statCmd, restoreFileCmd, eventsCmd, daemonCmd)
 }
 
@@ -400,5 +405,17 @@ func printCheckpoints(w *tabwriter.Writer, cs ...*themisv1.Checkpoint) {
 		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%v\t%s\t%s\n", c.GetId(), c.GetSlot(), strings.ToLower(strings.TrimPrefix(c.GetOrigin().String(), "ORIGIN_")),
 			c.GetName(), c.GetParentId(), c.GetLive(), c.GetCreateTime().AsTime().Local().Format(time.DateTime), strings.Join(roots, " "))
+	}
+}
+
+// printLeaves lists fingerprint entries, one a line; an overlay marker from
+// below (a symbolic entry) as WHITEOUT or OPAQUE of its target.
+func printLeaves(w io.Writer, leaves []*agentv1.Entry) {
+	for _, e := range leaves {
+		if c := oracle.ParseSymbolic(e); c.Marker != oracle.MarkerNone {
+			fmt.Fprintf(w, "  /%s\t%s\n", c.Target, strings.ToUpper(c.Marker.String()))
+			continue
+		}
+		fmt.Fprintf(w, "  /%s\t%s\t%04o %d:%d n%d %d bytes\n", e.GetPath(), strings.TrimPrefix(e.GetKind().String(), "KIND_"), e.GetMode(), e.GetUid(), e.GetGid(), e.GetNlink(), e.GetSize())
 	}
 }

@@ -15,18 +15,46 @@ import (
 func newDiff(g *globals, with func(*cobra.Command, func(context.Context, *conn) error) error) *cobra.Command {
 	var normalize bool
 	var show int
-	var sessionID, lane string
+	var sessionID, lane, sessionB, laneB string
 	cmd := &cobra.Command{
-		Use:   "diff A B",
-		Short: "Byte diff of two disks: two image files, or with --session two checkpoints (or current) of a lane; ranges labelled by structure, --normalize masks nuisance fields",
-		Args:  cobra.ExactArgs(2),
+		Use:   "diff A B | --session S --lane L FROM TO | --session S --lane L --session-b S2 [--lane-b L2] [FROM TO]",
+		Short: "Byte diff of two disks: two image files, two checkpoints (or current) of a session's lane, or lanes of two sessions; ranges labelled by structure, --normalize masks nuisance fields",
+		Long: `Byte diff of two disks, ranges labelled by structure (superblock, inode table, ...).
+
+  themisctl diff A.img B.img                          two image files
+  themisctl diff --session S --lane L FROM TO         one lane at two points of a session
+                                                      (checkpoint ids or names, or current)
+  themisctl diff --session S --lane L --session-b S2 [--lane-b L2] [FROM TO]
+                                                      S's lane L at FROM against S2's lane L2
+                                                      (default L) at TO; both default to current
+
+--lane-b alone compares two lanes of one session. "current" is the block device
+now, without what the guest still caches: apply a sync first. The two images
+must have the same size. --normalize masks nuisance fields (superblock times,
+s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if sessionID != "" && (sessionB != "" || laneB != "") {
+				if len(args) != 0 && len(args) != 2 {
+					return fmt.Errorf("with --session-b or --lane-b: FROM TO (points of the two sides), or none for current current; got %d arguments", len(args))
+				}
+				return nil
+			}
+			if sessionB != "" || laneB != "" {
+				return errors.New("--session-b and --lane-b need --session and --lane")
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if sessionID != "" {
 				if lane == "" {
 					return errors.New("--session needs --lane")
 				}
+				from, to := "current", "current"
+				if len(args) == 2 {
+					from, to = args[0], args[1]
+				}
 				return with(cmd, func(ctx context.Context, c *conn) error {
-					resp, err := c.Diff(ctx, &themisv1.DiffRequest{SessionId: sessionID, Lane: lane, From: args[0], To: args[1], Normalize: normalize})
+					resp, err := c.Diff(ctx, &themisv1.DiffRequest{SessionId: sessionID, Lane: lane, From: from, To: to, SessionB: sessionB, LaneB: laneB, Normalize: normalize})
 					if err != nil {
 						return err
 					}
@@ -72,8 +100,10 @@ func newDiff(g *globals, with func(*cobra.Command, func(context.Context, *conn) 
 	}
 	cmd.Flags().BoolVar(&normalize, "normalize", false, "mask nuisance fields: superblock times, s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums")
 	cmd.Flags().IntVar(&show, "show", 20, "ranges to list")
-	cmd.Flags().StringVar(&sessionID, "session", "", "compare two points of this session's lane (checkpoint ids or names, or current) instead of files")
+	cmd.Flags().StringVar(&sessionID, "session", "", "compare disks of this session (checkpoint ids or names, or current) instead of files")
 	cmd.Flags().StringVar(&lane, "lane", "", "the lane, with --session")
+	cmd.Flags().StringVar(&sessionB, "session-b", "", "the session TO is in, to compare two sessions (default --session)")
+	cmd.Flags().StringVar(&laneB, "lane-b", "", "the lane TO is in (default --lane)")
 	return cmd
 }
 

@@ -41,17 +41,57 @@ type exploreJSON struct {
 	FingerprintS float64            `json:"fingerprint_s"`
 	RestoreS     float64            `json:"restore_s"`
 	Skipped      int64              `json:"restores_skipped"`
+	BelowRoots   map[string]string  `json:"below_roots,omitempty"`
 	FindingList  []*findingJSONView `json:"finding_list"`
 }
 
+// findingJSONView is a finding in explore's --json output: its latest
+// version (the minimized trace once the update came) with the trace as
+// found beside it.
 type findingJSONView struct {
-	ID        string   `json:"id"`
-	Kind      string   `json:"kind"`
-	Detail    string   `json:"detail"`
-	Trace     []string `json:"trace"`
-	Path      string   `json:"path,omitempty"`
-	Field     string   `json:"field,omitempty"`
-	Minimized bool     `json:"minimized"`
+	ID          string   `json:"id"`
+	Kind        string   `json:"kind"`
+	Detail      string   `json:"detail"`
+	Trace       []string `json:"trace"`
+	FoundTrace  []string `json:"found_trace"`
+	Path        string   `json:"path,omitempty"`
+	Field       string   `json:"field,omitempty"`
+	Minimized   bool     `json:"minimized"`
+	DuplicateOf string   `json:"duplicate_of,omitempty"`
+}
+
+// findingLog keeps the findings of an explore stream by id, in the order
+// first seen; an update (same id) replaces the earlier version.
+type findingLog struct {
+	order []string
+	byID  map[string]*themisv1.Finding
+}
+
+// add records f and reports whether it updates one seen before.
+func (l *findingLog) add(f *themisv1.Finding) (update bool) {
+	if l.byID == nil {
+		l.byID = make(map[string]*themisv1.Finding)
+	}
+	_, update = l.byID[f.GetId()]
+	if !update {
+		l.order = append(l.order, f.GetId())
+	}
+	l.byID[f.GetId()] = f
+	return update
+}
+
+func (l *findingLog) json() []*findingJSONView {
+	out := []*findingJSONView{}
+	for _, id := range l.order {
+		f := l.byID[id]
+		found := f.GetFoundTrace()
+		if found == nil {
+			found = f.GetTrace()
+		}
+		out = append(out, &findingJSONView{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Trace: f.GetTrace(), FoundTrace: found,
+			Path: f.GetPath(), Field: f.GetField(), Minimized: f.GetMinimized(), DuplicateOf: f.GetDuplicateOf()})
+	}
+	return out
 }
 
 func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(context.Context, *conn) error) error) {
@@ -74,7 +114,7 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 					return err
 				}
 				tty := isTerminal(os.Stderr)
-				var found []*themisv1.Finding
+				var found findingLog
 				var sum *themisv1.ExploreSummary
 				for {
 					r, err := stream.Recv()
@@ -98,12 +138,12 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 							fmt.Fprintln(os.Stderr, line)
 						}
 					case *themisv1.ExploreResponse_Finding:
-						found = append(found, e.Finding)
+						update := found.add(e.Finding)
 						if tty {
 							fmt.Fprint(os.Stderr, "\r\033[K")
 						}
 						if !g.json {
-							printFinding(os.Stdout, e.Finding)
+							printStreamed(os.Stdout, e.Finding, update)
 						}
 					case *themisv1.ExploreResponse_Summary:
 						sum = e.Summary
@@ -125,9 +165,13 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 					for _, r := range sum.GetRoots() {
 						out.Roots[r.GetLane()] = hex.EncodeToString(r.GetRoot())
 					}
-					for _, f := range found {
-						out.FindingList = append(out.FindingList, &findingJSONView{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Trace: f.GetTrace(), Path: f.GetPath(), Field: f.GetField(), Minimized: f.GetMinimized()})
+					for _, r := range sum.GetBelowRoots() {
+						if out.BelowRoots == nil {
+							out.BelowRoots = map[string]string{}
+						}
+						out.BelowRoots[r.GetLane()] = hex.EncodeToString(r.GetRoot())
 					}
+					out.FindingList = found.json()
 					return writeJSON(os.Stdout, out)
 				}
 				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -139,6 +183,9 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 				}
 				if sum.GetStopped() != "" {
 					fmt.Fprintf(w, "stopped early\t%s\n", sum.GetStopped())
+				}
+				for _, r := range sum.GetBelowRoots() {
+					fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
 				}
 				fmt.Fprintf(w, "digest\t%s\nsession\t%s (ended; `themisctl events %s`)\n", sum.GetDigest(), sum.GetSessionId(), sum.GetSessionId())
 				return w.Flush()
@@ -153,7 +200,7 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	fl.Int32Var(&req.MaxSeconds, "max-seconds", 0, "wall-clock budget (0: no limit)")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the operation policy: the same seed gives the same run")
 	fl.StringVar(&timeMode, "time-mode", "none", "timestamps in the abstract state: none (Metis parity), mtime, all")
-	fl.StringVar(&req.Policy, "policy", "metis", "canonicalization policy: metis or exact")
+	fl.StringVar(&req.Policy, "policy", "metis", "canonicalization policy: metis, exact, or overlay (metis without the root's nlink, to compare an overlay lane with a plain one)")
 	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: e2fsck -fn the resolved image at every new state")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
@@ -271,13 +318,69 @@ type replayResult struct {
 	Reproduced    bool              `json:"reproduced"`
 }
 
+// printFinding shows a stored finding: its latest trace (minimized once
+// minimization is done with it) and how to reproduce it.
 func printFinding(w io.Writer, f *themisv1.Finding) {
 	fmt.Fprintf(w, "finding %s  %s  %s\n", f.GetId(), f.GetKind(), f.GetDetail())
 	if f.GetPath() != "" || f.GetField() != "" {
 		fmt.Fprintf(w, "  first difference: /%s %s\n", f.GetPath(), f.GetField())
 	}
-	for i, op := range f.GetTrace() {
-		fmt.Fprintf(w, "  %d. %s\n", i+1, op)
+	fmt.Fprintf(w, "  trace %s:\n", traceState(f))
+	printTrace(w, f.GetTrace())
+	if d := f.GetDuplicateOf(); d != "" {
+		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
 	}
 	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
+}
+
+// printStreamed shows a finding as explore streams it: when found, with the
+// trace as found; when its minimized update comes, with the minimized trace.
+func printStreamed(w io.Writer, f *themisv1.Finding, update bool) {
+	if !update {
+		fmt.Fprintf(w, "finding %s  %s  %s\n", f.GetId(), f.GetKind(), f.GetDetail())
+		if f.GetPath() != "" || f.GetField() != "" {
+			fmt.Fprintf(w, "  first difference: /%s %s\n", f.GetPath(), f.GetField())
+		}
+		fmt.Fprintf(w, "  trace %s:\n", traceState(f))
+		printTrace(w, f.GetTrace())
+		if !f.GetMinimized() {
+			fmt.Fprintln(w, "  (minimized after the search)")
+		}
+		return
+	}
+	fmt.Fprintf(w, "finding %s  %s\n", f.GetId(), traceState(f))
+	if !f.GetMinimized() {
+		fmt.Fprintf(w, "  %s\n", f.GetDetail())
+	}
+	printTrace(w, f.GetTrace())
+	if d := f.GetDuplicateOf(); d != "" {
+		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
+	}
+	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
+}
+
+// traceState says which trace a finding carries.
+func traceState(f *themisv1.Finding) string {
+	n := len(f.GetTrace())
+	found := len(f.GetFoundTrace())
+	switch {
+	case f.GetMinimized():
+		return fmt.Sprintf("minimized to %s from %d as found", opCount(n), max(found, n))
+	case found > 0 && found != n:
+		return fmt.Sprintf("as found, %s (not minimized)", opCount(found))
+	}
+	return fmt.Sprintf("as found, %s", opCount(n))
+}
+
+func opCount(n int) string {
+	if n == 1 {
+		return "1 op"
+	}
+	return fmt.Sprintf("%d ops", n)
+}
+
+func printTrace(w io.Writer, trace []string) {
+	for i, op := range trace {
+		fmt.Fprintf(w, "  %d. %s\n", i+1, op)
+	}
 }

@@ -33,6 +33,13 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"fingerprint", "s-1", "--time", "later"}, "--time"},
 		{[]string{"doctor", "--boot", "--restore-mode", "fast"}, "--restore-mode"},
 		{[]string{"nosuch"}, "unknown command"},
+		{[]string{"diff", "--session-b", "s-2", "a", "b"}, "need --session and --lane"},
+		{[]string{"diff", "--session", "s-1", "--lane", "ext2", "--session-b", "s-2", "c-1"}, "FROM TO"},
+		{[]string{"diff", "--session", "s-1", "--lane", "ext2", "c-1"}, "accepts 2 arg(s)"},
+		{[]string{"report", "--write-sizes", "0"}, "--write-sizes"},
+		{[]string{"report", "--from", "/nonexistent/report.json"}, "--from"},
+		{[]string{"report", "--from", ".", "--fs", "ext4"}, "--fs does not apply"},
+		{[]string{"report", "--json", "-o", "-", "--from", "."}, "pick one"},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, tt.args...)

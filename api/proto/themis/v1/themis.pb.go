@@ -1888,11 +1888,17 @@ func (x *FingerprintRequest) GetLanes() []string {
 }
 
 type LaneFingerprint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lane          string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	Root          []byte                 `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
-	Entries       uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
-	Leaves        []*v1.Entry            `protobuf:"bytes,4,rep,name=leaves,proto3" json:"leaves,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Lane    string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Root    []byte                 `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	Entries uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
+	Leaves  []*v1.Entry            `protobuf:"bytes,4,rep,name=leaves,proto3" json:"leaves,omitempty"`
+	// Overlay lanes only: the fingerprint from below, of the upper layer with
+	// whiteouts and opaque directories as dialect-free symbolic entries
+	// (themis.agent.v1.Fingerprint.below); empty for other lanes.
+	BelowRoot     []byte      `protobuf:"bytes,5,opt,name=below_root,json=belowRoot,proto3" json:"below_root,omitempty"`
+	BelowEntries  uint64      `protobuf:"varint,6,opt,name=below_entries,json=belowEntries,proto3" json:"below_entries,omitempty"`
+	BelowLeaves   []*v1.Entry `protobuf:"bytes,7,rep,name=below_leaves,json=belowLeaves,proto3" json:"below_leaves,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1951,6 +1957,27 @@ func (x *LaneFingerprint) GetEntries() uint64 {
 func (x *LaneFingerprint) GetLeaves() []*v1.Entry {
 	if x != nil {
 		return x.Leaves
+	}
+	return nil
+}
+
+func (x *LaneFingerprint) GetBelowRoot() []byte {
+	if x != nil {
+		return x.BelowRoot
+	}
+	return nil
+}
+
+func (x *LaneFingerprint) GetBelowEntries() uint64 {
+	if x != nil {
+		return x.BelowEntries
+	}
+	return 0
+}
+
+func (x *LaneFingerprint) GetBelowLeaves() []*v1.Entry {
+	if x != nil {
+		return x.BelowLeaves
 	}
 	return nil
 }
@@ -2612,7 +2639,8 @@ type ExploreRequest struct {
 	// Single-lane references: e2fsck -fn on the host, and umount+mount.
 	Fsck    bool `protobuf:"varint,9,opt,name=fsck,proto3" json:"fsck,omitempty"`
 	Remount bool `protobuf:"varint,10,opt,name=remount,proto3" json:"remount,omitempty"`
-	// Canonicalization policy ("metis" default, "exact").
+	// Canonicalization policy ("metis" default, "exact", "overlay": metis
+	// without the root's nlink, for an overlay lane against a plain one).
 	Policy string `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Skip the restore after an op that failed on every lane and left the
 	// abstract state unchanged (faster on TCG; hidden state may drift).
@@ -2851,16 +2879,24 @@ type Finding struct {
 	// "errno-divergence", "state-divergence", "self-reference:remount", ...
 	Kind   string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
-	// The (minimized) trace in opspec's short form.
+	// The trace in opspec's short form: as found until minimized is true,
+	// then the minimized one.
 	Trace []string      `protobuf:"bytes,5,rep,name=trace,proto3" json:"trace,omitempty"`
 	Lanes []*LaneResult `protobuf:"bytes,6,rep,name=lanes,proto3" json:"lanes,omitempty"`
 	// First differing path and field, for state divergences.
-	Path          string                 `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
-	Field         string                 `protobuf:"bytes,8,opt,name=field,proto3" json:"field,omitempty"`
-	Seed          uint64                 `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
-	Minimized     bool                   `protobuf:"varint,10,opt,name=minimized,proto3" json:"minimized,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	LaneSpecs     []string               `protobuf:"bytes,12,rep,name=lane_specs,json=laneSpecs,proto3" json:"lane_specs,omitempty"`
+	Path  string `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
+	Field string `protobuf:"bytes,8,opt,name=field,proto3" json:"field,omitempty"`
+	Seed  uint64 `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
+	// False when the finding is first reported (trace as found); true in the
+	// update Explore streams once delta debugging shrank it (same id).
+	Minimized  bool                   `protobuf:"varint,10,opt,name=minimized,proto3" json:"minimized,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	LaneSpecs  []string               `protobuf:"bytes,12,rep,name=lane_specs,json=laneSpecs,proto3" json:"lane_specs,omitempty"`
+	// The trace as the search found it.
+	FoundTrace []string `protobuf:"bytes,13,rep,name=found_trace,json=foundTrace,proto3" json:"found_trace,omitempty"`
+	// Set when the minimized trace repeats an earlier finding's of the same
+	// kind: that finding's id.
+	DuplicateOf   string `protobuf:"bytes,14,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2979,6 +3015,20 @@ func (x *Finding) GetLaneSpecs() []string {
 	return nil
 }
 
+func (x *Finding) GetFoundTrace() []string {
+	if x != nil {
+		return x.FoundTrace
+	}
+	return nil
+}
+
+func (x *Finding) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
 type ExploreSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2998,8 +3048,11 @@ type ExploreSummary struct {
 	FingerprintS    float64     `protobuf:"fixed64,13,opt,name=fingerprint_s,json=fingerprintS,proto3" json:"fingerprint_s,omitempty"`
 	RestoreS        float64     `protobuf:"fixed64,14,opt,name=restore_s,json=restoreS,proto3" json:"restore_s,omitempty"`
 	RestoresSkipped int64       `protobuf:"varint,15,opt,name=restores_skipped,json=restoresSkipped,proto3" json:"restores_skipped,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Overlay lanes' roots from below (upper layer, markers classified) at
+	// the root state. Not part of the visited-set key.
+	BelowRoots    []*LaneRoot `protobuf:"bytes,16,rep,name=below_roots,json=belowRoots,proto3" json:"below_roots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
@@ -3137,6 +3190,17 @@ func (x *ExploreSummary) GetRestoresSkipped() int64 {
 	return 0
 }
 
+func (x *ExploreSummary) GetBelowRoots() []*LaneRoot {
+	if x != nil {
+		return x.BelowRoots
+	}
+	return nil
+}
+
+// ExploreResponse is one stream message. A finding is sent the moment it is
+// found (minimized false, its trace as found) and, for the kinds that can be
+// replayed, once more with the same id after the search when minimization
+// is done with it (minimized true unless it did not reproduce).
 type ExploreResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -4815,10 +4879,16 @@ type DiffRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Lane      string                 `protobuf:"bytes,2,opt,name=lane,proto3" json:"lane,omitempty"`
-	// Checkpoint ids or names, or "current".
-	From          string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
-	To            string `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
-	Normalize     bool   `protobuf:"varint,5,opt,name=normalize,proto3" json:"normalize,omitempty"`
+	// Checkpoint ids or names, or "current": from is a point of session_id's
+	// lane, to a point of session_b's lane_b.
+	From      string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To        string `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	Normalize bool   `protobuf:"varint,5,opt,name=normalize,proto3" json:"normalize,omitempty"`
+	// The session "to" is in (default: session_id), to compare two sessions.
+	SessionB string `protobuf:"bytes,6,opt,name=session_b,json=sessionB,proto3" json:"session_b,omitempty"`
+	// The lane "to" is in (default: lane), to compare two lanes. The two
+	// images must have the same size.
+	LaneB         string `protobuf:"bytes,7,opt,name=lane_b,json=laneB,proto3" json:"lane_b,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4886,6 +4956,20 @@ func (x *DiffRequest) GetNormalize() bool {
 		return x.Normalize
 	}
 	return false
+}
+
+func (x *DiffRequest) GetSessionB() string {
+	if x != nil {
+		return x.SessionB
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetLaneB() string {
+	if x != nil {
+		return x.LaneB
+	}
+	return ""
 }
 
 type DiffRange struct {
@@ -5190,12 +5274,16 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x126\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
 	"\x06leaves\x18\x03 \x01(\bR\x06leaves\x12\x14\n" +
-	"\x05lanes\x18\x04 \x03(\tR\x05lanes\"\x83\x01\n" +
+	"\x05lanes\x18\x04 \x03(\tR\x05lanes\"\x82\x02\n" +
 	"\x0fLaneFingerprint\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\fR\x04root\x12\x18\n" +
 	"\aentries\x18\x03 \x01(\x04R\aentries\x12.\n" +
-	"\x06leaves\x18\x04 \x03(\v2\x16.themis.agent.v1.EntryR\x06leaves\"G\n" +
+	"\x06leaves\x18\x04 \x03(\v2\x16.themis.agent.v1.EntryR\x06leaves\x12\x1d\n" +
+	"\n" +
+	"below_root\x18\x05 \x01(\fR\tbelowRoot\x12#\n" +
+	"\rbelow_entries\x18\x06 \x01(\x04R\fbelowEntries\x129\n" +
+	"\fbelow_leaves\x18\a \x03(\v2\x16.themis.agent.v1.EntryR\vbelowLeaves\"G\n" +
 	"\x13FingerprintResponse\x120\n" +
 	"\x05lanes\x18\x01 \x03(\v2\x1a.themis.v1.LaneFingerprintR\x05lanes\"l\n" +
 	"\vStatRequest\x12\x1d\n" +
@@ -5273,7 +5361,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xdf\x02\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xa3\x03\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -5290,7 +5378,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x1d\n" +
 	"\n" +
-	"lane_specs\x18\f \x03(\tR\tlaneSpecs\"\xdf\x03\n" +
+	"lane_specs\x18\f \x03(\tR\tlaneSpecs\x12\x1f\n" +
+	"\vfound_trace\x18\r \x03(\tR\n" +
+	"foundTrace\x12!\n" +
+	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\"\x95\x04\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5308,7 +5399,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04op_s\x18\f \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\r \x01(\x01R\ffingerprintS\x12\x1b\n" +
 	"\trestore_s\x18\x0e \x01(\x01R\brestoreS\x12)\n" +
-	"\x10restores_skipped\x18\x0f \x01(\x03R\x0frestoresSkipped\"\xbb\x01\n" +
+	"\x10restores_skipped\x18\x0f \x01(\x03R\x0frestoresSkipped\x124\n" +
+	"\vbelow_roots\x18\x10 \x03(\v2\x13.themis.v1.LaneRootR\n" +
+	"belowRoots\"\xbb\x01\n" +
 	"\x0fExploreResponse\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.themis.v1.ExploreProgressH\x00R\bprogress\x12.\n" +
 	"\afinding\x18\x02 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x125\n" +
@@ -5458,14 +5551,16 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0fCorruptResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.themis.v1.CorruptResultH\x00R\x06result\x125\n" +
 	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.CorruptSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\x82\x01\n" +
+	"\x05event\"\xb6\x01\n" +
 	"\vDiffRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04lane\x18\x02 \x01(\tR\x04lane\x12\x12\n" +
 	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x04 \x01(\tR\x02to\x12\x1c\n" +
-	"\tnormalize\x18\x05 \x01(\bR\tnormalize\"y\n" +
+	"\tnormalize\x18\x05 \x01(\bR\tnormalize\x12\x1b\n" +
+	"\tsession_b\x18\x06 \x01(\tR\bsessionB\x12\x15\n" +
+	"\x06lane_b\x18\a \x01(\tR\x05laneB\"y\n" +
 	"\tDiffRange\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x10\n" +
 	"\x03len\x18\x02 \x01(\x05R\x03len\x12\x16\n" +
@@ -5655,85 +5750,87 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
 	88, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	89, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	27, // 38: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	90, // 39: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	67, // 40: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	24, // 41: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	35, // 42: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	88, // 43: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	24, // 44: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	67, // 45: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	12, // 46: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	39, // 47: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	40, // 48: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	41, // 49: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	40, // 50: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	40, // 51: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	91, // 52: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	91, // 53: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	91, // 54: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	65, // 55: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	49, // 56: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	48, // 57: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	50, // 58: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	53, // 59: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	53, // 60: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	53, // 61: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	55, // 62: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	54, // 63: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	56, // 64: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	66, // 65: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	59, // 66: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	60, // 67: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	63, // 68: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	63, // 69: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,  // 70: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 71: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 72: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 73: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 74: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 75: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 76: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 77: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 78: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 79: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 80: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 81: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 82: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 83: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 84: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	43, // 85: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	45, // 86: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	47, // 87: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	52, // 88: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	58, // 89: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	62, // 90: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,  // 91: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 92: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 93: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 94: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 95: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 96: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 97: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 98: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 99: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 100: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 101: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 102: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 103: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 104: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	42, // 105: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	44, // 106: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	46, // 107: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	51, // 108: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	57, // 109: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	61, // 110: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	64, // 111: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	91, // [91:112] is the sub-list for method output_type
-	70, // [70:91] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	89, // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	27, // 39: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
+	90, // 40: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	67, // 41: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	24, // 42: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	35, // 43: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	88, // 44: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	24, // 45: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	67, // 46: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	12, // 47: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	12, // 48: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	39, // 49: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	40, // 50: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	41, // 51: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	40, // 52: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	40, // 53: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	91, // 54: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	91, // 55: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	91, // 56: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	65, // 57: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	49, // 58: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	48, // 59: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	50, // 60: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	53, // 61: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	53, // 62: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	53, // 63: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	55, // 64: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	54, // 65: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	56, // 66: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	66, // 67: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	59, // 68: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	60, // 69: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	63, // 70: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	63, // 71: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,  // 72: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 73: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 74: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 75: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 76: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 77: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 78: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 79: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 80: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 81: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 82: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 83: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 84: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 85: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 86: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	43, // 87: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	45, // 88: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	47, // 89: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	52, // 90: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	58, // 91: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	62, // 92: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,  // 93: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 94: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 95: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 96: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 97: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 98: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 99: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 100: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 101: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 102: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 103: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 104: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 105: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 106: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	42, // 107: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	44, // 108: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	46, // 109: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	51, // 110: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	57, // 111: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	61, // 112: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	64, // 113: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	93, // [93:114] is the sub-list for method output_type
+	72, // [72:93] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }

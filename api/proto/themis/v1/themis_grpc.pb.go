@@ -94,9 +94,10 @@ type ThemisClient interface {
 	// an inode field, a directory entry, a superblock field, ...) on fork
 	// branches and classifies the blast radius.
 	Corrupt(ctx context.Context, in *CorruptRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CorruptResponse], error)
-	// Diff compares one lane's disk at two points of a session (live
-	// checkpoints or "current"): differing sectors and byte ranges labelled by
-	// structure; normalize masks nuisance fields.
+	// Diff compares two disks: one lane at two points of a session (live
+	// checkpoints or "current"), or lanes of two sessions (session_b,
+	// lane_b): differing sectors and byte ranges labelled by structure;
+	// normalize masks nuisance fields.
 	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
 }
 
@@ -399,9 +400,10 @@ type ThemisServer interface {
 	// an inode field, a directory entry, a superblock field, ...) on fork
 	// branches and classifies the blast radius.
 	Corrupt(*CorruptRequest, grpc.ServerStreamingServer[CorruptResponse]) error
-	// Diff compares one lane's disk at two points of a session (live
-	// checkpoints or "current"): differing sectors and byte ranges labelled by
-	// structure; normalize masks nuisance fields.
+	// Diff compares two disks: one lane at two points of a session (live
+	// checkpoints or "current"), or lanes of two sessions (session_b,
+	// lane_b): differing sectors and byte ranges labelled by structure;
+	// normalize masks nuisance fields.
 	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
 	mustEmbedUnimplementedThemisServer()
 }

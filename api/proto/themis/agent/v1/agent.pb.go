@@ -2238,13 +2238,29 @@ func (x *Umount) GetLane() string {
 // Mount mounts a lane at /lanes/<lane>. The first mount of a lane names its
 // device, fstype and options; a later Mount with only the lane remounts it the same way.
 // device is a /dev path or "serial:<s>", the virtio-blk disk whose serial is s.
+//
+// fstype "overlay" makes an overlay lane: kernel overlayfs over two layers.
+// device is the upper layer's disk and lower_device the lower layer's, both
+// holding a filesystem of layer_fstype (default "ext2"). The agent mounts
+// the lower layer read-only at /layers/<lane>/lower and the upper layer at
+// /layers/<lane>/upper, creates upper/ (the upper directory, with the
+// upper root's mode and owner) and work/ there, then mounts overlayfs at
+// /lanes/<lane> with lowerdir, upperdir, workdir and metacopy=off added to
+// options. Options with metacopy=on are refused (EINVAL): a metacopy upper
+// layer keeps a copied-up file's metadata while its data stays below, so
+// the layer seen from below would record empty files. Umount of an overlay
+// lane unmounts overlayfs and both layers.
 type Mount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lane          string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
-	Fstype        string                 `protobuf:"bytes,3,opt,name=fstype,proto3" json:"fstype,omitempty"`
-	Options       string                 `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
-	ReadOnly      bool                   `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Lane     string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Device   string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Fstype   string                 `protobuf:"bytes,3,opt,name=fstype,proto3" json:"fstype,omitempty"`
+	Options  string                 `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	ReadOnly bool                   `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// Overlay lanes only: the lower layer's disk, as device.
+	LowerDevice string `protobuf:"bytes,6,opt,name=lower_device,json=lowerDevice,proto3" json:"lower_device,omitempty"`
+	// Overlay lanes only: the layers' filesystem type (default "ext2").
+	LayerFstype   string `protobuf:"bytes,7,opt,name=layer_fstype,json=layerFstype,proto3" json:"layer_fstype,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2312,6 +2328,20 @@ func (x *Mount) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *Mount) GetLowerDevice() string {
+	if x != nil {
+		return x.LowerDevice
+	}
+	return ""
+}
+
+func (x *Mount) GetLayerFstype() string {
+	if x != nil {
+		return x.LayerFstype
+	}
+	return ""
 }
 
 // SetClock sets CLOCK_REALTIME (settimeofday).
@@ -2814,7 +2844,18 @@ type Fingerprint struct {
 	Lane     string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
 	TimeMode TimeMode               `protobuf:"varint,2,opt,name=time_mode,json=timeMode,proto3,enum=themis.agent.v1.TimeMode" json:"time_mode,omitempty"`
 	// Return every entry, not only the root.
-	Leaves        bool `protobuf:"varint,3,opt,name=leaves,proto3" json:"leaves,omitempty"`
+	Leaves bool `protobuf:"varint,3,opt,name=leaves,proto3" json:"leaves,omitempty"`
+	// Walk the lane from below: an overlay lane's upper directory on its
+	// upper filesystem (/layers/<lane>/upper/upper), read-only, reading every
+	// entry's overlay.* xattrs and device number. Each entry is classified
+	// (oracle.NormalizeUpper) before any dispatch on its type: kernel
+	// whiteouts (character devices 0:0) and opaque directories
+	// (trusted.overlay.opaque=y), like AUFS's .wh.* files, become the
+	// dialect-free symbolic entries "<path>\x00whiteout" and
+	// "<path>\x00opaque". An entry carrying overlay.metacopy fails the walk
+	// (EINVAL): its data is not in this layer. EINVAL for a lane that is not
+	// an overlay lane.
+	Below         bool `protobuf:"varint,4,opt,name=below,proto3" json:"below,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2866,6 +2907,13 @@ func (x *Fingerprint) GetTimeMode() TimeMode {
 func (x *Fingerprint) GetLeaves() bool {
 	if x != nil {
 		return x.Leaves
+	}
+	return false
+}
+
+func (x *Fingerprint) GetBelow() bool {
+	if x != nil {
+		return x.Below
 	}
 	return false
 }
@@ -3497,13 +3545,15 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"DropCaches\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\rR\x05level\"\x1c\n" +
 	"\x06Umount\x12\x12\n" +
-	"\x04lane\x18\x01 \x01(\tR\x04lane\"\x82\x01\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\"\xc8\x01\n" +
 	"\x05Mount\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
 	"\x06fstype\x18\x03 \x01(\tR\x06fstype\x12\x18\n" +
 	"\aoptions\x18\x04 \x01(\tR\aoptions\x12\x1b\n" +
-	"\tread_only\x18\x05 \x01(\bR\breadOnly\"9\n" +
+	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12!\n" +
+	"\flower_device\x18\x06 \x01(\tR\vlowerDevice\x12!\n" +
+	"\flayer_fstype\x18\a \x01(\tR\vlayerFstype\"9\n" +
 	"\bSetClock\x12-\n" +
 	"\x04time\x18\x01 \x01(\v2\x19.themis.agent.v1.TimespecR\x04time\"\n" +
 	"\n" +
@@ -3539,11 +3589,12 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x06length\x18\x04 \x01(\x03R\x06length\"6\n" +
 	"\x0eReadFileResult\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x10\n" +
-	"\x03eof\x18\x02 \x01(\bR\x03eof\"q\n" +
+	"\x03eof\x18\x02 \x01(\bR\x03eof\"\x87\x01\n" +
 	"\vFingerprint\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x126\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
-	"\x06leaves\x18\x03 \x01(\bR\x06leaves\"\x85\x03\n" +
+	"\x06leaves\x18\x03 \x01(\bR\x06leaves\x12\x14\n" +
+	"\x05below\x18\x04 \x01(\bR\x05below\"\x85\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.themis.agent.v1.KindR\x04kind\x12\x12\n" +
