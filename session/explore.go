@@ -159,7 +159,7 @@ type ExploreSummary struct {
 	States, Unique, Findings int
 	// StatesPerSec is States / Elapsed.
 	StatesPerSec float64
-	// Backend is the machine backend ("qemu").
+	// Backend is the machine backend that booted ("qemu" or "kvm").
 	Backend string
 	// Stopped says why the search ended early: "" (it covered its bounded
 	// space), "budget" (MaxStates), StopMaxDuration, "cancelled",

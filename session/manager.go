@@ -19,6 +19,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm"
 	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
@@ -40,7 +41,10 @@ type Config struct {
 	// AutoCheckpoints is the auto ring size per session (default 10); a fork past it
 	// evicts the oldest live auto checkpoint.
 	AutoCheckpoints int
-	// Start boots a machine (default qemu.Start). Tests may inject a test double.
+	// Start boots a machine. Nil: by the session's backend, qemu.Start or
+	// kvm.Start ("auto" is kvm where /dev/kvm is hardware virtualization,
+	// falling back to qemu when the KVM boot fails). Tests may inject a test
+	// double, which then serves every backend.
 	Start func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error)
 	// OnRestore, when set, observes the duration of every successful restore
 	// (e.g. a Prometheus histogram in the daemon). It must not block.
@@ -87,7 +91,7 @@ type CreateOptions struct {
 	MemoryMiB int             // guest RAM in MiB, 64..4096 (default 128)
 	Restore   vmm.RestoreMode // "" (devices), "devices" or "full"
 	Verify    bool            // verify every restore against RAM and disk hashes
-	Backend   string          // "", "auto" or "qemu"
+	Backend   string          // "", "auto", "qemu" or "kvm"
 }
 
 // Stats are the Manager's counters.
@@ -102,9 +106,10 @@ type Stats struct {
 
 // Manager owns the running sessions and the ledger.
 type Manager struct {
-	cfg    Config
-	log    *zap.Logger
-	ledger *ledger
+	cfg       Config
+	log       *zap.Logger
+	ledger    *ledger
+	byBackend bool // cfg.Start was nil: boot with the session's backend
 
 	imageMu sync.Mutex
 	image   *guest.Image // built once, on first Create
@@ -142,9 +147,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	def(&cfg.MaxMemoryMiB, 2048)
 	def(&cfg.ManualCheckpoints, 12)
 	def(&cfg.AutoCheckpoints, 10)
-	if cfg.Start == nil {
-		cfg.Start = func(ctx context.Context, c vmm.Config) (vmm.Machine, error) { return qemu.Start(ctx, c) }
-	}
+	byBackend := cfg.Start == nil
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -156,7 +159,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session)}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), byBackend: byBackend}
 	stale, err := l.runningSessions(ctx)
 	if err != nil {
 		l.close()
@@ -293,10 +296,12 @@ func validateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 		return nil, Invalid("restore_mode", "%q: want %q or %q", o.Restore, vmm.RestoreDevices, vmm.RestoreFull)
 	}
 	switch o.Backend {
-	case "", "auto", "qemu":
-		o.Backend = "qemu"
+	case "", "auto":
+		o.Backend = "auto"
+	case "qemu":
+	case "kvm": // checked against the host by Create
 	default:
-		return nil, Invalid("backend", "%q: want \"auto\" or \"qemu\"", o.Backend)
+		return nil, Invalid("backend", "%q: want \"auto\", \"qemu\" or \"kvm\"", o.Backend)
 	}
 	return specs, nil
 }
@@ -307,6 +312,11 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	specs, err := validateCreate(&o)
 	if err != nil {
 		return nil, err
+	}
+	if o.Backend == "kvm" && m.byBackend {
+		if ok, why := kvm.HardwareVirtualization(); !ok {
+			return nil, Invalid("backend", "kvm: Linux cannot boot on this host's /dev/kvm (%s); use \"qemu\" or \"auto\"", why)
+		}
 	}
 	m.mu.Lock()
 	switch {
@@ -432,7 +442,7 @@ func (m *Manager) boot(ctx context.Context, s *session) (err error) {
 			cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: lowerSerial(i), Device: lower})
 		}
 	}
-	mach, err := m.cfg.Start(ctx, cfg)
+	mach, err := m.start(ctx, s, cfg)
 	if err != nil {
 		return err
 	}
@@ -649,4 +659,32 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	}
 	defer s.mu.Unlock()
 	return m.stop(s, StateEnded, "deleted")
+}
+
+// start boots the session's machine. "auto" (recorded as the backend that
+// booted) is kvm where /dev/kvm is hardware virtualization, and qemu
+// otherwise or when the KVM boot fails.
+func (m *Manager) start(ctx context.Context, s *session, cfg vmm.Config) (vmm.Machine, error) {
+	backend := s.info.Backend
+	if backend == "auto" {
+		backend = "qemu"
+		if ok, _ := kvm.HardwareVirtualization(); ok {
+			backend = "kvm"
+		}
+	}
+	if !m.byBackend {
+		s.info.Backend = backend
+		return m.cfg.Start(ctx, cfg)
+	}
+	if backend == "kvm" {
+		mach, err := kvm.Start(ctx, cfg)
+		if err == nil || s.info.Backend != "auto" {
+			s.info.Backend = "kvm"
+			return mach, err
+		}
+		m.log.Warn("KVM boot failed; auto falls back to QEMU", zap.String("session", s.info.ID), zap.Error(err))
+		backend = "qemu"
+	}
+	s.info.Backend = backend
+	return qemu.Start(ctx, cfg)
 }

@@ -13,6 +13,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -341,5 +342,24 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 	list, err := m2.List(ctx, true)
 	if err != nil || len(list) != 2 {
 		t.Errorf("list all: %d, %v", len(list), err)
+	}
+}
+
+// TestBackendKVMNeedsHardware: without a Start double the session boots by
+// its backend; asking for kvm on a host whose /dev/kvm cannot boot Linux
+// is refused at the API edge, naming the field and the reason.
+func TestBackendKVMNeedsHardware(t *testing.T) {
+	if ok, _ := kvm.HardwareVirtualization(); ok {
+		t.Skip("this host has hardware virtualization")
+	}
+	m, err := Open(context.Background(), Config{StateDir: t.TempDir(), CacheDir: t.TempDir(), Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.Create(context.Background(), CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm"})
+	wantErr(t, err, ErrInvalid, "backend")
+	if !strings.Contains(err.Error(), "hardware virtualization") && !strings.Contains(err.Error(), "vmx") {
+		t.Errorf("the error does not say why: %v", err)
 	}
 }

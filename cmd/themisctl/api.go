@@ -74,6 +74,7 @@ func addAPI(root *cobra.Command, g *globals) {
 	createCmd.Flags().Int32Var(&create.MemoryMib, "memory", 128, "guest RAM in MiB")
 	createCmd.Flags().StringVar(&create.RestoreMode, "restore-mode", "devices", "devices or full")
 	createCmd.Flags().BoolVar(&create.Verify, "verify", false, "verify every restore against RAM and disk hashes")
+	createCmd.Flags().StringVar(&create.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	var listAll bool
 	listCmd := &cobra.Command{
 		Use: "list", Short: "List sessions", Args: cobra.NoArgs,
