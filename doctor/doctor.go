@@ -128,7 +128,7 @@ func kvmKind() (kind, why string) {
 func PickBackend(kvmKind string, haveQEMU bool) (backend, why string) {
 	switch {
 	case kvmKind == "hardware":
-		return "kvm", "/dev/kvm is hardware virtualization: the Go KVM backend (vmm/kvm), restores in time proportional to the pages dirtied"
+		return "kvm", "/dev/kvm is hardware virtualization: the Go KVM backend (vmm/kvm), restores in time proportional to the pages dirtied (sessions fall back to QEMU if its boot fails)"
 	case kvmKind == "pvm" && haveQEMU:
 		return "qemu", "/dev/kvm is not hardware virtualization, so Linux cannot boot on it: QEMU with TCG"
 	case haveQEMU:
