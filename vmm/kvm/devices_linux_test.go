@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm/devices"
@@ -206,5 +208,65 @@ func TestDevicePathReverts(t *testing.T) {
 	}
 	if st := lm.blocks[0].Stats(); st.Requests != 2 {
 		t.Errorf("block device served %d requests, want 2 (once per run)", st.Requests)
+	}
+}
+
+// TestLinuxMachineGuestDies: a guest that writes to a port nobody serves,
+// or triple-faults, ends its run with an error naming the exit and RIP;
+// calls then fail with vmm.ErrGuestDied, and restoring a checkpoint brings
+// the machine back (the agent channel included).
+func TestLinuxMachineGuestDies(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name, reason string
+		prog         *asm
+	}{
+		{"unknown port", "IO", new(asm).outb(0x3333, 1).cliHLT()},
+		{"triple fault", "SHUTDOWN", new(asm).emit(0x0f, 0x0b)}, // ud2 with no IDT
+		{"reset", "IO", new(asm).outb(0x64, 0xfe).cliHLT()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lm := newDeviceMachine(t, nil)
+			// The program first echoes one byte on the agent channel, then dies.
+			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(devices.COM2Port, 'k')
+			prog.b = append(prog.b, tt.prog.b...)
+			if err := lm.core.LoadProgram(prog.b); err != nil {
+				t.Fatal(err)
+			}
+			c0, err := lm.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round := range 2 {
+				if _, err := lm.stream.Write([]byte("x")); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				b := make([]byte, 1)
+				if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lm.stream.Read(b); err != nil || b[0] != 'k' {
+					t.Fatalf("round %d: echo %q, %v", round, b, err)
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for lm.deadErr() == nil && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				var ee *ExitError
+				if err := lm.deadErr(); !errors.As(err, &ee) || ee.Reason != tt.reason || ee.RIP == 0 {
+					t.Fatalf("round %d: guest end %v, want an ExitError %s with its RIP", round, err, tt.reason)
+				}
+				ping := &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}
+				if _, err := lm.Call(ctx, ping); !errors.Is(err, vmm.ErrGuestDied) {
+					t.Errorf("round %d: call into a dead guest: %v, want ErrGuestDied", round, err)
+				}
+				if _, err := lm.Checkpoint(ctx); !errors.Is(err, vmm.ErrGuestDied) {
+					t.Errorf("round %d: checkpoint of a dead guest: %v, want ErrGuestDied", round, err)
+				}
+				if err := lm.Restore(ctx, c0); err != nil {
+					t.Fatalf("round %d: restore of a dead guest: %v", round, err)
+				}
+			}
+		})
 	}
 }
