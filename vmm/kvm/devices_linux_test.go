@@ -270,3 +270,45 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 		})
 	}
 }
+
+// TestLinuxMachineCloseReleases: Close of a running Linux machine (its
+// runner in KVM_RUN) frees every fd and mapping; a second Close is a no-op.
+func TestLinuxMachineCloseReleases(t *testing.T) {
+	needKVM(t)
+	disk := testDisk(t, 1<<20)
+	fds, maps := countFDs(t), countMaps(t)
+	depth := disk.Device.Depth()
+	for range 3 {
+		core, err := New(Config{MemoryBytes: 32 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lm := &LinuxMachine{cfg: vmm.Config{Disks: []vmm.Disk{disk}}, log: zaptest.NewLogger(t), core: core, absentAccess: map[string]uint64{}}
+		if err := lm.setupDevices(); err != nil {
+			t.Fatal(err)
+		}
+		lm.base = []int{disk.Device.Depth()}
+		core.att = lm
+		if err := core.LoadProgram(new(asm).cliHLT().b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lm.Checkpoint(context.Background()); err != nil { // starts the runner
+			t.Fatal(err)
+		}
+		if err := lm.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := lm.Close(); err != nil {
+			t.Fatalf("second close: %v", err)
+		}
+		if err := disk.Device.PopTo(depth); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := countFDs(t); got != fds {
+		t.Errorf("fds: %d after, %d before", got, fds)
+	}
+	if got := countMaps(t); got != maps {
+		t.Errorf("guest RAM / kvm_run mappings: %d after, %d before", got, maps)
+	}
+}
