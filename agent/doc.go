@@ -26,6 +26,11 @@
 // whiteouts and opaque directories with oracle.NormalizeUpper before
 // anything looks at their type.
 //
+// A Walk is ls -l or find -ls without the output: lstat of a path, its
+// entries and, recursively, every directory below, reading no file
+// contents; it is bounded in entries and depth and fails (E2BIG, ELOOP)
+// rather than return a partial count.
+//
 // Concurrency: Client methods may be called from several goroutines (calls
 // are serialized). Server.Handle is safe for concurrent use; Serve handles
 // one request at a time.

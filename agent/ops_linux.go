@@ -174,6 +174,17 @@ func (s *Server) handle(req *agentv1.Request, resp *agentv1.Response) {
 			resp.Result = &agentv1.Response_Fingerprint{Fingerprint: res}
 			return nil
 		})
+	case *agentv1.Request_Walk:
+		o := op.Walk
+		s.onLane(resp, "walk", o.GetLane(), o.GetPath(), func(dir int, at string) error {
+			res, err := walkDir(dir, o.GetPath(), at, o)
+			if err != nil {
+				return err
+			}
+			resp.Ret = int64(res.Entries)
+			resp.Result = &agentv1.Response_Walk{Walk: res}
+			return nil
+		})
 	case *agentv1.Request_Sync:
 		unix.Sync()
 	case *agentv1.Request_GetClock:

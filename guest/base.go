@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/zeebo/blake3"
 )
 
@@ -29,7 +30,18 @@ const (
 	BaseUUID = "7e3a1500-0000-4000-8000-000000000001"
 	// BaseVolumeID is the volume id of vfat base images.
 	BaseVolumeID = "7e3a1500"
+	// BaseBtrfsDevUUID, BaseBtrfsChunkTreeUUID and BaseBtrfsSubvolUUID are
+	// what btrfs base images get for the UUIDs mkfs.btrfs draws at random
+	// (its -U sets only the filesystem UUID, BaseUUID); their times are
+	// BaseFakeTime. See btrfs.Pin.
+	BaseBtrfsDevUUID       = "7e3a1500-0000-4000-8000-000000000002"
+	BaseBtrfsChunkTreeUUID = "7e3a1500-0000-4000-8000-000000000003"
+	BaseBtrfsSubvolUUID    = "7e3a1500-0000-4000-8000-000000000004"
 )
+
+// btrfsPinFormat versions the rewrite of btrfs base images after mkfs
+// (btrfs.Pin); it is part of their cache key.
+const btrfsPinFormat = "btrfs-pin/v1"
 
 // MakeBase returns the path of the empty filesystem image for spec under
 // <cacheDir>/bases/, making it with the host's mkfs if it is not cached.
@@ -62,8 +74,12 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	if err != nil {
 		return "", err
 	}
+	recipe := []string{baseFormat, spec.String(), ident}
+	if spec.FS == "btrfs" {
+		recipe = append(recipe, btrfsPinFormat)
+	}
 	h := blake3.New()
-	for _, f := range []string{baseFormat, spec.String(), ident} {
+	for _, f := range recipe {
 		var n [8]byte
 		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
 		h.Write(n[:]) // blake3's Write never fails
@@ -96,6 +112,11 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	}
 	if err := runMkfs(ctx, bin, append(args, tmp), env); err != nil {
 		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	if spec.FS == "btrfs" {
+		if err := pinBtrfs(tmp, size); err != nil {
+			return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+		}
 	}
 	st, err := os.Stat(tmp)
 	if err != nil {
@@ -133,6 +154,15 @@ func mkfsArgs(spec LaneSpec) (args, env []string, err error) {
 			args = append(args, "-b", bs)
 		}
 		return args, []string{"E2FSPROGS_FAKE_TIME=" + strconv.Itoa(BaseFakeTime)}, nil
+	case "btrfs":
+		// -K: no TRIM of the image file. mkfs.btrfs reads no fake time
+		// and draws the device, chunk tree and subvolume UUIDs itself:
+		// pinBtrfs rewrites those afterwards.
+		args = []string{"-q", "-f", "-K", "-U", BaseUUID, "--csum", "crc32c"}
+		if spec.Options["mixed"] != "0" {
+			args = append(args, "--mixed")
+		}
+		return args, nil, nil
 	case "vfat":
 		args = []string{"--invariant", "-i", BaseVolumeID}
 		if ft, ok := spec.Options["fat"]; ok {
@@ -175,6 +205,9 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 		return "", fmt.Errorf("guest: %s -V: %w", bin, err)
 	}
 	id = append(id, "version="+out)
+	if fsName == "btrfs" {
+		return strings.Join(id, "\n"), nil // no config file
+	}
 	conf := os.Getenv("MKE2FS_CONFIG")
 	if conf == "" {
 		conf = "/etc/mke2fs.conf"
@@ -190,6 +223,32 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 		return "", fmt.Errorf("guest: read %s: %w", conf, err)
 	}
 	return strings.Join(id, "\n"), nil
+}
+
+// pinBtrfs rewrites what mkfs.btrfs drew at random or from the clock in
+// the image at p (see btrfs.Pin).
+func pinBtrfs(p string, size int64) error {
+	var pins btrfs.Pins
+	for _, u := range []struct {
+		s   string
+		dst *[16]byte
+	}{{BaseBtrfsDevUUID, &pins.DevUUID}, {BaseBtrfsChunkTreeUUID, &pins.ChunkTreeUUID}, {BaseBtrfsSubvolUUID, &pins.SubvolUUID}} {
+		b, err := hex.DecodeString(strings.ReplaceAll(u.s, "-", ""))
+		if err != nil || len(b) != 16 {
+			return fmt.Errorf("pin: bad UUID %q", u.s)
+		}
+		copy(u.dst[:], b)
+	}
+	pins.Time = BaseFakeTime
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := btrfs.Pin(f, size, pins); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func syncFile(p string) error {

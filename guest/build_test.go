@@ -20,6 +20,7 @@ import (
 var wantDefaultOrder = []string{
 	"virtio_ring", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_pci",
 	"virtio_blk", "virtio_console", "fat", "vfat", "nls_cp437", "nls_ascii", "overlay",
+	"zstd_compress", "raid6_pq", "xor", "libcrc32c", "btrfs",
 }
 
 // TestBuildRealDeb builds the guest from the real Debian kernel package,

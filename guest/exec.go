@@ -97,6 +97,8 @@ func toolPackage(name string) string {
 		return "e2fsprogs"
 	case strings.HasPrefix(name, "mkfs.vfat"), strings.HasPrefix(name, "mkfs.fat"):
 		return "dosfstools"
+	case name == "mkfs.btrfs", name == "btrfs":
+		return "btrfs-progs"
 	case name == "apt-get", name == "apt-cache":
 		return "apt"
 	case name == "dpkg-deb":

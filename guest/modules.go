@@ -16,8 +16,9 @@ import (
 
 // DefaultModules are the modules the guest loads when Options.Modules is
 // empty; their dependencies are added automatically. ext2/ext4 need none:
-// the cloud kernel has ext4 built in and serves ext2 with it.
-var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfat", "nls_cp437", "nls_ascii", "overlay"}
+// the cloud kernel has ext4 built in and serves ext2 with it. btrfs brings
+// zstd_compress, raid6_pq, xor and libcrc32c (crc32c itself is built in).
+var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfat", "nls_cp437", "nls_ascii", "overlay", "btrfs"}
 
 // moduleSuffixes are the file name endings of kernel modules, plain first.
 // Debian bookworm's cloud kernel ships plain .ko files; later kernels ship

@@ -11,23 +11,25 @@ import (
 // LaneSpec is one lane's filesystem: a filesystem type and its mkfs
 // settings. The textual form is "<fs>[:<key>=<value>]...", e.g. "ext2",
 // "ext4:inode_size=128", "ext4:size=64", "vfat", "ext2:name=old:inode_size=256",
-// "overlay".
+// "overlay", "btrfs", "btrfs:mixed=0:size=128".
 //
 // Keys: inode_size (ext*: bytes per inode, a power of two 128..4096),
 // size (MiB; for overlay the size of each layer), block_size (ext*: 1024,
 // 2048 or 4096; default mke2fs's choice for the size), fat (vfat: 12, 16 or
-// 32; default mkfs.fat's choice) and name (the lane's name; default the spec
-// string itself).
+// 32; default mkfs.fat's choice), mixed (btrfs: 1, the default, mixes data
+// and metadata in one block group, mkfs.btrfs --mixed, for images from
+// 16 MiB; 0 separates them, DUP metadata, from 109 MiB) and name (the
+// lane's name; default the spec string itself).
 //
 // An overlay lane is kernel overlayfs over two disks of its own, an ext2
 // lower layer (mounted read-only) and an ext2 upper layer, both made from
 // [LaneSpec.Layer]'s base image; see docs/explore.md.
 type LaneSpec struct {
 	Name      string            // lane name, used as /lanes/<Name> in the guest
-	FS        string            // "ext2", "ext3", "ext4", "vfat" or "overlay"
-	InodeSize int               // bytes per inode (ext* only; 0 for vfat and overlay)
+	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs" or "overlay"
+	InodeSize int               // bytes per inode (ext* only; 0 for vfat, btrfs and overlay)
 	SizeMiB   int               // image size in MiB (overlay: of each layer)
-	Options   map[string]string // further mkfs settings without a field: block_size, fat
+	Options   map[string]string // further mkfs settings without a field: block_size, fat, mixed (btrfs: always set)
 }
 
 // Filesystem defaults. ext2 uses 128-byte inodes, as in the paper (and so
@@ -40,6 +42,9 @@ var fsDefaults = map[string]struct {
 	"ext3": {256, 8, []string{"inode_size", "block_size"}},
 	"ext4": {256, 8, []string{"inode_size", "block_size"}},
 	"vfat": {0, 16, []string{"fat"}},
+	// btrfs: mixed block groups by default (mkfs.btrfs --mixed), which
+	// take 16 MiB and up; 32 MiB leaves room for the runs' files.
+	"btrfs": {0, 32, []string{"mixed"}},
 	// overlay: two ext2 layers of size MiB each (see Layer).
 	"overlay": {0, 8, nil},
 }
@@ -67,6 +72,13 @@ func (l LaneSpec) Layer() LaneSpec {
 	}
 	return LaneSpec{Name: l.Name, FS: overlayLayerFS, InodeSize: overlayLayerInodeSize, SizeMiB: l.SizeMiB}
 }
+
+// The smallest btrfs images mkfs.btrfs 6.x makes, in MiB: with mixed block
+// groups, and without (114294784 bytes).
+const (
+	btrfsMinMixedMiB = 16
+	btrfsMinMiB      = 109
+)
 
 // maxSizeMiB bounds size= (1 TiB): base images are sparse but are hashed and
 // diffed whole.
@@ -131,6 +143,23 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: fat=%d: want 12, 16 or 32", s, n)
 			}
 			spec.setOption(key, strconv.Itoa(n))
+		case "mixed":
+			if n != 0 && n != 1 {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: mixed=%d: want 0 or 1", s, n)
+			}
+			spec.setOption(key, strconv.Itoa(n))
+		}
+	}
+	if fsName == "btrfs" {
+		if _, ok := spec.Options["mixed"]; !ok {
+			spec.setOption("mixed", "1")
+		}
+		least := btrfsMinMixedMiB
+		if spec.Options["mixed"] == "0" {
+			least = btrfsMinMiB
+		}
+		if spec.SizeMiB < least {
+			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: size=%d: mkfs.btrfs needs at least %d MiB with mixed=%s", s, spec.SizeMiB, least, spec.Options["mixed"])
 		}
 	}
 	if blockSize != 0 && spec.InodeSize > blockSize {

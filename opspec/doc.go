@@ -4,5 +4,9 @@
 // formats them back. The short form is what themisctl apply, traces and
 // findings print; Format(Parse(s)) is canonical.
 //
+// ParseWalk and FormatWalk do the same for a profile's read-side commands,
+// "ls [DIR]" and "find [DIR]", which are agent Walks, not Ops: they change
+// nothing, so Apply and exploration never run them.
+//
 // It checks syntax only; the session validates values (paths, sizes).
 package opspec

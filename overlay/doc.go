@@ -26,7 +26,9 @@
 // Each layer (and the base) counts the sectors it served to ReadAt and the
 // sectors written into it by WriteAt. Internal reads (the read half of a
 // read-modify-write, Hash, WriteTo, Materialize) are not counted. Popping a
-// layer drops its counters with it.
+// layer drops its counters with it. With TrackReads on, the Device also
+// keeps the set of distinct sectors served to ReadAt (ReadSet), emptied by
+// ResetCounters and kept across Push and Pop.
 //
 // # Concurrency and ownership
 //

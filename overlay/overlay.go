@@ -65,6 +65,9 @@ type Device struct {
 	baseRead uint64 // sectors the base served to ReadAt
 	layers   []*layer
 	closed   bool
+	// readSet, while TrackReads is on, holds every sector served to
+	// ReadAt since tracking began or the last ResetCounters; nil when off.
+	readSet map[uint64]struct{}
 }
 
 // Open opens an immutable base image file read-only and returns a Device with
@@ -148,6 +151,7 @@ func (d *Device) resolve(p []byte, off int64, count bool) error {
 			copy(p[:n], s[in:in+n])
 			if count {
 				l.read++
+				d.noteRead(lba, 1)
 			}
 			p, off = p[n:], off+int64(n)
 			continue
@@ -172,10 +176,22 @@ func (d *Device) resolve(p []byte, off int64, count bool) error {
 		}
 		if count {
 			d.baseRead += sectors
+			d.noteRead(lba, sectors)
 		}
 		p, off = p[run:], off+int64(run)
 	}
 	return nil
+}
+
+// noteRead adds sectors [lba, lba+n) to the read set when reads are
+// tracked. d.mu must be held.
+func (d *Device) noteRead(lba, n uint64) {
+	if d.readSet == nil {
+		return
+	}
+	for i := range n {
+		d.readSet[lba+i] = struct{}{}
+	}
 }
 
 // lookup returns the topmost copy of sector lba and its layer, or nil when
@@ -317,7 +333,8 @@ func (d *Device) Stats() []LayerStats {
 	return st
 }
 
-// ResetCounters zeroes the read and write counters of the base and every layer.
+// ResetCounters zeroes the read and write counters of the base and every
+// layer, and empties the read set.
 func (d *Device) ResetCounters() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -325,6 +342,41 @@ func (d *Device) ResetCounters() {
 	for _, l := range d.layers {
 		l.read, l.written = 0, 0
 	}
+	if d.readSet != nil {
+		clear(d.readSet)
+	}
+}
+
+// TrackReads turns the read set on or off. While on, every sector served
+// to ReadAt is noted (counted reads only, as for SectorsRead), at the cost
+// of a map insert per sector; off, the set is dropped. Turning it on when it
+// is on keeps the set.
+func (d *Device) TrackReads(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case !on:
+		d.readSet = nil
+	case d.readSet == nil:
+		d.readSet = make(map[uint64]struct{})
+	}
+}
+
+// ReadSet returns the sorted distinct LBAs served to ReadAt since
+// TrackReads(true) or the last ResetCounters, from any layer or the base;
+// nil when reads are not tracked.
+func (d *Device) ReadSet() []uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.readSet == nil {
+		return nil
+	}
+	lbas := make([]uint64, 0, len(d.readSet))
+	for lba := range d.readSet {
+		lbas = append(lbas, lba)
+	}
+	slices.Sort(lbas)
+	return lbas
 }
 
 // WriteSet returns the sorted LBAs (sector numbers) held by the top layer:
@@ -439,6 +491,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.layers = []*layer{newLayer()}
+	d.readSet = nil
 	if d.baseFile != nil {
 		f := d.baseFile
 		d.baseFile = nil

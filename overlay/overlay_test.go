@@ -495,3 +495,71 @@ func BenchmarkPushWritePop(b *testing.B) {
 		}
 	}
 }
+
+// TestReadSet checks the read set against a naive model: the sectors each
+// counted read covers, accumulated in a map, across writes, Push and Pop
+// (which, unlike the per-layer counters, the set outlives).
+func TestReadSet(t *testing.T) {
+	t.Parallel()
+	const size = 64 * SectorSize
+	for seed := range uint64(8) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		d := newTestDevice(t, randomBase(r, size))
+		if got := d.ReadSet(); got != nil {
+			t.Fatalf("ReadSet before TrackReads = %v, want nil", got)
+		}
+		if _, err := d.ReadAt(make([]byte, SectorSize), 0); err != nil {
+			t.Fatal(err)
+		}
+		d.TrackReads(true)
+		want := map[uint64]bool{}
+		for step := range 200 {
+			switch op := r.IntN(10); {
+			case op < 5:
+				off, n := randomRange(r, size)
+				if _, err := d.ReadAt(make([]byte, n), int64(off)); err != nil {
+					t.Fatalf("step %d: ReadAt: %v", step, err)
+				}
+				for l := off / SectorSize; l <= (off+n-1)/SectorSize; l++ {
+					want[uint64(l)] = true
+				}
+			case op < 7:
+				// Writes, partial ones included (their read half is not counted).
+				off, n := randomRange(r, size)
+				if _, err := d.WriteAt(randomBase(r, n), int64(off)); err != nil {
+					t.Fatalf("step %d: WriteAt: %v", step, err)
+				}
+			case op < 8:
+				d.Push()
+			case op < 9:
+				if err := d.Pop(); err != nil && !errors.Is(err, ErrBaseLayer) {
+					t.Fatalf("step %d: Pop: %v", step, err)
+				}
+			default:
+				if _, err := d.Hash(); err != nil { // internal: not counted
+					t.Fatal(err)
+				}
+				if r.IntN(4) == 0 {
+					d.ResetCounters()
+					clear(want)
+				}
+			}
+			wantList := make([]uint64, 0, len(want))
+			for l := range want {
+				wantList = append(wantList, l)
+			}
+			slices.Sort(wantList)
+			if got := d.ReadSet(); !slices.Equal(got, wantList) {
+				t.Fatalf("seed %d step %d: ReadSet() = %v, want %v", seed, step, got, wantList)
+			}
+		}
+		d.TrackReads(true) // on again: kept
+		if len(want) > 0 && len(d.ReadSet()) != len(want) {
+			t.Errorf("TrackReads(true) twice dropped the set")
+		}
+		d.TrackReads(false)
+		if got := d.ReadSet(); got != nil {
+			t.Errorf("ReadSet after TrackReads(false) = %v, want nil", got)
+		}
+	}
+}

@@ -15,11 +15,13 @@ func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_Pr
 	var sendErr error
 	sum, err := s.d.Profile(stream.Context(), session.ProfileOptions{
 		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), MemoryMiB: int(req.GetMemoryMib()),
+		LsFiles: int(req.GetLsFiles()), TreeEntries: int(req.GetTreeEntries()),
 	}, func(r session.ProfileRow) {
 		if sendErr == nil {
 			sendErr = stream.Send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{
 				Lane: r.Lane, Op: r.Op, Bytes: r.Bytes, SectorsWritten: int32(r.SectorsWritten), WrittenLbas: lbaRanges(r.Written),
 				SectorsRead: int32(r.SectorsRead), MountBaselineRead: int32(r.MountBaselineRead), Amplification: r.Amplification, Errno: r.Errno,
+				ReadLbas: lbaRanges(r.Read), Entries: r.Entries,
 			}}})
 		}
 	})
@@ -66,7 +68,7 @@ func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_Co
 func lbaRanges(in []session.LBARange) []*themisv1.LBARange {
 	out := make([]*themisv1.LBARange, 0, len(in))
 	for _, r := range in {
-		out = append(out, &themisv1.LBARange{First: r.First, Count: r.Count, Region: r.Region})
+		out = append(out, &themisv1.LBARange{First: r.First, Count: r.Count, Region: r.Region, Path: r.Path})
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +16,8 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/fsimage/btrfs"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
 )
@@ -26,10 +27,14 @@ import (
 const (
 	ClassFatal          = "fatal"           // the mount fails
 	ClassNamespaceLoss  = "namespace-loss"  // paths vanish while the filesystem stays mounted
-	ClassDetected       = "detected"        // an ext*-fs error in the kernel log, or EIO/EUCLEAN/EBADMSG reading an affected file
+	ClassDetected       = "detected"        // a filesystem error in the kernel log (EXTn-fs error, BTRFS checksum failure), or EIO/EUCLEAN/EBADMSG reading an affected file
 	ClassSilentMetadata = "silent-metadata" // a path's metadata (size, mode, links, ...) changed, no error
 	ClassSilentContent  = "silent-content"  // only file content changed, no error
 	ClassNone           = "none"            // nothing observable changed
+	// ClassNotApplicable marks a sweep target naming a structure the
+	// lane's filesystem does not have (an ext2/3/4 superblock field on
+	// btrfs): nothing was flipped.
+	ClassNotApplicable = "n/a"
 )
 
 // Table11Targets are the paper's Table 11 corruptions of the default setup.
@@ -42,12 +47,16 @@ var SweepTargets = []string{
 	"gd.bg_inode_table", "gd.bg_block_bitmap", "bitmap.block", "bitmap.inode",
 }
 
-// DefaultCorruptSetup is the tree the default targets name.
-var DefaultCorruptSetup = []string{"mkdir d 0755", "create d/f 0644", "write d/f 0 22 0x41", "create d/g 0644", "sync"}
+// DefaultCorruptSetup is the tree the default targets name. d/f has 4 KiB
+// so that every lane keeps it in a data block: btrfs stores files up to
+// max_inline (2 KiB) inline in a metadata leaf, where a flipped "data"
+// bit is a metadata checksum failure instead.
+var DefaultCorruptSetup = []string{"mkdir d 0755", "create d/f 0644", "write d/f 0 4096 0x41", "create d/g 0644", "sync"}
 
 // CorruptOptions are the inputs of Corrupt.
 type CorruptOptions struct {
-	// Lanes are lane specs, as for Create; ext2/3/4 only. Default ["ext2"].
+	// Lanes are lane specs, as for Create; ext2/3/4 or btrfs. Default
+	// ["ext2"].
 	Lanes []string
 	// Targets name the bit to flip (see ParseTarget). Default
 	// Table11Targets, or SweepTargets with Sweep.
@@ -55,7 +64,9 @@ type CorruptOptions struct {
 	// Setup runs once on every lane before the checkpoint (default
 	// DefaultCorruptSetup); a sync always follows.
 	Setup []string
-	// Sweep runs SweepTargets (added to Targets) on every lane.
+	// Sweep runs SweepTargets (added to Targets) on every lane; on a
+	// lane whose filesystem lacks a target's structure (btrfs has no
+	// ext2/3/4 superblock field, ...) the result is ClassNotApplicable.
 	Sweep bool
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
@@ -69,7 +80,9 @@ type CorruptResult struct {
 	LBA    uint64
 	Offset int
 	Bit    int
-	// Region is the fsimage kind of the sector; Field the structure field.
+	// Region is the kind of the sector (fsimage's, or fsimage/btrfs's on
+	// btrfs); Field the structure field. For ClassNotApplicable, Field says
+	// why and nothing else is set.
 	Region, Field string
 	// Mounted is whether the mount after the flip succeeded; MountError
 	// is the guest's message when it did not.
@@ -82,8 +95,9 @@ type CorruptResult struct {
 	Affected []string
 	// ReadErrno is the first errno reading an affected regular file (0: none).
 	ReadErrno int32
-	// FsckClean is e2fsck -fn's verdict on the flipped image; FsckSummary
-	// its last lines.
+	// FsckClean is the host checker's verdict on the flipped image (e2fsck
+	// -fn; btrfs check --readonly --check-data-csum); FsckSummary its last
+	// lines (btrfs: its error lines).
 	FsckClean   bool
 	FsckSummary string
 	// Class is one of the Class* constants.
@@ -187,6 +201,8 @@ func sortedStrings(s []string) []string {
 //
 // A field target flips bit 0 of the field's first (least significant) byte.
 // Paths are relative to the lane root; "" or "/" names the root directory.
+// Every kind applies to ext2/3/4 lanes; btrfs lanes take data and lba
+// (see Target.AppliesTo).
 func ParseTarget(s string) (Target, error) {
 	s = strings.TrimSpace(s)
 	switch {
@@ -411,19 +427,112 @@ func resolve(t Target, fs *fsimage.FS, r interface {
 	return flip{}, fmt.Errorf("unknown target kind %q", t.Kind)
 }
 
+// extOnly names the ext2/3/4 structure each ext-only target kind flips.
+var extOnly = map[string]string{
+	targetSuper:  "superblock field",
+	targetGD:     "group descriptor",
+	targetInode:  "inode field",
+	targetDirent: "directory entry",
+	targetBitmap: "block group bitmap",
+}
+
+// AppliesTo reports whether filesystem fs ("ext2", "btrfs", ...) has the
+// structure t names: every kind on ext2/3/4; on btrfs a file's data (found
+// in the default subvolume's file extents) and raw bits, nothing else.
+func (t Target) AppliesTo(fs string) error {
+	noun, ok := extOnly[t.Kind]
+	switch {
+	case strings.HasPrefix(fs, "ext"), !ok:
+		return nil
+	case fs == "btrfs":
+		return fmt.Errorf("an ext2/3/4 %s is not a btrfs structure (btrfs lanes take data:… and lba:… targets)", noun)
+	}
+	return fmt.Errorf("an ext2/3/4 %s is not a %s structure", noun, fs)
+}
+
+// resolveBtrfs finds t's bit on the btrfs image fs (size bytes): a file
+// byte in the first copy of its extent (or inline in its metadata leaf),
+// or a raw bit.
+func resolveBtrfs(t Target, fs *btrfs.FS, size int64) (flip, error) {
+	if err := t.AppliesTo("btrfs"); err != nil {
+		return flip{}, err
+	}
+	locate := func(off int64, bit int, field string) flip {
+		lba := uint64(off / overlay.SectorSize)
+		return flip{LBA: lba, Offset: int(off % overlay.SectorSize), Bit: bit, Region: fs.Locate(lba).Kind, Field: field}
+	}
+	switch t.Kind {
+	case targetData:
+		loc, err := fs.FileByte(t.Path, uint64(t.Offset))
+		if err != nil {
+			return flip{}, err
+		}
+		field := fmt.Sprintf("data of inode %d, byte %d (logical %d)", loc.Ino, t.Offset, loc.Logical)
+		if loc.Inline {
+			field = fmt.Sprintf("inline data of inode %d, byte %d (in a metadata leaf)", loc.Ino, t.Offset)
+		}
+		if n := len(loc.Copies); n > 1 {
+			field += fmt.Sprintf(", copy 1 of %d", n)
+		}
+		return locate(loc.Phys, t.Bit, field), nil
+	case targetLBA:
+		if t.LBA >= uint64(size/overlay.SectorSize) {
+			return flip{}, fmt.Errorf("lba %d: past the disk's %d sectors", t.LBA, size/overlay.SectorSize)
+		}
+		return locate(int64(t.LBA)*overlay.SectorSize+t.Offset, t.Bit, "raw"), nil
+	}
+	return flip{}, fmt.Errorf("unknown target kind %q", t.Kind)
+}
+
 type corruptTarget struct {
 	text string
 	t    Target
+	// implicit is set for the targets the run chose (SweepTargets,
+	// Table11Targets by default): on a lane without the structure they are
+	// ClassNotApplicable instead of an error.
+	implicit bool
+}
+
+// validateCorruptLanes fills the default lane and checks every lane is
+// ext2/3/4 or btrfs with its host checker installed.
+func validateCorruptLanes(o *CorruptOptions) ([]guest.LaneSpec, error) {
+	if len(o.Lanes) == 0 {
+		o.Lanes = []string{"ext2"}
+	}
+	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}
+	specs, err := validateCreate(&co)
+	if err != nil {
+		return nil, err
+	}
+	o.MemoryMiB = co.MemoryMiB
+	for i, sp := range specs {
+		if !strings.HasPrefix(sp.FS, "ext") && sp.FS != "btrfs" {
+			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: corruption targets are resolved on ext2/3/4 and btrfs images", sp.Name, sp.FS)
+		}
+		tool, err := fsckFor(sp.FS)
+		if err == nil {
+			err = tool.installed()
+		}
+		if err != nil {
+			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+		}
+	}
+	return specs, nil
 }
 
 func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
-	if _, err := validateExtLanes(&o.Lanes, &o.MemoryMiB); err != nil {
+	specs, err := validateCorruptLanes(o)
+	if err != nil {
 		return nil, nil, err
 	}
-	if o.Sweep {
+	given, implicit := len(o.Targets), true
+	switch {
+	case o.Sweep:
 		o.Targets = append(append([]string(nil), o.Targets...), SweepTargets...)
-	} else if len(o.Targets) == 0 {
+	case len(o.Targets) == 0:
 		o.Targets = append([]string(nil), Table11Targets...)
+	default:
+		implicit = false
 	}
 	ts := make([]corruptTarget, len(o.Targets))
 	for i, s := range o.Targets {
@@ -431,7 +540,16 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 		if err != nil {
 			return nil, nil, Invalid(fmt.Sprintf("targets[%d]", i), "%v", err)
 		}
-		ts[i] = corruptTarget{text: strings.TrimSpace(s), t: t}
+		ts[i] = corruptTarget{text: strings.TrimSpace(s), t: t, implicit: implicit && i >= given}
+		if ts[i].implicit {
+			continue
+		}
+		// A target asked for by name must exist on every lane.
+		for _, sp := range specs {
+			if err := t.AppliesTo(sp.FS); err != nil {
+				return nil, nil, Invalid(fmt.Sprintf("targets[%d]", i), "%s on lane %s (%s): %v", ts[i].text, sp.Name, sp.FS, err)
+			}
+		}
 	}
 	if o.Setup == nil {
 		o.Setup = append([]string(nil), DefaultCorruptSetup...)
@@ -439,9 +557,6 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 	setup, err := parseOps("setup", o.Setup, false)
 	if err != nil {
 		return nil, nil, err
-	}
-	if _, err := exec.LookPath("e2fsck"); err != nil {
-		return nil, nil, Invalid("lanes", "e2fsck not installed on the host (Debian e2fsprogs)")
 	}
 	return ts, setup, nil
 }
@@ -452,12 +567,16 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 // cached copy), flips the target's bit in the overlay's top layer, mounts
 // again and observes (mount result, kernel log, fingerprint against the
 // unflipped counterfactual taken the same way, reads of the affected
-// files, e2fsck -fn), then restores the checkpoint and checks the lane's
+// files, the host fsck), then restores the checkpoint and checks the lane's
 // disk hash and fingerprint equal the checkpoint's: a corruption never
 // outlives its branch. res (optional) gets every result.
 //
-// Targets are resolved with fsimage on the live image after Setup; one
-// that names nothing there is a FieldError ("targets[i]").
+// Targets are resolved on the live image after Setup, with fsimage on
+// ext2/3/4 lanes and fsimage/btrfs on btrfs lanes; one that names nothing
+// there is a FieldError ("targets[i]"), and so is a target given by name
+// that names a structure some lane's filesystem does not have. The
+// targets the run chose itself (Sweep, the default) are ClassNotApplicable
+// results there instead.
 func (m *Manager) Corrupt(ctx context.Context, o CorruptOptions, res func(CorruptResult)) (*CorruptSummary, error) {
 	targets, setup, err := validateCorrupt(&o)
 	if err != nil {
@@ -490,7 +609,7 @@ func (m *Manager) Corrupt(ctx context.Context, o CorruptOptions, res func(Corrup
 
 type corrupter struct {
 	*below
-	scratch string // scratch file for e2fsck
+	scratch string // scratch file for the host fsck
 	kmsgSeq uint64 // last kernel log record seen
 }
 
@@ -509,18 +628,22 @@ func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corrup
 		return err
 	}
 	for i, lane := range c.x.lanes {
-		fs, err := c.image(ctx, i)
+		fsName := c.x.s.specs[i].FS
+		resolveOn, err := c.resolver(ctx, i)
 		if err != nil {
 			return err
 		}
 		flips := make([]flip, len(targets))
+		na := make([]string, len(targets)) // why target j does not apply here
 		for j, t := range targets {
-			var size int64
+			if err := t.t.AppliesTo(fsName); err != nil {
+				na[j] = err.Error()
+				continue
+			}
 			var f flip
 			err := c.dev(ctx, i, "resolve target", func(d *overlay.Device) error {
-				size = d.Size()
 				var err error
-				f, err = resolve(t.t, fs, d, size)
+				f, err = resolveOn(t.t, d)
 				return err
 			})
 			if err != nil {
@@ -544,6 +667,10 @@ func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corrup
 			return fmt.Errorf("lane %s: counterfactual remount failed: %s", lane, cf.mountError)
 		}
 		for j, t := range targets {
+			if na[j] != "" {
+				emit(CorruptResult{Lane: lane, Target: t.text, Field: na[j], Class: ClassNotApplicable})
+				continue
+			}
 			r, err := c.one(ctx, i, t.text, flips[j], cf)
 			if err != nil {
 				return fmt.Errorf("lane %s, target %s: %w", lane, t.text, err)
@@ -563,6 +690,29 @@ func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corrup
 		}
 	}
 	return nil
+}
+
+// resolver parses lane i's image (fsimage for ext2/3/4, fsimage/btrfs for
+// btrfs) and returns how to resolve a target on it; call what it returns
+// inside c.dev (it reads the device).
+func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.Device) (flip, error), error) {
+	if c.x.s.specs[i].FS != "btrfs" {
+		fs, err := c.image(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		return func(t Target, d *overlay.Device) (flip, error) { return resolve(t, fs, d, d.Size()) }, nil
+	}
+	var fs *btrfs.FS
+	err := c.dev(ctx, i, "parse image", func(d *overlay.Device) error {
+		var err error
+		fs, err = btrfs.Open(d, d.Size())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lane %s: %w", c.x.lanes[i], err)
+	}
+	return func(t Target, d *overlay.Device) (flip, error) { return resolveBtrfs(t, fs, d.Size()) }, nil
 }
 
 // state is lane i's disk hash and fingerprint root (TIME_MODE_NONE).
@@ -656,8 +806,10 @@ func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, 
 	return o, nil
 }
 
-// fsErrorLine matches the kernel's ext2/3/4 error reports.
-var fsErrorLine = regexp.MustCompile(`EXT[234]-fs (error|\(.*\): error)`)
+// fsErrorLine matches the kernel's reports of damage it found: ext2/3/4
+// errors, and btrfs errors and checksum failures (a data block's "csum
+// failed", a tree block's "checksum verify failed", "bad tree block").
+var fsErrorLine = regexp.MustCompile(`EXT[234]-fs (error|\(.*\): error)|BTRFS (error|critical) \(device |BTRFS warning \(device [^)]*\): (csum failed|checksum verify failed|bad tree block)`)
 
 // Errnos that mean the filesystem detected the damage: EIO, EUCLEAN
 // (EFSCORRUPTED) and EBADMSG (EFSBADCRC, a metadata checksum mismatch).
@@ -792,8 +944,13 @@ func keys(m map[string]bool) []string {
 // maxFsckSummary caps FsckSummary.
 const maxFsckSummary = 1024
 
-// fsck runs e2fsck -fn on lane i's resolved image (synced first when mounted).
+// fsck runs the lane's host checker (fsckFor) on lane i's resolved image
+// (synced first when mounted).
 func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string, error) {
+	tool, err := fsckFor(c.x.s.specs[i].FS)
+	if err != nil {
+		return false, "", err
+	}
 	if mounted {
 		if err := c.sync(ctx); err != nil {
 			return false, "", err
@@ -802,18 +959,35 @@ func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string
 	if err := c.dev(ctx, i, "fsck image", func(d *overlay.Device) error { return d.Materialize(c.scratch) }); err != nil {
 		return false, "", err
 	}
-	out, err := exec.CommandContext(ctx, "e2fsck", "-fn", c.scratch).CombinedOutput()
-	out = bytes.ReplaceAll(out, []byte(c.scratch), []byte("<image>"))
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return true, lastLines(out, 2), nil
-	case ctx.Err() != nil:
-		return false, "", fmt.Errorf("fsck: %w", ctx.Err())
-	case errors.As(err, &exit) && exit.ExitCode() >= 1 && exit.ExitCode() <= 12:
-		return false, lastLines(out, 8), nil
+	verdict, out, err := tool.run(ctx, c.scratch)
+	if err != nil {
+		return false, "", fmt.Errorf("fsck: %w", err)
 	}
-	return false, "", fmt.Errorf("e2fsck -fn: %w: %s", err, truncate(out, maxFsckOutput))
+	if tool.bin == "btrfs" {
+		return verdict == fsckClean, btrfsCheckSummary(out), nil
+	}
+	if verdict == fsckClean {
+		return true, lastLines(out, 2), nil
+	}
+	return false, lastLines(out, 8), nil
+}
+
+// btrfsCheckLine is a line of btrfs check's output worth quoting: its
+// errors and its verdict, not the progress and byte counts.
+var btrfsCheckLine = regexp.MustCompile(`(?i)error|mismatch|corrupt|cannot|bad |no error found`)
+
+// btrfsCheckSummary is btrfs check's error lines and verdict, the last 8.
+func btrfsCheckSummary(out []byte) string {
+	var keep []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" && btrfsCheckLine.MatchString(l) {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		return lastLines(out, 2)
+	}
+	return lastLines([]byte(strings.Join(keep, "\n")), 8)
 }
 
 // lastLines is the last n non-empty lines of out, capped.

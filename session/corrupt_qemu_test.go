@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,59 @@ func TestCorruptRealGuest(t *testing.T) {
 	}
 	if r := got["dirent:d:f:rec_len"]; len(r.Affected) == 0 {
 		t.Errorf("dirent rec_len: nothing affected")
+	}
+}
+
+// TestCorruptLanesRealGuest runs the default targets (Table11Targets) on
+// ext2, ext4 (metadata_csum) and btrfs side by side in one real guest: a
+// flipped data bit is silent on ext2 and ext4 and detected on btrfs, whose
+// data checksum makes the read fail with EIO and the kernel log a csum
+// failure; the ext2/3/4 structures are n/a on btrfs.
+func TestCorruptLanesRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t)
+	defer vmmtest.Leaks(t)()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	got := map[[2]string]CorruptResult{}
+	sum, err := m.Corrupt(ctx, CorruptOptions{Lanes: []string{"ext2", "ext4", "btrfs"}}, func(r CorruptResult) {
+		t.Logf("%-5s %-20s lba %d+%d bit %d %-14s %-40s mounted %v %q -> %-15s affected %v read errno %d fsck clean %v (%s) kmsg %q",
+			r.Lane, r.Target, r.LBA, r.Offset, r.Bit, r.Region, r.Field, r.Mounted, r.MountError, r.Class, r.Affected, r.ReadErrno, r.FsckClean, r.FsckSummary, r.KernelLog)
+		got[[2]string{r.Lane, r.Target}] = r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("corrupt: %d results in %s: %v", sum.Results, sum.Elapsed, sum.ByClass)
+	if want := 3 * len(Table11Targets); sum.Results != want {
+		t.Errorf("%d results, want %d", sum.Results, want)
+	}
+	for _, lane := range []string{"ext2", "ext4"} {
+		if r := got[[2]string{lane, "data:d/f:0:0"}]; r.Class != ClassSilentContent || r.ReadErrno != 0 {
+			t.Errorf("%s data bit: class %s, read errno %d; want silent-content, 0", lane, r.Class, r.ReadErrno)
+		}
+		if r := got[[2]string{lane, "superblock.magic"}]; r.Class != ClassFatal {
+			t.Errorf("%s superblock.magic: class %s, want fatal", lane, r.Class)
+		}
+	}
+	r := got[[2]string{"btrfs", "data:d/f:0:0"}]
+	if r.Class != ClassDetected || r.ReadErrno != errnoEIO || !r.Mounted {
+		t.Errorf("btrfs data bit: class %s, read errno %d, mounted %v; want detected, EIO, mounted", r.Class, r.ReadErrno, r.Mounted)
+	}
+	csum := false
+	for _, l := range r.KernelLog {
+		csum = csum || strings.Contains(l, "csum failed")
+	}
+	if !csum || r.FsckClean || r.Region != "data+metadata" {
+		t.Errorf("btrfs data bit: kernel log %q (want a csum failure), fsck clean %v (want errors), region %q", r.KernelLog, r.FsckClean, r.Region)
+	}
+	for _, tg := range Table11Targets[1:] {
+		if r := got[[2]string{"btrfs", tg}]; r.Class != ClassNotApplicable || !strings.Contains(r.Field, "not a btrfs structure") {
+			t.Errorf("btrfs %s: class %s (%s), want n/a", tg, r.Class, r.Field)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -73,9 +72,10 @@ type ExploreOptions struct {
 	// MaxDuration is the wall-clock budget of the search (0: none). Boot and
 	// the minimization of findings after the search are not counted.
 	MaxDuration time.Duration
-	// Fsck runs e2fsck -fn on the host over the lane's resolved overlay
-	// image (after a sync in the guest) at every new state. Single ext2/3/4
-	// lane, or a single overlay lane (its upper layer's image).
+	// Fsck runs the host's checker over the lane's resolved overlay image
+	// (after a sync in the guest) at every new state: e2fsck -fn for a
+	// single ext2/3/4 lane or overlay lane (its upper layer's image),
+	// btrfs check --readonly --check-data-csum for a single btrfs lane.
 	Fsck bool
 	// Remount checks at every new state that umount+mount leaves the lane's
 	// fingerprint unchanged. Single lane only.
@@ -228,12 +228,14 @@ func validateExplore(o *ExploreOptions) (oracle.Policy, error) {
 			return oracle.Policy{}, Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
 		}
 	}
-	if o.Fsck && !strings.HasPrefix(specs[0].Layer().FS, "ext") {
-		return oracle.Policy{}, Invalid("fsck", "e2fsck checks ext2/3/4 lanes (and an overlay lane's upper layer); lane %s is %s", specs[0].Name, specs[0].FS)
-	}
 	if o.Fsck {
-		if _, err := exec.LookPath("e2fsck"); err != nil {
-			return oracle.Policy{}, Invalid("fsck", "e2fsck not installed on the host (Debian e2fsprogs)")
+		// An overlay lane's upper layer is checked.
+		tool, err := fsckFor(specs[0].Layer().FS)
+		if err != nil {
+			return oracle.Policy{}, Invalid("fsck", "lane %s: %v", specs[0].Name, err)
+		}
+		if err := tool.installed(); err != nil {
+			return oracle.Policy{}, Invalid("fsck", "%v", err)
 		}
 	}
 	return policy, nil
@@ -824,13 +826,14 @@ func findEntry(entries []*agentv1.Entry, path string) *agentv1.Entry {
 	return nil
 }
 
-// maxFsckOutput caps the e2fsck output quoted in a finding.
+// maxFsckOutput caps the checker output quoted in a finding.
 const maxFsckOutput = 2048
 
-// fsckCheck is the "e2fsck -fn clean" self-reference of a single ext* lane:
-// sync in the guest, write the lane's resolved overlay image to a scratch
-// file and check it on the host. The image is of a mounted filesystem after
-// sync; ext2 writes its superblock and group counters on sync, so it is
+// fsckCheck is the "host fsck clean" self-reference of a single ext*,
+// overlay or btrfs lane (fsckFor): sync in the guest, write the lane's
+// resolved overlay image to a scratch file and check it on the host. The
+// image is of a mounted filesystem after sync; ext2 writes its superblock
+// and group counters on sync, and btrfs commits its transaction, so it is
 // clean unless the filesystem is not.
 func (x *exploreSys) fsckCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
 	t0 := time.Now()
@@ -855,20 +858,21 @@ func (x *exploreSys) fsckCheck(ctx context.Context, _ explore.System, _ []*agent
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, "e2fsck", "-fn", x.fsckImage).CombinedOutput()
-	var exit *exec.ExitError
+	tool, err := fsckFor(x.s.specs[0].Layer().FS)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	verdict, out, err := tool.run(ctx, x.fsckImage)
 	switch {
-	case err == nil:
+	case err != nil:
+		return nil, fmt.Errorf("fsck: %w", err)
+	case verdict == fsckClean:
 		return nil, nil
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("fsck: %w", ctx.Err())
-	case errors.As(err, &exit) && exit.ExitCode() == 4:
-		// 4: errors left uncorrected (-n corrects nothing).
-	default:
-		return nil, fmt.Errorf("e2fsck -fn: %w: %s", err, truncate(out, maxFsckOutput))
+	case verdict == fsckBroken:
+		return nil, fmt.Errorf("fsck: %s could not check lane %s's image: %s", tool.Name, x.lanes[0], truncate(out, maxFsckOutput))
 	}
 	return &explore.Finding{Kind: KindFsck, Field: "fsck",
-		Detail: fmt.Sprintf("e2fsck -fn on lane %s's image reports errors: %s", x.lanes[0], truncate(out, maxFsckOutput))}, nil
+		Detail: fmt.Sprintf("%s on lane %s's image reports errors: %s", tool.Name, x.lanes[0], truncate(out, maxFsckOutput))}, nil
 }
 
 func truncate(b []byte, n int) string {

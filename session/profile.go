@@ -25,8 +25,63 @@ var DefaultProfileOps = []string{
 	"create g 0644", "mkdir d 0755", "chmod f 0600", "chown f 1000", "link f l", "rename f r", "unlink f",
 }
 
-// DefaultProfileSetup is the state every default profile op starts from.
+// DefaultProfileReadOps are the read-side rows of the paper's Table 4 that
+// are whole commands rather than one syscall: ls of a directory and find
+// over the nested tree and over the whole lane (the paper's "full walk"),
+// on the tree ProfileTree builds.
+var DefaultProfileReadOps = []string{"ls dir", "find tree", "find /"}
+
+// DefaultProfileSetup is the state every default profile op starts from;
+// the default setup is it followed by ProfileTree.
 var DefaultProfileSetup = []string{"create f 0644", "sync"}
+
+// Sizes of the default setup's tree (ProfileOptions.LsFiles, TreeEntries).
+// The paper gives none for ls; for find its text breaks off at "a full
+// find over 8".
+const (
+	DefaultLsFiles     = 8
+	DefaultTreeEntries = 8
+	maxProfileTree     = 4096
+)
+
+// treeChildren are the names each directory of ProfileTree's nested tree
+// gets, in order: two subdirectories and two files.
+var treeChildren = []struct {
+	name string
+	dir  bool
+}{{"d0", true}, {"f0", false}, {"d1", true}, {"f1", false}}
+
+// ProfileTree returns the setup ops of the read rows' tree: directory dir
+// holding that many empty files f0, f1, ...; and directory tree with entries
+// entries below it, made breadth-first, each directory getting d0, f0, d1,
+// f1 (so 8 entries are tree/{d0,f0,d1,f1} and tree/d0/{d0,f0,d1,f1}, two
+// levels).
+func ProfileTree(files, entries int) []string {
+	ops := []string{"mkdir dir 0755"}
+	for i := range files {
+		ops = append(ops, fmt.Sprintf("create dir/f%d 0644", i))
+	}
+	ops = append(ops, "mkdir tree 0755")
+	queue := []string{"tree"}
+	for made := 0; made < entries; {
+		parent := queue[0]
+		queue = queue[1:]
+		for _, c := range treeChildren {
+			if made == entries {
+				break
+			}
+			p := parent + "/" + c.name
+			if c.dir {
+				ops = append(ops, "mkdir "+p+" 0755")
+				queue = append(queue, p)
+			} else {
+				ops = append(ops, "create "+p+" 0644")
+			}
+			made++
+		}
+	}
+	return ops
+}
 
 // ProfileOptions are the inputs of Profile.
 type ProfileOptions struct {
@@ -34,21 +89,32 @@ type ProfileOptions struct {
 	// parsed with fsimage). Default ["ext2"].
 	Lanes []string
 	// Ops are opspec short forms, each run alone from the checkpoint taken
-	// after Setup (default DefaultProfileOps).
+	// after Setup, or the read-side commands "ls [DIR]" and "find [DIR]"
+	// (opspec.ParseWalk), each run alone after a cold remount of the
+	// checkpoint's state (default DefaultProfileOps, then
+	// DefaultProfileReadOps).
 	Ops []string
 	// Setup runs once, on every lane, before the checkpoint (default
-	// DefaultProfileSetup); a trailing sync is always added.
+	// DefaultProfileSetup, then ProfileTree(LsFiles, TreeEntries)); a
+	// trailing sync is always added.
 	Setup []string
+	// LsFiles and TreeEntries size the default setup's tree (default
+	// DefaultLsFiles and DefaultTreeEntries, at most 4096 each); with an
+	// explicit Setup they must be 0.
+	LsFiles, TreeEntries int
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
 }
 
 // LBARange is a run of 512-byte sectors [First, First+Count) of one
 // structure; Region is its fsimage kind ("superblock", "inode-table",
-// "data", ...).
+// "data", ...). Path, in a profile row's runs, is the directory or file
+// whose block (data or indirect) the run is, "/"-rooted, as the image was
+// at the checkpoint ("" for blocks no file held then).
 type LBARange struct {
 	First, Count uint64
 	Region       string
+	Path         string
 }
 
 // ProfileRow is the I/O profile of one op on one lane.
@@ -66,9 +132,16 @@ type ProfileRow struct {
 	// a sync, umount + drop caches + mount, then a stat of the touched path
 	// (and a read of it when it is a non-empty regular file), counting the
 	// sectors the device served, minus MountBaselineRead (what a bare
-	// remount of the checkpoint's state reads). Never negative.
+	// remount of the checkpoint's state reads). Never negative. For ls and
+	// find the window is the cold remount of the checkpoint's state and
+	// the walk. Read lists the distinct sectors the window read that the
+	// bare remount did not, labelled as Written.
 	SectorsRead       int
 	MountBaselineRead int
+	Read              []LBARange
+	// Entries is what an ls or find stat'ed, its start excluded (0 for
+	// other ops).
+	Entries int64
 	// Amplification is SectorsWritten*512 / max(Bytes, 1).
 	Amplification float64
 	// Errno is the op's errno in the guest (0: it succeeded).
@@ -147,17 +220,64 @@ func validateExtLanes(lanes *[]string, mem *int) ([]guest.LaneSpec, error) {
 	return specs, nil
 }
 
+// walkKind is the kind of a profile's ls and find rows (the agent's Walk).
+const walkKind = "walk"
+
+// parseProfileOps parses a profile's ops: ls and find (opspec.ParseWalk)
+// and, as parseOps does with laneOnly, ops on a lane's files.
+func parseProfileOps(field string, ops []string) ([]profileOp, error) {
+	out := make([]profileOp, 0, len(ops))
+	for i, s := range ops {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		w, ok, err := opspec.ParseWalk(s)
+		if err != nil {
+			return nil, Invalid(f, "%v", err)
+		}
+		if !ok {
+			op, err := parseOps(field, []string{s}, true)
+			if err != nil {
+				var fe *FieldError
+				if errors.As(err, &fe) {
+					return nil, Invalid(f, "%s", fe.Msg)
+				}
+				return nil, err
+			}
+			out = append(out, op[0])
+			continue
+		}
+		if err := checkPath(f+".path", w.GetPath()); err != nil {
+			return nil, err
+		}
+		out = append(out, profileOp{text: strings.TrimSpace(s), kind: walkKind, req: &agentv1.Request{Op: &agentv1.Request_Walk{Walk: w}}})
+	}
+	return out, nil
+}
+
 func validateProfile(o *ProfileOptions) (ops, setup []profileOp, err error) {
 	if _, err := validateExtLanes(&o.Lanes, &o.MemoryMiB); err != nil {
 		return nil, nil, err
 	}
+	for _, c := range []struct {
+		field string
+		n     *int
+		def   int
+	}{{"ls_files", &o.LsFiles, DefaultLsFiles}, {"tree_entries", &o.TreeEntries, DefaultTreeEntries}} {
+		switch {
+		case *c.n < 0 || *c.n > maxProfileTree:
+			return nil, nil, Invalid(c.field, "%d: want 0..%d", *c.n, maxProfileTree)
+		case *c.n != 0 && o.Setup != nil:
+			return nil, nil, Invalid(c.field, "sizes the default setup's tree: with an explicit setup, build the tree there")
+		case *c.n == 0 && o.Setup == nil:
+			*c.n = c.def
+		}
+	}
 	if len(o.Ops) == 0 {
-		o.Ops = append([]string(nil), DefaultProfileOps...)
+		o.Ops = append(append([]string(nil), DefaultProfileOps...), DefaultProfileReadOps...)
 	}
 	if o.Setup == nil {
-		o.Setup = append([]string(nil), DefaultProfileSetup...)
+		o.Setup = append(append([]string(nil), DefaultProfileSetup...), ProfileTree(o.LsFiles, o.TreeEntries)...)
 	}
-	if ops, err = parseOps("ops", o.Ops, true); err != nil {
+	if ops, err = parseProfileOps("ops", o.Ops); err != nil {
 		return nil, nil, err
 	}
 	if setup, err = parseOps("setup", o.Setup, false); err != nil {
@@ -210,7 +330,9 @@ func (m *Manager) endBelow(ctx context.Context, s *session, what string, runErr 
 // Profile creates a session for o.Lanes, runs o.Setup and a sync on every
 // lane, checkpoints, and for each lane and op restores the checkpoint, runs
 // the op alone, syncs and counts the sectors the lane's overlay received
-// (and which), then the sectors a cold stat/read of the op's path costs.
+// (and which), then the sectors a cold stat/read of the op's path costs
+// (and which). An ls or find op runs alone after a cold remount of the
+// checkpoint's state, and its row is the sectors the walk read.
 // row (optional) gets every row as it is measured. The session is busy
 // while the run lasts and ends with it ("profile finished", ...).
 //
@@ -342,6 +464,21 @@ func (b *below) counters(ctx context.Context, i int) (read, written int, set []u
 	return read, written, set, err
 }
 
+// readSet returns the distinct sectors lane i's overlay served since its
+// last ResetCounters (reads are tracked for the whole profile run).
+func (b *below) readSet(ctx context.Context, i int) ([]uint64, error) {
+	var set []uint64
+	err := b.dev(ctx, i, "read set", func(d *overlay.Device) error {
+		set = d.ReadSet()
+		return nil
+	})
+	return set, err
+}
+
+func (b *below) trackReads(ctx context.Context, i int, on bool) error {
+	return b.dev(ctx, i, "track reads", func(d *overlay.Device) error { d.TrackReads(on); return nil })
+}
+
 func (b *below) reset(ctx context.Context, i int) error {
 	return b.dev(ctx, i, "reset counters", func(d *overlay.Device) error { d.ResetCounters(); return nil })
 }
@@ -370,54 +507,158 @@ func (b *below) profile(ctx context.Context, setup, ops []profileOp, sum *Profil
 		return err
 	}
 	for i, lane := range b.x.lanes {
-		fs, err := b.image(ctx, i)
-		if err != nil {
+		if err := b.profileLane(ctx, i, lane, ops, sum, emit); err != nil {
 			return err
 		}
-		for _, r := range fs.Layout() {
-			sum.Layout[lane] = append(sum.Layout[lane], LBARange{First: r.FirstLBA, Count: r.Sectors, Region: r.Kind})
-		}
-		// The mount baseline: a bare cold remount of the checkpoint's state.
-		if err := b.restore(ctx); err != nil {
-			return err
-		}
-		resp, err := b.coldMount(ctx, i)
-		if err != nil {
-			return err
-		}
-		if resp.GetErrno() != 0 {
-			return fmt.Errorf("lane %s: baseline mount: errno %d (%s)", lane, resp.GetErrno(), resp.GetError())
-		}
-		baseline, _, _, err := b.counters(ctx, i)
-		if err != nil {
-			return err
-		}
-		written := map[uint64]bool{}
-		for _, op := range ops {
-			r, err := b.profileOp(ctx, i, op, fs)
-			if err != nil {
-				return fmt.Errorf("lane %s, op %q: %w", lane, op.text, err)
-			}
-			r.MountBaselineRead = baseline
-			r.SectorsRead = max(r.SectorsRead-baseline, 0)
-			for _, w := range r.Written {
-				for l := w.First; l < w.First+w.Count; l++ {
-					written[l] = true
-				}
-			}
-			emit(r)
-		}
-		set := make([]uint64, 0, len(written))
-		for l := range written {
-			set = append(set, l)
-		}
-		sum.Inferred[lane] = labelRuns(sortedLBAs(set), fs)
 	}
 	return nil
 }
 
-// profileOp measures one op on lane i from the root checkpoint.
-func (b *below) profileOp(ctx context.Context, i int, op profileOp, fs *fsimage.FS) (ProfileRow, error) {
+// profileLane measures every op on lane i, with its overlay's reads
+// tracked (the read set) for the length of it.
+func (b *below) profileLane(ctx context.Context, i int, lane string, ops []profileOp, sum *ProfileSummary, emit func(ProfileRow)) (err error) {
+	if err := b.trackReads(ctx, i, true); err != nil {
+		return err
+	}
+	defer func() {
+		if terr := b.trackReads(context.WithoutCancel(ctx), i, false); terr != nil && err == nil {
+			err = terr
+		}
+	}()
+	fs, err := b.image(ctx, i)
+	if err != nil {
+		return err
+	}
+	for _, r := range fs.Layout() {
+		sum.Layout[lane] = append(sum.Layout[lane], LBARange{First: r.FirstLBA, Count: r.Sectors, Region: r.Kind})
+	}
+	// Which file each block is: read now, through the device, with the
+	// session locked and outside every measured window.
+	lab := labels{fs: fs}
+	if err := b.dev(ctx, i, "block owners", func(*overlay.Device) error { lab.own = blockOwners(fs); return nil }); err != nil {
+		return err
+	}
+	// The mount baseline: a bare cold remount of the checkpoint's state.
+	if err := b.restore(ctx); err != nil {
+		return err
+	}
+	resp, err := b.coldMount(ctx, i)
+	if err != nil {
+		return err
+	}
+	if resp.GetErrno() != 0 {
+		return fmt.Errorf("lane %s: baseline mount: errno %d (%s)", lane, resp.GetErrno(), resp.GetError())
+	}
+	baseline, _, _, err := b.counters(ctx, i)
+	if err != nil {
+		return err
+	}
+	baseSet, err := b.readSet(ctx, i)
+	if err != nil {
+		return err
+	}
+	written := map[uint64]bool{}
+	for _, op := range ops {
+		measure := b.profileOp
+		if op.kind == walkKind {
+			measure = b.profileWalk
+		}
+		r, readSet, err := measure(ctx, i, op, lab)
+		if err != nil {
+			return fmt.Errorf("lane %s, op %q: %w", lane, op.text, err)
+		}
+		r.MountBaselineRead = baseline
+		r.SectorsRead = max(r.SectorsRead-baseline, 0)
+		r.Read = lab.runs(setMinus(readSet, baseSet))
+		for _, w := range r.Written {
+			for l := w.First; l < w.First+w.Count; l++ {
+				written[l] = true
+			}
+		}
+		emit(r)
+	}
+	set := make([]uint64, 0, len(written))
+	for l := range written {
+		set = append(set, l)
+	}
+	sum.Inferred[lane] = labelRuns(sortedLBAs(set), fs, nil)
+	return nil
+}
+
+// setMinus returns the sorted a without the sorted b.
+func setMinus(a, b []uint64) []uint64 {
+	var out []uint64
+	for _, l := range a {
+		if _, found := slices.BinarySearch(b, l); !found {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// profileOp measures one op on lane i from the root checkpoint; it also
+// returns the sectors the cold read window read.
+func (b *below) profileOp(ctx context.Context, i int, op profileOp, lab labels) (ProfileRow, []uint64, error) {
+	r, err := b.measureOp(ctx, i, op, lab)
+	if err != nil {
+		return r, nil, err
+	}
+	set, err := b.readSet(ctx, i)
+	return r, set, err
+}
+
+// profileWalk measures an ls or find on lane i: restore the root
+// checkpoint, remount it cold, run the walk, count the sectors read (the
+// window is the remount and the walk, as the mount baseline is the
+// remount alone); then sync, and count what the walk and the sync wrote.
+func (b *below) profileWalk(ctx context.Context, i int, op profileOp, lab labels) (ProfileRow, []uint64, error) {
+	lane := b.x.lanes[i]
+	r := ProfileRow{Lane: lane, Op: op.text}
+	if err := b.restore(ctx); err != nil {
+		return r, nil, err
+	}
+	mresp, err := b.coldMount(ctx, i)
+	if err != nil {
+		return r, nil, err
+	}
+	if mresp.GetErrno() != 0 {
+		return r, nil, fmt.Errorf("remount: errno %d (%s)", mresp.GetErrno(), mresp.GetError())
+	}
+	_, w0, set0, err := b.counters(ctx, i)
+	if err != nil {
+		return r, nil, err
+	}
+	resp, err := b.x.call(ctx, op.text+" on "+lane, withLane(op.req, op.kind, lane))
+	if err != nil {
+		return r, nil, err
+	}
+	r.Errno = resp.GetErrno()
+	r.Entries = int64(resp.GetWalk().GetEntries())
+	read, _, _, err := b.counters(ctx, i)
+	if err != nil {
+		return r, nil, err
+	}
+	readSet, err := b.readSet(ctx, i)
+	if err != nil {
+		return r, nil, err
+	}
+	r.SectorsRead = read
+	// Writes: the mount and the umount before it write too (the
+	// superblock), so count only what came after the mount.
+	if err := b.sync(ctx); err != nil {
+		return r, nil, err
+	}
+	_, w1, set1, err := b.counters(ctx, i)
+	if err != nil {
+		return r, nil, err
+	}
+	r.SectorsWritten = w1 - w0
+	r.Written = lab.runs(setMinus(set1, set0))
+	return r, readSet, nil
+}
+
+// measureOp measures one op on lane i from the root checkpoint.
+func (b *below) measureOp(ctx context.Context, i int, op profileOp, lab labels) (ProfileRow, error) {
 	lane := b.x.lanes[i]
 	r := ProfileRow{Lane: lane, Op: op.text}
 	if w := op.req.GetWrite(); w != nil {
@@ -445,7 +686,7 @@ func (b *below) profileOp(ctx context.Context, i int, op profileOp, fs *fsimage.
 		return r, err
 	}
 	r.SectorsWritten = w
-	r.Written = labelRuns(set, fs)
+	r.Written = lab.runs(set)
 	r.Amplification = float64(r.SectorsWritten*overlay.SectorSize) / float64(max(r.Bytes, 1))
 
 	// Cold read of the touched path.
@@ -521,17 +762,27 @@ func sortedLBAs(s []uint64) []uint64 {
 	return out
 }
 
+// labels names the sectors of one lane's image as it was at the
+// checkpoint: the region (fsimage.Locate) and the owning file.
+type labels struct {
+	fs  *fsimage.FS
+	own owners
+}
+
+func (l labels) runs(lbas []uint64) []LBARange { return labelRuns(lbas, l.fs, l.own) }
+
 // labelRuns groups sorted sectors into runs of consecutive sectors that lie
-// in one region of fs's layout, labelled with the region's kind.
-func labelRuns(lbas []uint64, fs *fsimage.FS) []LBARange {
+// in one region of fs's layout and belong to one owner (nil owners: none),
+// labelled with the region's kind and the owner's path.
+func labelRuns(lbas []uint64, fs *fsimage.FS, own owners) []LBARange {
 	var out []LBARange
 	for _, l := range lbas {
-		kind := fs.Locate(l).Kind
-		if n := len(out); n > 0 && out[n-1].First+out[n-1].Count == l && out[n-1].Region == kind {
+		kind, p := fs.Locate(l).Kind, own.of(l)
+		if n := len(out); n > 0 && out[n-1].First+out[n-1].Count == l && out[n-1].Region == kind && out[n-1].Path == p {
 			out[n-1].Count++
 			continue
 		}
-		out = append(out, LBARange{First: l, Count: 1, Region: kind})
+		out = append(out, LBARange{First: l, Count: 1, Region: kind, Path: p})
 	}
 	return out
 }

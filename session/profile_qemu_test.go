@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,10 +34,11 @@ func TestProfileRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("profile: %d rows in %s", sum.Rows, sum.Elapsed)
-	if sum.Rows != len(DefaultProfileOps) {
-		t.Errorf("rows = %d, want %d", sum.Rows, len(DefaultProfileOps))
+	defaults := append(append([]string(nil), DefaultProfileOps...), DefaultProfileReadOps...)
+	if sum.Rows != len(defaults) {
+		t.Errorf("rows = %d, want %d", sum.Rows, len(defaults))
 	}
-	for _, op := range DefaultProfileOps {
+	for _, op := range defaults {
 		if r, ok := rows[op]; !ok || r.Errno != 0 {
 			t.Errorf("%s: %+v, want a row with errno 0", op, r)
 		}
@@ -92,4 +95,103 @@ func TestProfileRealGuest(t *testing.T) {
 	}
 	t.Logf("parsed layout: %v", parsed)
 	t.Logf("inferred layout: %v", inferred)
+}
+
+// TestProfileWalkRealGuest measures Table 4's ls and find rows on ext2 in
+// the real guest: ls of a directory of 300 files reads the directory's
+// blocks and inode-table blocks (past the ones the mount's inode readahead
+// already read), find over the nested tree reads every directory of it and
+// more than ls of the same directory, and neither writes anything.
+func TestProfileWalkRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
+	defer vmmtest.Leaks(t)()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const files, entries = 300, 40
+	rows := map[string]ProfileRow{}
+	_, err = m.Profile(ctx, ProfileOptions{LsFiles: files, TreeEntries: entries,
+		Ops: []string{"ls dir", "ls tree", "find tree", "find /", "ls nope"}}, func(r ProfileRow) {
+		t.Logf("%-10s entries %-4d read %-4d (baseline %d) written %d errno %d %v", r.Op, r.Entries, r.SectorsRead, r.MountBaselineRead, r.SectorsWritten, r.Errno, r.Read)
+		rows[r.Op] = r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sectors of the read runs, by owner path and by region.
+	byPath := func(r ProfileRow) map[string]uint64 {
+		out := map[string]uint64{}
+		for _, x := range r.Read {
+			out[x.Path] += x.Count
+		}
+		return out
+	}
+	byRegion := func(r ProfileRow) map[string]uint64 {
+		out := map[string]uint64{}
+		for _, x := range r.Read {
+			out[x.Region] += x.Count
+		}
+		return out
+	}
+	for _, op := range []string{"ls dir", "ls tree", "find tree", "find /"} {
+		r := rows[op]
+		if r.Errno != 0 || r.SectorsWritten != 0 || r.MountBaselineRead == 0 {
+			t.Errorf("%s: %+v, want errno 0, nothing written, a mount baseline", op, r)
+		}
+		// The read runs are the window's sectors beyond the bare mount's:
+		// as many as the count minus the baseline, give or take a sector
+		// the remount read differently.
+		var n uint64
+		for _, x := range r.Read {
+			n += x.Count
+		}
+		if d := int(n) - r.SectorsRead; d < -4 || d > 4 {
+			t.Errorf("%s: read runs hold %d sectors, the count says %d", op, n, r.SectorsRead)
+		}
+	}
+
+	ls := rows["ls dir"]
+	if ls.Entries != files {
+		t.Errorf("ls dir: %d entries, want %d", ls.Entries, files)
+	}
+	// 300 entries of 12 bytes are more than 3 KiB: at least 4 blocks of 1 KiB.
+	if got := byPath(ls)["/dir"]; got < 8 {
+		t.Errorf("ls dir: %d sectors of /dir's blocks read, want >= 8: %v", got, ls.Read)
+	}
+	if got := byRegion(ls)["inode-table"]; got == 0 {
+		t.Errorf("ls dir: no inode-table sector read: %v", ls.Read)
+	}
+
+	find, lsTree := rows["find tree"], rows["ls tree"]
+	if find.Entries != entries {
+		t.Errorf("find tree: %d entries, want %d", find.Entries, entries)
+	}
+	if find.SectorsRead <= lsTree.SectorsRead {
+		t.Errorf("find tree read %d sectors, ls tree %d: want find above ls", find.SectorsRead, lsTree.SectorsRead)
+	}
+	dirs := []string{"/tree"}
+	for _, op := range ProfileTree(0, entries) {
+		if p, ok := strings.CutPrefix(op, "mkdir tree/"); ok {
+			dirs = append(dirs, "/tree/"+strings.Fields(p)[0])
+		}
+	}
+	got := byPath(find)
+	for _, d := range dirs {
+		if got[d] == 0 {
+			t.Errorf("find tree: no block of %s read: %v", d, find.Read)
+		}
+	}
+	if got := byPath(lsTree); got["/tree/d0"] != 0 {
+		t.Errorf("ls tree read a block of a subdirectory: %v", lsTree.Read)
+	}
+	if all := rows["find /"]; all.Entries <= int64(files+entries) || all.SectorsRead <= find.SectorsRead || byPath(all)["/lost+found"] == 0 {
+		t.Errorf("find /: %+v, want more entries and sectors than find tree, and lost+found's blocks", all)
+	}
+	if r := rows["ls nope"]; r.Errno != int32(syscall.ENOENT) {
+		t.Errorf("ls nope: errno %d, want ENOENT", r.Errno)
+	}
 }

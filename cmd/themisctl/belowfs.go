@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/session"
 )
 
 func lbaString(rs []*themisv1.LBARange, max int) string {
@@ -20,10 +22,14 @@ func lbaString(rs []*themisv1.LBARange, max int) string {
 			parts = append(parts, fmt.Sprintf("+%d more", len(rs)-max))
 			break
 		}
+		what := r.GetRegion()
+		if r.GetPath() != "" {
+			what += " " + r.GetPath()
+		}
 		if r.GetCount() == 1 {
-			parts = append(parts, fmt.Sprintf("%d %s", r.GetFirst(), r.GetRegion()))
+			parts = append(parts, fmt.Sprintf("%d %s", r.GetFirst(), what))
 		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d %s", r.GetFirst(), r.GetFirst()+r.GetCount()-1, r.GetRegion()))
+			parts = append(parts, fmt.Sprintf("%d-%d %s", r.GetFirst(), r.GetFirst()+r.GetCount()-1, what))
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -35,7 +41,16 @@ func addBelowFS(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	profile := &cobra.Command{
 		Use:   "profile",
 		Short: "I/O profile of filesystem ops from beneath: sectors written (by structure), cold sectors read, amplification; the image layout in two views",
-		Args:  cobra.NoArgs,
+		Long: `I/O profile of filesystem ops from beneath. Each op runs alone from a
+checkpoint taken after the setup: sectors written (labelled by structure),
+then the cold sectors a stat/read of its path costs after a remount, minus
+the mount baseline. Besides ops, the read-side commands of Table 4:
+
+` + opspec.WalkUsage + `
+
+run alone after a cold remount; their row is the sectors the walk read
+beyond the mount, and which structures they lie in.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			plan.Lanes = splitList(lanes)
 			return with(cmd, func(ctx context.Context, c *conn) error {
@@ -70,9 +85,16 @@ func addBelowFS(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 					return nil
 				}
 				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(w, "LANE\tOP\tBYTES\tSECTORS WRITTEN\tCOLD SECTORS READ\tAMPLIFICATION\tWRITTEN LBAS\n")
+				fmt.Fprintf(w, "LANE\tOP\tBYTES\tSECTORS WRITTEN\tCOLD SECTORS READ\tAMPLIFICATION\tWRITTEN LBAS\tREAD LBAS (beyond the mount)\n")
 				for _, r := range rows {
-					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%s\n", r.GetLane(), r.GetOp(), r.GetBytes(), r.GetSectorsWritten(), r.GetSectorsRead(), r.GetAmplification(), lbaString(r.GetWrittenLbas(), 4))
+					op := r.GetOp()
+					if r.GetErrno() != 0 {
+						op += fmt.Sprintf(" (errno %d)", r.GetErrno())
+					} else if r.GetEntries() > 0 {
+						op += fmt.Sprintf(" (%d entries)", r.GetEntries())
+					}
+					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", r.GetLane(), op, r.GetBytes(), r.GetSectorsWritten(), r.GetSectorsRead(), r.GetAmplification(),
+						lbaString(r.GetWrittenLbas(), 4), lbaString(r.GetReadLbas(), 4))
 				}
 				if sum != nil {
 					for _, l := range sum.GetLayouts() {
@@ -86,8 +108,10 @@ func addBelowFS(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	}
 	pf := profile.Flags()
 	pf.StringVar(&lanes, "fs", "ext2", "ext* lane specs, comma-separated")
-	pf.StringArrayVar(&plan.Ops, "op", nil, "an op in the short form (repeatable; default the paper's Table 2 rows)")
-	pf.StringArrayVar(&plan.Setup, "setup", nil, "an op run once before the checkpoint (repeatable; default: create f)")
+	pf.StringArrayVar(&plan.Ops, "op", nil, `an op in the short form, or "ls [DIR]" / "find [DIR]" (lane-relative; "/" is the lane root) (repeatable; default the paper's Table 2 rows, then ls dir, find tree and find / for Table 4)`)
+	pf.StringArrayVar(&plan.Setup, "setup", nil, "an op run once before the checkpoint (repeatable; default: create f, then directory dir of --ls-files files and the nested tree of --tree-entries entries)")
+	pf.Int32Var(&plan.LsFiles, "ls-files", 0, fmt.Sprintf("files in the default setup's directory dir (default %d)", session.DefaultLsFiles))
+	pf.Int32Var(&plan.TreeEntries, "tree-entries", 0, fmt.Sprintf("entries in the default setup's nested tree (default %d)", session.DefaultTreeEntries))
 	pf.Int32Var(&plan.MemoryMib, "memory", 128, "guest RAM in MiB")
 
 	var creq themisv1.CorruptRequest

@@ -4035,11 +4035,20 @@ type ProfileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ext* lane specs (default ext2).
 	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
-	// Ops in opspec's short form (default: the paper's Table 2 rows).
+	// Ops in opspec's short form, plus the read-side commands "ls [DIR]" and
+	// "find [DIR]" (default: the paper's Table 2 rows, then ls dir, find tree
+	// and find / for Table 4).
 	Ops []string `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
-	// Ops run once before the checkpoint (default: create f, sync).
-	Setup         []string `protobuf:"bytes,3,rep,name=setup,proto3" json:"setup,omitempty"`
-	MemoryMib     int32    `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Ops run once before the checkpoint (default: create f, the ls directory
+	// and the find tree, sync).
+	Setup     []string `protobuf:"bytes,3,rep,name=setup,proto3" json:"setup,omitempty"`
+	MemoryMib int32    `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Files in the default setup's directory "dir" (default 8, at most 4096).
+	// Only with the default setup.
+	LsFiles int32 `protobuf:"varint,5,opt,name=ls_files,json=lsFiles,proto3" json:"ls_files,omitempty"`
+	// Entries in the default setup's nested tree "tree" (default 8, at most
+	// 4096). Only with the default setup.
+	TreeEntries   int32 `protobuf:"varint,6,opt,name=tree_entries,json=treeEntries,proto3" json:"tree_entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4102,13 +4111,31 @@ func (x *ProfileRequest) GetMemoryMib() int32 {
 	return 0
 }
 
+func (x *ProfileRequest) GetLsFiles() int32 {
+	if x != nil {
+		return x.LsFiles
+	}
+	return 0
+}
+
+func (x *ProfileRequest) GetTreeEntries() int32 {
+	if x != nil {
+		return x.TreeEntries
+	}
+	return 0
+}
+
 type LBARange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// First 512-byte sector and count.
 	First uint64 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
 	Count uint64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	// Structure holding it (superblock, group-descriptors, inode-table, data, ...).
-	Region        string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	Region string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	// In a profile row: the directory or file whose block (data or indirect)
+	// it is, "/"-rooted, as the image was at the checkpoint; empty for
+	// blocks no file held then.
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4164,6 +4191,13 @@ func (x *LBARange) GetRegion() string {
 	return ""
 }
 
+func (x *LBARange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 type ProfileRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -4172,13 +4206,19 @@ type ProfileRow struct {
 	Bytes          int64       `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	SectorsWritten int32       `protobuf:"varint,4,opt,name=sectors_written,json=sectorsWritten,proto3" json:"sectors_written,omitempty"`
 	WrittenLbas    []*LBARange `protobuf:"bytes,5,rep,name=written_lbas,json=writtenLbas,proto3" json:"written_lbas,omitempty"`
-	// Cold sectors read after drop caches + remount, minus the mount baseline.
+	// Cold sectors read after drop caches + remount (a stat and read of the
+	// op's path, or the whole ls/find), minus the mount baseline.
 	SectorsRead       int32   `protobuf:"varint,6,opt,name=sectors_read,json=sectorsRead,proto3" json:"sectors_read,omitempty"`
 	MountBaselineRead int32   `protobuf:"varint,7,opt,name=mount_baseline_read,json=mountBaselineRead,proto3" json:"mount_baseline_read,omitempty"`
 	Amplification     float64 `protobuf:"fixed64,8,opt,name=amplification,proto3" json:"amplification,omitempty"`
 	Errno             int32   `protobuf:"varint,9,opt,name=errno,proto3" json:"errno,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The sectors the cold read reached that the bare remount did not, in
+	// runs labelled by structure.
+	ReadLbas []*LBARange `protobuf:"bytes,10,rep,name=read_lbas,json=readLbas,proto3" json:"read_lbas,omitempty"`
+	// Entries an ls or find stat'ed (0 for other ops).
+	Entries       int64 `protobuf:"varint,11,opt,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProfileRow) Reset() {
@@ -4270,6 +4310,20 @@ func (x *ProfileRow) GetAmplification() float64 {
 func (x *ProfileRow) GetErrno() int32 {
 	if x != nil {
 		return x.Errno
+	}
+	return 0
+}
+
+func (x *ProfileRow) GetReadLbas() []*LBARange {
+	if x != nil {
+		return x.ReadLbas
+	}
+	return nil
+}
+
+func (x *ProfileRow) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
 	}
 	return 0
 }
@@ -5474,17 +5528,20 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x12ClockSweepResponse\x12*\n" +
 	"\x04cell\x18\x01 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.SweepSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"m\n" +
+	"\x05event\"\xab\x01\n" +
 	"\x0eProfileRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x10\n" +
 	"\x03ops\x18\x02 \x03(\tR\x03ops\x12\x14\n" +
 	"\x05setup\x18\x03 \x03(\tR\x05setup\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\"N\n" +
+	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\x12\x19\n" +
+	"\bls_files\x18\x05 \x01(\x05R\alsFiles\x12!\n" +
+	"\ftree_entries\x18\x06 \x01(\x05R\vtreeEntries\"b\n" +
 	"\bLBARange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x16\n" +
-	"\x06region\x18\x03 \x01(\tR\x06region\"\xb6\x02\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"\x82\x03\n" +
 	"\n" +
 	"ProfileRow\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
@@ -5495,7 +5552,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\fsectors_read\x18\x06 \x01(\x05R\vsectorsRead\x12.\n" +
 	"\x13mount_baseline_read\x18\a \x01(\x05R\x11mountBaselineRead\x12$\n" +
 	"\ramplification\x18\b \x01(\x01R\ramplification\x12\x14\n" +
-	"\x05errno\x18\t \x01(\x05R\x05errno\"~\n" +
+	"\x05errno\x18\t \x01(\x05R\x05errno\x120\n" +
+	"\tread_lbas\x18\n" +
+	" \x03(\v2\x13.themis.v1.LBARangeR\breadLbas\x12\x18\n" +
+	"\aentries\x18\v \x01(\x03R\aentries\"~\n" +
 	"\n" +
 	"LaneLayout\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12+\n" +
@@ -5774,63 +5834,64 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	48, // 59: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	50, // 60: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
 	53, // 61: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	53, // 62: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	53, // 63: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	55, // 64: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	54, // 65: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	56, // 66: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	66, // 67: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	59, // 68: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	60, // 69: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	63, // 70: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	63, // 71: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,  // 72: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 73: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 74: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 75: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 76: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 77: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 78: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 79: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 80: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 81: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 82: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 83: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 84: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 85: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 86: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	43, // 87: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	45, // 88: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	47, // 89: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	52, // 90: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	58, // 91: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	62, // 92: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,  // 93: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 94: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 95: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 96: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 97: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 98: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 99: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 100: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 101: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 102: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 103: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 104: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 105: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 106: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	42, // 107: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	44, // 108: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	46, // 109: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	51, // 110: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	57, // 111: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	61, // 112: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	64, // 113: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	93, // [93:114] is the sub-list for method output_type
-	72, // [72:93] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	53, // 62: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	53, // 63: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	53, // 64: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	55, // 65: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	54, // 66: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	56, // 67: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	66, // 68: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	59, // 69: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	60, // 70: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	63, // 71: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	63, // 72: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,  // 73: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 74: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 75: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 76: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 77: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 78: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 79: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 80: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 81: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 82: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 83: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 84: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 85: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 86: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 87: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	43, // 88: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	45, // 89: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	47, // 90: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	52, // 91: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	58, // 92: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	62, // 93: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,  // 94: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 95: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 96: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 97: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 98: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 99: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 100: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 101: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 102: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 103: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 104: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 105: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 106: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 107: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	42, // 108: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	44, // 109: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	46, // 110: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	51, // 111: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	57, // 112: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	61, // 113: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	64, // 114: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	94, // [94:115] is the sub-list for method output_type
+	73, // [73:94] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }

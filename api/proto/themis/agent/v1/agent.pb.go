@@ -235,6 +235,7 @@ type Request struct {
 	//	*Request_Exec
 	//	*Request_Kmsg
 	//	*Request_GetClock
+	//	*Request_Walk
 	Op            isRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -536,6 +537,15 @@ func (x *Request) GetGetClock() *GetClock {
 	return nil
 }
 
+func (x *Request) GetWalk() *Walk {
+	if x != nil {
+		if x, ok := x.Op.(*Request_Walk); ok {
+			return x.Walk
+		}
+	}
+	return nil
+}
+
 type isRequest_Op interface {
 	isRequest_Op()
 }
@@ -652,6 +662,10 @@ type Request_GetClock struct {
 	GetClock *GetClock `protobuf:"bytes,37,opt,name=get_clock,json=getClock,proto3,oneof"`
 }
 
+type Request_Walk struct {
+	Walk *Walk `protobuf:"bytes,38,opt,name=walk,proto3,oneof"`
+}
+
 func (*Request_Ping) isRequest_Op() {}
 
 func (*Request_Create) isRequest_Op() {}
@@ -708,6 +722,8 @@ func (*Request_Kmsg) isRequest_Op() {}
 
 func (*Request_GetClock) isRequest_Op() {}
 
+func (*Request_Walk) isRequest_Op() {}
+
 type Response struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -727,6 +743,7 @@ type Response struct {
 	//	*Response_Exec
 	//	*Response_Kmsg
 	//	*Response_Clock
+	//	*Response_Walk
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -869,6 +886,15 @@ func (x *Response) GetClock() *Timespec {
 	return nil
 }
 
+func (x *Response) GetWalk() *WalkResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Walk); ok {
+			return x.Walk
+		}
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -905,6 +931,10 @@ type Response_Clock struct {
 	Clock *Timespec `protobuf:"bytes,17,opt,name=clock,proto3,oneof"`
 }
 
+type Response_Walk struct {
+	Walk *WalkResult `protobuf:"bytes,18,opt,name=walk,proto3,oneof"`
+}
+
 func (*Response_Ping) isResponse_Result() {}
 
 func (*Response_Stat) isResponse_Result() {}
@@ -920,6 +950,8 @@ func (*Response_Exec) isResponse_Result() {}
 func (*Response_Kmsg) isResponse_Result() {}
 
 func (*Response_Clock) isResponse_Result() {}
+
+func (*Response_Walk) isResponse_Result() {}
 
 type Timespec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2838,6 +2870,157 @@ func (x *ReadFileResult) GetEof() bool {
 	return false
 }
 
+// Walk looks at a directory the way ls -l and find -ls do, reading no file
+// contents and no symlink targets: lstat(2) of path; if it is a directory,
+// getdents(2) of it and lstat of each entry (ls); with recursive, the same
+// for every directory below, each read whole and its entries stat'ed before
+// descending (find). Symlinks are never followed; directories are opened
+// with O_NOATIME. The walk fails rather than report a partial count: E2BIG
+// when it would stat more than max_entries entries, ELOOP when it would
+// read a directory deeper than max_depth.
+type Walk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Path  string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Descend into subdirectories (find); otherwise only path's own entries (ls).
+	Recursive bool `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	// Most entries to stat, path excluded (0: 65536, the cap; more is EINVAL).
+	MaxEntries uint32 `protobuf:"varint,4,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"`
+	// Deepest directory to read, path being depth 0 (0: 64, the cap; more is
+	// EINVAL). Ignored without recursive.
+	MaxDepth      uint32 `protobuf:"varint,5,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Walk) Reset() {
+	*x = Walk{}
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Walk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Walk) ProtoMessage() {}
+
+func (x *Walk) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Walk.ProtoReflect.Descriptor instead.
+func (*Walk) Descriptor() ([]byte, []int) {
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Walk) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *Walk) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Walk) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+func (x *Walk) GetMaxEntries() uint32 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+func (x *Walk) GetMaxDepth() uint32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+type WalkResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries stat'ed, path excluded.
+	Entries uint64 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
+	// Directories read, path included (0 when path is not a directory).
+	Directories uint64 `protobuf:"varint,2,opt,name=directories,proto3" json:"directories,omitempty"`
+	// Depth of the deepest directory read (0: path only).
+	Depth         uint32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalkResult) Reset() {
+	*x = WalkResult{}
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalkResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalkResult) ProtoMessage() {}
+
+func (x *WalkResult) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalkResult.ProtoReflect.Descriptor instead.
+func (*WalkResult) Descriptor() ([]byte, []int) {
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *WalkResult) GetEntries() uint64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *WalkResult) GetDirectories() uint64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+func (x *WalkResult) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
 // Fingerprint walks a lane without following symlinks.
 type Fingerprint struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2862,7 +3045,7 @@ type Fingerprint struct {
 
 func (x *Fingerprint) Reset() {
 	*x = Fingerprint{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3057,7 @@ func (x *Fingerprint) String() string {
 func (*Fingerprint) ProtoMessage() {}
 
 func (x *Fingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3070,7 @@ func (x *Fingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fingerprint.ProtoReflect.Descriptor instead.
 func (*Fingerprint) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Fingerprint) GetLane() string {
@@ -2940,7 +3123,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3135,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3148,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Entry) GetPath() string {
@@ -3064,7 +3247,7 @@ type FingerprintResult struct {
 
 func (x *FingerprintResult) Reset() {
 	*x = FingerprintResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3259,7 @@ func (x *FingerprintResult) String() string {
 func (*FingerprintResult) ProtoMessage() {}
 
 func (x *FingerprintResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3272,7 @@ func (x *FingerprintResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintResult.ProtoReflect.Descriptor instead.
 func (*FingerprintResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FingerprintResult) GetRoot() []byte {
@@ -3127,7 +3310,7 @@ type Exec struct {
 
 func (x *Exec) Reset() {
 	*x = Exec{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3322,7 @@ func (x *Exec) String() string {
 func (*Exec) ProtoMessage() {}
 
 func (x *Exec) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3335,7 @@ func (x *Exec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exec.ProtoReflect.Descriptor instead.
 func (*Exec) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Exec) GetLane() string {
@@ -3196,7 +3379,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3391,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3404,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -3262,7 +3445,7 @@ type Kmsg struct {
 
 func (x *Kmsg) Reset() {
 	*x = Kmsg{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3457,7 @@ func (x *Kmsg) String() string {
 func (*Kmsg) ProtoMessage() {}
 
 func (x *Kmsg) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3470,7 @@ func (x *Kmsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Kmsg.ProtoReflect.Descriptor instead.
 func (*Kmsg) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Kmsg) GetAfterSeq() uint64 {
@@ -3308,7 +3491,7 @@ type KmsgLine struct {
 
 func (x *KmsgLine) Reset() {
 	*x = KmsgLine{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3503,7 @@ func (x *KmsgLine) String() string {
 func (*KmsgLine) ProtoMessage() {}
 
 func (x *KmsgLine) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3516,7 @@ func (x *KmsgLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KmsgLine.ProtoReflect.Descriptor instead.
 func (*KmsgLine) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KmsgLine) GetSeq() uint64 {
@@ -3366,7 +3549,7 @@ type KmsgResult struct {
 
 func (x *KmsgResult) Reset() {
 	*x = KmsgResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3561,7 @@ func (x *KmsgResult) String() string {
 func (*KmsgResult) ProtoMessage() {}
 
 func (x *KmsgResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3574,7 @@ func (x *KmsgResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KmsgResult.ProtoReflect.Descriptor instead.
 func (*KmsgResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KmsgResult) GetLines() []*KmsgLine {
@@ -3405,7 +3588,7 @@ var File_themis_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xd2\v\n" +
+	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xff\v\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
 	"\x04ping\x18\n" +
@@ -3437,8 +3620,9 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\vfingerprint\x18\" \x01(\v2\x1c.themis.agent.v1.FingerprintH\x00R\vfingerprint\x12+\n" +
 	"\x04exec\x18# \x01(\v2\x15.themis.agent.v1.ExecH\x00R\x04exec\x12+\n" +
 	"\x04kmsg\x18$ \x01(\v2\x15.themis.agent.v1.KmsgH\x00R\x04kmsg\x128\n" +
-	"\tget_clock\x18% \x01(\v2\x19.themis.agent.v1.GetClockH\x00R\bgetClockB\x04\n" +
-	"\x02op\"\xa8\x04\n" +
+	"\tget_clock\x18% \x01(\v2\x19.themis.agent.v1.GetClockH\x00R\bgetClock\x12+\n" +
+	"\x04walk\x18& \x01(\v2\x15.themis.agent.v1.WalkH\x00R\x04walkB\x04\n" +
+	"\x02op\"\xdb\x04\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05errno\x18\x02 \x01(\x05R\x05errno\x12\x14\n" +
@@ -3452,7 +3636,8 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\vfingerprint\x18\x0e \x01(\v2\".themis.agent.v1.FingerprintResultH\x00R\vfingerprint\x121\n" +
 	"\x04exec\x18\x0f \x01(\v2\x1b.themis.agent.v1.ExecResultH\x00R\x04exec\x121\n" +
 	"\x04kmsg\x18\x10 \x01(\v2\x1b.themis.agent.v1.KmsgResultH\x00R\x04kmsg\x121\n" +
-	"\x05clock\x18\x11 \x01(\v2\x19.themis.agent.v1.TimespecH\x00R\x05clockB\b\n" +
+	"\x05clock\x18\x11 \x01(\v2\x19.themis.agent.v1.TimespecH\x00R\x05clock\x121\n" +
+	"\x04walk\x18\x12 \x01(\v2\x1b.themis.agent.v1.WalkResultH\x00R\x04walkB\b\n" +
 	"\x06result\"0\n" +
 	"\bTimespec\x12\x10\n" +
 	"\x03sec\x18\x01 \x01(\x03R\x03sec\x12\x12\n" +
@@ -3589,7 +3774,19 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x06length\x18\x04 \x01(\x03R\x06length\"6\n" +
 	"\x0eReadFileResult\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x10\n" +
-	"\x03eof\x18\x02 \x01(\bR\x03eof\"\x87\x01\n" +
+	"\x03eof\x18\x02 \x01(\bR\x03eof\"\x8a\x01\n" +
+	"\x04Walk\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
+	"\trecursive\x18\x03 \x01(\bR\trecursive\x12\x1f\n" +
+	"\vmax_entries\x18\x04 \x01(\rR\n" +
+	"maxEntries\x12\x1b\n" +
+	"\tmax_depth\x18\x05 \x01(\rR\bmaxDepth\"^\n" +
+	"\n" +
+	"WalkResult\x12\x18\n" +
+	"\aentries\x18\x01 \x01(\x04R\aentries\x12 \n" +
+	"\vdirectories\x18\x02 \x01(\x04R\vdirectories\x12\x14\n" +
+	"\x05depth\x18\x03 \x01(\rR\x05depth\"\x87\x01\n" +
 	"\vFingerprint\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x126\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
@@ -3662,7 +3859,7 @@ func file_themis_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_themis_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_themis_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_themis_agent_v1_agent_proto_goTypes = []any{
 	(Kind)(0),                 // 0: themis.agent.v1.Kind
 	(TimeMode)(0),             // 1: themis.agent.v1.TimeMode
@@ -3700,14 +3897,16 @@ var file_themis_agent_v1_agent_proto_goTypes = []any{
 	(*ReadlinkResult)(nil),    // 33: themis.agent.v1.ReadlinkResult
 	(*ReadFile)(nil),          // 34: themis.agent.v1.ReadFile
 	(*ReadFileResult)(nil),    // 35: themis.agent.v1.ReadFileResult
-	(*Fingerprint)(nil),       // 36: themis.agent.v1.Fingerprint
-	(*Entry)(nil),             // 37: themis.agent.v1.Entry
-	(*FingerprintResult)(nil), // 38: themis.agent.v1.FingerprintResult
-	(*Exec)(nil),              // 39: themis.agent.v1.Exec
-	(*ExecResult)(nil),        // 40: themis.agent.v1.ExecResult
-	(*Kmsg)(nil),              // 41: themis.agent.v1.Kmsg
-	(*KmsgLine)(nil),          // 42: themis.agent.v1.KmsgLine
-	(*KmsgResult)(nil),        // 43: themis.agent.v1.KmsgResult
+	(*Walk)(nil),              // 36: themis.agent.v1.Walk
+	(*WalkResult)(nil),        // 37: themis.agent.v1.WalkResult
+	(*Fingerprint)(nil),       // 38: themis.agent.v1.Fingerprint
+	(*Entry)(nil),             // 39: themis.agent.v1.Entry
+	(*FingerprintResult)(nil), // 40: themis.agent.v1.FingerprintResult
+	(*Exec)(nil),              // 41: themis.agent.v1.Exec
+	(*ExecResult)(nil),        // 42: themis.agent.v1.ExecResult
+	(*Kmsg)(nil),              // 43: themis.agent.v1.Kmsg
+	(*KmsgLine)(nil),          // 44: themis.agent.v1.KmsgLine
+	(*KmsgResult)(nil),        // 45: themis.agent.v1.KmsgResult
 }
 var file_themis_agent_v1_agent_proto_depIdxs = []int32{
 	6,  // 0: themis.agent.v1.Request.ping:type_name -> themis.agent.v1.Ping
@@ -3734,39 +3933,41 @@ var file_themis_agent_v1_agent_proto_depIdxs = []int32{
 	30, // 21: themis.agent.v1.Request.stat:type_name -> themis.agent.v1.Stat
 	32, // 22: themis.agent.v1.Request.readlink:type_name -> themis.agent.v1.Readlink
 	34, // 23: themis.agent.v1.Request.read_file:type_name -> themis.agent.v1.ReadFile
-	36, // 24: themis.agent.v1.Request.fingerprint:type_name -> themis.agent.v1.Fingerprint
-	39, // 25: themis.agent.v1.Request.exec:type_name -> themis.agent.v1.Exec
-	41, // 26: themis.agent.v1.Request.kmsg:type_name -> themis.agent.v1.Kmsg
+	38, // 24: themis.agent.v1.Request.fingerprint:type_name -> themis.agent.v1.Fingerprint
+	41, // 25: themis.agent.v1.Request.exec:type_name -> themis.agent.v1.Exec
+	43, // 26: themis.agent.v1.Request.kmsg:type_name -> themis.agent.v1.Kmsg
 	29, // 27: themis.agent.v1.Request.get_clock:type_name -> themis.agent.v1.GetClock
-	7,  // 28: themis.agent.v1.Response.ping:type_name -> themis.agent.v1.PingResult
-	31, // 29: themis.agent.v1.Response.stat:type_name -> themis.agent.v1.StatResult
-	33, // 30: themis.agent.v1.Response.readlink:type_name -> themis.agent.v1.ReadlinkResult
-	35, // 31: themis.agent.v1.Response.read_file:type_name -> themis.agent.v1.ReadFileResult
-	38, // 32: themis.agent.v1.Response.fingerprint:type_name -> themis.agent.v1.FingerprintResult
-	40, // 33: themis.agent.v1.Response.exec:type_name -> themis.agent.v1.ExecResult
-	43, // 34: themis.agent.v1.Response.kmsg:type_name -> themis.agent.v1.KmsgResult
-	5,  // 35: themis.agent.v1.Response.clock:type_name -> themis.agent.v1.Timespec
-	2,  // 36: themis.agent.v1.TimeValue.kind:type_name -> themis.agent.v1.TimeValue.Kind
-	5,  // 37: themis.agent.v1.TimeValue.time:type_name -> themis.agent.v1.Timespec
-	21, // 38: themis.agent.v1.Utimens.atime:type_name -> themis.agent.v1.TimeValue
-	21, // 39: themis.agent.v1.Utimens.mtime:type_name -> themis.agent.v1.TimeValue
-	5,  // 40: themis.agent.v1.SetClock.time:type_name -> themis.agent.v1.Timespec
-	0,  // 41: themis.agent.v1.StatResult.kind:type_name -> themis.agent.v1.Kind
-	5,  // 42: themis.agent.v1.StatResult.atime:type_name -> themis.agent.v1.Timespec
-	5,  // 43: themis.agent.v1.StatResult.mtime:type_name -> themis.agent.v1.Timespec
-	5,  // 44: themis.agent.v1.StatResult.ctime:type_name -> themis.agent.v1.Timespec
-	1,  // 45: themis.agent.v1.Fingerprint.time_mode:type_name -> themis.agent.v1.TimeMode
-	0,  // 46: themis.agent.v1.Entry.kind:type_name -> themis.agent.v1.Kind
-	5,  // 47: themis.agent.v1.Entry.atime:type_name -> themis.agent.v1.Timespec
-	5,  // 48: themis.agent.v1.Entry.mtime:type_name -> themis.agent.v1.Timespec
-	5,  // 49: themis.agent.v1.Entry.ctime:type_name -> themis.agent.v1.Timespec
-	37, // 50: themis.agent.v1.FingerprintResult.leaves:type_name -> themis.agent.v1.Entry
-	42, // 51: themis.agent.v1.KmsgResult.lines:type_name -> themis.agent.v1.KmsgLine
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	36, // 28: themis.agent.v1.Request.walk:type_name -> themis.agent.v1.Walk
+	7,  // 29: themis.agent.v1.Response.ping:type_name -> themis.agent.v1.PingResult
+	31, // 30: themis.agent.v1.Response.stat:type_name -> themis.agent.v1.StatResult
+	33, // 31: themis.agent.v1.Response.readlink:type_name -> themis.agent.v1.ReadlinkResult
+	35, // 32: themis.agent.v1.Response.read_file:type_name -> themis.agent.v1.ReadFileResult
+	40, // 33: themis.agent.v1.Response.fingerprint:type_name -> themis.agent.v1.FingerprintResult
+	42, // 34: themis.agent.v1.Response.exec:type_name -> themis.agent.v1.ExecResult
+	45, // 35: themis.agent.v1.Response.kmsg:type_name -> themis.agent.v1.KmsgResult
+	5,  // 36: themis.agent.v1.Response.clock:type_name -> themis.agent.v1.Timespec
+	37, // 37: themis.agent.v1.Response.walk:type_name -> themis.agent.v1.WalkResult
+	2,  // 38: themis.agent.v1.TimeValue.kind:type_name -> themis.agent.v1.TimeValue.Kind
+	5,  // 39: themis.agent.v1.TimeValue.time:type_name -> themis.agent.v1.Timespec
+	21, // 40: themis.agent.v1.Utimens.atime:type_name -> themis.agent.v1.TimeValue
+	21, // 41: themis.agent.v1.Utimens.mtime:type_name -> themis.agent.v1.TimeValue
+	5,  // 42: themis.agent.v1.SetClock.time:type_name -> themis.agent.v1.Timespec
+	0,  // 43: themis.agent.v1.StatResult.kind:type_name -> themis.agent.v1.Kind
+	5,  // 44: themis.agent.v1.StatResult.atime:type_name -> themis.agent.v1.Timespec
+	5,  // 45: themis.agent.v1.StatResult.mtime:type_name -> themis.agent.v1.Timespec
+	5,  // 46: themis.agent.v1.StatResult.ctime:type_name -> themis.agent.v1.Timespec
+	1,  // 47: themis.agent.v1.Fingerprint.time_mode:type_name -> themis.agent.v1.TimeMode
+	0,  // 48: themis.agent.v1.Entry.kind:type_name -> themis.agent.v1.Kind
+	5,  // 49: themis.agent.v1.Entry.atime:type_name -> themis.agent.v1.Timespec
+	5,  // 50: themis.agent.v1.Entry.mtime:type_name -> themis.agent.v1.Timespec
+	5,  // 51: themis.agent.v1.Entry.ctime:type_name -> themis.agent.v1.Timespec
+	39, // 52: themis.agent.v1.FingerprintResult.leaves:type_name -> themis.agent.v1.Entry
+	44, // 53: themis.agent.v1.KmsgResult.lines:type_name -> themis.agent.v1.KmsgLine
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_themis_agent_v1_agent_proto_init() }
@@ -3803,6 +4004,7 @@ func file_themis_agent_v1_agent_proto_init() {
 		(*Request_Exec)(nil),
 		(*Request_Kmsg)(nil),
 		(*Request_GetClock)(nil),
+		(*Request_Walk)(nil),
 	}
 	file_themis_agent_v1_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*Response_Ping)(nil),
@@ -3813,6 +4015,7 @@ func file_themis_agent_v1_agent_proto_init() {
 		(*Response_Exec)(nil),
 		(*Response_Kmsg)(nil),
 		(*Response_Clock)(nil),
+		(*Response_Walk)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3820,7 +4023,7 @@ func file_themis_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_agent_v1_agent_proto_rawDesc), len(file_themis_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
