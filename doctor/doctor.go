@@ -74,6 +74,8 @@ var tools = []Tool{
 	{Name: "e2fsck", Package: "e2fsprogs"},
 	{Name: "debugfs", Package: "e2fsprogs"},
 	{Name: "mkfs.vfat", Package: "dosfstools"},
+	{Name: "mkfs.btrfs", Package: "btrfs-progs"},
+	{Name: "btrfs", Package: "btrfs-progs"},
 	{Name: "dpkg-deb", Package: "dpkg"},
 	{Name: "apt-get", Package: "apt"},
 }

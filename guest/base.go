@@ -162,7 +162,10 @@ func mkfsArgs(spec LaneSpec) (args, env []string, err error) {
 		if spec.Options["mixed"] != "0" {
 			args = append(args, "--mixed")
 		}
-		return args, nil, nil
+		// mkfs.btrfs refuses a -U UUID that libblkid's cache already knows,
+		// and the cache remembers image files earlier tools probed (our own
+		// base images among them): no cache.
+		return args, []string{"BLKID_FILE=/dev/null"}, nil
 	case "vfat":
 		args = []string{"--invariant", "-i", BaseVolumeID}
 		if ft, ok := spec.Options["fat"]; ok {

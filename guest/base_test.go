@@ -21,7 +21,7 @@ func TestMakeBaseReproducible(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		spec      string
-		inodeSize int // checked with dumpe2fs; 0 for vfat
+		inodeSize int // checked with dumpe2fs; 0 for vfat and btrfs
 	}{
 		{"ext2", 128},
 		{"ext4", 256},
@@ -30,6 +30,8 @@ func TestMakeBaseReproducible(t *testing.T) {
 		{"ext3:block_size=4096", 256},
 		{"vfat", 0},
 		{"vfat:fat=32:size=64", 0},
+		{"btrfs", 0},
+		{"btrfs:mixed=0:size=128", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -72,8 +74,12 @@ func TestMakeBaseReproducible(t *testing.T) {
 			if st.Mode().Perm() != 0o444 {
 				t.Errorf("base image mode %v, want read-only", st.Mode())
 			}
-			if spec.FS == "vfat" {
+			switch spec.FS {
+			case "vfat":
 				checkVfat(t, paths[0])
+				return
+			case "btrfs":
+				checkBtrfs(t, paths[0], spec)
 				return
 			}
 			checkExt(t, paths[0], spec, tt.inodeSize)
@@ -114,6 +120,32 @@ func checkExt(t *testing.T, img string, spec LaneSpec, inodeSize int) {
 	}
 	if bs, ok := spec.Options["block_size"]; ok && !regexp.MustCompile("Block size:\\s+"+bs+"\n").Match(out) {
 		t.Errorf("%s: block size not %s", spec, bs)
+	}
+}
+
+// checkBtrfs checks a btrfs base image with btrfs check and reads its
+// pinned identity back with dump-super.
+func checkBtrfs(t *testing.T, img string, spec LaneSpec) {
+	t.Helper()
+	bin, err := lookTool("btrfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "check", "--readonly", img).CombinedOutput(); err != nil {
+		t.Errorf("btrfs check --readonly %s: %v\n%s", img, err, out)
+	}
+	out, err := exec.Command(bin, "inspect-internal", "dump-super", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump-super: %v\n%s", err, out)
+	}
+	want := []string{"fsid\\s+" + BaseUUID + "\n", "dev_item.uuid\\s+" + BaseBtrfsDevUUID + "\n", "csum_type\\s+0 \\(crc32c\\)"}
+	if mixed := bytes.Contains(out, []byte("MIXED_GROUPS")); mixed != (spec.Options["mixed"] == "1") {
+		t.Errorf("%s: MIXED_GROUPS = %v", spec, mixed)
+	}
+	for _, w := range want {
+		if !regexp.MustCompile(w).Match(out) {
+			t.Errorf("dump-super %s: no match for %q in\n%s", spec, w, out)
+		}
 	}
 }
 
@@ -214,7 +246,7 @@ func TestToolPackage(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
 		"mkfs.ext2": "e2fsprogs", "mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs",
-		"mkfs.vfat": "dosfstools", "apt-get": "apt", "dpkg-deb": "dpkg", "xz": "xz-utils",
+		"mkfs.vfat": "dosfstools", "mkfs.btrfs": "btrfs-progs", "btrfs": "btrfs-progs", "apt-get": "apt", "dpkg-deb": "dpkg", "xz": "xz-utils",
 	}
 	for tool, want := range tests {
 		if got := toolPackage(tool); got != want {

@@ -35,10 +35,12 @@
 // # Base images
 //
 // [ParseLaneSpec] reads a lane spec ("ext2", "ext4:inode_size=128", "vfat",
-// ...) and [MakeBase] makes the lane's empty filesystem image on the host
-// with mkfs, pinning everything that would otherwise vary between runs (time,
-// UUID, hash seed, root owner, volume id), so the same spec and tool version
-// give a byte-identical image. Base images are cached under
+// "btrfs", ...) and [MakeBase] makes the lane's empty filesystem image on the
+// host with mkfs, pinning everything that would otherwise vary between runs
+// (time, UUID, hash seed, root owner, volume id; for btrfs, whose mkfs takes
+// only the filesystem UUID, the device, chunk tree and subvolume UUIDs and
+// the times are rewritten afterwards with btrfs.Pin), so the same spec and
+// tool version give a byte-identical image. Base images are cached under
 // <cache>/bases/<key>.img and must be treated as read-only by callers (wrap
 // them in an overlay).
 //

@@ -24,6 +24,14 @@ func TestParseLaneSpec(t *testing.T) {
 		{in: "ext4:name=new:inode_size=512:size=32:block_size=1024",
 			want: LaneSpec{Name: "new", FS: "ext4", InodeSize: 512, SizeMiB: 32, Options: map[string]string{"block_size": "1024"}}},
 		{in: "vfat:fat=32:size=64", want: LaneSpec{Name: "vfat:fat=32:size=64", FS: "vfat", SizeMiB: 64, Options: map[string]string{"fat": "32"}}},
+		{in: "btrfs", want: LaneSpec{Name: "btrfs", FS: "btrfs", SizeMiB: 32, Options: map[string]string{"mixed": "1"}}},
+		{in: "btrfs:size=16", want: LaneSpec{Name: "btrfs:size=16", FS: "btrfs", SizeMiB: 16, Options: map[string]string{"mixed": "1"}}},
+		{in: "btrfs:mixed=0:size=128:name=b", want: LaneSpec{Name: "b", FS: "btrfs", SizeMiB: 128, Options: map[string]string{"mixed": "0"}}},
+		{in: "btrfs:size=15", wantErr: "at least 16 MiB with mixed=1"},
+		{in: "btrfs:mixed=0", wantErr: "at least 109 MiB with mixed=0"},
+		{in: "btrfs:mixed=2", wantErr: "mixed=2: want 0 or 1"},
+		{in: "btrfs:inode_size=256", wantErr: `unknown option "inode_size" for btrfs`},
+		{in: "ext4:mixed=1", wantErr: `unknown option "mixed"`},
 		{in: "overlay", want: LaneSpec{Name: "overlay", FS: "overlay", SizeMiB: 8}},
 		{in: "overlay:name=ov:size=16", want: LaneSpec{Name: "ov", FS: "overlay", SizeMiB: 16}},
 		{in: "overlay:inode_size=256", wantErr: `unknown option "inode_size" for overlay`},
@@ -75,6 +83,9 @@ func TestLaneSpecString(t *testing.T) {
 		{"vfat", "vfat:size=16"},
 		{"vfat:fat=12", "vfat:size=16:fat=12"},
 		{"overlay:name=ov", "overlay:size=8"},
+		{"btrfs", "btrfs:size=32:mixed=1"},
+		{"btrfs:mixed=1:size=32", "btrfs:size=32:mixed=1"},
+		{"btrfs:mixed=0:size=200", "btrfs:size=200:mixed=0"},
 	}
 	for _, tt := range tests {
 		spec, err := ParseLaneSpec(tt.in)
@@ -109,7 +120,8 @@ func TestParseLaneSpecs(t *testing.T) {
 		{in: "ext2,ext2", wantErr: `duplicate lane name "ext2"`},
 		{in: "ext2:name=x,ext4:name=x", wantErr: `duplicate lane name "x"`},
 		{in: "ext2,,ext4", wantErr: "unknown filesystem"},
-		{in: "ext2,btrfs", wantErr: `unknown filesystem "btrfs"`},
+		{in: "ext2,btrfs", wantNames: []string{"ext2", "btrfs"}},
+		{in: "ext2,zfs", wantErr: `unknown filesystem "zfs"`},
 		{in: " ", wantErr: "empty lane spec list"},
 	}
 	for _, tt := range tests {

@@ -125,6 +125,9 @@ func buildBlast(p *page, results []BlastResult) {
 			if len(b.KernelLog) > 0 {
 				title += "; kernel: " + b.KernelLog[0]
 			}
+			if b.Class == "n/a" {
+				where, title = "", b.Field // nothing was flipped
+			}
 			row.Cells = append(row.Cells, cellView{Class: classClass(b.Class), Name: b.Class, Where: where, Title: title})
 		}
 		p.BlastRows = append(p.BlastRows, row)
@@ -134,6 +137,11 @@ func buildBlast(p *page, results []BlastResult) {
 			Where: strings.TrimSpace(b.Region + " " + b.Field), Class: b.Class, ClassClass: classClass(b.Class),
 			Mount: "mounted", Fsck: "clean", FsckClean: b.FsckClean, FsckTitle: b.FsckSummary,
 			Affected: strings.Join(b.Affected, " "), KernelLog: strings.Join(b.KernelLog, "\n")}
+		if b.Class == "n/a" {
+			d.Bit, d.Mount, d.Fsck = "-", "-", "-"
+			p.BlastDetails = append(p.BlastDetails, d)
+			continue
+		}
 		if !b.Mounted {
 			d.Mount = "failed"
 			if b.MountError != "" {
@@ -213,6 +221,7 @@ td.c-fatal small { color: #fde0dd; }
 .c-silent-metadata { background: #c2a5cf; }
 .c-silent-content { background: #e7d4e8; }
 .c-none { background: #f0f0f0; }
+.c-na { background: #fff; color: #7f7f7f; }
 .c-other { background: #fff; }
 </style>
 </head>
@@ -351,7 +360,7 @@ td.c-fatal small { color: #fde0dd; }
 <ul class="legend">{{range .Classes}}<li><span class="sw {{.CSS}}"></span>{{.Class}} ({{.Count}}): {{.Meaning}}</li>{{end}}</ul>
 <h3>Details</h3>
 <table id="blast-radius-details">
-<thead><tr><th>lane</th><th>target</th><th>LBA:byte.bit</th><th>region / field</th><th>class</th><th>mount</th><th>e2fsck -fn</th><th>affected</th><th>kernel log</th></tr></thead>
+<thead><tr><th>lane</th><th>target</th><th>LBA:byte.bit</th><th>region / field</th><th>class</th><th>mount</th><th>fsck</th><th>affected</th><th>kernel log</th></tr></thead>
 <tbody>
 {{- range .BlastDetails}}
 <tr><td>{{.Lane}}</td><td>{{.Target}}</td><td>{{.Bit}}</td><td>{{.Where}}</td><td class="{{.ClassClass}}">{{.Class}}</td><td>{{.Mount}}</td><td title="{{.FsckTitle}}">{{.Fsck}}</td><td>{{.Affected}}</td><td class="kmsg">{{.KernelLog}}</td></tr>

@@ -71,7 +71,8 @@ type BlastResult struct {
 	Affected []string `json:"affected,omitempty"`
 	// ReadErrno is the first errno reading an affected file (0: none).
 	ReadErrno int32 `json:"read_errno,omitempty"`
-	// FsckClean is e2fsck -fn's verdict; FsckSummary its last lines.
+	// FsckClean is the host fsck's verdict (e2fsck -fn, btrfs check
+	// --readonly --check-data-csum); FsckSummary its last lines.
 	FsckClean   bool   `json:"fsck_clean"`
 	FsckSummary string `json:"fsck_summary,omitempty"`
 	// Class is the blast-radius class: one of Classes.
@@ -102,10 +103,11 @@ type Class struct {
 var Classes = []Class{
 	{"fatal", "the mount fails"},
 	{"namespace-loss", "paths vanish while the filesystem stays mounted"},
-	{"detected", "an ext*-fs error in the kernel log, or EIO/EUCLEAN/EBADMSG reading an affected file"},
+	{"detected", "a filesystem error in the kernel log (EXTn-fs error, BTRFS checksum failure), or EIO/EUCLEAN/EBADMSG reading an affected file"},
 	{"silent-metadata", "a path's metadata (size, mode, links, ...) changed, no error"},
 	{"silent-content", "only file content changed, no error"},
 	{"none", "nothing observable changed"},
+	{"n/a", "the lane's filesystem has no such structure (an ext2/3/4 field on btrfs): nothing flipped"},
 }
 
 // Render writes r as one self-contained HTML page to w.
@@ -144,6 +146,9 @@ func kindClass(kind string) string {
 }
 
 func classClass(class string) string {
+	if class == "n/a" {
+		return "c-na" // '/' does not belong in a CSS class
+	}
 	for _, c := range Classes {
 		if c.Name == class {
 			return "c-" + class

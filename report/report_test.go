@@ -103,6 +103,12 @@ func TestRenderStructure(t *testing.T) {
 		{Lane: "ext2", Target: "data:d/f:0:0", LBA: 1026, Mounted: true, Class: "silent-content"},
 		{Lane: "ext2", Target: "gd.bg_inode_table", LBA: 4, Mounted: true, Class: "weird"},
 	}}
+	notApplicable := &Report{Blast: []BlastResult{
+		{Lane: "ext2", Target: "data:d/f:0:0", LBA: 1026, Mounted: true, Class: "silent-content"},
+		{Lane: "btrfs", Target: "data:d/f:0:0", LBA: 10344, Region: "data+metadata", Mounted: true, ReadErrno: 5, Class: "detected"},
+		{Lane: "ext2", Target: "superblock.magic", LBA: 2, Offset: 56, Class: "fatal"},
+		{Lane: "btrfs", Target: "superblock.magic", Field: "btrfs has no ext2/3/4 superblock field", Class: "n/a"},
+	}}
 	for _, tt := range []struct {
 		name string
 		r    *Report
@@ -114,6 +120,7 @@ func TestRenderStructure(t *testing.T) {
 		{"layout without the parsed view", noParsed},
 		{"failed and metadata rows", failed},
 		{"blast only, ragged", oneLaneBlast},
+		{"blast with n/a", notApplicable},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -243,5 +250,26 @@ func TestChromium(t *testing.T) {
 		if !strings.Contains(dom, id) {
 			t.Errorf("Chromium's DOM lacks %s", id)
 		}
+	}
+}
+
+// TestRenderNotApplicable: an n/a cell says why and names no LBA, with a
+// CSS class that is a valid identifier; its details row shows no bit.
+func TestRenderNotApplicable(t *testing.T) {
+	t.Parallel()
+	page := string(render(t, &Report{Blast: []BlastResult{
+		{Lane: "btrfs", Target: "superblock.magic", Field: "btrfs has no ext2/3/4 superblock field", Class: "n/a"},
+	}}))
+	for _, s := range []string{
+		`<td class="c-na" title="btrfs has no ext2/3/4 superblock field">n/a<small></small></td>`,
+		`<td>btrfs</td><td>superblock.magic</td><td>-</td>`,
+		`n/a (1): the lane&#39;s filesystem has no such structure`,
+	} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %s", s)
+		}
+	}
+	if strings.Contains(page, "LBA 0") {
+		t.Error("an n/a cell names an LBA")
 	}
 }

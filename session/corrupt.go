@@ -636,8 +636,8 @@ func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corrup
 		flips := make([]flip, len(targets))
 		na := make([]string, len(targets)) // why target j does not apply here
 		for j, t := range targets {
-			if err := t.t.AppliesTo(fsName); err != nil {
-				na[j] = err.Error()
+			if t.t.AppliesTo(fsName) != nil {
+				na[j] = fmt.Sprintf("%s has no ext2/3/4 %s", fsName, extOnly[t.t.Kind])
 				continue
 			}
 			var f flip
@@ -871,7 +871,8 @@ func (c *corrupter) one(ctx context.Context, i int, text string, f flip, cf *obs
 
 // compare fills r.Affected and r.ReadErrno from the flipped observation
 // against the counterfactual. When the flipped walk failed (a directory
-// the kernel refuses to read), every counterfactual path is stat'ed.
+// the kernel refuses to read, a file whose data fails its checksum), every
+// counterfactual path is stat'ed and every regular file read.
 func (c *corrupter) compare(ctx context.Context, lane string, cf, o *observation, r *CorruptResult) (vanished, meta, content bool, err error) {
 	mode := agentv1.TimeMode_TIME_MODE_NONE
 	got := o.leaves
@@ -888,6 +889,17 @@ func (c *corrupter) compare(ctx context.Context, lane string, cf, o *observation
 			s := st.GetStat()
 			e := &agentv1.Entry{Path: p, Kind: s.GetKind(), Mode: s.GetMode(), Uid: s.GetUid(), Gid: s.GetGid(), Nlink: s.GetNlink(), Size: s.GetSize(),
 				ContentHash: cf.leaves[p].GetContentHash()}
+			if s.GetKind() == agentv1.Kind_KIND_REGULAR {
+				// The walk may have failed on this file's content (EIO on
+				// a data checksum): a file that cannot be read is affected.
+				errno, err := c.readAll(ctx, lane, p)
+				if err != nil {
+					return false, false, false, err
+				}
+				if errno != 0 {
+					e.ContentHash = nil
+				}
+			}
 			got[p] = e
 		}
 	}

@@ -1,13 +1,17 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
 )
@@ -91,6 +95,7 @@ func TestValidateCorrupt(t *testing.T) {
 		{CorruptOptions{Targets: []string{"nope"}}, "targets[0]"},
 		{CorruptOptions{Lanes: []string{"ext2", "vfat"}}, "lanes[1]"},
 		{CorruptOptions{Setup: []string{"frobnicate f"}}, "setup[0]"},
+		{CorruptOptions{Lanes: []string{"overlay"}}, "lanes[0]"},
 	} {
 		_, _, err := validateCorrupt(&c.o)
 		var fe *FieldError
@@ -171,5 +176,232 @@ func TestResolveTarget(t *testing.T) {
 		if got, err := resolve(tg, fs, dev, dev.Size()); err == nil {
 			t.Errorf("%s: %+v, want an error", s, got)
 		}
+	}
+}
+
+func TestTargetAppliesTo(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		target, fs string
+		want       string // error substring; "" applies
+	}{
+		{"superblock.magic", "ext2", ""},
+		{"bitmap.inode", "ext4", ""},
+		{"data:d/f:0:0", "btrfs", ""},
+		{"lba:128:64:0", "btrfs", ""},
+		{"superblock.magic", "btrfs", "an ext2/3/4 superblock field is not a btrfs structure (btrfs lanes take data:… and lba:… targets)"},
+		{"gd.bg_inode_table", "btrfs", "group descriptor is not a btrfs structure"},
+		{"inode:d/f:i_size", "btrfs", "inode field is not a btrfs structure"},
+		{"dirent:d:f:rec_len", "btrfs", "directory entry is not a btrfs structure"},
+		{"bitmap.block", "btrfs", "bitmap is not a btrfs structure"},
+		{"inode:d/f:i_size", "vfat", "not a vfat structure"},
+	} {
+		tg, err := ParseTarget(c.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tg.AppliesTo(c.fs)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s on %s: %v, want %q", c.target, c.fs, err, c.want)
+		}
+	}
+}
+
+// TestValidateCorruptBtrfs: btrfs lanes take data and lba targets; an
+// ext2/3/4 target given by name is refused naming the lane's filesystem,
+// while the sweep's and the default targets are kept (n/a at run time).
+func TestValidateCorruptBtrfs(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"btrfs", "e2fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	o := CorruptOptions{Lanes: []string{"ext2", "btrfs"}, Targets: []string{"data:d/f:0:0", "lba:128:64:0"}}
+	if ts, _, err := validateCorrupt(&o); err != nil || len(ts) != 2 || ts[0].implicit {
+		t.Errorf("data and lba on btrfs: %v, %v", ts, err)
+	}
+	o = CorruptOptions{Lanes: []string{"ext2", "btrfs"}, Targets: []string{"data:d/f:0:0", "superblock.magic"}}
+	_, _, err := validateCorrupt(&o)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "targets[1]" || !strings.Contains(err.Error(), "superblock.magic on lane btrfs (btrfs): an ext2/3/4 superblock field is not a btrfs structure") {
+		t.Errorf("superblock.magic on btrfs: %v", err)
+	}
+	for _, o := range []CorruptOptions{{Lanes: []string{"btrfs"}, Sweep: true}, {Lanes: []string{"btrfs"}}} {
+		ts, _, err := validateCorrupt(&o)
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		for _, tg := range ts {
+			if !tg.implicit {
+				t.Errorf("%+v: %s not implicit", o, tg.text)
+			}
+		}
+	}
+	// Given by name alongside the sweep: checked.
+	o = CorruptOptions{Lanes: []string{"btrfs"}, Sweep: true, Targets: []string{"inode:d/f:i_size"}}
+	if _, _, err := validateCorrupt(&o); !errors.As(err, &fe) || fe.Field != "targets[0]" {
+		t.Errorf("named ext target with --sweep on btrfs: %v", err)
+	}
+}
+
+// mkfsBtrfsTree makes a mixed btrfs image holding files (path -> content)
+// with mkfs.btrfs --rootdir.
+func mkfsBtrfsTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	bin, err := exec.LookPath("mkfs.btrfs")
+	if err != nil {
+		t.Skip("mkfs.btrfs not installed (Debian btrfs-progs)")
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := filepath.Join(dir, "img")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-q", "-f", "-K", "--mixed", "--rootdir", root, img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.btrfs: %v\n%s", err, out)
+	}
+	return img
+}
+
+// TestResolveTargetBtrfs resolves targets on a real btrfs image and checks
+// the flipped byte is the file's.
+func TestResolveTargetBtrfs(t *testing.T) {
+	t.Parallel()
+	img := mkfsBtrfsTree(t, map[string]string{"d/f": strings.Repeat("A", 4096) + "B", "small": "tiny"})
+	dev, err := overlay.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	fs, err := btrfs.Open(dev, dev.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byteAt := func(f flip) byte {
+		var b [1]byte
+		if _, err := dev.ReadAt(b[:], int64(f.LBA)*overlay.SectorSize+int64(f.Offset)); err != nil {
+			t.Fatal(err)
+		}
+		return b[0]
+	}
+	for _, c := range []struct {
+		target, region, field string
+		bit                   int
+		value                 byte
+	}{
+		{"data:d/f:0:3", btrfs.KindMixed, "data of inode", 3, 'A'},
+		{"data:d/f:4096:0", btrfs.KindMixed, "data of inode", 0, 'B'},
+		{"data:small:2:7", btrfs.KindMixed, "inline data of inode", 7, 'n'},
+		{"lba:128:64:0", btrfs.KindSuperblock, "raw", 0, '_'},
+	} {
+		tg, err := ParseTarget(c.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resolveBtrfs(tg, fs, dev.Size())
+		if err != nil {
+			t.Errorf("%s: %v", c.target, err)
+			continue
+		}
+		if got.Region != c.region || !strings.HasPrefix(got.Field, c.field) || got.Bit != c.bit || byteAt(got) != c.value {
+			t.Errorf("%s: %+v (byte %q), want region %s, field %s..., bit %d, byte %q", c.target, got, byteAt(got), c.region, c.field, c.bit, c.value)
+		}
+	}
+	for _, s := range []string{"data:nope:0:0", "data:d/f:4097:0", "lba:65536:0:0", "superblock.magic"} {
+		tg, _ := ParseTarget(s)
+		if got, err := resolveBtrfs(tg, fs, dev.Size()); err == nil {
+			t.Errorf("%s: %+v, want an error", s, got)
+		}
+	}
+}
+
+// TestFsck runs each host checker on a clean image, one with a flipped
+// bit it reports (ext2: the block bitmap; btrfs: a file's data, through
+// --check-data-csum) and one without a superblock magic.
+func TestFsck(t *testing.T) {
+	t.Parallel()
+	if _, err := fsckFor("vfat"); err == nil || !strings.Contains(err.Error(), "not supported for vfat") {
+		t.Errorf("fsckFor(vfat) = %v", err)
+	}
+	for _, c := range []struct {
+		fs    string
+		image func(t *testing.T) (img []byte, dirty, magic int64)
+	}{
+		{"ext2", func(t *testing.T) ([]byte, int64, int64) {
+			spec, _ := guest.ParseLaneSpec("ext2")
+			if _, err := exec.LookPath("mkfs.ext2"); err != nil {
+				t.Skip(err)
+			}
+			base, err := guest.MakeBase(context.Background(), t.TempDir(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := fsimage.Open(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, int64(fs.Groups()[0].BlockBitmap) * int64(fs.BlockSize()), fsimage.SuperblockOffset + 56
+		}},
+		{"btrfs", func(t *testing.T) ([]byte, int64, int64) {
+			b, err := os.ReadFile(mkfsBtrfsTree(t, map[string]string{"d/f": strings.Repeat("A", 4096)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := btrfs.Open(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			loc, err := fs.FileByte("d/f", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, loc.Phys, btrfs.SuperblockOffset + 0x40
+		}},
+	} {
+		t.Run(c.fs, func(t *testing.T) {
+			t.Parallel()
+			tool, err := fsckFor(c.fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tool.installed(); err != nil {
+				t.Skip(err)
+			}
+			b, dirty, magic := c.image(t)
+			for _, v := range []struct {
+				flip int64
+				want int
+			}{{-1, fsckClean}, {dirty, fsckDirty}, {magic, fsckBroken}} {
+				img := filepath.Join(t.TempDir(), "img")
+				m := append([]byte(nil), b...)
+				if v.flip >= 0 {
+					m[v.flip] ^= 1
+				}
+				if err := os.WriteFile(img, m, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				got, out, err := tool.run(context.Background(), img)
+				if err != nil || got != v.want || bytes.Contains(out, []byte(img)) {
+					t.Errorf("%s, flip at %d: verdict %d, %v, want %d\n%s", tool.Name, v.flip, got, err, v.want, out)
+				}
+			}
+		})
 	}
 }

@@ -201,7 +201,7 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the operation policy: the same seed gives the same run")
 	fl.StringVar(&timeMode, "time-mode", "none", "timestamps in the abstract state: none (Metis parity), mtime, all")
 	fl.StringVar(&req.Policy, "policy", "metis", "canonicalization policy: metis, exact, or overlay (metis without the root's nlink, to compare an overlay lane with a plain one)")
-	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: e2fsck -fn the resolved image at every new state")
+	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: check the resolved image on the host at every new state (e2fsck -fn; btrfs check --readonly --check-data-csum)")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")

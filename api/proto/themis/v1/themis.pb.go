@@ -4542,10 +4542,11 @@ func (*ProfileResponse_Summary) isProfileResponse_Event() {}
 
 type CorruptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// ext* lane specs (default ext2).
+	// ext2/3/4 or btrfs lane specs (default ext2).
 	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
 	// superblock.magic, superblock.<field>, inode:<path>:<field>, dirent:<dir>:<name>:<field>,
 	// data:<path>:<offset>:<bit>, gd.<field>, bitmap.block, bitmap.inode, lba:<lba>:<offset>:<bit>.
+	// btrfs lanes take data: and lba: only.
 	Targets []string `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
 	// Ops run before (default: a small tree).
 	Setup []string `protobuf:"bytes,3,rep,name=setup,proto3" json:"setup,omitempty"`
@@ -4638,7 +4639,9 @@ type CorruptResult struct {
 	ReadErrno   int32    `protobuf:"varint,12,opt,name=read_errno,json=readErrno,proto3" json:"read_errno,omitempty"`
 	FsckClean   bool     `protobuf:"varint,13,opt,name=fsck_clean,json=fsckClean,proto3" json:"fsck_clean,omitempty"`
 	FsckSummary string   `protobuf:"bytes,14,opt,name=fsck_summary,json=fsckSummary,proto3" json:"fsck_summary,omitempty"`
-	// silent-content, silent-metadata, namespace-loss, detected, fatal, none.
+	// silent-content, silent-metadata, namespace-loss, detected, fatal, none;
+	// n/a for a sweep target naming an ext2/3/4 structure on btrfs (field
+	// says why; nothing was flipped).
 	Class         string `protobuf:"bytes,15,opt,name=class,proto3" json:"class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

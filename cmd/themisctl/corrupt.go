@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/session"
+)
+
+// corruptHeader and writeCorruptRow print one corrupt result per line.
+const corruptHeader = "LANE\tTARGET\tLBA:BYTE.BIT\tREGION/FIELD\tCLASS\tMOUNTED\tFSCK\tAFFECTED\n"
+
+func writeCorruptRow(w io.Writer, res *themisv1.CorruptResult) {
+	if res.GetClass() == session.ClassNotApplicable {
+		fmt.Fprintf(w, "%s\t%s\t-\t%s\t%s\t-\t-\t\n", res.GetLane(), res.GetTarget(), res.GetField(), res.GetClass())
+		return
+	}
+	fsck := "clean"
+	if !res.GetFsckClean() {
+		fsck = "errors"
+	}
+	affected := strings.Join(res.GetAffected(), " ")
+	if e := res.GetReadErrno(); e != 0 {
+		affected += fmt.Sprintf(" (read errno %d)", e)
+	}
+	fmt.Fprintf(w, "%s\t%s\t%d:%d.%d\t%s %s\t%s\t%v\t%s\t%s\n", res.GetLane(), res.GetTarget(), res.GetLba(), res.GetOffset(), res.GetBit(),
+		res.GetRegion(), res.GetField(), res.GetClass(), res.GetMounted(), fsck, strings.TrimSpace(affected))
+}
+
+// writeBlastTable prints the results side by side, Table 11 style: a row
+// per target in first-seen order, a column per lane, the class in each
+// cell ("-" where a lane has no result).
+func writeBlastTable(w io.Writer, results []*themisv1.CorruptResult) {
+	var lanes, targets []string
+	seenLane, seenTarget := map[string]bool{}, map[string]bool{}
+	cell := map[[2]string]string{}
+	for _, r := range results {
+		if !seenLane[r.GetLane()] {
+			seenLane[r.GetLane()] = true
+			lanes = append(lanes, r.GetLane())
+		}
+		if !seenTarget[r.GetTarget()] {
+			seenTarget[r.GetTarget()] = true
+			targets = append(targets, r.GetTarget())
+		}
+		cell[[2]string{r.GetTarget(), r.GetLane()}] = r.GetClass()
+	}
+	fmt.Fprintf(w, "\nBLAST RADIUS\t%s\n", strings.Join(lanes, "\t"))
+	for _, t := range targets {
+		row := []string{t}
+		for _, l := range lanes {
+			c := cell[[2]string{t, l}]
+			if c == "" {
+				c = "-"
+			}
+			row = append(row, c)
+		}
+		fmt.Fprintf(w, "%s\n", strings.Join(row, "\t"))
+	}
+}
