@@ -83,7 +83,7 @@ func (s *Server) mount(m *agentv1.Mount) error {
 		if err := s.mountOverlay(lane, target, cfg); err != nil {
 			return err
 		}
-	} else if err := mountDevice(target, cfg); err != nil {
+	} else if err := s.mountDevice(target, cfg); err != nil {
 		return err
 	}
 	if s.lanes == nil {
@@ -93,8 +93,21 @@ func (s *Server) mount(m *agentv1.Mount) error {
 	return nil
 }
 
-// mountDevice mounts a plain lane: one device at target.
-func mountDevice(target string, cfg *agentv1.Mount) error {
+// mountDevice mounts a plain lane: one device at target. When the kernel
+// does not know the filesystem (ENODEV) and LoadFS is set, it loads the
+// filesystem's modules and tries once more.
+func (s *Server) mountDevice(target string, cfg *agentv1.Mount) error {
+	err := mountDeviceOnce(target, cfg)
+	if !errors.Is(err, unix.ENODEV) || s.LoadFS == nil {
+		return err
+	}
+	if lerr := s.LoadFS(cfg.GetFstype()); lerr != nil {
+		return fmt.Errorf("%w (loading filesystem modules: %v)", err, lerr)
+	}
+	return mountDeviceOnce(target, cfg)
+}
+
+func mountDeviceOnce(target string, cfg *agentv1.Mount) error {
 	dev, err := resolveDevice(cfg.GetDevice(), sysBlock)
 	if err != nil {
 		return err

@@ -32,6 +32,11 @@ type Server struct {
 	// Umount, SetClock, DropCaches and Exec. Only the guest's init sets it;
 	// without it they fail with EPERM.
 	Machine bool
+	// LoadFS, when set, is called when a mount fails because the kernel
+	// does not know the filesystem type (ENODEV); if it returns nil the
+	// mount is tried once more. The guest's init loads the modules it
+	// deferred at boot (the initramfs's /modules/lazy).
+	LoadFS func(fstype string) error
 
 	mu    sync.Mutex
 	lanes map[string]*laneState // by lane name; guarded by mu

@@ -63,6 +63,7 @@ type Image struct {
 	Initramfs     string   // absolute path of the uncompressed newc initramfs in the cache
 	KernelVersion string   // e.g. "6.1.0-57-cloud-amd64"
 	Modules       []string // module names in load order, as packed ("virtio_ring", ...)
+	Lazy          []string // those of Modules loaded on first need (/modules/lazy), not at boot
 	Key           string   // hex blake3 content hash; the image lives in <cache>/images/<Key>
 	Cached        bool     // true when nothing was rebuilt
 }
@@ -149,6 +150,13 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (kernel %s)", err, kt.Version)
 	}
+	if bootWanted := withoutLazy(wanted); len(bootWanted) < len(wanted) {
+		boot, err := resolveModules(ctx, idx, bootWanted)
+		if err != nil {
+			return nil, fmt.Errorf("%w (kernel %s)", err, kt.Version)
+		}
+		markLazy(mods, boot)
+	}
 
 	var agent []byte
 	agentName := o.Agent
@@ -170,6 +178,9 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	img := &Image{KernelVersion: kt.Version, Key: key}
 	for _, m := range mods {
 		img.Modules = append(img.Modules, m.Name)
+		if m.Lazy {
+			img.Lazy = append(img.Lazy, m.Name)
+		}
 	}
 	images := filepath.Join(cacheDir, "images")
 	dir := filepath.Join(images, key)
@@ -262,6 +273,9 @@ func imageKey(kernel []byte, mods []*module, agent []byte) string {
 	for _, m := range mods {
 		field([]byte(m.Name))
 		field(sum(m.Data))
+		if m.Lazy {
+			field([]byte("lazy"))
+		}
 	}
 	field([]byte("agent"))
 	field(sum(agent))
@@ -321,15 +335,24 @@ func writeInitramfs(w io.Writer, mods []*module, agent []byte) error {
 	if err := a.File("init", 0o755, agent); err != nil {
 		return err
 	}
-	var order bytes.Buffer
+	var order, lazy bytes.Buffer
 	for _, m := range mods {
 		if err := a.File("modules/"+m.FileName(), 0o644, m.Data); err != nil {
 			return err
 		}
-		order.WriteString(m.FileName() + "\n")
+		if m.Lazy {
+			lazy.WriteString(m.FileName() + "\n")
+		} else {
+			order.WriteString(m.FileName() + "\n")
+		}
 	}
 	if err := a.File("modules/order", 0o644, order.Bytes()); err != nil {
 		return err
+	}
+	if lazy.Len() > 0 {
+		if err := a.File("modules/lazy", 0o644, lazy.Bytes()); err != nil {
+			return err
+		}
 	}
 	if _, err := a.WriteTo(w); err != nil {
 		return fmt.Errorf("guest: initramfs: %w", err)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,10 @@ func TestBuildRealDeb(t *testing.T) {
 	if !bytes.Contains(kernel[:4096], []byte("HdrS")) {
 		t.Error("kernel is not a bzImage (no HdrS)")
 	}
-	checkInitramfs(t, initramfs, mustRead(t, agent), img.Modules)
+	checkInitramfs(t, initramfs, mustRead(t, agent), img.Modules, img.Lazy)
+	if len(img.Lazy) > 0 && img.Lazy[len(img.Lazy)-1] != "btrfs" {
+		t.Errorf("Lazy = %q, want btrfs and what only it needs", img.Lazy)
+	}
 
 	var m manifest
 	if err := json.Unmarshal(mustRead(t, filepath.Join(wantDir, ManifestFile)), &m); err != nil {
@@ -141,7 +145,7 @@ func TestBuildRealDeb(t *testing.T) {
 }
 
 // checkInitramfs parses the archive and checks the layout the agent relies on.
-func checkInitramfs(t *testing.T, b, agent []byte, modules []string) {
+func checkInitramfs(t *testing.T, b, agent []byte, modules, lazy []string) {
 	t.Helper()
 	recs := parseNewc(t, b)
 	byName := make(map[string]cpioRecord)
@@ -165,9 +169,13 @@ func checkInitramfs(t *testing.T, b, agent []byte, modules []string) {
 	if init.Mode != 0o100755 || !bytes.Equal(init.Data, agent) {
 		t.Errorf("/init mode %o, %d bytes; want 0100755 and the agent (%d bytes)", init.Mode, len(init.Data), len(agent))
 	}
-	var order []string
+	var order, deferred []string
 	for _, m := range modules {
-		order = append(order, m+".ko")
+		if slices.Contains(lazy, m) {
+			deferred = append(deferred, m+".ko")
+		} else {
+			order = append(order, m+".ko")
+		}
 		r, ok := byName["modules/"+m+".ko"]
 		if !ok {
 			t.Errorf("/modules/%s.ko missing", m)
@@ -180,7 +188,16 @@ func checkInitramfs(t *testing.T, b, agent []byte, modules []string) {
 	if got, want := string(byName["modules/order"].Data), strings.Join(order, "\n")+"\n"; got != want {
 		t.Errorf("/modules/order = %q, want %q", got, want)
 	}
-	if want := 7 + 1 + 1 + 1 + len(modules); len(recs) != want {
+	if len(deferred) > 0 {
+		if got, want := string(byName["modules/lazy"].Data), strings.Join(deferred, "\n")+"\n"; got != want {
+			t.Errorf("/modules/lazy = %q, want %q", got, want)
+		}
+	}
+	want := 7 + 1 + 1 + 1 + len(modules)
+	if len(deferred) > 0 {
+		want++
+	}
+	if len(recs) != want {
 		t.Errorf("%d entries %q, want %d", len(recs), names, want)
 	}
 }
@@ -311,7 +328,7 @@ func TestBuildFakeTree(t *testing.T) {
 	if img.Cached || img.KernelVersion != "6.1.0-test" || !reflect.DeepEqual(img.Modules, []string{"b", "a"}) {
 		t.Errorf("image = %+v", img)
 	}
-	checkInitramfs(t, mustRead(t, img.Initramfs), mustRead(t, agent), img.Modules)
+	checkInitramfs(t, mustRead(t, img.Initramfs), mustRead(t, agent), img.Modules, img.Lazy)
 	again, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

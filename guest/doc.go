@@ -13,6 +13,9 @@
 //	/modules/<name>.ko   every wanted module and its dependencies
 //	/modules/order       one module file name per line ("virtio_ring.ko"),
 //	                     dependencies first; the agent loads them in order
+//	/modules/lazy        the same for LazyModules (btrfs) and what only they
+//	                     need; the agent loads them when a mount first fails
+//	                     with ENODEV
 //	/dev/console         character device 5:1, so /init has a console
 //	/dev /proc /sys /lanes /tmp /mnt
 //

@@ -20,6 +20,12 @@ import (
 // zstd_compress, raid6_pq, xor and libcrc32c (crc32c itself is built in).
 var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfat", "nls_cp437", "nls_ascii", "overlay", "btrfs"}
 
+// LazyModules are wanted modules the guest does not load at boot: they and
+// the dependencies only they need go to /modules/lazy, which the agent loads
+// the first time a mount fails with ENODEV (btrfs and its four dependencies
+// cost about a second of every boot otherwise).
+var LazyModules = []string{"btrfs"}
+
 // moduleSuffixes are the file name endings of kernel modules, plain first.
 // Debian bookworm's cloud kernel ships plain .ko files; later kernels ship
 // .ko.xz or .ko.zst, which are decompressed with the xz or zstd tool.
@@ -84,6 +90,7 @@ type module struct {
 	Path    string   // source file
 	Data    []byte   // uncompressed ELF object
 	Depends []string // normalized names from .modinfo depends=
+	Lazy    bool     // loaded on first need (/modules/lazy), not at boot
 }
 
 // FileName is the module's name inside the initramfs.
@@ -250,4 +257,31 @@ func suggestModules(idx *moduleIndex, want string) string {
 		near = near[:5]
 	}
 	return " (similar: " + strings.Join(near, ", ") + ")"
+}
+
+// markLazy sets Lazy on the modules in mods (the resolved wanted list) that
+// only LazyModules need: boot is the resolution of wanted without them.
+func markLazy(mods, boot []*module) {
+	need := make(map[string]bool, len(boot))
+	for _, m := range boot {
+		need[m.Name] = true
+	}
+	for _, m := range mods {
+		m.Lazy = !need[m.Name]
+	}
+}
+
+// withoutLazy returns wanted minus LazyModules ('-' and '_' equal).
+func withoutLazy(wanted []string) []string {
+	lazy := make(map[string]bool)
+	for _, n := range LazyModules {
+		lazy[strings.ReplaceAll(n, "-", "_")] = true
+	}
+	var out []string
+	for _, n := range wanted {
+		if !lazy[strings.ReplaceAll(n, "-", "_")] {
+			out = append(out, n)
+		}
+	}
+	return out
 }

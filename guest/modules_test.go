@@ -257,3 +257,28 @@ func TestRealModinfo(t *testing.T) {
 	}
 	t.Logf("load order: %s", strings.Join(names, " "))
 }
+
+func TestLazySplit(t *testing.T) {
+	mk := func(names ...string) []*module {
+		var out []*module
+		for _, n := range names {
+			out = append(out, &module{Name: n})
+		}
+		return out
+	}
+	all := mk("virtio_ring", "virtio", "virtio_blk", "libcrc32c", "xor", "btrfs")
+	boot := mk("virtio_ring", "virtio", "virtio_blk", "libcrc32c")
+	markLazy(all, boot)
+	var lazy []string
+	for _, m := range all {
+		if m.Lazy {
+			lazy = append(lazy, m.Name)
+		}
+	}
+	if want := []string{"xor", "btrfs"}; !reflect.DeepEqual(lazy, want) {
+		t.Errorf("lazy = %v, want %v (shared dependencies stay at boot)", lazy, want)
+	}
+	if got := withoutLazy([]string{"virtio-blk", "btrfs", "vfat"}); !reflect.DeepEqual(got, []string{"virtio-blk", "vfat"}) {
+		t.Errorf("withoutLazy = %v", got)
+	}
+}

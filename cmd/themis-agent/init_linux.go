@@ -37,7 +37,7 @@ func runInit(log *zap.Logger) {
 	}()
 	mountEarly(log)
 	ensureConsole(log)
-	loadModules(log, modulesDir)
+	loadModules(log, modulesDir, "order")
 	if err := os.MkdirAll(lanesDir, 0o755); err != nil {
 		log.Error("create lanes directory", zap.Error(err))
 	}
@@ -46,7 +46,14 @@ func runInit(log *zap.Logger) {
 		log.Warn("read kernel command line", zap.Error(err))
 	}
 	path := channelFromCmdline(string(cmdline))
-	srv := &agent.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true}
+	srv := &agent.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true,
+		LoadFS: func(fstype string) error {
+			log.Info("loading deferred modules", zap.String("for", fstype))
+			if n := loadModules(log, modulesDir, "lazy"); n == 0 {
+				return fmt.Errorf("no deferred module loaded")
+			}
+			return nil
+		}}
 	backoff := 100 * time.Millisecond
 	for {
 		ch, err := openChannel(log, path, channelWait)
@@ -121,17 +128,19 @@ func ensureConsole(log *zap.Logger) {
 	}
 }
 
-// loadModules loads dir/<name> for each name in dir/order, in order.
-// EEXIST (already loaded or built in) is fine; other failures are logged.
-func loadModules(log *zap.Logger, dir string) {
-	f, err := os.Open(filepath.Join(dir, "order"))
+// loadModules loads dir/<name> for each name in dir/<list> ("order" at
+// boot, "lazy" for the filesystem modules deferred to their first mount),
+// in order, and returns how many it loaded. EEXIST (already loaded or built
+// in) is fine; other failures are logged.
+func loadModules(log *zap.Logger, dir, list string) int {
+	f, err := os.Open(filepath.Join(dir, list))
 	if errors.Is(err, os.ErrNotExist) {
-		log.Info("no modules to load", zap.String("dir", dir))
-		return
+		log.Info("no modules to load", zap.String("dir", dir), zap.String("list", list))
+		return 0
 	}
 	if err != nil {
-		log.Error("open module order", zap.Error(err))
-		return
+		log.Error("open module list", zap.String("list", list), zap.Error(err))
+		return 0
 	}
 	defer func() {
 		if err := f.Close(); err != nil {
@@ -157,7 +166,8 @@ func loadModules(log *zap.Logger, dir string) {
 	if err := sc.Err(); err != nil {
 		log.Error("read module order", zap.Error(err))
 	}
-	log.Info("modules loaded", zap.Int("loaded", loaded), zap.Int("failed", failed))
+	log.Info("modules loaded", zap.String("list", list), zap.Int("loaded", loaded), zap.Int("failed", failed))
+	return loaded
 }
 
 func loadModule(path string) error {
