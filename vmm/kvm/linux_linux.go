@@ -61,6 +61,7 @@ type LinuxMachine struct {
 
 	console      *console
 	com1, com2   *devices.UART
+	rtc          *devices.RTC
 	pci          *devices.PCIBus
 	blocks       []*devices.Block
 	stream       *stream
@@ -87,6 +88,7 @@ type linuxCheckpoint struct {
 // devicesState is the attached devices' part of a checkpoint.
 type devicesState struct {
 	COM1, COM2 devices.UARTState
+	RTC        devices.RTCState
 	PCI        devices.PCIBusState
 	Blocks     []devices.BlockState
 }
@@ -277,6 +279,7 @@ func (lm *LinuxMachine) setupDevices() error {
 	lm.stream = newStream(func(p []byte) error { return lm.com2.Feed(p) }, devices.ErrRXFull)
 	lm.com2 = devices.NewUART(com2Base, irqLine{m, com2IRQ}, writerFunc(lm.stream.guestWrite))
 	lm.agent = agent.NewClient(lm.stream, lm.log)
+	lm.rtc = devices.NewRTC(nil)
 	lm.pci = devices.NewPCIBus()
 	for i, d := range lm.cfg.Disks {
 		b, err := devices.NewBlock(d.Device, d.Serial, devices.RAM(m.mem), irqLine{m, uint32(diskIRQs[i])}, diskIRQs[i])
@@ -306,6 +309,8 @@ func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error)
 		dev = lm.com2
 	case port >= devices.PCIConfigAddressPort && port < devices.PCIConfigAddressPort+devices.PCIConfigPorts:
 		dev = lm.pci
+	case port >= devices.RTCIndexPort && port < devices.RTCIndexPort+devices.RTCPorts:
+		dev = lm.rtc
 	default:
 		if d, ok := lm.pci.Route(port); ok {
 			dev = d
@@ -333,7 +338,7 @@ func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error)
 }
 
 func (lm *LinuxMachine) saveDevices() (any, error) {
-	s := &devicesState{COM1: lm.com1.State(), COM2: lm.com2.State(), PCI: lm.pci.State()}
+	s := &devicesState{COM1: lm.com1.State(), COM2: lm.com2.State(), RTC: lm.rtc.State(), PCI: lm.pci.State()}
 	for _, b := range lm.blocks {
 		s.Blocks = append(s.Blocks, b.State())
 	}
@@ -346,6 +351,9 @@ func (lm *LinuxMachine) loadDevices(v any) error {
 		return errors.New("kvm: checkpoint has no device state for this machine")
 	}
 	if err := lm.pci.SetState(s.PCI); err != nil {
+		return err
+	}
+	if err := lm.rtc.SetState(s.RTC); err != nil {
 		return err
 	}
 	if err := lm.com1.SetState(s.COM1); err != nil {

@@ -12,7 +12,6 @@ var absentPorts = []struct {
 	{0x22, 0x23, "chipset configuration"},
 	{0x60, 0x60, "i8042 data"},
 	{0x64, 0x64, "i8042 command"},
-	{0x70, 0x71, "CMOS/RTC"},
 	{0x80, 0x80, "POST code / io delay"},
 	{0x81, 0x8f, "DMA page registers"},
 	{0x92, 0x92, "system control port A"},

@@ -9,6 +9,8 @@
 //     transmitter is instant. Linux's 8250 autoconfig identifies it as a
 //     16550A and its THRE test passes, so the driver runs interrupt-driven.
 //     Guest output goes to an io.Writer; host input is queued with Feed.
+//   - RTC: a minimal MC146818 CMOS clock on 0x70/0x71 (host UTC time in
+//     BCD, update-in-progress clear, CMOS RAM, no interrupts).
 //   - PCIBus: bus 0 behind configuration mechanism #1 (ports 0xcf8-0xcff)
 //     with an i440FX host bridge in slot 0. Each device has one I/O BAR0;
 //     the guest may size and move it, and Route finds the device behind a
