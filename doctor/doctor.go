@@ -144,6 +144,9 @@ func PickBackend(kvmKind string, haveQEMU bool) (backend, why string) {
 type BootOptions struct {
 	Guest   guest.Options
 	Restore vmm.RestoreMode
+	// Backend is "qemu", "kvm", or "" / "auto" for what PickBackend picks
+	// on this host.
+	Backend string
 	// Pings is how many no-op round trips to time (median reported; default 200).
 	Pings int
 	// Restores is how many verified restores to time (median reported; default 10).
@@ -169,7 +172,16 @@ func BootCheck(ctx context.Context, o BootOptions) (*Boot, error) {
 			o.Progress(s)
 		}
 	}
-	b := &Boot{BootBackend: "qemu", RestoreMode: string(o.Restore), Y2038Set: 1 << 31, Y2038Lane: "ext2"}
+	backend := o.Backend
+	switch backend {
+	case "", "auto":
+		kind, _ := kvmKind()
+		backend, _ = PickBackend(kind, true)
+	case "qemu", "kvm":
+	default:
+		return nil, fmt.Errorf("doctor: backend %q: want auto, qemu or kvm", o.Backend)
+	}
+	b := &Boot{BootBackend: backend, RestoreMode: string(o.Restore), Y2038Set: 1 << 31, Y2038Lane: "ext2"}
 	step("building the guest image")
 	t0 := time.Now()
 	img, err := guest.Build(ctx, o.Guest)
@@ -198,11 +210,17 @@ func BootCheck(ctx context.Context, o BootOptions) (*Boot, error) {
 	defer dev.Close()
 	step("booting")
 	t0 = time.Now()
-	m, err := qemu.Start(ctx, vmm.Config{
+	cfg := vmm.Config{
 		Kernel: img.Kernel, Initramfs: img.Initramfs, MemoryMiB: 128,
 		Disks:   []vmm.Disk{{Serial: "lane0", Device: dev}},
 		Restore: o.Restore, Verify: true, Log: o.Log,
-	})
+	}
+	var m vmm.Machine
+	if backend == "kvm" {
+		m, err = kvm.Start(ctx, cfg)
+	} else {
+		m, err = qemu.Start(ctx, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}

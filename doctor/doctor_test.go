@@ -75,3 +75,11 @@ func TestBootCheck(t *testing.T) {
 		t.Errorf("timings not measured: %+v", b)
 	}
 }
+
+func TestBootCheckBadBackend(t *testing.T) {
+	t.Parallel()
+	_, err := BootCheck(context.Background(), BootOptions{Backend: "bhyve"})
+	if err == nil || !strings.Contains(err.Error(), `backend "bhyve"`) {
+		t.Fatalf("BootCheck with an unknown backend: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 func newDoctor(g *globals) *cobra.Command {
 	var boot bool
 	var restoreMode string
+	var backend string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this host can run and which backend auto picks; --boot measures a real guest",
@@ -32,6 +33,7 @@ func newDoctor(g *globals) *cobra.Command {
 				b, err := doctor.BootCheck(cmd.Context(), doctor.BootOptions{
 					Guest:    guest.Options{CacheDir: cache, Log: g.log},
 					Restore:  mode,
+					Backend:  backend,
 					Progress: progress,
 					Log:      g.log,
 				})
@@ -54,6 +56,7 @@ func newDoctor(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&boot, "boot", false, "boot a guest and measure boot, round trip, checkpoint, verified restore and the Y2038 witness")
 	cmd.Flags().StringVar(&restoreMode, "restore-mode", string(vmm.RestoreDevices), "memory restore path: devices (x-ignore-shared, host puts RAM back) or full (snapshot RAM)")
+	cmd.Flags().StringVar(&backend, "backend", "auto", "backend for --boot: auto (what doctor picks), qemu or kvm")
 	return cmd
 }
 
