@@ -24,7 +24,9 @@
 // Fingerprint with below walks the lane's upper directory instead, reading
 // each entry's device number and overlay.* xattrs, and classifies kernel
 // whiteouts and opaque directories with oracle.NormalizeUpper before
-// anything looks at their type.
+// anything looks at their type; one with lower walks its lower layer (for
+// the lower ⊕ upper reference, oracle.Merge). The layer paths hold the
+// lane's name, whose ':' overlayfs's mount options get escaped.
 //
 // A Walk is ls -l or find -ls without the output: lstat of a path, its
 // entries and, recursively, every directory below, reading no file

@@ -155,10 +155,18 @@ func (s *Server) handle(req *agentv1.Request, resp *agentv1.Response) {
 		})
 	case *agentv1.Request_Fingerprint:
 		o := op.Fingerprint
-		if o.GetBelow() {
-			res, err := s.fingerprintBelow(o)
+		if o.GetBelow() || o.GetLower() {
+			walk, what := s.fingerprintBelow, "fingerprint below"
+			switch {
+			case o.GetBelow() && o.GetLower():
+				fail(resp, "fingerprint", "", errorf(unix.EINVAL, "below and lower are different walks: ask for one"))
+				return
+			case o.GetLower():
+				walk, what = s.fingerprintLower, "fingerprint lower layer"
+			}
+			res, err := walk(o)
 			if err != nil {
-				fail(resp, "fingerprint below", "", err)
+				fail(resp, what, "", err)
 				return
 			}
 			resp.Ret = int64(res.Entries)

@@ -76,9 +76,13 @@ func checkMountOptions(m *agentv1.Mount) error {
 
 // overlayData returns the overlayfs mount data for the layers and the
 // caller's options (flags already taken out): lowerdir, upperdir, workdir,
-// the options, and metacopy=off unless they say it already.
+// the options, and metacopy=off unless they say it already. The layer
+// paths hold the lane's name, which may contain ':' (a lane's default name
+// is its spec, "overlay:seed=1"): overlayfs splits lowerdir at ':', so ':'
+// and '\' are escaped with '\', which it reads back in every *dir option.
 func overlayData(lower, upper, work, opts string) string {
-	parts := []string{"lowerdir=" + lower, "upperdir=" + upper, "workdir=" + work}
+	esc := strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace
+	parts := []string{"lowerdir=" + esc(lower), "upperdir=" + esc(upper), "workdir=" + esc(work)}
 	metacopy := false
 	for _, o := range strings.Split(opts, ",") {
 		if o == "" {
@@ -189,21 +193,30 @@ func (s *Server) umountLayers(lane string) error {
 	return errors.Join(errs...)
 }
 
-// fingerprintBelow implements Fingerprint with below: the walk of an
-// overlay lane's upper directory with markers classified.
-func (s *Server) fingerprintBelow(o *agentv1.Fingerprint) (*agentv1.FingerprintResult, error) {
-	lane := o.GetLane()
+// overlayLane checks that lane is a mounted overlay lane, for the walks of
+// its layers.
+func (s *Server) overlayLane(lane string) error {
 	if err := checkLane(lane); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	st := s.lanes[lane]
 	s.mu.Unlock()
 	switch {
 	case st == nil || st.cfg.GetFstype() != overlayFstype:
-		return nil, errorf(unix.EINVAL, "lane %q is not an overlay lane: there is no layer below it", lane)
+		return errorf(unix.EINVAL, "lane %q is not an overlay lane: there is no layer below it", lane)
 	case !st.mounted:
-		return nil, errorf(unix.ENOENT, "lane %q is not mounted", lane)
+		return errorf(unix.ENOENT, "lane %q is not mounted", lane)
+	}
+	return nil
+}
+
+// fingerprintBelow implements Fingerprint with below: the walk of an
+// overlay lane's upper directory with markers classified.
+func (s *Server) fingerprintBelow(o *agentv1.Fingerprint) (*agentv1.FingerprintResult, error) {
+	lane := o.GetLane()
+	if err := s.overlayLane(lane); err != nil {
+		return nil, err
 	}
 	base := s.upperDir(lane)
 	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -212,4 +225,21 @@ func (s *Server) fingerprintBelow(o *agentv1.Fingerprint) (*agentv1.FingerprintR
 	}
 	defer s.closeFd(fd, "upper directory of "+lane)
 	return fingerprintUpper(fd, base, o.GetTimeMode(), o.GetLeaves())
+}
+
+// fingerprintLower implements Fingerprint with lower: a plain walk of an
+// overlay lane's lower layer, mounted read-only (so the walk changes no
+// atime there).
+func (s *Server) fingerprintLower(o *agentv1.Fingerprint) (*agentv1.FingerprintResult, error) {
+	lane := o.GetLane()
+	if err := s.overlayLane(lane); err != nil {
+		return nil, err
+	}
+	base := s.layerPath(lane, "lower")
+	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open lower layer %s: %w", base, err)
+	}
+	defer s.closeFd(fd, "lower layer of "+lane)
+	return fingerprint(fd, o.GetTimeMode(), o.GetLeaves())
 }

@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 )
 
@@ -61,6 +63,11 @@ func TestOverlayData(t *testing.T) {
 		if got := overlayData("/l", "/u/upper", "/u/work", tt.opts); got != tt.want {
 			t.Errorf("overlayData(%q) = %q, want %q", tt.opts, got, tt.want)
 		}
+	}
+	// A lane named after its spec: ':' would split lowerdir.
+	got := overlayData(`/layers/overlay:seed=1/lower`, `/layers/overlay:seed=1/upper/upper`, `/layers/a\b/upper/work`, "")
+	if want := `lowerdir=/layers/overlay\:seed=1/lower,upperdir=/layers/overlay\:seed=1/upper/upper,workdir=/layers/a\\b/upper/work,metacopy=off`; got != want {
+		t.Errorf("overlayData with ':' and '\\' = %q, want %q", got, want)
 	}
 }
 
@@ -173,5 +180,117 @@ func TestMountOverlayHost(t *testing.T) {
 	t.Cleanup(func() { s.Handle(umountReq("plain")) })
 	if r := s.Handle(&agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: "plain", Below: true}}}); errnoOf(r) != unix.EINVAL {
 		t.Errorf("below on a plain lane: errno %v (%s), want EINVAL", errnoOf(r), r.GetError())
+	}
+}
+
+// TestOverlayMergeHost checks oracle.Merge against the host's kernel: an
+// overlay lane over a lower layer holding a small tree, ops through the
+// overlay that copy up, white out, make opaque directories and replace a
+// directory by a file; after each, the merged walk must equal lower ⊕ the
+// upper layer seen from below, every field (time mode ALL). The QEMU test
+// in session does the same with the guest's kernel during exploration.
+func TestOverlayMergeHost(t *testing.T) {
+	lowerDev, upperDev := loopImage(t), loopImage(t)
+	dir := t.TempDir()
+	s := &Server{Root: filepath.Join(dir, "lanes"), Layers: filepath.Join(dir, "layers"), Machine: true}
+	do := func(req *agentv1.Request) *agentv1.Response {
+		t.Helper()
+		return must(t, s, req)
+	}
+	op := func(l, short string) *agentv1.Request {
+		t.Helper()
+		o, err := opspec.Parse(short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := opspec.Request(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := req.ProtoReflect()
+		sub := m.Get(m.WhichOneof(m.Descriptor().Oneofs().ByName("op"))).Message()
+		sub.Set(sub.Descriptor().Fields().ByName("lane"), protoreflect.ValueOfString(l))
+		return req
+	}
+	mountReq := func(m *agentv1.Mount) *agentv1.Request {
+		return &agentv1.Request{Op: &agentv1.Request_Mount{Mount: m}}
+	}
+	do(mountReq(&agentv1.Mount{Lane: "seed", Device: lowerDev, Fstype: "ext2"}))
+	for _, o := range []string{
+		"create f-00 0644", "write f-00 0 1000 0x55", "create f-01 0644", "write f-01 0 2000 0x41",
+		"mkdir d-00 0755", "create d-00/f-00 0644", "write d-00/f-00 0 100 0x42",
+		"mkdir d-01 0755", "mkdir d-02 0755", "mkdir d-02/d-00 0755", "create d-02/d-00/f-00 0644",
+		"symlink f-00 s-00",
+	} {
+		do(op("seed", o))
+	}
+	do(&agentv1.Request{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: "seed"}}})
+
+	const ov = `overlay:seed=1\x` // named like a spec, ':' and '\' escaped in the mount data
+	do(mountReq(&agentv1.Mount{Lane: ov, Device: upperDev, LowerDevice: lowerDev, Fstype: "overlay", Options: "redirect_dir=off,index=off"}))
+	t.Cleanup(func() { s.Handle(&agentv1.Request{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: ov}}}) })
+	const mode = agentv1.TimeMode_TIME_MODE_ALL
+	walk := func(f *agentv1.Fingerprint) []*agentv1.Entry {
+		t.Helper()
+		f.Lane, f.TimeMode, f.Leaves = ov, mode, true
+		return do(&agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: f}}).GetFingerprint().GetLeaves()
+	}
+	if r := s.Handle(&agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: ov, Below: true, Lower: true}}}); errnoOf(r) != unix.EINVAL {
+		t.Errorf("below and lower together: errno %v (%s), want EINVAL", errnoOf(r), r.GetError())
+	}
+	lower := walk(&agentv1.Fingerprint{Lower: true})
+	markers := map[oracle.Marker]bool{}
+	for _, step := range []string{
+		"",                       // nothing yet: only the root is merged
+		"chmod f-01 0600",        // copy-up
+		"write f-00 500 10 0xff", // copy-up of data
+		"unlink f-00",            // whiteout of a copied-up file
+		"unlink s-00",            // whiteout of a lower symlink
+		"create d-00/f-01 0644",  // d-00 becomes a merged directory
+		"unlink d-00/f-00",       // whiteout inside it
+		"rmdir d-01",             // whiteout of a directory
+		"mkdir d-01 0700",        // opaque directory over it
+		"rename f-01 f-02",       // whiteout of f-01, f-02 new
+		"link f-02 d-01/f-00",    // a hard link in the upper layer
+		"unlink d-02/d-00/f-00",  // d-02 and d-02/d-00 merged
+		"rmdir d-02/d-00",        // whiteout in a merged directory
+		"create d-02/d-00 0644",  // a file over the whited-out directory
+		"truncate d-02/d-00 77",  // upper only
+		"symlink d-00 d-02/s-00", // upper only
+		"rmdir d-00",             // ENOTEMPTY: f-01 is still there
+		"mkdir d-03 0755",        // new directory over nothing
+		"create d-03/f-00 0644",  // inside it
+	} {
+		if step != "" {
+			r := s.Handle(op(ov, step))
+			t.Logf("%s: errno %d", step, r.GetErrno())
+		}
+		// Merged first, as explore walks: neither walk moves an atime (the
+		// walk opens everything O_NOATIME; overlayfs opens the real
+		// directories O_NOATIME and passes the flag on for files).
+		merged := walk(&agentv1.Fingerprint{})
+		below := walk(&agentv1.Fingerprint{Below: true})
+		want := oracle.WithoutSymlinkAtime(oracle.Merge(lower, below))
+		merged = oracle.WithoutSymlinkAtime(merged)
+		if p, ok := oracle.FirstDiff(want, merged, mode); ok {
+			var w, g *agentv1.Entry
+			for _, e := range want {
+				if e.GetPath() == p {
+					w = e
+				}
+			}
+			for _, e := range merged {
+				if e.GetPath() == p {
+					g = e
+				}
+			}
+			t.Errorf("after %q: merged view differs from lower ⊕ upper at %q:\n lower ⊕ upper %v\n merged        %v", step, p, w, g)
+		}
+		for _, e := range below {
+			markers[oracle.ParseSymbolic(e).Marker] = true
+		}
+	}
+	if !markers[oracle.MarkerWhiteout] || !markers[oracle.MarkerOpaque] {
+		t.Errorf("markers seen from below: %v, want whiteouts and opaque directories", markers)
 	}
 }

@@ -17,8 +17,9 @@ const (
 	DefaultMinimizeBudget = 256
 )
 
-// Check is a self-reference run on every new state, for single-lane runs
-// (the session plugs in remount, fsck, ...). It is called with the System in
+// Check is a self-reference run on every new state whose lanes agree (the
+// session plugs in remount and fsck for single-lane runs, and lower ⊕ upper
+// for every overlay lane). It is called with the System in
 // the state trace leads to and must leave it there (or report a finding); a
 // nil Finding means the state passed. The Checker fills the Finding's Trace
 // and Seed when the check leaves them empty. To minimize a check's finding

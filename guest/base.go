@@ -43,12 +43,15 @@ const (
 // (btrfs.Pin); it is part of their cache key.
 const btrfsPinFormat = "btrfs-pin/v1"
 
-// MakeBase returns the path of the empty filesystem image for spec under
-// <cacheDir>/bases/, making it with the host's mkfs if it is not cached.
-// cacheDir "" means DefaultCacheDir(). The image is byte-identical for equal
-// spec.String() and mkfs version, run after run and host after host. It is
-// shared by every caller: open it read-only. For an overlay lane it is the
-// image of each layer (spec.Layer()'s: an empty ext2).
+// MakeBase returns the path of the filesystem image for spec under
+// <cacheDir>/bases/, making it with the host's mkfs if it is not cached:
+// empty, or with an ext* spec's seed= holding [SeedTree] (written with
+// debugfs after mkfs). cacheDir "" means DefaultCacheDir(). The image is
+// byte-identical for equal spec.String() and mkfs (and debugfs) version, run
+// after run and host after host. It is shared by every caller: open it
+// read-only. For an overlay lane it is the image of its upper layer
+// (spec.Layer()'s: an empty ext2); its lower layer's is MakeBase of
+// spec.Lower().
 func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, error) {
 	spec = spec.Layer()
 	dir, err := cacheDirOf(cacheDir)
@@ -77,6 +80,21 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	recipe := []string{baseFormat, spec.String(), ident}
 	if spec.FS == "btrfs" {
 		recipe = append(recipe, btrfsPinFormat)
+	}
+	tree := SeedTree(spec.Seed())
+	var debugfs string
+	if tree != nil {
+		if !strings.HasPrefix(spec.FS, "ext") {
+			return "", fmt.Errorf("guest: make base %s: seed is for ext2/3/4 images", spec)
+		}
+		if debugfs, err = lookTool("debugfs"); err != nil {
+			return "", err
+		}
+		id, err := debugfsIdentity(ctx, debugfs)
+		if err != nil {
+			return "", err
+		}
+		recipe = append(recipe, seedDigest(tree), id)
 	}
 	h := blake3.New()
 	for _, f := range recipe {
@@ -115,6 +133,19 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	}
 	if spec.FS == "btrfs" {
 		if err := pinBtrfs(tmp, size); err != nil {
+			return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+		}
+	}
+	if tree != nil {
+		scratch, err := os.MkdirTemp(bases, ".seed-*")
+		if err != nil {
+			return "", fmt.Errorf("guest: %w", err)
+		}
+		err = seedExt(ctx, debugfs, tmp, scratch, tree)
+		if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
+			err = rerr
+		}
+		if err != nil {
 			return "", fmt.Errorf("guest: make base %s: %w", spec, err)
 		}
 	}
@@ -226,6 +257,21 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 		return "", fmt.Errorf("guest: read %s: %w", conf, err)
 	}
 	return strings.Join(id, "\n"), nil
+}
+
+// debugfsIdentity is what, besides the seed tree, determines how debugfs
+// writes it: its binary and reported version.
+func debugfsIdentity(ctx context.Context, bin string) (string, error) {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return "", fmt.Errorf("guest: read %s: %w", bin, err)
+	}
+	sum := blake3.Sum256(b)
+	out, err := runToolOutput(ctx, bin, "-V")
+	if err != nil {
+		return "", fmt.Errorf("guest: %s -V: %w", bin, err)
+	}
+	return "debugfs binary=" + hex.EncodeToString(sum[:]) + "\nversion=" + out, nil
 }
 
 // pinBtrfs rewrites what mkfs.btrfs drew at random or from the clock in

@@ -32,6 +32,9 @@ func TestMakeBaseReproducible(t *testing.T) {
 		{"vfat:fat=32:size=64", 0},
 		{"btrfs", 0},
 		{"btrfs:mixed=0:size=128", 0},
+		{"ext2:seed=1", 128},
+		{"ext3:seed=2", 256},
+		{"ext4:seed=3", 256},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -83,7 +86,55 @@ func TestMakeBaseReproducible(t *testing.T) {
 				return
 			}
 			checkExt(t, paths[0], spec, tt.inodeSize)
+			checkSeed(t, paths[0], spec)
 		})
+	}
+}
+
+// checkSeed lists the image's tree with debugfs and compares it with the
+// spec's SeedTree (nothing but lost+found without a seed), every inode
+// owned by root with the pinned time.
+func checkSeed(t *testing.T, img string, spec LaneSpec) {
+	t.Helper()
+	bin, err := lookTool("debugfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := SeedTree(spec.Seed())
+	if err := checkSeeded(context.Background(), bin, img, tree); err != nil {
+		t.Error(err)
+	}
+	out, err := exec.Command(bin, "-R", "ls -p /", img).Output()
+	if err != nil {
+		t.Fatalf("debugfs ls: %v", err)
+	}
+	top := 3 // ., .., lost+found
+	for _, e := range tree {
+		if !strings.Contains(e.Path, "/") {
+			top++
+		}
+	}
+	if got := len(strings.Fields(string(out))); got != top {
+		t.Errorf("root of %s lists\n%s\nwant %d entries", spec, out, top)
+	}
+	for _, e := range tree {
+		times, err := ExtInodeTimes(context.Background(), img, "/"+e.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if times.Atime != BaseFakeTime || times.Mtime != BaseFakeTime || times.Ctime != BaseFakeTime {
+			t.Errorf("%s in %s: times %+v, want all %d", e.Path, spec, times, BaseFakeTime)
+		}
+		if e.Dir {
+			continue
+		}
+		data, err := exec.Command(bin, "-R", "cat /"+e.Path, img).Output()
+		if err != nil {
+			t.Fatalf("debugfs cat %s: %v", e.Path, err)
+		}
+		if !bytes.Equal(data, e.Data) {
+			t.Errorf("%s in %s: %d bytes, not the seed's %d", e.Path, spec, len(data), len(e.Data))
+		}
 	}
 }
 
@@ -214,6 +265,23 @@ func TestMakeBaseCached(t *testing.T) {
 	}
 	if p3 == p1 {
 		t.Error("different inode size, same cache path")
+	}
+	// The seed is part of the key; seed=0 is the empty image.
+	for _, c := range []struct {
+		spec string
+		same bool
+	}{{"ext2:seed=0", true}, {"ext2:seed=1", false}, {"ext2:seed=2", false}} {
+		sp, err := ParseLaneSpec(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := MakeBase(context.Background(), dir, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (p == p1) != c.same {
+			t.Errorf("%s: cache path %s, empty ext2's %s: want same %v", c.spec, p, p1, c.same)
+		}
 	}
 	entries, err := os.ReadDir(filepath.Join(dir, "bases"))
 	if err != nil {

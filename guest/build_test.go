@@ -204,7 +204,7 @@ func checkInitramfs(t *testing.T, b, agent []byte, modules, lazy []string) {
 
 // TestBootRealGuest boots the built image under QEMU (TCG) with the stub
 // /init: the kernel must unpack the uncompressed initramfs and load every
-// module in /modules/order.
+// module in /modules/order (and none of /modules/lazy).
 func TestBootRealGuest(t *testing.T) {
 	kt := realTree(t)
 	qemu, err := exec.LookPath("qemu-system-x86_64")
@@ -234,8 +234,12 @@ func TestBootRealGuest(t *testing.T) {
 		t.Fatalf("guest did not report success:\n%s", s)
 	}
 	for _, m := range img.Modules {
-		if !strings.Contains(s, "INITSTUB loaded "+m+".ko") {
+		loaded := strings.Contains(s, "INITSTUB loaded "+m+".ko")
+		switch lazy := slices.Contains(img.Lazy, m); {
+		case !lazy && !loaded:
 			t.Errorf("module %s not loaded:\n%s", m, s)
+		case lazy && loaded:
+			t.Errorf("module %s is deferred to /modules/lazy but was loaded at boot", m)
 		}
 	}
 }

@@ -38,19 +38,20 @@
 // # Base images
 //
 // [ParseLaneSpec] reads a lane spec ("ext2", "ext4:inode_size=128", "vfat",
-// "btrfs", ...) and [MakeBase] makes the lane's empty filesystem image on the
-// host with mkfs, pinning everything that would otherwise vary between runs
-// (time, UUID, hash seed, root owner, volume id; for btrfs, whose mkfs takes
-// only the filesystem UUID, the device, chunk tree and subvolume UUIDs and
-// the times are rewritten afterwards with btrfs.Pin), so the same spec and
-// tool version give a byte-identical image. Base images are cached under
+// "btrfs", "ext2:seed=1", ...) and [MakeBase] makes the lane's filesystem
+// image on the host with mkfs — empty, or with seed=N holding [SeedTree],
+// written with debugfs —, pinning everything that would otherwise vary
+// between runs (time, UUID, hash seed, root owner, volume id; for btrfs,
+// whose mkfs takes only the filesystem UUID, the device, chunk tree and
+// subvolume UUIDs and the times are rewritten afterwards with btrfs.Pin),
+// so the same spec and tool version give a byte-identical image. Base images are cached under
 // <cache>/bases/<key>.img and must be treated as read-only by callers (wrap
 // them in an overlay).
 //
 // # Dependencies
 //
 // The package runs host tools (apt-get, apt-cache, dpkg-deb, go, mkfs.*,
-// and xz or zstd for compressed modules) through os/exec. It must not import
+// debugfs, and xz or zstd for compressed modules) through os/exec. It must not import
 // vmm, session or server: it only produces files they consume. Build and
 // MakeBase are safe to call concurrently, also from several processes
 // sharing one cache directory.

@@ -11,25 +11,29 @@ import (
 // LaneSpec is one lane's filesystem: a filesystem type and its mkfs
 // settings. The textual form is "<fs>[:<key>=<value>]...", e.g. "ext2",
 // "ext4:inode_size=128", "ext4:size=64", "vfat", "ext2:name=old:inode_size=256",
-// "overlay", "btrfs", "btrfs:mixed=0:size=128".
+// "ext2:seed=1", "overlay", "overlay:seed=1", "btrfs", "btrfs:mixed=0:size=128".
 //
 // Keys: inode_size (ext*: bytes per inode, a power of two 128..4096),
 // size (MiB; for overlay the size of each layer), block_size (ext*: 1024,
 // 2048 or 4096; default mke2fs's choice for the size), fat (vfat: 12, 16 or
 // 32; default mkfs.fat's choice), mixed (btrfs: 1, the default, mixes data
 // and metadata in one block group, mkfs.btrfs --mixed, for images from
-// 16 MiB; 0 separates them, DUP metadata, from 109 MiB) and name (the
-// lane's name; default the spec string itself).
+// 16 MiB; 0 separates them, DUP metadata, from 109 MiB), seed (ext* and
+// overlay: 0, the default, leaves the filesystem empty; 1 to [MaxSeed] puts
+// [SeedTree]'s files and directories into the base image, for an overlay
+// lane into its lower layer) and name (the lane's name; default the spec
+// string itself).
 //
 // An overlay lane is kernel overlayfs over two disks of its own, an ext2
-// lower layer (mounted read-only) and an ext2 upper layer, both made from
-// [LaneSpec.Layer]'s base image; see docs/explore.md.
+// lower layer (mounted read-only, made from [LaneSpec.Lower]'s base image)
+// and an ext2 upper layer (always empty, [LaneSpec.Layer]'s); see
+// docs/explore.md.
 type LaneSpec struct {
 	Name      string            // lane name, used as /lanes/<Name> in the guest
 	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs" or "overlay"
 	InodeSize int               // bytes per inode (ext* only; 0 for vfat, btrfs and overlay)
 	SizeMiB   int               // image size in MiB (overlay: of each layer)
-	Options   map[string]string // further mkfs settings without a field: block_size, fat, mixed (btrfs: always set)
+	Options   map[string]string // further settings without a field: block_size, fat, mixed (btrfs: always set), seed (when not 0)
 }
 
 // Filesystem defaults. ext2 uses 128-byte inodes, as in the paper (and so
@@ -38,15 +42,16 @@ var fsDefaults = map[string]struct {
 	inodeSize, sizeMiB int
 	keys               []string // accepted option keys besides name and size
 }{
-	"ext2": {128, 8, []string{"inode_size", "block_size"}},
-	"ext3": {256, 8, []string{"inode_size", "block_size"}},
-	"ext4": {256, 8, []string{"inode_size", "block_size"}},
+	"ext2": {128, 8, []string{"inode_size", "block_size", "seed"}},
+	"ext3": {256, 8, []string{"inode_size", "block_size", "seed"}},
+	"ext4": {256, 8, []string{"inode_size", "block_size", "seed"}},
 	"vfat": {0, 16, []string{"fat"}},
 	// btrfs: mixed block groups by default (mkfs.btrfs --mixed), which
 	// take 16 MiB and up; 32 MiB leaves room for the runs' files.
 	"btrfs": {0, 32, []string{"mixed"}},
-	// overlay: two ext2 layers of size MiB each (see Layer).
-	"overlay": {0, 8, nil},
+	// overlay: two ext2 layers of size MiB each (see Layer and Lower);
+	// seed goes to the lower layer.
+	"overlay": {0, 8, []string{"seed"}},
 }
 
 // Overlay lanes' layers.
@@ -63,14 +68,29 @@ const (
 // and upper layer).
 func (l LaneSpec) IsOverlay() bool { return l.FS == OverlayFS }
 
-// Layer returns the spec of each layer of an overlay lane (ext2 of the
-// lane's size, same name), and l itself for any other lane. MakeBase makes
-// an overlay lane's image from it: both layers start from that empty image.
+// Layer returns the spec of an overlay lane's upper layer (an empty ext2
+// of the lane's size, same name; its filesystem is also the lower
+// layer's), and l itself for any other lane. MakeBase makes an overlay
+// lane's image from it.
 func (l LaneSpec) Layer() LaneSpec {
 	if !l.IsOverlay() {
 		return l
 	}
 	return LaneSpec{Name: l.Name, FS: overlayLayerFS, InodeSize: overlayLayerInodeSize, SizeMiB: l.SizeMiB}
+}
+
+// Lower returns the spec of an overlay lane's lower layer: Layer with the
+// lane's seed, so that "overlay:seed=1" has the lower layer of an
+// "ext2:seed=1" lane's image. For any other lane it returns l.
+func (l LaneSpec) Lower() LaneSpec {
+	if !l.IsOverlay() {
+		return l
+	}
+	lower := l.Layer()
+	if n := l.Seed(); n != 0 {
+		lower.setOption("seed", strconv.Itoa(n))
+	}
+	return lower
 }
 
 // The smallest btrfs images mkfs.btrfs 6.x makes, in MiB: with mixed block
@@ -148,6 +168,13 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: mixed=%d: want 0 or 1", s, n)
 			}
 			spec.setOption(key, strconv.Itoa(n))
+		case "seed":
+			if n < 0 || n > MaxSeed {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: seed=%d: want 0 (empty) to %d", s, n, MaxSeed)
+			}
+			if n != 0 { // seed=0 is the empty image, the same as no seed
+				spec.setOption(key, strconv.Itoa(n))
+			}
 		}
 	}
 	if fsName == "btrfs" {

@@ -52,6 +52,15 @@ func TestParseLaneSpec(t *testing.T) {
 		{in: "ext2:name=a/b", wantErr: "lane name"},
 		{in: "ext2:name=..", wantErr: "invalid lane name"},
 		{in: "vfat:fat=24", wantErr: "fat=24"},
+		{in: "ext2:seed=1", want: LaneSpec{Name: "ext2:seed=1", FS: "ext2", InodeSize: 128, SizeMiB: 8, Options: map[string]string{"seed": "1"}}},
+		{in: "ext4:seed=3:name=e", want: LaneSpec{Name: "e", FS: "ext4", InodeSize: 256, SizeMiB: 8, Options: map[string]string{"seed": "3"}}},
+		{in: "ext3:seed=0", want: LaneSpec{Name: "ext3:seed=0", FS: "ext3", InodeSize: 256, SizeMiB: 8}},
+		{in: "overlay:seed=2", want: LaneSpec{Name: "overlay:seed=2", FS: "overlay", SizeMiB: 8, Options: map[string]string{"seed": "2"}}},
+		{in: "ext2:seed=4", wantErr: "seed=4: want 0 (empty) to 3"},
+		{in: "ext2:seed=-1", wantErr: "seed=-1: want 0 (empty) to 3"},
+		{in: "ext2:seed=x", wantErr: `option seed="x" is not a number`},
+		{in: "vfat:seed=1", wantErr: `unknown option "seed" for vfat (accepted: name, size, fat)`},
+		{in: "btrfs:seed=1", wantErr: `unknown option "seed" for btrfs`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -86,6 +95,9 @@ func TestLaneSpecString(t *testing.T) {
 		{"btrfs", "btrfs:size=32:mixed=1"},
 		{"btrfs:mixed=1:size=32", "btrfs:size=32:mixed=1"},
 		{"btrfs:mixed=0:size=200", "btrfs:size=200:mixed=0"},
+		{"ext2:seed=1", "ext2:inode_size=128:size=8:seed=1"},
+		{"ext2:seed=0", "ext2:inode_size=128:size=8"},
+		{"overlay:seed=1:size=16", "overlay:size=16:seed=1"},
 	}
 	for _, tt := range tests {
 		spec, err := ParseLaneSpec(tt.in)
@@ -172,5 +184,86 @@ func TestLaneSpecLayer(t *testing.T) {
 	}
 	if ext2.IsOverlay() || !reflect.DeepEqual(ext2.Layer(), ext2) {
 		t.Errorf("ext2 spec: IsOverlay %v, Layer %+v", ext2.IsOverlay(), ext2.Layer())
+	}
+}
+
+// TestLaneSpecLower checks an overlay lane's two layers: the upper one is
+// always the empty ext2, the lower one carries the seed and is the very
+// image of an ext2 lane with that seed.
+func TestLaneSpecLower(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ spec, upper, lower string }{
+		{"overlay", "ext2:inode_size=128:size=8", "ext2:inode_size=128:size=8"},
+		{"overlay:seed=1", "ext2:inode_size=128:size=8", "ext2:inode_size=128:size=8:seed=1"},
+		{"overlay:seed=3:size=16:name=ov", "ext2:inode_size=128:size=16", "ext2:inode_size=128:size=16:seed=3"},
+		{"ext4:seed=2", "ext4:inode_size=256:size=8:seed=2", "ext4:inode_size=256:size=8:seed=2"},
+	}
+	for _, tt := range tests {
+		spec, err := ParseLaneSpec(tt.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.Layer().String(); got != tt.upper {
+			t.Errorf("%s: Layer() = %s, want %s", tt.spec, got, tt.upper)
+		}
+		if got := spec.Lower().String(); got != tt.lower {
+			t.Errorf("%s: Lower() = %s, want %s", tt.spec, got, tt.lower)
+		}
+		if spec.Lower().IsOverlay() || spec.Lower().Name != spec.Name {
+			t.Errorf("%s: Lower() = %+v, want a plain lane of the same name", tt.spec, spec.Lower())
+		}
+	}
+	ov, _ := ParseLaneSpec("overlay:seed=1")
+	ext2, _ := ParseLaneSpec("ext2:seed=1")
+	if ov.Lower().String() != ext2.String() {
+		t.Errorf("overlay:seed=1's lower layer %s, ext2:seed=1 %s: want the same base image", ov.Lower(), ext2)
+	}
+}
+
+func TestSeedTree(t *testing.T) {
+	t.Parallel()
+	if got := SeedTree(0); got != nil {
+		t.Errorf("SeedTree(0) = %v, want nil", got)
+	}
+	paths := func(n int) []string {
+		var ps []string
+		for _, e := range SeedTree(n) {
+			p := e.Path
+			if e.Dir {
+				p += "/"
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	tests := map[int][]string{
+		1: {"f-00", "f-01", "d-00/", "d-01/", "d-00/f-00"},
+		2: {"f-00", "f-01", "f-02", "d-00/", "d-01/", "d-00/f-00", "d-00/f-01", "d-00/d-00/"},
+		3: {"f-00", "f-01", "f-02", "d-00/", "d-01/", "d-00/f-00", "d-00/f-01", "d-00/f-02", "d-00/d-00/", "d-00/d-01/"},
+	}
+	for n, want := range tests {
+		if got := paths(n); !reflect.DeepEqual(got, want) {
+			t.Errorf("SeedTree(%d) = %q, want %q", n, got, want)
+		}
+	}
+	seen := map[string]bool{"": true}
+	for _, e := range SeedTree(MaxSeed) {
+		parent := e.Path[:max(0, strings.LastIndexByte(e.Path, '/'))]
+		if !seen[parent] {
+			t.Errorf("%s comes before its parent", e.Path)
+		}
+		seen[e.Path] = true
+		switch {
+		case e.Dir && (e.Mode != 0o755 || e.Data != nil):
+			t.Errorf("%s: dir mode %o data %d bytes", e.Path, e.Mode, len(e.Data))
+		case !e.Dir && (e.Mode != 0o644 || !strings.HasPrefix(string(e.Data), e.Path+"\n")):
+			t.Errorf("%s: file mode %o data %.20q", e.Path, e.Mode, e.Data)
+		}
+	}
+	if f := SeedTree(1)[1]; f.Path != "f-01" || len(f.Data) != 2000 {
+		t.Errorf("SeedTree(1)[1] = %s with %d bytes, want f-01 with 2000", f.Path, len(f.Data))
+	}
+	if !reflect.DeepEqual(SeedTree(2), SeedTree(2)) || reflect.DeepEqual(SeedTree(1), SeedTree(2)) {
+		t.Error("SeedTree is not a function of n")
 	}
 }

@@ -14,7 +14,10 @@
 // Overlay upper layers are read dialect-free: [Classify] recognizes kernel
 // overlayfs (whiteout char device 0:0, overlay.opaque xattr) and AUFS
 // (".wh.<name>", ".wh..wh..opq") markers before any dispatch on file type,
-// and [NormalizeUpper] turns them into the same symbolic entries.
+// and [NormalizeUpper] turns them into the same symbolic entries. [Merge]
+// is the overlay view those entries mean over a lower layer (lower ⊕
+// upper): whiteouts delete, opaque directories hide, upper entries replace
+// and add, and merged directories report overlayfs's nlink.
 //
 // Invariants: the encoding is canonical (one byte string per entry and mode);
 // Fold does not depend on the order of its input; changing the encoding

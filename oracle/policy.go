@@ -40,6 +40,12 @@ type Policy struct {
 	// instead of counting their subdirectories; a plain filesystem's root
 	// counts them. Directories below the root keep their link counts.
 	IgnoreRootNlink bool
+	// IgnoreDirNlink sets every directory's link count to 0. Over a
+	// populated lower layer every directory in both layers that an op
+	// touches (copying it up) becomes a merged directory, and overlayfs
+	// reports nlink 1 for each ([MergedDirNlink]); a plain filesystem
+	// counts subdirectories. Non-directories keep their link counts.
+	IgnoreDirNlink bool
 }
 
 // Exact is the identity policy: the walk is folded as it is.
@@ -67,8 +73,21 @@ var MetisOverlay = Policy{
 	IgnoreRootNlink:    true,
 }
 
+// MetisOverlayDirs is MetisParity with every directory's nlink left out:
+// it compares an overlay lane over a populated lower layer with a plain
+// filesystem past the merged directories, where MetisOverlay stops at the
+// first one.
+var MetisOverlayDirs = Policy{
+	Name:               "overlay-dirs",
+	NonRegularSizeZero: true,
+	SkipRootLostFound:  true,
+	AdjustRootNlink:    true,
+	IgnoreRootNlink:    true,
+	IgnoreDirNlink:     true,
+}
+
 // Policies lists the named policies, for flags and help text.
-var Policies = []Policy{Exact, MetisParity, MetisOverlay}
+var Policies = []Policy{Exact, MetisParity, MetisOverlay, MetisOverlayDirs}
 
 // PolicyByName returns the policy called name ("" means exact).
 func PolicyByName(name string) (Policy, error) {
@@ -101,6 +120,9 @@ func (p Policy) String() string {
 	}
 	if p.IgnoreRootNlink {
 		rules = append(rules, "root nlink 0")
+	}
+	if p.IgnoreDirNlink {
+		rules = append(rules, "directory nlink 0")
 	}
 	name := p.Name
 	if name == "" {
@@ -149,6 +171,9 @@ func Canonicalize(entries []*agentv1.Entry, p Policy) []*agentv1.Entry {
 			edit().Nlink--
 		}
 		if p.IgnoreRootNlink && e.GetPath() == "" && e.GetNlink() != 0 {
+			edit().Nlink = 0
+		}
+		if p.IgnoreDirNlink && e.GetKind() == agentv1.Kind_KIND_DIRECTORY && e.GetNlink() != 0 {
 			edit().Nlink = 0
 		}
 		if c != nil {

@@ -34,6 +34,9 @@ func refCanonicalize(in []*agentv1.Entry, p Policy) []*agentv1.Entry {
 		if p.IgnoreRootNlink && e.Path == "" {
 			e.Nlink = 0
 		}
+		if p.IgnoreDirNlink && e.Kind == agentv1.Kind_KIND_DIRECTORY {
+			e.Nlink = 0
+		}
 		out = append(out, e)
 	}
 	return out
@@ -69,6 +72,8 @@ func TestCanonicalize(t *testing.T) {
 		{"nlink without skip does nothing", withLF, Policy{Name: "n", AdjustRootNlink: true}, len(withLF)},
 		{"overlay drops lost+found subtree", withLF, MetisOverlay, len(withLF) - 2},
 		{"root nlink only", nested, Policy{Name: "r", IgnoreRootNlink: true}, len(nested)},
+		{"overlay-dirs drops lost+found subtree", withLF, MetisOverlayDirs, len(withLF) - 2},
+		{"directory nlink only", nested, Policy{Name: "d", IgnoreDirNlink: true}, len(nested)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,6 +139,7 @@ func TestPolicyByName(t *testing.T) {
 		{"exact", "exact", false},
 		{"metis", "metis", false},
 		{"overlay", "overlay", false},
+		{"overlay-dirs", "overlay-dirs", false},
 		{"Metis", "", true},
 		{"nope", "", true},
 	}
@@ -178,6 +184,36 @@ func TestMetisOverlayEquates(t *testing.T) {
 		t.Error("Canonicalize modified its input")
 	}
 	if s := MetisOverlay.String(); !strings.HasSuffix(s, "; root nlink 0)") {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+// TestMetisOverlayDirsEquates: a merged subdirectory (nlink 1 from
+// overlayfs) and the plain one agree under MetisOverlayDirs, not under
+// MetisOverlay; files' link counts still count.
+func TestMetisOverlayDirsEquates(t *testing.T) {
+	t.Parallel()
+	ext2 := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 5, Size: 1024},
+		{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 3, Size: 1024},
+		{Path: "d-00/d-00", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o755, Nlink: 2, Size: 1024},
+		{Path: "f-00", Kind: agentv1.Kind_KIND_REGULAR, Mode: 0o644, Nlink: 2},
+		{Path: "lost+found", Kind: agentv1.Kind_KIND_DIRECTORY, Mode: 0o700, Nlink: 2, Size: 12288},
+	}
+	overlay := cloneAll(ext2)
+	overlay[0].Nlink, overlay[1].Nlink = MergedDirNlink, MergedDirNlink
+	if FoldPolicy(ext2, none, MetisOverlayDirs) != FoldPolicy(overlay, none, MetisOverlayDirs) {
+		t.Error("MetisOverlayDirs: roots differ")
+	}
+	if FoldPolicy(ext2, none, MetisOverlay) == FoldPolicy(overlay, none, MetisOverlay) {
+		t.Error("MetisOverlay: roots equal")
+	}
+	linked := cloneAll(overlay)
+	linked[3].Nlink = 1
+	if FoldPolicy(ext2, none, MetisOverlayDirs) == FoldPolicy(linked, none, MetisOverlayDirs) {
+		t.Error("MetisOverlayDirs: a file's nlink is ignored")
+	}
+	if s := MetisOverlayDirs.String(); !strings.HasSuffix(s, "; root nlink 0; directory nlink 0)") {
 		t.Errorf("String() = %q", s)
 	}
 }

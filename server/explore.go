@@ -118,6 +118,10 @@ func summaryProto(s *session.ExploreSummary) *themisv1.ExploreSummary {
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)
+	for lane, c := range s.Layers {
+		out.Layers = append(out.Layers, &themisv1.LaneLayers{Lane: lane, Checked: int64(c.Checked), Whiteouts: int64(c.Whiteouts), Opaque: int64(c.Opaque)})
+	}
+	slices.SortFunc(out.Layers, func(a, b *themisv1.LaneLayers) int { return strings.Compare(a.GetLane(), b.GetLane()) })
 	return out
 }
 

@@ -30,7 +30,9 @@
 // the run lasts the session is busy (the other methods refuse it with
 // ErrState); it ends with the run. Findings are stored in the ledger's
 // findings table with a "finding" event, their traces in opspec short form.
-// Single-lane runs may add the remount and host fsck self-references.
+// Single-lane runs may add the remount and host fsck self-references; every
+// overlay lane is checked against lower ⊕ upper seen from below
+// (oracle.Merge, KindLayers).
 //
 // # Ledger
 //

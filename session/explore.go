@@ -30,6 +30,9 @@ import (
 const (
 	KindRemount = "self-reference:remount"
 	KindFsck    = "self-reference:fsck"
+	// KindLayers: an overlay lane's merged view is not lower ⊕ upper seen
+	// from below (oracle.Merge).
+	KindLayers = "self-reference:layers"
 )
 
 // Summary.Stopped values besides explore's ("" done, "budget", "cancelled",
@@ -180,8 +183,22 @@ type ExploreSummary struct {
 	// markers classified; same time mode and policy) at the root state.
 	// The visited set is keyed by Roots only.
 	BelowRoots map[string][]byte
+	// Layers says, per overlay lane, what the lower ⊕ upper reference
+	// (KindLayers) checked.
+	Layers map[string]LayerCounts
 	// The cumulative time split, as in ExploreProgress.
 	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
+}
+
+// LayerCounts is what the lower ⊕ upper reference saw of one overlay lane
+// during a run.
+type LayerCounts struct {
+	// Checked counts the lane's distinct merged states checked (the root
+	// state included; a state reached again by a replay counts once).
+	Checked int
+	// Whiteouts and Opaque count those of them whose upper layer, seen
+	// from below, held at least one whiteout, or one opaque directory.
+	Whiteouts, Opaque int
 }
 
 // validateExplore checks o, fills its defaults and returns the policy.
@@ -292,7 +309,9 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 	s.mu.Unlock()
 
 	sys := &exploreSys{m: m, s: s, lanes: lanes, overlay: overlays, mode: o.TimeMode, policy: policy,
-		ids: make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry)}
+		ids: make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
+		below: make(map[string][]*agentv1.Entry), lower: make(map[string][]*agentv1.Entry),
+		layers: make(map[string]*layerSeen)}
 	// Findings are kept whatever happens to the run.
 	bg := context.WithoutCancel(ctx)
 	rec := &findingRecorder{m: m, ctx: bg, session: in.ID, specs: o.Lanes, send: found, byID: make(map[int]*Finding)}
@@ -312,6 +331,11 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 		defer os.RemoveAll(dir)
 		sys.fsckImage = filepath.Join(dir, "lane.img")
 		cfg.Checks = append(cfg.Checks, sys.fsckCheck)
+	}
+	for _, l := range lanes {
+		if overlays[l] {
+			cfg.Checks = append(cfg.Checks, sys.layersCheck(l))
+		}
 	}
 	start := time.Now()
 	if o.MaxDuration > 0 {
@@ -343,6 +367,12 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 	}
 	if secs := elapsed.Seconds(); secs > 0 {
 		sum.StatesPerSec = float64(res.States) / secs
+	}
+	for l, seen := range sys.layers {
+		if sum.Layers == nil {
+			sum.Layers = make(map[string]LayerCounts)
+		}
+		sum.Layers[l] = seen.counts
 	}
 	for _, r := range res.Root {
 		sum.Roots[r.Lane] = r.Root
@@ -537,8 +567,14 @@ type exploreSys struct {
 	mode    agentv1.TimeMode
 	policy  oracle.Policy
 
-	ids    map[string]vmm.CheckpointID
-	leaves map[string][]*agentv1.Entry // canonicalized leaves of the current state, per lane; cleared when it may change
+	ids map[string]vmm.CheckpointID
+	// leaves and below hold, per lane, the current state's leaves
+	// (canonicalized) and an overlay lane's upper layer seen from below
+	// (as walked); forget clears them when the state may change. lower
+	// holds the overlay lanes' lower layers as walked: they are mounted
+	// read-only and never change, so each is walked once.
+	leaves, below, lower map[string][]*agentv1.Entry
+	layers               map[string]*layerSeen // per overlay lane, for LayerCounts
 
 	fsckImage string // scratch file for the fsck check
 
@@ -628,7 +664,7 @@ func (x *exploreSys) Restore(ctx context.Context, id explore.CheckpointID) error
 	if err != nil {
 		return err
 	}
-	clear(x.leaves)
+	x.forget()
 	return x.machine(ctx, "restore", func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, v) })
 }
 
@@ -660,7 +696,7 @@ func (x *exploreSys) apply(ctx context.Context, op *agentv1.Request) ([]explore.
 	if err != nil {
 		return nil, fmt.Errorf("explore op: %w", err)
 	}
-	clear(x.leaves)
+	x.forget()
 	out := make([]explore.LaneResult, 0, len(x.lanes))
 	if globalOps[kind] {
 		req := proto.Clone(op).(*agentv1.Request)
@@ -710,28 +746,55 @@ func (x *exploreSys) fingerprint(ctx context.Context) ([]explore.LaneState, erro
 		if err != nil {
 			return nil, err
 		}
-		root := oracle.Fold(leaves, x.mode)
-		st := explore.LaneState{Lane: l, Root: root[:]}
+		st := explore.LaneState{Lane: l, Root: rootOf(leaves, x.mode)}
 		if x.overlay[l] {
-			if st.Below, err = x.belowRoot(ctx, l); err != nil {
+			b, err := x.belowLeaves(ctx, l)
+			if err != nil {
 				return nil, err
 			}
+			st.Below = rootOf(oracle.Canonicalize(b, x.policy), x.mode)
 		}
 		out = append(out, st)
 	}
 	return out, nil
 }
 
-// belowRoot returns an overlay lane's root from below: its upper layer with
-// the markers classified by the agent, canonicalized under the run's policy
-// and folded under its time mode.
-func (x *exploreSys) belowRoot(ctx context.Context, lane string) ([]byte, error) {
+// forget drops the leaves of the current state (the state may change).
+func (x *exploreSys) forget() {
+	clear(x.leaves)
+	clear(x.below)
+}
+
+// belowLeaves returns an overlay lane's upper layer seen from below in the
+// current state, the markers classified by the agent, as walked.
+func (x *exploreSys) belowLeaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
+	if ls, ok := x.below[lane]; ok {
+		return ls, nil
+	}
 	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Below: true}}}
 	resp, err := x.callOK(ctx, "fingerprint "+lane+" from below", req)
 	if err != nil {
 		return nil, err
 	}
-	return rootOf(oracle.Canonicalize(resp.GetFingerprint().GetLeaves(), x.policy), x.mode), nil
+	ls := resp.GetFingerprint().GetLeaves()
+	x.below[lane] = ls
+	return ls, nil
+}
+
+// lowerLeaves returns an overlay lane's lower layer as walked (once per
+// run: it is mounted read-only).
+func (x *exploreSys) lowerLeaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
+	if ls, ok := x.lower[lane]; ok {
+		return ls, nil
+	}
+	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Lower: true}}}
+	resp, err := x.callOK(ctx, "fingerprint "+lane+"'s lower layer", req)
+	if err != nil {
+		return nil, err
+	}
+	ls := resp.GetFingerprint().GetLeaves()
+	x.lower[lane] = ls
+	return ls, nil
 }
 
 // laneLeaves returns a lane's canonicalized leaves in the current state.
@@ -777,7 +840,7 @@ func (x *exploreSys) remountCheck(ctx context.Context, _ explore.System, _ []*ag
 	if err != nil {
 		return nil, err
 	}
-	clear(x.leaves)
+	x.forget()
 	for _, req := range []*agentv1.Request{
 		{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: lane}}},
 		{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: lane}}},
@@ -810,6 +873,83 @@ func (x *exploreSys) remountCheck(ctx context.Context, _ explore.System, _ []*ag
 	}
 	return &explore.Finding{Kind: KindRemount, Path: path, Field: field,
 		Detail: fmt.Sprintf("lane %s changed across umount+mount at %s: %s %s before, %s after", lane, shown, field, va, vb)}, nil
+}
+
+// layerSeen is the lower ⊕ upper reference's record of one overlay lane.
+type layerSeen struct {
+	states map[string]bool // merged roots checked
+	counts LayerCounts
+}
+
+// layersCheck returns the lower ⊕ upper self-reference of an overlay lane:
+// the merged view (the lane's walk) must equal oracle.Merge of its lower
+// layer and its upper layer seen from below, as walked; both sides are
+// canonicalized under the run's policy and compared under its time mode — every field a leaf has,
+// the nlink of merged directories included (overlayfs reports 1 for them,
+// and Merge says so). It costs no walk of its own: the merged view and the
+// view from below are the state's fingerprint walks, and the lower layer is
+// walked once per run.
+func (x *exploreSys) layersCheck(lane string) explore.Check {
+	return func(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
+		t0 := time.Now()
+		defer func() { x.checkTime += time.Since(t0) }()
+		below, err := x.belowLeaves(ctx, lane)
+		if err != nil {
+			return nil, err
+		}
+		got, err := x.laneLeaves(ctx, lane) // the merged view, canonicalized
+		if err != nil {
+			return nil, err
+		}
+		lower, err := x.lowerLeaves(ctx, lane)
+		if err != nil {
+			return nil, err
+		}
+		x.countLayers(lane, rootOf(got, x.mode), below)
+		want := oracle.WithoutSymlinkAtime(oracle.Canonicalize(oracle.Merge(lower, below), x.policy))
+		got = oracle.WithoutSymlinkAtime(got)
+		path, ok := oracle.FirstDiff(want, got, x.mode)
+		if !ok {
+			return nil, nil
+		}
+		field, vw, vg := explore.FieldDiff(findEntry(want, path), findEntry(got, path), x.mode)
+		shown := path
+		if shown == "" {
+			shown = "/"
+		}
+		return &explore.Finding{Kind: KindLayers, Path: path, Field: field,
+			Detail: fmt.Sprintf("lane %s: the merged view differs from lower ⊕ upper seen from below at %s: %s %s in lower ⊕ upper, %s merged (policy %s)", lane, shown, field, vw, vg, x.policy.Name)}, nil
+	}
+}
+
+// countLayers records a checked state of an overlay lane (once per merged
+// root) and the markers its upper layer holds.
+func (x *exploreSys) countLayers(lane string, root []byte, below []*agentv1.Entry) {
+	seen := x.layers[lane]
+	if seen == nil {
+		seen = &layerSeen{states: make(map[string]bool)}
+		x.layers[lane] = seen
+	}
+	if seen.states[string(root)] {
+		return
+	}
+	seen.states[string(root)] = true
+	seen.counts.Checked++
+	var wh, op bool
+	for _, e := range below {
+		switch oracle.ParseSymbolic(e).Marker {
+		case oracle.MarkerWhiteout:
+			wh = true
+		case oracle.MarkerOpaque:
+			op = true
+		}
+	}
+	if wh {
+		seen.counts.Whiteouts++
+	}
+	if op {
+		seen.counts.Opaque++
+	}
 }
 
 func rootOf(leaves []*agentv1.Entry, mode agentv1.TimeMode) []byte {

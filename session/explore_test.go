@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/vmm"
 	"google.golang.org/protobuf/proto"
 )
@@ -272,6 +274,34 @@ func TestOverlayLaneFake(t *testing.T) {
 	if len(fps) != 2 || fps[0].BelowRoot != nil || fps[1].BelowRoot == nil || !reflect.DeepEqual(below, []string{"ov"}) {
 		t.Errorf("fingerprints %+v (below asked of %v): want a root from below for the overlay lane only", fps, below)
 	}
+
+	// The disks' images: without a seed both layers are the empty ext2;
+	// with seed=1 the lower layer is an ext2:seed=1 lane's image and the
+	// upper one stays empty.
+	hashes := func(lanes ...string) map[string][32]byte {
+		t.Helper()
+		cfgs = nil
+		in, err := m.Create(ctx, CreateOptions{Lanes: lanes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Delete(ctx, in.ID)
+		out := make(map[string][32]byte)
+		for _, d := range cfgs[0].Disks {
+			h, err := d.Device.Hash()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[d.Serial] = h
+		}
+		return out
+	}
+	if h := hashes("ext2", "overlay"); h["lane0"] != h["lane1"] || h["lane1"] != h["lower1"] {
+		t.Error("unseeded overlay lane: want both layers the empty ext2 image")
+	}
+	if h := hashes("ext2:seed=1", "overlay:seed=1", "ext2:name=empty"); h["lane0"] != h["lower1"] || h["lane1"] != h["lane2"] || h["lane1"] == h["lower1"] {
+		t.Error("overlay:seed=1: want the lower layer ext2:seed=1's image and the upper layer the empty ext2")
+	}
 }
 
 // recordingMachine is a fakeMachine that records Mount requests and the
@@ -290,4 +320,23 @@ func (r *recordingMachine) Call(ctx context.Context, req *agentv1.Request) (*age
 		*r.below = append(*r.below, fp.GetLane())
 	}
 	return r.fakeMachine.Call(ctx, req)
+}
+
+// TestSeedTreeInPool: every seed tree names only paths of explore's default
+// pool (files as files, dirs as dirs), so that the ops explore draws reach
+// them.
+func TestSeedTreeInPool(t *testing.T) {
+	t.Parallel()
+	files, dirs := explore.DefaultPool.Paths()
+	for n := 1; n <= guest.MaxSeed; n++ {
+		for _, e := range guest.SeedTree(n) {
+			pool := files
+			if e.Dir {
+				pool = dirs
+			}
+			if !slices.Contains(pool, e.Path) {
+				t.Errorf("seed=%d: %s (dir %v) is not in explore's pool", n, e.Path, e.Dir)
+			}
+		}
+	}
 }

@@ -433,8 +433,13 @@ func (m *Manager) boot(ctx context.Context, s *session) (err error) {
 		s.devs = append(s.devs, dev)
 		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: laneSerial(i), Device: dev})
 		if sp.IsOverlay() {
-			// Both layers start from the same empty ext2 image.
-			lower, err := overlay.Open(base)
+			// The upper layer starts empty; the lower layer holds the
+			// lane's seed tree, if any (the same image without one).
+			lowerBase, err := guest.MakeBase(ctx, m.cfg.CacheDir, sp.Lower())
+			if err != nil {
+				return fmt.Errorf("lane %s: lower layer's base image: %w", sp.Name, err)
+			}
+			lower, err := overlay.Open(lowerBase)
 			if err != nil {
 				return fmt.Errorf("lane %s: lower layer: %w", sp.Name, err)
 			}

@@ -42,7 +42,17 @@ type exploreJSON struct {
 	RestoreS     float64            `json:"restore_s"`
 	Skipped      int64              `json:"restores_skipped"`
 	BelowRoots   map[string]string  `json:"below_roots,omitempty"`
+	Layers       []layersJSON       `json:"layers,omitempty"`
 	FindingList  []*findingJSONView `json:"finding_list"`
+}
+
+// layersJSON is what the lower ⊕ upper reference checked of one overlay
+// lane.
+type layersJSON struct {
+	Lane      string `json:"lane"`
+	Checked   int64  `json:"checked"`
+	Whiteouts int64  `json:"whiteouts"`
+	Opaque    int64  `json:"opaque"`
 }
 
 // findingJSONView is a finding in explore's --json output: its latest
@@ -171,6 +181,9 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 						}
 						out.BelowRoots[r.GetLane()] = hex.EncodeToString(r.GetRoot())
 					}
+					for _, l := range sum.GetLayers() {
+						out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
+					}
 					out.FindingList = found.json()
 					return writeJSON(os.Stdout, out)
 				}
@@ -187,20 +200,23 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 				for _, r := range sum.GetBelowRoots() {
 					fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
 				}
+				for _, l := range sum.GetLayers() {
+					fmt.Fprintf(w, "%s: lower ⊕ upper checked\t%d states, %d with whiteouts, %d with opaque dirs\n", l.GetLane(), l.GetChecked(), l.GetWhiteouts(), l.GetOpaque())
+				}
 				fmt.Fprintf(w, "digest\t%s\nsession\t%s (ended; `themisctl events %s`)\n", sum.GetDigest(), sum.GetSessionId(), sum.GetSessionId())
 				return w.Flush()
 			})
 		},
 	}
 	fl := explore.Flags()
-	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated; two or more are compared with each other")
+	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
 	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state, drawn by the seeded policy")
 	fl.Int64Var(&req.MaxStates, "max-states", 0, "budget of states (0: no limit)")
 	fl.Int32Var(&req.MaxSeconds, "max-seconds", 0, "wall-clock budget (0: no limit)")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the operation policy: the same seed gives the same run")
 	fl.StringVar(&timeMode, "time-mode", "none", "timestamps in the abstract state: none (Metis parity), mtime, all")
-	fl.StringVar(&req.Policy, "policy", "metis", "canonicalization policy: metis, exact, or overlay (metis without the root's nlink, to compare an overlay lane with a plain one)")
+	fl.StringVar(&req.Policy, "policy", "metis", "canonicalization policy: metis, exact, overlay (metis without the root's nlink, to compare an overlay lane with a plain one) or overlay-dirs (metis without any directory's nlink: an overlay lane over a seeded lower layer has merged directories, nlink 1)")
 	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: check the resolved image on the host at every new state (e2fsck -fn; btrfs check --readonly --check-data-csum)")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")

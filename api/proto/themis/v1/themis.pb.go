@@ -2640,7 +2640,9 @@ type ExploreRequest struct {
 	Fsck    bool `protobuf:"varint,9,opt,name=fsck,proto3" json:"fsck,omitempty"`
 	Remount bool `protobuf:"varint,10,opt,name=remount,proto3" json:"remount,omitempty"`
 	// Canonicalization policy ("metis" default, "exact", "overlay": metis
-	// without the root's nlink, for an overlay lane against a plain one).
+	// without the root's nlink, for an overlay lane against a plain one,
+	// "overlay-dirs": metis without any directory's nlink, for an overlay
+	// lane over a seeded lower layer, whose merged directories report 1).
 	Policy string `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Skip the restore after an op that failed on every lane and left the
 	// abstract state unchanged (faster on TCG; hidden state may drift).
@@ -3050,7 +3052,10 @@ type ExploreSummary struct {
 	RestoresSkipped int64       `protobuf:"varint,15,opt,name=restores_skipped,json=restoresSkipped,proto3" json:"restores_skipped,omitempty"`
 	// Overlay lanes' roots from below (upper layer, markers classified) at
 	// the root state. Not part of the visited-set key.
-	BelowRoots    []*LaneRoot `protobuf:"bytes,16,rep,name=below_roots,json=belowRoots,proto3" json:"below_roots,omitempty"`
+	BelowRoots []*LaneRoot `protobuf:"bytes,16,rep,name=below_roots,json=belowRoots,proto3" json:"below_roots,omitempty"`
+	// Per overlay lane, what the lower ⊕ upper reference
+	// ("self-reference:layers") checked.
+	Layers        []*LaneLayers `protobuf:"bytes,17,rep,name=layers,proto3" json:"layers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3197,6 +3202,86 @@ func (x *ExploreSummary) GetBelowRoots() []*LaneRoot {
 	return nil
 }
 
+func (x *ExploreSummary) GetLayers() []*LaneLayers {
+	if x != nil {
+		return x.Layers
+	}
+	return nil
+}
+
+// LaneLayers is what the lower ⊕ upper reference saw of one overlay lane
+// during an Explore run.
+type LaneLayers struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Distinct merged states checked, the root state included.
+	Checked int64 `protobuf:"varint,2,opt,name=checked,proto3" json:"checked,omitempty"`
+	// Of those, the states whose upper layer seen from below held at least
+	// one whiteout, and at least one opaque directory.
+	Whiteouts     int64 `protobuf:"varint,3,opt,name=whiteouts,proto3" json:"whiteouts,omitempty"`
+	Opaque        int64 `protobuf:"varint,4,opt,name=opaque,proto3" json:"opaque,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneLayers) Reset() {
+	*x = LaneLayers{}
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneLayers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneLayers) ProtoMessage() {}
+
+func (x *LaneLayers) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneLayers.ProtoReflect.Descriptor instead.
+func (*LaneLayers) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *LaneLayers) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *LaneLayers) GetChecked() int64 {
+	if x != nil {
+		return x.Checked
+	}
+	return 0
+}
+
+func (x *LaneLayers) GetWhiteouts() int64 {
+	if x != nil {
+		return x.Whiteouts
+	}
+	return 0
+}
+
+func (x *LaneLayers) GetOpaque() int64 {
+	if x != nil {
+		return x.Opaque
+	}
+	return 0
+}
+
 // ExploreResponse is one stream message. A finding is sent the moment it is
 // found (minimized false, its trace as found) and, for the kinds that can be
 // replayed, once more with the same id after the search when minimization
@@ -3215,7 +3300,7 @@ type ExploreResponse struct {
 
 func (x *ExploreResponse) Reset() {
 	*x = ExploreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3312,7 @@ func (x *ExploreResponse) String() string {
 func (*ExploreResponse) ProtoMessage() {}
 
 func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3325,7 @@ func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
 func (*ExploreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
@@ -3309,7 +3394,7 @@ type ListFindingsRequest struct {
 
 func (x *ListFindingsRequest) Reset() {
 	*x = ListFindingsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3406,7 @@ func (x *ListFindingsRequest) String() string {
 func (*ListFindingsRequest) ProtoMessage() {}
 
 func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3419,7 @@ func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListFindingsRequest) GetSessionId() string {
@@ -3353,7 +3438,7 @@ type ListFindingsResponse struct {
 
 func (x *ListFindingsResponse) Reset() {
 	*x = ListFindingsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3450,7 @@ func (x *ListFindingsResponse) String() string {
 func (*ListFindingsResponse) ProtoMessage() {}
 
 func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3463,7 @@ func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListFindingsResponse) GetFindings() []*Finding {
@@ -3397,7 +3482,7 @@ type GetFindingRequest struct {
 
 func (x *GetFindingRequest) Reset() {
 	*x = GetFindingRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3494,7 @@ func (x *GetFindingRequest) String() string {
 func (*GetFindingRequest) ProtoMessage() {}
 
 func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3507,7 @@ func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
 func (*GetFindingRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetFindingRequest) GetFindingId() string {
@@ -3441,7 +3526,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3453,7 +3538,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3466,7 +3551,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -3494,7 +3579,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3591,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3604,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -3594,7 +3679,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +3691,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +3704,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -3773,7 +3858,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3785,7 +3870,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3798,7 +3883,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -3872,7 +3957,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +3969,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +3982,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -3962,7 +4047,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4059,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4072,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -4055,7 +4140,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4152,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4165,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -4142,7 +4227,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4154,7 +4239,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4167,7 +4252,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -4223,7 +4308,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4235,7 +4320,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4248,7 +4333,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -4341,7 +4426,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4438,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4451,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -4402,7 +4487,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4499,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4512,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -4471,7 +4556,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4568,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4581,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -4559,7 +4644,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4656,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4669,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -4649,7 +4734,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4661,7 +4746,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4674,7 +4759,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -4794,7 +4879,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4806,7 +4891,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4819,7 +4904,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -4863,7 +4948,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +4960,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +4973,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -4952,7 +5037,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4964,7 +5049,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4977,7 +5062,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -5043,7 +5128,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5055,7 +5140,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5068,7 +5153,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -5119,7 +5204,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5131,7 +5216,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5144,7 +5229,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -5438,7 +5523,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"lane_specs\x18\f \x03(\tR\tlaneSpecs\x12\x1f\n" +
 	"\vfound_trace\x18\r \x03(\tR\n" +
 	"foundTrace\x12!\n" +
-	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\"\x95\x04\n" +
+	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\"\xc4\x04\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5458,7 +5543,14 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\trestore_s\x18\x0e \x01(\x01R\brestoreS\x12)\n" +
 	"\x10restores_skipped\x18\x0f \x01(\x03R\x0frestoresSkipped\x124\n" +
 	"\vbelow_roots\x18\x10 \x03(\v2\x13.themis.v1.LaneRootR\n" +
-	"belowRoots\"\xbb\x01\n" +
+	"belowRoots\x12-\n" +
+	"\x06layers\x18\x11 \x03(\v2\x15.themis.v1.LaneLayersR\x06layers\"p\n" +
+	"\n" +
+	"LaneLayers\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
+	"\achecked\x18\x02 \x01(\x03R\achecked\x12\x1c\n" +
+	"\twhiteouts\x18\x03 \x01(\x03R\twhiteouts\x12\x16\n" +
+	"\x06opaque\x18\x04 \x01(\x03R\x06opaque\"\xbb\x01\n" +
 	"\x0fExploreResponse\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.themis.v1.ExploreProgressH\x00R\bprogress\x12.\n" +
 	"\afinding\x18\x02 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x125\n" +
@@ -5679,7 +5771,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -5723,178 +5815,180 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ExploreProgress)(nil),          // 39: themis.v1.ExploreProgress
 	(*Finding)(nil),                  // 40: themis.v1.Finding
 	(*ExploreSummary)(nil),           // 41: themis.v1.ExploreSummary
-	(*ExploreResponse)(nil),          // 42: themis.v1.ExploreResponse
-	(*ListFindingsRequest)(nil),      // 43: themis.v1.ListFindingsRequest
-	(*ListFindingsResponse)(nil),     // 44: themis.v1.ListFindingsResponse
-	(*GetFindingRequest)(nil),        // 45: themis.v1.GetFindingRequest
-	(*GetFindingResponse)(nil),       // 46: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 47: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 48: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 49: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 50: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 51: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 52: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 53: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 54: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 55: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 56: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 57: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 58: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 59: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 60: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 61: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 62: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 63: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 64: themis.v1.DiffResponse
-	nil,                              // 65: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 66: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 67: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 68: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 69: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 70: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 71: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 72: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 73: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 74: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 75: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 76: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 77: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 78: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 79: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 80: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 81: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 82: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 83: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 84: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 85: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 86: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 87: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 88: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 89: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 90: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 91: themis.agent.v1.Timespec
+	(*LaneLayers)(nil),               // 42: themis.v1.LaneLayers
+	(*ExploreResponse)(nil),          // 43: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 44: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 45: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 46: themis.v1.GetFindingRequest
+	(*GetFindingResponse)(nil),       // 47: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 48: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 49: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 50: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 51: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 52: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 53: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 54: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 55: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 56: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 57: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 58: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 59: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 60: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 61: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 62: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 63: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 64: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 65: themis.v1.DiffResponse
+	nil,                              // 66: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 67: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 68: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 69: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 70: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 71: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 72: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 73: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 74: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 75: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 76: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 77: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 78: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 79: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 80: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 81: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 82: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 83: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 84: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 85: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 86: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 87: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 88: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 89: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 90: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 91: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 92: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	0,  // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	3,  // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	67, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	67, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	68, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	68, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	2,  // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,  // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	67, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	68, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	12, // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,  // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	13, // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	13, // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	68, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	69, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	70, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	71, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	72, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	73, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	74, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	75, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	76, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	77, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	78, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	79, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	80, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	81, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	82, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	83, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	84, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	85, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	86, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	87, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	69, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	70, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	71, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	72, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	73, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	74, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	75, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	76, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	77, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	78, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	79, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	80, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	81, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	82, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	83, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	84, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	85, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	86, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	87, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	88, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	22, // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	88, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	89, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	89, // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	89, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	90, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	90, // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	27, // 39: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	90, // 40: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	67, // 41: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	91, // 40: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	68, // 41: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	24, // 42: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	35, // 43: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	88, // 44: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	89, // 44: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	24, // 45: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	67, // 46: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	68, // 46: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
 	12, // 47: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
 	12, // 48: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	39, // 49: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	40, // 50: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	41, // 51: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	40, // 52: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	40, // 53: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	91, // 54: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	91, // 55: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	91, // 56: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	65, // 57: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	49, // 58: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	48, // 59: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	50, // 60: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	53, // 61: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	53, // 62: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	53, // 63: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	53, // 64: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	55, // 65: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	54, // 66: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	56, // 67: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	66, // 68: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	59, // 69: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	60, // 70: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	63, // 71: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	63, // 72: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,  // 73: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 74: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 75: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 76: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 77: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 78: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 79: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 80: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 81: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 82: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 83: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 84: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 85: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 86: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 87: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	43, // 88: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	45, // 89: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	47, // 90: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	52, // 91: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	58, // 92: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	62, // 93: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,  // 94: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 95: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 96: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 97: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 98: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 99: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 100: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 101: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 102: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 103: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 104: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 105: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 106: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 107: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	42, // 108: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	44, // 109: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	46, // 110: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	51, // 111: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	57, // 112: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	61, // 113: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	64, // 114: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	94, // [94:115] is the sub-list for method output_type
-	73, // [73:94] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	42, // 49: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	39, // 50: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	40, // 51: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	41, // 52: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	40, // 53: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	40, // 54: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	92, // 55: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	92, // 56: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	92, // 57: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	66, // 58: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	50, // 59: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	49, // 60: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	51, // 61: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	54, // 62: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	54, // 63: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	54, // 64: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	54, // 65: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	56, // 66: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	55, // 67: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	57, // 68: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	67, // 69: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	60, // 70: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	61, // 71: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	64, // 72: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	64, // 73: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,  // 74: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 75: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 76: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 77: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 78: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 79: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 80: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 81: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 82: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 83: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 84: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 85: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 86: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 87: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 88: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	44, // 89: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	46, // 90: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	48, // 91: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	53, // 92: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	59, // 93: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	63, // 94: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,  // 95: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 96: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 97: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 98: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 99: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 100: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 101: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 102: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 103: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 104: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 105: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 106: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 107: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 108: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	43, // 109: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	45, // 110: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	47, // 111: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	52, // 112: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	58, // 113: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	62, // 114: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	65, // 115: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	95, // [95:116] is the sub-list for method output_type
+	74, // [74:95] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -5924,20 +6018,20 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[40].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[41].OneofWrappers = []any{
 		(*ExploreResponse_Progress)(nil),
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[49].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[50].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[55].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[56].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[59].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[60].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -5947,7 +6041,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   65,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3038,7 +3038,12 @@ type Fingerprint struct {
 	// "<path>\x00opaque". An entry carrying overlay.metacopy fails the walk
 	// (EINVAL): its data is not in this layer. EINVAL for a lane that is not
 	// an overlay lane.
-	Below         bool `protobuf:"varint,4,opt,name=below,proto3" json:"below,omitempty"`
+	Below bool `protobuf:"varint,4,opt,name=below,proto3" json:"below,omitempty"`
+	// Walk an overlay lane's lower layer (/layers/<lane>/lower, mounted
+	// read-only): a plain walk of the lower filesystem's root, lost+found
+	// included, for the lower ⊕ upper reference (oracle.Merge). EINVAL
+	// together with below, or for a lane that is not an overlay lane.
+	Lower         bool `protobuf:"varint,5,opt,name=lower,proto3" json:"lower,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3097,6 +3102,13 @@ func (x *Fingerprint) GetLeaves() bool {
 func (x *Fingerprint) GetBelow() bool {
 	if x != nil {
 		return x.Below
+	}
+	return false
+}
+
+func (x *Fingerprint) GetLower() bool {
+	if x != nil {
+		return x.Lower
 	}
 	return false
 }
@@ -3786,12 +3798,13 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"WalkResult\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x04R\aentries\x12 \n" +
 	"\vdirectories\x18\x02 \x01(\x04R\vdirectories\x12\x14\n" +
-	"\x05depth\x18\x03 \x01(\rR\x05depth\"\x87\x01\n" +
+	"\x05depth\x18\x03 \x01(\rR\x05depth\"\x9d\x01\n" +
 	"\vFingerprint\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x126\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
 	"\x06leaves\x18\x03 \x01(\bR\x06leaves\x12\x14\n" +
-	"\x05below\x18\x04 \x01(\bR\x05below\"\x85\x03\n" +
+	"\x05below\x18\x04 \x01(\bR\x05below\x12\x14\n" +
+	"\x05lower\x18\x05 \x01(\bR\x05lower\"\x85\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.themis.agent.v1.KindR\x04kind\x12\x12\n" +
