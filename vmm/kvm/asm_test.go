@@ -45,9 +45,6 @@ func (a *asm) movImm(reg int, v uint64) *asm {
 // storeRAXAtRDI: mov [rdi], rax.
 func (a *asm) storeRAXAtRDI() *asm { return a.emit(0x48, 0x89, 0x07) }
 
-// addRDI: add rdi, imm32.
-func (a *asm) addRDI(v uint32) *asm { return a.emit(0x48, 0x81, 0xc7).imm32(v) }
-
 // decRCX: dec rcx.
 func (a *asm) decRCX() *asm { return a.emit(0x48, 0xff, 0xc9) }
 
@@ -85,11 +82,7 @@ func (a *asm) int3() *asm            { return a.emit(0xcc) }
 func (a *asm) done(code uint32) *asm { return a.out(DebugExitPort, code) }
 
 // dirtyPages writes one qword into each of n consecutive pages from addr.
-func (a *asm) dirtyPages(addr uint64, n int) *asm {
-	a.movImm(rdi, addr).movImm(rcx, uint64(n)).movImm(rax, 0x5a5a5a5a)
-	loop := len(a.b)
-	return a.storeRAXAtRDI().addRDI(PageSize).decRCX().jnzTo(loop)
-}
+func (a *asm) dirtyPages(addr uint64, n int) *asm { return a.emit(dirtyLoop(addr, n)...) }
 
 // outb: mov edx, port; mov eax, v; out dx, al.
 func (a *asm) outb(port uint16, v uint8) *asm {

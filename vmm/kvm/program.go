@@ -20,17 +20,24 @@ func DirtyProgram(addr uint64, pages int, code uint32) []byte {
 	var b []byte
 	le := binary.LittleEndian
 	if pages > 0 {
-		b = le.AppendUint64(append(b, 0x48, 0xbf), addr)          // mov rdi, imm64
-		b = le.AppendUint64(append(b, 0x48, 0xb9), uint64(pages)) // mov rcx, imm64
-		b = le.AppendUint64(append(b, 0x48, 0xb8), 0x5a5a5a5a)    // mov rax, imm64
-		loop := len(b)
-		b = append(b, 0x48, 0x89, 0x07)                            // mov [rdi], rax
-		b = le.AppendUint32(append(b, 0x48, 0x81, 0xc7), PageSize) // add rdi, imm32
-		b = append(b, 0x48, 0xff, 0xc9)                            // dec rcx
-		b = append(b, 0x0f, 0x85)                                  // jnz rel32
-		b = le.AppendUint32(b, uint32(int32(loop-(len(b)+4))))
+		b = dirtyLoop(addr, pages)
 	}
 	b = le.AppendUint32(append(b, 0xba), DebugExitPort) // mov edx, imm32
 	b = le.AppendUint32(append(b, 0xb8), code)          // mov eax, imm32
 	return append(b, 0xef)                              // out dx, eax
+}
+
+// dirtyLoop is the page-dirtying loop of DirtyProgram (and of the test
+// assembler's dirtyPages).
+func dirtyLoop(addr uint64, pages int) []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint64([]byte{0x48, 0xbf}, addr)            // mov rdi, imm64
+	b = le.AppendUint64(append(b, 0x48, 0xb9), uint64(pages)) // mov rcx, imm64
+	b = le.AppendUint64(append(b, 0x48, 0xb8), 0x5a5a5a5a)    // mov rax, imm64
+	loop := len(b)
+	b = append(b, 0x48, 0x89, 0x07)                            // mov [rdi], rax
+	b = le.AppendUint32(append(b, 0x48, 0x81, 0xc7), PageSize) // add rdi, imm32
+	b = append(b, 0x48, 0xff, 0xc9)                            // dec rcx
+	b = append(b, 0x0f, 0x85)                                  // jnz rel32
+	return le.AppendUint32(b, uint32(int32(loop-(len(b)+4))))
 }
