@@ -13,6 +13,10 @@ import (
 // accepts.
 const MaxFrame = 16 << 20
 
+// ReadyLine starts the line the guest's init prints on the console once it
+// serves the agent channel; the VMM backends wait for it before the first call.
+const ReadyLine = "themis-agent: ready"
+
 // frameChunk is how much of a frame ReadFrame allocates before the bytes
 // arrive, so that a peer announcing a large frame and then stopping does not
 // cost MaxFrame bytes.

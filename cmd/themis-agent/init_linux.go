@@ -61,7 +61,7 @@ func runInit(log *zap.Logger) {
 			log.Error("open agent channel", zap.String("path", path), zap.Error(err))
 			powerOff(log)
 		}
-		fmt.Fprintf(os.Stderr, "themis-agent: ready on %s\n", path)
+		fmt.Fprintf(os.Stderr, "%s on %s\n", agent.ReadyLine, path)
 		start := time.Now()
 		err = srv.Serve(ch)
 		if cerr := ch.Close(); cerr != nil {

@@ -34,7 +34,7 @@ const (
 	linuxCmdline = "console=ttyS0 panic=-1 reboot=k loglevel=4 lpj=4000000 tsc=reliable no_timer_check mitigations=off " +
 		"audit=0 selinux=0 apparmor=0 noapic acpi=off pci=conf1 i8042.noaux i8042.nokbd i8042.nopnp"
 	// readyLine is what the agent prints on the console once it serves its channel.
-	readyLine = "themis-agent: ready"
+	readyLine = agent.ReadyLine
 	// MaxKernel and MaxInitramfs bound the files Start reads.
 	MaxKernel    = 64 << 20
 	MaxInitramfs = 1 << 30

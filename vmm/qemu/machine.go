@@ -30,7 +30,7 @@ var _ vmm.Hasher = (*Machine)(nil)
 var _ vmm.Timings = (*Machine)(nil)
 
 // readyLine is what the agent prints on the console once it serves its channel.
-const readyLine = "themis-agent: ready"
+const readyLine = agent.ReadyLine
 
 // consoleKeep is how many console lines are kept for error messages.
 const consoleKeep = 40
