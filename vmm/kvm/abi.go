@@ -311,15 +311,22 @@ type enableCap struct {
 	_     [64]uint8
 }
 
+// pitSpeakerDummy is KVM_PIT_SPEAKER_DUMMY: the in-kernel PIT also decodes
+// port 0x61 (speaker data and the channel 2 gate, channel 2's output).
+const pitSpeakerDummy = 1
+
 // pitConfig mirrors struct kvm_pit_config.
 type pitConfig struct {
 	Flags uint32
 	_     [15]uint32
 }
 
-// MSR indices saved with every checkpoint, TSC last (as nyx-lite and QEMU
-// do: writing the TSC last keeps it from moving while the others are set).
-// Those the host does not list in KVM_GET_MSR_INDEX_LIST are left out.
+// MSR indices saved with every checkpoint, TSC near the end (as nyx-lite and
+// QEMU do: writing the TSC late keeps it from moving while the others are
+// set), then the TSC deadline, which KVM arms against the TSC just written
+// (not saving it left the guest's next timer at the deadline the discarded
+// branch had programmed). Those the host does not list in
+// KVM_GET_MSR_INDEX_LIST are left out.
 var checkpointMSRs = []uint32{
 	0x174,      // IA32_SYSENTER_CS
 	0x175,      // IA32_SYSENTER_ESP
@@ -333,5 +340,6 @@ var checkpointMSRs = []uint32{
 	0xc0000101, // GS_BASE
 	0xc0000102, // KERNEL_GS_BASE
 	0xc0000103, // TSC_AUX
-	0x10,       // IA32_TSC: last
+	0x10,       // IA32_TSC
+	0x6e0,      // IA32_TSC_DEADLINE: after the TSC
 }

@@ -12,7 +12,7 @@
 // KVM_SET_SREGS (identity map of 0-4 GiB with 2 MiB pages, flat GDT, code
 // at CodeAddr); our own run loop with an explicit KVM_RUN errno switch; port
 // I/O devices (the scratch register, the debug exit); checkpoints that save
-// regs, sregs, FPU, XSAVE, XCRs, MSRs (TSC last), LAPIC, vCPU events, debug
+// regs, sregs, FPU, XSAVE, XCRs, MSRs (TSC, then its deadline), LAPIC, vCPU events, debug
 // registers, MP state, irqchip, PIT, KVM clock and device state.
 //
 // Not yet: booting Linux, virtio devices and the agent channel, so Machine

@@ -97,3 +97,26 @@ func TestStartBadKernel(t *testing.T) {
 		t.Fatalf("8 GiB of guest RAM: %v, want ErrTooLarge", err)
 	}
 }
+
+// TestFailedBootReturnsError: a boot that fails after the machine exists
+// (here: no agent within the boot timeout) returns an error naming why and
+// frees everything; it must never panic in the cleanup (it did: the
+// deferred Close ran on the named result after `return nil, err`).
+func TestFailedBootReturnsError(t *testing.T) {
+	env := vmmtest.SetupImage(t)
+	leaks := vmmtest.Leaks(t)
+	cfg := env.Config(t)
+	cfg.BootTimeout = 300 * time.Millisecond
+	m, err := kvm.StartAnyHost(context.Background(), cfg)
+	if err == nil {
+		m.Close()
+		t.Fatal("booted to the agent within 300 ms: the test needs a boot that times out")
+	}
+	if m != nil {
+		t.Errorf("failed Start returned a machine: %v", m)
+	}
+	if !strings.Contains(err.Error(), "boot") {
+		t.Errorf("failed boot: %v, want an error naming the boot", err)
+	}
+	leaks()
+}

@@ -156,9 +156,12 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, er
 		return nil, err
 	}
 	lm = &LinuxMachine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), core: core, absentAccess: map[string]uint64{}}
+	// Every error return below sets the named result lm to nil before this
+	// runs: close the machine built here through its own variable.
+	built := lm
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, lm.Close())
+			err = errors.Join(err, built.Close())
 			lm = nil
 		}
 	}()

@@ -252,7 +252,12 @@ func (m *Machine) setup() error {
 		if _, err := gk("KVM_CREATE_IRQCHIP", func() (uintptr, error) { return 0, gokvm.CreateIRQChip(uintptr(m.vmFD)) }); err != nil {
 			return err
 		}
-		if _, err := gk("KVM_CREATE_PIT2", func() (uintptr, error) { return 0, gokvm.CreatePIT2(uintptr(m.vmFD)) }); err != nil {
+		// gokvm's CreatePIT2 passes no flags, which leaves port 0x61 (system
+		// control port B: the PIT channel 2 gate and output the kernel reads
+		// while calibrating its timers) to us. With KVM_PIT_SPEAKER_DUMMY the
+		// in-kernel PIT owns it, next to the channel 2 it reflects.
+		pit := pitConfig{Flags: pitSpeakerDummy}
+		if _, err := ioctlPtr(m.vmFD, "KVM_CREATE_PIT2", kvmCreatePIT2, &pit); err != nil {
 			return err
 		}
 	}

@@ -552,3 +552,28 @@ func countMaps(t testing.TB) int {
 	}
 	return n
 }
+
+// TestPITSpeakerPort: port 0x61 (system control port B) belongs to the
+// in-kernel PIT. A booting Linux kernel sets the channel 2 gate there and
+// reads it back while calibrating its timers; without
+// KVM_PIT_SPEAKER_DUMMY the access reached us and stopped the boot.
+func TestPITSpeakerPort(t *testing.T) {
+	m := newMachine(t, Config{})
+	const port = 0x61
+	readTo := func(a *asm, addr uint64) *asm {
+		a.movImm(rdi, addr)
+		return a.emit(0xba).imm32(port).emit(0xec, 0x88, 0x07) // mov edx, 0x61; in al, dx; mov [rdi], al
+	}
+	a := new(asm).outb(port, 0x01) // channel 2 gate on, speaker off
+	readTo(a, DataAddr)
+	a.outb(port, 0x00)
+	readTo(a, DataAddr+1)
+	if err := m.LoadProgram(a.done(7).b); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, m, 7)
+	got := m.RAM()[DataAddr : DataAddr+2]
+	if got[0]&1 != 1 || got[1]&1 != 0 {
+		t.Errorf("port 0x61 read %#02x after gate on, %#02x after gate off: want bit 0 set, then clear", got[0], got[1])
+	}
+}

@@ -11,7 +11,7 @@ type vcpuState struct {
 	FPU       FPU
 	XSAVE     XSAVE // valid when the host has KVM_CAP_XSAVE
 	XCRS      XCRS  // valid when the host has KVM_CAP_XCRS
-	MSRs      []MSR // checkpointMSRs the host has, TSC last
+	MSRs      []MSR // checkpointMSRs the host has, TSC then TSC_DEADLINE last
 	LAPIC     LAPIC // valid with the in-kernel irqchip
 	Events    VCPUEvents
 	DebugRegs DebugRegs
@@ -108,7 +108,7 @@ func (m *Machine) saveVCPU() (vcpuState, error) {
 }
 
 // loadVCPU sets the state back in QEMU's order: registers, FPU/XSAVE,
-// sregs (before the LAPIC: APIC base), MSRs (TSC last), MP state, LAPIC,
+// sregs (before the LAPIC: APIC base), MSRs (TSC, then TSC_DEADLINE), MP state, LAPIC,
 // events, debug registers.
 func (m *Machine) loadVCPU(s *vcpuState) error {
 	if err := m.SetRegs(s.Regs); err != nil {
