@@ -83,9 +83,10 @@ func isModuleRoot(dir string) (bool, error) {
 	return false, nil
 }
 
-// buildAgent compiles cmd/themis-agent as a static linux/amd64 binary and
-// returns its bytes. tmpParent is where the temporary output goes.
-func buildAgent(ctx context.Context, log *zap.Logger, tmpParent string) ([]byte, error) {
+// buildAgent compiles pkg (relative to the source root, e.g.
+// cmd/themis-agent) as a static linux/amd64 binary and returns its bytes.
+// tmpParent is where the temporary output goes.
+func buildAgent(ctx context.Context, log *zap.Logger, tmpParent, pkg string) ([]byte, error) {
 	src, err := SourceDir()
 	if err != nil {
 		return nil, err
@@ -104,14 +105,14 @@ func buildAgent(ctx context.Context, log *zap.Logger, tmpParent string) ([]byte,
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "themis-agent")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, agentPackage)
+	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	log.Debug("building agent", zap.String("source", src), zap.String("package", agentPackage))
+	log.Debug("building agent", zap.String("source", src), zap.String("package", pkg))
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("guest: build agent (go build %s in %s): %w: %s", agentPackage, src, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("guest: build agent (go build %s in %s): %w: %s", pkg, src, err, strings.TrimSpace(stderr.String()))
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -50,9 +50,13 @@ type Options struct {
 	// dependencies are added automatically. Default: DefaultModules.
 	Modules []string
 	// Agent is a prebuilt static agent binary. Default: build
-	// cmd/themis-agent from the source tree (see SourceDir) with
+	// InitPackage from the source tree (see SourceDir) with
 	// CGO_ENABLED=0 go build -trimpath -ldflags='-s -w'.
 	Agent string
+	// InitPackage is the package built as /init when Agent is empty,
+	// relative to the source root. Default: "./cmd/themis-agent" (the
+	// emulated AMD-V host of internal/nested builds its own init).
+	InitPackage string
 	// Log receives progress; nil means zap.NewNop().
 	Log *zap.Logger
 }
@@ -122,6 +126,14 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		log = zap.NewNop()
 	}
 	log = log.Named("guest")
+	if dir := os.Getenv(PrebuiltEnv); dir != "" && o.isDefault() {
+		img, err := Open(dir)
+		if err != nil {
+			return nil, fmt.Errorf("guest: $%s: %w", PrebuiltEnv, err)
+		}
+		log.Info("prebuilt guest image at "+img.Key, zap.String("dir", dir))
+		return img, nil
+	}
 	cacheDir, err := cacheDirOf(o.CacheDir)
 	if err != nil {
 		return nil, err
@@ -165,8 +177,11 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 			return nil, fmt.Errorf("guest: read agent: %w", err)
 		}
 	} else {
-		agentName = "cmd/themis-agent"
-		if agent, err = buildAgent(ctx, log, cacheDir); err != nil {
+		agentName = o.InitPackage
+		if agentName == "" {
+			agentName = agentPackage
+		}
+		if agent, err = buildAgent(ctx, log, cacheDir, agentName); err != nil {
 			return nil, err
 		}
 	}

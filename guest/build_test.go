@@ -443,7 +443,7 @@ func TestBuildDefaultAgent(t *testing.T) {
 	if files, err := filepath.Glob(filepath.Join(dir, "cmd", "themis-agent", "*.go")); err != nil || len(files) == 0 {
 		t.Skip("skipping: cmd/themis-agent has no Go files yet")
 	}
-	b, err := buildAgent(context.Background(), zaptest.NewLogger(t), t.TempDir())
+	b, err := buildAgent(context.Background(), zaptest.NewLogger(t), t.TempDir(), agentPackage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,5 +466,52 @@ func TestDefaultCacheDir(t *testing.T) {
 	}
 	if filepath.Base(got) != "themis" {
 		t.Errorf("DefaultCacheDir() = %q", got)
+	}
+}
+
+// TestOpenPrebuilt: an image directory opens as the image Build made;
+// damaged or foreign directories are refused with the reason, and
+// THEMIS_GUEST_IMAGE makes Build return it without building.
+func TestOpenPrebuilt(t *testing.T) {
+	dir := t.TempDir()
+	key := "00ff"
+	m := manifest{Format: imageFormat, Key: key, KernelVersion: "6.1.0-test", Modules: []string{"virtio_blk"},
+		Kernel: entryOf([]byte("kernel")), Initramfs: entryOf([]byte("initramfs"))}
+	mj, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{KernelFile: "kernel", InitramfsFile: "initramfs", ManifestFile: string(mj)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Key != key || img.KernelVersion != "6.1.0-test" || img.Kernel != filepath.Join(dir, KernelFile) || !img.Cached {
+		t.Errorf("Open = %+v", img)
+	}
+	t.Setenv(PrebuiltEnv, dir)
+	got, err := Build(context.Background(), Options{CacheDir: t.TempDir()})
+	if err != nil || got.Key != key {
+		t.Fatalf("Build with $%s: %+v, %v; want the prebuilt image", PrebuiltEnv, got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, KernelFile), []byte("truncated"[:3]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, dir, want string }{
+		{"size mismatch", dir, "manifest says"},
+		{"missing", filepath.Join(dir, "nope"), "no such file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Open(tt.dir); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open(%s) = %v, want an error containing %q", tt.dir, err, tt.want)
+			}
+		})
+	}
+	if _, err := Build(context.Background(), Options{CacheDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), PrebuiltEnv) {
+		t.Errorf("Build with a damaged $%s: %v, want an error naming it", PrebuiltEnv, err)
 	}
 }

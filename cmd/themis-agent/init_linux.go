@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/internal/pid1"
 )
 
 // Guest layout.
@@ -32,12 +30,12 @@ func runInit(log *zap.Logger) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("init panicked", zap.Any("panic", p), zap.Stack("stack"))
-			powerOff(log)
+			pid1.PowerOff(log)
 		}
 	}()
-	mountEarly(log)
-	ensureConsole(log)
-	loadModules(log, modulesDir, "order")
+	pid1.MountEarly(log)
+	pid1.EnsureConsole(log)
+	pid1.LoadModules(log, modulesDir, "order")
 	if err := os.MkdirAll(lanesDir, 0o755); err != nil {
 		log.Error("create lanes directory", zap.Error(err))
 	}
@@ -49,7 +47,7 @@ func runInit(log *zap.Logger) {
 	srv := &agent.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true,
 		LoadFS: func(fstype string) error {
 			log.Info("loading deferred modules", zap.String("for", fstype))
-			if n := loadModules(log, modulesDir, "lazy"); n == 0 {
+			if n := pid1.LoadModules(log, modulesDir, "lazy"); n == 0 {
 				return fmt.Errorf("no deferred module loaded")
 			}
 			return nil
@@ -59,7 +57,7 @@ func runInit(log *zap.Logger) {
 		ch, err := openChannel(log, path, channelWait)
 		if err != nil {
 			log.Error("open agent channel", zap.String("path", path), zap.Error(err))
-			powerOff(log)
+			pid1.PowerOff(log)
 		}
 		fmt.Fprintf(os.Stderr, "%s on %s\n", agent.ReadyLine, path)
 		start := time.Now()
@@ -75,118 +73,6 @@ func runInit(log *zap.Logger) {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
-}
-
-// mountEarly mounts the pseudo filesystems init needs. Failures are logged;
-// an already mounted one (EBUSY) is fine.
-func mountEarly(log *zap.Logger) {
-	mounts := []struct {
-		source, target, fstype string
-		flags                  uintptr
-		data                   string
-	}{
-		{"proc", "/proc", "proc", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""},
-		{"sysfs", "/sys", "sysfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""},
-		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755"},
-		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
-	}
-	for _, m := range mounts {
-		if err := os.MkdirAll(m.target, 0o755); err != nil {
-			log.Error("mkdir", zap.String("path", m.target), zap.Error(err))
-			continue
-		}
-		err := unix.Mount(m.source, m.target, m.fstype, m.flags, m.data)
-		if err != nil && !errors.Is(err, unix.EBUSY) {
-			log.Error("mount", zap.String("target", m.target), zap.String("fstype", m.fstype), zap.Error(err))
-		}
-	}
-}
-
-// ensureConsole gives init stdin/stdout/stderr on /dev/console when the
-// kernel found no console to open before /dev existed.
-func ensureConsole(log *zap.Logger) {
-	if _, err := unix.FcntlInt(2, unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
-		return
-	}
-	fd, err := unix.Open("/dev/console", unix.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		log.Error("open /dev/console", zap.Error(err)) // goes nowhere, but try
-		return
-	}
-	for target := 0; target <= 2; target++ {
-		if fd == target {
-			continue
-		}
-		if err := unix.Dup3(fd, target, 0); err != nil {
-			log.Error("dup console", zap.Int("fd", target), zap.Error(err))
-		}
-	}
-	if fd > 2 {
-		if err := unix.Close(fd); err != nil {
-			log.Warn("close console", zap.Error(err))
-		}
-	}
-}
-
-// loadModules loads dir/<name> for each name in dir/<list> ("order" at
-// boot, "lazy" for the filesystem modules deferred to their first mount),
-// in order, and returns how many it loaded. EEXIST (already loaded or built
-// in) is fine; other failures are logged.
-func loadModules(log *zap.Logger, dir, list string) int {
-	f, err := os.Open(filepath.Join(dir, list))
-	if errors.Is(err, os.ErrNotExist) {
-		log.Info("no modules to load", zap.String("dir", dir), zap.String("list", list))
-		return 0
-	}
-	if err != nil {
-		log.Error("open module list", zap.String("list", list), zap.Error(err))
-		return 0
-	}
-	defer func() {
-		if err := f.Close(); err != nil {
-			log.Warn("close module order", zap.Error(err))
-		}
-	}()
-	loaded, failed := 0, 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name := strings.TrimSpace(sc.Text())
-		if name == "" || strings.HasPrefix(name, "#") {
-			continue
-		}
-		switch err := loadModule(filepath.Join(dir, name)); {
-		case err == nil:
-			loaded++
-		case errors.Is(err, unix.EEXIST):
-		default:
-			failed++
-			log.Error("load module", zap.String("module", name), zap.Error(err))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		log.Error("read module order", zap.Error(err))
-	}
-	log.Info("modules loaded", zap.String("list", list), zap.Int("loaded", loaded), zap.Int("failed", failed))
-	return loaded
-}
-
-func loadModule(path string) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open: %w", err)
-	}
-	flags := 0
-	for _, ext := range []string{".xz", ".zst", ".gz"} {
-		if strings.HasSuffix(path, ext) {
-			flags |= unix.MODULE_INIT_COMPRESSED_FILE
-		}
-	}
-	// The parameter string must be a valid pointer to "", never NULL.
-	err = unix.FinitModule(fd, "", flags)
-	if cerr := unix.Close(fd); cerr != nil && err == nil {
-		err = fmt.Errorf("close: %w", cerr)
-	}
-	return err
 }
 
 // openChannel opens the agent's serial device, waiting up to wait for it to
@@ -241,13 +127,4 @@ func makeRaw(f *os.File) error {
 		return err
 	}
 	return ioErr
-}
-
-// powerOff ends the machine; PID 1 must never exit.
-func powerOff(log *zap.Logger) {
-	log.Error("powering off")
-	unix.Sync()
-	err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
-	log.Error("power off failed; halting here", zap.Error(err))
-	select {}
 }
