@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,62 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if _, err := c.Apply(ctx, &themisv1.ApplyRequest{SessionId: id, Op: op}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("apply on an ended session: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestBackendRejected checks, on a real session manager and no guest, that
+// Explore and ClockSweep pass their backend to the session they create: a
+// bad one is InvalidArgument naming the field, before anything boots.
+func TestBackendRejected(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := server.StartDaemon(ctx, server.Config{
+		Listen:   "unix://" + filepath.Join(dir, "themisd.sock"),
+		StateDir: filepath.Join(dir, "state"),
+		CacheDir: filepath.Join(dir, "cache"),
+	}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	c, err := client.Dial(ctx, d.Addr(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lanes := []string{"ext2"}
+	for _, tt := range []struct {
+		name string
+		call func() error
+	}{
+		{"CreateSession", func() error {
+			_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: lanes, Backend: "xen"})
+			return err
+		}},
+		{"Explore", func() error {
+			s, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: lanes, Backend: "xen"})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}},
+		{"ClockSweep", func() error {
+			s, err := c.ClockSweep(ctx, &themisv1.ClockSweepRequest{Lanes: lanes, Backend: "xen"})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}},
+	} {
+		err := tt.call()
+		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "backend:") {
+			t.Errorf("%s with backend xen: %v, want InvalidArgument naming backend", tt.name, err)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	opts := session.ExploreOptions{
 		Lanes:       req.GetLanes(),
 		MemoryMiB:   int(req.GetMemoryMib()),
+		Backend:     req.GetBackend(),
 		Depth:       int(req.GetDepth()),
 		Branching:   int(req.GetBranching()),
 		MaxStates:   int(req.GetMaxStates()),

@@ -19,6 +19,7 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 	opts := session.SweepOptions{
 		Lanes: req.GetLanes(), Ops: req.GetOps(),
 		Shard: int(req.GetShard()), Shards: int(req.GetShards()), MemoryMiB: int(req.GetMemoryMib()),
+		Backend: req.GetBackend(),
 	}
 	if len(req.GetPlanJson()) > 0 {
 		if len(req.GetPlanJson()) > 1<<20 {

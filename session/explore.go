@@ -60,6 +60,9 @@ type ExploreOptions struct {
 	Lanes []string
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
+	// Backend is the machine backend, as for Create: "" or "auto", "qemu"
+	// or "kvm".
+	Backend string
 	// Depth is the maximum number of ops from the root (1..10, default 2).
 	Depth int
 	// Branching is the number of ops tried per state (1..1000, default 12).
@@ -203,12 +206,12 @@ type LayerCounts struct {
 
 // validateExplore checks o, fills its defaults and returns the policy.
 func validateExplore(o *ExploreOptions) (oracle.Policy, error) {
-	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}
+	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
 	specs, err := validateCreate(&co)
 	if err != nil {
 		return oracle.Policy{}, err
 	}
-	o.MemoryMiB = co.MemoryMiB
+	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	switch {
 	case o.Depth == 0:
 		o.Depth = explore.DefaultDepth
@@ -283,7 +286,7 @@ func (m *Manager) Explore(ctx context.Context, o ExploreOptions, progress func(E
 		return nil, err
 	}
 	t0 := time.Now()
-	in, err := m.Create(ctx, CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB})
+	in, err := m.Create(ctx, CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend})
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}

@@ -50,6 +50,7 @@ func TestExploreBadInput(t *testing.T) {
 		{"time mode", ExploreOptions{Lanes: []string{"ext2"}, TimeMode: 99}, "time_mode"},
 		{"policy", ExploreOptions{Lanes: []string{"ext2"}, Policy: "lenient"}, "policy"},
 		{"memory", ExploreOptions{Lanes: []string{"ext2"}, MemoryMiB: 1}, "memory_mib"},
+		{"backend", ExploreOptions{Lanes: []string{"ext2"}, Backend: "xen"}, "backend"},
 		{"remount with two lanes", ExploreOptions{Lanes: []string{"ext2", "ext4"}, Remount: true}, "remount"},
 		{"fsck with two lanes", ExploreOptions{Lanes: []string{"ext2", "ext4"}, Fsck: true}, "fsck"},
 		{"fsck on vfat", ExploreOptions{Lanes: []string{"vfat"}, Fsck: true}, "fsck"},

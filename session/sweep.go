@@ -44,6 +44,9 @@ type SweepOptions struct {
 	Shard, Shards int
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
+	// Backend is the machine backend, as for Create: "" or "auto", "qemu"
+	// or "kvm".
+	Backend string
 	// NoContrast skips the fingerprint contrast.
 	NoContrast bool
 }
@@ -125,12 +128,12 @@ type SweepSummary struct {
 // validateSweep checks o and fills its defaults; it returns the lane specs
 // and the shard of the plan to run.
 func validateSweep(o *SweepOptions) ([]guest.LaneSpec, clock.Plan, error) {
-	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}
+	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
 	specs, err := validateCreate(&co)
 	if err != nil {
 		return nil, clock.Plan{}, err
 	}
-	o.MemoryMiB = co.MemoryMiB
+	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	for _, sp := range specs {
 		if _, err := clock.RuleFor(sp.FS, sp.InodeSize, clock.Mtime); err != nil {
 			return nil, clock.Plan{}, Invalid("lanes", "lane %s: %v", sp.Name, err)
@@ -185,7 +188,7 @@ func (m *Manager) ClockSweep(ctx context.Context, o SweepOptions, cell func(Swee
 	defer os.RemoveAll(dir)
 
 	t0 := time.Now()
-	in, err := m.Create(ctx, CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB})
+	in, err := m.Create(ctx, CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend})
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}

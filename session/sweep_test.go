@@ -24,6 +24,7 @@ func TestClockSweepOptionsRejected(t *testing.T) {
 		{"shard -1", SweepOptions{Lanes: []string{"ext2"}, Shard: -1, Shards: 2}, "shard"},
 		{"bad plan", SweepOptions{Lanes: []string{"ext2"}, Plan: clock.Plan{Name: "x"}}, "plan"},
 		{"bad value", SweepOptions{Lanes: []string{"ext2"}, Plan: clock.Plan{Values: []clock.Value{{Name: "a", Nsec: -1}}}}, "plan"},
+		{"backend", SweepOptions{Lanes: []string{"ext2"}, Backend: "xen"}, "backend"},
 	} {
 		_, err := m.ClockSweep(ctx, c.o, nil)
 		var fe *FieldError

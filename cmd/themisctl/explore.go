@@ -220,6 +220,7 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: check the resolved image on the host at every new state (e2fsck -fn; btrfs check --readonly --check-data-csum)")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
+	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 
 	var sessionFilter string

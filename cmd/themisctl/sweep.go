@@ -82,12 +82,13 @@ func addSweep(root *cobra.Command, g *globals, with func(*cobra.Command, func(co
 	var lanes, values, planFile, shard, csvFile string
 	var ops []string
 	var memory int32
+	var backend string
 	clockCmd := &cobra.Command{
 		Use:   "clock",
 		Short: "Sweep the clock: for each lane x value x op, the stored time in the guest, on disk and after remount, with a verdict",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &themisv1.ClockSweepRequest{Lanes: splitList(lanes), Ops: ops, MemoryMib: memory}
+			req := &themisv1.ClockSweepRequest{Lanes: splitList(lanes), Ops: ops, MemoryMib: memory, Backend: backend}
 			var plan *clock.Plan
 			switch {
 			case planFile != "" && values != "":
@@ -206,6 +207,7 @@ func addSweep(root *cobra.Command, g *globals, with func(*cobra.Command, func(co
 	fl.StringVar(&shard, "shard", "", "run shard i/n of the plan (0-based), e.g. 0/3")
 	fl.StringVar(&csvFile, "csv", "", "also write the cells as CSV to this file")
 	fl.Int32Var(&memory, "memory", 128, "guest RAM in MiB")
+	fl.StringVar(&backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 
 	merge := &cobra.Command{
 		Use:   "merge FILE...",

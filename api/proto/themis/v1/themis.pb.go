@@ -331,7 +331,7 @@ type CreateSessionRequest struct {
 	RestoreMode string `protobuf:"bytes,3,opt,name=restore_mode,json=restoreMode,proto3" json:"restore_mode,omitempty"`
 	// Verify every restore against RAM and disk hashes.
 	Verify bool `protobuf:"varint,4,opt,name=verify,proto3" json:"verify,omitempty"`
-	// "auto" (default), "qemu".
+	// "auto" (default), "qemu" or "kvm".
 	Backend       string `protobuf:"bytes,5,opt,name=backend,proto3" json:"backend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2646,7 +2646,10 @@ type ExploreRequest struct {
 	Policy string `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Skip the restore after an op that failed on every lane and left the
 	// abstract state unchanged (faster on TCG; hidden state may drift).
-	LazyRestore   bool `protobuf:"varint,12,opt,name=lazy_restore,json=lazyRestore,proto3" json:"lazy_restore,omitempty"`
+	LazyRestore bool `protobuf:"varint,12,opt,name=lazy_restore,json=lazyRestore,proto3" json:"lazy_restore,omitempty"`
+	// The machine backend, as for CreateSession: "auto" (default), "qemu" or
+	// "kvm".
+	Backend       string `protobuf:"bytes,13,opt,name=backend,proto3" json:"backend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2763,6 +2766,13 @@ func (x *ExploreRequest) GetLazyRestore() bool {
 		return x.LazyRestore
 	}
 	return false
+}
+
+func (x *ExploreRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
 }
 
 type ExploreProgress struct {
@@ -3570,9 +3580,12 @@ type ClockSweepRequest struct {
 	// Workload ops (create, write, touch, utimensat, mkdir, rename, chmod, read); empty: the plan's or all.
 	Ops []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
 	// Shard shard of shards (0-based); shards 0 means 1.
-	Shard         int32 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
-	Shards        int32 `protobuf:"varint,5,opt,name=shards,proto3" json:"shards,omitempty"`
-	MemoryMib     int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	Shard     int32 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
+	Shards    int32 `protobuf:"varint,5,opt,name=shards,proto3" json:"shards,omitempty"`
+	MemoryMib int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// The machine backend, as for CreateSession: "auto" (default), "qemu" or
+	// "kvm".
+	Backend       string `protobuf:"bytes,7,opt,name=backend,proto3" json:"backend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3647,6 +3660,13 @@ func (x *ClockSweepRequest) GetMemoryMib() int32 {
 		return x.MemoryMib
 	}
 	return 0
+}
+
+func (x *ClockSweepRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
 }
 
 type SweepCell struct {
@@ -5476,7 +5496,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xee\x02\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\x88\x03\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -5493,7 +5513,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aremount\x18\n" +
 	" \x01(\bR\aremount\x12\x16\n" +
 	"\x06policy\x18\v \x01(\tR\x06policy\x12!\n" +
-	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\"\x98\x02\n" +
+	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\x12\x18\n" +
+	"\abackend\x18\r \x01(\tR\abackend\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -5565,7 +5586,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\"B\n" +
 	"\x12GetFindingResponse\x12,\n" +
-	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding\"\xa5\x01\n" +
+	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding\"\xbf\x01\n" +
 	"\x11ClockSweepRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1b\n" +
 	"\tplan_json\x18\x02 \x01(\fR\bplanJson\x12\x10\n" +
@@ -5573,7 +5594,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05shard\x18\x04 \x01(\x05R\x05shard\x12\x16\n" +
 	"\x06shards\x18\x05 \x01(\x05R\x06shards\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\"\xc8\x04\n" +
+	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x18\n" +
+	"\abackend\x18\a \x01(\tR\abackend\"\xc8\x04\n" +
 	"\tSweepCell\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
 	"\x02fs\x18\x02 \x01(\tR\x02fs\x12\x1d\n" +
