@@ -23,7 +23,9 @@ import (
 func newDeviceMachine(t *testing.T, disks []vmm.Disk) *LinuxMachine {
 	t.Helper()
 	core := newMachine(t, Config{MemoryBytes: 64 << 20})
-	lm := &LinuxMachine{cfg: vmm.Config{Disks: disks, Log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t),
+	// Verify: every restore checks RAM and disks against the checkpoint's
+	// hashes (device writes into guest RAM must revert too).
+	lm := &LinuxMachine{cfg: vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, log: zaptest.NewLogger(t),
 		core: core, absentAccess: map[string]uint64{}}
 	if err := lm.setupDevices(); err != nil {
 		t.Fatal(err)

@@ -285,7 +285,7 @@ func (lm *LinuxMachine) setupDevices() error {
 	lm.rtc = devices.NewRTC(nil)
 	lm.pci = devices.NewPCIBus()
 	for i, d := range lm.cfg.Disks {
-		b, err := devices.NewBlock(d.Device, d.Serial, devices.RAM(m.mem), irqLine{m, uint32(diskIRQs[i])}, diskIRQs[i])
+		b, err := devices.NewBlock(d.Device, d.Serial, deviceRAM{m}, irqLine{m, uint32(diskIRQs[i])}, diskIRQs[i])
 		if err != nil {
 			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
 		}

@@ -14,6 +14,7 @@ import (
 	gokvm "github.com/bobuhiro11/gokvm/kvm"
 	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm/devices"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -385,6 +386,29 @@ func (m *Machine) WriteRAM(addr uint64, data []byte) error {
 		return vmm.ErrClosed
 	}
 	return m.writeRAM(addr, data)
+}
+
+// deviceRAM is guest RAM as the attached devices see it for DMA: every
+// range a device takes is marked dirty for the next checkpoint or restore,
+// since KVM's dirty log sees only the guest's own writes (the virtio-blk
+// used ring and read buffers are written by us). Devices run on the vCPU
+// thread inside Run, which holds m.mu, so this takes no lock.
+type deviceRAM struct{ m *Machine }
+
+var _ devices.Memory = deviceRAM{}
+
+// Slice implements devices.Memory. Ranges the device only reads are marked
+// too (the interface does not tell them apart): they cost a page copy at
+// restore, never a wrong restore.
+func (r deviceRAM) Slice(addr, n uint64) ([]byte, error) {
+	b, err := devices.RAM(r.m.mem).Slice(addr, n)
+	if err != nil || n == 0 || r.m.tree == nil {
+		return b, err
+	}
+	for p := addr / PageSize; p <= (addr+n-1)/PageSize; p++ {
+		r.m.tree.Dirty().Add(int(p))
+	}
+	return b, nil
 }
 
 func (m *Machine) writeRAM(addr uint64, data []byte) error {

@@ -68,6 +68,9 @@ type IRQ interface {
 type Memory interface {
 	// Slice returns the n bytes at guest-physical addr, aliasing guest RAM,
 	// or an error (wrapping ErrOutOfRange) if [addr, addr+n) is not all RAM.
+	// A device takes its slices anew for each access it serves and never
+	// keeps one past it: the machine's implementation marks the range dirty
+	// for the next checkpoint or restore when it is taken.
 	Slice(addr, n uint64) ([]byte, error)
 }
 
