@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed Go code from api/proto. Needs protoc (Debian
-# protobuf-compiler, which also ships google/protobuf/*.proto) and the
+# protobuf-compiler; libprotobuf-dev ships google/protobuf/*.proto) and the
 # generators pinned in tools/go.mod.
 set -euo pipefail
 cd "$(dirname "$0")/.."

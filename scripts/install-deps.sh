@@ -2,11 +2,11 @@
 # Installs the Debian packages Themis needs on the host (run as root).
 # qemu-system-x86, qemu-utils: the QEMU backend; e2fsprogs, dosfstools,
 # btrfs-progs: base images, e2fsck, debugfs and btrfs check;
-# protobuf-compiler: scripts/gen-proto.sh;
+# protobuf-compiler, libprotobuf-dev (google/protobuf/*.proto): scripts/gen-proto.sh;
 # chromium: the report tests load the HTML page in headless Chromium.
 # The guest kernel is fetched by `themisctl guest build` with apt-get download.
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs protobuf-compiler ca-certificates chromium)
+pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs protobuf-compiler libprotobuf-dev ca-certificates chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +73,20 @@ func run(log *zap.Logger) error {
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
 		res.Kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	for k, v := range plan.Sysctls {
+		p := filepath.Join("/proc/sys", strings.ReplaceAll(k, ".", "/"))
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			log.Warn("sysctl", zap.String("key", k), zap.Error(err))
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f, ok := strings.CutPrefix(l, "flags"); ok {
+				res.Flags = strings.TrimLeft(f, "\t :")
+				break
+			}
+		}
 	}
 	ok, why := kvm.HardwareVirtualization()
 	res.KVM = fmt.Sprintf("%v: %s", ok, why)
@@ -177,6 +192,9 @@ func runStep(log *zap.Logger, s nested.Step) nested.StepResult {
 		cmd.Dir = "/"
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if s.Echo {
+		cmd.Stdout = io.MultiWriter(stdout, os.Stderr)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: jobRoot, Setpgid: true}
 	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
 	log.Info("step started", zap.String("step", s.Name), zap.String("argv", strings.Join(s.Argv, " ")), zap.Duration("timeout", timeout))

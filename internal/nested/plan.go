@@ -22,7 +22,9 @@ const (
 // disk. Each step's stdout goes to /out/<name>.out and its stderr to
 // /out/<name>.err.
 type Plan struct {
-	Steps []Step `json:"steps"`
+	// Sysctls are set (/proc/sys/<key with dots as slashes>) before the steps run.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	Steps   []Step            `json:"steps"`
 }
 
 // Step is one command.
@@ -32,12 +34,16 @@ type Step struct {
 	Env     []string `json:"env,omitempty"`
 	Dir     string   `json:"dir,omitempty"`     // working directory; default "/"
 	Timeout Duration `json:"timeout,omitempty"` // default 10 minutes
+	// Echo also copies the step's stdout to the emulated host's console,
+	// to watch a long step (the console is a log, not where results come from).
+	Echo bool `json:"echo,omitempty"`
 }
 
 // Result is what the init writes to /out/result.json.
 type Result struct {
 	Kernel string       `json:"kernel"` // uname -r of the emulated host
 	KVM    string       `json:"kvm"`    // what kvm.HardwareVirtualization said there
+	Flags  string       `json:"flags"`  // the first CPU's flags in /proc/cpuinfo there
 	Steps  []StepResult `json:"steps"`
 }
 
@@ -69,7 +75,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var stepName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+var (
+	stepName  = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+	sysctlKey = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
+)
 
 // DefaultStepTimeout is a step's timeout when it names none.
 const DefaultStepTimeout = 10 * time.Minute
@@ -78,6 +87,11 @@ const DefaultStepTimeout = 10 * time.Minute
 func (p *Plan) Validate() error {
 	if len(p.Steps) == 0 || len(p.Steps) > MaxSteps {
 		return fmt.Errorf("nested: plan: steps: %d, want 1..%d", len(p.Steps), MaxSteps)
+	}
+	for k := range p.Sysctls {
+		if !sysctlKey.MatchString(k) {
+			return fmt.Errorf("nested: plan: sysctls: key %q: want dotted names like vm.overcommit_memory", k)
+		}
 	}
 	seen := map[string]bool{}
 	for i, s := range p.Steps {

@@ -26,7 +26,11 @@ var HostModules = []string{"virtio_pci", "virtio_blk", "kvm_amd"}
 const initPackage = "./cmd/themis-nested-init"
 
 // hostCmdline is the emulated host's kernel command line.
-const hostCmdline = "console=ttyS0 panic=-1 loglevel=4 mitigations=off audit=0 selinux=0 apparmor=0 kvm_amd.nested=0"
+const hostCmdline = "console=ttyS0 panic=-1 loglevel=4 mitigations=off audit=0 selinux=0 apparmor=0 kvm_amd.nested=0 transparent_hugepage=never"
+
+// DebugQEMUArgsEnv names extra arguments for the emulated host's QEMU, for
+// debugging it (nothing in the tree sets it).
+const DebugQEMUArgsEnv = "THEMIS_NESTED_QEMU_ARGS"
 
 // Options configures Run.
 type Options struct {
@@ -36,6 +40,8 @@ type Options struct {
 	Plan      Plan          // what to run there
 	MemoryMiB int           // the emulated host's RAM; default 2048
 	CPUs      int           // its vCPUs; default 2
+	Accel     string        // QEMU's -accel; default "tcg,thread=multi"
+	QEMU      string        // the QEMU binary; default qemu-system-x86_64 in PATH
 	Timeout   time.Duration // the whole run, boot to power off; default 30 minutes
 	Log       *zap.Logger
 }
@@ -74,6 +80,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	if o.CPUs == 0 {
 		o.CPUs = 2
+	}
+	if o.Accel == "" {
+		o.Accel = "tcg,thread=multi"
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Minute
@@ -158,14 +167,21 @@ func boot(ctx context.Context, o Options, host *guest.Image, disk, console strin
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "qemu64,+svm,+npt",
+		"-accel", o.Accel, "-cpu", "qemu64,+svm,+npt",
 		"-smp", strconv.Itoa(o.CPUs), "-m", strconv.Itoa(o.MemoryMiB),
 		"-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
 		"-serial", "file:" + console,
 		"-kernel", host.Kernel, "-initrd", host.Initramfs, "-append", hostCmdline,
 		"-drive", "file=" + disk + ",format=raw,if=virtio,cache=unsafe",
 	}
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	// Debugging the emulated host itself (e.g. "-d int,cpu_reset -D /tmp/q.log"):
+	// extra QEMU arguments, split on spaces.
+	args = append(args, strings.Fields(os.Getenv(DebugQEMUArgsEnv))...)
+	bin := o.QEMU
+	if bin == "" {
+		bin = "qemu-system-x86_64"
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	o.Log.Info("booting the emulated AMD-V host", zap.String("console", console), zap.Int("memory_mib", o.MemoryMiB), zap.Int("cpus", o.CPUs))

@@ -399,15 +399,25 @@ func (lm *LinuxMachine) resume() {
 	}()
 }
 
+// maxPauseWait bounds how long pause waits for the vCPU to leave KVM_RUN
+// when the caller's context has no earlier deadline.
+const maxPauseWait = 30 * time.Second
+
 // pause stops the runner and waits for it; the vCPU is then out of KVM_RUN
-// with its state consistent (pending I/O completed).
-func (lm *LinuxMachine) pause() {
+// with its state consistent (pending I/O completed). A vCPU that does not
+// stop within ctx (at most maxPauseWait) is an error: the guest is marked
+// dead, and the caller must not touch vCPU state.
+func (lm *LinuxMachine) pause(ctx context.Context) error {
 	lm.runMu.Lock()
 	done := lm.runDone
 	lm.runMu.Unlock()
 	if done == nil {
-		return
+		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, maxPauseWait)
+	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for {
 		if err := lm.core.Pause(); err != nil {
 			lm.log.Debug("pause", zap.Error(err))
@@ -417,8 +427,16 @@ func (lm *LinuxMachine) pause() {
 			lm.runMu.Lock()
 			lm.runDone = nil
 			lm.runMu.Unlock()
-			return
-		case <-time.After(time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			err := fmt.Errorf("kvm: the vCPU did not stop: %w", ctx.Err())
+			lm.runMu.Lock()
+			if lm.dead == nil {
+				lm.dead = err
+			}
+			lm.runMu.Unlock()
+			return err
+		case <-tick.C:
 			// Run had not started yet and cleared the request: again.
 		}
 	}
@@ -465,7 +483,7 @@ func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv
 		if derr := lm.deadErr(); derr != nil {
 			return nil, lm.died(derr)
 		}
-		return nil, fmt.Errorf("kvm: agent call: %w", err)
+		return nil, fmt.Errorf("kvm: agent call: %w (%s)", err, lm.diagnose())
 	}
 	return resp, nil
 }
@@ -483,7 +501,9 @@ func (lm *LinuxMachine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error
 		return 0, lm.died(err)
 	}
 	t0 := time.Now()
-	lm.pause()
+	if err := lm.pause(ctx); err != nil {
+		return 0, err
+	}
 	defer lm.resume()
 	id, err := lm.core.Checkpoint(ctx)
 	if err != nil {
@@ -523,7 +543,43 @@ func (lm *LinuxMachine) Restore(ctx context.Context, id vmm.CheckpointID) error 
 		return fmt.Errorf("kvm: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
 	}
 	t0 := time.Now()
-	lm.pause()
+	if err := lm.pause(ctx); err != nil {
+		return err
+	}
+	if err := lm.restore(ctx, id, idx); err != nil {
+		// Half restored: the guest stays stopped, and calls fail naming
+		// why, until a restore succeeds.
+		lm.runMu.Lock()
+		if lm.dead == nil {
+			lm.dead = err
+		}
+		lm.runMu.Unlock()
+		lm.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
+		return err
+	}
+	// The guest had sent nothing unread at the checkpoint (calls complete
+	// before one is taken): drop what it sent since. A dead guest is alive
+	// again, with a fresh channel.
+	lm.runMu.Lock()
+	revived := lm.dead != nil
+	lm.dead = nil
+	lm.runMu.Unlock()
+	lm.stream.reset()
+	if revived {
+		lm.stream.reopen()
+		lm.agent = agent.NewClient(lm.stream, lm.log)
+	}
+	st := lm.core.Stats() // before resume: a running vCPU holds the core
+	lm.resume()
+	lm.timing.Restore = time.Since(t0)
+	lm.timing.RestoreRAM = st.RestoreCopy
+	lm.timing.RestorePages = st.RestorePages
+	return nil
+}
+
+// restore puts memory, vCPU, devices and disks back to checkpoint idx
+// (id), with the verify gate; the vCPU is paused.
+func (lm *LinuxMachine) restore(ctx context.Context, id vmm.CheckpointID, idx int) error {
 	if err := lm.core.Restore(ctx, id); err != nil {
 		return err
 	}
@@ -552,23 +608,6 @@ func (lm *LinuxMachine) Restore(ctx context.Context, id vmm.CheckpointID) error 
 			}
 		}
 	}
-	// The guest had sent nothing unread at the checkpoint (calls complete
-	// before one is taken): drop what it sent since. A dead guest is alive
-	// again, with a fresh channel.
-	lm.runMu.Lock()
-	revived := lm.dead != nil
-	lm.dead = nil
-	lm.runMu.Unlock()
-	lm.stream.reset()
-	if revived {
-		lm.stream.reopen()
-		lm.agent = agent.NewClient(lm.stream, lm.log)
-	}
-	st := lm.core.Stats() // before resume: a running vCPU holds the core
-	lm.resume()
-	lm.timing.Restore = time.Since(t0)
-	lm.timing.RestoreRAM = st.RestoreCopy
-	lm.timing.RestorePages = st.RestorePages
 	return nil
 }
 
@@ -583,7 +622,9 @@ func (lm *LinuxMachine) Delete(ctx context.Context, id vmm.CheckpointID) error {
 	if idx < 0 {
 		return fmt.Errorf("kvm: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
 	}
-	lm.pause()
+	if err := lm.pause(ctx); err != nil {
+		return err
+	}
 	defer lm.resume()
 	for j, d := range lm.cfg.Disks {
 		if err := d.Device.Merge(lm.base[j] + idx + 1); err != nil {
@@ -645,7 +686,9 @@ func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
 	if lm.closed {
 		return [32]byte{}, vmm.ErrClosed
 	}
-	lm.pause()
+	if err := lm.pause(ctx); err != nil {
+		return [32]byte{}, err
+	}
 	defer lm.resume()
 	return lm.core.RAMHash(ctx)
 }
@@ -668,7 +711,7 @@ func (lm *LinuxMachine) Close() error {
 		return nil
 	}
 	lm.closed = true
-	lm.pause()
+	perr := lm.pause(context.Background())
 	lm.runMu.Lock()
 	if lm.dead == nil {
 		lm.dead = vmm.ErrClosed
@@ -677,5 +720,5 @@ func (lm *LinuxMachine) Close() error {
 	if lm.stream != nil {
 		lm.stream.closeWith(vmm.ErrClosed)
 	}
-	return lm.core.Close()
+	return errors.Join(perr, lm.core.Close())
 }

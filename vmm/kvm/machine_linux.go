@@ -354,8 +354,30 @@ func (m *Machine) setupCPUID() error {
 	if _, err := ioctlPtr(m.sysFD, "KVM_GET_SUPPORTED_CPUID", kvmGetSupportedCPUID, m.cpuid); err != nil {
 		return err
 	}
+	hidePVFeatures(m.cpuid)
 	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_CPUID2", kvmSetCPUID2, m.cpuid)
 	return err
+}
+
+// KVM paravirtual features (CPUID 0x40000001 EAX) whose state lives partly
+// in the host kernel, where no ioctl saves it, and partly in guest RAM,
+// which a restore puts back: PV EOI (a pending-EOI flag KVM keeps beside
+// the LAPIC: restored out of step with the guest's flag, an ISR bit is
+// never cleared and that interrupt stops for good), async page faults
+// (tokens queued in the host), steal time and the preempted flag, PV
+// unhalt, PV TLB flush and poll control. The guest runs without them; the
+// kvmclock (saved with KVM_GET_CLOCK) and no-op io delay stay.
+const (
+	kvmCPUIDFeatures = 0x40000001
+	kvmPVHidden      = 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<9 | 1<<10 | 1<<12 | 1<<13 | 1<<14 // ASYNC_PF, STEAL_TIME, PV_EOI, PV_UNHALT, PV_TLB_FLUSH, ASYNC_PF_VMEXIT, POLL_CONTROL, PV_SCHED_YIELD, ASYNC_PF_INT
+)
+
+func hidePVFeatures(c *cpuid2) {
+	for i := range c.Entries[:c.N] {
+		if e := &c.Entries[i]; e.Function == kvmCPUIDFeatures {
+			e.EAX &^= kvmPVHidden
+		}
+	}
 }
 
 func (m *Machine) setupMSRList() error {

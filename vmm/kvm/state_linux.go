@@ -127,10 +127,11 @@ func (m *Machine) loadVCPU(s *vcpuState) error {
 			return err
 		}
 	}
-	if err := m.SetSregs(s.Sregs); err != nil {
+	if err := m.setSregsFlushingTLB(s.Sregs); err != nil {
 		return err
 	}
-	if err := m.setMSRs(s.MSRs); err != nil {
+	msrs, deadline := splitTSCDeadline(s.MSRs)
+	if err := m.setMSRs(msrs); err != nil {
 		return err
 	}
 	if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_MP_STATE", kvmSetMPState, &s.MPState); err != nil {
@@ -141,11 +142,50 @@ func (m *Machine) loadVCPU(s *vcpuState) error {
 			return err
 		}
 	}
+	// The deadline arms the LAPIC timer only once the LAPIC is in
+	// TSC-deadline mode, against the TSC set above (QEMU's order too).
+	if err := m.setMSRs(deadline); err != nil {
+		return err
+	}
 	if _, err := ioctlPtr(m.vcpuFD, "KVM_SET_VCPU_EVENTS", kvmSetVCPUEvents, &s.Events); err != nil {
 		return err
 	}
 	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_DEBUGREGS", kvmSetDebugRegs, &s.DebugRegs)
 	return err
+}
+
+// msrTSCDeadline is IA32_TSC_DEADLINE.
+const msrTSCDeadline = 0x6e0
+
+// splitTSCDeadline returns list without the TSC deadline, and the deadline alone.
+func splitTSCDeadline(list []MSR) (rest, deadline []MSR) {
+	for _, e := range list {
+		if e.Index == msrTSCDeadline {
+			deadline = append(deadline, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	return rest, deadline
+}
+
+// setSregsFlushingTLB sets s after setting it once with another CR3: a
+// changed CR3 makes KVM reset the vCPU's MMU context, which flushes the
+// guest's TLB at the next entry. A restore rewrites page tables beneath
+// the guest, and on hardware virtualization translations cached since the
+// checkpoint (tagged by the guest's ASID/VPID, not flushed by an exit)
+// would otherwise outlive it. (Emulated AMD-V flushes on every world
+// switch and PVM shadows page tables, so TestRestoreFlushesGuestTLB passes
+// there either way.)
+func (m *Machine) setSregsFlushingTLB(s Sregs) error {
+	if s.CR0&(1<<31) != 0 { // paging on
+		other := s
+		other.CR3 ^= 0x1000
+		if err := m.SetSregs(other); err != nil {
+			return err
+		}
+	}
+	return m.SetSregs(s)
 }
 
 func (m *Machine) getMSRs() ([]MSR, error) {

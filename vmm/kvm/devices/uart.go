@@ -494,3 +494,10 @@ func (u *UART) updateIRQ() error {
 	u.level = want
 	return nil
 }
+
+// IRQLevel is the level the UART last set on its interrupt line.
+func (u *UART) IRQLevel() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.level
+}

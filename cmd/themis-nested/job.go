@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/nested"
+	"github.com/themisfs/themis/internal/testcount"
+	"go.uber.org/zap"
+)
+
+type options struct {
+	work, run, count   string
+	exploreArgs        string
+	min, cpus          int
+	accel, qemu        string
+	explore, json, pin bool
+	timeout            time.Duration
+}
+
+// sweepArgs is the clock sweep run on the KVM backend there and the QEMU
+// backend here: the Y2038 pair on an ext2 (-I 128) lane.
+var sweepArgs = []string{"sweep", "clock", "--fs", "ext2", "--values", "2147483647,2147483648", "--ops", "create,touch"}
+
+// hostSysctls tune the emulated host: no proactive compaction (page
+// migration of guest RAM under TCG's emulated nested paging is suspect).
+var hostSysctls = map[string]string{"vm.compaction_proactiveness": "0"}
+
+// report is what the job found.
+type report struct {
+	WorkDir      string              `json:"work_dir"`
+	HostKernel   string              `json:"host_kernel"`
+	HostKVM      string              `json:"host_kvm"`
+	WallS        float64             `json:"wall_s"` // the emulated host, boot to power off
+	Steps        []nested.StepResult `json:"steps"`
+	Tests        testcount.Result    `json:"tests"`
+	ExploreKVM   *exploreSummary     `json:"explore_kvm,omitempty"`
+	ExploreQEMU  *exploreSummary     `json:"explore_qemu,omitempty"`
+	SweepRows    int                 `json:"sweep_rows"`
+	SweepDiffers []string            `json:"sweep_differs,omitempty"`
+	Problems     []string            `json:"problems,omitempty"`
+}
+
+// exploreSummary is the part of explore's --json output compared.
+type exploreSummary struct {
+	Backend      string  `json:"backend"`
+	States       int64   `json:"states"`
+	UniqueStates int64   `json:"unique_states"`
+	Findings     int64   `json:"findings"`
+	Digest       string  `json:"digest"`
+	StatesPerSec float64 `json:"states_per_sec"`
+	ElapsedS     float64 `json:"elapsed_s"`
+	OpS          float64 `json:"op_s"`
+	FingerprintS float64 `json:"fingerprint_s"`
+	RestoreS     float64 `json:"restore_s"`
+}
+
+func (r *report) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options, log *zap.Logger) (*report, error) {
+	re, err := regexp.Compile(o.count)
+	if err != nil {
+		return nil, fmt.Errorf("-count: %w", err)
+	}
+	keep := o.work != ""
+	if !keep {
+		if o.work, err = os.MkdirTemp("", "themis-nested-"); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(o.work, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &report{WorkDir: o.work}
+	bins := filepath.Join(o.work, "bin")
+	log.Info("building static binaries", zap.String("dir", bins))
+	if err := nested.BuildStatic(ctx, "./vmm/kvm", filepath.Join(bins, "kvm.test"), true); err != nil {
+		return rep, err
+	}
+	if err := nested.BuildStatic(ctx, "./cmd/themisctl", filepath.Join(bins, "themisctl"), false); err != nil {
+		return rep, err
+	}
+	cache, err := guest.DefaultCacheDir()
+	if err != nil {
+		return rep, err
+	}
+	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Log: log})
+	if err != nil {
+		return rep, err
+	}
+	st, err := nested.NewStage(filepath.Join(o.work, "root"))
+	if err != nil {
+		return rep, err
+	}
+	env, err := nested.StageProject(st, img, map[string]string{"kvm.test": filepath.Join(bins, "kvm.test"), "themisctl": filepath.Join(bins, "themisctl")})
+	if err != nil {
+		return rep, err
+	}
+	plan := jobPlan(o, env)
+	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, Timeout: o.timeout - 5*time.Minute, Log: log})
+	if out != nil {
+		rep.HostKernel, rep.HostKVM, rep.WallS, rep.Steps = out.Result.Kernel, out.Result.KVM, out.Wall.Seconds(), out.Result.Steps
+	}
+	if err != nil {
+		return rep, err
+	}
+	if !strings.HasPrefix(out.Result.KVM, "true") {
+		rep.problem("the emulated host has no hardware virtualization: %s", out.Result.KVM)
+	}
+	for _, s := range out.Result.Steps {
+		if s.ExitCode != 0 {
+			rep.problem("step %s: exit code %d %s (see %s/%s.err)", s.Name, s.ExitCode, s.Error, out.OutDir, s.Name)
+		}
+	}
+	if len(out.Result.Steps) != len(plan.Steps) {
+		rep.problem("%d of %d steps ran", len(out.Result.Steps), len(plan.Steps))
+	}
+	if rep.Tests, err = countTests(ctx, out, re); err != nil {
+		rep.problem("%v", err)
+	} else if err := rep.Tests.Check(o.min); err != nil {
+		rep.problem("%v", err)
+	}
+	if o.explore {
+		compareExplore(ctx, rep, o, out, filepath.Join(bins, "themisctl"))
+		compareSweep(ctx, rep, out, filepath.Join(bins, "themisctl"))
+	}
+	if len(rep.Problems) > 0 {
+		return rep, fmt.Errorf("%d problems (work directory kept: %s)", len(rep.Problems), o.work)
+	}
+	if !keep {
+		if err := os.RemoveAll(o.work); err != nil {
+			log.Warn("remove work directory", zap.Error(err))
+		}
+		rep.WorkDir = ""
+	}
+	return rep, nil
+}
+
+func jobPlan(o options, env []string) nested.Plan {
+	// argv runs a program of BinDir, pinned to the emulated host's CPU 0
+	// with -pin (see the flag).
+	argv := func(name string, args ...string) []string {
+		a := []string{filepath.Join(nested.BinDir, name)}
+		if o.pin {
+			a = append([]string{"/usr/bin/taskset", "-c", "0"}, a...)
+		}
+		return append(a, args...)
+	}
+	withEnv := func(extra ...string) []string { return append(append([]string(nil), env...), extra...) }
+	plan := nested.Plan{Sysctls: hostSysctls, Steps: []nested.Step{{
+		Name:    "gated",
+		Argv:    argv("kvm.test", "-test.v=test2json", "-test.count=1", "-test.timeout=25m", "-test.run", o.run),
+		Env:     withEnv("THEMIS_REQUIRE_KVM=1", "THEMIS_CYCLES_VERIFY="+os.Getenv("THEMIS_CYCLES_VERIFY"), "THEMIS_CYCLES_NORESTORE="+os.Getenv("THEMIS_CYCLES_NORESTORE")),
+		Timeout: nested.Duration(26 * time.Minute), Echo: true,
+	}}}
+	if o.explore {
+		plan.Steps = append(plan.Steps,
+			nested.Step{Name: "explore-kvm", Argv: argv("themisctl", append([]string{"--json", "explore", "--backend", "kvm"}, strings.Fields(o.exploreArgs)...)...),
+				Env: withEnv(), Timeout: nested.Duration(10 * time.Minute)},
+			nested.Step{Name: "sweep-kvm", Argv: argv("themisctl", append(append([]string{"--json"}, sweepArgs...), "--backend", "kvm")...),
+				Env: withEnv(), Timeout: nested.Duration(10 * time.Minute)})
+	}
+	return plan
+}
+
+// countTests turns the test binary's -test.v=test2json output into go test
+// -json events (go tool test2json) and counts the matching tests.
+func countTests(ctx context.Context, out *nested.Outcome, re *regexp.Regexp) (testcount.Result, error) {
+	raw, err := out.Output("gated")
+	if err != nil {
+		return testcount.Result{}, err
+	}
+	cmd := exec.CommandContext(ctx, goTool(), "tool", "test2json", "-t", "-p", "github.com/themisfs/themis/vmm/kvm")
+	cmd.Stdin = bytes.NewReader(raw)
+	var js bytes.Buffer
+	cmd.Stdout = &js
+	if err := cmd.Run(); err != nil {
+		return testcount.Result{}, fmt.Errorf("go tool test2json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out.OutDir, "gated.json"), js.Bytes(), 0o644); err != nil {
+		return testcount.Result{}, err
+	}
+	return testcount.Count(&js, re)
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+}
+
+// compareExplore runs the same explore here on the QEMU backend and
+// compares digest and unique states with the KVM run there.
+func compareExplore(ctx context.Context, rep *report, o options, out *nested.Outcome, themisctl string) {
+	kvmOut, err := out.Output("explore-kvm")
+	if err != nil {
+		rep.problem("explore on kvm: %v", err)
+		return
+	}
+	if rep.ExploreKVM, err = parseExplore(kvmOut); err != nil {
+		rep.problem("explore on kvm: %v", err)
+		return
+	}
+	qemuOut, err := runHere(ctx, themisctl, append([]string{"--json", "explore", "--backend", "qemu"}, strings.Fields(o.exploreArgs)...)...)
+	if err != nil {
+		rep.problem("explore on qemu here: %v", err)
+		return
+	}
+	if rep.ExploreQEMU, err = parseExplore(qemuOut); err != nil {
+		rep.problem("explore on qemu here: %v", err)
+		return
+	}
+	k, q := rep.ExploreKVM, rep.ExploreQEMU
+	switch {
+	case k.Backend != "kvm":
+		rep.problem("explore there ran on backend %q, want kvm", k.Backend)
+	case k.Digest != q.Digest || k.UniqueStates != q.UniqueStates || k.States != q.States || k.Findings != q.Findings:
+		rep.problem("explore differs between backends: kvm digest %s, %d states, %d unique, %d findings; qemu digest %s, %d states, %d unique, %d findings",
+			k.Digest, k.States, k.UniqueStates, k.Findings, q.Digest, q.States, q.UniqueStates, q.Findings)
+	}
+}
+
+func parseExplore(b []byte) (*exploreSummary, error) {
+	var s exploreSummary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("explore --json output: %w", err)
+	}
+	if s.Digest == "" {
+		return nil, errors.New("explore --json output has no digest")
+	}
+	return &s, nil
+}
+
+// compareSweep runs the sweep here on QEMU and compares every cell.
+func compareSweep(ctx context.Context, rep *report, out *nested.Outcome, themisctl string) {
+	kvmOut, err := out.Output("sweep-kvm")
+	if err != nil {
+		rep.problem("sweep on kvm: %v", err)
+		return
+	}
+	qemuOut, err := runHere(ctx, themisctl, append(append([]string{"--json"}, sweepArgs...), "--backend", "qemu")...)
+	if err != nil {
+		rep.problem("sweep on qemu here: %v", err)
+		return
+	}
+	k, err := sweepCells(kvmOut)
+	if err != nil {
+		rep.problem("sweep on kvm: %v", err)
+		return
+	}
+	q, err := sweepCells(qemuOut)
+	if err != nil {
+		rep.problem("sweep on qemu: %v", err)
+		return
+	}
+	rep.SweepRows = len(k)
+	if len(k) == 0 {
+		rep.problem("the sweep on kvm returned no cells")
+	}
+	rep.SweepDiffers = diffLines(k, q)
+	if len(rep.SweepDiffers) > 0 {
+		rep.problem("the clock sweep differs between backends in %d cells", len(rep.SweepDiffers))
+	}
+}
+
+// sweepCells returns the sweep's JSON lines in a canonical form (keys
+// sorted by encoding/json), sorted.
+func sweepCells(b []byte) ([]string, error) {
+	var cells []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return nil, fmt.Errorf("sweep --json line: %w", err)
+		}
+		c, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		cells = append(cells, string(c))
+	}
+	sort.Strings(cells)
+	return cells, sc.Err()
+}
+
+// diffLines lists the lines of a missing from b (-) and of b missing from a (+).
+func diffLines(a, b []string) []string {
+	in := func(l []string) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range l {
+			m[s] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	var d []string
+	for _, s := range a {
+		if !inb[s] {
+			d = append(d, "kvm only: "+s)
+		}
+	}
+	for _, s := range b {
+		if !ina[s] {
+			d = append(d, "qemu only: "+s)
+		}
+	}
+	return d
+}
+
+// runHere runs themisctl on this host (an in-process daemon of its own).
+func runHere(ctx context.Context, themisctl string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, themisctl, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "THEMIS_SOCKET="+filepath.Join(os.TempDir(), fmt.Sprintf("themis-nested-%d.sock", os.Getpid())))
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("themisctl %s: %w: %s", strings.Join(args, " "), err, lastLines(stderr.String(), 10))
+	}
+	return b, nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "emulated AMD-V host: kernel %s, kvm %s, %.0f s boot to power off\n", r.HostKernel, r.HostKVM, r.WallS)
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "  step %-12s exit %d  %.1f s %s\n", s.Name, s.ExitCode, s.Seconds, s.Error)
+	}
+	fmt.Fprintf(w, "gated tests: %d ran (%d passed, %d failed), %d skipped\n", r.Tests.Ran(), len(r.Tests.Passed), len(r.Tests.Failed), len(r.Tests.Skipped))
+	for _, n := range r.Tests.Passed {
+		fmt.Fprintln(w, "  pass", n)
+	}
+	for _, n := range r.Tests.Failed {
+		fmt.Fprintln(w, "  FAIL", n)
+	}
+	for _, e := range []*exploreSummary{r.ExploreKVM, r.ExploreQEMU} {
+		if e != nil {
+			fmt.Fprintf(w, "explore on %-4s %d states, %d unique, %d findings, digest %s, %.2f states/s (op %.2f s, fingerprint %.2f s, restore %.2f s)\n",
+				e.Backend, e.States, e.UniqueStates, e.Findings, e.Digest, e.StatesPerSec, e.OpS, e.FingerprintS, e.RestoreS)
+		}
+	}
+	if r.SweepRows > 0 {
+		fmt.Fprintf(w, "clock sweep: %d cells on kvm, %d differ from qemu\n", r.SweepRows, len(r.SweepDiffers))
+	}
+	for _, d := range r.SweepDiffers {
+		fmt.Fprintln(w, "  ", d)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "PROBLEM:", p)
+	}
+	if r.WorkDir != "" {
+		fmt.Fprintln(w, "work directory:", r.WorkDir)
+	}
+}
