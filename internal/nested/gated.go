@@ -21,6 +21,10 @@ var JobTools = []string{"mkfs.ext2", "mkfs.ext3", "mkfs.ext4", "mke2fs", "e2fsck
 // defaults from mke2fs.conf: without it base images would differ).
 var JobFiles = []string{"/etc/mke2fs.conf"}
 
+// EmulatedEnv is set to "1" in every step's environment: tests that know
+// of the emulated host's own limits read it (docs/kvm.md).
+const EmulatedEnv = "THEMIS_EMULATED_AMDV"
+
 // Job paths.
 const (
 	BinDir    = "/bin-themis"
@@ -58,7 +62,7 @@ func StageProject(st *Stage, img *guest.Image, bins map[string]string) ([]string
 	return []string{
 		jobPATH, "HOME=/root", "TMPDIR=/tmp", "CI=true",
 		"THEMIS_CACHE_DIR=" + CacheDir, guest.PrebuiltEnv + "=" + imgDir,
-		"THEMIS_SOCKET=/tmp/themisd.sock",
+		"THEMIS_SOCKET=/tmp/themisd.sock", EmulatedEnv + "=1",
 	}, nil
 }
 

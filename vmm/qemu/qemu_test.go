@@ -24,7 +24,7 @@ func TestConformanceFullRestore(t *testing.T) {
 	vmmtest.Run(t, func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error) {
 		cfg.Restore = vmm.RestoreFull
 		return qemu.Start(ctx, cfg)
-	})
+	}, vmmtest.WithCycles(50)) // a full restore is O(RAM): fewer cycles than in devices mode
 }
 
 // TestKilledGuest kills QEMU in the middle of an operation: the call fails

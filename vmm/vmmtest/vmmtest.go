@@ -196,6 +196,10 @@ func fingerprint(lane string) *agentv1.Request {
 	return &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_ALL}}}
 }
 
+func fingerprintLeaves(lane string) *agentv1.Request {
+	return &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_ALL, Leaves: true}}}
+}
+
 // Root returns the lane's fingerprint root with all timestamps included.
 func Root(t testing.TB, m vmm.Machine, lane string) []byte {
 	t.Helper()
