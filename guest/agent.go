@@ -87,38 +87,53 @@ func isModuleRoot(dir string) (bool, error) {
 // cmd/themis-agent) as a static linux/amd64 binary and returns its bytes.
 // tmpParent is where the temporary output goes.
 func buildAgent(ctx context.Context, log *zap.Logger, tmpParent, pkg string) ([]byte, error) {
-	src, err := SourceDir()
-	if err != nil {
-		return nil, err
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		alt := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, serr := os.Stat(alt); serr != nil {
-			return nil, fmt.Errorf("guest: build agent: go toolchain not found in PATH or GOROOT: %w", err)
-		}
-		goBin = alt
-	}
 	tmp, err := os.MkdirTemp(tmpParent, ".agent-")
 	if err != nil {
 		return nil, fmt.Errorf("guest: build agent: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "themis-agent")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	log.Debug("building agent", zap.String("source", src), zap.String("package", pkg))
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("guest: build agent (go build %s in %s): %w: %s", pkg, src, err, strings.TrimSpace(stderr.String()))
+	log.Debug("building agent", zap.String("package", pkg))
+	if err := BuildStatic(ctx, pkg, out, false); err != nil {
+		return nil, fmt.Errorf("guest: build agent: %w", err)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
 		return nil, fmt.Errorf("guest: build agent: %w", err)
 	}
 	return b, nil
+}
+
+// BuildStatic builds pkg of the source tree (see SourceDir) as a static
+// linux/amd64 binary at out (CGO_ENABLED=0, -trimpath, -s -w): for machines
+// with no libc of their own for it. test builds the package's test binary
+// (go test -c) instead.
+func BuildStatic(ctx context.Context, pkg, out string, test bool) error {
+	src, err := SourceDir()
+	if err != nil {
+		return err
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		alt := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, serr := os.Stat(alt); serr != nil {
+			return fmt.Errorf("go toolchain not found in PATH or GOROOT: %w", err)
+		}
+		goBin = alt
+	}
+	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg}
+	if test {
+		args = []string{"test", "-c", "-trimpath", "-ldflags=-s -w", "-o", out, pkg}
+	}
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s in %s: %w: %s", strings.Join(args, " "), src, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }
 
 // checkAgent verifies that b is a static x86-64 ELF executable: the guest

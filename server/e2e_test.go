@@ -29,23 +29,7 @@ func TestEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	d, err := server.StartDaemon(ctx, server.Config{
-		Listen:   "unix://" + filepath.Join(dir, "themisd.sock"),
-		StateDir: filepath.Join(dir, "state"),
-		CacheDir: env.CacheDir,
-	}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	c, err := client.Dial(ctx, d.Addr(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startDaemon(ctx, t, dir, env.CacheDir)
 	defer c.Close()
 	check := vmmtest.Leaks(t)
 
@@ -136,23 +120,7 @@ func TestBackendRejected(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d, err := server.StartDaemon(ctx, server.Config{
-		Listen:   "unix://" + filepath.Join(dir, "themisd.sock"),
-		StateDir: filepath.Join(dir, "state"),
-		CacheDir: filepath.Join(dir, "cache"),
-	}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	c, err := client.Dial(ctx, d.Addr(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startDaemon(ctx, t, dir, filepath.Join(dir, "cache"))
 	defer c.Close()
 	lanes := []string{"ext2"}
 	for _, tt := range []struct {
@@ -242,4 +210,28 @@ func BenchmarkApplyFingerprint(b *testing.B) {
 	b.ReportMetric(float64(goAPI.Microseconds())/float64(b.N)/1e3, "ms-go-api")
 	b.ReportMetric(float64(grpcAPI.Microseconds())/float64(b.N)/1e3, "ms-grpc")
 	b.ReportMetric(100*(float64(grpcAPI)/float64(goAPI)-1), "%-overhead")
+}
+
+// startDaemon starts a daemon on a unix socket in dir (stopped at the
+// test's end) and dials it.
+func startDaemon(ctx context.Context, t *testing.T, dir, cacheDir string) *client.Client {
+	t.Helper()
+	d, err := server.StartDaemon(ctx, server.Config{
+		Listen:   "unix://" + filepath.Join(dir, "themisd.sock"),
+		StateDir: filepath.Join(dir, "state"),
+		CacheDir: cacheDir,
+	}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	c, err := client.Dial(ctx, d.Addr(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

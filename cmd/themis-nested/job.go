@@ -89,10 +89,10 @@ func run(ctx context.Context, o options, log *zap.Logger) (*report, error) {
 	rep := &report{WorkDir: o.work}
 	bins := filepath.Join(o.work, "bin")
 	log.Info("building static binaries", zap.String("dir", bins))
-	if err := nested.BuildStatic(ctx, "./vmm/kvm", filepath.Join(bins, "kvm.test"), true); err != nil {
+	if err := guest.BuildStatic(ctx, "./vmm/kvm", filepath.Join(bins, "kvm.test"), true); err != nil {
 		return rep, err
 	}
-	if err := nested.BuildStatic(ctx, "./cmd/themisctl", filepath.Join(bins, "themisctl"), false); err != nil {
+	if err := guest.BuildStatic(ctx, "./cmd/themisctl", filepath.Join(bins, "themisctl"), false); err != nil {
 		return rep, err
 	}
 	cache, err := guest.DefaultCacheDir()

@@ -1,14 +1,7 @@
 package nested
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 
 	"github.com/themisfs/themis/guest"
 )
@@ -64,31 +57,4 @@ func StageProject(st *Stage, img *guest.Image, bins map[string]string) ([]string
 		"THEMIS_CACHE_DIR=" + CacheDir, guest.PrebuiltEnv + "=" + imgDir,
 		"THEMIS_SOCKET=/tmp/themisd.sock", EmulatedEnv + "=1",
 	}, nil
-}
-
-// BuildStatic builds a package of this source tree as a static binary
-// (CGO_ENABLED=0: the job has no libc of its own for it); test says to
-// build the package's test binary (go test -c) instead.
-func BuildStatic(ctx context.Context, pkg, out string, test bool) error {
-	src, err := guest.SourceDir()
-	if err != nil {
-		return err
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	args := []string{"build", "-trimpath", "-o", out, pkg}
-	if test {
-		args = []string{"test", "-c", "-trimpath", "-o", out, pkg}
-	}
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("nested: go %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return nil
 }
