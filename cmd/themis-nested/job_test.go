@@ -1,0 +1,72 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSweepCellsCompare(t *testing.T) {
+	kvm := []byte(`{"lane":"ext2","value":2147483648,"guest":2147483647}` + "\n" + `{"value":1,"lane":"ext2"}` + "\n")
+	same := []byte(`{"lane":"ext2","value":1}` + "\n" + `{"guest":2147483647,"value":2147483648,"lane":"ext2"}` + "\n")
+	other := []byte(`{"lane":"ext2","value":1}` + "\n" + `{"guest":2147483648,"value":2147483648,"lane":"ext2"}` + "\n")
+	k, err := sweepCells(kvm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		qemu  []byte
+		diffs int
+	}{{"same cells, other order and key order", same, 0}, {"one cell differs", other, 2}} {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := sweepCells(tt.qemu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := diffLines(k, q); len(d) != tt.diffs {
+				t.Errorf("diffLines = %q, want %d lines", d, tt.diffs)
+			}
+		})
+	}
+	if _, err := sweepCells([]byte("not json\n")); err == nil {
+		t.Error("a line that is not JSON was accepted")
+	}
+}
+
+func TestParseExplore(t *testing.T) {
+	s, err := parseExplore([]byte(`{"backend":"kvm","states":24,"unique_states":8,"digest":"a0b6"}`))
+	if err != nil || s.Backend != "kvm" || s.UniqueStates != 8 || s.Digest != "a0b6" {
+		t.Fatalf("parseExplore = %+v, %v", s, err)
+	}
+	for _, bad := range []string{`{"states":1}`, `{`} {
+		if _, err := parseExplore([]byte(bad)); err == nil {
+			t.Errorf("parseExplore(%s) accepted", bad)
+		}
+	}
+}
+
+func TestJobPlan(t *testing.T) {
+	o := options{run: "^TestKVMLinux", exploreArgs: "--fs ext2 --seed 7", explore: true, pin: true}
+	p := jobPlan(o, []string{"PATH=/bin"})
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range p.Steps {
+		names = append(names, s.Name)
+		if s.Argv[0] != "/usr/bin/taskset" {
+			t.Errorf("step %s: argv %q, want it pinned with taskset", s.Name, s.Argv)
+		}
+	}
+	if !slices.Equal(names, []string{"gated", "explore-kvm", "sweep-kvm"}) {
+		t.Errorf("steps %q", names)
+	}
+	if a := strings.Join(p.Steps[1].Argv, " "); !strings.Contains(a, "explore --backend kvm --fs ext2 --seed 7") {
+		t.Errorf("explore step: %s", a)
+	}
+	o.explore, o.pin = false, false
+	if p := jobPlan(o, nil); len(p.Steps) != 1 || p.Steps[0].Argv[0] != "/bin-themis/kvm.test" {
+		t.Errorf("without explore or pin: %+v", p.Steps)
+	}
+}
