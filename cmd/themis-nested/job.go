@@ -51,6 +51,7 @@ type report struct {
 	ExploreQEMU  *exploreSummary     `json:"explore_qemu,omitempty"`
 	SweepRows    int                 `json:"sweep_rows"`
 	SweepDiffers []string            `json:"sweep_differs,omitempty"`
+	Retried      []string            `json:"retried,omitempty"` // attempts ended by the emulated host's own crash
 	Problems     []string            `json:"problems,omitempty"`
 }
 
@@ -112,32 +113,18 @@ func run(ctx context.Context, o options, log *zap.Logger) (*report, error) {
 		return rep, err
 	}
 	plan := jobPlan(o, env)
-	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, Timeout: o.timeout - 5*time.Minute, Log: log})
-	if out != nil {
-		rep.HostKernel, rep.HostKVM, rep.WallS, rep.Steps = out.Result.Kernel, out.Result.KVM, out.Wall.Seconds(), out.Result.Steps
-	}
-	if err != nil {
-		return rep, err
-	}
-	if !strings.HasPrefix(out.Result.KVM, "true") {
-		rep.problem("the emulated host has no hardware virtualization: %s", out.Result.KVM)
-	}
-	for _, s := range out.Result.Steps {
-		if s.ExitCode != 0 {
-			rep.problem("step %s: exit code %d %s (see %s/%s.err)", s.Name, s.ExitCode, s.Error, out.OutDir, s.Name)
+	for attempt := 1; ; attempt++ {
+		rep.Problems = nil
+		crash := attempt1(ctx, rep, o, log, cache, st, plan, re, filepath.Join(bins, "themisctl"))
+		if len(rep.Problems) == 0 || crash == "" || attempt == 2 {
+			break
 		}
-	}
-	if len(out.Result.Steps) != len(plan.Steps) {
-		rep.problem("%d of %d steps ran", len(out.Result.Steps), len(plan.Steps))
-	}
-	if rep.Tests, err = countTests(ctx, out, re); err != nil {
-		rep.problem("%v", err)
-	} else if err := rep.Tests.Check(o.min); err != nil {
-		rep.problem("%v", err)
-	}
-	if o.explore {
-		compareExplore(ctx, rep, o, out, filepath.Join(bins, "themisctl"))
-		compareSweep(ctx, rep, out, filepath.Join(bins, "themisctl"))
+		// The emulated host's own crash (docs/kvm.md): once more, and say so.
+		rep.Retried = append(rep.Retried, fmt.Sprintf("attempt %d: %s; problems: %s", attempt, crash, strings.Join(rep.Problems, "; ")))
+		log.Warn("the emulated host crashed; running the job once more", zap.String("crash", crash))
+		if err := keepAttempt(o.work, attempt); err != nil {
+			return rep, err
+		}
 	}
 	if len(rep.Problems) > 0 {
 		return rep, fmt.Errorf("%d problems (work directory kept: %s)", len(rep.Problems), o.work)
@@ -164,38 +151,165 @@ func jobPlan(o options, env []string) nested.Plan {
 	withEnv := func(extra ...string) []string { return append(append([]string(nil), env...), extra...) }
 	plan := nested.Plan{Sysctls: hostSysctls, Steps: []nested.Step{{
 		Name:    "gated",
-		Argv:    argv("kvm.test", "-test.v=test2json", "-test.count=1", "-test.timeout=25m", "-test.run", o.run),
+		Argv:    argv("kvm.test", "-test.v=test2json", "-test.count=1", "-test.timeout=13m", "-test.run", o.run),
 		Env:     withEnv("THEMIS_REQUIRE_KVM=1", "THEMIS_CYCLES_VERIFY="+os.Getenv("THEMIS_CYCLES_VERIFY"), "THEMIS_CYCLES_NORESTORE="+os.Getenv("THEMIS_CYCLES_NORESTORE")),
-		Timeout: nested.Duration(26 * time.Minute), Echo: true,
+		Timeout: nested.Duration(14 * time.Minute), Echo: true,
 	}}}
 	if o.explore {
 		plan.Steps = append(plan.Steps,
 			nested.Step{Name: "explore-kvm", Argv: argv("themisctl", append([]string{"--json", "explore", "--backend", "kvm"}, strings.Fields(o.exploreArgs)...)...),
-				Env: withEnv(), Timeout: nested.Duration(10 * time.Minute)},
+				Env: withEnv(), Timeout: nested.Duration(5 * time.Minute)},
 			nested.Step{Name: "sweep-kvm", Argv: argv("themisctl", append(append([]string{"--json"}, sweepArgs...), "--backend", "kvm")...),
-				Env: withEnv(), Timeout: nested.Duration(10 * time.Minute)})
+				Env: withEnv(), Timeout: nested.Duration(5 * time.Minute)})
 	}
 	return plan
 }
 
+// attempt1 runs the plan in the emulated host once and records what it
+// found in rep. It returns a description of an emulated-host crash when
+// every problem is explained by one (the guest triple-faulted with no
+// restore to blame, or the host itself died), else "".
+func attempt1(ctx context.Context, rep *report, o options, log *zap.Logger, cache string, st *nested.Stage, plan nested.Plan, re *regexp.Regexp, themisctl string) string {
+	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, Timeout: o.timeout/2 - 5*time.Minute, Log: log})
+	if out != nil {
+		rep.HostKernel, rep.HostKVM, rep.WallS, rep.Steps = out.Result.Kernel, out.Result.KVM, out.Wall.Seconds(), out.Result.Steps
+	}
+	if err != nil {
+		rep.problem("%v", err)
+		if strings.Contains(err.Error(), "no result from the emulated host") {
+			return "the emulated host died (no result, QEMU exited by itself)"
+		}
+		return ""
+	}
+	if !strings.HasPrefix(out.Result.KVM, "true") {
+		rep.problem("the emulated host has no hardware virtualization: %s", out.Result.KVM)
+	}
+	for _, s := range out.Result.Steps {
+		if s.ExitCode != 0 {
+			rep.problem("step %s: exit code %d %s (see %s/%s.err)", s.Name, s.ExitCode, s.Error, out.OutDir, s.Name)
+		}
+	}
+	if len(out.Result.Steps) != len(plan.Steps) {
+		rep.problem("%d of %d steps ran", len(out.Result.Steps), len(plan.Steps))
+	}
+	var crash string
+	if rep.Tests, crash, err = countTests(ctx, out, re); err != nil {
+		rep.problem("%v", err)
+	} else if err := rep.Tests.Check(o.min); err != nil {
+		rep.problem("%v", err)
+	}
+	explained := crash != "" || len(rep.Tests.Failed) == 0
+	if o.explore {
+		for _, step := range []string{"explore-kvm", "sweep-kvm"} {
+			if stepFailed(out, step) {
+				b, _ := os.ReadFile(filepath.Join(out.OutDir, step+".err"))
+				if !strings.Contains(string(b), tripleFault) {
+					explained = false
+				} else if crash == "" {
+					crash = step + ": the guest triple-faulted"
+				}
+			}
+		}
+		n := len(rep.Problems)
+		compareExplore(ctx, rep, o, out, themisctl)
+		compareSweep(ctx, rep, out, themisctl)
+		if len(rep.Problems) > n && !stepFailed(out, "explore-kvm") && !stepFailed(out, "sweep-kvm") {
+			explained = false // a difference between backends is never the emulator's
+		}
+	}
+	if !explained {
+		return ""
+	}
+	return crash
+}
+
+func stepFailed(out *nested.Outcome, name string) bool {
+	for _, s := range out.Result.Steps {
+		if s.Name == name {
+			return s.ExitCode != 0
+		}
+	}
+	return true
+}
+
+// keepAttempt moves an attempt's console and outputs aside for the report.
+func keepAttempt(work string, attempt int) error {
+	for _, f := range []string{"console.log", "out"} {
+		if err := os.Rename(filepath.Join(work, f), filepath.Join(work, fmt.Sprintf("%s.attempt%d", f, attempt))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// tripleFault is how a guest's triple fault reads in our errors
+// (kvm.ExitError for SHUTDOWN; on SVM the VMCB is reset, hence the RIP).
+const tripleFault = "SHUTDOWN at RIP 0xfff0: triple fault"
+
 // countTests turns the test binary's -test.v=test2json output into go test
 // -json events (go tool test2json) and counts the matching tests.
-func countTests(ctx context.Context, out *nested.Outcome, re *regexp.Regexp) (testcount.Result, error) {
+func countTests(ctx context.Context, out *nested.Outcome, re *regexp.Regexp) (testcount.Result, string, error) {
 	raw, err := out.Output("gated")
 	if err != nil {
-		return testcount.Result{}, err
+		return testcount.Result{}, "", err
 	}
 	cmd := exec.CommandContext(ctx, goTool(), "tool", "test2json", "-t", "-p", "github.com/themisfs/themis/vmm/kvm")
 	cmd.Stdin = bytes.NewReader(raw)
 	var js bytes.Buffer
 	cmd.Stdout = &js
 	if err := cmd.Run(); err != nil {
-		return testcount.Result{}, fmt.Errorf("go tool test2json: %w", err)
+		return testcount.Result{}, "", fmt.Errorf("go tool test2json: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(out.OutDir, "gated.json"), js.Bytes(), 0o644); err != nil {
-		return testcount.Result{}, err
+		return testcount.Result{}, "", err
 	}
-	return testcount.Count(&js, re)
+	res, err := testcount.Count(bytes.NewReader(js.Bytes()), re)
+	if err != nil {
+		return res, "", err
+	}
+	return res, crashedTests(js.Bytes()), nil
+}
+
+// crashedTests says which failed tests failed by a guest triple fault, when
+// every failed test that has no failed subtest did; else "".
+func crashedTests(events []byte) string {
+	outputs := map[string]*strings.Builder{}
+	var failed []string
+	sc := bufio.NewScanner(bytes.NewReader(events))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var e struct{ Action, Test, Output string }
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Test == "" {
+			continue
+		}
+		if outputs[e.Test] == nil {
+			outputs[e.Test] = &strings.Builder{}
+		}
+		outputs[e.Test].WriteString(e.Output)
+		if e.Action == "fail" {
+			failed = append(failed, e.Test)
+		}
+	}
+	var leaves []string
+	for _, f := range failed {
+		leaf := true
+		for _, g := range failed {
+			if strings.HasPrefix(g, f+"/") {
+				leaf = false
+			}
+		}
+		if !leaf {
+			continue
+		}
+		if !strings.Contains(outputs[f].String(), tripleFault) {
+			return ""
+		}
+		leaves = append(leaves, f)
+	}
+	if len(leaves) == 0 {
+		return ""
+	}
+	return "the guest triple-faulted in " + strings.Join(leaves, ", ")
 }
 
 func goTool() string {
@@ -368,6 +482,9 @@ func (r *report) print(w io.Writer) {
 	}
 	for _, d := range r.SweepDiffers {
 		fmt.Fprintln(w, "  ", d)
+	}
+	for _, a := range r.Retried {
+		fmt.Fprintln(w, "RETRIED after the emulated host's own crash (docs/kvm.md):", a)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "PROBLEM:", p)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,27 @@ func TestJobPlan(t *testing.T) {
 	o.explore, o.pin = false, false
 	if p := jobPlan(o, nil); len(p.Steps) != 1 || p.Steps[0].Argv[0] != "/bin-themis/kvm.test" {
 		t.Errorf("without explore or pin: %+v", p.Steps)
+	}
+}
+
+func TestCrashedTests(t *testing.T) {
+	ev := func(action, test, output string) string {
+		return `{"Action":"` + action + `","Test":"` + test + `","Output":` + strconv.Quote(output) + "}\n"
+	}
+	crash := "boot: vmm: guest died: kvm: vcpu exit " + tripleFault + "\n"
+	for _, tt := range []struct {
+		name, events, want string
+	}{
+		{"a triple fault", ev("output", "TestKVMLinuxConformance/Hung", crash) + ev("fail", "TestKVMLinuxConformance/Hung", "") + ev("fail", "TestKVMLinuxConformance", ""),
+			"the guest triple-faulted in TestKVMLinuxConformance/Hung"},
+		{"another failure too", ev("output", "TestA/x", crash) + ev("fail", "TestA/x", "") + ev("output", "TestB", "root differs\n") + ev("fail", "TestB", ""), ""},
+		{"no triple fault", ev("output", "TestB", "restore verification failed\n") + ev("fail", "TestB", ""), ""},
+		{"nothing failed", ev("pass", "TestB", ""), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := crashedTests([]byte(tt.events)); got != tt.want {
+				t.Errorf("crashedTests = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
