@@ -26,7 +26,8 @@ type options struct {
 	work, run, count   string
 	exploreArgs        string
 	min, cpus          int
-	accel, qemu        string
+	accel, qemu, cpu   string
+	cycles             bool
 	explore, json, pin bool
 	timeout            time.Duration
 }
@@ -148,7 +149,17 @@ func jobPlan(o options, env []string) nested.Plan {
 		}
 		return append(a, args...)
 	}
-	withEnv := func(extra ...string) []string { return append(append([]string(nil), env...), extra...) }
+	withEnv := func(extra ...string) []string {
+		out := append([]string(nil), env...)
+		if o.cycles { // the emulated host's marker, set so that Cycles runs
+			for i, e := range out {
+				if strings.HasPrefix(e, nested.EmulatedEnv+"=") {
+					out[i] = nested.EmulatedEnv + "=cycles"
+				}
+			}
+		}
+		return append(out, extra...)
+	}
 	plan := nested.Plan{Sysctls: hostSysctls, Steps: []nested.Step{{
 		Name:    "gated",
 		Argv:    argv("kvm.test", "-test.v=test2json", "-test.count=1", "-test.timeout=13m", "-test.run", o.run),
@@ -170,7 +181,7 @@ func jobPlan(o options, env []string) nested.Plan {
 // every problem is explained by one (the guest triple-faulted with no
 // restore to blame, or the host itself died), else "".
 func attempt1(ctx context.Context, rep *report, o options, log *zap.Logger, cache string, st *nested.Stage, plan nested.Plan, re *regexp.Regexp, themisctl string) string {
-	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, Timeout: o.timeout/2 - 5*time.Minute, Log: log})
+	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, CPU: o.cpu, Timeout: o.timeout/2 - 5*time.Minute, Log: log})
 	if out != nil {
 		rep.HostKernel, rep.HostKVM, rep.WallS, rep.Steps = out.Result.Kernel, out.Result.KVM, out.Wall.Seconds(), out.Result.Steps
 	}

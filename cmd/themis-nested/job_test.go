@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/themisfs/themis/internal/nested"
 )
 
 func TestSweepCellsCompare(t *testing.T) {
@@ -69,6 +71,14 @@ func TestJobPlan(t *testing.T) {
 	o.explore, o.pin = false, false
 	if p := jobPlan(o, nil); len(p.Steps) != 1 || p.Steps[0].Argv[0] != "/bin-themis/kvm.test" {
 		t.Errorf("without explore or pin: %+v", p.Steps)
+	}
+	marker := nested.EmulatedEnv + "=1"
+	if env := jobPlan(o, []string{marker}).Steps[0].Env; !slices.Contains(env, marker) {
+		t.Errorf("env %q: want %s (Cycles skips there)", env, marker)
+	}
+	o.cycles = true
+	if env := jobPlan(o, []string{marker}).Steps[0].Env; slices.Contains(env, marker) || !slices.Contains(env, nested.EmulatedEnv+"=cycles") {
+		t.Errorf("with -cycles, env %q: want the marker changed so that Cycles runs", env)
 	}
 }
 

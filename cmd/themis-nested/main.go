@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/themisfs/themis/internal/nested"
 	"go.uber.org/zap"
 )
 
@@ -44,6 +45,8 @@ func main() {
 	flag.BoolVar(&o.pin, "pin", false, "pin the job's programs to the emulated host's CPU 0 (taskset; stalls there: the emulated host loses its timer interrupts)")
 	flag.StringVar(&o.accel, "accel", "tcg,thread=multi", "the emulated host's QEMU -accel")
 	flag.StringVar(&o.qemu, "qemu", "", "the QEMU binary for the emulated host (default qemu-system-x86_64)")
+	flag.StringVar(&o.cpu, "cpu", nested.DefaultCPU, "the emulated host's QEMU -cpu")
+	flag.BoolVar(&o.cycles, "cycles", false, "run the Cycles subtest there too (it skips there by default: docs/kvm.md)")
 	flag.Parse()
 	cfg := zap.NewDevelopmentConfig()
 	cfg.DisableStacktrace = true

@@ -22,6 +22,9 @@ import (
 // guest.Build): the job disk's virtio stack and KVM on AMD-V.
 var HostModules = []string{"virtio_pci", "virtio_blk", "kvm_amd"}
 
+// DefaultCPU is the emulated host's CPU: AMD-V with nested paging.
+const DefaultCPU = "qemu64,+svm,+npt"
+
 // initPackage is the host image's /init.
 const initPackage = "./cmd/themis-nested-init"
 
@@ -42,6 +45,7 @@ type Options struct {
 	CPUs      int           // its vCPUs; default 2
 	Accel     string        // QEMU's -accel; default "tcg,thread=multi"
 	QEMU      string        // the QEMU binary; default qemu-system-x86_64 in PATH
+	CPU       string        // QEMU's -cpu; default DefaultCPU
 	Timeout   time.Duration // the whole run, boot to power off; default 30 minutes
 	Log       *zap.Logger
 }
@@ -80,6 +84,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	if o.CPUs == 0 {
 		o.CPUs = 2
+	}
+	if o.CPU == "" {
+		o.CPU = DefaultCPU
 	}
 	if o.Accel == "" {
 		o.Accel = "tcg,thread=multi"
@@ -167,7 +174,7 @@ func boot(ctx context.Context, o Options, host *guest.Image, disk, console strin
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	args := []string{
-		"-accel", o.Accel, "-cpu", "qemu64,+svm,+npt",
+		"-accel", o.Accel, "-cpu", o.CPU,
 		"-smp", strconv.Itoa(o.CPUs), "-m", strconv.Itoa(o.MemoryMiB),
 		"-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
 		"-serial", "file:" + console,
