@@ -104,6 +104,19 @@ func buildAgent(ctx context.Context, log *zap.Logger, tmpParent, pkg string) ([]
 	return b, nil
 }
 
+// GoTool finds the go command: in PATH, else in this binary's GOROOT.
+func GoTool() (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err == nil {
+		return goBin, nil
+	}
+	alt := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, serr := os.Stat(alt); serr != nil {
+		return "", fmt.Errorf("go toolchain not found in PATH or GOROOT: %w", err)
+	}
+	return alt, nil
+}
+
 // BuildStatic builds pkg of the source tree (see SourceDir) as a static
 // linux/amd64 binary at out (CGO_ENABLED=0, -trimpath, -s -w): for machines
 // with no libc of their own for it. test builds the package's test binary
@@ -113,13 +126,9 @@ func BuildStatic(ctx context.Context, pkg, out string, test bool) error {
 	if err != nil {
 		return err
 	}
-	goBin, err := exec.LookPath("go")
+	goBin, err := GoTool()
 	if err != nil {
-		alt := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, serr := os.Stat(alt); serr != nil {
-			return fmt.Errorf("go toolchain not found in PATH or GOROOT: %w", err)
-		}
-		goBin = alt
+		return err
 	}
 	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg}
 	if test {

@@ -74,12 +74,6 @@ func run(log *zap.Logger) error {
 	if err := unix.Uname(&uts); err == nil {
 		res.Kernel = unix.ByteSliceToString(uts.Release[:])
 	}
-	for k, v := range plan.Sysctls {
-		p := filepath.Join("/proc/sys", strings.ReplaceAll(k, ".", "/"))
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-			log.Warn("sysctl", zap.String("key", k), zap.Error(err))
-		}
-	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if f, ok := strings.CutPrefix(l, "flags"); ok {

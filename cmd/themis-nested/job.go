@@ -36,10 +36,6 @@ type options struct {
 // backend here: the Y2038 pair on an ext2 (-I 128) lane.
 var sweepArgs = []string{"sweep", "clock", "--fs", "ext2", "--values", "2147483647,2147483648", "--ops", "create,touch"}
 
-// hostSysctls tune the emulated host: no proactive compaction (page
-// migration of guest RAM under TCG's emulated nested paging is suspect).
-var hostSysctls = map[string]string{"vm.compaction_proactiveness": "0"}
-
 // report is what the job found.
 type report struct {
 	WorkDir      string              `json:"work_dir"`
@@ -116,7 +112,7 @@ func run(ctx context.Context, o options, log *zap.Logger) (*report, error) {
 	plan := jobPlan(o, env)
 	for attempt := 1; ; attempt++ {
 		rep.Problems = nil
-		crash := attempt1(ctx, rep, o, log, cache, st, plan, re, filepath.Join(bins, "themisctl"))
+		crash := runAttempt(ctx, rep, o, log, cache, st, plan, re, filepath.Join(bins, "themisctl"))
 		if len(rep.Problems) == 0 || crash == "" || attempt == 2 {
 			break
 		}
@@ -160,7 +156,7 @@ func jobPlan(o options, env []string) nested.Plan {
 		}
 		return append(out, extra...)
 	}
-	plan := nested.Plan{Sysctls: hostSysctls, Steps: []nested.Step{{
+	plan := nested.Plan{Steps: []nested.Step{{
 		Name:    "gated",
 		Argv:    argv("kvm.test", "-test.v=test2json", "-test.count=1", "-test.timeout=13m", "-test.run", o.run),
 		Env:     withEnv("THEMIS_REQUIRE_KVM=1", "THEMIS_CYCLES_VERIFY="+os.Getenv("THEMIS_CYCLES_VERIFY"), "THEMIS_CYCLES_NORESTORE="+os.Getenv("THEMIS_CYCLES_NORESTORE")),
@@ -176,11 +172,11 @@ func jobPlan(o options, env []string) nested.Plan {
 	return plan
 }
 
-// attempt1 runs the plan in the emulated host once and records what it
+// runAttempt runs the plan in the emulated host once and records what it
 // found in rep. It returns a description of an emulated-host crash when
 // every problem is explained by one (the guest triple-faulted with no
 // restore to blame, or the host itself died), else "".
-func attempt1(ctx context.Context, rep *report, o options, log *zap.Logger, cache string, st *nested.Stage, plan nested.Plan, re *regexp.Regexp, themisctl string) string {
+func runAttempt(ctx context.Context, rep *report, o options, log *zap.Logger, cache string, st *nested.Stage, plan nested.Plan, re *regexp.Regexp, themisctl string) string {
 	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, CPU: o.cpu, Timeout: o.timeout/2 - 5*time.Minute, Log: log})
 	if out != nil {
 		rep.HostKernel, rep.HostKVM, rep.WallS, rep.Steps = out.Result.Kernel, out.Result.KVM, out.Wall.Seconds(), out.Result.Steps
@@ -264,7 +260,11 @@ func countTests(ctx context.Context, out *nested.Outcome, re *regexp.Regexp) (te
 	if err != nil {
 		return testcount.Result{}, "", err
 	}
-	cmd := exec.CommandContext(ctx, goTool(), "tool", "test2json", "-t", "-p", "github.com/themisfs/themis/vmm/kvm")
+	goBin, err := guest.GoTool()
+	if err != nil {
+		return testcount.Result{}, "", err
+	}
+	cmd := exec.CommandContext(ctx, goBin, "tool", "test2json", "-t", "-p", "github.com/themisfs/themis/vmm/kvm")
 	cmd.Stdin = bytes.NewReader(raw)
 	var js bytes.Buffer
 	cmd.Stdout = &js
@@ -321,13 +321,6 @@ func crashedTests(events []byte) string {
 		return ""
 	}
 	return "the guest triple-faulted in " + strings.Join(leaves, ", ")
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
 // compareExplore runs the same explore here on the QEMU backend and
@@ -457,17 +450,9 @@ func runHere(ctx context.Context, themisctl string, args ...string) ([]byte, err
 	cmd.Env = append(os.Environ(), "THEMIS_SOCKET="+filepath.Join(os.TempDir(), fmt.Sprintf("themis-nested-%d.sock", os.Getpid())))
 	b, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("themisctl %s: %w: %s", strings.Join(args, " "), err, lastLines(stderr.String(), 10))
+		return nil, fmt.Errorf("themisctl %s: %w: %s", strings.Join(args, " "), err, nested.LastLines(stderr.String(), 10))
 	}
 	return b, nil
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }
 
 func (r *report) print(w io.Writer) {

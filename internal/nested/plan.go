@@ -22,9 +22,7 @@ const (
 // disk. Each step's stdout goes to /out/<name>.out and its stderr to
 // /out/<name>.err.
 type Plan struct {
-	// Sysctls are set (/proc/sys/<key with dots as slashes>) before the steps run.
-	Sysctls map[string]string `json:"sysctls,omitempty"`
-	Steps   []Step            `json:"steps"`
+	Steps []Step `json:"steps"`
 }
 
 // Step is one command.
@@ -75,10 +73,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var (
-	stepName  = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
-	sysctlKey = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
-)
+var stepName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 
 // DefaultStepTimeout is a step's timeout when it names none.
 const DefaultStepTimeout = 10 * time.Minute
@@ -87,11 +82,6 @@ const DefaultStepTimeout = 10 * time.Minute
 func (p *Plan) Validate() error {
 	if len(p.Steps) == 0 || len(p.Steps) > MaxSteps {
 		return fmt.Errorf("nested: plan: steps: %d, want 1..%d", len(p.Steps), MaxSteps)
-	}
-	for k := range p.Sysctls {
-		if !sysctlKey.MatchString(k) {
-			return fmt.Errorf("nested: plan: sysctls: key %q: want dotted names like vm.overcommit_memory", k)
-		}
 	}
 	seen := map[string]bool{}
 	for i, s := range p.Steps {

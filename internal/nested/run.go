@@ -29,7 +29,7 @@ const DefaultCPU = "qemu64,+svm,+npt"
 const initPackage = "./cmd/themis-nested-init"
 
 // hostCmdline is the emulated host's kernel command line.
-const hostCmdline = "console=ttyS0 panic=-1 loglevel=4 mitigations=off audit=0 selinux=0 apparmor=0 kvm_amd.nested=0 transparent_hugepage=never"
+const hostCmdline = "console=ttyS0 panic=-1 loglevel=4 mitigations=off audit=0 selinux=0 apparmor=0 kvm_amd.nested=0"
 
 // DebugQEMUArgsEnv names extra arguments for the emulated host's QEMU, for
 // debugging it (nothing in the tree sets it).
@@ -230,7 +230,12 @@ func tail(p string, n int) string {
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return LastLines(string(b), n)
+}
+
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
