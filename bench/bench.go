@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
 
@@ -14,7 +15,7 @@ import (
 // split. Split fields are milliseconds per state (cumulative time / States).
 type ExploreBench struct {
 	// Summary is the run's own summary.
-	Summary *session.ExploreSummary
+	Summary *exploration.Summary
 	// Lanes are the run's lane specs.
 	Lanes []string
 	// States counts ops applied; StatesPerSec is the run's rate.
@@ -34,11 +35,11 @@ type ExploreBench struct {
 	Other float64
 }
 
-// Explore runs m.Explore with o and returns its throughput and per-state
+// Explore runs exploration.Run with o and returns its throughput and per-state
 // split. A run that applied no op, was cancelled, or whose guest died is an
 // error: there is nothing to measure, or the measure is cut short.
-func Explore(ctx context.Context, m *session.Manager, o session.ExploreOptions) (*ExploreBench, error) {
-	s, err := m.Explore(ctx, o, nil, nil)
+func Explore(ctx context.Context, m *session.Manager, o exploration.Options) (*ExploreBench, error) {
+	s, err := exploration.Run(ctx, m, o, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("bench: explore: %w", err)
 	}
@@ -58,7 +59,7 @@ func Explore(ctx context.Context, m *session.Manager, o session.ExploreOptions) 
 }
 
 // exploreBench reduces a summary.
-func exploreBench(s *session.ExploreSummary, lanes []string) *ExploreBench {
+func exploreBench(s *exploration.Summary, lanes []string) *ExploreBench {
 	n := s.States
 	b := &ExploreBench{
 		Summary:      s,
@@ -160,7 +161,7 @@ func (c Comparison) String() string {
 // Options are the inputs of Run.
 type Options struct {
 	// Explore is the explore run to measure.
-	Explore session.ExploreOptions
+	Explore exploration.Options
 	// Baseline is the baseline to put beside it; an empty Lane takes the
 	// explore run's first lane spec, so both use the same filesystem and
 	// image size.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
@@ -98,7 +99,7 @@ func TestBaselineBadInput(t *testing.T) {
 
 func TestCompare(t *testing.T) {
 	t.Parallel()
-	s := &session.ExploreSummary{
+	s := &exploration.Summary{
 		States: 100, StatesPerSec: 5, Backend: "qemu", Elapsed: 20 * time.Second,
 		OpTime: 10 * time.Second, FingerprintTime: 5 * time.Second,
 		RestoreTime: 3 * time.Second, CheckpointTime: time.Second,
@@ -150,7 +151,7 @@ func TestRunRealGuest(t *testing.T) {
 		check()
 	}()
 	c, err := Run(ctx, m, Options{
-		Explore:  session.ExploreOptions{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7},
+		Explore:  exploration.Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7},
 		Baseline: BaselineOptions{CacheDir: env.CacheDir},
 	})
 	if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {

@@ -169,3 +169,20 @@ func FirstDiff(a, b []*agentv1.Entry, mode TimeMode) (path string, ok bool) {
 	}
 	return "", false
 }
+
+// Root is Fold as a slice, the form a lane state's root is compared and
+// stored in.
+func Root(entries []*agentv1.Entry, mode TimeMode) []byte {
+	r := Fold(entries, mode)
+	return r[:]
+}
+
+// Find returns the entry at path, or nil.
+func Find(entries []*agentv1.Entry, path string) *agentv1.Entry {
+	for _, e := range entries {
+		if e.GetPath() == path {
+			return e
+		}
+	}
+	return nil
+}

@@ -369,3 +369,20 @@ const (
 	goldenMtime = "e4333edbb0060f240c39d83aa64e7655e2c47b4a519f0e95484fa3de0ec03f01"
 	goldenAll   = "0a18dbb8350d996a53fc6f6e2a195a6dad680646f0ca438946a89d0e4b62622c"
 )
+
+func TestRootAndFind(t *testing.T) {
+	t.Parallel()
+	es := []*agentv1.Entry{{Path: ""}, {Path: "a"}, {Path: "b/c"}}
+	want := Fold(es, agentv1.TimeMode_TIME_MODE_NONE)
+	if got := Root(es, agentv1.TimeMode_TIME_MODE_NONE); string(got) != string(want[:]) {
+		t.Errorf("Root = %x, want Fold's %x", got, want)
+	}
+	for _, tt := range []struct {
+		path string
+		want *agentv1.Entry
+	}{{"a", es[1]}, {"", es[0]}, {"b/c", es[2]}, {"nope", nil}} {
+		if got := Find(es, tt.path); got != tt.want {
+			t.Errorf("Find(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}

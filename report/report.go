@@ -31,7 +31,7 @@ type Layout struct {
 	Inferred []Range `json:"inferred,omitempty"`
 }
 
-// ProfileRow is the I/O profile of one op on one lane (session.ProfileRow).
+// ProfileRow is the I/O profile of one op on one lane (belowfs.ProfileRow).
 type ProfileRow struct {
 	Lane string `json:"lane"`
 	Op   string `json:"op"`
@@ -50,7 +50,7 @@ type ProfileRow struct {
 	Errno int32 `json:"errno,omitempty"`
 }
 
-// BlastResult is what one flipped bit did to one lane (session.CorruptResult).
+// BlastResult is what one flipped bit did to one lane (belowfs.CorruptResult).
 type BlastResult struct {
 	Lane   string `json:"lane"`
 	Target string `json:"target"`
@@ -99,7 +99,7 @@ type Class struct {
 	Name, Meaning string
 }
 
-// Classes are the blast-radius classes (session.Class*), most severe first.
+// Classes are the blast-radius classes (belowfs.Class*), most severe first.
 var Classes = []Class{
 	{"fatal", "the mount fails"},
 	{"namespace-loss", "paths vanish while the filesystem stays mounted"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/runs/belowfs"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/session"
@@ -13,10 +14,10 @@ import (
 // Profile implements themisv1.ThemisServer.
 func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_ProfileServer) error {
 	var sendErr error
-	sum, err := s.d.Profile(stream.Context(), session.ProfileOptions{
+	sum, err := s.d.Profile(stream.Context(), belowfs.ProfileOptions{
 		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), MemoryMiB: int(req.GetMemoryMib()),
 		LsFiles: int(req.GetLsFiles()), TreeEntries: int(req.GetTreeEntries()),
-	}, func(r session.ProfileRow) {
+	}, func(r belowfs.ProfileRow) {
 		if sendErr == nil {
 			sendErr = stream.Send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{
 				Lane: r.Lane, Op: r.Op, Bytes: r.Bytes, SectorsWritten: int32(r.SectorsWritten), WrittenLbas: lbaRanges(r.Written),
@@ -41,9 +42,9 @@ func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_Pr
 // Corrupt implements themisv1.ThemisServer.
 func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_CorruptServer) error {
 	var sendErr error
-	sum, err := s.d.Corrupt(stream.Context(), session.CorruptOptions{
+	sum, err := s.d.Corrupt(stream.Context(), belowfs.CorruptOptions{
 		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()),
-	}, func(r session.CorruptResult) {
+	}, func(r belowfs.CorruptResult) {
 		if sendErr == nil {
 			sendErr = stream.Send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
 				Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
@@ -65,7 +66,7 @@ func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_Co
 	return stream.Send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Summary{Summary: out}})
 }
 
-func lbaRanges(in []session.LBARange) []*themisv1.LBARange {
+func lbaRanges(in []belowfs.LBARange) []*themisv1.LBARange {
 	out := make([]*themisv1.LBARange, 0, len(in))
 	for _, r := range in {
 		out = append(out, &themisv1.LBARange{First: r.First, Count: r.Count, Region: r.Region, Path: r.Path})

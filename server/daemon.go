@@ -58,11 +58,11 @@ func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration),
 	if err != nil {
 		return nil, fmt.Errorf("open sessions: %w", err)
 	}
-	return m, nil
+	return NewDomain(m), nil
 }
 
-// StartDaemonWith is StartDaemon serving an already open domain (a
-// *session.Manager), for embedding and benchmarks. Shutdown closes it.
+// StartDaemonWith is StartDaemon serving an already open domain
+// (NewDomain of a *session.Manager), for embedding and benchmarks. Shutdown closes it.
 func StartDaemonWith(ctx context.Context, cfg Config, dom ManagedDomain, log *zap.Logger) (*Daemon, error) {
 	return startDaemon(ctx, cfg, log, func(context.Context, Config, func(time.Duration), *zap.Logger) (managedDomain, error) {
 		return dom, nil

@@ -6,13 +6,16 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/runs/belowfs"
+	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/diskdiff"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
 
-// Domain is what the adapters call: exactly the methods of *session.Manager
-// the API needs, so tests can substitute a fake. It must be safe for
-// concurrent use.
-type Domain interface {
+// Sessions is what the session adapters call: exactly the methods of
+// *session.Manager the API needs.
+type Sessions interface {
 	Create(ctx context.Context, o session.CreateOptions) (*session.Info, error)
 	Get(ctx context.Context, id string) (*session.Info, error)
 	List(ctx context.Context, all bool) ([]*session.Info, error)
@@ -30,15 +33,25 @@ type Domain interface {
 	RestoreFile(ctx context.Context, sessionID, checkpoint, lane, path string) (removed bool, size int64, err error)
 
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
-
-	Explore(ctx context.Context, o session.ExploreOptions, progress func(session.ExploreProgress), found func(session.Finding)) (*session.ExploreSummary, error)
 	Findings(ctx context.Context, sessionID string) ([]session.Finding, error)
 	Finding(ctx context.Context, id string) (*session.Finding, error)
+}
 
-	ClockSweep(ctx context.Context, o session.SweepOptions, cell func(session.SweepCell)) (*session.SweepSummary, error)
-	Profile(ctx context.Context, o session.ProfileOptions, row func(session.ProfileRow)) (*session.ProfileSummary, error)
-	Corrupt(ctx context.Context, o session.CorruptOptions, res func(session.CorruptResult)) (*session.CorruptSummary, error)
+// Runs is what the run adapters call: the experiments over sessions
+// (runs/...), each in a session of its own.
+type Runs interface {
+	Explore(ctx context.Context, o exploration.Options, progress func(exploration.Progress), found func(session.Finding)) (*exploration.Summary, error)
+	ClockSweep(ctx context.Context, o clocksweep.Options, cell func(clocksweep.Cell)) (*clocksweep.Summary, error)
+	Profile(ctx context.Context, o belowfs.ProfileOptions, row func(belowfs.ProfileRow)) (*belowfs.ProfileSummary, error)
+	Corrupt(ctx context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error)
 	Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error)
+}
+
+// Domain is what the adapters call, so tests can substitute a fake. It
+// must be safe for concurrent use.
+type Domain interface {
+	Sessions
+	Runs
 }
 
 // managedDomain is the package's short name for ManagedDomain.
@@ -50,4 +63,37 @@ type ManagedDomain interface {
 	Close() error
 }
 
-var _ managedDomain = (*session.Manager)(nil)
+// NewDomain is the Domain over m: its sessions, and the runs over them.
+// Closing it closes m.
+func NewDomain(m *session.Manager) ManagedDomain { return managerDomain{Manager: m} }
+
+// managerDomain serves Sessions from the Manager and Runs from the run
+// packages over it.
+type managerDomain struct{ *session.Manager }
+
+var _ managedDomain = managerDomain{}
+
+// Explore implements Runs.
+func (d managerDomain) Explore(ctx context.Context, o exploration.Options, progress func(exploration.Progress), found func(session.Finding)) (*exploration.Summary, error) {
+	return exploration.Run(ctx, d.Manager, o, progress, found)
+}
+
+// ClockSweep implements Runs.
+func (d managerDomain) ClockSweep(ctx context.Context, o clocksweep.Options, cell func(clocksweep.Cell)) (*clocksweep.Summary, error) {
+	return clocksweep.Run(ctx, d.Manager, o, cell)
+}
+
+// Profile implements Runs.
+func (d managerDomain) Profile(ctx context.Context, o belowfs.ProfileOptions, row func(belowfs.ProfileRow)) (*belowfs.ProfileSummary, error) {
+	return belowfs.Profile(ctx, d.Manager, o, row)
+}
+
+// Corrupt implements Runs.
+func (d managerDomain) Corrupt(ctx context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error) {
+	return belowfs.Corrupt(ctx, d.Manager, o, res)
+}
+
+// Diff implements Runs.
+func (d managerDomain) Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {
+	return diskdiff.Diff(ctx, d.Manager, a, b, normalize)
+}

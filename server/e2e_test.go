@@ -165,7 +165,7 @@ func BenchmarkApplyFingerprint(b *testing.B) {
 		b.Fatal(err)
 	}
 	sock := filepath.Join(dir, "themisd.sock")
-	d, err := server.StartDaemonWith(ctx, server.Config{Listen: "unix://" + sock}, m, nil)
+	d, err := server.StartDaemonWith(ctx, server.Config{Listen: "unix://" + sock}, server.NewDomain(m), nil)
 	if err != nil {
 		b.Fatal(errors.Join(err, m.Close()))
 	}

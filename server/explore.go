@@ -8,6 +8,7 @@ import (
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -31,7 +32,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		return toStatus(session.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
 	}
 	ctx := stream.Context()
-	opts := session.ExploreOptions{
+	opts := exploration.Options{
 		Lanes:       req.GetLanes(),
 		MemoryMiB:   int(req.GetMemoryMib()),
 		Backend:     req.GetBackend(),
@@ -52,7 +53,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 			sendErr = stream.Send(r)
 		}
 	}
-	sum, err := s.d.Explore(ctx, opts, func(p session.ExploreProgress) {
+	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
 		send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
 	}, func(f session.Finding) {
 		send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})
@@ -93,7 +94,7 @@ func (s *Server) GetFinding(ctx context.Context, req *themisv1.GetFindingRequest
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-func progressProto(p session.ExploreProgress) *themisv1.ExploreProgress {
+func progressProto(p exploration.Progress) *themisv1.ExploreProgress {
 	return &themisv1.ExploreProgress{
 		States: int64(p.States), UniqueStates: int64(p.Unique), Depth: int32(p.Depth), Findings: int64(p.Findings),
 		StatesPerSec: p.StatesPerSec, ElapsedS: seconds(p.Elapsed),
@@ -109,7 +110,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 	}
 }
 
-func summaryProto(s *session.ExploreSummary) *themisv1.ExploreSummary {
+func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 	out := &themisv1.ExploreSummary{
 		SessionId: s.Session, States: int64(s.States), UniqueStates: int64(s.Unique), Findings: int64(s.Findings),
 		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: seconds(s.Elapsed),

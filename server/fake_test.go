@@ -8,6 +8,9 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/runs/belowfs"
+	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -232,15 +235,15 @@ func (f *fakeDomain) Close() error {
 	return nil
 }
 
-func (f *fakeDomain) Explore(_ context.Context, o session.ExploreOptions, progress func(session.ExploreProgress), found func(session.Finding)) (*session.ExploreSummary, error) {
+func (f *fakeDomain) Explore(_ context.Context, o exploration.Options, progress func(exploration.Progress), found func(session.Finding)) (*exploration.Summary, error) {
 	if err := f.record("Explore"); err != nil {
 		return nil, err
 	}
-	progress(session.ExploreProgress{States: 1, Unique: 1, Depth: 1})
+	progress(exploration.Progress{States: 1, Unique: 1, Depth: 1})
 	raw := []string{"chmod d 0700", "mkdir d 0755"}
 	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw, FoundTrace: raw, OriginalLen: 2, Created: t0, LaneSpecs: o.Lanes})
 	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw[1:], FoundTrace: raw, OriginalLen: 2, Minimized: true, Created: t0, LaneSpecs: o.Lanes})
-	return &session.ExploreSummary{Session: "s-1", States: 2, Unique: 2, Findings: 1, Backend: "qemu", Roots: map[string][]byte{"b": {2}, "a": {1}}}, nil
+	return &exploration.Summary{Session: "s-1", States: 2, Unique: 2, Findings: 1, Backend: "qemu", Roots: map[string][]byte{"b": {2}, "a": {1}}}, nil
 }
 
 func (f *fakeDomain) Findings(_ context.Context, id string) ([]session.Finding, error) {
@@ -260,30 +263,30 @@ func (f *fakeDomain) Finding(_ context.Context, id string) (*session.Finding, er
 	return &session.Finding{ID: "f-1", Kind: "errno-divergence", Created: t0}, nil
 }
 
-func (f *fakeDomain) ClockSweep(_ context.Context, o session.SweepOptions, cell func(session.SweepCell)) (*session.SweepSummary, error) {
+func (f *fakeDomain) ClockSweep(_ context.Context, o clocksweep.Options, cell func(clocksweep.Cell)) (*clocksweep.Summary, error) {
 	if err := f.record("ClockSweep"); err != nil {
 		return nil, err
 	}
-	cell(session.SweepCell{Lane: o.Lanes[0], Name: "2^31", Value: 1 << 31, Op: "create", Verdict: "clamped(2147483647)", ClampedTo: 1<<31 - 1})
-	return &session.SweepSummary{Session: "s-1", Cells: 1, ByVerdict: map[string]int{"clamped": 1}}, nil
+	cell(clocksweep.Cell{Lane: o.Lanes[0], Name: "2^31", Value: 1 << 31, Op: "create", Verdict: "clamped(2147483647)", ClampedTo: 1<<31 - 1})
+	return &clocksweep.Summary{Session: "s-1", Cells: 1, ByVerdict: map[string]int{"clamped": 1}}, nil
 }
 
-func (f *fakeDomain) Profile(_ context.Context, o session.ProfileOptions, row func(session.ProfileRow)) (*session.ProfileSummary, error) {
+func (f *fakeDomain) Profile(_ context.Context, o belowfs.ProfileOptions, row func(belowfs.ProfileRow)) (*belowfs.ProfileSummary, error) {
 	if err := f.record("Profile"); err != nil {
 		return nil, err
 	}
-	row(session.ProfileRow{Lane: "ext2", Op: "chmod f 0600", SectorsWritten: 2, Written: []session.LBARange{{First: 14, Count: 2, Region: "inode-table"}}})
-	return &session.ProfileSummary{Session: "s-1", Rows: 1,
-		Layout:   map[string][]session.LBARange{"ext2": {{First: 2, Count: 2, Region: "superblock"}}},
-		Inferred: map[string][]session.LBARange{"ext2": {{First: 14, Count: 2, Region: "inode-table"}}}}, nil
+	row(belowfs.ProfileRow{Lane: "ext2", Op: "chmod f 0600", SectorsWritten: 2, Written: []belowfs.LBARange{{First: 14, Count: 2, Region: "inode-table"}}})
+	return &belowfs.ProfileSummary{Session: "s-1", Rows: 1,
+		Layout:   map[string][]belowfs.LBARange{"ext2": {{First: 2, Count: 2, Region: "superblock"}}},
+		Inferred: map[string][]belowfs.LBARange{"ext2": {{First: 14, Count: 2, Region: "inode-table"}}}}, nil
 }
 
-func (f *fakeDomain) Corrupt(_ context.Context, o session.CorruptOptions, res func(session.CorruptResult)) (*session.CorruptSummary, error) {
+func (f *fakeDomain) Corrupt(_ context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error) {
 	if err := f.record("Corrupt"); err != nil {
 		return nil, err
 	}
-	res(session.CorruptResult{Lane: "ext2", Target: "superblock.magic", LBA: 2, Offset: 56, Class: "fatal"})
-	return &session.CorruptSummary{Session: "s-1", Results: 1, ByClass: map[string]int{"fatal": 1}}, nil
+	res(belowfs.CorruptResult{Lane: "ext2", Target: "superblock.magic", LBA: 2, Offset: 56, Class: "fatal"})
+	return &belowfs.CorruptSummary{Session: "s-1", Results: 1, ByClass: map[string]int{"fatal": 1}}, nil
 }
 
 func (f *fakeDomain) Diff(_ context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {

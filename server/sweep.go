@@ -6,6 +6,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/session"
 )
 
@@ -16,7 +17,7 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 	if len(req.GetLanes()) == 0 {
 		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
 	}
-	opts := session.SweepOptions{
+	opts := clocksweep.Options{
 		Lanes: req.GetLanes(), Ops: req.GetOps(),
 		Shard: int(req.GetShard()), Shards: int(req.GetShards()), MemoryMiB: int(req.GetMemoryMib()),
 		Backend: req.GetBackend(),
@@ -32,7 +33,7 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 		opts.Plan = p
 	}
 	var sendErr error
-	sum, err := s.d.ClockSweep(stream.Context(), opts, func(c session.SweepCell) {
+	sum, err := s.d.ClockSweep(stream.Context(), opts, func(c clocksweep.Cell) {
 		if sendErr == nil {
 			sendErr = stream.Send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Cell{Cell: sweepCellProto(c)}})
 		}
@@ -63,7 +64,7 @@ func timespecProto(t clock.Timespec) *agentv1.Timespec {
 	return &agentv1.Timespec{Sec: t.Sec, Nsec: t.Nsec}
 }
 
-func sweepCellProto(c session.SweepCell) *themisv1.SweepCell {
+func sweepCellProto(c clocksweep.Cell) *themisv1.SweepCell {
 	out := &themisv1.SweepCell{
 		Lane: c.Lane, Fs: c.FS, InodeSize: int32(c.InodeSize), Name: c.Name, Kind: string(c.Kind),
 		Value: c.Value, ValueNs: c.ValueNs, Op: c.Op, Field: string(c.Field),

@@ -497,7 +497,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 	if ref == "" {
 		return false, 0, Invalid("checkpoint", "required")
 	}
-	if err := checkPath("path", path); err != nil {
+	if err := CheckPath("path", path); err != nil {
 		return false, 0, err
 	}
 	if path == "" {
@@ -594,21 +594,14 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 	return removed, size, nil
 }
 
-// Linux open(2) flags.
-const (
-	oWronly = 0o1
-	oCreat  = 0o100
-	oTrunc  = 0o1000
-)
-
 // writeAll replaces a file's content, in chunks that fit the agent's frames.
 func (m *Manager) writeAll(ctx context.Context, s *session, lane, path string, data []byte) error {
 	off := 0
 	for first := true; first || off < len(data); first = false {
 		n := min(len(data)-off, readChunk)
-		flags := uint32(oWronly)
+		flags := uint32(agent.OpenWronly)
 		if first {
-			flags |= oCreat | oTrunc
+			flags |= agent.OpenCreat | agent.OpenTrunc
 		}
 		req := &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{
 			Lane: lane, Path: path, Flags: flags, Offset: int64(off), Data: data[off : off+n]}}}

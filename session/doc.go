@@ -20,25 +20,25 @@
 // running state. Keeping reads a changed file once, which may update its
 // atime under relatime; the checkpoint's roots are taken after those reads.
 //
-// # Explore
+// # Runs
 //
-// Explore creates a session (through Create) and drives explore.Checker
-// over it. The session implements explore.System directly on its machine —
-// Checkpoint, Restore and Drop are vmm Checkpoint, Restore and Delete, Apply
-// is one agent call per lane — with no pools and no ledger event per op;
-// fingerprints are folded on the host under the run's oracle.Policy. While
-// the run lasts the session is busy (the other methods refuse it with
-// ErrState); it ends with the run. Findings are stored in the ledger's
-// findings table with a "finding" event, their traces in opspec short form.
-// Single-lane runs may add the remount and host fsck self-references; every
-// overlay lane is checked against lower ⊕ upper seen from below
-// (oracle.Merge, KindLayers).
+// An experiment (runs/exploration, runs/clocksweep, runs/belowfs) leases a
+// session of its own: Acquire creates it and marks it busy (the other
+// methods refuse it with ErrState while the run lasts); the Run's Do, Call,
+// Apply, Checkpoint, Restore and Disk use its machine under the session's
+// lock with a per-call bound (RunCallTimeout; a dead or silent guest wraps
+// ErrGuestGone), Event and RecordFinding write the ledger, and End (or
+// Finish, with a reason from the run's error) ends the session, once. Runs
+// take no pool and record no event per op. Views resolves two lanes' disks
+// at checkpoints for runs/diskdiff. session imports none of the runs nor
+// what only they need (explore, opspec, clock, grpc): internal/arch holds
+// it to that.
 //
 // # Ledger
 //
 // StateDir/ledger.db is SQLite (modernc.org/sqlite, WAL, busy timeout) with
 // embedded migrations applied by PRAGMA user_version: sessions, checkpoints,
-// events, findings. Every state change records an event. Open marks sessions a
+// events, findings (recorded by explore runs, listed by Findings). Every state change records an event. Open marks sessions a
 // previous daemon left running as ended ("daemon restarted").
 //
 // # Errors
@@ -58,6 +58,4 @@
 // Manager.mu.
 //
 // session must not import grpc or Prometheus: the server package adapts it.
-// (It reaches the generated themis.v1 package, and through it grpc, only via
-// opspec, to write finding traces in short form.)
 package session

@@ -32,6 +32,9 @@ type Config struct {
 	CacheDir string
 	// Guest are the image build options; CacheDir is filled from CacheDir.
 	Guest guest.Options
+	// Image, when set, is the guest image to boot instead of building one
+	// (a test whose Start double boots nothing passes an empty one).
+	Image *guest.Image
 	// MaxSessions bounds concurrently running sessions (default 4).
 	MaxSessions int
 	// MaxMemoryMiB bounds the sum of guest RAM over running sessions, in MiB (default 2048).
@@ -159,7 +162,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), byBackend: byBackend}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), byBackend: byBackend, image: cfg.Image}
 	stale, err := l.runningSessions(ctx)
 	if err != nil {
 		l.close()
@@ -241,9 +244,9 @@ type session struct {
 	// lowers holds the overlay lanes' lower-layer disks (mounted
 	// read-only in the guest), in lane order.
 	lowers []*overlay.Device
-	// exploring is set while an Explore run drives the machine: the other
-	// session methods refuse the session (ErrState).
-	exploring bool
+	// run names the run (Acquire's kind) that drives the machine while it
+	// lasts: the other session methods refuse the session (ErrState).
+	run string
 
 	cps    []*Checkpoint               // every checkpoint, oldest first
 	vmmID  map[string]vmm.CheckpointID // checkpoint id -> machine id
@@ -261,8 +264,10 @@ func newSessionID() (string, error) {
 	return "s-" + hex.EncodeToString(b[:]), nil
 }
 
-// validateCreate checks CreateOptions and returns the parsed lane specs.
-func validateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
+// ValidateCreate checks o (as Create does), fills its defaults and returns
+// the parsed lane specs; a run validates its options with it before it
+// boots anything.
+func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 	if len(o.Lanes) == 0 {
 		return nil, Invalid("lanes", "at least one lane spec is required")
 	}
@@ -309,7 +314,7 @@ func validateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 // Create validates o, reserves capacity, boots a guest with one overlay disk
 // per lane and mounts every lane. The boot runs outside the manager lock.
 func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
-	specs, err := validateCreate(&o)
+	specs, err := ValidateCreate(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -588,9 +593,10 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, ErrState)
 	}
-	if s.exploring {
+	if s.run != "" {
+		run := s.run
 		s.mu.Unlock()
-		return nil, fmt.Errorf("session %q is busy with an explore run (cancel the run to end it): %w", id, ErrState)
+		return nil, fmt.Errorf("session %q is busy with %s run (cancel the run to end it): %w", id, article(run), ErrState)
 	}
 	return s, nil
 }

@@ -1,157 +1,22 @@
-package session
+package session_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
-	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
 	"go.uber.org/zap/zaptest"
 )
 
-// fakeMachine is a test double for control flow only (validation, limits,
-// pools, ledger): it answers every agent call with success and keeps a
-// checkpoint path. It proves nothing about the kernel; the real guest is
-// exercised in qemu_test.go.
-type fakeMachine struct {
-	mu     sync.Mutex
-	next   vmm.CheckpointID
-	path   []vmm.CheckpointID
-	closed bool
-	dead   bool // every call fails with ErrGuestDied
-}
-
-func (f *fakeMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return nil, vmm.ErrClosed
-	}
-	if f.dead {
-		return nil, fmt.Errorf("fake: %w", vmm.ErrGuestDied)
-	}
-	switch req.Op.(type) {
-	case *agentv1.Request_Fingerprint:
-		return &agentv1.Response{Result: &agentv1.Response_Fingerprint{Fingerprint: &agentv1.FingerprintResult{Root: []byte{byte(f.next)}, Entries: 1}}}, nil
-	case *agentv1.Request_Stat:
-		return &agentv1.Response{Errno: int32(syscall.ENOENT), Error: "no such file"}, nil
-	}
-	return &agentv1.Response{}, nil
-}
-
-func (f *fakeMachine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.next++
-	f.path = append(f.path, f.next)
-	return f.next, nil
-}
-
-func (f *fakeMachine) index(id vmm.CheckpointID) int {
-	for i, p := range f.path {
-		if p == id {
-			return i
-		}
-	}
-	return -1
-}
-
-func (f *fakeMachine) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	i := f.index(id)
-	if i < 0 {
-		return vmm.ErrUnknownCheckpoint
-	}
-	f.path = f.path[:i+1]
-	return nil
-}
-
-func (f *fakeMachine) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	i := f.index(id)
-	if i < 0 {
-		return vmm.ErrUnknownCheckpoint
-	}
-	f.path = append(f.path[:i], f.path[i+1:]...)
-	return nil
-}
-
-func (f *fakeMachine) Checkpoints() []vmm.CheckpointID {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]vmm.CheckpointID(nil), f.path...)
-}
-func (f *fakeMachine) Disks() []vmm.Disk { return nil }
-func (f *fakeMachine) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	return nil
-}
-
-var _ vmm.Machine = (*fakeMachine)(nil)
-
-// fakeManager opens a Manager whose machines are fakeMachines. Base images
-// are real (mkfs), the guest image is not needed.
-func fakeManager(t *testing.T, dir string, cfg Config) (*Manager, *[]*fakeMachine) {
-	t.Helper()
-	if _, err := exec.LookPath("mke2fs"); err != nil {
-		t.Skip("mke2fs not installed (e2fsprogs)")
-	}
-	var mu sync.Mutex
-	var machines []*fakeMachine
-	cfg.StateDir = dir
-	if cfg.CacheDir == "" {
-		cfg.CacheDir = t.TempDir()
-	}
-	cfg.Log = zaptest.NewLogger(t)
-	cfg.Start = func(ctx context.Context, c vmm.Config) (vmm.Machine, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		f := &fakeMachine{}
-		machines = append(machines, f)
-		return f, nil
-	}
-	m, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.image = &guest.Image{} // the fake Start does not boot it
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return m, &machines
-}
-
-func wantErr(t *testing.T, err, kind error, field string) {
-	t.Helper()
-	if !errors.Is(err, kind) {
-		t.Fatalf("error %v, want %v", err, kind)
-	}
-	if field != "" {
-		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != field {
-			t.Fatalf("error %v: want field %q", err, field)
-		}
-	}
-}
-
 func TestBadInputs(t *testing.T) {
-	m, _ := fakeManager(t, t.TempDir(), Config{})
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
 	ctx := context.Background()
-	in, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2", "ext2:name=b"}})
+	in, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2", "ext2:name=b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,111 +30,117 @@ func TestBadInputs(t *testing.T) {
 		kind  error
 		field string
 	}{
-		{"no lanes", func() error { _, err := m.Create(ctx, CreateOptions{}); return err }, ErrInvalid, "lanes"},
-		{"bad lane", func() error { _, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2", "zfs"}}); return err }, ErrInvalid, "lanes[1]"},
-		{"dup lane", func() error { _, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2", "ext2"}}); return err }, ErrInvalid, "lanes[1]"},
+		{"no lanes", func() error { _, err := m.Create(ctx, session.CreateOptions{}); return err }, session.ErrInvalid, "lanes"},
+		{"bad lane", func() error {
+			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2", "zfs"}})
+			return err
+		}, session.ErrInvalid, "lanes[1]"},
+		{"dup lane", func() error {
+			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2", "ext2"}})
+			return err
+		}, session.ErrInvalid, "lanes[1]"},
 		{"memory", func() error {
-			_, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 32})
+			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 32})
 			return err
-		}, ErrInvalid, "memory_mib"},
+		}, session.ErrInvalid, "memory_mib"},
 		{"restore", func() error {
-			_, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}, Restore: "half"})
+			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Restore: "half"})
 			return err
-		}, ErrInvalid, "restore_mode"},
+		}, session.ErrInvalid, "restore_mode"},
 		{"backend", func() error {
-			_, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm2"})
+			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm2"})
 			return err
-		}, ErrInvalid, "backend"},
-		{"empty session", func() error { _, err := m.Apply(ctx, "", mk("d")); return err }, ErrInvalid, "session_id"},
-		{"unknown session", func() error { _, err := m.Apply(ctx, "s-nope", mk("d")); return err }, ErrNotFound, ""},
-		{"unknown session get", func() error { _, err := m.Get(ctx, "s-nope"); return err }, ErrNotFound, ""},
-		{"unknown session delete", func() error { return m.Delete(ctx, "s-nope") }, ErrNotFound, ""},
-		{"nil op", func() error { _, err := m.Apply(ctx, sid, nil); return err }, ErrInvalid, "op"},
-		{"empty op", func() error { _, err := m.Apply(ctx, sid, &agentv1.Request{}); return err }, ErrInvalid, "op"},
+		}, session.ErrInvalid, "backend"},
+		{"empty session", func() error { _, err := m.Apply(ctx, "", mk("d")); return err }, session.ErrInvalid, "session_id"},
+		{"unknown session", func() error { _, err := m.Apply(ctx, "s-nope", mk("d")); return err }, session.ErrNotFound, ""},
+		{"unknown session get", func() error { _, err := m.Get(ctx, "s-nope"); return err }, session.ErrNotFound, ""},
+		{"unknown session delete", func() error { return m.Delete(ctx, "s-nope") }, session.ErrNotFound, ""},
+		{"nil op", func() error { _, err := m.Apply(ctx, sid, nil); return err }, session.ErrInvalid, "op"},
+		{"empty op", func() error { _, err := m.Apply(ctx, sid, &agentv1.Request{}); return err }, session.ErrInvalid, "op"},
 		{"not an apply op", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
 			return err
-		}, ErrInvalid, "op"},
-		{"absolute path", func() error { _, err := m.Apply(ctx, sid, mk("/etc")); return err }, ErrInvalid, "op.mkdir.path"},
-		{"dotdot", func() error { _, err := m.Apply(ctx, sid, mk("a/../../b")); return err }, ErrInvalid, "op.mkdir.path"},
-		{"nul", func() error { _, err := m.Apply(ctx, sid, mk("a\x00b")); return err }, ErrInvalid, "op.mkdir.path"},
-		{"long", func() error { _, err := m.Apply(ctx, sid, mk(strings.Repeat("a", 4097))); return err }, ErrInvalid, "op.mkdir.path"},
+		}, session.ErrInvalid, "op"},
+		{"absolute path", func() error { _, err := m.Apply(ctx, sid, mk("/etc")); return err }, session.ErrInvalid, "op.mkdir.path"},
+		{"dotdot", func() error { _, err := m.Apply(ctx, sid, mk("a/../../b")); return err }, session.ErrInvalid, "op.mkdir.path"},
+		{"nul", func() error { _, err := m.Apply(ctx, sid, mk("a\x00b")); return err }, session.ErrInvalid, "op.mkdir.path"},
+		{"long", func() error { _, err := m.Apply(ctx, sid, mk(strings.Repeat("a", 4097))); return err }, session.ErrInvalid, "op.mkdir.path"},
 		{"rename new_path", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: "a", NewPath: "../x"}}})
 			return err
-		}, ErrInvalid, "op.rename.new_path"},
+		}, session.ErrInvalid, "op.rename.new_path"},
 		{"write size", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: "f", Size: 64<<20 + 1}}})
 			return err
-		}, ErrInvalid, "op.write.size"},
+		}, session.ErrInvalid, "op.write.size"},
 		{"write offset", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: "f", Offset: -1}}})
 			return err
-		}, ErrInvalid, "op.write.offset"},
-		{"read length", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", 0, 2<<20); return err }, ErrInvalid, "length"},
-		{"read offset", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", -1, 0); return err }, ErrInvalid, "offset"},
-		{"read lane", func() error { _, _, _, err := m.ReadFile(ctx, sid, "zz", "f", 0, 0); return err }, ErrInvalid, "lane"},
-		{"stat path", func() error { _, _, err := m.Stat(ctx, sid, "ext2", "../f", false); return err }, ErrInvalid, "path"},
+		}, session.ErrInvalid, "op.write.offset"},
+		{"read length", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", 0, 2<<20); return err }, session.ErrInvalid, "length"},
+		{"read offset", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", -1, 0); return err }, session.ErrInvalid, "offset"},
+		{"read lane", func() error { _, _, _, err := m.ReadFile(ctx, sid, "zz", "f", 0, 0); return err }, session.ErrInvalid, "lane"},
+		{"stat path", func() error { _, _, err := m.Stat(ctx, sid, "ext2", "../f", false); return err }, session.ErrInvalid, "path"},
 		{"fingerprint lane", func() error {
 			_, err := m.Fingerprint(ctx, sid, agentv1.TimeMode_TIME_MODE_ALL, false, []string{"ext2", "q"})
 			return err
-		}, ErrInvalid, "lanes[1]"},
-		{"fork origin", func() error { _, err := m.Fork(ctx, sid, "", "sometimes"); return err }, ErrInvalid, "origin"},
-		{"fork id-like name", func() error { _, err := m.Fork(ctx, sid, "c-7", OriginManual); return err }, ErrInvalid, "name"},
-		{"restore unknown", func() error { _, _, err := m.Restore(ctx, sid, "c-99"); return err }, ErrNotFound, ""},
-		{"restore empty", func() error { _, _, err := m.Restore(ctx, sid, ""); return err }, ErrInvalid, "checkpoint"},
-		{"restorefile path", func() error { _, _, err := m.RestoreFile(ctx, sid, "c-1", "ext2", "/abs"); return err }, ErrInvalid, "path"},
-		{"events limit", func() error { _, err := m.Events(ctx, sid, 0, 5000); return err }, ErrInvalid, "limit"},
+		}, session.ErrInvalid, "lanes[1]"},
+		{"fork origin", func() error { _, err := m.Fork(ctx, sid, "", "sometimes"); return err }, session.ErrInvalid, "origin"},
+		{"fork id-like name", func() error { _, err := m.Fork(ctx, sid, "c-7", session.OriginManual); return err }, session.ErrInvalid, "name"},
+		{"restore unknown", func() error { _, _, err := m.Restore(ctx, sid, "c-99"); return err }, session.ErrNotFound, ""},
+		{"restore empty", func() error { _, _, err := m.Restore(ctx, sid, ""); return err }, session.ErrInvalid, "checkpoint"},
+		{"restorefile path", func() error { _, _, err := m.RestoreFile(ctx, sid, "c-1", "ext2", "/abs"); return err }, session.ErrInvalid, "path"},
+		{"events limit", func() error { _, err := m.Events(ctx, sid, 0, 5000); return err }, session.ErrInvalid, "limit"},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { wantErr(t, c.call(), c.kind, c.field) })
+		t.Run(c.name, func(t *testing.T) { sessiontest.WantErr(t, c.call(), c.kind, c.field) })
 	}
 	// The valid forms go through, with one result per lane.
 	res, err := m.Apply(ctx, sid, mk("d"))
 	if err != nil || len(res) != 2 || res[0].Lane != "ext2" || res[1].Lane != "b" {
 		t.Fatalf("apply: %v %+v", err, res)
 	}
-	if _, err := m.Fork(ctx, sid, "one", OriginManual); err != nil {
+	if _, err := m.Fork(ctx, sid, "one", session.OriginManual); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Fork(ctx, sid, "one", OriginManual)
-	wantErr(t, err, ErrInvalid, "name")
+	_, err = m.Fork(ctx, sid, "one", session.OriginManual)
+	sessiontest.WantErr(t, err, session.ErrInvalid, "name")
 }
 
 func TestLimitsPoolsAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	m, machines := fakeManager(t, dir, Config{MaxSessions: 2, MaxMemoryMiB: 300, ManualCheckpoints: 2, AutoCheckpoints: 2})
+	m, machines := sessiontest.NewManager(t, dir, session.Config{MaxSessions: 2, MaxMemoryMiB: 300, ManualCheckpoints: 2, AutoCheckpoints: 2}, nil)
 	ctx := context.Background()
-	a, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}})
+	a, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 256})
-	wantErr(t, err, ErrExhausted, "")
+	_, err = m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 256})
+	sessiontest.WantErr(t, err, session.ErrExhausted, "")
 	if !strings.Contains(err.Error(), "300") {
 		t.Errorf("memory error %q does not name the limit", err)
 	}
-	b, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 64})
+	b, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 64})
-	wantErr(t, err, ErrExhausted, "")
+	_, err = m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 64})
+	sessiontest.WantErr(t, err, session.ErrExhausted, "")
 
 	// Manual pool.
 	for range 2 {
-		if _, err := m.Fork(ctx, a.ID, "", OriginManual); err != nil {
+		if _, err := m.Fork(ctx, a.ID, "", session.OriginManual); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = m.Fork(ctx, a.ID, "", OriginManual)
-	wantErr(t, err, ErrExhausted, "")
+	_, err = m.Fork(ctx, a.ID, "", session.OriginManual)
+	sessiontest.WantErr(t, err, session.ErrExhausted, "")
 	if !strings.Contains(err.Error(), "manual checkpoint pool full (2)") {
 		t.Errorf("pool error %q", err)
 	}
 	// Auto ring: c-3, c-4, then c-5 evicts c-3.
 	for range 3 {
-		if _, err := m.Fork(ctx, a.ID, "", OriginAuto); err != nil {
+		if _, err := m.Fork(ctx, a.ID, "", session.OriginAuto); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,15 +155,15 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 	if got, want := strings.Join(ids, " "), "c-1/ c-2/c-1 c-4/c-2 c-5/c-4"; got != want {
 		t.Errorf("live checkpoints %q, want %q", got, want)
 	}
-	if got := (*machines)[0].Checkpoints(); len(got) != 4 {
+	if got := machines.At(0).Checkpoints(); len(got) != 4 {
 		t.Errorf("machine path %v, want 4 checkpoints", got)
 	}
-	// Restore to c-2 drops c-4 and c-5; restoring c-5 then is ErrState.
+	// Restore to c-2 drops c-4 and c-5; restoring c-5 then is session.ErrState.
 	if _, _, err := m.Restore(ctx, a.ID, "c-2"); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = m.Restore(ctx, a.ID, "c-5")
-	wantErr(t, err, ErrState, "")
+	sessiontest.WantErr(t, err, session.ErrState, "")
 	if err := m.DeleteCheckpoint(ctx, a.ID, "c-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -300,26 +171,24 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 		t.Errorf("depth %d, want 1", in.Depth)
 	}
 
-	// A guest that dies fails its session; later calls are ErrState.
-	(*machines)[1].mu.Lock()
-	(*machines)[1].dead = true
-	(*machines)[1].mu.Unlock()
+	// A guest that dies fails its session; later calls are session.ErrState.
+	machines.At(1).(*sessiontest.Machine).Kill()
 	_, err = m.Apply(ctx, b.ID, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	wantErr(t, err, vmm.ErrGuestDied, "")
+	sessiontest.WantErr(t, err, vmm.ErrGuestDied, "")
 	_, err = m.Apply(ctx, b.ID, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	wantErr(t, err, ErrState, "")
-	if in, _ := m.Get(ctx, b.ID); in.State != StateFailed {
+	sessiontest.WantErr(t, err, session.ErrState, "")
+	if in, _ := m.Get(ctx, b.ID); in.State != session.StateFailed {
 		t.Errorf("state %s, want failed", in.State)
 	}
 	if s := m.Stats(); s.Running != 1 || s.Failures != 1 || s.Restores != 1 {
 		t.Errorf("stats %+v", s)
 	}
 
-	// Restart: a new Manager on the same state dir (without closing the
+	// Restart: a new session.Manager on the same state dir (without closing the
 	// first: a crashed daemon) sees a as ended, with its record.
-	m2, _ := fakeManager(t, dir, Config{})
+	m2, _ := sessiontest.NewManager(t, dir, session.Config{}, nil)
 	in, err := m2.Get(ctx, a.ID)
-	if err != nil || in.State != StateEnded || in.Reason != "daemon restarted" {
+	if err != nil || in.State != session.StateEnded || in.Reason != "daemon restarted" {
 		t.Fatalf("after restart: %+v, %v", in, err)
 	}
 	all, err := m2.Checkpoints(ctx, a.ID, true)
@@ -352,13 +221,13 @@ func TestBackendKVMNeedsHardware(t *testing.T) {
 	if ok, _ := kvm.HardwareVirtualization(); ok {
 		t.Skip("this host has hardware virtualization")
 	}
-	m, err := Open(context.Background(), Config{StateDir: t.TempDir(), CacheDir: t.TempDir(), Log: zaptest.NewLogger(t)})
+	m, err := session.Open(context.Background(), session.Config{StateDir: t.TempDir(), CacheDir: t.TempDir(), Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	_, err = m.Create(context.Background(), CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm"})
-	wantErr(t, err, ErrInvalid, "backend")
+	_, err = m.Create(context.Background(), session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm"})
+	sessiontest.WantErr(t, err, session.ErrInvalid, "backend")
 	if !strings.Contains(err.Error(), "hardware virtualization") && !strings.Contains(err.Error(), "vmx") {
 		t.Errorf("the error does not say why: %v", err)
 	}

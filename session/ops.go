@@ -62,10 +62,10 @@ type Event struct {
 	Checkpoint string
 }
 
-// checkPath validates a lane-relative path: relative, slash-separated, no
+// CheckPath validates a lane-relative path: relative, slash-separated, no
 // "." or ".." or empty components, no NUL, at most 4096 bytes. The empty path
 // is the lane root.
-func checkPath(field, p string) error {
+func CheckPath(field, p string) error {
 	switch {
 	case len(p) > maxPath:
 		return Invalid(field, "%d bytes: at most %d", len(p), maxPath)
@@ -108,6 +108,14 @@ var laneOps = map[string]bool{
 }
 var globalOps = map[string]bool{"sync": true, "drop_caches": true, "set_clock": true}
 
+// ValidateOp checks an operation as Apply does and returns its kind (the
+// oneof field name: "mkdir", "sync", ...) and whether it is global (sync,
+// drop_caches, set_clock: run once, not per lane). A bad op is a FieldError.
+func ValidateOp(op *agentv1.Request) (kind string, global bool, err error) {
+	kind, _, err = validateOp(op)
+	return kind, globalOps[kind], err
+}
+
 // validateOp checks an operation for Apply and returns its kind (the oneof field name).
 func validateOp(op *agentv1.Request) (string, protoreflect.Message, error) {
 	if op == nil {
@@ -127,7 +135,7 @@ func validateOp(op *agentv1.Request) (string, protoreflect.Message, error) {
 	fields := msg.Descriptor().Fields()
 	for _, name := range []string{"path", "new_path"} {
 		if fd := fields.ByName(protoreflect.Name(name)); fd != nil {
-			if err := checkPath(f(name), msg.Get(fd).String()); err != nil {
+			if err := CheckPath(f(name), msg.Get(fd).String()); err != nil {
 				return "", nil, err
 			}
 		}
@@ -296,7 +304,7 @@ func (s *session) spec(name string) guest.LaneSpec {
 // Stat is lstat (stat with follow) of a path in one lane. A failing system
 // call is a result (res.Errno), not an error.
 func (m *Manager) Stat(ctx context.Context, sessionID, lane, path string, follow bool) (*agentv1.StatResult, LaneResult, error) {
-	if err := checkPath("path", path); err != nil {
+	if err := CheckPath("path", path); err != nil {
 		return nil, LaneResult{}, err
 	}
 	s, err := m.lookup(ctx, sessionID)
@@ -316,7 +324,7 @@ func (m *Manager) Stat(ctx context.Context, sessionID, lane, path string, follow
 
 // ReadFile reads up to length bytes (default 64 KiB, at most 1 MiB) at off.
 func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, off, length int64) (data []byte, eof bool, res LaneResult, err error) {
-	if err := checkPath("path", path); err != nil {
+	if err := CheckPath("path", path); err != nil {
 		return nil, false, res, err
 	}
 	switch {

@@ -1,4 +1,4 @@
-package session
+package session_test
 
 import (
 	"bytes"
@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -21,13 +24,13 @@ func TestRealGuest(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := Config{StateDir: dir, CacheDir: env.CacheDir, ManualCheckpoints: 2, AutoCheckpoints: 2, Log: zaptest.NewLogger(t)}
-	m, err := Open(ctx, cfg)
+	cfg := session.Config{StateDir: dir, CacheDir: env.CacheDir, ManualCheckpoints: 2, AutoCheckpoints: 2, Log: zaptest.NewLogger(t)}
+	m, err := session.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	in, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2", "ext4"}, Verify: true})
+	in, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2", "ext4"}, Verify: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func TestRealGuest(t *testing.T) {
 		return out
 	}
 	write := func(path, data string) *agentv1.Request {
-		return &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: path, Flags: oWronly | oCreat | oTrunc, Data: []byte(data)}}}
+		return &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: path, Flags: agent.OpenWronly | agent.OpenCreat | agent.OpenTrunc, Data: []byte(data)}}}
 	}
 	read := func(t *testing.T, lane, path string) (string, int32) {
 		t.Helper()
@@ -68,10 +71,10 @@ func TestRealGuest(t *testing.T) {
 		return string(data), res.Errno
 	}
 
-	var c1 *Checkpoint
+	var c1 *session.Checkpoint
 	t.Run("ForkApplyRestore", func(t *testing.T) {
 		apply(t, write("old", "old content"))
-		if c1, err = m.Fork(ctx, sid, "base", OriginManual); err != nil {
+		if c1, err = m.Fork(ctx, sid, "base", session.OriginManual); err != nil {
 			t.Fatal(err)
 		}
 		// Fork may read changed files to keep them (atime), so the roots
@@ -83,7 +86,7 @@ func TestRealGuest(t *testing.T) {
 			}
 		}
 		apply(t, &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d", Mode: 0o755}}})
-		apply(t, &agentv1.Request{Op: &agentv1.Request_Create{Create: &agentv1.Create{Path: "d/f", Flags: oWronly, Mode: 0o644}}})
+		apply(t, &agentv1.Request{Op: &agentv1.Request_Create{Create: &agentv1.Create{Path: "d/f", Flags: agent.OpenWronly, Mode: 0o644}}})
 		apply(t, write("d/f", "hello"))
 		after := roots(t)
 		for lane := range c1.Roots {
@@ -124,18 +127,18 @@ func TestRealGuest(t *testing.T) {
 		// A symlinked parent is refused.
 		apply(t, &agentv1.Request{Op: &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: "/", Path: "esc"}}})
 		_, _, err = m.RestoreFile(ctx, sid, c1.ID, "ext4", "esc/etc/passwd")
-		wantErr(t, err, ErrInvalid, "path")
+		sessiontest.WantErr(t, err, session.ErrInvalid, "path")
 	})
 
 	t.Run("Pools", func(t *testing.T) {
-		if _, err := m.Fork(ctx, sid, "", OriginManual); err != nil {
+		if _, err := m.Fork(ctx, sid, "", session.OriginManual); err != nil {
 			t.Fatal(err)
 		}
-		_, err := m.Fork(ctx, sid, "", OriginManual)
-		wantErr(t, err, ErrExhausted, "")
-		var autos []*Checkpoint
+		_, err := m.Fork(ctx, sid, "", session.OriginManual)
+		sessiontest.WantErr(t, err, session.ErrExhausted, "")
+		var autos []*session.Checkpoint
 		for range 3 {
-			c, err := m.Fork(ctx, sid, "", OriginAuto)
+			c, err := m.Fork(ctx, sid, "", session.OriginAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +164,7 @@ func TestRealGuest(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = m.Restore(ctx, sid, autos[2].ID)
-		wantErr(t, err, ErrState, "")
+		sessiontest.WantErr(t, err, session.ErrState, "")
 	})
 
 	// Restart: close (guest stopped, "daemon stopped"), open again.
@@ -169,13 +172,13 @@ func TestRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	check() // no QEMU child, no fd left
-	m2, err := Open(ctx, cfg)
+	m2, err := session.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m2.Close()
 	got, err := m2.Get(ctx, sid)
-	if err != nil || got.State != StateEnded || got.Reason != "daemon stopped" {
+	if err != nil || got.State != session.StateEnded || got.Reason != "daemon stopped" {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}
 	cps, err := m2.Checkpoints(ctx, sid, true)
@@ -196,11 +199,11 @@ func TestRealGuest(t *testing.T) {
 		}
 	}
 	_, err = m2.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	wantErr(t, err, ErrState, "")
+	sessiontest.WantErr(t, err, session.ErrState, "")
 
 	// Delete leaves no QEMU child behind.
 	check2 := vmmtest.Leaks(t)
-	in2, err := m2.Create(ctx, CreateOptions{Lanes: []string{"ext2"}})
+	in2, err := m2.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +211,7 @@ func TestRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	check2()
-	if err := m2.Delete(ctx, in2.ID); !errors.Is(err, ErrState) {
-		t.Errorf("second delete: %v, want ErrState", err)
+	if err := m2.Delete(ctx, in2.ID); !errors.Is(err, session.ErrState) {
+		t.Errorf("second delete: %v, want session.ErrState", err)
 	}
 }

@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/runs/belowfs"
 )
 
 // corruptHeader and writeCorruptRow print one corrupt result per line.
 const corruptHeader = "LANE\tTARGET\tLBA:BYTE.BIT\tREGION/FIELD\tCLASS\tMOUNTED\tFSCK\tAFFECTED\n"
 
 func writeCorruptRow(w io.Writer, res *themisv1.CorruptResult) {
-	if res.GetClass() == session.ClassNotApplicable {
+	if res.GetClass() == belowfs.ClassNotApplicable {
 		fmt.Fprintf(w, "%s\t%s\t-\t%s\t%s\t-\t-\t\n", res.GetLane(), res.GetTarget(), res.GetField(), res.GetClass())
 		return
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report"
-	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/runs/belowfs"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -73,12 +73,12 @@ alone give the layout map's written view only).`,
 			if err != nil {
 				return err
 			}
-			ops := make([]string, 0, len(byteSizes)+len(session.DefaultProfileOps))
+			ops := make([]string, 0, len(byteSizes)+len(belowfs.DefaultProfileOps))
 			for _, n := range byteSizes {
 				ops = append(ops, fmt.Sprintf("write f 0 %d 0x55", n))
 			}
 			if metadata {
-				for _, op := range session.DefaultProfileOps {
+				for _, op := range belowfs.DefaultProfileOps {
 					if !strings.HasPrefix(op, "write ") {
 						ops = append(ops, op)
 					}

@@ -42,3 +42,47 @@ func TestPurePackagesStayPure(t *testing.T) {
 		t.Fatal("no pure package found to check")
 	}
 }
+
+// TestSessionHoldsNoRuns: session is the daemon's core (sessions,
+// checkpoints, pools, ops, the ledger); the experiments over it live in
+// runs/... and session reaches none of them, nor what only they need.
+// oracle and fsimage are still reached below guest and agent (the base
+// images' btrfs pinning, the agent's fingerprint fold), so for them the
+// test holds session's own imports.
+func TestSessionHoldsNoRuns(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(format string) []string {
+		t.Helper()
+		cmd := exec.Command("go", "list", "-f", format, "./session")
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list ./session: %v", err)
+		}
+		return strings.Fields(string(out))
+	}
+	const mod = "github.com/themisfs/themis/"
+	for _, tt := range []struct {
+		what      string
+		format    string
+		forbidden []string
+	}{
+		{"reaches", `{{join .Deps " "}}`, []string{mod + "explore", mod + "opspec", mod + "clock", mod + "runs", "google.golang.org/grpc"}},
+		{"imports", `{{join .Imports " "}}`, []string{mod + "oracle", mod + "fsimage"}},
+	} {
+		deps := list(tt.format)
+		if len(deps) == 0 {
+			t.Fatalf("go list: session %s nothing", tt.what)
+		}
+		for _, dep := range deps {
+			for _, f := range tt.forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("session %s %s: it must not (runs live in runs/...)", tt.what, dep)
+				}
+			}
+		}
+	}
+}

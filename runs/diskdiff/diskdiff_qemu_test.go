@@ -1,4 +1,4 @@
-package session
+package diskdiff
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -18,7 +19,7 @@ func TestDiffRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestDiffRealGuest(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	info, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}})
+	info, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +47,11 @@ func TestDiffRealGuest(t *testing.T) {
 		}
 	}
 	apply("sync")
-	c, err := m.Fork(ctx, info.ID, "before", OriginManual)
+	c, err := m.Fork(ctx, info.ID, "before", session.OriginManual)
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, DiffSide{At: c.ID}, true)
+	same, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, session.DiffSide{At: c.ID}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestDiffRealGuest(t *testing.T) {
 	}
 	apply("mkdir d-00 0755")
 	apply("sync")
-	d, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, DiffSide{At: Current}, true)
+	d, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, session.DiffSide{At: session.Current}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +68,10 @@ func TestDiffRealGuest(t *testing.T) {
 	if d.RawSectors == 0 || d.NormalizedSectors == 0 || len(d.Ranges) == 0 || d.Ranges[0].Region == "" {
 		t.Errorf("mkdir left no labelled normalized diff: %+v", d)
 	}
-	if _, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, DiffSide{At: Current}, false); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
+	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, session.ErrNotFound) && !errors.Is(err, session.ErrInvalid) {
 		t.Errorf("diff from an unknown checkpoint: %v", err)
 	}
-	if _, err := m.Diff(ctx, DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, DiffSide{At: Current}, false); !errors.Is(err, ErrInvalid) {
+	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, session.ErrInvalid) {
 		t.Errorf("diff of an unknown lane: %v", err)
 	}
 }
@@ -82,7 +83,7 @@ func TestDiffSessionsRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestDiffSessionsRealGuest(t *testing.T) {
 	}()
 	var ids [2]string
 	for i := range ids {
-		info, err := m.Create(ctx, CreateOptions{Lanes: []string{"ext2"}})
+		info, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,8 +125,8 @@ func TestDiffSessionsRealGuest(t *testing.T) {
 			apply(id, s)
 		}
 	}
-	a, b := DiffSide{Session: ids[0], Lane: "ext2", At: Current}, DiffSide{Session: ids[1], At: Current}
-	same, err := m.Diff(ctx, a, b, true)
+	a, b := session.DiffSide{Session: ids[0], Lane: "ext2", At: session.Current}, session.DiffSide{Session: ids[1], At: session.Current}
+	same, err := Diff(ctx, m, a, b, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +138,13 @@ func TestDiffSessionsRealGuest(t *testing.T) {
 		t.Errorf("same ops in two sessions: raw %d sectors, %d masked: want the timestamps to differ raw", same.RawSectors, len(same.Masked))
 	}
 	// The other direction locks the sessions in the same order and agrees.
-	back, err := m.Diff(ctx, DiffSide{Session: ids[1], Lane: "ext2", At: Current}, DiffSide{Session: ids[0], At: Current}, true)
+	back, err := Diff(ctx, m, session.DiffSide{Session: ids[1], Lane: "ext2", At: session.Current}, session.DiffSide{Session: ids[0], At: session.Current}, true)
 	if err != nil || back.RawSectors != same.RawSectors || back.NormalizedSectors != 0 {
 		t.Errorf("reverse diff: %+v, %v", back, err)
 	}
 	apply(ids[1], "mkdir e 0755")
 	apply(ids[1], "sync")
-	extra, err := m.Diff(ctx, a, b, true)
+	extra, err := Diff(ctx, m, a, b, true)
 	if err != nil {
 		t.Fatal(err)
 	}

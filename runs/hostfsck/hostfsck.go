@@ -1,4 +1,4 @@
-package session
+package hostfsck
 
 import (
 	"bytes"
@@ -9,55 +9,58 @@ import (
 	"strings"
 )
 
-// fsckTool is the host's read-only checker of one lane filesystem's image:
+// Tool is the host's read-only checker of one lane filesystem's image:
 // e2fsck -fn for ext2/3/4, btrfs check --readonly for btrfs (with
 // --check-data-csum, so a flipped data bit is caught too). Explore's fsck
 // self-reference and Corrupt's per-target check run it on the lane's
 // resolved overlay, written to a scratch file.
-type fsckTool struct {
+type Tool struct {
 	Name string   // the command as results and messages show it
 	bin  string   // executable
 	args []string // before the image path
 	pkg  string   // Debian package
 }
 
-// fsckFor returns the checker of filesystem fs ("ext2", "btrfs", ...), or
+// For returns the checker of filesystem fs ("ext2", "btrfs", ...), or
 // an error saying that none applies.
-func fsckFor(fs string) (fsckTool, error) {
+func For(fs string) (Tool, error) {
 	switch {
 	case strings.HasPrefix(fs, "ext"):
-		return fsckTool{Name: "e2fsck -fn", bin: "e2fsck", args: []string{"-fn"}, pkg: "e2fsprogs"}, nil
+		return Tool{Name: "e2fsck -fn", bin: "e2fsck", args: []string{"-fn"}, pkg: "e2fsprogs"}, nil
 	case fs == "btrfs":
-		return fsckTool{Name: "btrfs check --readonly --check-data-csum", bin: "btrfs", args: []string{"check", "--readonly", "--check-data-csum"},
+		return Tool{Name: "btrfs check --readonly --check-data-csum", bin: "btrfs", args: []string{"check", "--readonly", "--check-data-csum"},
 			pkg: "btrfs-progs"}, nil
 	}
-	return fsckTool{}, fmt.Errorf("a host fsck is not supported for %s (ext2/3/4: e2fsck, btrfs: btrfs check)", fs)
+	return Tool{}, fmt.Errorf("a host fsck is not supported for %s (ext2/3/4: e2fsck, btrfs: btrfs check)", fs)
 }
 
-// installed checks the checker is on the host's PATH.
-func (f fsckTool) installed() error {
+// Installed checks the checker is on the host's PATH.
+func (f Tool) Installed() error {
 	if _, err := exec.LookPath(f.bin); err != nil {
 		return fmt.Errorf("%s not installed on the host (Debian %s)", f.bin, f.pkg)
 	}
 	return nil
 }
 
-// Fsck verdicts.
+// Verdict is what a checker says of an image.
+type Verdict int
+
+// Verdicts.
 const (
-	fsckClean  = iota // no errors
-	fsckDirty         // the filesystem has errors
-	fsckBroken        // the checker could not read the filesystem (no superblock, ...)
+	Clean  Verdict = iota // no errors
+	Dirty                 // the filesystem has errors
+	Broken                // the checker could not read the filesystem (no superblock, ...)
 )
 
-// run checks image. The output names the image "<image>". err is set
+// Run checks image. The output names the image "<image>". err is set
 // only when the checker itself failed (not installed, killed, usage).
-func (f fsckTool) run(ctx context.Context, image string) (verdict int, out []byte, err error) {
+func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byte, err error) {
 	out, err = exec.CommandContext(ctx, f.bin, append(append([]string(nil), f.args...), image)...).CombinedOutput()
 	out = bytes.ReplaceAll(out, []byte(image), []byte("<image>"))
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return fsckClean, out, nil
+		return Clean, out, nil
 	case ctx.Err() != nil:
 		return 0, out, fmt.Errorf("%s: %w", f.Name, ctx.Err())
 	case !errors.As(err, &exit):
@@ -69,17 +72,29 @@ func (f fsckTool) run(ctx context.Context, image string) (verdict int, out []byt
 		// -n), 4 left uncorrected, 8 operational error.
 		switch {
 		case code >= 1 && code <= 7:
-			return fsckDirty, out, nil
+			return Dirty, out, nil
 		case code >= 8 && code <= 15:
-			return fsckBroken, out, nil
+			return Broken, out, nil
 		}
 	} else if code == 1 {
 		// btrfs check exits 1 both for errors found and for a filesystem
 		// it cannot open (bad superblock, unreadable tree root).
 		if bytes.Contains(out, []byte("cannot open file system")) {
-			return fsckBroken, out, nil
+			return Broken, out, nil
 		}
-		return fsckDirty, out, nil
+		return Dirty, out, nil
 	}
-	return 0, out, fmt.Errorf("%s: %w: %s", f.Name, err, truncate(out, maxFsckOutput))
+	return 0, out, fmt.Errorf("%s: %w: %s", f.Name, err, Truncate(out, MaxOutput))
+}
+
+// MaxOutput caps the checker output quoted in a finding or an error.
+const MaxOutput = 2048
+
+// Truncate is b trimmed, cut to n bytes ("..." marks a cut).
+func Truncate(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

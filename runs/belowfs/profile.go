@@ -1,4 +1,4 @@
-package session
+package belowfs
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
-	"go.uber.org/zap"
 )
 
 // DefaultProfileOps are the ops of the paper's Table 2 (ext2 write and
@@ -179,22 +180,22 @@ func parseOps(field string, ops []string, laneOnly bool) ([]profileOp, error) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		op, err := opspec.Parse(s)
 		if err != nil {
-			return nil, Invalid(f, "%v", err)
+			return nil, session.Invalid(f, "%v", err)
 		}
 		r, err := opspec.Request(op)
 		if err != nil {
-			return nil, Invalid(f, "%v", err)
+			return nil, session.Invalid(f, "%v", err)
 		}
-		kind, _, err := validateOp(r)
+		kind, global, err := session.ValidateOp(r)
 		if err != nil {
-			var fe *FieldError
+			var fe *session.FieldError
 			if errors.As(err, &fe) {
-				return nil, Invalid(f, "%s: %s", fe.Field, fe.Msg)
+				return nil, session.Invalid(f, "%s: %s", fe.Field, fe.Msg)
 			}
-			return nil, Invalid(f, "%v", err)
+			return nil, session.Invalid(f, "%v", err)
 		}
-		if laneOnly && (globalOps[kind] || kind == "umount" || kind == "mount") {
-			return nil, Invalid(f, "%q: want an operation on a lane's files, not %s", s, kind)
+		if laneOnly && (global || kind == "umount" || kind == "mount") {
+			return nil, session.Invalid(f, "%q: want an operation on a lane's files, not %s", s, kind)
 		}
 		out = append(out, profileOp{text: strings.TrimSpace(s), kind: kind, req: r})
 	}
@@ -206,15 +207,15 @@ func validateExtLanes(lanes *[]string, mem *int) ([]guest.LaneSpec, error) {
 	if len(*lanes) == 0 {
 		*lanes = []string{"ext2"}
 	}
-	co := CreateOptions{Lanes: *lanes, MemoryMiB: *mem}
-	specs, err := validateCreate(&co)
+	co := session.CreateOptions{Lanes: *lanes, MemoryMiB: *mem}
+	specs, err := session.ValidateCreate(&co)
 	if err != nil {
 		return nil, err
 	}
 	*mem = co.MemoryMiB
 	for i, sp := range specs {
 		if !strings.HasPrefix(sp.FS, "ext") {
-			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: only ext2/3/4 images are parsed below the filesystem", sp.Name, sp.FS)
+			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: only ext2/3/4 images are parsed below the filesystem", sp.Name, sp.FS)
 		}
 	}
 	return specs, nil
@@ -231,21 +232,21 @@ func parseProfileOps(field string, ops []string) ([]profileOp, error) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		w, ok, err := opspec.ParseWalk(s)
 		if err != nil {
-			return nil, Invalid(f, "%v", err)
+			return nil, session.Invalid(f, "%v", err)
 		}
 		if !ok {
 			op, err := parseOps(field, []string{s}, true)
 			if err != nil {
-				var fe *FieldError
+				var fe *session.FieldError
 				if errors.As(err, &fe) {
-					return nil, Invalid(f, "%s", fe.Msg)
+					return nil, session.Invalid(f, "%s", fe.Msg)
 				}
 				return nil, err
 			}
 			out = append(out, op[0])
 			continue
 		}
-		if err := checkPath(f+".path", w.GetPath()); err != nil {
+		if err := session.CheckPath(f+".path", w.GetPath()); err != nil {
 			return nil, err
 		}
 		out = append(out, profileOp{text: strings.TrimSpace(s), kind: walkKind, req: &agentv1.Request{Op: &agentv1.Request_Walk{Walk: w}}})
@@ -264,9 +265,9 @@ func validateProfile(o *ProfileOptions) (ops, setup []profileOp, err error) {
 	}{{"ls_files", &o.LsFiles, DefaultLsFiles}, {"tree_entries", &o.TreeEntries, DefaultTreeEntries}} {
 		switch {
 		case *c.n < 0 || *c.n > maxProfileTree:
-			return nil, nil, Invalid(c.field, "%d: want 0..%d", *c.n, maxProfileTree)
+			return nil, nil, session.Invalid(c.field, "%d: want 0..%d", *c.n, maxProfileTree)
 		case *c.n != 0 && o.Setup != nil:
-			return nil, nil, Invalid(c.field, "sizes the default setup's tree: with an explicit setup, build the tree there")
+			return nil, nil, session.Invalid(c.field, "sizes the default setup's tree: with an explicit setup, build the tree there")
 		case *c.n == 0 && o.Setup == nil:
 			*c.n = c.def
 		}
@@ -286,47 +287,6 @@ func validateProfile(o *ProfileOptions) (ops, setup []profileOp, err error) {
 	return ops, setup, nil
 }
 
-// startBelow creates a run's session, as Explore and ClockSweep do, and
-// marks it busy. The caller ends it with m.endExplore.
-func (m *Manager) startBelow(ctx context.Context, what string, lanes []string, mem int) (*session, error) {
-	in, err := m.Create(ctx, CreateOptions{Lanes: lanes, MemoryMiB: mem})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	m.mu.Lock()
-	s := m.sessions[in.ID]
-	m.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("%s: session %s ended before the run started: %w", what, in.ID, ErrState)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.info.State != StateRunning {
-		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", what, in.ID, s.info.State, s.info.Reason, ErrState)
-	}
-	s.exploring = true
-	return s, nil
-}
-
-// endBelow ends a run's session with a reason from runErr.
-func (m *Manager) endBelow(ctx context.Context, s *session, what string, runErr error) error {
-	reason := what + " finished"
-	switch {
-	case runErr != nil && ctx.Err() != nil:
-		reason = what + " cancelled"
-	case runErr != nil:
-		reason = what + " failed: " + runErr.Error()
-	}
-	endErr := m.endExplore(s, StateEnded, reason)
-	if runErr != nil {
-		return errors.Join(fmt.Errorf("%s: session %s: %w", what, s.info.ID, runErr), endErr)
-	}
-	if endErr != nil {
-		m.log.Warn("end "+what+" session", zap.String("session", s.info.ID), zap.Error(endErr))
-	}
-	return nil
-}
-
 // Profile creates a session for o.Lanes, runs o.Setup and a sync on every
 // lane, checkpoints, and for each lane and op restores the checkpoint, runs
 // the op alone, syncs and counts the sectors the lane's overlay received
@@ -338,19 +298,20 @@ func (m *Manager) endBelow(ctx context.Context, s *session, what string, runErr 
 //
 // An op that fails in the guest is a row with its Errno, not an error. Bad
 // options are a FieldError ("ops[2]", "lanes[0]", ...).
-func (m *Manager) Profile(ctx context.Context, o ProfileOptions, row func(ProfileRow)) (*ProfileSummary, error) {
+func Profile(ctx context.Context, m *session.Manager, o ProfileOptions, row func(ProfileRow)) (*ProfileSummary, error) {
 	ops, setup, err := validateProfile(&o)
 	if err != nil {
 		return nil, err
 	}
-	s, err := m.startBelow(ctx, "profile", o.Lanes, o.MemoryMiB)
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}, "profile")
 	if err != nil {
 		return nil, err
 	}
-	b := newBelow(m, s)
-	sum := &ProfileSummary{Session: s.info.ID, Layout: map[string][]LBARange{}, Inferred: map[string][]LBARange{}}
+	defer run.End(session.StateEnded, "profile failed") //nolint:errcheck // a backstop: Finish reports
+	b := newBelow(run)
+	sum := &ProfileSummary{Session: run.ID(), Layout: map[string][]LBARange{}, Inferred: map[string][]LBARange{}}
 	start := time.Now()
-	m.event(ctx, Event{Session: s.info.ID, Kind: "profile.started", Detail: fmt.Sprintf("%d ops, setup %s", len(ops), strings.Join(o.Setup, "; "))})
+	run.Event(ctx, "profile.started", fmt.Sprintf("%d ops, setup %s", len(ops), strings.Join(o.Setup, "; ")), nil)
 	runErr := b.profile(ctx, setup, ops, sum, func(r ProfileRow) {
 		sum.Rows++
 		if row != nil {
@@ -358,30 +319,27 @@ func (m *Manager) Profile(ctx context.Context, o ProfileOptions, row func(Profil
 		}
 	})
 	sum.Elapsed = time.Since(start)
-	m.event(context.WithoutCancel(ctx), Event{Session: s.info.ID, Kind: "profile.finished", Detail: fmt.Sprintf("%d rows", sum.Rows)})
-	return sum, m.endBelow(ctx, s, "profile", runErr)
+	run.Event(context.WithoutCancel(ctx), "profile.finished", fmt.Sprintf("%d rows", sum.Rows), nil)
+	return sum, run.Finish(ctx, runErr)
 }
 
-// below drives a profile or corruption run's machine through exploreSys's
+// below drives a profile or corruption run's machine through its run's
 // locked calls.
 type below struct {
-	x    *exploreSys
-	root vmm.CheckpointID
+	run   *session.Run
+	lanes []string
+	specs []guest.LaneSpec
+	root  vmm.CheckpointID
 }
 
-func newBelow(m *Manager, s *session) *below {
-	lanes := make([]string, len(s.specs))
-	for i, sp := range s.specs {
-		lanes[i] = sp.Name
-	}
-	return &below{x: &exploreSys{m: m, s: s, lanes: lanes, mode: agentv1.TimeMode_TIME_MODE_NONE,
-		ids: map[string]vmm.CheckpointID{}, leaves: map[string][]*agentv1.Entry{}}}
+func newBelow(run *session.Run) *below {
+	return &below{run: run, lanes: run.Lanes(), specs: run.Specs()}
 }
 
 // setup runs ops (lane ops on every lane), syncs and takes the root checkpoint.
 func (b *below) setup(ctx context.Context, ops []profileOp) error {
 	for _, op := range ops {
-		res, err := b.x.apply(ctx, op.req)
+		res, err := b.run.Apply(ctx, op.req)
 		if err != nil {
 			return fmt.Errorf("setup %q: %w", op.text, err)
 		}
@@ -394,45 +352,38 @@ func (b *below) setup(ctx context.Context, ops []profileOp) error {
 	if err := b.sync(ctx); err != nil {
 		return err
 	}
-	return b.x.machine(ctx, "root checkpoint", func(ctx context.Context, mach vmm.Machine) error {
-		var err error
-		b.root, err = mach.Checkpoint(ctx)
-		return err
-	})
+	var err error
+	b.root, err = b.run.Checkpoint(ctx, "root checkpoint")
+	return err
 }
 
 func (b *below) restore(ctx context.Context) error {
-	return b.x.machine(ctx, "restore root", func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, b.root) })
+	return b.run.Restore(ctx, "restore root", b.root)
 }
 
 func (b *below) sync(ctx context.Context) error {
-	_, err := b.x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+	_, err := b.run.CallOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
 	return err
 }
 
 func (b *below) dropCaches(ctx context.Context) error {
-	_, err := b.x.callOK(ctx, "drop caches", &agentv1.Request{Op: &agentv1.Request_DropCaches{DropCaches: &agentv1.DropCaches{Level: 3}}})
+	_, err := b.run.CallOK(ctx, "drop caches", &agentv1.Request{Op: &agentv1.Request_DropCaches{DropCaches: &agentv1.DropCaches{Level: 3}}})
 	return err
 }
 
 func (b *below) umount(ctx context.Context, lane string) error {
-	_, err := b.x.callOK(ctx, "umount "+lane, req(&agentv1.Umount{Lane: lane}))
+	_, err := b.run.CallOK(ctx, "umount "+lane, agent.NewRequest(&agentv1.Umount{Lane: lane}))
 	return err
 }
 
 // mount remounts lane; a refusal is its response (errno, message).
 func (b *below) mount(ctx context.Context, lane string) (*agentv1.Response, error) {
-	return b.x.call(ctx, "mount "+lane, req(&agentv1.Mount{Lane: lane}))
+	return b.run.Call(ctx, "mount "+lane, agent.NewRequest(&agentv1.Mount{Lane: lane}))
 }
 
 // dev runs f on lane i's overlay with the session locked.
 func (b *below) dev(ctx context.Context, i int, what string, f func(d *overlay.Device) error) error {
-	return b.x.machine(ctx, what, func(context.Context, vmm.Machine) error {
-		if i >= len(b.x.s.devs) {
-			return fmt.Errorf("no overlay for lane %d", i)
-		}
-		return f(b.x.s.devs[i])
-	})
+	return b.run.Disk(ctx, i, what, f)
 }
 
 // image parses lane i's resolved overlay. Reads through it count as reads:
@@ -445,7 +396,7 @@ func (b *below) image(ctx context.Context, i int) (*fsimage.FS, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lane %s: %w", b.x.lanes[i], err)
+		return nil, fmt.Errorf("lane %s: %w", b.lanes[i], err)
 	}
 	return fs, nil
 }
@@ -486,7 +437,7 @@ func (b *below) reset(ctx context.Context, i int) error {
 // coldMount syncs, unmounts lane i, drops every cache, zeroes its
 // counters and mounts it again; it returns the mount's response.
 func (b *below) coldMount(ctx context.Context, i int) (*agentv1.Response, error) {
-	lane := b.x.lanes[i]
+	lane := b.lanes[i]
 	if err := b.sync(ctx); err != nil {
 		return nil, err
 	}
@@ -506,7 +457,7 @@ func (b *below) profile(ctx context.Context, setup, ops []profileOp, sum *Profil
 	if err := b.setup(ctx, setup); err != nil {
 		return err
 	}
-	for i, lane := range b.x.lanes {
+	for i, lane := range b.lanes {
 		if err := b.profileLane(ctx, i, lane, ops, sum, emit); err != nil {
 			return err
 		}
@@ -612,7 +563,7 @@ func (b *below) profileOp(ctx context.Context, i int, op profileOp, lab labels) 
 // window is the remount and the walk, as the mount baseline is the
 // remount alone); then sync, and count what the walk and the sync wrote.
 func (b *below) profileWalk(ctx context.Context, i int, op profileOp, lab labels) (ProfileRow, []uint64, error) {
-	lane := b.x.lanes[i]
+	lane := b.lanes[i]
 	r := ProfileRow{Lane: lane, Op: op.text}
 	if err := b.restore(ctx); err != nil {
 		return r, nil, err
@@ -628,7 +579,7 @@ func (b *below) profileWalk(ctx context.Context, i int, op profileOp, lab labels
 	if err != nil {
 		return r, nil, err
 	}
-	resp, err := b.x.call(ctx, op.text+" on "+lane, withLane(op.req, op.kind, lane))
+	resp, err := b.run.CallLane(ctx, op.text+" on "+lane, op.req, lane)
 	if err != nil {
 		return r, nil, err
 	}
@@ -659,7 +610,7 @@ func (b *below) profileWalk(ctx context.Context, i int, op profileOp, lab labels
 
 // measureOp measures one op on lane i from the root checkpoint.
 func (b *below) measureOp(ctx context.Context, i int, op profileOp, lab labels) (ProfileRow, error) {
-	lane := b.x.lanes[i]
+	lane := b.lanes[i]
 	r := ProfileRow{Lane: lane, Op: op.text}
 	if w := op.req.GetWrite(); w != nil {
 		r.Bytes = w.GetSize()
@@ -673,7 +624,7 @@ func (b *below) measureOp(ctx context.Context, i int, op profileOp, lab labels) 
 	if err := b.reset(ctx, i); err != nil {
 		return r, err
 	}
-	resp, err := b.x.call(ctx, op.kind+" "+lane, withLane(op.req, op.kind, lane))
+	resp, err := b.run.CallLane(ctx, op.kind+" "+lane, op.req, lane)
 	if err != nil {
 		return r, err
 	}
@@ -698,7 +649,7 @@ func (b *below) measureOp(ctx context.Context, i int, op profileOp, lab labels) 
 		return r, fmt.Errorf("remount: errno %d (%s)", mresp.GetErrno(), mresp.GetError())
 	}
 	path := touchedPath(op.req)
-	st, err := b.x.call(ctx, "stat "+lane+"/"+path, req(&agentv1.Stat{Lane: lane, Path: path}))
+	st, err := b.run.Call(ctx, "stat "+lane+"/"+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
 	if err != nil {
 		return r, err
 	}
@@ -722,7 +673,7 @@ const profileReadChunk = 512 << 10
 // errno of the reads (0: all read).
 func (b *below) readAll(ctx context.Context, lane, path string) (int32, error) {
 	for off := int64(0); ; off += profileReadChunk {
-		resp, err := b.x.call(ctx, "read "+lane+"/"+path, req(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: profileReadChunk}))
+		resp, err := b.run.Call(ctx, "read "+lane+"/"+path, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: profileReadChunk}))
 		if err != nil {
 			return 0, err
 		}

@@ -1,4 +1,4 @@
-package session
+package belowfs
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/session"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -98,9 +100,9 @@ func TestValidateCorrupt(t *testing.T) {
 		{CorruptOptions{Lanes: []string{"overlay"}}, "lanes[0]"},
 	} {
 		_, _, err := validateCorrupt(&c.o)
-		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, ErrInvalid) {
-			t.Errorf("validateCorrupt(%+v) = %v, want a FieldError on %s", c.o, err, c.field)
+		var fe *session.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, session.ErrInvalid) {
+			t.Errorf("validateCorrupt(%+v) = %v, want a session.FieldError on %s", c.o, err, c.field)
 		}
 	}
 }
@@ -223,7 +225,7 @@ func TestValidateCorruptBtrfs(t *testing.T) {
 	}
 	o = CorruptOptions{Lanes: []string{"ext2", "btrfs"}, Targets: []string{"data:d/f:0:0", "superblock.magic"}}
 	_, _, err := validateCorrupt(&o)
-	var fe *FieldError
+	var fe *session.FieldError
 	if !errors.As(err, &fe) || fe.Field != "targets[1]" || !strings.Contains(err.Error(), "superblock.magic on lane btrfs (btrfs): an ext2/3/4 superblock field is not a btrfs structure") {
 		t.Errorf("superblock.magic on btrfs: %v", err)
 	}
@@ -333,8 +335,8 @@ func TestResolveTargetBtrfs(t *testing.T) {
 // --check-data-csum) and one without a superblock magic.
 func TestFsck(t *testing.T) {
 	t.Parallel()
-	if _, err := fsckFor("vfat"); err == nil || !strings.Contains(err.Error(), "not supported for vfat") {
-		t.Errorf("fsckFor(vfat) = %v", err)
+	if _, err := hostfsck.For("vfat"); err == nil || !strings.Contains(err.Error(), "not supported for vfat") {
+		t.Errorf("hostfsck.For(vfat) = %v", err)
 	}
 	for _, c := range []struct {
 		fs    string
@@ -377,18 +379,18 @@ func TestFsck(t *testing.T) {
 	} {
 		t.Run(c.fs, func(t *testing.T) {
 			t.Parallel()
-			tool, err := fsckFor(c.fs)
+			tool, err := hostfsck.For(c.fs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tool.installed(); err != nil {
+			if err := tool.Installed(); err != nil {
 				t.Skip(err)
 			}
 			b, dirty, magic := c.image(t)
 			for _, v := range []struct {
 				flip int64
-				want int
-			}{{-1, fsckClean}, {dirty, fsckDirty}, {magic, fsckBroken}} {
+				want hostfsck.Verdict
+			}{{-1, hostfsck.Clean}, {dirty, hostfsck.Dirty}, {magic, hostfsck.Broken}} {
 				img := filepath.Join(t.TempDir(), "img")
 				m := append([]byte(nil), b...)
 				if v.flip >= 0 {
@@ -397,7 +399,7 @@ func TestFsck(t *testing.T) {
 				if err := os.WriteFile(img, m, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				got, out, err := tool.run(context.Background(), img)
+				got, out, err := tool.Run(context.Background(), img)
 				if err != nil || got != v.want || bytes.Contains(out, []byte(img)) {
 					t.Errorf("%s, flip at %d: verdict %d, %v, want %d\n%s", tool.Name, v.flip, got, err, v.want, out)
 				}

@@ -1,4 +1,4 @@
-package session
+package belowfs
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -19,13 +20,13 @@ func TestProfileRealGuest(t *testing.T) {
 	defer vmmtest.Leaks(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	rows := map[string]ProfileRow{}
-	sum, err := m.Profile(ctx, ProfileOptions{}, func(r ProfileRow) {
+	sum, err := Profile(ctx, m, ProfileOptions{}, func(r ProfileRow) {
 		t.Logf("%-5s %-24s bytes %-8d written %-5d read %-4d (baseline %d) amp %8.1f errno %d %v",
 			r.Lane, r.Op, r.Bytes, r.SectorsWritten, r.SectorsRead, r.MountBaselineRead, r.Amplification, r.Errno, r.Written)
 		rows[r.Op] = r
@@ -107,14 +108,14 @@ func TestProfileWalkRealGuest(t *testing.T) {
 	defer vmmtest.Leaks(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	const files, entries = 300, 40
 	rows := map[string]ProfileRow{}
-	_, err = m.Profile(ctx, ProfileOptions{LsFiles: files, TreeEntries: entries,
+	_, err = Profile(ctx, m, ProfileOptions{LsFiles: files, TreeEntries: entries,
 		Ops: []string{"ls dir", "ls tree", "find tree", "find /", "ls nope"}}, func(r ProfileRow) {
 		t.Logf("%-10s entries %-4d read %-4d (baseline %d) written %d errno %d %v", r.Op, r.Entries, r.SectorsRead, r.MountBaselineRead, r.SectorsWritten, r.Errno, r.Read)
 		rows[r.Op] = r

@@ -1,4 +1,4 @@
-package session
+package belowfs
 
 import (
 	"bytes"
@@ -14,12 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/session"
 )
 
 // Blast-radius classes of a corruption (the paper's Table 11), most
@@ -310,7 +313,7 @@ func targetPath(p string, rootOK bool) (string, error) {
 	if p == "" && !rootOK {
 		return "", errors.New("path: required")
 	}
-	if err := checkPath("path", p); err != nil {
+	if err := session.CheckPath("path", p); err != nil {
 		return "", err
 	}
 	return p, nil
@@ -499,22 +502,22 @@ func validateCorruptLanes(o *CorruptOptions) ([]guest.LaneSpec, error) {
 	if len(o.Lanes) == 0 {
 		o.Lanes = []string{"ext2"}
 	}
-	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}
-	specs, err := validateCreate(&co)
+	co := session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}
+	specs, err := session.ValidateCreate(&co)
 	if err != nil {
 		return nil, err
 	}
 	o.MemoryMiB = co.MemoryMiB
 	for i, sp := range specs {
 		if !strings.HasPrefix(sp.FS, "ext") && sp.FS != "btrfs" {
-			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: corruption targets are resolved on ext2/3/4 and btrfs images", sp.Name, sp.FS)
+			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: corruption targets are resolved on ext2/3/4 and btrfs images", sp.Name, sp.FS)
 		}
-		tool, err := fsckFor(sp.FS)
+		tool, err := hostfsck.For(sp.FS)
 		if err == nil {
-			err = tool.installed()
+			err = tool.Installed()
 		}
 		if err != nil {
-			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
 	}
 	return specs, nil
@@ -538,7 +541,7 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 	for i, s := range o.Targets {
 		t, err := ParseTarget(s)
 		if err != nil {
-			return nil, nil, Invalid(fmt.Sprintf("targets[%d]", i), "%v", err)
+			return nil, nil, session.Invalid(fmt.Sprintf("targets[%d]", i), "%v", err)
 		}
 		ts[i] = corruptTarget{text: strings.TrimSpace(s), t: t, implicit: implicit && i >= given}
 		if ts[i].implicit {
@@ -547,7 +550,7 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 		// A target asked for by name must exist on every lane.
 		for _, sp := range specs {
 			if err := t.AppliesTo(sp.FS); err != nil {
-				return nil, nil, Invalid(fmt.Sprintf("targets[%d]", i), "%s on lane %s (%s): %v", ts[i].text, sp.Name, sp.FS, err)
+				return nil, nil, session.Invalid(fmt.Sprintf("targets[%d]", i), "%s on lane %s (%s): %v", ts[i].text, sp.Name, sp.FS, err)
 			}
 		}
 	}
@@ -577,7 +580,7 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 // that names a structure some lane's filesystem does not have. The
 // targets the run chose itself (Sweep, the default) are ClassNotApplicable
 // results there instead.
-func (m *Manager) Corrupt(ctx context.Context, o CorruptOptions, res func(CorruptResult)) (*CorruptSummary, error) {
+func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func(CorruptResult)) (*CorruptSummary, error) {
 	targets, setup, err := validateCorrupt(&o)
 	if err != nil {
 		return nil, err
@@ -587,15 +590,16 @@ func (m *Manager) Corrupt(ctx context.Context, o CorruptOptions, res func(Corrup
 		return nil, fmt.Errorf("corrupt: scratch dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	s, err := m.startBelow(ctx, "corrupt", o.Lanes, o.MemoryMiB)
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}, "corrupt")
 	if err != nil {
 		return nil, err
 	}
-	c := &corrupter{below: newBelow(m, s), scratch: filepath.Join(dir, "lane.img")}
-	sum := &CorruptSummary{Session: s.info.ID, ByClass: map[string]int{}}
+	defer run.End(session.StateEnded, "corrupt failed") //nolint:errcheck // a backstop: Finish reports
+	c := &corrupter{below: newBelow(run), scratch: filepath.Join(dir, "lane.img")}
+	sum := &CorruptSummary{Session: run.ID(), ByClass: map[string]int{}}
 	start := time.Now()
-	m.event(ctx, Event{Session: s.info.ID, Kind: "corrupt.started", Detail: fmt.Sprintf("%d targets", len(targets))})
-	runErr := c.run(ctx, setup, targets, func(r CorruptResult) {
+	run.Event(ctx, "corrupt.started", fmt.Sprintf("%d targets", len(targets)), nil)
+	runErr := c.corrupt(ctx, setup, targets, func(r CorruptResult) {
 		sum.Results++
 		sum.ByClass[r.Class]++
 		if res != nil {
@@ -603,8 +607,8 @@ func (m *Manager) Corrupt(ctx context.Context, o CorruptOptions, res func(Corrup
 		}
 	})
 	sum.Elapsed = time.Since(start)
-	m.event(context.WithoutCancel(ctx), Event{Session: s.info.ID, Kind: "corrupt.finished", Detail: fmt.Sprintf("%d results, %v", sum.Results, sum.ByClass)})
-	return sum, m.endBelow(ctx, s, "corrupt", runErr)
+	run.Event(context.WithoutCancel(ctx), "corrupt.finished", fmt.Sprintf("%d results, %v", sum.Results, sum.ByClass), nil)
+	return sum, run.Finish(ctx, runErr)
 }
 
 type corrupter struct {
@@ -620,15 +624,15 @@ type observation struct {
 	leaves     map[string]*agentv1.Entry // nil when the walk failed
 }
 
-func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corruptTarget, emit func(CorruptResult)) error {
+func (c *corrupter) corrupt(ctx context.Context, setup []profileOp, targets []corruptTarget, emit func(CorruptResult)) error {
 	if err := c.setup(ctx, setup); err != nil {
 		return err
 	}
 	if _, err := c.kmsg(ctx); err != nil {
 		return err
 	}
-	for i, lane := range c.x.lanes {
-		fsName := c.x.s.specs[i].FS
+	for i, lane := range c.lanes {
+		fsName := c.specs[i].FS
 		resolveOn, err := c.resolver(ctx, i)
 		if err != nil {
 			return err
@@ -647,7 +651,7 @@ func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corrup
 				return err
 			})
 			if err != nil {
-				return Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
+				return session.Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
 			}
 			flips[j] = f
 		}
@@ -696,7 +700,7 @@ func (c *corrupter) run(ctx context.Context, setup []profileOp, targets []corrup
 // btrfs) and returns how to resolve a target on it; call what it returns
 // inside c.dev (it reads the device).
 func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.Device) (flip, error), error) {
-	if c.x.s.specs[i].FS != "btrfs" {
+	if c.specs[i].FS != "btrfs" {
 		fs, err := c.image(ctx, i)
 		if err != nil {
 			return nil, err
@@ -710,7 +714,7 @@ func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lane %s: %w", c.x.lanes[i], err)
+		return nil, fmt.Errorf("lane %s: %w", c.lanes[i], err)
 	}
 	return func(t Target, d *overlay.Device) (flip, error) { return resolveBtrfs(t, fs, d.Size()) }, nil
 }
@@ -726,7 +730,7 @@ func (c *corrupter) state(ctx context.Context, i int) ([32]byte, []byte, error) 
 	if err != nil {
 		return h, nil, err
 	}
-	resp, err := c.x.callOK(ctx, "fingerprint "+c.x.lanes[i], req(&agentv1.Fingerprint{Lane: c.x.lanes[i], TimeMode: agentv1.TimeMode_TIME_MODE_NONE}))
+	resp, err := c.run.CallOK(ctx, "fingerprint "+c.lanes[i], agent.NewRequest(&agentv1.Fingerprint{Lane: c.lanes[i], TimeMode: agentv1.TimeMode_TIME_MODE_NONE}))
 	if err != nil {
 		return h, nil, err
 	}
@@ -737,7 +741,7 @@ func (c *corrupter) state(ctx context.Context, i int) ([32]byte, []byte, error) 
 func (c *corrupter) kmsg(ctx context.Context) ([]string, error) {
 	var out []string
 	for {
-		resp, err := c.x.callOK(ctx, "kmsg", &agentv1.Request{Op: &agentv1.Request_Kmsg{Kmsg: &agentv1.Kmsg{AfterSeq: c.kmsgSeq}}})
+		resp, err := c.run.CallOK(ctx, "kmsg", &agentv1.Request{Op: &agentv1.Request_Kmsg{Kmsg: &agentv1.Kmsg{AfterSeq: c.kmsgSeq}}})
 		if err != nil {
 			return nil, err
 		}
@@ -756,7 +760,7 @@ func (c *corrupter) kmsg(ctx context.Context) ([]string, error) {
 
 // observe stops lane i's world, applies f (nil: none), mounts and walks.
 func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, error) {
-	lane := c.x.lanes[i]
+	lane := c.lanes[i]
 	if err := c.sync(ctx); err != nil {
 		return nil, err
 	}
@@ -793,7 +797,7 @@ func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, 
 		o.mountError = fmt.Sprintf("errno %d: %s", resp.GetErrno(), resp.GetError())
 		return o, nil
 	}
-	fp, err := c.x.call(ctx, "fingerprint "+lane, req(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE, Leaves: true}))
+	fp, err := c.run.Call(ctx, "fingerprint "+lane, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE, Leaves: true}))
 	if err != nil {
 		return nil, err
 	}
@@ -821,7 +825,7 @@ const (
 
 // one runs target f on lane i from the checkpoint.
 func (c *corrupter) one(ctx context.Context, i int, text string, f flip, cf *observation) (CorruptResult, error) {
-	lane := c.x.lanes[i]
+	lane := c.lanes[i]
 	r := CorruptResult{Lane: lane, Target: text, LBA: f.LBA, Offset: f.Offset, Bit: f.Bit, Region: f.Region, Field: f.Field}
 	if err := c.restore(ctx); err != nil {
 		return r, err
@@ -879,7 +883,7 @@ func (c *corrupter) compare(ctx context.Context, lane string, cf, o *observation
 	if got == nil {
 		got = map[string]*agentv1.Entry{}
 		for p := range cf.leaves {
-			st, err := c.x.call(ctx, "stat "+lane+"/"+p, req(&agentv1.Stat{Lane: lane, Path: p}))
+			st, err := c.run.Call(ctx, "stat "+lane+"/"+p, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: p}))
 			if err != nil {
 				return false, false, false, err
 			}
@@ -933,7 +937,7 @@ func (c *corrupter) compare(ctx context.Context, lane string, cf, o *observation
 		if b == nil && a != nil && r.ReadErrno == 0 {
 			// Gone from the walk: is the name gone, or does the
 			// filesystem refuse it (EBADMSG on a checksum, EUCLEAN)?
-			st, err := c.x.call(ctx, "stat "+lane+"/"+p, req(&agentv1.Stat{Lane: lane, Path: p}))
+			st, err := c.run.Call(ctx, "stat "+lane+"/"+p, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: p}))
 			if err != nil {
 				return false, false, false, err
 			}
@@ -956,10 +960,10 @@ func keys(m map[string]bool) []string {
 // maxFsckSummary caps FsckSummary.
 const maxFsckSummary = 1024
 
-// fsck runs the lane's host checker (fsckFor) on lane i's resolved image
+// fsck runs the lane's host checker (hostfsck.For) on lane i's resolved image
 // (synced first when mounted).
 func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string, error) {
-	tool, err := fsckFor(c.x.s.specs[i].FS)
+	tool, err := hostfsck.For(c.specs[i].FS)
 	if err != nil {
 		return false, "", err
 	}
@@ -971,14 +975,14 @@ func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string
 	if err := c.dev(ctx, i, "fsck image", func(d *overlay.Device) error { return d.Materialize(c.scratch) }); err != nil {
 		return false, "", err
 	}
-	verdict, out, err := tool.run(ctx, c.scratch)
+	verdict, out, err := tool.Run(ctx, c.scratch)
 	if err != nil {
 		return false, "", fmt.Errorf("fsck: %w", err)
 	}
-	if tool.bin == "btrfs" {
-		return verdict == fsckClean, btrfsCheckSummary(out), nil
+	if c.specs[i].FS == "btrfs" {
+		return verdict == hostfsck.Clean, btrfsCheckSummary(out), nil
 	}
-	if verdict == fsckClean {
+	if verdict == hostfsck.Clean {
 		return true, lastLines(out, 2), nil
 	}
 	return false, lastLines(out, 8), nil

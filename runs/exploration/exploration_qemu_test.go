@@ -1,4 +1,4 @@
-package session
+package exploration
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -22,7 +23,7 @@ func TestExploreRealGuest(t *testing.T) {
 	check := vmmtest.Leaks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestExploreRealGuest(t *testing.T) {
 		}
 		check()
 	}()
-	report := func(t *testing.T, s *ExploreSummary) {
+	report := func(t *testing.T, s *Summary) {
 		t.Helper()
 		per := func(d time.Duration) time.Duration {
 			if s.States == 0 {
@@ -46,11 +47,11 @@ func TestExploreRealGuest(t *testing.T) {
 	}
 
 	t.Run("Ext2Deterministic", func(t *testing.T) {
-		o := ExploreOptions{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7}
-		var sums []*ExploreSummary
+		o := Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7}
+		var sums []*Summary
 		for range 2 {
 			progressed := 0
-			s, err := m.Explore(ctx, o, func(ExploreProgress) { progressed++ }, nil)
+			s, err := Run(ctx, m, o, func(Progress) { progressed++ }, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +64,7 @@ func TestExploreRealGuest(t *testing.T) {
 				t.Errorf("single ext2 lane without self-references: findings %+v", fs)
 			}
 			in, err := m.Get(ctx, s.Session)
-			if err != nil || in.State != StateEnded || in.Reason != "explore finished" {
+			if err != nil || in.State != session.StateEnded || in.Reason != "explore finished" {
 				t.Errorf("session after the run: %+v, %v", in, err)
 			}
 			sums = append(sums, s)
@@ -79,7 +80,7 @@ func TestExploreRealGuest(t *testing.T) {
 	for _, c := range []struct{ lane, name string }{{"ext2", "Ext2SelfReferences"}, {"btrfs", "BtrfsSelfReferences"}} {
 		lane := c.lane
 		t.Run(c.name, func(t *testing.T) {
-			s, err := m.Explore(ctx, ExploreOptions{Lanes: []string{lane}, Depth: 1, Branching: 10, Seed: 7, Remount: true, Fsck: true}, nil, nil)
+			s, err := Run(ctx, m, Options{Lanes: []string{lane}, Depth: 1, Branching: 10, Seed: 7, Remount: true, Fsck: true}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,17 +101,17 @@ func TestExploreRealGuest(t *testing.T) {
 	// Each finding is streamed (and stored) as found, during the search,
 	// then once more, same id, with its minimized trace.
 	t.Run("Ext2VfatDifferential", func(t *testing.T) {
-		var msgs []Finding
+		var msgs []session.Finding
 		states := 0 // progress so far, when a finding comes
 		var statesAt []int
-		s, err := m.Explore(ctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7},
-			func(p ExploreProgress) { states = p.States },
-			func(f Finding) { msgs = append(msgs, f); statesAt = append(statesAt, states) })
+		s, err := Run(ctx, m, Options{Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7},
+			func(p Progress) { states = p.States },
+			func(f session.Finding) { msgs = append(msgs, f); statesAt = append(statesAt, states) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		report(t, s)
-		latest := map[string]Finding{}
+		latest := map[string]session.Finding{}
 		var ids []string
 		dups := 0
 		for i, f := range msgs {
@@ -177,9 +178,9 @@ func TestExploreRealGuest(t *testing.T) {
 	t.Run("Cancelled", func(t *testing.T) {
 		cctx, stop := context.WithCancel(ctx)
 		defer stop()
-		var msgs []Finding
-		s, err := m.Explore(cctx, ExploreOptions{Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7}, nil,
-			func(f Finding) {
+		var msgs []session.Finding
+		s, err := Run(cctx, m, Options{Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7}, nil,
+			func(f session.Finding) {
 				msgs = append(msgs, f)
 				stop()
 			})
@@ -200,7 +201,7 @@ func TestExploreRealGuest(t *testing.T) {
 			}
 		}
 		in, err := m.Get(ctx, s.Session)
-		if err != nil || in.State != StateEnded || in.Reason != "explore cancelled" {
+		if err != nil || in.State != session.StateEnded || in.Reason != "explore cancelled" {
 			t.Errorf("session after cancel: %+v, %v", in, err)
 		}
 		if running, _ := m.List(ctx, false); len(running) != 0 {

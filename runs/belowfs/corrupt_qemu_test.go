@@ -1,4 +1,4 @@
-package session
+package belowfs
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -21,13 +22,13 @@ func TestCorruptRealGuest(t *testing.T) {
 	defer vmmtest.Leaks(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	got := map[string]CorruptResult{}
-	sum, err := m.Corrupt(ctx, CorruptOptions{}, func(r CorruptResult) {
+	sum, err := Corrupt(ctx, m, CorruptOptions{}, func(r CorruptResult) {
 		t.Logf("%-5s %-20s lba %d+%d bit %d %-18s %-26s mounted %v %q -> %-15s affected %v read errno %d fsck clean %v (%s) kmsg %q",
 			r.Lane, r.Target, r.LBA, r.Offset, r.Bit, r.Region, r.Field, r.Mounted, r.MountError, r.Class, r.Affected, r.ReadErrno, r.FsckClean, r.FsckSummary, r.KernelLog)
 		got[r.Target] = r
@@ -82,13 +83,13 @@ func TestCorruptLanesRealGuest(t *testing.T) {
 	defer vmmtest.Leaks(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	got := map[[2]string]CorruptResult{}
-	sum, err := m.Corrupt(ctx, CorruptOptions{Lanes: []string{"ext2", "ext4", "btrfs"}}, func(r CorruptResult) {
+	sum, err := Corrupt(ctx, m, CorruptOptions{Lanes: []string{"ext2", "ext4", "btrfs"}}, func(r CorruptResult) {
 		t.Logf("%-5s %-20s lba %d+%d bit %d %-14s %-40s mounted %v %q -> %-15s affected %v read errno %d fsck clean %v (%s) kmsg %q",
 			r.Lane, r.Target, r.LBA, r.Offset, r.Bit, r.Region, r.Field, r.Mounted, r.MountError, r.Class, r.Affected, r.ReadErrno, r.FsckClean, r.FsckSummary, r.KernelLog)
 		got[[2]string{r.Lane, r.Target}] = r

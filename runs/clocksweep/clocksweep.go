@@ -1,21 +1,22 @@
-package session
+package clocksweep
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
-	"go.uber.org/zap"
 )
 
 // clockSlack is how far past the value a clock-driven op may stamp and
@@ -30,9 +31,9 @@ const (
 	contrastReference = clock.S32Max - 1
 )
 
-// SweepOptions are the inputs of ClockSweep.
-type SweepOptions struct {
-	// Lanes are lane specs, as for Create.
+// Options are the inputs of Run.
+type Options struct {
+	// Lanes are lane specs, as for session.CreateOptions.
 	Lanes []string
 	// Plan is the values (default clock.DefaultPlan()).
 	Plan clock.Plan
@@ -44,15 +45,15 @@ type SweepOptions struct {
 	Shard, Shards int
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
-	// Backend is the machine backend, as for Create: "" or "auto", "qemu"
+	// Backend is the machine backend, as for session.CreateOptions: "" or "auto", "qemu"
 	// or "kvm".
 	Backend string
 	// NoContrast skips the fingerprint contrast.
 	NoContrast bool
 }
 
-// SweepCell is one lane × value × op of a sweep.
-type SweepCell struct {
+// Cell is one lane × value × op of a sweep.
+type Cell struct {
 	Lane string `json:"lane"`
 	FS   string `json:"fs"`
 	// InodeSize is bytes per inode for ext lanes (0 for vfat).
@@ -108,9 +109,9 @@ type Contrast struct {
 	FirstDiff string `json:"first_diff"`
 }
 
-// SweepSummary is the outcome of a ClockSweep.
-type SweepSummary struct {
-	// Session is the sweep's session (ended when ClockSweep returns).
+// Summary is the outcome of a clock sweep.
+type Summary struct {
+	// Session is the sweep's session (ended when Run returns).
 	Session string `json:"session"`
 	// Cells counts cells reported; ByVerdict by verdict kind.
 	Cells     int            `json:"cells"`
@@ -125,25 +126,25 @@ type SweepSummary struct {
 	CellsPerSec float64 `json:"cells_per_sec"`
 }
 
-// validateSweep checks o and fills its defaults; it returns the lane specs
+// validate checks o and fills its defaults; it returns the lane specs
 // and the shard of the plan to run.
-func validateSweep(o *SweepOptions) ([]guest.LaneSpec, clock.Plan, error) {
-	co := CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
-	specs, err := validateCreate(&co)
+func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
+	co := session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
+	specs, err := session.ValidateCreate(&co)
 	if err != nil {
 		return nil, clock.Plan{}, err
 	}
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	for _, sp := range specs {
 		if _, err := clock.RuleFor(sp.FS, sp.InodeSize, clock.Mtime); err != nil {
-			return nil, clock.Plan{}, Invalid("lanes", "lane %s: %v", sp.Name, err)
+			return nil, clock.Plan{}, session.Invalid("lanes", "lane %s: %v", sp.Name, err)
 		}
 	}
 	if len(o.Plan.Values) == 0 && o.Plan.Name == "" && len(o.Plan.Ops) == 0 {
 		o.Plan = clock.DefaultPlan()
 	}
 	if err := o.Plan.Check(); err != nil {
-		return nil, clock.Plan{}, Invalid("plan", "%v", err)
+		return nil, clock.Plan{}, session.Invalid("plan", "%v", err)
 	}
 	if len(o.Ops) == 0 {
 		o.Ops = o.Plan.Ops
@@ -152,19 +153,19 @@ func validateSweep(o *SweepOptions) ([]guest.LaneSpec, clock.Plan, error) {
 		o.Ops = clock.Ops()
 	}
 	if err := clock.CheckOps(o.Ops); err != nil {
-		return nil, clock.Plan{}, Invalid("ops", "%v", err)
+		return nil, clock.Plan{}, session.Invalid("ops", "%v", err)
 	}
 	if o.Shards == 0 {
 		o.Shards = 1
 	}
 	plan, err := clock.Shard(o.Plan, o.Shard, o.Shards)
 	if err != nil {
-		return nil, clock.Plan{}, Invalid("shard", "%v", err)
+		return nil, clock.Plan{}, session.Invalid("shard", "%v", err)
 	}
 	return specs, plan, nil
 }
 
-// ClockSweep creates a session for o.Lanes and, for each value of the
+// Run creates a session for o.Lanes and, for each value of the
 // plan's shard and each op that applies to it, restores the root
 // checkpoint, sets the guest clock (or, for utimensat, the explicit time),
 // runs the op on a fresh file in every lane, syncs and reads three views
@@ -176,8 +177,8 @@ func validateSweep(o *SweepOptions) ([]guest.LaneSpec, clock.Plan, error) {
 // op's errno) is a cell with verdict rejected, not an error. Bad options
 // are a FieldError. The session is busy while the sweep runs and ends with
 // it ("sweep finished", "sweep failed: ...").
-func (m *Manager) ClockSweep(ctx context.Context, o SweepOptions, cell func(SweepCell)) (*SweepSummary, error) {
-	specs, plan, err := validateSweep(&o)
+func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (*Summary, error) {
+	specs, plan, err := validate(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -186,33 +187,17 @@ func (m *Manager) ClockSweep(ctx context.Context, o SweepOptions, cell func(Swee
 		return nil, fmt.Errorf("sweep: scratch dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-
-	t0 := time.Now()
-	in, err := m.Create(ctx, CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend})
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}, "sweep")
 	if err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
+		return nil, err
 	}
-	boot := time.Since(t0)
-	m.mu.Lock()
-	s := m.sessions[in.ID]
-	m.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("sweep: session %s ended before the run started: %w", in.ID, ErrState)
-	}
-	s.mu.Lock()
-	if s.info.State != StateRunning {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("sweep: session %s is %s (%s): %w", in.ID, s.info.State, s.info.Reason, ErrState)
-	}
-	s.exploring = true
-	s.mu.Unlock()
-
-	w := &sweeper{x: &exploreSys{m: m, s: s}, specs: specs, image: filepath.Join(dir, "lane.img")}
-	sum := &SweepSummary{Session: in.ID, ByVerdict: make(map[string]int), Boot: boot}
+	defer run.End(session.StateEnded, "sweep failed") //nolint:errcheck // a backstop: Finish reports
+	w := &sweeper{run: run, specs: specs, image: filepath.Join(dir, "lane.img")}
+	sum := &Summary{Session: run.ID(), ByVerdict: make(map[string]int), Boot: run.Boot()}
 	start := time.Now()
-	m.event(ctx, Event{Session: in.ID, Kind: "sweep.started", Detail: fmt.Sprintf(
-		"plan %s, %d values, ops %s, shard %d/%d", plan.Name, len(plan.Values), strings.Join(o.Ops, ","), o.Shard, o.Shards)})
-	runErr := w.run(ctx, plan, o.Ops, func(c SweepCell) {
+	run.Event(ctx, "sweep.started", fmt.Sprintf(
+		"plan %s, %d values, ops %s, shard %d/%d", plan.Name, len(plan.Values), strings.Join(o.Ops, ","), o.Shard, o.Shards), nil)
+	runErr := w.sweep(ctx, plan, o.Ops, func(c Cell) {
 		sum.Cells++
 		kind, _, _ := strings.Cut(c.Verdict, "(")
 		sum.ByVerdict[kind]++
@@ -227,28 +212,13 @@ func (m *Manager) ClockSweep(ctx context.Context, o SweepOptions, cell func(Swee
 	if secs := sum.Elapsed.Seconds(); secs > 0 {
 		sum.CellsPerSec = float64(sum.Cells) / secs
 	}
-	bg := context.WithoutCancel(ctx)
-	reason := "sweep finished"
-	switch {
-	case runErr != nil && ctx.Err() != nil:
-		reason = "sweep cancelled"
-	case runErr != nil:
-		reason = "sweep failed: " + runErr.Error()
-	}
-	m.event(bg, Event{Session: in.ID, Kind: "sweep.finished", Detail: fmt.Sprintf("%d cells, %v", sum.Cells, sum.ByVerdict)})
-	endErr := m.endExplore(s, StateEnded, reason)
-	if runErr != nil {
-		return sum, errors.Join(fmt.Errorf("sweep: session %s: %w", in.ID, runErr), endErr)
-	}
-	if endErr != nil {
-		m.log.Warn("end sweep session", zap.String("session", in.ID), zap.Error(endErr))
-	}
-	return sum, nil
+	run.Event(context.WithoutCancel(ctx), "sweep.finished", fmt.Sprintf("%d cells, %v", sum.Cells, sum.ByVerdict), nil)
+	return sum, run.Finish(ctx, runErr)
 }
 
-// sweeper drives a sweep's machine through exploreSys's locked calls.
+// sweeper drives a sweep's machine through its run's locked calls.
 type sweeper struct {
-	x     *exploreSys
+	run   *session.Run
 	specs []guest.LaneSpec
 	image string // scratch file for the on-disk view
 	root  vmm.CheckpointID
@@ -256,13 +226,9 @@ type sweeper struct {
 
 const sweepFile = "clk"
 
-func (w *sweeper) run(ctx context.Context, plan clock.Plan, ops []string, emit func(SweepCell)) error {
-	err := w.x.machine(ctx, "root checkpoint", func(ctx context.Context, mach vmm.Machine) error {
-		var err error
-		w.root, err = mach.Checkpoint(ctx)
-		return err
-	})
-	if err != nil {
+func (w *sweeper) sweep(ctx context.Context, plan clock.Plan, ops []string, emit func(Cell)) error {
+	var err error
+	if w.root, err = w.run.Checkpoint(ctx, "root checkpoint"); err != nil {
 		return err
 	}
 	for _, v := range plan.Values {
@@ -280,37 +246,7 @@ func (w *sweeper) run(ctx context.Context, plan clock.Plan, ops []string, emit f
 }
 
 func (w *sweeper) restore(ctx context.Context) error {
-	return w.x.machine(ctx, "restore root", func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, w.root) })
-}
-
-func req(op any) *agentv1.Request {
-	switch o := op.(type) {
-	case *agentv1.SetClock:
-		return &agentv1.Request{Op: &agentv1.Request_SetClock{SetClock: o}}
-	case *agentv1.Write:
-		return &agentv1.Request{Op: &agentv1.Request_Write{Write: o}}
-	case *agentv1.Create:
-		return &agentv1.Request{Op: &agentv1.Request_Create{Create: o}}
-	case *agentv1.Utimens:
-		return &agentv1.Request{Op: &agentv1.Request_Utimens{Utimens: o}}
-	case *agentv1.Mkdir:
-		return &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: o}}
-	case *agentv1.Rename:
-		return &agentv1.Request{Op: &agentv1.Request_Rename{Rename: o}}
-	case *agentv1.Chmod:
-		return &agentv1.Request{Op: &agentv1.Request_Chmod{Chmod: o}}
-	case *agentv1.ReadFile:
-		return &agentv1.Request{Op: &agentv1.Request_ReadFile{ReadFile: o}}
-	case *agentv1.Stat:
-		return &agentv1.Request{Op: &agentv1.Request_Stat{Stat: o}}
-	case *agentv1.Umount:
-		return &agentv1.Request{Op: &agentv1.Request_Umount{Umount: o}}
-	case *agentv1.Mount:
-		return &agentv1.Request{Op: &agentv1.Request_Mount{Mount: o}}
-	case *agentv1.Fingerprint:
-		return &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: o}}
-	}
-	panic(fmt.Sprintf("sweep: no request for %T", op))
+	return w.run.Restore(ctx, "restore root", w.root)
 }
 
 func pbTime(t clock.Timespec) *agentv1.Timespec { return &agentv1.Timespec{Sec: t.Sec, Nsec: t.Nsec} }
@@ -321,7 +257,7 @@ func fromPB(t *agentv1.Timespec) clock.Timespec {
 
 // setClock sets the guest clock; a refusal is its errno.
 func (w *sweeper) setClock(ctx context.Context, t clock.Timespec) (int32, error) {
-	resp, err := w.x.call(ctx, "set clock", req(&agentv1.SetClock{Time: pbTime(t)}))
+	resp, err := w.run.Call(ctx, "set clock", agent.NewRequest(&agentv1.SetClock{Time: pbTime(t)}))
 	if err != nil {
 		return 0, err
 	}
@@ -332,23 +268,23 @@ func (w *sweeper) setClock(ctx context.Context, t clock.Timespec) (int32, error)
 func opReq(op, lane string, t clock.Timespec) *agentv1.Request {
 	switch op {
 	case clock.OpCreate:
-		return req(&agentv1.Create{Lane: lane, Path: sweepFile, Flags: oWronly | oCreat, Mode: 0o644})
+		return agent.NewRequest(&agentv1.Create{Lane: lane, Path: sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Mode: 0o644})
 	case clock.OpWrite:
-		return req(&agentv1.Write{Lane: lane, Path: sweepFile, Data: []byte("y")})
+		return agent.NewRequest(&agentv1.Write{Lane: lane, Path: sweepFile, Data: []byte("y")})
 	case clock.OpTouch:
 		now := &agentv1.TimeValue{Kind: agentv1.TimeValue_KIND_NOW}
-		return req(&agentv1.Utimens{Lane: lane, Path: sweepFile, Atime: now, Mtime: now})
+		return agent.NewRequest(&agentv1.Utimens{Lane: lane, Path: sweepFile, Atime: now, Mtime: now})
 	case clock.OpUtimensat:
 		set := &agentv1.TimeValue{Kind: agentv1.TimeValue_KIND_SET, Time: pbTime(t)}
-		return req(&agentv1.Utimens{Lane: lane, Path: sweepFile, Atime: set, Mtime: set})
+		return agent.NewRequest(&agentv1.Utimens{Lane: lane, Path: sweepFile, Atime: set, Mtime: set})
 	case clock.OpMkdir:
-		return req(&agentv1.Mkdir{Lane: lane, Path: sweepFile, Mode: 0o755})
+		return agent.NewRequest(&agentv1.Mkdir{Lane: lane, Path: sweepFile, Mode: 0o755})
 	case clock.OpRename:
-		return req(&agentv1.Rename{Lane: lane, Path: sweepFile, NewPath: sweepFile + ".r"})
+		return agent.NewRequest(&agentv1.Rename{Lane: lane, Path: sweepFile, NewPath: sweepFile + ".r"})
 	case clock.OpChmod:
-		return req(&agentv1.Chmod{Lane: lane, Path: sweepFile, Mode: 0o600})
+		return agent.NewRequest(&agentv1.Chmod{Lane: lane, Path: sweepFile, Mode: 0o600})
 	case clock.OpRead:
-		return req(&agentv1.ReadFile{Lane: lane, Path: sweepFile})
+		return agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: sweepFile})
 	}
 	panic("sweep: unknown op " + op)
 }
@@ -383,7 +319,7 @@ func diskField(t guest.InodeTimes, f clock.Field) clock.Timespec {
 
 // stat returns a lane's path's field in the guest view.
 func (w *sweeper) stat(ctx context.Context, lane, path string, f clock.Field) (clock.Timespec, error) {
-	resp, err := w.x.callOK(ctx, "stat "+lane+"/"+path, req(&agentv1.Stat{Lane: lane, Path: path}))
+	resp, err := w.run.CallOK(ctx, "stat "+lane+"/"+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
 	if err != nil {
 		return clock.Timespec{}, err
 	}
@@ -400,8 +336,8 @@ func (w *sweeper) onDisk(ctx context.Context, i int, path string, f clock.Field)
 	if err != nil {
 		return nil, fmt.Errorf("on-disk view: %w", err)
 	}
-	err = w.x.machine(ctx, "lane image", func(context.Context, vmm.Machine) error {
-		_, err := w.x.s.devs[i].WriteTo(file)
+	err = w.run.Disk(ctx, i, "lane image", func(d *overlay.Device) error {
+		_, err := d.WriteTo(file)
 		return err
 	})
 	if cerr := file.Close(); err == nil && cerr != nil {
@@ -419,26 +355,26 @@ func (w *sweeper) onDisk(ctx context.Context, i int, path string, f clock.Field)
 }
 
 func (w *sweeper) sync(ctx context.Context) error {
-	_, err := w.x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+	_, err := w.run.CallOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
 	return err
 }
 
 func (w *sweeper) remount(ctx context.Context, lane string) error {
-	if _, err := w.x.callOK(ctx, "umount "+lane, req(&agentv1.Umount{Lane: lane})); err != nil {
+	if _, err := w.run.CallOK(ctx, "umount "+lane, agent.NewRequest(&agentv1.Umount{Lane: lane})); err != nil {
 		return err
 	}
-	_, err := w.x.callOK(ctx, "mount "+lane, req(&agentv1.Mount{Lane: lane}))
+	_, err := w.run.CallOK(ctx, "mount "+lane, agent.NewRequest(&agentv1.Mount{Lane: lane}))
 	return err
 }
 
 // cell runs one value × op on every lane.
-func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]SweepCell, error) {
+func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, error) {
 	f, _ := clock.OpField(op)
 	steps := v.Steps()
 	set := steps[len(steps)-1]
-	cells := make([]SweepCell, len(w.specs))
+	cells := make([]Cell, len(w.specs))
 	for i, sp := range w.specs {
-		cells[i] = SweepCell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
+		cells[i] = Cell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
 			Value: set.Sec, ValueNs: set.Nsec, Op: op, Field: f}
 		if e, err := clock.Expect(sp.FS, sp.InodeSize, f, set); err == nil {
 			cells[i].Expected = e.Verdict.String()
@@ -450,7 +386,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]SweepCe
 	// A fresh file (with content, for read) made at the root's clock.
 	if op != clock.OpCreate && op != clock.OpMkdir {
 		for _, sp := range w.specs {
-			if _, err := w.x.callOK(ctx, "prepare "+sp.Name, req(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: oWronly | oCreat, Data: []byte("x")})); err != nil {
+			if _, err := w.run.CallOK(ctx, "prepare "+sp.Name, agent.NewRequest(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Data: []byte("x")})); err != nil {
 				return nil, err
 			}
 		}
@@ -479,7 +415,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]SweepCe
 			if rejected[i] != 0 {
 				continue
 			}
-			resp, err := w.x.call(ctx, op+" "+sp.Name, opReq(op, sp.Name, st))
+			resp, err := w.run.Call(ctx, op+" "+sp.Name, opReq(op, sp.Name, st))
 			if err != nil {
 				return nil, err
 			}
@@ -522,7 +458,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]SweepCe
 
 // probe makes v.Touches rapid touches at v's clock and counts distinct
 // stored times in the guest view and on disk.
-func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []SweepCell) error {
+func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []Cell) error {
 	n := v.Touches
 	if n == 0 {
 		n = clock.DefaultTouches
@@ -544,7 +480,7 @@ func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []SweepCell) e
 		// Each lane is stat'ed right after its touch; the on-disk view
 		// of every lane follows a sync per round.
 		for i, sp := range w.specs {
-			if _, err := w.x.callOK(ctx, "touch "+sp.Name, opReq(clock.OpTouch, sp.Name, clock.Timespec{})); err != nil {
+			if _, err := w.run.CallOK(ctx, "touch "+sp.Name, opReq(clock.OpTouch, sp.Name, clock.Timespec{})); err != nil {
 				return err
 			}
 			g, err := w.stat(ctx, sp.Name, sweepFile, clock.Mtime)
@@ -615,12 +551,12 @@ func (w *sweeper) contrast(ctx context.Context) ([]Contrast, error) {
 		}
 		out := make(map[string][]*agentv1.Entry)
 		for _, sp := range w.specs {
-			if _, err := w.x.callOK(ctx, "create "+sp.Name, req(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: oWronly | oCreat, Data: []byte("x")})); err != nil {
+			if _, err := w.run.CallOK(ctx, "create "+sp.Name, agent.NewRequest(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Data: []byte("x")})); err != nil {
 				return nil, err
 			}
 		}
 		for _, sp := range w.specs {
-			resp, err := w.x.callOK(ctx, "fingerprint "+sp.Name, req(&agentv1.Fingerprint{Lane: sp.Name, TimeMode: agentv1.TimeMode_TIME_MODE_ALL, Leaves: true}))
+			resp, err := w.run.CallOK(ctx, "fingerprint "+sp.Name, agent.NewRequest(&agentv1.Fingerprint{Lane: sp.Name, TimeMode: agentv1.TimeMode_TIME_MODE_ALL, Leaves: true}))
 			if err != nil {
 				return nil, err
 			}
@@ -643,10 +579,10 @@ func (w *sweeper) contrast(ctx context.Context) ([]Contrast, error) {
 		}
 		la, lb := a[sp.Name], b[sp.Name]
 		c := Contrast{Lane: sp.Name, Value: contrastValue, Reference: contrastReference,
-			Stored: findEntry(la, sweepFile).GetMtime().GetSec()}
+			Stored: oracle.Find(la, sweepFile).GetMtime().GetSec()}
 		c.Clamped = c.Stored != contrastValue
-		c.TimeExcludedEqual = bytes.Equal(rootOf(la, agentv1.TimeMode_TIME_MODE_NONE), rootOf(lb, agentv1.TimeMode_TIME_MODE_NONE))
-		c.TimeIncludedEqual = bytes.Equal(rootOf(la, agentv1.TimeMode_TIME_MODE_ALL), rootOf(lb, agentv1.TimeMode_TIME_MODE_ALL))
+		c.TimeExcludedEqual = bytes.Equal(oracle.Root(la, agentv1.TimeMode_TIME_MODE_NONE), oracle.Root(lb, agentv1.TimeMode_TIME_MODE_NONE))
+		c.TimeIncludedEqual = bytes.Equal(oracle.Root(la, agentv1.TimeMode_TIME_MODE_ALL), oracle.Root(lb, agentv1.TimeMode_TIME_MODE_ALL))
 		if p, ok := oracle.FirstDiff(la, lb, agentv1.TimeMode_TIME_MODE_ALL); ok {
 			c.FirstDiff = p
 		}

@@ -1,4 +1,4 @@
-package session
+package clocksweep
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -20,7 +21,7 @@ func TestClockSweepRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	m, err := Open(ctx, Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
+	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +32,9 @@ func TestClockSweepRealGuest(t *testing.T) {
 		{Name: "-1", Sec: -1},
 		{Name: "probe", Sec: 1_700_000_000, Kind: clock.KindProbe, Touches: 4},
 	}}
-	cells := map[[3]string]SweepCell{}
-	sum, err := m.ClockSweep(ctx, SweepOptions{Lanes: lanes, Plan: plan, Ops: []string{clock.OpTouch, clock.OpUtimensat}},
-		func(c SweepCell) {
+	cells := map[[3]string]Cell{}
+	sum, err := Run(ctx, m, Options{Lanes: lanes, Plan: plan, Ops: []string{clock.OpTouch, clock.OpUtimensat}},
+		func(c Cell) {
 			t.Logf("%-20s %-6s %-9s guest %-22s disk %-22v remount %-22s %s (expected %s) probe %d/%d/%d",
 				c.Lane, c.Name, c.Op, c.Guest, c.OnDisk, c.AfterRemount, c.Verdict, c.Expected, c.Touches, c.DistinctGuest, c.DistinctOnDisk)
 			cells[[3]string{c.Lane, c.Name, c.Op}] = c

@@ -1,4 +1,4 @@
-package session
+package belowfs
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/session"
 )
 
 func TestValidateProfile(t *testing.T) {
@@ -54,9 +55,9 @@ func TestValidateProfile(t *testing.T) {
 		{ProfileOptions{Setup: []string{"create f"}, LsFiles: 3}, "ls_files"},
 	} {
 		_, _, err := validateProfile(&c.o)
-		var fe *FieldError
+		var fe *session.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field {
-			t.Errorf("validateProfile(%+v) = %v, want a FieldError on %s", c.o, err, c.field)
+			t.Errorf("validateProfile(%+v) = %v, want a session.FieldError on %s", c.o, err, c.field)
 		}
 	}
 }
@@ -109,10 +110,6 @@ func TestParseProfileOps(t *testing.T) {
 		}
 		if wk := got.req.GetWalk(); wk.GetPath() != w.path || wk.GetRecursive() != w.recursive {
 			t.Errorf("ops[%d] walk = %v, want path %q recursive %v", i, wk, w.path, w.recursive)
-		}
-		// The session fills the lane as for every other op.
-		if l := withLane(got.req, got.kind, "ext2").GetWalk().GetLane(); l != "ext2" {
-			t.Errorf("ops[%d]: withLane set lane %q", i, l)
 		}
 	}
 }

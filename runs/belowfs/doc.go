@@ -1,0 +1,8 @@
+// Package belowfs holds the runs that look below the filesystem, at the
+// lane's block device: Profile (sectors written and read per op, the
+// paper's Tables 2 and 4, with the on-disk layout in two views) and Corrupt
+// (one bit flipped on a fork branch, the blast radius of Table 11, checked
+// by a cold mount, a walk and the host fsck). Each leases a session of its
+// own (session.Manager.Acquire) and reads the lanes' overlays through the
+// run (session.Run.Disk); block owners come from the parsed image (fsimage).
+package belowfs

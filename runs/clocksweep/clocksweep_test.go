@@ -1,0 +1,55 @@
+package clocksweep
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
+)
+
+func TestClockSweepOptionsRejected(t *testing.T) {
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		o     Options
+		field string
+	}{
+		{"no lanes", Options{}, "lanes"},
+		{"unknown fs", Options{Lanes: []string{"xfs"}}, "lanes"},
+		{"unknown op", Options{Lanes: []string{"ext2"}, Ops: []string{"fly"}}, "ops"},
+		{"shard 4/3", Options{Lanes: []string{"ext2"}, Shard: 4, Shards: 3}, "shard"},
+		{"shard -1", Options{Lanes: []string{"ext2"}, Shard: -1, Shards: 2}, "shard"},
+		{"bad plan", Options{Lanes: []string{"ext2"}, Plan: clock.Plan{Name: "x"}}, "plan"},
+		{"bad value", Options{Lanes: []string{"ext2"}, Plan: clock.Plan{Values: []clock.Value{{Name: "a", Nsec: -1}}}}, "plan"},
+		{"backend", Options{Lanes: []string{"ext2"}, Backend: "xen"}, "backend"},
+	} {
+		_, err := Run(ctx, m, c.o, nil)
+		var fe *session.FieldError
+		if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, c.field) {
+			t.Errorf("%s: err = %v, want a session.FieldError on %s", c.name, err, c.field)
+		}
+	}
+	if st := m.Stats(); st.Created != 0 {
+		t.Errorf("bad options created %d sessions", st.Created)
+	}
+}
+
+func TestClockSweepDefaults(t *testing.T) {
+	o := Options{Lanes: []string{"ext2", "vfat"}}
+	_, plan, err := validate(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Values) != len(clock.DefaultPlan().Values) || strings.Join(o.Ops, ",") != strings.Join(clock.Ops(), ",") || o.Shards != 1 {
+		t.Errorf("defaults: %d values, ops %v, shards %d", len(plan.Values), o.Ops, o.Shards)
+	}
+	o = Options{Lanes: []string{"ext2"}, Shard: 1, Shards: 3}
+	if _, plan, err = validate(&o); err != nil || plan.Values[0].Name != clock.DefaultPlan().Values[1].Name {
+		t.Errorf("shard 1/3: %v %v", plan.Values, err)
+	}
+}

@@ -1,0 +1,8 @@
+// Package clocksweep is the clock as a search axis (the paper's Table 8,
+// Y2038): it leases a session (session.Manager.Acquire) and, for every
+// value of a clock.Plan and every op, restores a root checkpoint, sets the
+// guest clock, runs the op and reads the timestamp back three ways — as the
+// guest sees it, as the disk stores it (the lane's image parsed on the
+// host) and after a remount — giving each lane's cell a verdict; shard 0
+// adds the clamped-versus-representable contrast.
+package clocksweep

@@ -1,0 +1,181 @@
+package exploration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/runs/hostfsck"
+)
+
+// remountCheck is the "state unchanged by umount+mount" self-reference of a
+// single-lane run.
+func (x *system) remountCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
+	t0 := time.Now()
+	defer func() { x.checkTime += time.Since(t0) }()
+	lane := x.lanes[0]
+	before, err := x.laneLeaves(ctx, lane)
+	if err != nil {
+		return nil, err
+	}
+	x.forget()
+	for _, req := range []*agentv1.Request{
+		{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: lane}}},
+		{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: lane}}},
+	} {
+		what := strings.TrimPrefix(fmt.Sprintf("%T", req.GetOp()), "*agentv1.Request_")
+		resp, err := x.call(ctx, strings.ToLower(what)+" "+lane, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetErrno() != 0 {
+			return &explore.Finding{Kind: KindRemount, Field: strings.ToLower(what),
+				Detail: fmt.Sprintf("%s of lane %s failed: errno %d (%s)", strings.ToLower(what), lane, resp.GetErrno(), resp.GetError())}, nil
+		}
+	}
+	after, err := x.laneLeaves(ctx, lane)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(oracle.Root(before, x.mode), oracle.Root(after, x.mode)) {
+		return nil, nil
+	}
+	path, ok := oracle.FirstDiff(before, after, x.mode)
+	if !ok {
+		return nil, nil
+	}
+	field, va, vb := explore.FieldDiff(oracle.Find(before, path), oracle.Find(after, path), x.mode)
+	shown := path
+	if shown == "" {
+		shown = "/"
+	}
+	return &explore.Finding{Kind: KindRemount, Path: path, Field: field,
+		Detail: fmt.Sprintf("lane %s changed across umount+mount at %s: %s %s before, %s after", lane, shown, field, va, vb)}, nil
+}
+
+// layerSeen is the lower ⊕ upper reference's record of one overlay lane.
+type layerSeen struct {
+	states map[string]bool // merged roots checked
+	counts LayerCounts
+}
+
+// layersCheck returns the lower ⊕ upper self-reference of an overlay lane:
+// the merged view (the lane's walk) must equal oracle.Merge of its lower
+// layer and its upper layer seen from below, as walked; both sides are
+// canonicalized under the run's policy and compared under its time mode — every field a leaf has,
+// the nlink of merged directories included (overlayfs reports 1 for them,
+// and Merge says so). It costs no walk of its own: the merged view and the
+// view from below are the state's fingerprint walks, and the lower layer is
+// walked once per run.
+func (x *system) layersCheck(lane string) explore.Check {
+	return func(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
+		t0 := time.Now()
+		defer func() { x.checkTime += time.Since(t0) }()
+		below, err := x.belowLeaves(ctx, lane)
+		if err != nil {
+			return nil, err
+		}
+		got, err := x.laneLeaves(ctx, lane) // the merged view, canonicalized
+		if err != nil {
+			return nil, err
+		}
+		lower, err := x.lowerLeaves(ctx, lane)
+		if err != nil {
+			return nil, err
+		}
+		x.countLayers(lane, oracle.Root(got, x.mode), below)
+		want := oracle.WithoutSymlinkAtime(oracle.Canonicalize(oracle.Merge(lower, below), x.policy))
+		got = oracle.WithoutSymlinkAtime(got)
+		path, ok := oracle.FirstDiff(want, got, x.mode)
+		if !ok {
+			return nil, nil
+		}
+		field, vw, vg := explore.FieldDiff(oracle.Find(want, path), oracle.Find(got, path), x.mode)
+		shown := path
+		if shown == "" {
+			shown = "/"
+		}
+		return &explore.Finding{Kind: KindLayers, Path: path, Field: field,
+			Detail: fmt.Sprintf("lane %s: the merged view differs from lower ⊕ upper seen from below at %s: %s %s in lower ⊕ upper, %s merged (policy %s)", lane, shown, field, vw, vg, x.policy.Name)}, nil
+	}
+}
+
+// countLayers records a checked state of an overlay lane (once per merged
+// root) and the markers its upper layer holds.
+func (x *system) countLayers(lane string, root []byte, below []*agentv1.Entry) {
+	seen := x.layers[lane]
+	if seen == nil {
+		seen = &layerSeen{states: make(map[string]bool)}
+		x.layers[lane] = seen
+	}
+	if seen.states[string(root)] {
+		return
+	}
+	seen.states[string(root)] = true
+	seen.counts.Checked++
+	var wh, op bool
+	for _, e := range below {
+		switch oracle.ParseSymbolic(e).Marker {
+		case oracle.MarkerWhiteout:
+			wh = true
+		case oracle.MarkerOpaque:
+			op = true
+		}
+	}
+	if wh {
+		seen.counts.Whiteouts++
+	}
+	if op {
+		seen.counts.Opaque++
+	}
+}
+
+// fsckCheck is the "host fsck clean" self-reference of a single ext*,
+// overlay or btrfs lane (fsckFor): sync in the guest, write the lane's
+// resolved overlay image to a scratch file and check it on the host. The
+// image is of a mounted filesystem after sync; ext2 writes its superblock
+// and group counters on sync, and btrfs commits its transaction, so it is
+// clean unless the filesystem is not.
+func (x *system) fsckCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
+	t0 := time.Now()
+	defer func() { x.checkTime += time.Since(t0) }()
+	if _, err := x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(x.fsckImage)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	err = x.run.Disk(ctx, 0, "fsck image", func(d *overlay.Device) error {
+		_, err := d.WriteTo(f)
+		return err
+	})
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("fsck image: %w", cerr)
+	}
+	if err != nil {
+		return nil, checked(err)
+	}
+	tool, err := hostfsck.For(x.run.Specs()[0].Layer().FS)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	verdict, out, err := tool.Run(ctx, x.fsckImage)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("fsck: %w", err)
+	case verdict == hostfsck.Clean:
+		return nil, nil
+	case verdict == hostfsck.Broken:
+		return nil, fmt.Errorf("fsck: %s could not check lane %s's image: %s", tool.Name, x.lanes[0], hostfsck.Truncate(out, hostfsck.MaxOutput))
+	}
+	return &explore.Finding{Kind: KindFsck, Field: "fsck",
+		Detail: fmt.Sprintf("%s on lane %s's image reports errors: %s", tool.Name, x.lanes[0], hostfsck.Truncate(out, hostfsck.MaxOutput))}, nil
+}

@@ -1,0 +1,258 @@
+package exploration
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
+	"github.com/themisfs/themis/vmm"
+)
+
+// dyingMachine is a fakeMachine whose guest dies at the first operation
+// that is not a mount or a fingerprint.
+type dyingMachine struct{ *sessiontest.Machine }
+
+func (d *dyingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	switch req.Op.(type) {
+	case *agentv1.Request_Mount, *agentv1.Request_Fingerprint:
+	default:
+		d.Kill()
+	}
+	return d.Machine.Call(ctx, req)
+}
+
+func TestExploreBadInput(t *testing.T) {
+	m, machines := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		o     Options
+		field string
+	}{
+		{"no lanes", Options{}, "lanes"},
+		{"unknown fs", Options{Lanes: []string{"ext2", "zfs"}}, "lanes[1]"},
+		{"depth", Options{Lanes: []string{"ext2"}, Depth: explore.MaxDepth + 1}, "depth"},
+		{"negative depth", Options{Lanes: []string{"ext2"}, Depth: -1}, "depth"},
+		{"branching", Options{Lanes: []string{"ext2"}, Branching: explore.MaxBranching + 1}, "branching"},
+		{"max states", Options{Lanes: []string{"ext2"}, MaxStates: -1}, "max_states"},
+		{"max duration", Options{Lanes: []string{"ext2"}, MaxDuration: -time.Second}, "max_duration"},
+		{"time mode", Options{Lanes: []string{"ext2"}, TimeMode: 99}, "time_mode"},
+		{"policy", Options{Lanes: []string{"ext2"}, Policy: "lenient"}, "policy"},
+		{"memory", Options{Lanes: []string{"ext2"}, MemoryMiB: 1}, "memory_mib"},
+		{"backend", Options{Lanes: []string{"ext2"}, Backend: "xen"}, "backend"},
+		{"remount with two lanes", Options{Lanes: []string{"ext2", "ext4"}, Remount: true}, "remount"},
+		{"fsck with two lanes", Options{Lanes: []string{"ext2", "ext4"}, Fsck: true}, "fsck"},
+		{"fsck on vfat", Options{Lanes: []string{"vfat"}, Fsck: true}, "fsck"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Run(ctx, m, tt.o, nil, nil)
+			sessiontest.WantErr(t, err, session.ErrInvalid, tt.field)
+		})
+	}
+	if n := machines.Len(); n != 0 {
+		t.Errorf("%d machines started for bad input, want 0", n)
+	}
+	if _, err := m.Finding(ctx, "f-000000000000"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("Finding(unknown) = %v, want session.ErrNotFound", err)
+	}
+	if _, err := m.Finding(ctx, ""); !errors.Is(err, session.ErrInvalid) {
+		t.Errorf("Finding(\"\") = %v, want session.ErrInvalid", err)
+	}
+	if _, err := m.Findings(ctx, "s-000000000000"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("Findings(unknown session) = %v, want session.ErrNotFound", err)
+	}
+}
+
+// TestExploreFake checks the control flow on the fake machine: every state
+// looks the same (the fake returns no leaves), the session ends, the
+// session is busy while the run lasts, and a guest that dies mid-run is a
+// finding kept in the ledger, not an error.
+func TestExploreFake(t *testing.T) {
+	var dying bool // machines started from now on die at their first op
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, func(vmm.Config) vmm.Machine {
+		if dying {
+			return &dyingMachine{Machine: &sessiontest.Machine{}}
+		}
+		return &sessiontest.Machine{}
+	})
+	ctx := context.Background()
+	var busy error
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7},
+		func(p Progress) {
+			if busy == nil {
+				running, err := m.List(ctx, false)
+				if err != nil || len(running) != 1 {
+					t.Errorf("List during the run: %v, %v", running, err)
+					return
+				}
+				_, busy = m.Apply(ctx, running[0].ID, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+			}
+		}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.States != 3 || sum.Unique != 1 || sum.Findings != 0 || sum.Stopped != "" || sum.Backend != "qemu" {
+		t.Errorf("summary %+v: want 3 states (every child equals the root), 1 unique, no findings", sum)
+	}
+	if !errors.Is(busy, session.ErrState) {
+		t.Errorf("Apply during the run: %v, want session.ErrState", busy)
+	}
+	in, err := m.Get(ctx, sum.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.State != session.StateEnded || in.Reason != "explore finished" {
+		t.Errorf("session %s (%s), want ended (explore finished)", in.State, in.Reason)
+	}
+
+	// A guest that dies at its first op.
+	var got []session.Finding
+	dying = true
+	sum, err = Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 1, Branching: 2, Seed: 1<<63 + 5}, nil,
+		func(f session.Finding) { got = append(got, f) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Stopped != explore.StopGuestDied || len(got) != 1 || got[0].Kind != explore.KindGuestDied || len(got[0].Trace) != 1 {
+		t.Fatalf("summary %+v, findings %+v: want one guest-died finding with a one-op trace", sum, got)
+	}
+	in, err = m.Get(ctx, sum.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.State != session.StateFailed {
+		t.Errorf("session %s (%s), want failed", in.State, in.Reason)
+	}
+	f, err := m.Finding(ctx, got[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Created.Equal(got[0].Created) || f.Seed != 1<<63+5 {
+		t.Errorf("stored %+v, found %+v", f, got[0])
+	}
+	f.Created = got[0].Created
+	if !reflect.DeepEqual(*f, got[0]) {
+		t.Errorf("Finding round trip:\n got %+v\nwant %+v", *f, got[0])
+	}
+	all, err := m.Findings(ctx, "")
+	if err != nil || len(all) != 1 || all[0].ID != f.ID {
+		t.Errorf("Findings(\"\") = %v, %v; want the one finding", all, err)
+	}
+	mine, err := m.Findings(ctx, sum.Session)
+	if err != nil || len(mine) != 1 {
+		t.Errorf("Findings(%s) = %v, %v; want the one finding", sum.Session, mine, err)
+	}
+}
+
+// divergingMachine is a fakeMachine on which mkdir fails with EPERM on the
+// lane "ext4" only: every mkdir is an errno divergence.
+type divergingMachine struct{ *sessiontest.Machine }
+
+func (d *divergingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	if mk := req.GetMkdir(); mk != nil && mk.GetLane() == "ext4" {
+		return &agentv1.Response{Errno: int32(syscall.EPERM), Error: "mkdir: operation not permitted"}, nil
+	}
+	return d.Machine.Call(ctx, req)
+}
+
+// TestExploreFindingsStreamed: a finding reaches the caller (and the
+// ledger) the moment the search finds it, with its trace as found, and once
+// more, same id, with the minimized trace after the search.
+func TestExploreFindingsStreamed(t *testing.T) {
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, func(vmm.Config) vmm.Machine {
+		return &divergingMachine{Machine: &sessiontest.Machine{}}
+	})
+	ctx := context.Background()
+	var got []session.Finding
+	progressAfter := map[string]int{} // finding id -> progress calls after it was first sent
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 20, Seed: 7},
+		func(Progress) {
+			for id := range progressAfter {
+				progressAfter[id]++
+			}
+		},
+		func(f session.Finding) {
+			got = append(got, f)
+			if !f.Minimized {
+				progressAfter[f.ID] = 0
+				// Stored before it is sent.
+				stored, err := m.Finding(ctx, f.ID)
+				if err != nil || stored.Minimized || !reflect.DeepEqual(stored.Trace, f.Trace) {
+					t.Errorf("finding %s when sent: stored %+v, %v", f.ID, stored, err)
+				}
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 2 {
+		t.Fatalf("%d finding messages %+v, want the finding and its minimized update", len(got), got)
+	}
+	first := map[string]session.Finding{}
+	var order []string
+	for _, f := range got {
+		t.Logf("%s minimized=%v dup=%q trace %v (found %v): %s", f.ID, f.Minimized, f.DuplicateOf, f.Trace, f.FoundTrace, f.Detail)
+		a, seen := first[f.ID]
+		if !seen {
+			if f.Minimized || !reflect.DeepEqual(f.Trace, f.FoundTrace) || len(f.Trace) != f.OriginalLen || f.Kind != explore.KindErrno {
+				t.Errorf("first message of %s: %+v, want the errno divergence as found", f.ID, f)
+			}
+			first[f.ID] = f
+			order = append(order, f.ID)
+			continue
+		}
+		if !f.Minimized || len(f.Trace) != 1 || !strings.HasPrefix(f.Trace[0], "mkdir ") || !reflect.DeepEqual(f.FoundTrace, a.FoundTrace) || !f.Created.Equal(a.Created) {
+			t.Errorf("update of %s: %+v, want the one-op minimized trace, found trace kept", f.ID, f)
+		}
+		stored, err := m.Finding(ctx, f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored.Created = f.Created
+		if !reflect.DeepEqual(*stored, f) {
+			t.Errorf("Finding(%s) after the run:\n got %+v\nwant %+v", f.ID, *stored, f)
+		}
+	}
+	if sum.Findings != len(order) {
+		t.Errorf("summary counts %d findings, %d sent", sum.Findings, len(order))
+	}
+	for id, n := range progressAfter {
+		if n == 0 {
+			t.Errorf("finding %s: no progress after it was sent; want it sent during the search", id)
+		}
+	}
+	all, err := m.Findings(ctx, sum.Session)
+	if err != nil || len(all) != len(order) {
+		t.Errorf("Findings(%s): %d, %v; want %d", sum.Session, len(all), err, len(order))
+	}
+}
+
+// TestSeedTreeInPool: every seed tree names only paths of explore's default
+// pool (files as files, dirs as dirs), so that the ops explore draws reach
+// them.
+func TestSeedTreeInPool(t *testing.T) {
+	t.Parallel()
+	files, dirs := explore.DefaultPool.Paths()
+	for n := 1; n <= guest.MaxSeed; n++ {
+		for _, e := range guest.SeedTree(n) {
+			pool := files
+			if e.Dir {
+				pool = dirs
+			}
+			if !slices.Contains(pool, e.Path) {
+				t.Errorf("seed=%d: %s (dir %v) is not in explore's pool", n, e.Path, e.Dir)
+			}
+		}
+	}
+}

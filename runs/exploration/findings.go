@@ -1,0 +1,127 @@
+package exploration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/session"
+)
+
+// findingRecorder stores a run's findings in the ledger as explore
+// reports them (explore.Config.Found, then Minimized) and passes each
+// stored version to the caller. It is used only from the goroutine running
+// the Checker.
+type findingRecorder struct {
+	run   *session.Run
+	ctx   context.Context // not cancelled with the run: findings are kept
+	specs []string
+	send  func(session.Finding) // the caller's found; may be nil
+
+	byID map[int]*session.Finding // by explore's Finding.ID
+	errs []error                  // ledger failures, returned at the end of the run
+}
+
+// found records a finding the moment the search finds it, trace as found.
+func (r *findingRecorder) found(f explore.Finding) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("finding id: %w", err))
+		return
+	}
+	trace := FormatTrace(f.Trace)
+	fd := &session.Finding{
+		ID: "f-" + hex.EncodeToString(b[:]), Kind: f.Kind, Detail: f.Detail,
+		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
+		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
+		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes),
+	}
+	if err := r.run.RecordFinding(r.ctx, fd); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	r.byID[f.ID] = fd
+	r.run.Event(r.ctx, "finding", fmt.Sprintf("%s %s: %s", fd.ID, fd.Kind, fd.Detail), fd.Lanes)
+	r.emit(fd)
+}
+
+// minimized updates a recorded finding with its minimized trace.
+func (r *findingRecorder) minimized(f explore.Finding) {
+	fd := r.byID[f.ID]
+	if fd == nil {
+		return // its first record failed (already in errs)
+	}
+	fd.Detail, fd.Trace, fd.Path, fd.Field, fd.Lanes = f.Detail, FormatTrace(f.Trace), f.Path, f.Field, laneResults(f.Lanes)
+	fd.Minimized, fd.DuplicateOf = f.Minimized, ""
+	if dup := r.byID[f.DuplicateOf]; f.DuplicateOf != 0 && dup != nil {
+		fd.DuplicateOf = dup.ID
+	}
+	if err := r.run.UpdateFinding(r.ctx, fd); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	detail := fmt.Sprintf("%s: %d ops as found, %d minimized", fd.ID, fd.OriginalLen, len(fd.Trace))
+	switch {
+	case !fd.Minimized:
+		detail = fmt.Sprintf("%s: not minimized: %s", fd.ID, fd.Detail)
+	case fd.DuplicateOf != "":
+		detail += ", duplicate of " + fd.DuplicateOf
+	}
+	r.run.Event(r.ctx, "finding.minimized", detail, fd.Lanes)
+	r.emit(fd)
+}
+
+func (r *findingRecorder) emit(fd *session.Finding) {
+	if r.send != nil {
+		c := *fd
+		c.Trace, c.FoundTrace, c.Lanes, c.LaneSpecs = slices.Clone(fd.Trace), slices.Clone(fd.FoundTrace), slices.Clone(fd.Lanes), slices.Clone(fd.LaneSpecs)
+		r.send(c)
+	}
+}
+
+// distinct counts the recorded findings that are not duplicates.
+func (r *findingRecorder) distinct() int {
+	n := 0
+	for _, fd := range r.byID {
+		if fd.DuplicateOf == "" {
+			n++
+		}
+	}
+	return n
+}
+
+func laneResults(ls []explore.LaneResult) []session.LaneResult {
+	var out []session.LaneResult
+	for _, l := range ls {
+		out = append(out, session.LaneResult{Lane: l.Lane, Errno: l.Errno})
+	}
+	return out
+}
+
+// FormatTrace writes ops in opspec short form (protojson where the short
+// form cannot say it exactly).
+func FormatTrace(trace []*agentv1.Request) []string {
+	out := make([]string, len(trace))
+	for i, r := range trace {
+		op, err := opspec.FromRequest(r)
+		if err != nil {
+			b, merr := protojson.Marshal(r)
+			if merr != nil {
+				out[i] = fmt.Sprintf("<unprintable op: %v>", err)
+				continue
+			}
+			out[i] = string(b)
+			continue
+		}
+		out[i] = opspec.Format(op)
+	}
+	return out
+}

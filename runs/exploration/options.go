@@ -1,0 +1,202 @@
+package exploration
+
+import (
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/session"
+)
+
+// Finding kinds of the run's own self-references (explore.Config.Checks).
+const (
+	KindRemount = "self-reference:remount"
+	KindFsck    = "self-reference:fsck"
+	// KindLayers: an overlay lane's merged view is not lower ⊕ upper seen
+	// from below (oracle.Merge).
+	KindLayers = "self-reference:layers"
+)
+
+// Summary.Stopped values besides explore's ("" done, "budget", "cancelled",
+// "findings", "guest-died").
+const (
+	// StopMaxDuration: Options.MaxDuration ran out.
+	StopMaxDuration = "max-duration"
+)
+
+const (
+	// exploreProgressEvery is how many states pass between progress calls.
+	exploreProgressEvery = 16
+	// defaultPolicy is the canonicalization policy of an explore run.
+	defaultPolicy = "metis"
+)
+
+// Options are the inputs of Run.
+type Options struct {
+	// Lanes are lane specs, as for session.CreateOptions ("ext2", "ext2,vfat" as two
+	// entries, ...). One lane is checked against its own references; two or
+	// more against each other.
+	Lanes []string
+	// MemoryMiB is guest RAM in MiB (default 128).
+	MemoryMiB int
+	// Backend is the machine backend, as for session.CreateOptions: "" or "auto", "qemu"
+	// or "kvm".
+	Backend string
+	// Depth is the maximum number of ops from the root (1..10, default 2).
+	Depth int
+	// Branching is the number of ops tried per state (1..1000, default 12).
+	Branching int
+	// MaxStates stops the run after that many ops applied (0: no limit).
+	MaxStates int
+	// Seed drives every random choice: the same seed visits the same states.
+	Seed uint64
+	// TimeMode is the fingerprint time mode (default NONE, Metis parity).
+	TimeMode agentv1.TimeMode
+	// Policy is the canonicalization policy (oracle.PolicyByName; default "metis").
+	Policy string
+	// MaxDuration is the wall-clock budget of the search (0: none). Boot and
+	// the minimization of findings after the search are not counted.
+	MaxDuration time.Duration
+	// Fsck runs the host's checker over the lane's resolved overlay image
+	// (after a sync in the guest) at every new state: e2fsck -fn for a
+	// single ext2/3/4 lane or overlay lane (its upper layer's image),
+	// btrfs check --readonly --check-data-csum for a single btrfs lane.
+	Fsck bool
+	// Remount checks at every new state that umount+mount leaves the lane's
+	// fingerprint unchanged. Single lane only.
+	Remount bool
+	// LazyRestore skips the restore after an op that failed on every lane
+	// and left the abstract state unchanged (explore.Config.LazyRestore).
+	LazyRestore bool
+}
+
+// Progress is a snapshot of a running exploration.
+type Progress struct {
+	// States counts ops applied by the search; Unique the distinct states
+	// (the root included).
+	States, Unique int
+	// Depth is the deepest depth reached so far.
+	Depth int
+	// Findings counts distinct findings so far (before minimization).
+	Findings int
+	// Elapsed is the time since the search started (boot excluded).
+	Elapsed time.Duration
+	// StatesPerSec is States / Elapsed.
+	StatesPerSec float64
+	// OpTime, FingerprintTime and RestoreTime are the cumulative time spent
+	// applying ops, fingerprinting (agent walk + host fold) and restoring
+	// checkpoints; CheckpointTime taking and dropping checkpoints; CheckTime
+	// running the self-references (remount, fsck). Replays made to minimize
+	// findings count too.
+	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
+}
+
+// Summary is how far an exploration got.
+type Summary struct {
+	// Session is the session the run created (ended when Run returns).
+	Session string
+	// RestoresSkipped counts restores LazyRestore left out.
+	RestoresSkipped int
+	// States counts ops applied by the search, Unique the distinct states
+	// (the root included), Findings the findings recorded but those
+	// marked DuplicateOf after minimization.
+	States, Unique, Findings int
+	// StatesPerSec is States / Elapsed.
+	StatesPerSec float64
+	// Backend is the machine backend that booted ("qemu" or "kvm").
+	Backend string
+	// Stopped says why the search ended early: "" (it covered its bounded
+	// space), "budget" (MaxStates), StopMaxDuration, "cancelled",
+	// "findings" or "guest-died".
+	Stopped string
+	// Elapsed is the search's wall time, minimization included, boot
+	// excluded; Boot is the time to boot the guest and mount the lanes.
+	Elapsed, Boot time.Duration
+	// MaxDepth is the deepest depth reached.
+	MaxDepth int
+	// Digest is hex sha256 over the roots of the unique states in the order
+	// found: equal digests mean the same sequence of states.
+	Digest string
+	// Roots are every lane's root (under the run's time mode and policy) at
+	// the root state.
+	Roots map[string][]byte
+	// BelowRoots are the overlay lanes' roots from below (upper layer,
+	// markers classified; same time mode and policy) at the root state.
+	// The visited set is keyed by Roots only.
+	BelowRoots map[string][]byte
+	// Layers says, per overlay lane, what the lower ⊕ upper reference
+	// (KindLayers) checked.
+	Layers map[string]LayerCounts
+	// The cumulative time split, as in Progress.
+	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
+}
+
+// LayerCounts is what the lower ⊕ upper reference saw of one overlay lane
+// during a run.
+type LayerCounts struct {
+	// Checked counts the lane's distinct merged states checked (the root
+	// state included; a state reached again by a replay counts once).
+	Checked int
+	// Whiteouts and Opaque count those of them whose upper layer, seen
+	// from below, held at least one whiteout, or one opaque directory.
+	Whiteouts, Opaque int
+}
+
+// validate checks o, fills its defaults and returns the policy.
+func validate(o *Options) (oracle.Policy, error) {
+	co := session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
+	specs, err := session.ValidateCreate(&co)
+	if err != nil {
+		return oracle.Policy{}, err
+	}
+	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
+	switch {
+	case o.Depth == 0:
+		o.Depth = explore.DefaultDepth
+	case o.Depth < 1 || o.Depth > explore.MaxDepth:
+		return oracle.Policy{}, session.Invalid("depth", "%d: want 1..%d", o.Depth, explore.MaxDepth)
+	}
+	switch {
+	case o.Branching == 0:
+		o.Branching = explore.DefaultBranching
+	case o.Branching < 1 || o.Branching > explore.MaxBranching:
+		return oracle.Policy{}, session.Invalid("branching", "%d: want 1..%d", o.Branching, explore.MaxBranching)
+	}
+	if o.MaxStates < 0 {
+		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
+	}
+	if o.MaxDuration < 0 {
+		return oracle.Policy{}, session.Invalid("max_duration", "%s: negative", o.MaxDuration)
+	}
+	if _, ok := agentv1.TimeMode_name[int32(o.TimeMode)]; !ok {
+		return oracle.Policy{}, session.Invalid("time_mode", "unknown time mode %d", o.TimeMode)
+	}
+	if o.Policy == "" {
+		o.Policy = defaultPolicy
+	}
+	policy, err := oracle.PolicyByName(o.Policy)
+	if err != nil {
+		return oracle.Policy{}, session.Invalid("policy", "%v", err)
+	}
+	for _, c := range []struct {
+		on    bool
+		field string
+	}{{o.Remount, "remount"}, {o.Fsck, "fsck"}} {
+		if c.on && len(specs) != 1 {
+			return oracle.Policy{}, session.Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
+		}
+	}
+	if o.Fsck {
+		// An overlay lane's upper layer is checked.
+		tool, err := hostfsck.For(specs[0].Layer().FS)
+		if err != nil {
+			return oracle.Policy{}, session.Invalid("fsck", "lane %s: %v", specs[0].Name, err)
+		}
+		if err := tool.Installed(); err != nil {
+			return oracle.Policy{}, session.Invalid("fsck", "%v", err)
+		}
+	}
+	return policy, nil
+}

@@ -1,0 +1,168 @@
+package exploration
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/session"
+)
+
+// Run creates a session for o.Lanes, explores its state space with
+// explore.Checker and ends the session. progress (optional) is called every
+// few states and once at the end. found (optional) is called with every
+// finding the moment the search finds it, already recorded in the ledger
+// with its trace as found (Minimized false), and, for the kinds that can be
+// replayed, once more with the same ID after the search, when delta
+// debugging is done with it and the ledger holds the minimized trace
+// (Minimized true, DuplicateOf set if it shrank to an earlier finding's
+// trace). Both calls come from the goroutine running Run.
+//
+// A run stopped by a cancelled ctx keeps its findings (as found, not
+// minimized) and returns its summary with Stopped "cancelled" and a nil
+// error; so does a run whose guest died ("guest-died", the session failed).
+// Bad options are a FieldError; other failures return an error and, when
+// the run got that far, the partial summary.
+//
+// The session is busy while the run lasts: the other session methods refuse
+// it with ErrState. It ends with reason "explore finished", "explore
+// cancelled", ...
+func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progress), found func(session.Finding)) (*Summary, error) {
+	policy, err := validate(&o)
+	if err != nil {
+		return nil, err
+	}
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}, "explore")
+	if err != nil {
+		return nil, err
+	}
+	defer run.End(session.StateEnded, "explore failed") //nolint:errcheck // a backstop: the real End below reports
+	sys := newSystem(run, o.TimeMode, policy)
+	// Findings are kept whatever happens to the run.
+	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, send: found, byID: make(map[int]*session.Finding)}
+	cfg, cleanup, err := checkerConfig(o, sys, rec)
+	if err != nil {
+		return nil, errors.Join(err, run.End(session.StateEnded, "explore failed: fsck scratch dir"))
+	}
+	defer cleanup()
+	start := time.Now()
+	if o.MaxDuration > 0 {
+		cfg.Stop = func() bool { return time.Since(start) >= o.MaxDuration }
+	}
+	if progress != nil {
+		cfg.Progress = func(p explore.Progress) { progress(sys.progress(p, time.Since(start))) }
+	}
+	run.Event(ctx, "explore.started", fmt.Sprintf(
+		"depth %d, branching %d, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v",
+		o.Depth, o.Branching, o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck), nil)
+	chk, err := explore.NewChecker(sys, cfg)
+	if err != nil { // validate let through what explore refuses
+		return nil, errors.Join(fmt.Errorf("explore: %w", err), run.End(session.StateEnded, "explore failed: "+err.Error()))
+	}
+	res, runErr := chk.Run(ctx)
+	sum := summarize(run, sys, res, time.Since(start))
+	sum.Findings = rec.distinct()
+	return sum, end(ctx, run, sum, res, runErr, rec.errs)
+}
+
+// checkerConfig is the Checker's configuration for o: the search bounds,
+// the recorder's callbacks and the self-references o asks for. cleanup
+// removes the fsck scratch directory, if any.
+func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config, func(), error) {
+	cfg := explore.Config{
+		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed,
+		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
+		Found: rec.found, Minimized: rec.minimized,
+	}
+	cleanup := func() {}
+	if o.Remount {
+		cfg.Checks = append(cfg.Checks, sys.remountCheck)
+	}
+	if o.Fsck {
+		dir, err := os.MkdirTemp("", "themis-fsck-")
+		if err != nil {
+			return cfg, cleanup, fmt.Errorf("explore: fsck scratch dir: %w", err)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		sys.fsckImage = filepath.Join(dir, "lane.img")
+		cfg.Checks = append(cfg.Checks, sys.fsckCheck)
+	}
+	for _, l := range sys.lanes {
+		if sys.overlay[l] {
+			cfg.Checks = append(cfg.Checks, sys.layersCheck(l))
+		}
+	}
+	return cfg, cleanup, nil
+}
+
+// summarize is the run's summary from the Checker's result (Findings left
+// to the caller).
+func summarize(run *session.Run, sys *system, res *explore.Result, elapsed time.Duration) *Summary {
+	sum := &Summary{
+		Session: run.ID(), States: res.States, Unique: res.Unique, Backend: run.Backend(),
+		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached,
+		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)),
+		OpTime: sys.opTime, FingerprintTime: sys.fpTime, RestoreTime: sys.restoreTime,
+		CheckpointTime: sys.cpTime, CheckTime: sys.checkTime, RestoresSkipped: res.RestoresSkipped,
+	}
+	if sum.Stopped == explore.StopRequested {
+		sum.Stopped = StopMaxDuration
+	}
+	if secs := elapsed.Seconds(); secs > 0 {
+		sum.StatesPerSec = float64(res.States) / secs
+	}
+	for l, seen := range sys.layers {
+		if sum.Layers == nil {
+			sum.Layers = make(map[string]LayerCounts)
+		}
+		sum.Layers[l] = seen.counts
+	}
+	for _, r := range res.Root {
+		sum.Roots[r.Lane] = r.Root
+		if r.Below != nil {
+			if sum.BelowRoots == nil {
+				sum.BelowRoots = make(map[string][]byte)
+			}
+			sum.BelowRoots[r.Lane] = r.Below
+		}
+	}
+	return sum
+}
+
+// end records the run's end and ends its session with a state and reason
+// from how the search stopped; it returns the run's errors (runErr first,
+// then the recorder's).
+func end(ctx context.Context, run *session.Run, sum *Summary, res *explore.Result, runErr error, recErrs []error) error {
+	errs := recErrs
+	st, reason := session.StateEnded, "explore finished"
+	switch {
+	case runErr != nil:
+		reason = "explore failed: " + runErr.Error()
+		errs = append([]error{fmt.Errorf("explore: session %s: %w", run.ID(), runErr)}, errs...)
+	case res.Stopped == explore.StopCancelled:
+		reason = "explore cancelled"
+	case res.Stopped == explore.StopGuestDied:
+		st, reason = session.StateFailed, "explore: guest died"
+	case res.Stopped != "":
+		reason = "explore finished (stopped: " + sum.Stopped + ")"
+	}
+	run.Event(context.WithoutCancel(ctx), "explore.finished", fmt.Sprintf(
+		"%d states, %d unique, %d findings, %.1f states/s, stopped %q", sum.States, sum.Unique, sum.Findings, sum.StatesPerSec, sum.Stopped), nil)
+	if err := run.End(st, reason); err != nil {
+		if len(errs) == 0 {
+			// The run itself is complete; a failure to stop its guest does
+			// not undo it.
+			run.Log().Warn("end explore session", zap.Error(err))
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

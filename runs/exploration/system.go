@@ -1,0 +1,252 @@
+package exploration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm"
+)
+
+// system implements explore.System on a run's machine: no pools, no
+// ledger event per op. Every call goes through session.Run.Do, so
+// Manager.Close can end the session between two calls (the next call then
+// fails with ErrState). It is used only from the goroutine running the
+// Checker (its Progress callback included).
+type system struct {
+	run     *session.Run
+	lanes   []string
+	overlay map[string]bool // overlay lanes, fingerprinted from below too
+	mode    agentv1.TimeMode
+	policy  oracle.Policy
+
+	ids map[string]vmm.CheckpointID
+	// leaves and below hold, per lane, the current state's leaves
+	// (canonicalized) and an overlay lane's upper layer seen from below
+	// (as walked); forget clears them when the state may change. lower
+	// holds the overlay lanes' lower layers as walked: they are mounted
+	// read-only and never change, so each is walked once.
+	leaves, below, lower map[string][]*agentv1.Entry
+	layers               map[string]*layerSeen // per overlay lane, for LayerCounts
+
+	fsckImage string // scratch file for the fsck check
+
+	opTime, fpTime, restoreTime, cpTime, checkTime time.Duration
+}
+
+var _ explore.System = (*system)(nil)
+
+func newSystem(run *session.Run, mode agentv1.TimeMode, policy oracle.Policy) *system {
+	x := &system{run: run, lanes: run.Lanes(), overlay: make(map[string]bool), mode: mode, policy: policy,
+		ids: make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
+		below: make(map[string][]*agentv1.Entry), lower: make(map[string][]*agentv1.Entry),
+		layers: make(map[string]*layerSeen)}
+	for _, sp := range run.Specs() {
+		x.overlay[sp.Name] = sp.IsOverlay()
+	}
+	return x
+}
+
+// guestDied is a run error that means the guest is gone
+// (session.ErrGuestGone), marked as explore.ErrGuestDied so that the
+// Checker records a "guest-died" finding and stops.
+type guestDied struct{ error }
+
+func (e guestDied) Is(target error) bool { return target == explore.ErrGuestDied }
+func (e guestDied) Unwrap() error        { return e.error }
+
+// checked marks a gone guest's error for explore.
+func checked(err error) error {
+	if errors.Is(err, session.ErrGuestGone) {
+		return guestDied{err}
+	}
+	return err
+}
+
+// call sends one agent request.
+func (x *system) call(ctx context.Context, what string, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := x.run.Call(ctx, what, req)
+	return resp, checked(err)
+}
+
+// callOK is call that also turns a non-zero errno into an error.
+func (x *system) callOK(ctx context.Context, what string, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := x.run.CallOK(ctx, what, req)
+	return resp, checked(err)
+}
+
+// Checkpoint implements explore.System.
+func (x *system) Checkpoint(ctx context.Context) (explore.CheckpointID, error) {
+	t0 := time.Now()
+	defer func() { x.cpTime += time.Since(t0) }()
+	id, err := x.run.Checkpoint(ctx, "checkpoint")
+	if err != nil {
+		return "", checked(err)
+	}
+	cp := strconv.FormatUint(uint64(id), 10)
+	x.ids[cp] = id
+	return cp, nil
+}
+
+func (x *system) vmmID(id explore.CheckpointID) (vmm.CheckpointID, error) {
+	v, ok := x.ids[id]
+	if !ok {
+		return 0, fmt.Errorf("explore checkpoint %q: %w", id, vmm.ErrUnknownCheckpoint)
+	}
+	return v, nil
+}
+
+// Restore implements explore.System.
+func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
+	t0 := time.Now()
+	defer func() { x.restoreTime += time.Since(t0) }()
+	v, err := x.vmmID(id)
+	if err != nil {
+		return err
+	}
+	x.forget()
+	return checked(x.run.Restore(ctx, "restore", v))
+}
+
+// Drop implements explore.System.
+func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
+	t0 := time.Now()
+	defer func() { x.cpTime += time.Since(t0) }()
+	v, err := x.vmmID(id)
+	if err != nil {
+		return err
+	}
+	err = x.run.Do(ctx, "drop checkpoint", func(ctx context.Context, mach vmm.Machine) error { return mach.Delete(ctx, v) })
+	if err != nil {
+		return checked(err)
+	}
+	delete(x.ids, id)
+	return nil
+}
+
+// Apply implements explore.System: one agent call per lane (global ops —
+// sync, drop_caches, set_clock — once, their result given to every lane).
+func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
+	t0 := time.Now()
+	defer func() { x.opTime += time.Since(t0) }()
+	x.forget()
+	res, err := x.run.Apply(ctx, op)
+	var fe *session.FieldError
+	if errors.As(err, &fe) {
+		return nil, fmt.Errorf("explore op: %w", err)
+	}
+	if err != nil {
+		return nil, checked(err)
+	}
+	out := make([]explore.LaneResult, len(res))
+	for i, r := range res {
+		out[i] = explore.LaneResult{Lane: r.Lane, Errno: r.Errno}
+	}
+	return out, nil
+}
+
+// Fingerprint implements explore.System: the agent walks each lane (with
+// leaves) and the host folds them under the run's policy and time mode (the
+// agent's own root is the plain Fold, without the policy).
+func (x *system) Fingerprint(ctx context.Context) ([]explore.LaneState, error) {
+	t0 := time.Now()
+	defer func() { x.fpTime += time.Since(t0) }()
+	return x.fingerprint(ctx)
+}
+
+func (x *system) fingerprint(ctx context.Context) ([]explore.LaneState, error) {
+	out := make([]explore.LaneState, 0, len(x.lanes))
+	for _, l := range x.lanes {
+		leaves, err := x.laneLeaves(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		st := explore.LaneState{Lane: l, Root: oracle.Root(leaves, x.mode)}
+		if x.overlay[l] {
+			b, err := x.belowLeaves(ctx, l)
+			if err != nil {
+				return nil, err
+			}
+			st.Below = oracle.Root(oracle.Canonicalize(b, x.policy), x.mode)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// forget drops the leaves of the current state (the state may change).
+func (x *system) forget() {
+	clear(x.leaves)
+	clear(x.below)
+}
+
+// belowLeaves returns an overlay lane's upper layer seen from below in the
+// current state, the markers classified by the agent, as walked.
+func (x *system) belowLeaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
+	if ls, ok := x.below[lane]; ok {
+		return ls, nil
+	}
+	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Below: true}}}
+	resp, err := x.callOK(ctx, "fingerprint "+lane+" from below", req)
+	if err != nil {
+		return nil, err
+	}
+	ls := resp.GetFingerprint().GetLeaves()
+	x.below[lane] = ls
+	return ls, nil
+}
+
+// lowerLeaves returns an overlay lane's lower layer as walked (once per
+// run: it is mounted read-only).
+func (x *system) lowerLeaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
+	if ls, ok := x.lower[lane]; ok {
+		return ls, nil
+	}
+	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Lower: true}}}
+	resp, err := x.callOK(ctx, "fingerprint "+lane+"'s lower layer", req)
+	if err != nil {
+		return nil, err
+	}
+	ls := resp.GetFingerprint().GetLeaves()
+	x.lower[lane] = ls
+	return ls, nil
+}
+
+// laneLeaves returns a lane's canonicalized leaves in the current state.
+func (x *system) laneLeaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
+	if ls, ok := x.leaves[lane]; ok {
+		return ls, nil
+	}
+	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true}}}
+	resp, err := x.callOK(ctx, "fingerprint "+lane, req)
+	if err != nil {
+		return nil, err
+	}
+	ls := oracle.Canonicalize(resp.GetFingerprint().GetLeaves(), x.policy)
+	x.leaves[lane] = ls
+	return ls, nil
+}
+
+// Leaves implements explore.System.
+func (x *system) Leaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
+	t0 := time.Now()
+	defer func() { x.fpTime += time.Since(t0) }()
+	return x.laneLeaves(ctx, lane)
+}
+
+// progress converts explore's progress, adding rates and the time split.
+func (x *system) progress(p explore.Progress, elapsed time.Duration) Progress {
+	out := Progress{States: p.States, Unique: p.Unique, Depth: p.MaxDepth, Findings: p.Findings,
+		Elapsed: elapsed, OpTime: x.opTime, FingerprintTime: x.fpTime, RestoreTime: x.restoreTime,
+		CheckpointTime: x.cpTime, CheckTime: x.checkTime}
+	if secs := elapsed.Seconds(); secs > 0 {
+		out.StatesPerSec = float64(p.States) / secs
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package session
+
+import (
+	"context"
+	"time"
+)
+
+// Finding is a property violation found by an explore run, as the ledger
+// keeps it.
+type Finding struct {
+	// ID is "f-<12 hex>".
+	ID string
+	// Session is the explore run's session.
+	Session string
+	// Kind is explore's kind ("errno-divergence", "state-divergence",
+	// "guest-died", "self-reference:replay") or the run's own
+	// (runs/exploration: "self-reference:remount", ...).
+	Kind string
+	// Detail says what differs, in words.
+	Detail string
+	// Trace is the ops from the root state, in opspec short form
+	// (opspec.Parse reads them back); its last op exposed the finding. It
+	// is the trace as found until minimization replaces it with the
+	// minimized one (Minimized).
+	Trace []string
+	// FoundTrace is the trace as the search found it.
+	FoundTrace []string
+	// Lanes holds every lane's errno for the last op of Trace.
+	Lanes []LaneResult
+	// Path is the first differing path of a state divergence ("" is the lane
+	// root) and Field what differs there ("mode", "nlink", "missing", ...).
+	Path, Field string
+	// Seed is the run's seed.
+	Seed uint64
+	// Minimized is true once Trace is the result of delta debugging, which
+	// runs after the search (a run cancelled or whose guest died keeps its
+	// findings as found); OriginalLen is the length of the trace as found.
+	Minimized   bool
+	OriginalLen int
+	// DuplicateOf is the id of an earlier finding of the run whose
+	// minimized trace this one's repeats ("" when none); the summary does
+	// not count duplicates.
+	DuplicateOf string
+	// Created is when the finding was recorded.
+	Created time.Time
+	// LaneSpecs are the run's lane specs, to replay the trace in a new session.
+	LaneSpecs []string
+}
+
+// Findings lists the findings of one session ("" = every session), oldest
+// first. An unknown session is ErrNotFound.
+func (m *Manager) Findings(ctx context.Context, sessionID string) ([]Finding, error) {
+	if sessionID != "" {
+		if _, err := m.ledger.session(ctx, sessionID); err != nil {
+			return nil, err
+		}
+	}
+	return m.ledger.findings(ctx, sessionID)
+}
+
+// Finding returns one finding by id; an unknown id is ErrNotFound.
+func (m *Manager) Finding(ctx context.Context, id string) (*Finding, error) {
+	if id == "" {
+		return nil, Invalid("finding_id", "required")
+	}
+	return m.ledger.finding(ctx, id)
+}

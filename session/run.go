@@ -1,0 +1,282 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// RunCallTimeout bounds one agent call or machine operation of a run; past
+// it the guest counts as gone (agent silent).
+const RunCallTimeout = 2 * time.Minute
+
+// ErrGuestGone wraps a run's machine error that means the guest cannot be
+// used any more: it died, its agent channel broke or went silent past
+// RunCallTimeout, or its machine was closed.
+var ErrGuestGone = errors.New("guest gone")
+
+// Run is a lease on one new session's machine for an experiment (an
+// explore run, a clock sweep, a profile, a corruption run). Acquire
+// creates the session and marks it busy: the other session methods refuse
+// it with ErrState while the run lasts. Every use of the machine goes
+// through Do (locked, bounded); End ends the session, once. A Run is used
+// from one goroutine.
+type Run struct {
+	m     *Manager
+	s     *session
+	kind  string
+	info  Info
+	boot  time.Duration
+	specs []guest.LaneSpec
+	lanes []string
+	ended bool
+}
+
+// Acquire creates a session for o (as Create) and leases it to a run of
+// the given kind ("explore", "sweep", ...; it prefixes the errors and names
+// the run in the busy error). The caller must End the run.
+func (m *Manager) Acquire(ctx context.Context, o CreateOptions, kind string) (*Run, error) {
+	t0 := time.Now()
+	in, err := m.Create(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	boot := time.Since(t0)
+	m.mu.Lock()
+	s := m.sessions[in.ID]
+	m.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("%s: session %s ended before the run started: %w", kind, in.ID, ErrState)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info.State != StateRunning {
+		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", kind, in.ID, s.info.State, s.info.Reason, ErrState)
+	}
+	s.run = kind
+	r := &Run{m: m, s: s, kind: kind, info: *in, boot: boot, specs: slices.Clone(s.specs)}
+	for _, sp := range s.specs {
+		r.lanes = append(r.lanes, sp.Name)
+	}
+	return r, nil
+}
+
+// ID is the run's session id.
+func (r *Run) ID() string { return r.info.ID }
+
+// Backend is the machine backend that booted ("qemu" or "kvm").
+func (r *Run) Backend() string { return r.info.Backend }
+
+// Boot is the time Acquire took to boot the guest and mount the lanes.
+func (r *Run) Boot() time.Duration { return r.boot }
+
+// Specs are the session's lane specs, in lane order.
+func (r *Run) Specs() []guest.LaneSpec { return slices.Clone(r.specs) }
+
+// Lanes are the session's lane names, in lane order.
+func (r *Run) Lanes() []string { return slices.Clone(r.lanes) }
+
+// Do runs f on the session's machine with the session locked and a
+// per-call timeout (RunCallTimeout). A dead guest, a broken agent channel,
+// a closed machine or a silent agent wraps ErrGuestGone; a cancelled ctx
+// wraps ctx's error only. A session that ended (Manager.Close) is ErrState.
+func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if r.s.info.State != StateRunning || r.s.mach == nil {
+		return fmt.Errorf("session %s is %s (%s): %w", r.s.info.ID, r.s.info.State, r.s.info.Reason, ErrState)
+	}
+	cctx, cancel := context.WithTimeout(ctx, RunCallTimeout)
+	defer cancel()
+	err := f(cctx, r.s.mach)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	case errors.Is(err, vmm.ErrGuestDied), errors.Is(err, agent.ErrBroken), errors.Is(err, vmm.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w: %w", what, ErrGuestGone, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Call sends one agent request.
+func (r *Run) Call(ctx context.Context, what string, req *agentv1.Request) (*agentv1.Response, error) {
+	var resp *agentv1.Response
+	err := r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		resp, err = mach.Call(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// CallOK is Call that also turns a non-zero errno into an error.
+func (r *Run) CallOK(ctx context.Context, what string, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := r.Call(ctx, what, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := agent.ResponseError(resp); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return resp, nil
+}
+
+// Apply runs one operation (validated as for Manager.Apply) on every lane:
+// one agent call per lane, global ops (sync, drop_caches, set_clock) once,
+// their result given to every lane. It records no event. A bad op is a
+// FieldError.
+func (r *Run) Apply(ctx context.Context, op *agentv1.Request) ([]LaneResult, error) {
+	kind, _, err := validateOp(op)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LaneResult, 0, len(r.lanes))
+	if globalOps[kind] {
+		resp, err := r.Call(ctx, kind, proto.Clone(op).(*agentv1.Request))
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range r.lanes {
+			out = append(out, LaneResult{Lane: l, Errno: resp.GetErrno()})
+		}
+		return out, nil
+	}
+	for _, l := range r.lanes {
+		resp, err := r.Call(ctx, kind+" on "+l, withLane(op, kind, l))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LaneResult{Lane: l, Errno: resp.GetErrno()})
+	}
+	return out, nil
+}
+
+// CallLane sends a lane operation to one lane: a copy of op with its lane
+// field set. Unlike Apply it takes any op with a lane field (a profile's
+// walk, ...), unvalidated: the run built it.
+func (r *Run) CallLane(ctx context.Context, what string, op *agentv1.Request, lane string) (*agentv1.Response, error) {
+	m := op.ProtoReflect()
+	fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("op"))
+	if fd == nil || fd.Message() == nil || fd.Message().Fields().ByName("lane") == nil {
+		return nil, Invalid("op", "%s: not an operation on a lane", what)
+	}
+	return r.Call(ctx, what, withLane(op, string(fd.Name()), lane))
+}
+
+// withLane returns a copy of op (a lane operation of the given kind) with
+// its lane field set.
+func withLane(op *agentv1.Request, kind, lane string) *agentv1.Request {
+	req := proto.Clone(op).(*agentv1.Request)
+	req.Id = 0
+	m := req.ProtoReflect()
+	sub := m.Get(m.Descriptor().Fields().ByName(protoreflect.Name(kind))).Message()
+	sub.Set(sub.Descriptor().Fields().ByName("lane"), protoreflect.ValueOfString(lane))
+	return req
+}
+
+// Checkpoint checkpoints the machine (no pool, no ledger record).
+func (r *Run) Checkpoint(ctx context.Context, what string) (vmm.CheckpointID, error) {
+	var id vmm.CheckpointID
+	err := r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		id, err = mach.Checkpoint(ctx)
+		return err
+	})
+	return id, err
+}
+
+// Restore restores the machine to checkpoint id.
+func (r *Run) Restore(ctx context.Context, what string, id vmm.CheckpointID) error {
+	return r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, id) })
+}
+
+// Disk runs f on lane i's disk (an overlay lane's upper layer) with the
+// session locked.
+func (r *Run) Disk(ctx context.Context, i int, what string, f func(d *overlay.Device) error) error {
+	return r.Do(ctx, what, func(context.Context, vmm.Machine) error {
+		if i < 0 || i >= len(r.s.devs) || r.s.devs[i] == nil {
+			return fmt.Errorf("no disk for lane %d", i)
+		}
+		return f(r.s.devs[i])
+	})
+}
+
+// Event records an event of the run's session (time filled in); a ledger
+// failure is logged. It is recorded even when ctx is cancelled.
+func (r *Run) Event(ctx context.Context, kind, detail string, results []LaneResult) {
+	r.m.event(ctx, Event{Session: r.info.ID, Kind: kind, Detail: detail, Results: results})
+}
+
+// RecordFinding stores a new finding of the run (Session filled in).
+func (r *Run) RecordFinding(ctx context.Context, f *Finding) error {
+	f.Session = r.info.ID
+	return r.m.ledger.insertFinding(context.WithoutCancel(ctx), f)
+}
+
+// UpdateFinding stores a recorded finding's new trace and verdict.
+func (r *Run) UpdateFinding(ctx context.Context, f *Finding) error {
+	return r.m.ledger.updateFinding(context.WithoutCancel(ctx), f)
+}
+
+// End ends the run's session with state st and reason; only the first
+// call does anything (later calls return nil), so a runner may defer an
+// End as a backstop and End with the real reason when it knows it.
+func (r *Run) End(st State, reason string) error {
+	if r.ended {
+		return nil
+	}
+	r.ended = true
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.s.run = ""
+	return r.m.stop(r.s, st, reason)
+}
+
+// Finish ends the run with a reason from runErr and ctx (the run's
+// context): "<kind> finished", "<kind> cancelled" or "<kind> failed: ...".
+// It returns runErr wrapped with the session (joined with a failure to
+// end); a failure to end a run that itself succeeded is logged, not
+// returned: it does not undo the run.
+func (r *Run) Finish(ctx context.Context, runErr error) error {
+	reason := r.kind + " finished"
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		reason = r.kind + " cancelled"
+	case runErr != nil:
+		reason = r.kind + " failed: " + runErr.Error()
+	}
+	endErr := r.End(StateEnded, reason)
+	if runErr != nil {
+		return errors.Join(fmt.Errorf("%s: session %s: %w", r.kind, r.info.ID, runErr), endErr)
+	}
+	if endErr != nil {
+		r.m.log.Warn("end "+r.kind+" session", zap.String("session", r.info.ID), zap.Error(endErr))
+	}
+	return nil
+}
+
+// Log is the manager's logger, named for the run's session.
+func (r *Run) Log() *zap.Logger { return r.m.log.With(zap.String("session", r.info.ID)) }
+
+// article is "a" or "an" before word, with the word.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
+}
