@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/runs/belowfs"
@@ -13,57 +12,45 @@ import (
 
 // Profile implements themisv1.ThemisServer.
 func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_ProfileServer) error {
-	var sendErr error
+	out := newRunStream[*themisv1.ProfileResponse]("profile", stream)
 	sum, err := s.d.Profile(stream.Context(), belowfs.ProfileOptions{
 		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), MemoryMiB: int(req.GetMemoryMib()),
 		LsFiles: int(req.GetLsFiles()), TreeEntries: int(req.GetTreeEntries()),
 	}, func(r belowfs.ProfileRow) {
-		if sendErr == nil {
-			sendErr = stream.Send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{
-				Lane: r.Lane, Op: r.Op, Bytes: r.Bytes, SectorsWritten: int32(r.SectorsWritten), WrittenLbas: lbaRanges(r.Written),
-				SectorsRead: int32(r.SectorsRead), MountBaselineRead: int32(r.MountBaselineRead), Amplification: r.Amplification, Errno: r.Errno,
-				ReadLbas: lbaRanges(r.Read), Entries: r.Entries,
-			}}})
-		}
+		out.send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{
+			Lane: r.Lane, Op: r.Op, Bytes: r.Bytes, SectorsWritten: int32(r.SectorsWritten), WrittenLbas: lbaRanges(r.Written),
+			SectorsRead: int32(r.SectorsRead), MountBaselineRead: int32(r.MountBaselineRead), Amplification: r.Amplification, Errno: r.Errno,
+			ReadLbas: lbaRanges(r.Read), Entries: r.Entries,
+		}}})
 	})
-	if err != nil {
-		return toStatus(err)
-	}
-	if sendErr != nil {
-		return fmt.Errorf("profile: send: %w", sendErr)
-	}
-	out := &themisv1.ProfileSummary{SessionId: sum.Session, Rows: int32(sum.Rows), ElapsedS: sum.Elapsed.Seconds()}
-	for _, lane := range sortedKeys(sum.Layout) {
-		out.Layouts = append(out.Layouts, &themisv1.LaneLayout{Lane: lane, Parsed: lbaRanges(sum.Layout[lane]), Inferred: lbaRanges(sum.Inferred[lane])})
-	}
-	return stream.Send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Summary{Summary: out}})
+	return out.end(err, func() *themisv1.ProfileResponse {
+		ps := &themisv1.ProfileSummary{SessionId: sum.Session, Rows: int32(sum.Rows), ElapsedS: sum.Elapsed.Seconds()}
+		for _, lane := range sortedKeys(sum.Layout) {
+			ps.Layouts = append(ps.Layouts, &themisv1.LaneLayout{Lane: lane, Parsed: lbaRanges(sum.Layout[lane]), Inferred: lbaRanges(sum.Inferred[lane])})
+		}
+		return &themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Summary{Summary: ps}}
+	})
 }
 
 // Corrupt implements themisv1.ThemisServer.
 func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_CorruptServer) error {
-	var sendErr error
+	out := newRunStream[*themisv1.CorruptResponse]("corrupt", stream)
 	sum, err := s.d.Corrupt(stream.Context(), belowfs.CorruptOptions{
 		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()),
 	}, func(r belowfs.CorruptResult) {
-		if sendErr == nil {
-			sendErr = stream.Send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
-				Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
-				Mounted: r.Mounted, MountError: r.MountError, KernelLog: r.KernelLog, Affected: r.Affected, ReadErrno: r.ReadErrno,
-				FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, Class: r.Class,
-			}}})
-		}
+		out.send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
+			Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
+			Mounted: r.Mounted, MountError: r.MountError, KernelLog: r.KernelLog, Affected: r.Affected, ReadErrno: r.ReadErrno,
+			FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, Class: r.Class,
+		}}})
 	})
-	if err != nil {
-		return toStatus(err)
-	}
-	if sendErr != nil {
-		return fmt.Errorf("corrupt: send: %w", sendErr)
-	}
-	out := &themisv1.CorruptSummary{SessionId: sum.Session, Results: int32(sum.Results), ByClass: map[string]int64{}, ElapsedS: sum.Elapsed.Seconds()}
-	for k, v := range sum.ByClass {
-		out.ByClass[k] = int64(v)
-	}
-	return stream.Send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Summary{Summary: out}})
+	return out.end(err, func() *themisv1.CorruptResponse {
+		cs := &themisv1.CorruptSummary{SessionId: sum.Session, Results: int32(sum.Results), ByClass: map[string]int64{}, ElapsedS: sum.Elapsed.Seconds()}
+		for k, v := range sum.ByClass {
+			cs.ByClass[k] = int64(v)
+		}
+		return &themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Summary{Summary: cs}}
+	})
 }
 
 func lbaRanges(in []belowfs.LBARange) []*themisv1.LBARange {

@@ -2,12 +2,12 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,10 +22,10 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
 	}
 	switch {
-	case req.GetDepth() < 0 || req.GetDepth() > 10:
-		return toStatus(session.Invalid("depth", "want 1..10 (0 for the default 2), got %d", req.GetDepth()))
-	case req.GetBranching() < 0 || req.GetBranching() > 1000:
-		return toStatus(session.Invalid("branching", "want 1..1000 (0 for the default), got %d", req.GetBranching()))
+	case req.GetDepth() < 0 || req.GetDepth() > explore.MaxDepth:
+		return toStatus(session.Invalid("depth", "want 1..%d (0 for the default %d), got %d", explore.MaxDepth, explore.DefaultDepth, req.GetDepth()))
+	case req.GetBranching() < 0 || req.GetBranching() > explore.MaxBranching:
+		return toStatus(session.Invalid("branching", "want 1..%d (0 for the default), got %d", explore.MaxBranching, req.GetBranching()))
 	case req.GetMaxStates() < 0:
 		return toStatus(session.Invalid("max_states", "must not be negative, got %d", req.GetMaxStates()))
 	case req.GetMaxSeconds() < 0:
@@ -47,24 +47,15 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Remount:     req.GetRemount(),
 		LazyRestore: req.GetLazyRestore(),
 	}
-	var sendErr error
-	send := func(r *themisv1.ExploreResponse) {
-		if sendErr == nil {
-			sendErr = stream.Send(r)
-		}
-	}
+	out := newRunStream[*themisv1.ExploreResponse]("explore", stream)
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
-		send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
+		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
 	}, func(f session.Finding) {
-		send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})
+		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})
 	})
-	if err != nil {
-		return toStatus(err)
-	}
-	if sendErr != nil {
-		return fmt.Errorf("explore: send: %w", sendErr)
-	}
-	return stream.Send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Summary{Summary: summaryProto(sum)}})
+	return out.end(err, func() *themisv1.ExploreResponse {
+		return &themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Summary{Summary: summaryProto(sum)}}
+	})
 }
 
 // ListFindings implements themisv1.ThemisServer.

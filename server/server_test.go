@@ -69,6 +69,7 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("apply: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "apply: context deadline exceeded", ""},
 		{fmt.Errorf("apply: %w", context.Canceled), codes.Canceled, "apply: context canceled", ""},
 		{errors.New("qemu exited: signal 9"), codes.Internal, "qemu exited: signal 9", ""},
+		{fmt.Errorf("explore: send: %w", status.Error(codes.Unavailable, "transport is closing")), codes.Unavailable, "explore: send: rpc error: code = Unavailable desc = transport is closing", ""},
 	}
 	for _, tt := range tests {
 		st := status.Convert(toStatus(tt.err))

@@ -42,7 +42,11 @@ func toStatus(err error) error {
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
 	default:
+		// A gRPC status below (a failed stream send) keeps its code.
 		code = codes.Internal
+		if st, ok := status.FromError(err); ok {
+			code = st.Code()
+		}
 	}
 	st := status.New(code, err.Error())
 	var fe *session.FieldError

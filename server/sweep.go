@@ -1,8 +1,6 @@
 package server
 
 import (
-	"fmt"
-
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/clock"
@@ -32,18 +30,16 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 		}
 		opts.Plan = p
 	}
-	var sendErr error
+	out := newRunStream[*themisv1.ClockSweepResponse]("clock sweep", stream)
 	sum, err := s.d.ClockSweep(stream.Context(), opts, func(c clocksweep.Cell) {
-		if sendErr == nil {
-			sendErr = stream.Send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Cell{Cell: sweepCellProto(c)}})
-		}
+		out.send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Cell{Cell: sweepCellProto(c)}})
 	})
-	if err != nil {
-		return toStatus(err)
-	}
-	if sendErr != nil {
-		return fmt.Errorf("clock sweep: send: %w", sendErr)
-	}
+	return out.end(err, func() *themisv1.ClockSweepResponse {
+		return &themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Summary{Summary: sweepSummaryProto(sum)}}
+	})
+}
+
+func sweepSummaryProto(sum *clocksweep.Summary) *themisv1.SweepSummary {
 	out := &themisv1.SweepSummary{
 		SessionId: sum.Session, Cells: int64(sum.Cells), ByVerdict: map[string]int64{},
 		ElapsedS: sum.Elapsed.Seconds(), BootS: sum.Boot.Seconds(), CellsPerSec: sum.CellsPerSec,
@@ -57,7 +53,7 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 			TimeExcludedEqual: c.TimeExcludedEqual, TimeIncludedEqual: c.TimeIncludedEqual, FirstDiff: c.FirstDiff,
 		})
 	}
-	return stream.Send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Summary{Summary: out}})
+	return out
 }
 
 func timespecProto(t clock.Timespec) *agentv1.Timespec {
