@@ -11,8 +11,8 @@ import (
 
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm/vmmtest"
-	"go.uber.org/zap/zaptest"
 )
 
 // baseline runs Baseline, skipping (or failing under CI=true) where the host
@@ -136,23 +136,12 @@ func TestCompare(t *testing.T) {
 // TestRunRealGuest measures the baseline and a QEMU explore run side by
 // side, on the same ext2 image spec, and logs the table.
 func TestRunRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
-	check := vmmtest.Leaks(t)
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			t.Error(err)
-		}
-		check()
-	}()
 	c, err := Run(ctx, m, Options{
 		Explore:  exploration.Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7},
-		Baseline: BaselineOptions{CacheDir: env.CacheDir},
+		Baseline: BaselineOptions{CacheDir: vmmtest.Setup(t).CacheDir},
 	})
 	if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {
 		t.Skipf("skipped: %v", err)

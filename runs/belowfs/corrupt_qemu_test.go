@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/session"
-	"github.com/themisfs/themis/vmm/vmmtest"
-	"go.uber.org/zap/zaptest"
+	"github.com/themisfs/themis/session/sessiontest"
 )
 
 // TestCorruptRealGuest reproduces the paper's Table 11 on ext2 in the real
@@ -18,15 +17,9 @@ import (
 // Corrupt itself checks after every target that the restore brought the
 // disk hash and fingerprint back to the checkpoint's (an error otherwise).
 func TestCorruptRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
-	defer vmmtest.Leaks(t)()
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	got := map[string]CorruptResult{}
 	sum, err := Corrupt(ctx, m, CorruptOptions{}, func(r CorruptResult) {
 		t.Logf("%-5s %-20s lba %d+%d bit %d %-18s %-26s mounted %v %q -> %-15s affected %v read errno %d fsck clean %v (%s) kmsg %q",
@@ -79,15 +72,9 @@ func TestCorruptRealGuest(t *testing.T) {
 // data checksum makes the read fail with EIO and the kernel log a csum
 // failure; the ext2/3/4 structures are n/a on btrfs.
 func TestCorruptLanesRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t)
-	defer vmmtest.Leaks(t)()
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	got := map[[2]string]CorruptResult{}
 	sum, err := Corrupt(ctx, m, CorruptOptions{Lanes: []string{"ext2", "ext4", "btrfs"}}, func(r CorruptResult) {
 		t.Logf("%-5s %-20s lba %d+%d bit %d %-14s %-40s mounted %v %q -> %-15s affected %v read errno %d fsck clean %v (%s) kmsg %q",

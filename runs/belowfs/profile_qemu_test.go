@@ -8,23 +8,16 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/session"
-	"github.com/themisfs/themis/vmm/vmmtest"
-	"go.uber.org/zap/zaptest"
+	"github.com/themisfs/themis/session/sessiontest"
 )
 
 // TestProfileRealGuest reproduces the paper's Table 2 rows on ext2 in the
 // real guest and checks that the layout inferred from the writes agrees
 // with the layout parsed from the image.
 func TestProfileRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
-	defer vmmtest.Leaks(t)()
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	rows := map[string]ProfileRow{}
 	sum, err := Profile(ctx, m, ProfileOptions{}, func(r ProfileRow) {
 		t.Logf("%-5s %-24s bytes %-8d written %-5d read %-4d (baseline %d) amp %8.1f errno %d %v",
@@ -104,18 +97,12 @@ func TestProfileRealGuest(t *testing.T) {
 // already read), find over the nested tree reads every directory of it and
 // more than ls of the same directory, and neither writes anything.
 func TestProfileWalkRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
-	defer vmmtest.Leaks(t)()
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	const files, entries = 300, 40
 	rows := map[string]ProfileRow{}
-	_, err = Profile(ctx, m, ProfileOptions{LsFiles: files, TreeEntries: entries,
+	_, err := Profile(ctx, m, ProfileOptions{LsFiles: files, TreeEntries: entries,
 		Ops: []string{"ls dir", "ls tree", "find tree", "find /", "ls nope"}}, func(r ProfileRow) {
 		t.Logf("%-10s entries %-4d read %-4d (baseline %d) written %d errno %d %v", r.Op, r.Entries, r.SectorsRead, r.MountBaselineRead, r.SectorsWritten, r.Errno, r.Read)
 		rows[r.Op] = r

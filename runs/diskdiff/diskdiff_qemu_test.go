@@ -8,26 +8,16 @@ import (
 
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
-	"github.com/themisfs/themis/vmm/vmmtest"
-	"go.uber.org/zap/zaptest"
+	"github.com/themisfs/themis/session/sessiontest"
 )
 
 // TestDiffRealGuest: the disk at a checkpoint against itself is equal; after
 // a mkdir and a sync, the raw and the normalized diff both show sectors, in
 // labelled structures.
 func TestDiffRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t)
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
 	info, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
 	if err != nil {
 		t.Fatal(err)
@@ -80,18 +70,9 @@ func TestDiffRealGuest(t *testing.T) {
 // ext2 run the same ops; their disks differ raw (timestamps) and not once
 // normalized; one extra op in the second still shows after normalization.
 func TestDiffSessionsRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t)
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
 	var ids [2]string
 	for i := range ids {
 		info, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})

@@ -10,8 +10,7 @@ import (
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
-	"github.com/themisfs/themis/vmm/vmmtest"
-	"go.uber.org/zap/zaptest"
+	"github.com/themisfs/themis/session/sessiontest"
 )
 
 // TestExploreRealGuest runs Explore on the real guest (QEMU): a
@@ -19,20 +18,9 @@ import (
 // differential ext2/vfat run with findings streamed as found and then
 // minimized, and a run cancelled at its first finding.
 func TestExploreRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
-	check := vmmtest.Leaks(t)
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			t.Error(err)
-		}
-		check()
-	}()
 	report := func(t *testing.T, s *Summary) {
 		t.Helper()
 		per := func(d time.Duration) time.Duration {

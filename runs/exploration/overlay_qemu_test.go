@@ -13,8 +13,7 @@ import (
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
-	"github.com/themisfs/themis/vmm/vmmtest"
-	"go.uber.org/zap/zaptest"
+	"github.com/themisfs/themis/session/sessiontest"
 )
 
 // TestOverlayExploreRealGuest runs sessions and Explore with overlay lanes
@@ -22,20 +21,9 @@ import (
 // overlay lane explores with its self-references (remount, e2fsck of the
 // upper layer), and ext2 against overlay runs as a differential.
 func TestOverlayExploreRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t)
-	check := vmmtest.Leaks(t)
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			t.Error(err)
-		}
-		check()
-	}()
 
 	t.Run("Session", func(t *testing.T) {
 		in, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"overlay"}})
@@ -153,20 +141,9 @@ func parseOp(t *testing.T, short string) *agentv1.Request {
 // overlay:seed=1 under the overlay policy: the merged views start equal;
 // what differs past the root is logged (docs/explore.md records it).
 func TestOverlaySeededExploreRealGuest(t *testing.T) {
-	env := vmmtest.Setup(t)
-	check := vmmtest.Leaks(t)
+	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	m, err := session.Open(ctx, session.Config{StateDir: t.TempDir(), CacheDir: env.CacheDir, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			t.Error(err)
-		}
-		check()
-	}()
 	// An opaque directory takes rmdir d-01 then mkdir d-01 among the
 	// ops drawn: at depth 2 and branching 12, seeds 16 and 19 of 1..20 do
 	// it. Pick another if the generator changes.
