@@ -46,7 +46,8 @@ type Run struct {
 
 // Acquire creates a session for o (as Create) and leases it to a run of
 // the given kind ("explore", "sweep", ...; it prefixes the errors and names
-// the run in the busy error). The caller must End the run.
+// the run in the busy error). The caller defers Close, and ends the run
+// with End or Finish when it knows how it went.
 func (m *Manager) Acquire(ctx context.Context, o CreateOptions, kind string) (*Run, error) {
 	t0 := time.Now()
 	in, err := m.Create(ctx, o)
@@ -245,6 +246,18 @@ func (r *Run) End(st State, reason string) error {
 	defer r.s.mu.Unlock()
 	r.s.run = ""
 	return r.m.stop(r.s, st, reason)
+}
+
+// Close ends the run if nothing has ended it yet, with reason "<kind>
+// failed: ended early"; a failure to end is logged. A runner defers it
+// right after Acquire, so that a run always ends, whatever happens in it.
+func (r *Run) Close() {
+	if r.ended {
+		return
+	}
+	if err := r.End(StateEnded, r.kind+" failed: ended early"); err != nil {
+		r.m.log.Warn("end "+r.kind+" session", zap.String("session", r.info.ID), zap.Error(err))
+	}
 }
 
 // Finish ends the run with a reason from runErr and ctx (the run's

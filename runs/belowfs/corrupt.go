@@ -594,7 +594,7 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 	if err != nil {
 		return nil, err
 	}
-	defer run.End(session.StateEnded, "corrupt failed") //nolint:errcheck // a backstop: Finish reports
+	defer run.Close()
 	c := &corrupter{below: newBelow(run), scratch: filepath.Join(dir, "lane.img")}
 	sum := &CorruptSummary{Session: run.ID(), ByClass: map[string]int{}}
 	start := time.Now()

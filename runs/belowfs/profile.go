@@ -307,7 +307,7 @@ func Profile(ctx context.Context, m *session.Manager, o ProfileOptions, row func
 	if err != nil {
 		return nil, err
 	}
-	defer run.End(session.StateEnded, "profile failed") //nolint:errcheck // a backstop: Finish reports
+	defer run.Close()
 	b := newBelow(run)
 	sum := &ProfileSummary{Session: run.ID(), Layout: map[string][]LBARange{}, Inferred: map[string][]LBARange{}}
 	start := time.Now()

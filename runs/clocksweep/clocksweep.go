@@ -191,7 +191,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (*
 	if err != nil {
 		return nil, err
 	}
-	defer run.End(session.StateEnded, "sweep failed") //nolint:errcheck // a backstop: Finish reports
+	defer run.Close()
 	w := &sweeper{run: run, specs: specs, image: filepath.Join(dir, "lane.img")}
 	sum := &Summary{Session: run.ID(), ByVerdict: make(map[string]int), Boot: run.Boot()}
 	start := time.Now()

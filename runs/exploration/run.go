@@ -43,7 +43,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	if err != nil {
 		return nil, err
 	}
-	defer run.End(session.StateEnded, "explore failed") //nolint:errcheck // a backstop: the real End below reports
+	defer run.Close()
 	sys := newSystem(run, o.TimeMode, policy)
 	// Findings are kept whatever happens to the run.
 	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, send: found, byID: make(map[int]*session.Finding)}
