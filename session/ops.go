@@ -9,7 +9,6 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -211,14 +210,7 @@ func (m *Manager) Apply(ctx context.Context, sessionID string, op *agentv1.Reque
 	}
 	var results []LaneResult
 	for _, lane := range lanes {
-		req := proto.Clone(op).(*agentv1.Request)
-		req.Id = 0
-		if lane != "" {
-			r := req.ProtoReflect()
-			sub := r.Get(r.Descriptor().Fields().ByName(protoreflect.Name(kind))).Message()
-			sub.Set(sub.Descriptor().Fields().ByName("lane"), protoreflect.ValueOfString(lane))
-		}
-		resp, err := m.call(ctx, s, kind, req)
+		resp, err := m.call(ctx, s, kind, withLane(op, kind, lane))
 		if err != nil {
 			if s.info.State == StateRunning {
 				m.event(ctx, Event{Session: s.info.ID, Kind: "op.failed", Detail: err.Error(), Results: results})

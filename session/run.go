@@ -148,7 +148,7 @@ func (r *Run) Apply(ctx context.Context, op *agentv1.Request) ([]LaneResult, err
 	}
 	out := make([]LaneResult, 0, len(r.lanes))
 	if globalOps[kind] {
-		resp, err := r.Call(ctx, kind, proto.Clone(op).(*agentv1.Request))
+		resp, err := r.Call(ctx, kind, withLane(op, kind, ""))
 		if err != nil {
 			return nil, err
 		}
@@ -179,11 +179,14 @@ func (r *Run) CallLane(ctx context.Context, what string, op *agentv1.Request, la
 	return r.Call(ctx, what, withLane(op, string(fd.Name()), lane))
 }
 
-// withLane returns a copy of op (a lane operation of the given kind) with
-// its lane field set.
+// withLane returns a copy of op (an operation of the given kind) with its
+// id cleared and, unless lane is "" (a global op), its lane field set.
 func withLane(op *agentv1.Request, kind, lane string) *agentv1.Request {
 	req := proto.Clone(op).(*agentv1.Request)
 	req.Id = 0
+	if lane == "" {
+		return req
+	}
 	m := req.ProtoReflect()
 	sub := m.Get(m.Descriptor().Fields().ByName(protoreflect.Name(kind))).Message()
 	sub.Set(sub.Descriptor().Fields().ByName("lane"), protoreflect.ValueOfString(lane))
