@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -69,6 +70,10 @@ type Guest struct {
 	KVMFailure error
 	// Lanes are the lanes in Spec order.
 	Lanes []Lane
+	// StartTime is how long starting the machine took, to agent-ready
+	// (both boots where auto fell back), without opening the disks or
+	// mounting the lanes.
+	StartTime time.Duration
 }
 
 // Boot assembles and boots a guest: an overlay over a fresh copy of each
@@ -102,9 +107,11 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 	if cfg.Disks, err = g.openLanes(ctx, s.CacheDir, s.Lanes); err != nil {
 		return nil, err
 	}
+	t0 := time.Now()
 	if err := g.start(ctx, s, cfg, on, log); err != nil {
 		return nil, err
 	}
+	g.StartTime = time.Since(t0)
 	if err := g.mountLanes(ctx); err != nil {
 		return nil, err
 	}
