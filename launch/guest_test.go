@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -64,15 +65,11 @@ func laneSpecs(t *testing.T, specs ...string) []guest.LaneSpec {
 	if _, err := exec.LookPath("mkfs.ext2"); err != nil {
 		t.Skipf("mkfs.ext2 not installed (e2fsprogs): %v", err)
 	}
-	var out []guest.LaneSpec
-	for _, s := range specs {
-		sp, err := guest.ParseLaneSpec(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, sp)
+	lanes, err := guest.ParseLaneSpecs(strings.Join(specs, ","))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return lanes
 }
 
 // TestBootBackends checks which backend Boot tries, in which order, and
