@@ -16,9 +16,11 @@
 // the machine started on the chosen backend (or Spec.Start, a test double
 // or a backend under test), and every lane mounted through the agent. The
 // returned Guest owns the machine and the overlays: Guest.Close releases
-// them all. A Guest is not safe for concurrent use; its owner serializes
+// them all. Boot's context bounds the assembly and the boot, not the
+// machine's life. A Guest is not safe for concurrent use; its owner serializes
 // calls to the machine.
 //
-// Users: doctor, bench, the conformance suite (vmm/vmmtest) and session.
-// launch must not import any of them.
+// Users: doctor, bench and the conformance suite (vmm/vmmtest); session's
+// Create is to call Choose and Boot the same way. launch must not import
+// any of them.
 package launch
