@@ -64,7 +64,7 @@ func RequireKVM(t testing.TB) {
 	if os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
 		t.Fatalf("vmmtest: THEMIS_REQUIRE_KVM=1 but %v", err)
 	}
-	t.Skipf("vmmtest: Linux on the KVM backend needs hardware virtualization: %v (THEMIS_REQUIRE_KVM=1 makes this a failure)", err)
+	t.Skipf("vmmtest: Linux on the KVM backend: %v (THEMIS_REQUIRE_KVM=1 makes this a failure)", err)
 }
 
 // SetupImage builds or finds the guest image only (no backend check).
