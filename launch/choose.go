@@ -110,7 +110,7 @@ func Choose(h Host, asked string) (Choice, error) {
 	case KVM:
 		if h.KVM != KVMHardware {
 			return Choice{}, &FieldError{Field: "backend", Value: asked,
-				Reason: fmt.Sprintf("Linux cannot boot on this host's /dev/kvm (%s); use qemu or auto", h.KVMWhy)}
+				Reason: fmt.Sprintf("Linux cannot boot on this host's /dev/kvm: %s; use qemu or auto", h.KVMWhy)}
 		}
 		return Choice{Backend: KVM, Why: "asked for kvm"}, nil
 	default:
