@@ -77,10 +77,10 @@ func run(t *testing.T, env *Env, start Factory, opts ...SuiteOption) {
 	t.Run("HungGuestCleansUp", s.testHungGuestCleansUp)
 }
 
-// bootWith boots a machine with a lane per spec, mounted (launch.Boot
-// with the backend under test), closed at the test's end; verify sets the
-// restore verify gate. It returns the machine and the lanes' names.
-func (s *suite) bootWith(t *testing.T, verify bool, specs ...string) (vmm.Machine, []string) {
+// guestWith assembles and boots a guest with a lane per spec, mounted
+// (launch.Boot with the backend under test), closed at the test's end if
+// not before; verify sets the restore verify gate.
+func (s *suite) guestWith(t *testing.T, verify bool, specs ...string) *launch.Guest {
 	t.Helper()
 	lanes, err := guest.ParseLaneSpecs(strings.Join(specs, ","))
 	if err != nil {
@@ -98,6 +98,13 @@ func (s *suite) bootWith(t *testing.T, verify bool, specs ...string) (vmm.Machin
 			t.Errorf("close: %v", err)
 		}
 	})
+	return g
+}
+
+// bootWith is guestWith's machine and the lanes' names.
+func (s *suite) bootWith(t *testing.T, verify bool, specs ...string) (vmm.Machine, []string) {
+	t.Helper()
+	g := s.guestWith(t, verify, specs...)
 	var names []string
 	for _, l := range g.Lanes {
 		names = append(names, l.Spec.Name)
@@ -307,20 +314,13 @@ func (s *suite) testCycles(t *testing.T) {
 }
 
 func (s *suite) testHungGuestCleansUp(t *testing.T) {
-	dev := s.env.Lane(t, "ext2")
-	cfg := s.env.Config(t, dev)
-	check := Leaks(t) // after the overlay: it is closed by t.Cleanup
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	check := Leaks(t)
+	g := s.guestWith(t, true, "ext2")
+	m := g.Machine
+	spin := installSpin(t, m, g.Lanes[0].Spec.Name)
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	m, err := s.start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("boot: %v", err)
-	}
-	spin := SpinRequest(t, m)
-	short, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel2()
-	_, err = m.Call(short, spin)
+	_, err := m.Call(short, spin)
 	if err == nil {
 		t.Fatal("a call into a guest that never answers returned no error")
 	}
@@ -333,6 +333,9 @@ func (s *suite) testHungGuestCleansUp(t *testing.T) {
 	}
 	if _, err := m.Call(context.Background(), syncAll()); !errors.Is(err, vmm.ErrClosed) {
 		t.Errorf("call after close: %v, want ErrClosed", err)
+	}
+	if err := g.Close(); err != nil { // the overlays (the machine is closed)
+		t.Errorf("close the guest: %v", err)
 	}
 	check()
 }

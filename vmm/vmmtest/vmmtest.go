@@ -298,7 +298,14 @@ func children(t testing.TB) []string {
 func SpinRequest(t testing.TB, m vmm.Machine) *agentv1.Request {
 	t.Helper()
 	Do(t, m, mount("ext2", m.Disks()[0].Serial, "ext2"))
-	Do(t, m, write("ext2", "spin", TinyELF(SpinCode())))
-	Do(t, m, chmod("ext2", "spin", 0o755))
-	return execReq("ext2", "spin", time.Hour)
+	return installSpin(t, m, "ext2")
+}
+
+// installSpin installs a program that never exits on a mounted lane and
+// returns the request that runs it (with a one-hour timeout).
+func installSpin(t testing.TB, m vmm.Machine, lane string) *agentv1.Request {
+	t.Helper()
+	Do(t, m, write(lane, "spin", TinyELF(SpinCode())))
+	Do(t, m, chmod(lane, "spin", 0o755))
+	return execReq(lane, "spin", time.Hour)
 }
