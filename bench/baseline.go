@@ -134,26 +134,10 @@ type mounter interface {
 // applies one op (mkdir, create, write 4 KiB, chmod, in rotation, each with
 // plain syscalls), unmounts, and copies the image back out as the new state.
 // States form chains of up to 64 ops from the root image.
-func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
-	if o.Lane == "" {
-		o.Lane = DefaultBaselineLane
-	}
-	switch {
-	case o.States == 0:
-		o.States = DefaultBaselineStates
-	case o.States < 0 || o.States > MaxBaselineStates:
-		return nil, fmt.Errorf("bench: baseline states %d: want 1..%d", o.States, MaxBaselineStates)
-	}
-	switch o.Mount {
-	case "":
-		o.Mount = MountSyscall
-	case MountSyscall, MountExec:
-	default:
-		return nil, fmt.Errorf("bench: baseline mount mode %q: want %q or %q", o.Mount, MountSyscall, MountExec)
-	}
-	spec, err := guest.ParseLaneSpec(o.Lane)
+func Baseline(ctx context.Context, o BaselineOptions) (_ *BaselineResult, err error) {
+	spec, err := o.normalize()
 	if err != nil {
-		return nil, fmt.Errorf("bench: baseline: %w", err)
+		return nil, err
 	}
 	if err := checkHost(); err != nil {
 		return nil, err
@@ -166,82 +150,155 @@ func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: baseline: %w", err)
 	}
-
-	if o.WorkDir == "" {
-		o.WorkDir = defaultWorkDir()
-	}
-	dir, err := os.MkdirTemp(o.WorkDir, "themis-bench-")
+	ws, err := openWorkspace(o.WorkDir)
 	if err != nil {
 		return nil, fmt.Errorf("bench: baseline: %w", err)
 	}
-	// Removed entry by entry, never recursively: a failed umount must not
-	// let the cleanup reach into a mounted filesystem.
-	defer os.Remove(dir)
-	imgPath, mnt := filepath.Join(dir, "work.img"), filepath.Join(dir, "mnt")
-	work, err := os.OpenFile(imgPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("bench: baseline: %w", err)
-	}
-	defer os.Remove(imgPath)
-	defer work.Close()
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		return nil, fmt.Errorf("bench: baseline: %w", err)
-	}
-	defer os.Remove(mnt)
+	defer func() { err = errors.Join(err, ws.close()) }()
 	mo, err := newMounter(o.Mount)
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
-
+	defer func() { err = errors.Join(err, mo.close()) }()
 	res := &BaselineResult{Lane: spec.String(), FS: spec.FS, ImageBytes: int64(len(root)), Mount: o.Mount, WorkDir: o.WorkDir,
 		StateTimes: make([]time.Duration, 0, o.States)}
+	if err := res.run(ctx, ws, mo, spec.FS, root, o.States); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// normalize fills in the defaults, checks the options and parses the lane.
+func (o *BaselineOptions) normalize() (guest.LaneSpec, error) {
+	if o.Lane == "" {
+		o.Lane = DefaultBaselineLane
+	}
+	switch {
+	case o.States == 0:
+		o.States = DefaultBaselineStates
+	case o.States < 0 || o.States > MaxBaselineStates:
+		return guest.LaneSpec{}, fmt.Errorf("bench: baseline states %d: want 1..%d", o.States, MaxBaselineStates)
+	}
+	switch o.Mount {
+	case "":
+		o.Mount = MountSyscall
+	case MountSyscall, MountExec:
+	default:
+		return guest.LaneSpec{}, fmt.Errorf("bench: baseline mount mode %q: want %q or %q", o.Mount, MountSyscall, MountExec)
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = defaultWorkDir()
+	}
+	spec, err := guest.ParseLaneSpec(o.Lane)
+	if err != nil {
+		return guest.LaneSpec{}, fmt.Errorf("bench: baseline: %w", err)
+	}
+	return spec, nil
+}
+
+// workspace is a private directory under the work directory holding the
+// work image and the mount point.
+type workspace struct {
+	dir, mnt string
+	img      *os.File
+}
+
+// openWorkspace makes a workspace under workDir.
+func openWorkspace(workDir string) (_ *workspace, err error) {
+	dir, err := os.MkdirTemp(workDir, "themis-bench-")
+	if err != nil {
+		return nil, err
+	}
+	ws := &workspace{dir: dir}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ws.close())
+		}
+	}()
+	img, err := os.OpenFile(filepath.Join(dir, "work.img"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	ws.img = img
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		return nil, err
+	}
+	ws.mnt = mnt
+	return ws, nil
+}
+
+// close removes the workspace entry by entry, never recursively: a failed
+// umount must not let the cleanup reach into a mounted filesystem.
+func (ws *workspace) close() error {
+	var errs []error
+	if ws.mnt != "" {
+		errs = append(errs, os.Remove(ws.mnt))
+	}
+	if ws.img != nil {
+		errs = append(errs, ws.img.Close(), os.Remove(ws.img.Name()))
+	}
+	errs = append(errs, os.Remove(ws.dir))
+	return errors.Join(errs...)
+}
+
+// run measures states states: chains of chainLen ops from root.
+func (res *BaselineResult) run(ctx context.Context, ws *workspace, mo mounter, fstype string, root []byte, states int) error {
 	cur, next := make([]byte, len(root)), make([]byte, len(root))
 	start := time.Now()
-	for i := range o.States {
+	for i := range states {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("bench: baseline: stopped after %d states: %w", i, err)
+			return fmt.Errorf("bench: baseline: stopped after %d states: %w", i, err)
 		}
 		src := cur
 		if i%chainLen == 0 {
 			src = root
 		}
-		t0 := time.Now()
-		if _, err := work.WriteAt(src, 0); err != nil {
-			return nil, fmt.Errorf("bench: baseline: restore: %w", err)
+		if err := res.state(ws, mo, fstype, i, src, next); err != nil {
+			return err
 		}
-		t1 := time.Now()
-		if err := mo.mount(work, mnt, spec.FS); err != nil {
-			return nil, fmt.Errorf("bench: baseline: state %d: %w", i, err)
-		}
-		t2 := time.Now()
-		opErr := applyOp(mnt, i%chainLen)
-		t3 := time.Now()
-		if err := mo.umount(mnt); err != nil {
-			return nil, fmt.Errorf("bench: baseline: state %d: %w", i, err)
-		}
-		if opErr != nil {
-			return nil, fmt.Errorf("bench: baseline: state %d: %w", i, opErr)
-		}
-		t4 := time.Now()
-		if _, err := work.ReadAt(next, 0); err != nil {
-			return nil, fmt.Errorf("bench: baseline: store: %w", err)
-		}
-		t5 := time.Now()
 		cur, next = next, cur
-		res.RestoreTime += t1.Sub(t0)
-		res.MountTime += t2.Sub(t1)
-		res.OpTime += t3.Sub(t2)
-		res.UmountTime += t4.Sub(t3)
-		res.StoreTime += t5.Sub(t4)
-		res.StateTimes = append(res.StateTimes, t5.Sub(t0))
-		res.States++
 	}
 	res.Elapsed = time.Since(start)
 	if bytes.Equal(cur, root) {
-		return nil, errors.New("bench: baseline: the last state's image equals the root image: the ops did not reach the image")
+		return errors.New("bench: baseline: the last state's image equals the root image: the ops did not reach the image")
 	}
-	return res, nil
+	return nil
+}
+
+// state measures state i: restore src into the work image, mount, apply
+// op i, unmount, and store the image into dst.
+func (res *BaselineResult) state(ws *workspace, mo mounter, fstype string, i int, src, dst []byte) error {
+	t0 := time.Now()
+	if _, err := ws.img.WriteAt(src, 0); err != nil {
+		return fmt.Errorf("bench: baseline: restore: %w", err)
+	}
+	t1 := time.Now()
+	if err := mo.mount(ws.img, ws.mnt, fstype); err != nil {
+		return fmt.Errorf("bench: baseline: state %d: %w", i, err)
+	}
+	t2 := time.Now()
+	opErr := applyOp(ws.mnt, i%chainLen)
+	t3 := time.Now()
+	if err := mo.umount(ws.mnt); err != nil {
+		return fmt.Errorf("bench: baseline: state %d: %w", i, err)
+	}
+	if opErr != nil {
+		return fmt.Errorf("bench: baseline: state %d: %w", i, opErr)
+	}
+	t4 := time.Now()
+	if _, err := ws.img.ReadAt(dst, 0); err != nil {
+		return fmt.Errorf("bench: baseline: store: %w", err)
+	}
+	t5 := time.Now()
+	res.RestoreTime += t1.Sub(t0)
+	res.MountTime += t2.Sub(t1)
+	res.OpTime += t3.Sub(t2)
+	res.UmountTime += t4.Sub(t3)
+	res.StoreTime += t5.Sub(t4)
+	res.StateTimes = append(res.StateTimes, t5.Sub(t0))
+	res.States++
+	return nil
 }
 
 // applyOp applies the i-th op of a chain under dir: mkdir d-K, create f-K,

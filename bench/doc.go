@@ -17,7 +17,8 @@
 //
 // Restore measures the KVM backend's restore against pages dirtied and RAM
 // size with synthetic guests on /dev/kvm (kvm.DirtyProgram), the arm, and,
-// as asked, the QEMU backend's restore of a real guest and Baseline's cost
+// as asked, the QEMU backend's restore of a real guest (booted by
+// launch.Boot) and Baseline's cost
 // per state, in one call; it fits the KVM points (least squares) against the
 // restore target (TargetPerPageNs, TargetFixedNs, TargetRAMRatio). A missed
 // target is a result in the report, never an error. The KVM part needs Linux

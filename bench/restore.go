@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +14,9 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
-	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
-	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
 
@@ -223,7 +221,8 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreReport, error) {
 	if o.DirtyRing {
 		r.DirtyLog = "ring"
 	}
-	r.KVMHardware, _ = kvm.HardwareVirtualization()
+	host := launch.Probe()
+	r.KVMHardware = host.KVM == launch.KVMHardware
 	for _, ram := range o.RAM {
 		var arms, armBytes []int64
 		for _, n := range o.Pages {
@@ -239,7 +238,7 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreReport, error) {
 	}
 	if o.QEMU {
 		step("qemu: boot a guest (%d MiB, ext2 lane), %d devices-only restores after a 4 KiB write", qemuMemoryMiB, o.Iterations)
-		q, err := measureQEMU(ctx, o)
+		q, err := measureQEMU(ctx, o, host)
 		if err != nil {
 			return nil, fmt.Errorf("bench: restore: qemu: %w", err)
 		}
@@ -300,10 +299,11 @@ func (o *RestoreOptions) normalize() error {
 // armSample is one machine's arm: its duration and the bytes it copied.
 type armSample struct{ ns, bytes int64 }
 
-// measureQEMU boots a real guest and times devices-only restores.
-func measureQEMU(ctx context.Context, o RestoreOptions) (*QEMURestore, error) {
+// measureQEMU boots a real guest on the QEMU backend and times
+// devices-only restores.
+func measureQEMU(ctx context.Context, o RestoreOptions, host launch.Host) (_ *QEMURestore, err error) {
 	q := &QEMURestore{MemoryMiB: qemuMemoryMiB}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+	if host.QEMU == "" {
 		q.Skipped = "qemu-system-x86_64 not installed (apt-get install qemu-system-x86 qemu-utils)"
 		return q, nil
 	}
@@ -315,28 +315,42 @@ func measureQEMU(ctx context.Context, o RestoreOptions) (*QEMURestore, error) {
 		q.Skipped = fmt.Sprintf("no guest image: %v", err)
 		return q, nil
 	}
+	g, err := bootQEMU(ctx, o, host, img)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, g.Close()) }()
+	if err := q.measure(ctx, g, o.Iterations); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// bootQEMU boots the guest on QEMU with the default baseline lane mounted.
+func bootQEMU(ctx context.Context, o RestoreOptions, host launch.Host, img *guest.Image) (*launch.Guest, error) {
 	spec, err := guest.ParseLaneSpec(DefaultBaselineLane)
 	if err != nil {
 		return nil, err
 	}
-	base, err := guest.MakeBase(ctx, o.CacheDir, spec)
+	choice, err := launch.Choose(host, launch.QEMU)
 	if err != nil {
 		return nil, err
 	}
-	dev, err := overlay.Open(base)
-	if err != nil {
-		return nil, err
-	}
-	defer dev.Close()
-	m, err := qemu.Start(ctx, vmm.Config{
-		Kernel: img.Kernel, Initramfs: img.Initramfs, MemoryMiB: qemuMemoryMiB,
-		Disks:   []vmm.Disk{{Serial: "lane0", Device: dev}},
-		Restore: vmm.RestoreDevices, Log: o.Log,
+	return launch.Boot(ctx, launch.Spec{
+		Image: img, CacheDir: o.CacheDir, Lanes: []guest.LaneSpec{spec}, MemoryMiB: qemuMemoryMiB,
+		Restore: vmm.RestoreDevices, Backend: choice, Log: o.Log,
 	})
-	if err != nil {
-		return nil, err
+}
+
+// measure checkpoints the guest, then iterations times writes 4 KiB to the
+// lane and restores, and records the medians.
+func (q *QEMURestore) measure(ctx context.Context, g *launch.Guest, iterations int) error {
+	m := g.Machine
+	timings, ok := m.(vmm.Timings)
+	if !ok {
+		return fmt.Errorf("%T records no timings", m)
 	}
-	defer m.Close()
+	lane := g.Lanes[0].Spec.Name
 	call := func(req *agentv1.Request) error {
 		resp, err := m.Call(ctx, req)
 		if err != nil {
@@ -344,32 +358,26 @@ func measureQEMU(ctx context.Context, o RestoreOptions) (*QEMURestore, error) {
 		}
 		return agent.ResponseError(resp)
 	}
-	if err := call(&agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: spec.FS, Device: "serial:lane0", Fstype: spec.FS}}}); err != nil {
-		return nil, fmt.Errorf("mount lane: %w", err)
-	}
 	c0, err := m.Checkpoint(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var times, ram, pages []int64
-	for i := range o.Iterations {
-		write := &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Lane: spec.FS, Path: fmt.Sprintf("f%d", i%4), Flags: 0o101, Size: 4096, Fill: 0x55}}}
+	for i := range iterations {
+		write := &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Lane: lane, Path: fmt.Sprintf("f%d", i%4), Flags: 0o101, Size: 4096, Fill: 0x55}}}
 		if err := call(write); err != nil {
-			return nil, fmt.Errorf("write: %w", err)
+			return fmt.Errorf("write: %w", err)
 		}
 		t0 := time.Now()
 		if err := m.Restore(ctx, c0); err != nil {
-			return nil, err
+			return err
 		}
 		times = append(times, time.Since(t0).Nanoseconds())
-		ti := m.Timings()
+		ti := timings.Timings()
 		ram, pages = append(ram, ti.RestoreRAM.Nanoseconds()), append(pages, int64(ti.RestorePages))
 	}
-	if err := m.Close(); err != nil {
-		return nil, err
-	}
 	q.RestoreNsMedian, q.RAMNsMedian, q.Pages = median(times), median(ram), int(median(pages))
-	return q, nil
+	return nil
 }
 
 // measureBaseline runs Baseline on the default ext2 lane, one state per

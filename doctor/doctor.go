@@ -14,10 +14,9 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
-	"github.com/themisfs/themis/vmm/kvm"
-	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
 
@@ -83,9 +82,10 @@ var tools = []Tool{
 // Check inspects the host without starting anything.
 func Check(ctx context.Context, cacheDir string) *Report {
 	r := &Report{CacheDir: cacheDir}
-	r.KVMKind, r.KVMWhy = kvmKind()
-	r.KVMDevice = r.KVMKind != "absent"
-	r.KVMHardware = r.KVMKind == "hardware"
+	host := launch.Probe()
+	r.KVMKind, r.KVMWhy = string(host.KVM), host.KVMWhy
+	r.KVMDevice = host.KVM != launch.KVMAbsent
+	r.KVMHardware = host.KVM == launch.KVMHardware
 	for _, t := range tools {
 		if p, err := exec.LookPath(t.Name); err == nil {
 			t.Path, t.Found = p, true
@@ -94,58 +94,28 @@ func Check(ctx context.Context, cacheDir string) *Report {
 		}
 		r.Tools = append(r.Tools, t)
 	}
-	if p, err := exec.LookPath("qemu-system-x86_64"); err == nil {
-		r.QEMU = p
-		if out, err := exec.CommandContext(ctx, p, "--version").Output(); err == nil {
+	if host.QEMU != "" {
+		r.QEMU = host.QEMU
+		if out, err := exec.CommandContext(ctx, host.QEMU, "--version").Output(); err == nil {
 			r.QEMUVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 		}
 	}
 	if m, err := filepath.Glob(filepath.Join(cacheDir, "images", "*", "manifest.json")); err == nil {
 		r.CachedImages = len(m)
 	}
-	r.Backend, r.BackendWhy = PickBackend(r.KVMKind, r.QEMU != "")
+	// "auto" never fails to choose: on a host with neither backend it
+	// is launch.None, with the reason.
+	auto, _ := launch.Choose(host, launch.Auto)
+	r.Backend, r.BackendWhy = auto.Backend, auto.Why
 	return r
-}
-
-// kvmKind tells whether /dev/kvm is hardware virtualization.
-func kvmKind() (kind, why string) {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
-		return "absent", fmt.Sprintf("/dev/kvm: %v", err)
-	}
-	if err := f.Close(); err != nil {
-		return "absent", fmt.Sprintf("/dev/kvm: %v", err)
-	}
-	if hw, why := kvm.HardwareVirtualization(); hw {
-		return "hardware", "/dev/kvm opens and the " + why
-	}
-	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
-		return "pvm", "/dev/kvm is kvm_pvm (pagetable-based, no vmx/svm): a stock Linux kernel cannot boot through it; synthetic low-address guests can (vmm/kvm)"
-	}
-	return "pvm", "/dev/kvm opens but the CPU shows neither vmx nor svm: not hardware virtualization"
-}
-
-// PickBackend is the "auto" rule: the Go KVM backend where /dev/kvm is
-// hardware virtualization (it needs no QEMU); otherwise QEMU with TCG.
-func PickBackend(kvmKind string, haveQEMU bool) (backend, why string) {
-	switch {
-	case kvmKind == "hardware":
-		return "kvm", "/dev/kvm is hardware virtualization: the Go KVM backend (vmm/kvm), restores in time proportional to the pages dirtied (sessions fall back to QEMU if its boot fails)"
-	case kvmKind == "pvm" && haveQEMU:
-		return "qemu", "/dev/kvm is not hardware virtualization, so Linux cannot boot on it: QEMU with TCG"
-	case haveQEMU:
-		return "qemu", "no /dev/kvm: QEMU with TCG"
-	default:
-		return "none", "no usable backend: install qemu-system-x86 (apt-get install qemu-system-x86 qemu-utils)"
-	}
 }
 
 // BootOptions configure a measured boot.
 type BootOptions struct {
 	Guest   guest.Options
 	Restore vmm.RestoreMode
-	// Backend is "qemu", "kvm", or "" / "auto" for what PickBackend picks
-	// on this host.
+	// Backend is "qemu", "kvm", or "" / "auto" for what launch.Choose
+	// picks on this host (falling back to QEMU if a KVM boot fails).
 	Backend string
 	// Pings is how many no-op round trips to time (median reported; default 200).
 	Pings int
@@ -156,8 +126,12 @@ type BootOptions struct {
 	Log      *zap.Logger
 }
 
-// BootCheck boots a guest with one ext2 (-I 128) lane and measures it.
-func BootCheck(ctx context.Context, o BootOptions) (*Boot, error) {
+// y2038Lane is the lane the measured boot mounts: ext2 with 128-byte
+// inodes, whose timestamps end at 2038.
+const y2038Lane = "ext2"
+
+// withDefaults fills in the defaults of the zero fields.
+func (o BootOptions) withDefaults() BootOptions {
 	if o.Pings == 0 {
 		o.Pings = 200
 	}
@@ -167,144 +141,201 @@ func BootCheck(ctx context.Context, o BootOptions) (*Boot, error) {
 	if o.Restore == "" {
 		o.Restore = vmm.RestoreDevices
 	}
-	step := func(s string) {
-		if o.Progress != nil {
-			o.Progress(s)
+	return o
+}
+
+// step reports one step to Progress.
+func (o BootOptions) step(s string) {
+	if o.Progress != nil {
+		o.Progress(s)
+	}
+}
+
+// BootCheck boots a guest with one ext2 (-I 128) lane and measures it: the
+// image build, boot to agent-ready, the agent round trip, checkpoint and
+// verified restores, and the Y2038 witness. A failed verify returns the
+// measurements so far with an error wrapping vmm.ErrVerify.
+func BootCheck(ctx context.Context, o BootOptions) (_ *Boot, err error) {
+	o = o.withDefaults()
+	choice, err := launch.Choose(launch.Probe(), o.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("doctor: %w", err)
+	}
+	b := &Boot{BootBackend: choice.Backend, RestoreMode: string(o.Restore), Y2038Set: 1 << 31, Y2038Lane: y2038Lane}
+	o.step("building the guest image")
+	img, err := b.buildImage(ctx, o.Guest)
+	if err != nil {
+		return nil, err
+	}
+	o.step("booting")
+	g, err := b.boot(ctx, o, choice, img)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, g.Close())
 		}
+	}()
+	if g.KVMFailure != nil {
+		o.step(fmt.Sprintf("KVM boot failed; auto fell back to QEMU: %v", g.KVMFailure))
 	}
-	backend := o.Backend
-	switch backend {
-	case "", "auto":
-		kind, _ := kvmKind()
-		backend, _ = PickBackend(kind, true)
-	case "qemu", "kvm":
-	default:
-		return nil, fmt.Errorf("doctor: backend %q: want auto, qemu or kvm", o.Backend)
+	mb := &measuredBoot{Boot: b, g: g}
+	o.step("timing the agent round trip")
+	if err := mb.timeRoundTrip(ctx, o.Pings); err != nil {
+		return nil, err
 	}
-	b := &Boot{BootBackend: backend, RestoreMode: string(o.Restore), Y2038Set: 1 << 31, Y2038Lane: "ext2"}
-	step("building the guest image")
+	o.step("checkpoint and verified restores")
+	if err := mb.timeRestores(ctx, o.Restores); err != nil {
+		if errors.Is(err, vmm.ErrVerify) {
+			return b, err
+		}
+		return nil, err
+	}
+	o.step("Y2038 witness")
+	if err := mb.y2038Witness(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.Close(); err != nil {
+		return nil, fmt.Errorf("doctor: %w", err)
+	}
+	return b, nil
+}
+
+// buildImage builds (or finds cached) the guest image and records how long
+// it took, whether it was cached and its kernel.
+func (b *Boot) buildImage(ctx context.Context, o guest.Options) (*guest.Image, error) {
 	t0 := time.Now()
-	img, err := guest.Build(ctx, o.Guest)
+	img, err := guest.Build(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	b.ImageMs, b.ImageCached, b.KernelVersion = ms(time.Since(t0)), img.Cached, img.KernelVersion
-	spec, err := guest.ParseLaneSpec("ext2")
+	return img, nil
+}
+
+// boot boots the guest with the ext2 lane mounted and records the backend
+// that booted and the time to agent-ready.
+func (b *Boot) boot(ctx context.Context, o BootOptions, choice launch.Choice, img *guest.Image) (*launch.Guest, error) {
+	spec, err := guest.ParseLaneSpec(y2038Lane)
 	if err != nil {
 		return nil, err
 	}
-	cache := o.Guest.CacheDir
-	if cache == "" {
-		if cache, err = guest.DefaultCacheDir(); err != nil {
-			return nil, err
-		}
-	}
-	base, err := guest.MakeBase(ctx, cache, spec)
-	if err != nil {
-		return nil, err
-	}
-	dev, err := overlay.Open(base)
-	if err != nil {
-		return nil, err
-	}
-	defer dev.Close()
-	step("booting")
-	t0 = time.Now()
-	cfg := vmm.Config{
-		Kernel: img.Kernel, Initramfs: img.Initramfs, MemoryMiB: 128,
-		Disks:   []vmm.Disk{{Serial: "lane0", Device: dev}},
-		Restore: o.Restore, Verify: true, Log: o.Log,
-	}
-	var m vmm.Machine
-	if backend == "kvm" {
-		m, err = kvm.Start(ctx, cfg)
-	} else {
-		m, err = qemu.Start(ctx, cfg)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer m.Close()
-	b.BootMs = ms(time.Since(t0))
-	call := func(req *agentv1.Request) (*agentv1.Response, error) {
-		resp, err := m.Call(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return resp, agent.ResponseError(resp)
-	}
-	if _, err := call(&agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: "ext2", Device: "serial:lane0", Fstype: "ext2"}}}); err != nil {
-		return nil, fmt.Errorf("doctor: mount lane: %w", err)
-	}
-	step("timing the agent round trip")
-	ping := &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}
-	var rtts []time.Duration
-	for range o.Pings {
-		t0 := time.Now()
-		if _, err := call(ping); err != nil {
-			return nil, fmt.Errorf("doctor: ping: %w", err)
-		}
-		rtts = append(rtts, time.Since(t0))
-	}
-	b.AgentRTTUs = float64(median(rtts).Nanoseconds()) / 1e3
-	step("checkpoint and verified restores")
-	t0 = time.Now()
-	c0, err := m.Checkpoint(ctx)
-	if err != nil {
-		return nil, err
-	}
-	b.CheckpointMs = ms(time.Since(t0))
-	var restores []time.Duration
-	for i := range o.Restores {
-		write := &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Lane: "ext2", Path: fmt.Sprintf("branch-%d", i), Flags: 0o101, Size: 4096, Fill: 0x55}}}
-		if _, err := call(write); err != nil {
-			return nil, fmt.Errorf("doctor: write: %w", err)
-		}
-		t0 := time.Now()
-		if err := m.Restore(ctx, c0); err != nil {
-			if errors.Is(err, vmm.ErrVerify) {
-				return b, err
-			}
-			return nil, err
-		}
-		restores = append(restores, time.Since(t0))
-	}
-	// Restore with Verify on fails unless RAM and disk hashes matched.
-	b.RestoreVerified = true
-	b.RestoreMs = ms(median(restores))
-	step("Y2038 witness")
-	if _, err := call(&agentv1.Request{Op: &agentv1.Request_SetClock{SetClock: &agentv1.SetClock{Time: &agentv1.Timespec{Sec: b.Y2038Set}}}}); err != nil {
-		return nil, fmt.Errorf("doctor: set clock: %w", err)
-	}
-	if _, err := call(&agentv1.Request{Op: &agentv1.Request_Create{Create: &agentv1.Create{Lane: "ext2", Path: "y2038", Flags: 0o1, Mode: 0o644}}}); err != nil {
-		return nil, fmt.Errorf("doctor: create: %w", err)
-	}
-	st, err := call(&agentv1.Request{Op: &agentv1.Request_Stat{Stat: &agentv1.Stat{Lane: "ext2", Path: "y2038"}}})
-	if err != nil {
-		return nil, fmt.Errorf("doctor: stat: %w", err)
-	}
-	b.Y2038Stored = st.GetStat().GetMtime().GetSec()
-	if _, err := call(&agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}); err != nil {
-		return nil, fmt.Errorf("doctor: sync: %w", err)
-	}
-	tmp, err := os.MkdirTemp("", "themis-doctor-")
+	g, err := launch.Boot(ctx, launch.Spec{
+		Image: img, CacheDir: o.Guest.CacheDir, Lanes: []guest.LaneSpec{spec}, MemoryMiB: 128,
+		Restore: o.Restore, Verify: true, Backend: choice, Log: o.Log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	img2 := filepath.Join(tmp, "ext2.img")
-	if err := dev.Materialize(img2); err != nil {
-		return nil, err
-	}
-	times, err := guest.ExtInodeTimes(ctx, img2, "/y2038")
+	b.BootBackend, b.BootMs = g.Backend, ms(g.StartTime)
+	return g, nil
+}
+
+// measuredBoot is a booted guest and the measurements taken of it.
+type measuredBoot struct {
+	*Boot
+	g *launch.Guest
+}
+
+// call sends one request; an agent error is an error.
+func (mb *measuredBoot) call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	resp, err := mb.g.Machine.Call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	b.Y2038OnDisk = times.Mtime
-	if err := m.Close(); err != nil {
-		return nil, err
+	return resp, agent.ResponseError(resp)
+}
+
+// timeRoundTrip times pings no-op round trips (the median is recorded).
+func (mb *measuredBoot) timeRoundTrip(ctx context.Context, pings int) error {
+	ping := &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}
+	var rtts []time.Duration
+	for range pings {
+		t0 := time.Now()
+		if _, err := mb.call(ctx, ping); err != nil {
+			return fmt.Errorf("doctor: ping: %w", err)
+		}
+		rtts = append(rtts, time.Since(t0))
 	}
-	return b, nil
+	mb.AgentRTTUs = float64(median(rtts).Nanoseconds()) / 1e3
+	return nil
+}
+
+// timeRestores takes a checkpoint, then restores times writes a 4 KiB file
+// and restores it (verified: Restore fails unless the RAM and disk hashes
+// match the checkpoint's); the median restore is recorded.
+func (mb *measuredBoot) timeRestores(ctx context.Context, restores int) error {
+	m := mb.g.Machine
+	t0 := time.Now()
+	c0, err := m.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	mb.CheckpointMs = ms(time.Since(t0))
+	var times []time.Duration
+	for i := range restores {
+		write := &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Lane: y2038Lane, Path: fmt.Sprintf("branch-%d", i), Flags: 0o101, Size: 4096, Fill: 0x55}}}
+		if _, err := mb.call(ctx, write); err != nil {
+			return fmt.Errorf("doctor: write: %w", err)
+		}
+		t0 := time.Now()
+		if err := m.Restore(ctx, c0); err != nil {
+			return err
+		}
+		times = append(times, time.Since(t0))
+	}
+	mb.RestoreVerified = true
+	mb.RestoreMs = ms(median(times))
+	return nil
+}
+
+// y2038Witness sets the guest clock past 2038, creates a file and records
+// its mtime as the guest stats it and as the disk stores it.
+func (mb *measuredBoot) y2038Witness(ctx context.Context) error {
+	if _, err := mb.call(ctx, &agentv1.Request{Op: &agentv1.Request_SetClock{SetClock: &agentv1.SetClock{Time: &agentv1.Timespec{Sec: mb.Y2038Set}}}}); err != nil {
+		return fmt.Errorf("doctor: set clock: %w", err)
+	}
+	if _, err := mb.call(ctx, &agentv1.Request{Op: &agentv1.Request_Create{Create: &agentv1.Create{Lane: y2038Lane, Path: "y2038", Flags: 0o1, Mode: 0o644}}}); err != nil {
+		return fmt.Errorf("doctor: create: %w", err)
+	}
+	st, err := mb.call(ctx, &agentv1.Request{Op: &agentv1.Request_Stat{Stat: &agentv1.Stat{Lane: y2038Lane, Path: "y2038"}}})
+	if err != nil {
+		return fmt.Errorf("doctor: stat: %w", err)
+	}
+	mb.Y2038Stored = st.GetStat().GetMtime().GetSec()
+	if _, err := mb.call(ctx, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}); err != nil {
+		return fmt.Errorf("doctor: sync: %w", err)
+	}
+	onDisk, err := diskMtime(ctx, mb.g.Lanes[0].Disk, "/y2038")
+	if err != nil {
+		return err
+	}
+	mb.Y2038OnDisk = onDisk
+	return nil
+}
+
+// diskMtime reads a file's on-disk mtime (seconds) from the ext2 image
+// the overlay resolves to.
+func diskMtime(ctx context.Context, dev *overlay.Device, path string) (_ int64, err error) {
+	tmp, err := os.MkdirTemp("", "themis-doctor-")
+	if err != nil {
+		return 0, fmt.Errorf("doctor: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(tmp); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("doctor: %w", rerr))
+		}
+	}()
+	img := filepath.Join(tmp, "ext2.img")
+	if err := dev.Materialize(img); err != nil {
+		return 0, err
+	}
+	times, err := guest.ExtInodeTimes(ctx, img, path)
+	if err != nil {
+		return 0, err
+	}
+	return times.Mtime, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

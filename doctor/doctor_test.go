@@ -8,30 +8,26 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
 
-func TestPickBackend(t *testing.T) {
+// TestCheckBackend checks that the report's backend is launch's auto
+// choice for this host, reason included (the rule's table is
+// launch.TestChoose).
+func TestCheckBackend(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		kind     string
-		qemu     bool
-		want     string
-		whyMatch string
-	}{
-		{"hardware", true, "kvm", "hardware virtualization"},
-		{"hardware", false, "kvm", "Go KVM backend"},
-		{"pvm", true, "qemu", "not hardware virtualization"},
-		{"absent", true, "qemu", "no /dev/kvm"},
-		{"absent", false, "none", "install qemu-system-x86"},
-		{"pvm", false, "none", "install qemu-system-x86"},
+	r := Check(context.Background(), t.TempDir())
+	want, err := launch.Choose(launch.Probe(), launch.Auto)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		got, why := PickBackend(tt.kind, tt.qemu)
-		if got != tt.want || !strings.Contains(why, tt.whyMatch) {
-			t.Errorf("PickBackend(%q, %v) = %q, %q; want %q, mentioning %q", tt.kind, tt.qemu, got, why, tt.want, tt.whyMatch)
-		}
+	if r.Backend != want.Backend || r.BackendWhy != want.Why {
+		t.Errorf("Check: backend %q (%s); want %q (%s)", r.Backend, r.BackendWhy, want.Backend, want.Why)
+	}
+	if r.KVMKind == "" || r.KVMWhy == "" || r.KVMDevice != (r.KVMKind != "absent") || r.KVMHardware != (r.KVMKind == "hardware") {
+		t.Errorf("Check: KVM %q (%s), device %v, hardware %v: inconsistent", r.KVMKind, r.KVMWhy, r.KVMDevice, r.KVMHardware)
 	}
 }
 
@@ -81,5 +77,18 @@ func TestBootCheckBadBackend(t *testing.T) {
 	_, err := BootCheck(context.Background(), BootOptions{Backend: "bhyve"})
 	if err == nil || !strings.Contains(err.Error(), `backend "bhyve"`) {
 		t.Fatalf("BootCheck with an unknown backend: %v", err)
+	}
+}
+
+// TestBootCheckKVMNeedsHardware: asking for kvm where Linux cannot boot on
+// /dev/kvm is refused before anything is built, naming the backend.
+func TestBootCheckKVMNeedsHardware(t *testing.T) {
+	t.Parallel()
+	if launch.Probe().KVM == launch.KVMHardware {
+		t.Skip("this host has hardware virtualization")
+	}
+	_, err := BootCheck(context.Background(), BootOptions{Backend: "kvm"})
+	if err == nil || !strings.Contains(err.Error(), `backend "kvm"`) || !strings.Contains(err.Error(), "cannot boot") {
+		t.Fatalf("BootCheck with kvm on a host without hardware virtualization: %v", err)
 	}
 }

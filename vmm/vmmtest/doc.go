@@ -4,6 +4,12 @@
 // checkpoints, stale translated code after a restore, and clean failure when
 // the guest dies or hangs (no leaked processes or fds).
 //
+// The suite assembles its guests with launch.Boot (the backend under test
+// as launch.Spec.Start), so it boots them the way the daemon does; Env.Lane
+// and Env.Config are the same steps (launch.OpenDisk, launch.LaneSerial)
+// for tests that start a backend themselves. RequireKVM asks launch.Choose
+// for kvm.
+//
 // The suite needs a real guest image (guest.Build) and real base images made
 // by mkfs. Where those cannot be had, tests skip with the reason, except
 // under CI=true, where they fail.

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -74,34 +77,39 @@ func run(t *testing.T, env *Env, start Factory, opts ...SuiteOption) {
 	t.Run("HungGuestCleansUp", s.testHungGuestCleansUp)
 }
 
-// bootWith boots a machine with a lane per spec, mounted, closed at the
-// test's end; verify sets the restore verify gate.
-func (s *suite) bootWith(t *testing.T, verify bool, specs ...string) (vmm.Machine, []string) {
+// guestWith assembles and boots a guest with a lane per spec, mounted
+// (launch.Boot with the backend under test), closed at the test's end if
+// not before; verify sets the restore verify gate.
+func (s *suite) guestWith(t *testing.T, verify bool, specs ...string) *launch.Guest {
 	t.Helper()
-	var devs []*overlayDev
-	for _, spec := range specs {
-		devs = append(devs, &overlayDev{spec: spec, dev: s.env.Lane(t, spec)})
+	lanes, err := guest.ParseLaneSpecs(strings.Join(specs, ","))
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg := s.env.Config(t, devsOf(devs)...)
-	cfg.Verify = verify
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	m, err := s.start(ctx, cfg)
+	g, err := launch.Boot(ctx, launch.Spec{Image: s.env.Image, CacheDir: s.env.CacheDir, Lanes: lanes,
+		MemoryMiB: 128, Verify: verify, Start: launch.StartFunc(s.start), Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("boot: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
+		if err := g.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
-	var lanes []string
-	for i, d := range devs {
-		lane := d.spec
-		Do(t, m, mount(lane, cfg.Disks[i].Serial, fsOf(d.spec)))
-		lanes = append(lanes, lane)
+	return g
+}
+
+// bootWith is guestWith's machine and the lanes' names.
+func (s *suite) bootWith(t *testing.T, verify bool, specs ...string) (vmm.Machine, []string) {
+	t.Helper()
+	g := s.guestWith(t, verify, specs...)
+	var names []string
+	for _, l := range g.Lanes {
+		names = append(names, l.Spec.Name)
 	}
-	return m, lanes
+	return g.Machine, names
 }
 
 // boot is bootWith with the verify gate on.
@@ -306,20 +314,13 @@ func (s *suite) testCycles(t *testing.T) {
 }
 
 func (s *suite) testHungGuestCleansUp(t *testing.T) {
-	dev := s.env.Lane(t, "ext2")
-	cfg := s.env.Config(t, dev)
-	check := Leaks(t) // after the overlay: it is closed by t.Cleanup
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	check := Leaks(t)
+	g := s.guestWith(t, true, "ext2")
+	m := g.Machine
+	spin := installSpin(t, m, g.Lanes[0].Spec.Name)
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	m, err := s.start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("boot: %v", err)
-	}
-	spin := SpinRequest(t, m)
-	short, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel2()
-	_, err = m.Call(short, spin)
+	_, err := m.Call(short, spin)
 	if err == nil {
 		t.Fatal("a call into a guest that never answers returned no error")
 	}
@@ -333,29 +334,10 @@ func (s *suite) testHungGuestCleansUp(t *testing.T) {
 	if _, err := m.Call(context.Background(), syncAll()); !errors.Is(err, vmm.ErrClosed) {
 		t.Errorf("call after close: %v, want ErrClosed", err)
 	}
+	if err := g.Close(); err != nil { // the overlays (the machine is closed)
+		t.Errorf("close the guest: %v", err)
+	}
 	check()
-}
-
-type overlayDev struct {
-	spec string
-	dev  *overlay.Device
-}
-
-func devsOf(d []*overlayDev) []*overlay.Device {
-	out := make([]*overlay.Device, len(d))
-	for i := range d {
-		out[i] = d[i].dev
-	}
-	return out
-}
-
-func fsOf(spec string) string {
-	for i, c := range spec {
-		if c == ':' {
-			return spec[:i]
-		}
-	}
-	return spec
 }
 
 func checkpoint(t testing.TB, m vmm.Machine) vmm.CheckpointID {

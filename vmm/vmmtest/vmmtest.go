@@ -16,9 +16,9 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
-	"github.com/themisfs/themis/vmm/kvm"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -36,7 +36,7 @@ type Env struct {
 func Setup(t testing.TB) *Env {
 	t.Helper()
 	env := setupImage(t)
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+	if launch.Probe().QEMU == "" {
 		unavailable(t, errors.New("qemu-system-x86_64 not installed (Debian qemu-system-x86)"))
 	}
 	return env
@@ -53,17 +53,18 @@ func SetupKVM(t testing.TB) *Env {
 }
 
 // RequireKVM skips (or fails under THEMIS_REQUIRE_KVM=1) unless this host's
-// /dev/kvm is hardware virtualization (vmx/svm).
+// /dev/kvm is hardware virtualization (vmx/svm): unless launch.Choose
+// grants an asked-for kvm.
 func RequireKVM(t testing.TB) {
 	t.Helper()
-	ok, why := kvm.HardwareVirtualization()
-	if ok {
+	_, err := launch.Choose(launch.Probe(), launch.KVM)
+	if err == nil {
 		return
 	}
 	if os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
-		t.Fatalf("vmmtest: THEMIS_REQUIRE_KVM=1 but Linux cannot boot on this host's /dev/kvm: %s", why)
+		t.Fatalf("vmmtest: THEMIS_REQUIRE_KVM=1 but %v", err)
 	}
-	t.Skipf("vmmtest: Linux on the KVM backend needs hardware virtualization: %s (THEMIS_REQUIRE_KVM=1 makes this a failure)", why)
+	t.Skipf("vmmtest: Linux on the KVM backend: %v (THEMIS_REQUIRE_KVM=1 makes this a failure)", err)
 }
 
 // SetupImage builds or finds the guest image only (no backend check).
@@ -99,20 +100,17 @@ func unavailable(t testing.TB, err error) {
 	t.Skipf("vmmtest: skipped, environment missing: %v", err)
 }
 
-// Lane returns an overlay over a fresh base image for spec (e.g. "ext2").
+// Lane returns an overlay over a fresh base image for spec (e.g. "ext2"),
+// closed at the test's end (launch.OpenDisk).
 func (e *Env) Lane(t testing.TB, spec string) *overlay.Device {
 	t.Helper()
 	ls, err := guest.ParseLaneSpec(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := guest.MakeBase(context.Background(), e.CacheDir, ls)
+	dev, err := launch.OpenDisk(context.Background(), e.CacheDir, ls)
 	if err != nil {
-		t.Fatalf("base image %s: %v", spec, err)
-	}
-	dev, err := overlay.Open(base)
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("lane %s: %v", spec, err)
 	}
 	t.Cleanup(func() {
 		if err := dev.Close(); err != nil {
@@ -122,7 +120,9 @@ func (e *Env) Lane(t testing.TB, spec string) *overlay.Device {
 	return dev
 }
 
-// Config returns a machine config for the given lanes (serials lane0, lane1, ...).
+// Config returns a machine config for the given lanes (serials
+// launch.LaneSerial: lane0, lane1, ...), for tests that start a backend
+// themselves; Boot assembles and mounts a whole guest.
 func (e *Env) Config(t testing.TB, devs ...*overlay.Device) vmm.Config {
 	cfg := vmm.Config{
 		Kernel:    e.Image.Kernel,
@@ -132,7 +132,7 @@ func (e *Env) Config(t testing.TB, devs ...*overlay.Device) vmm.Config {
 		Log:       zaptest.NewLogger(t),
 	}
 	for i, d := range devs {
-		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: fmt.Sprintf("lane%d", i), Device: d})
+		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: launch.LaneSerial(i), Device: d})
 	}
 	return cfg
 }
@@ -298,7 +298,14 @@ func children(t testing.TB) []string {
 func SpinRequest(t testing.TB, m vmm.Machine) *agentv1.Request {
 	t.Helper()
 	Do(t, m, mount("ext2", m.Disks()[0].Serial, "ext2"))
-	Do(t, m, write("ext2", "spin", TinyELF(SpinCode())))
-	Do(t, m, chmod("ext2", "spin", 0o755))
-	return execReq("ext2", "spin", time.Hour)
+	return installSpin(t, m, "ext2")
+}
+
+// installSpin installs a program that never exits on a mounted lane and
+// returns the request that runs it (with a one-hour timeout).
+func installSpin(t testing.TB, m vmm.Machine, lane string) *agentv1.Request {
+	t.Helper()
+	Do(t, m, write(lane, "spin", TinyELF(SpinCode())))
+	Do(t, m, chmod(lane, "spin", 0o755))
+	return execReq(lane, "spin", time.Hour)
 }
