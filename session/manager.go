@@ -8,19 +8,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/themisfs/themis/agent"
-	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
-	"github.com/themisfs/themis/vmm/kvm"
-	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
 
@@ -44,10 +41,10 @@ type Config struct {
 	// AutoCheckpoints is the auto ring size per session (default 10); a fork past it
 	// evicts the oldest live auto checkpoint.
 	AutoCheckpoints int
-	// Start boots a machine. Nil: by the session's backend, qemu.Start or
-	// kvm.Start ("auto" is kvm where /dev/kvm is hardware virtualization,
-	// falling back to qemu when the KVM boot fails). Tests may inject a test
-	// double, which then serves every backend.
+	// Start boots a machine. Nil: by the session's backend (launch.Choose:
+	// "auto" is kvm where /dev/kvm is hardware virtualization, falling back
+	// to qemu when the KVM boot fails). Tests may inject a test double,
+	// which then serves every backend.
 	Start func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error)
 	// OnRestore, when set, observes the duration of every successful restore
 	// (e.g. a Prometheus histogram in the daemon). It must not block.
@@ -109,10 +106,9 @@ type Stats struct {
 
 // Manager owns the running sessions and the ledger.
 type Manager struct {
-	cfg       Config
-	log       *zap.Logger
-	ledger    *ledger
-	byBackend bool // cfg.Start was nil: boot with the session's backend
+	cfg    Config
+	log    *zap.Logger
+	ledger *ledger
 
 	imageMu sync.Mutex
 	image   *guest.Image // built once, on first Create
@@ -150,7 +146,6 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	def(&cfg.MaxMemoryMiB, 2048)
 	def(&cfg.ManualCheckpoints, 12)
 	def(&cfg.AutoCheckpoints, 10)
-	byBackend := cfg.Start == nil
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -162,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), byBackend: byBackend, image: cfg.Image}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), image: cfg.Image}
 	stale, err := l.runningSessions(ctx)
 	if err != nil {
 		l.close()
@@ -237,13 +232,13 @@ type session struct {
 	mu    sync.Mutex
 	info  Info
 	specs []guest.LaneSpec
-	mach  vmm.Machine // nil once stopped
+	// guest owns the machine and every lane's disks (launch.Boot); nil
+	// once stopped, like mach, its machine.
+	guest *launch.Guest
+	mach  vmm.Machine
 	// devs holds each lane's disk, by lane index; for an overlay lane its
 	// upper layer's (the one that changes).
 	devs []*overlay.Device
-	// lowers holds the overlay lanes' lower-layer disks (mounted
-	// read-only in the guest), in lane order.
-	lowers []*overlay.Device
 	// run names the run (Acquire's kind) that drives the machine while it
 	// lasts: the other session methods refuse the session (ErrState).
 	run string
@@ -318,10 +313,13 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Backend == "kvm" && m.byBackend {
-		if ok, why := kvm.HardwareVirtualization(); !ok {
-			return nil, Invalid("backend", "kvm: Linux cannot boot on this host's /dev/kvm (%s); use \"qemu\" or \"auto\"", why)
-		}
+	choice, err := launch.Choose(launch.Probe(), o.Backend)
+	var fe *launch.FieldError
+	if errors.As(err, &fe) {
+		return nil, Invalid(fe.Field, "%q: %s", fe.Value, fe.Reason)
+	}
+	if err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	switch {
@@ -362,7 +360,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	for i, sp := range specs {
 		s.info.Lanes = append(s.info.Lanes, Lane{Name: sp.Name, Spec: o.Lanes[i], FS: sp.FS})
 	}
-	if err := m.boot(ctx, s); err != nil {
+	if err := m.boot(ctx, s, choice); err != nil {
 		s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
 		m.failures.Add(1)
 		if lerr := m.ledger.insertSession(context.WithoutCancel(ctx), &s.info); lerr != nil {
@@ -413,105 +411,37 @@ func (m *Manager) guestImage(ctx context.Context) (*guest.Image, error) {
 	return img, nil
 }
 
-// boot makes the lanes' overlays, starts the machine and mounts every lane.
-func (m *Manager) boot(ctx context.Context, s *session) (err error) {
+// boot assembles the session's guest (launch.Boot: an overlay per lane
+// over its base image, the machine on the chosen backend or cfg.Start,
+// every lane mounted) and records the backend that booted.
+func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) error {
 	img, err := m.guestImage(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			m.closeMachine(s)
-		}
-	}()
-	cfg := vmm.Config{Kernel: img.Kernel, Initramfs: img.Initramfs, MemoryMiB: s.info.MemoryMiB,
-		Restore: s.info.Restore, Verify: s.info.Verify, Log: m.log.With(zap.String("session", s.info.ID))}
-	for i, sp := range s.specs {
-		base, err := guest.MakeBase(ctx, m.cfg.CacheDir, sp)
-		if err != nil {
-			return fmt.Errorf("lane %s: base image: %w", sp.Name, err)
-		}
-		dev, err := overlay.Open(base)
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", sp.Name, err)
-		}
-		s.devs = append(s.devs, dev)
-		cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: laneSerial(i), Device: dev})
-		if sp.IsOverlay() {
-			// The upper layer starts empty; the lower layer holds the
-			// lane's seed tree, if any (the same image without one).
-			lowerBase, err := guest.MakeBase(ctx, m.cfg.CacheDir, sp.Lower())
-			if err != nil {
-				return fmt.Errorf("lane %s: lower layer's base image: %w", sp.Name, err)
-			}
-			lower, err := overlay.Open(lowerBase)
-			if err != nil {
-				return fmt.Errorf("lane %s: lower layer: %w", sp.Name, err)
-			}
-			s.lowers = append(s.lowers, lower)
-			cfg.Disks = append(cfg.Disks, vmm.Disk{Serial: lowerSerial(i), Device: lower})
-		}
-	}
-	mach, err := m.start(ctx, s, cfg)
+	s.info.Backend = choice.Backend
+	g, err := launch.Boot(ctx, launch.Spec{Image: img, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
+		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, Backend: choice,
+		Start: m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {
 		return err
 	}
-	s.mach = mach
-	for i, sp := range s.specs {
-		req := &agentv1.Request{Op: &agentv1.Request_Mount{Mount: laneMount(i, sp)}}
-		resp, err := mach.Call(ctx, req)
-		if err != nil {
-			return fmt.Errorf("mount lane %s: %w", sp.Name, err)
-		}
-		if err := agent.ResponseError(resp); err != nil {
-			return fmt.Errorf("mount lane %s: %w", sp.Name, err)
-		}
+	s.guest, s.mach, s.info.Backend = g, g.Machine, g.Backend
+	for _, l := range g.Lanes {
+		s.devs = append(s.devs, l.Disk)
 	}
 	return nil
-}
-
-// OverlayMountOptions are the overlayfs options of an overlay lane: every
-// feature that would leave metadata in the upper layer that the from-below
-// classification does not read is off. metacopy=off is explicit (the agent
-// refuses metacopy=on: the upper layer would record empty files);
-// redirect_dir=off makes renaming a lower directory fail with EXDEV instead
-// of writing a redirect xattr; index=off keeps hard-link copy-up out of the
-// work directory's index.
-const OverlayMountOptions = "metacopy=off,redirect_dir=off,index=off"
-
-// laneSerial and lowerSerial are the disk serials of lane i and of its
-// lower layer (overlay lanes).
-func laneSerial(i int) string  { return fmt.Sprintf("lane%d", i) }
-func lowerSerial(i int) string { return fmt.Sprintf("lower%d", i) }
-
-// laneMount is the agent Mount request of lane i: its disk, or for an
-// overlay lane its upper (lane<i>) and lower (lower<i>) disks with
-// OverlayMountOptions.
-func laneMount(i int, sp guest.LaneSpec) *agentv1.Mount {
-	m := &agentv1.Mount{Lane: sp.Name, Device: "serial:" + laneSerial(i), Fstype: sp.FS}
-	if sp.IsOverlay() {
-		m.LowerDevice = "serial:" + lowerSerial(i)
-		m.LayerFstype = sp.Layer().FS
-		m.Options = OverlayMountOptions
-	}
-	return m
 }
 
 // closeMachine stops the guest and closes the overlays.
 func (m *Manager) closeMachine(s *session) error {
 	var errs []error
-	if s.mach != nil {
-		if err := s.mach.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("session %s: close machine: %w", s.info.ID, err))
-		}
-		s.mach = nil
-	}
-	for _, d := range slices.Concat(s.devs, s.lowers) {
-		if err := d.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("session %s: close overlay: %w", s.info.ID, err))
+	if s.guest != nil {
+		if err := s.guest.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", s.info.ID, err))
 		}
 	}
-	s.devs, s.lowers = nil, nil
+	s.guest, s.mach, s.devs = nil, nil, nil
 	s.blobs, s.files, s.blobsz = nil, nil, 0
 	return errors.Join(errs...)
 }
@@ -670,32 +600,4 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	}
 	defer s.mu.Unlock()
 	return m.stop(s, StateEnded, "deleted")
-}
-
-// start boots the session's machine. "auto" (recorded as the backend that
-// booted) is kvm where /dev/kvm is hardware virtualization, and qemu
-// otherwise or when the KVM boot fails.
-func (m *Manager) start(ctx context.Context, s *session, cfg vmm.Config) (vmm.Machine, error) {
-	backend := s.info.Backend
-	if backend == "auto" {
-		backend = "qemu"
-		if ok, _ := kvm.HardwareVirtualization(); ok {
-			backend = "kvm"
-		}
-	}
-	if !m.byBackend {
-		s.info.Backend = backend
-		return m.cfg.Start(ctx, cfg)
-	}
-	if backend == "kvm" {
-		mach, err := kvm.Start(ctx, cfg)
-		if err == nil || s.info.Backend != "auto" {
-			s.info.Backend = "kvm"
-			return mach, err
-		}
-		m.log.Warn("KVM boot failed; auto falls back to QEMU", zap.String("session", s.info.ID), zap.Error(err))
-		backend = "qemu"
-	}
-	s.info.Backend = backend
-	return qemu.Start(ctx, cfg)
 }

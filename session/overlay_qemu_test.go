@@ -12,6 +12,7 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/vmm/qemu"
@@ -80,7 +81,7 @@ func TestOverlayMarkersRealGuest(t *testing.T) {
 	if syscall.Errno(refused.GetErrno()) != syscall.EINVAL || !strings.Contains(refused.GetError(), "metacopy=on") || !strings.Contains(refused.GetError(), "empty files") {
 		t.Errorf("mount with metacopy=on: errno %d %q, want EINVAL saying it would record empty files", refused.GetErrno(), refused.GetError())
 	}
-	do(mount(&agentv1.Mount{Lane: ov, Device: "serial:lane1", LowerDevice: "serial:lane0", Fstype: "overlay", LayerFstype: "ext2", Options: OverlayMountOptions}))
+	do(mount(&agentv1.Mount{Lane: ov, Device: "serial:lane1", LowerDevice: "serial:lane0", Fstype: "overlay", LayerFstype: "ext2", Options: launch.OverlayMountOptions}))
 	before := fingerprint(ov, true)
 	if len(before.GetLeaves()) != 1 || before.GetLeaves()[0].GetPath() != "" {
 		t.Errorf("fresh upper layer from below: %v, want only its root", before.GetLeaves())

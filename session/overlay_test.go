@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm"
@@ -37,12 +38,12 @@ func TestOverlayLaneFake(t *testing.T) {
 	if want := []string{"lane0", "lane1", "lower1"}; !reflect.DeepEqual(serials, want) {
 		t.Errorf("disks %v, want %v", serials, want)
 	}
-	want := &agentv1.Mount{Lane: "ov", Device: "serial:lane1", LowerDevice: "serial:lower1", Fstype: "overlay", LayerFstype: "ext2", Options: session.OverlayMountOptions}
+	want := &agentv1.Mount{Lane: "ov", Device: "serial:lane1", LowerDevice: "serial:lower1", Fstype: "overlay", LayerFstype: "ext2", Options: launch.OverlayMountOptions}
 	if len(mounts) != 2 || !proto.Equal(mounts[1], want) || mounts[0].GetLowerDevice() != "" {
 		t.Errorf("mounts %v, want the ext2 lane plain and %v", mounts, want)
 	}
-	if !strings.Contains(session.OverlayMountOptions, "metacopy=off") {
-		t.Errorf("overlay options %q without metacopy=off", session.OverlayMountOptions)
+	if !strings.Contains(launch.OverlayMountOptions, "metacopy=off") {
+		t.Errorf("overlay options %q without metacopy=off", launch.OverlayMountOptions)
 	}
 	fps, err := m.Fingerprint(ctx, in.ID, agentv1.TimeMode_TIME_MODE_NONE, false, nil)
 	if err != nil {
