@@ -135,21 +135,8 @@ type mounter interface {
 // plain syscalls), unmounts, and copies the image back out as the new state.
 // States form chains of up to 64 ops from the root image.
 func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
-	if o.Lane == "" {
-		o.Lane = DefaultBaselineLane
-	}
-	switch {
-	case o.States == 0:
-		o.States = DefaultBaselineStates
-	case o.States < 0 || o.States > MaxBaselineStates:
-		return nil, fmt.Errorf("bench: baseline states %d: want 1..%d", o.States, MaxBaselineStates)
-	}
-	switch o.Mount {
-	case "":
-		o.Mount = MountSyscall
-	case MountSyscall, MountExec:
-	default:
-		return nil, fmt.Errorf("bench: baseline mount mode %q: want %q or %q", o.Mount, MountSyscall, MountExec)
+	if err := fillBaselineDefaults(&o); err != nil {
+		return nil, err
 	}
 	spec, err := guest.ParseLaneSpec(o.Lane)
 	if err != nil {
@@ -196,9 +183,56 @@ func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
 
 	res := &BaselineResult{Lane: spec.String(), FS: spec.FS, ImageBytes: int64(len(root)), Mount: o.Mount, WorkDir: o.WorkDir,
 		StateTimes: make([]time.Duration, 0, o.States)}
+	run := &baselineRun{work: work, mnt: mnt, fstype: spec.FS, mo: mo}
+	last, err := run.measure(ctx, root, o.States, res)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(last, root) {
+		return nil, errors.New("bench: baseline: the last state's image equals the root image: the ops did not reach the image")
+	}
+	return res, nil
+}
+
+// fillBaselineDefaults sets o's unset Lane, States and Mount to their
+// defaults and checks States and Mount.
+func fillBaselineDefaults(o *BaselineOptions) error {
+	if o.Lane == "" {
+		o.Lane = DefaultBaselineLane
+	}
+	switch {
+	case o.States == 0:
+		o.States = DefaultBaselineStates
+	case o.States < 0 || o.States > MaxBaselineStates:
+		return fmt.Errorf("bench: baseline states %d: want 1..%d", o.States, MaxBaselineStates)
+	}
+	switch o.Mount {
+	case "":
+		o.Mount = MountSyscall
+	case MountSyscall, MountExec:
+	default:
+		return fmt.Errorf("bench: baseline mount mode %q: want %q or %q", o.Mount, MountSyscall, MountExec)
+	}
+	return nil
+}
+
+// baselineRun is the host side of Baseline's measured loop: the work image
+// file, the mount point it is mounted on, its filesystem type and the
+// mounter.
+type baselineRun struct {
+	work   *os.File
+	mnt    string
+	fstype string
+	mo     mounter
+}
+
+// measure runs states states from the root image, in chains of chainLen,
+// adding each one's times to res and the loop's wall time to res.Elapsed.
+// It returns the last state's image.
+func (r *baselineRun) measure(ctx context.Context, root []byte, states int, res *BaselineResult) ([]byte, error) {
 	cur, next := make([]byte, len(root)), make([]byte, len(root))
 	start := time.Now()
-	for i := range o.States {
+	for i := range states {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("bench: baseline: stopped after %d states: %w", i, err)
 		}
@@ -206,42 +240,49 @@ func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
 		if i%chainLen == 0 {
 			src = root
 		}
-		t0 := time.Now()
-		if _, err := work.WriteAt(src, 0); err != nil {
-			return nil, fmt.Errorf("bench: baseline: restore: %w", err)
+		if err := r.state(i, src, next, res); err != nil {
+			return nil, err
 		}
-		t1 := time.Now()
-		if err := mo.mount(work, mnt, spec.FS); err != nil {
-			return nil, fmt.Errorf("bench: baseline: state %d: %w", i, err)
-		}
-		t2 := time.Now()
-		opErr := applyOp(mnt, i%chainLen)
-		t3 := time.Now()
-		if err := mo.umount(mnt); err != nil {
-			return nil, fmt.Errorf("bench: baseline: state %d: %w", i, err)
-		}
-		if opErr != nil {
-			return nil, fmt.Errorf("bench: baseline: state %d: %w", i, opErr)
-		}
-		t4 := time.Now()
-		if _, err := work.ReadAt(next, 0); err != nil {
-			return nil, fmt.Errorf("bench: baseline: store: %w", err)
-		}
-		t5 := time.Now()
 		cur, next = next, cur
-		res.RestoreTime += t1.Sub(t0)
-		res.MountTime += t2.Sub(t1)
-		res.OpTime += t3.Sub(t2)
-		res.UmountTime += t4.Sub(t3)
-		res.StoreTime += t5.Sub(t4)
-		res.StateTimes = append(res.StateTimes, t5.Sub(t0))
-		res.States++
 	}
 	res.Elapsed = time.Since(start)
-	if bytes.Equal(cur, root) {
-		return nil, errors.New("bench: baseline: the last state's image equals the root image: the ops did not reach the image")
+	return cur, nil
+}
+
+// state measures state i: it restores src into the work image, mounts it,
+// applies the chain's op, unmounts, and stores the image into next, adding
+// each step's time to res.
+func (r *baselineRun) state(i int, src, next []byte, res *BaselineResult) error {
+	t0 := time.Now()
+	if _, err := r.work.WriteAt(src, 0); err != nil {
+		return fmt.Errorf("bench: baseline: restore: %w", err)
 	}
-	return res, nil
+	t1 := time.Now()
+	if err := r.mo.mount(r.work, r.mnt, r.fstype); err != nil {
+		return fmt.Errorf("bench: baseline: state %d: %w", i, err)
+	}
+	t2 := time.Now()
+	opErr := applyOp(r.mnt, i%chainLen)
+	t3 := time.Now()
+	if err := r.mo.umount(r.mnt); err != nil {
+		return fmt.Errorf("bench: baseline: state %d: %w", i, err)
+	}
+	if opErr != nil {
+		return fmt.Errorf("bench: baseline: state %d: %w", i, opErr)
+	}
+	t4 := time.Now()
+	if _, err := r.work.ReadAt(next, 0); err != nil {
+		return fmt.Errorf("bench: baseline: store: %w", err)
+	}
+	t5 := time.Now()
+	res.RestoreTime += t1.Sub(t0)
+	res.MountTime += t2.Sub(t1)
+	res.OpTime += t3.Sub(t2)
+	res.UmountTime += t4.Sub(t3)
+	res.StoreTime += t5.Sub(t4)
+	res.StateTimes = append(res.StateTimes, t5.Sub(t0))
+	res.States++
+	return nil
 }
 
 // applyOp applies the i-th op of a chain under dir: mkdir d-K, create f-K,
