@@ -135,7 +135,7 @@ type mounter interface {
 // plain syscalls), unmounts, and copies the image back out as the new state.
 // States form chains of up to 64 ops from the root image.
 func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
-	if err := fillBaselineDefaults(&o); err != nil {
+	if err := o.normalize(); err != nil {
 		return nil, err
 	}
 	spec, err := guest.ParseLaneSpec(o.Lane)
@@ -194,9 +194,9 @@ func Baseline(ctx context.Context, o BaselineOptions) (*BaselineResult, error) {
 	return res, nil
 }
 
-// fillBaselineDefaults sets o's unset Lane, States and Mount to their
-// defaults and checks States and Mount.
-func fillBaselineDefaults(o *BaselineOptions) error {
+// normalize sets o's unset Lane, States and Mount to their defaults and
+// checks States and Mount.
+func (o *BaselineOptions) normalize() error {
 	if o.Lane == "" {
 		o.Lane = DefaultBaselineLane
 	}
