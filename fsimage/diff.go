@@ -46,59 +46,19 @@ func Diff(a, b io.ReaderAt, size int64, normalize bool) (*DiffResult, error) {
 	if size <= 0 || size%SectorSize != 0 {
 		return nil, fmt.Errorf("fsimage: diff: size %d: %w", size, ErrCorrupt)
 	}
-	var fsA *FS
-	var masks []ByteRange
-	if normalize {
-		for i, r := range []io.ReaderAt{a, b} {
-			fs, err := Open(r, size)
-			if err != nil {
-				return nil, fmt.Errorf("fsimage: diff: image %c: %w", 'A'+i, err)
-			}
-			m, err := NuisanceRanges(fs)
-			if err != nil {
-				return nil, fmt.Errorf("fsimage: diff: image %c: %w", 'A'+i, err)
-			}
-			masks = append(masks, m...)
-			if i == 0 {
-				fsA = fs
-			}
-		}
-		sort.Slice(masks, func(i, j int) bool { return masks[i].Offset < masks[j].Offset })
-	} else if fs, err := Open(a, size); err == nil {
-		fsA = fs // labels only; a raw diff needs no parse
+	fsA, masks, err := openDiffImages(a, b, size, normalize)
+	if err != nil {
+		return nil, err
 	}
-	res := &DiffResult{Normalized: normalize}
+	d := &differ{
+		res:   &DiffResult{Normalized: normalize},
+		fsA:   fsA,
+		masks: masks,
+		// No sector seen yet.
+		rawSec: -1, normSec: -1,
+	}
 	const chunk = 1 << 20
 	bufA, bufB := make([]byte, chunk), make([]byte, chunk)
-	mi := 0 // first mask that may cover the current offset
-	// fieldAt returns the nuisance field covering offset o, or "".
-	fieldAt := func(o int64) string {
-		for mi < len(masks) && masks[mi].Offset+int64(masks[mi].Len) <= o {
-			mi++
-		}
-		for j := mi; j < len(masks) && masks[j].Offset <= o; j++ {
-			if o < masks[j].Offset+int64(masks[j].Len) {
-				return masks[j].Field
-			}
-		}
-		return ""
-	}
-	rawSec, normSec := int64(-1), int64(-1)
-	var cur *DiffRange
-	var curMasked bool
-	flush := func() {
-		if cur == nil {
-			return
-		}
-		if curMasked {
-			if len(res.Masked) < MaxRanges {
-				res.Masked = append(res.Masked, *cur)
-			}
-		} else if len(res.Ranges) < MaxRanges {
-			res.Ranges = append(res.Ranges, *cur)
-		}
-		cur = nil
-	}
 	for off := int64(0); off < size; off += chunk {
 		n := int(min(chunk, size-off))
 		if _, err := a.ReadAt(bufA[:n], off); err != nil && err != io.EOF {
@@ -108,42 +68,121 @@ func Diff(a, b io.ReaderAt, size int64, normalize bool) (*DiffResult, error) {
 			return nil, fmt.Errorf("fsimage: diff: read B at %d: %w", off, err)
 		}
 		for i := 0; i < n; i++ {
-			o := off + int64(i)
 			if bufA[i] == bufB[i] {
-				flush()
+				d.flush()
 				continue
 			}
-			sec := o / SectorSize
-			if sec != rawSec {
-				res.RawSectors++
-				rawSec = sec
-			}
-			field := ""
-			if normalize {
-				field = fieldAt(o)
-			}
-			masked := field != ""
-			if !masked && sec != normSec {
-				res.NormalizedSectors++
-				normSec = sec
-			}
-			if cur != nil && (curMasked != masked || cur.Field != field || cur.Offset+int64(cur.Len) != o) {
-				flush()
-			}
-			if cur == nil {
-				cur = &DiffRange{Offset: o, Field: field}
-				curMasked = masked
-				if fsA != nil {
-					r := fsA.Locate(uint64(sec))
-					cur.Region, cur.Group = r.Kind, r.Group
-				}
-			}
-			cur.Len++
+			d.differs(off + int64(i))
 		}
 	}
-	flush()
+	d.flush()
 	if !normalize {
-		res.NormalizedSectors = res.RawSectors
+		d.res.NormalizedSectors = d.res.RawSectors
 	}
-	return res, nil
+	return d.res, nil
+}
+
+// openDiffImages parses the images Diff compares. With normalize both must
+// parse; it returns image A's FS and both images' nuisance ranges sorted by
+// offset. Without, it returns A's FS when A parses (for labels only) and no
+// ranges.
+func openDiffImages(a, b io.ReaderAt, size int64, normalize bool) (*FS, []ByteRange, error) {
+	if !normalize {
+		if fs, err := Open(a, size); err == nil {
+			return fs, nil, nil // labels only; a raw diff needs no parse
+		}
+		return nil, nil, nil
+	}
+	var fsA *FS
+	var masks []ByteRange
+	for i, r := range []io.ReaderAt{a, b} {
+		fs, err := Open(r, size)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fsimage: diff: image %c: %w", 'A'+i, err)
+		}
+		m, err := NuisanceRanges(fs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fsimage: diff: image %c: %w", 'A'+i, err)
+		}
+		masks = append(masks, m...)
+		if i == 0 {
+			fsA = fs
+		}
+	}
+	sort.Slice(masks, func(i, j int) bool { return masks[i].Offset < masks[j].Offset })
+	return fsA, masks, nil
+}
+
+// differ accumulates a DiffResult as Diff walks the images byte by byte, in
+// increasing offset order.
+type differ struct {
+	res   *DiffResult
+	fsA   *FS         // image A, for labels; nil when it does not parse
+	masks []ByteRange // nuisance ranges, sorted by offset; nil unless normalized
+	mi    int         // first mask that may cover the current offset
+
+	rawSec, normSec int64 // the last sector counted as differing, raw and normalized
+
+	cur       *DiffRange // the run being extended, nil between runs
+	curMasked bool       // whether cur lies in a nuisance field
+}
+
+// fieldAt returns the nuisance field covering offset o, or "".
+func (d *differ) fieldAt(o int64) string {
+	for d.mi < len(d.masks) && d.masks[d.mi].Offset+int64(d.masks[d.mi].Len) <= o {
+		d.mi++
+	}
+	for j := d.mi; j < len(d.masks) && d.masks[j].Offset <= o; j++ {
+		if o < d.masks[j].Offset+int64(d.masks[j].Len) {
+			return d.masks[j].Field
+		}
+	}
+	return ""
+}
+
+// flush ends the current run, listing it under Masked or Ranges while there
+// is room.
+func (d *differ) flush() {
+	if d.cur == nil {
+		return
+	}
+	if d.curMasked {
+		if len(d.res.Masked) < MaxRanges {
+			d.res.Masked = append(d.res.Masked, *d.cur)
+		}
+	} else if len(d.res.Ranges) < MaxRanges {
+		d.res.Ranges = append(d.res.Ranges, *d.cur)
+	}
+	d.cur = nil
+}
+
+// differs counts the differing byte at offset o: its sector, and the run it
+// extends or starts.
+func (d *differ) differs(o int64) {
+	sec := o / SectorSize
+	if sec != d.rawSec {
+		d.res.RawSectors++
+		d.rawSec = sec
+	}
+	field := ""
+	if d.res.Normalized {
+		field = d.fieldAt(o)
+	}
+	masked := field != ""
+	if !masked && sec != d.normSec {
+		d.res.NormalizedSectors++
+		d.normSec = sec
+	}
+	if d.cur != nil && (d.curMasked != masked || d.cur.Field != field || d.cur.Offset+int64(d.cur.Len) != o) {
+		d.flush()
+	}
+	if d.cur == nil {
+		d.cur = &DiffRange{Offset: o, Field: field}
+		d.curMasked = masked
+		if d.fsA != nil {
+			r := d.fsA.Locate(uint64(sec))
+			d.cur.Region, d.cur.Group = r.Kind, r.Group
+		}
+	}
+	d.cur.Len++
 }

@@ -97,14 +97,32 @@ var inodeExtraNuisance = []field{
 // an error is returned only when the inode tables or bitmaps cannot be
 // read.
 func NuisanceRanges(fs *FS) ([]ByteRange, error) {
-	var out []ByteRange
-	add := func(base int64, prefix string, fields []field) {
-		for _, f := range fields {
-			out = append(out, ByteRange{base + int64(f.off), f.len, prefix + f.name})
-		}
+	out := fs.superblockNuisance(nil)
+	out, err := fs.inodeTablesNuisance(out)
+	if err != nil {
+		return nil, err
 	}
 	sb := &fs.sb
-	csum := sb.HasMetadataCsum()
+	if sb.FeatureCompat&CompatHasJournal != 0 && sb.JournalInum != 0 {
+		out = fs.journalNuisance(out)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
+	return out, nil
+}
+
+// appendFields appends to out the ranges of fields in the structure at image
+// offset base, their names prefixed with prefix.
+func appendFields(out []ByteRange, base int64, prefix string, fields []field) []ByteRange {
+	for _, f := range fields {
+		out = append(out, ByteRange{base + int64(f.off), f.len, prefix + f.name})
+	}
+	return out
+}
+
+// superblockNuisance appends the nuisance ranges of the primary superblock,
+// every backup, and the group descriptor table that follows each.
+func (fs *FS) superblockNuisance(out []ByteRange) []ByteRange {
+	sb := &fs.sb
 	sbFields := superNuisance
 	if sb.FeatureIncompat&IncompatCsumSeed != 0 {
 		sbFields = append(append([]field(nil), superNuisance...), field{"s_checksum_seed", 0x270, 4})
@@ -121,18 +139,23 @@ func NuisanceRanges(fs *FS) ([]ByteRange, error) {
 		} else {
 			prefix = fmt.Sprintf("backup %d ", g)
 		}
-		add(sbOff, prefix, sbFields)
+		out = appendFields(out, sbOff, prefix, sbFields)
 		gdt := int64(first+1) * fs.bs
 		for i := 0; i < int(fs.ngroups); i++ {
 			d := gdt + int64(i*fs.descSize)
 			p := fmt.Sprintf("%sgroup %d ", prefix, i)
-			add(d, p, gdNuisance32)
+			out = appendFields(out, d, p, gdNuisance32)
 			if fs.descSize >= 64 {
-				add(d, p, gdNuisance64)
+				out = appendFields(out, d, p, gdNuisance64)
 			}
 		}
 	}
+	return out
+}
 
+// inodeTablesNuisance appends the nuisance ranges of every inode in use,
+// reading each initialized group's inode bitmap and table.
+func (fs *FS) inodeTablesNuisance(out []ByteRange) ([]ByteRange, error) {
 	isz := int64(fs.sb.InodeSize)
 	ipg := fs.sb.InodesPerGroup
 	bitmap := make([]byte, fs.bs)
@@ -168,34 +191,40 @@ func NuisanceRanges(fs *FS) ([]ByteRange, error) {
 				continue
 			}
 			base := int64(gd.InodeTable)*fs.bs + int64(i)*isz
-			prefix := fmt.Sprintf("inode %d ", ino)
-			add(base, prefix, inodeNuisance)
-			if csum {
-				add(base, prefix, inodeCsumNuisance)
-			}
-			if isz > 128 {
-				extra := int(le.Uint16(raw[inoExtraIsize:]))
-				for _, f := range inodeExtraNuisance {
-					if f.off+f.len <= 128+extra && f.off+f.len <= int(isz) {
-						out = append(out, ByteRange{base + int64(f.off), f.len, prefix + f.name})
-					}
-				}
-			}
-			if csum {
-				in, err := parseInode(append([]byte(nil), raw...))
-				if err != nil {
-					continue
-				}
-				in.Ino = uint32(ino)
-				out = fs.csumTails(out, in, prefix)
+			out = fs.inodeNuisanceRanges(out, ino, base, raw)
+		}
+	}
+	return out, nil
+}
+
+// inodeNuisanceRanges appends the nuisance ranges of inode ino, whose raw on-disk
+// bytes raw lie at image offset base: its fixed fields, the extra fields
+// its i_extra_isize covers, and with metadata_csum its checksum tails.
+func (fs *FS) inodeNuisanceRanges(out []ByteRange, ino uint64, base int64, raw []byte) []ByteRange {
+	isz := len(raw)
+	csum := fs.sb.HasMetadataCsum()
+	prefix := fmt.Sprintf("inode %d ", ino)
+	out = appendFields(out, base, prefix, inodeNuisance)
+	if csum {
+		out = appendFields(out, base, prefix, inodeCsumNuisance)
+	}
+	if isz > 128 {
+		extra := int(binary.LittleEndian.Uint16(raw[inoExtraIsize:]))
+		for _, f := range inodeExtraNuisance {
+			if f.off+f.len <= 128+extra && f.off+f.len <= isz {
+				out = append(out, ByteRange{base + int64(f.off), f.len, prefix + f.name})
 			}
 		}
 	}
-	if sb.FeatureCompat&CompatHasJournal != 0 && sb.JournalInum != 0 {
-		out = fs.journalNuisance(out)
+	if csum {
+		in, err := parseInode(append([]byte(nil), raw...))
+		if err != nil {
+			return out
+		}
+		in.Ino = uint32(ino)
+		out = fs.csumTails(out, in, prefix)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
-	return out, nil
+	return out
 }
 
 // csumTails appends the checksum fields of in's metadata blocks:

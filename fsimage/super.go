@@ -138,13 +138,27 @@ func parseSuperblock(b []byte) (Superblock, error) {
 	if len(b) < SuperblockSize {
 		return s, fmt.Errorf("%w: superblock: %d bytes, need %d", ErrCorrupt, len(b), SuperblockSize)
 	}
-	le := binary.LittleEndian
-	u16 := func(o int) uint16 { return le.Uint16(b[o:]) }
-	u32 := func(o int) uint32 { return le.Uint32(b[o:]) }
-	s.Magic = u16(56)
+	s.Magic = binary.LittleEndian.Uint16(b[56:])
 	if s.Magic != Magic {
 		return s, fmt.Errorf("%w: superblock: magic %#04x, want %#04x", ErrCorrupt, s.Magic, Magic)
 	}
+	decodeSuperblockFields(&s, b)
+
+	// Geometry checks, after the kernel's ext4_fill_super.
+	if s.LogBlockSize > 6 {
+		return s, fmt.Errorf("%w: superblock: s_log_block_size %d (block size over 64 KiB)", ErrCorrupt, s.LogBlockSize)
+	}
+	s.BlockSize = 1024 << s.LogBlockSize
+	return s, s.checkGeometry()
+}
+
+// decodeSuperblockFields fills s from the on-disk fields of the
+// SuperblockSize bytes b (all but Magic and BlockSize), defaulting the
+// revision-0 ones and joining the 64-bit block counts' high halves.
+func decodeSuperblockFields(s *Superblock, b []byte) {
+	le := binary.LittleEndian
+	u16 := func(o int) uint16 { return le.Uint16(b[o:]) }
+	u32 := func(o int) uint32 { return le.Uint32(b[o:]) }
 	s.InodesCount = u32(0)
 	s.BlocksCount = uint64(u32(4))
 	s.RBlocksCount = uint64(u32(8))
@@ -197,45 +211,45 @@ func parseSuperblock(b []byte) (Superblock, error) {
 		s.RBlocksCount |= uint64(u32(340)) << 32
 		s.FreeBlocksCount |= uint64(u32(344)) << 32
 	}
+}
 
-	// Geometry checks, after the kernel's ext4_fill_super.
-	if s.LogBlockSize > 6 {
-		return s, fmt.Errorf("%w: superblock: s_log_block_size %d (block size over 64 KiB)", ErrCorrupt, s.LogBlockSize)
-	}
-	s.BlockSize = 1024 << s.LogBlockSize
+// checkGeometry reports the first revision, feature or geometry field of a
+// decoded superblock (BlockSize set) that the package does not support or
+// that the kernel's ext4_fill_super would refuse.
+func (s *Superblock) checkGeometry() error {
 	bs := s.BlockSize
 	if s.RevLevel > 1 {
-		return s, fmt.Errorf("%w: superblock: revision %d", ErrUnsupported, s.RevLevel)
+		return fmt.Errorf("%w: superblock: revision %d", ErrUnsupported, s.RevLevel)
 	}
 	if bad := s.FeatureIncompat &^ incompatKnown; bad != 0 {
-		return s, fmt.Errorf("%w: incompat features %#x", ErrUnsupported, bad)
+		return fmt.Errorf("%w: incompat features %#x", ErrUnsupported, bad)
 	}
 	if s.FeatureRoCompat&RoCompatBigalloc != 0 {
-		return s, fmt.Errorf("%w: bigalloc", ErrUnsupported)
+		return fmt.Errorf("%w: bigalloc", ErrUnsupported)
 	}
 	is := uint32(s.InodeSize)
 	if is < 128 || is > bs || is&(is-1) != 0 {
-		return s, fmt.Errorf("%w: superblock: inode size %d with %d-byte blocks", ErrCorrupt, is, bs)
+		return fmt.Errorf("%w: superblock: inode size %d with %d-byte blocks", ErrCorrupt, is, bs)
 	}
 	if s.BlocksPerGroup < 8 || s.BlocksPerGroup > 8*bs || s.BlocksPerGroup%8 != 0 {
-		return s, fmt.Errorf("%w: superblock: %d blocks per group", ErrCorrupt, s.BlocksPerGroup)
+		return fmt.Errorf("%w: superblock: %d blocks per group", ErrCorrupt, s.BlocksPerGroup)
 	}
 	if s.InodesPerGroup < 1 || s.InodesPerGroup > 8*bs {
-		return s, fmt.Errorf("%w: superblock: %d inodes per group", ErrCorrupt, s.InodesPerGroup)
+		return fmt.Errorf("%w: superblock: %d inodes per group", ErrCorrupt, s.InodesPerGroup)
 	}
 	if want := uint32(0); bs == 1024 {
 		want = 1
 		if s.FirstDataBlock != want {
-			return s, fmt.Errorf("%w: superblock: first data block %d with 1 KiB blocks", ErrCorrupt, s.FirstDataBlock)
+			return fmt.Errorf("%w: superblock: first data block %d with 1 KiB blocks", ErrCorrupt, s.FirstDataBlock)
 		}
 	} else if s.FirstDataBlock != want {
-		return s, fmt.Errorf("%w: superblock: first data block %d with %d-byte blocks", ErrCorrupt, s.FirstDataBlock, bs)
+		return fmt.Errorf("%w: superblock: first data block %d with %d-byte blocks", ErrCorrupt, s.FirstDataBlock, bs)
 	}
 	if s.BlocksCount <= uint64(s.FirstDataBlock) {
-		return s, fmt.Errorf("%w: superblock: %d blocks", ErrCorrupt, s.BlocksCount)
+		return fmt.Errorf("%w: superblock: %d blocks", ErrCorrupt, s.BlocksCount)
 	}
 	if s.FirstIno < 11 && s.RevLevel > 0 {
-		return s, fmt.Errorf("%w: superblock: first inode %d", ErrCorrupt, s.FirstIno)
+		return fmt.Errorf("%w: superblock: first inode %d", ErrCorrupt, s.FirstIno)
 	}
-	return s, nil
+	return nil
 }

@@ -58,116 +58,164 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	if err != nil {
 		return "", err
 	}
-	if _, ok := fsDefaults[spec.FS]; !ok {
-		return "", fmt.Errorf("guest: make base: unknown filesystem %q", spec.FS)
-	}
-	if spec.SizeMiB < 1 || spec.SizeMiB > maxSizeMiB {
-		return "", fmt.Errorf("guest: make base %s: size %d MiB out of range", spec, spec.SizeMiB)
-	}
-	tool := "mkfs." + spec.FS
-	bin, err := lookTool(tool)
+	r, err := planBase(ctx, spec)
 	if err != nil {
 		return "", err
-	}
-	args, env, err := mkfsArgs(spec)
-	if err != nil {
-		return "", err
-	}
-	ident, err := toolIdentity(ctx, spec.FS, bin)
-	if err != nil {
-		return "", err
-	}
-	recipe := []string{baseFormat, spec.String(), ident}
-	if spec.FS == "btrfs" {
-		recipe = append(recipe, btrfsPinFormat)
-	}
-	tree := SeedTree(spec.Seed())
-	var debugfs string
-	if tree != nil {
-		if !strings.HasPrefix(spec.FS, "ext") {
-			return "", fmt.Errorf("guest: make base %s: seed is for ext2/3/4 images", spec)
-		}
-		if debugfs, err = lookTool("debugfs"); err != nil {
-			return "", err
-		}
-		id, err := debugfsIdentity(ctx, debugfs)
-		if err != nil {
-			return "", err
-		}
-		recipe = append(recipe, seedDigest(tree), id)
-	}
-	h := blake3.New()
-	for _, f := range recipe {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
-		h.Write(n[:]) // blake3's Write never fails
-		h.WriteString(f)
 	}
 	bases := filepath.Join(dir, "bases")
-	out := filepath.Join(bases, hex.EncodeToString(h.Sum(nil))+".img")
+	out := filepath.Join(bases, r.key()+".img")
 	size := int64(spec.SizeMiB) << 20
 	if st, err := os.Stat(out); err == nil && st.Mode().IsRegular() && st.Size() == size {
 		return out, nil
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("guest: %w", err)
 	}
+	if err := r.build(ctx, bases, out, size); err != nil {
+		return "", err
+	}
+	return out, nil
+}
 
+// baseRecipe is how MakeBase makes one base image: the mkfs tool, its
+// arguments and environment, the seed tree and the debugfs that writes it
+// (ext* with seed= only), and the recipe lines its cache key hashes.
+type baseRecipe struct {
+	spec      LaneSpec
+	tool, bin string // mkfs.<fs> and its path
+	args, env []string
+	tree      []SeedEntry // nil for an empty image
+	debugfs   string      // debugfs's path when tree is set
+	recipe    []string
+}
+
+// planBase checks spec (a single layer) and finds the tools that make its
+// image, with the identities that go into its cache key.
+func planBase(ctx context.Context, spec LaneSpec) (*baseRecipe, error) {
+	if _, ok := fsDefaults[spec.FS]; !ok {
+		return nil, fmt.Errorf("guest: make base: unknown filesystem %q", spec.FS)
+	}
+	if spec.SizeMiB < 1 || spec.SizeMiB > maxSizeMiB {
+		return nil, fmt.Errorf("guest: make base %s: size %d MiB out of range", spec, spec.SizeMiB)
+	}
+	r := &baseRecipe{spec: spec, tool: "mkfs." + spec.FS}
+	var err error
+	if r.bin, err = lookTool(r.tool); err != nil {
+		return nil, err
+	}
+	if r.args, r.env, err = mkfsArgs(spec); err != nil {
+		return nil, err
+	}
+	ident, err := toolIdentity(ctx, spec.FS, r.bin)
+	if err != nil {
+		return nil, err
+	}
+	r.recipe = []string{baseFormat, spec.String(), ident}
+	if spec.FS == "btrfs" {
+		r.recipe = append(r.recipe, btrfsPinFormat)
+	}
+	r.tree = SeedTree(spec.Seed())
+	if r.tree != nil {
+		if !strings.HasPrefix(spec.FS, "ext") {
+			return nil, fmt.Errorf("guest: make base %s: seed is for ext2/3/4 images", spec)
+		}
+		if r.debugfs, err = lookTool("debugfs"); err != nil {
+			return nil, err
+		}
+		id, err := debugfsIdentity(ctx, r.debugfs)
+		if err != nil {
+			return nil, err
+		}
+		r.recipe = append(r.recipe, seedDigest(r.tree), id)
+	}
+	return r, nil
+}
+
+// key is the image's cache key: the hex blake3 of the length-prefixed
+// recipe lines.
+func (r *baseRecipe) key() string {
+	h := blake3.New()
+	for _, f := range r.recipe {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:]) // blake3's Write never fails
+		h.WriteString(f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// build makes the image of size bytes in a temporary file under bases,
+// checks mkfs kept its size, syncs it, makes it read-only and renames it to
+// out.
+func (r *baseRecipe) build(ctx context.Context, bases, out string, size int64) error {
+	spec := r.spec
 	if err := os.MkdirAll(bases, 0o755); err != nil {
-		return "", fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("guest: %w", err)
 	}
 	f, err := os.CreateTemp(bases, ".mkfs-*.img")
 	if err != nil {
-		return "", fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("guest: %w", err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // fails harmlessly after a successful rename
 	if err := f.Truncate(size); err != nil {
 		f.Close()
-		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("guest: make base %s: %w", spec, err)
 	}
 	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("guest: make base %s: %w", spec, err)
 	}
-	if err := runMkfs(ctx, bin, append(args, tmp), env); err != nil {
-		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
-	}
-	if spec.FS == "btrfs" {
-		if err := pinBtrfs(tmp, size); err != nil {
-			return "", fmt.Errorf("guest: make base %s: %w", spec, err)
-		}
-	}
-	if tree != nil {
-		scratch, err := os.MkdirTemp(bases, ".seed-*")
-		if err != nil {
-			return "", fmt.Errorf("guest: %w", err)
-		}
-		err = seedExt(ctx, debugfs, tmp, scratch, tree)
-		if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
-			err = rerr
-		}
-		if err != nil {
-			return "", fmt.Errorf("guest: make base %s: %w", spec, err)
-		}
+	if err := r.format(ctx, bases, tmp, size); err != nil {
+		return err
 	}
 	st, err := os.Stat(tmp)
 	if err != nil {
-		return "", fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("guest: make base %s: %w", spec, err)
 	}
 	if st.Size() != size {
-		return "", fmt.Errorf("guest: make base %s: %s changed the image size to %d bytes", spec, tool, st.Size())
+		return fmt.Errorf("guest: make base %s: %s changed the image size to %d bytes", spec, r.tool, st.Size())
 	}
 	if err := syncFile(tmp); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Chmod(tmp, 0o444); err != nil {
-		return "", fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("guest: %w", err)
 	}
 	// A file rename replaces an existing target atomically; a concurrent
 	// maker wrote the same bytes.
 	if err := os.Rename(tmp, out); err != nil {
-		return "", fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("guest: %w", err)
 	}
-	return out, nil
+	return nil
+}
+
+// format runs mkfs on the image file img of size bytes, pins a btrfs
+// image's random values, and writes the seed tree (in a scratch directory
+// under bases) when there is one.
+func (r *baseRecipe) format(ctx context.Context, bases, img string, size int64) error {
+	spec := r.spec
+	if err := runMkfs(ctx, r.bin, append(r.args, img), r.env); err != nil {
+		return fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	if spec.FS == "btrfs" {
+		if err := pinBtrfs(img, size); err != nil {
+			return fmt.Errorf("guest: make base %s: %w", spec, err)
+		}
+	}
+	if r.tree == nil {
+		return nil
+	}
+	scratch, err := os.MkdirTemp(bases, ".seed-*")
+	if err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	err = seedExt(ctx, r.debugfs, img, scratch, r.tree)
+	if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("guest: make base %s: %w", spec, err)
+	}
+	return nil
 }
 
 // mkfsArgs returns the mkfs arguments (without the target) and environment

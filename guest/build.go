@@ -141,7 +141,58 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("guest: %w", err)
 	}
+	c, err := loadKernelAndModules(ctx, log, o, cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	if c.agent, err = loadAgent(ctx, log, o, cacheDir); err != nil {
+		return nil, err
+	}
 
+	key := imageKey(c.kernel, c.mods, c.agent)
+	images := filepath.Join(cacheDir, "images")
+	dir := filepath.Join(images, key)
+	img := c.image(key, dir)
+	ok, err := checkImageDir(dir, key)
+	if ok {
+		img.Cached = true
+		log.Info("guest image unchanged, cached at "+dir,
+			zap.String("kernel_version", c.kt.Version), zap.Duration("took", time.Since(start)))
+		return img, nil
+	}
+	if err != nil {
+		log.Warn("guest image cache entry invalid; rebuilding", zap.String("dir", dir), zap.Error(err))
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("guest: remove invalid cache entry: %w", err)
+		}
+	}
+	initramfsBytes, err := c.writeImageDir(images, dir, img)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("guest image built",
+		zap.String("dir", dir),
+		zap.String("kernel_version", c.kt.Version),
+		zap.Strings("modules", img.Modules),
+		zap.Int("kernel_bytes", len(c.kernel)),
+		zap.Int("initramfs_bytes", initramfsBytes),
+		zap.Duration("took", time.Since(start)))
+	return img, nil
+}
+
+// imageContents are the inputs an image is made of: the kernel tree, the
+// kernel image's bytes, the modules in load order and the agent binary.
+type imageContents struct {
+	kt     *kernelTree
+	kernel []byte
+	mods   []*module
+	agent  []byte
+}
+
+// loadKernelAndModules resolves o's kernel, reads its image and resolves
+// o's modules (DefaultModules when none) in load order, marking lazy those
+// the boot set does not need.
+func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cacheDir string) (*imageContents, error) {
 	kt, err := resolveKernel(ctx, log, o, cacheDir)
 	if err != nil {
 		return nil, err
@@ -169,8 +220,14 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		}
 		markLazy(mods, boot)
 	}
+	return &imageContents{kt: kt, kernel: kernel, mods: mods}, nil
+}
 
+// loadAgent reads o.Agent, or builds o.InitPackage (the agent package by
+// default), and checks the binary is one the guest can run as init.
+func loadAgent(ctx context.Context, log *zap.Logger, o Options, cacheDir string) ([]byte, error) {
 	var agent []byte
+	var err error
 	agentName := o.Agent
 	if o.Agent != "" {
 		if agent, err = os.ReadFile(o.Agent); err != nil {
@@ -188,88 +245,75 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err := checkAgent(agent, agentName); err != nil {
 		return nil, err
 	}
+	return agent, nil
+}
 
-	key := imageKey(kernel, mods, agent)
-	img := &Image{KernelVersion: kt.Version, Key: key}
-	for _, m := range mods {
+// image describes the image of these contents with cache key key, stored
+// in dir.
+func (c *imageContents) image(key, dir string) *Image {
+	img := &Image{KernelVersion: c.kt.Version, Key: key}
+	for _, m := range c.mods {
 		img.Modules = append(img.Modules, m.Name)
 		if m.Lazy {
 			img.Lazy = append(img.Lazy, m.Name)
 		}
 	}
-	images := filepath.Join(cacheDir, "images")
-	dir := filepath.Join(images, key)
 	img.Kernel = filepath.Join(dir, KernelFile)
 	img.Initramfs = filepath.Join(dir, InitramfsFile)
+	return img
+}
 
-	ok, err := checkImageDir(dir, key)
-	if ok {
-		img.Cached = true
-		log.Info("guest image unchanged, cached at "+dir,
-			zap.String("kernel_version", kt.Version), zap.Duration("took", time.Since(start)))
-		return img, nil
-	}
-	if err != nil {
-		log.Warn("guest image cache entry invalid; rebuilding", zap.String("dir", dir), zap.Error(err))
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("guest: remove invalid cache entry: %w", err)
-		}
-	}
-
+// writeImageDir writes img's kernel, initramfs and manifest into a
+// temporary directory under images, each synced, the manifest last, and
+// renames it to dir. It returns the initramfs size in bytes.
+func (c *imageContents) writeImageDir(images, dir string, img *Image) (int, error) {
 	var initramfs bytes.Buffer
-	if err := writeInitramfs(&initramfs, mods, agent); err != nil {
-		return nil, err
+	if err := writeInitramfs(&initramfs, c.mods, c.agent); err != nil {
+		return 0, err
 	}
 	m := manifest{
 		Format:        imageFormat,
-		Key:           key,
-		KernelVersion: kt.Version,
+		Key:           img.Key,
+		KernelVersion: c.kt.Version,
 		Modules:       img.Modules,
-		Kernel:        entryOf(kernel),
+		Kernel:        entryOf(c.kernel),
 		Initramfs:     entryOf(initramfs.Bytes()),
-		Agent:         entryOf(agent),
+		Agent:         entryOf(c.agent),
 	}
-	if kt.Source != "" {
-		m.KernelSource = filepath.Base(kt.Source)
+	if c.kt.Source != "" {
+		m.KernelSource = filepath.Base(c.kt.Source)
 	}
 	mj, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("guest: manifest: %w", err)
+		return 0, fmt.Errorf("guest: manifest: %w", err)
 	}
 	if err := os.MkdirAll(images, 0o755); err != nil {
-		return nil, fmt.Errorf("guest: %w", err)
+		return 0, fmt.Errorf("guest: %w", err)
 	}
 	tmp, err := os.MkdirTemp(images, ".build-")
 	if err != nil {
-		return nil, fmt.Errorf("guest: %w", err)
+		return 0, fmt.Errorf("guest: %w", err)
 	}
 	defer os.RemoveAll(tmp) // no-op after a successful rename
 	for _, f := range []struct {
 		name string
 		data []byte
 	}{
-		{KernelFile, kernel},
+		{KernelFile, c.kernel},
 		{InitramfsFile, initramfs.Bytes()},
 		{ManifestFile, append(mj, '\n')}, // last: a manifest means the rest is there
 	} {
 		if err := writeFileSync(filepath.Join(tmp, f.name), f.data, 0o644); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, fmt.Errorf("guest: %w", err)
+		return 0, fmt.Errorf("guest: %w", err)
 	}
 	if err := renameDir(tmp, dir); err != nil {
-		return nil, err
+		return 0, err
 	}
-	log.Info("guest image built",
-		zap.String("dir", dir),
-		zap.String("kernel_version", kt.Version),
-		zap.Strings("modules", img.Modules),
-		zap.Int("kernel_bytes", len(kernel)),
-		zap.Int("initramfs_bytes", initramfs.Len()),
-		zap.Duration("took", time.Since(start)))
-	return img, nil
+	return initramfs.Len(), nil
 }
 
 // imageKey hashes everything that goes into an image. Every field is

@@ -177,154 +177,143 @@ func ParseTime(s string) (*agentv1.Timespec, error) {
 	return &agentv1.Timespec{Sec: sec, Nsec: ns}, nil
 }
 
-func (p *parser) parse() *themisv1.Op {
-	a := p.arg
-	switch p.name {
-	case "create":
-		if !p.need(1, 5) {
-			return nil
-		}
-		mode, from := uint32(0o644), 1
-		if len(p.args) > 1 && p.args[1][0] >= '0' && p.args[1][0] <= '7' {
-			mode, from = p.mode(1, 0o644), 2
-		}
-		flags := oCreat | oWronly | p.flags(from, "excl", "trunc", "direct")
-		return &themisv1.Op{Op: &themisv1.Op_Create{Create: &agentv1.Create{Path: a(0), Mode: mode, Flags: flags}}}
-	case "write":
-		if !p.need(3, 7) {
-			return nil
-		}
-		w := &agentv1.Write{Path: a(0), Offset: p.int(1, "offset"), Size: p.int(2, "size"), Fill: 0}
-		from := 3
-		if len(p.args) > 3 && strings.HasPrefix(p.args[3], "0x") || len(p.args) > 3 && p.args[3][0] >= '0' && p.args[3][0] <= '9' {
-			v := p.int(3, "fill")
-			if v < 0 || v > 255 {
-				p.fail("fill %q: want a byte 0..0xff", a(3))
-			}
-			w.Fill, from = uint32(v), 4
-		}
-		w.Flags = oRdwr | p.flags(from, "append", "sync", "direct")
-		return &themisv1.Op{Op: &themisv1.Op_Write{Write: w}}
-	case "truncate":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Truncate{Truncate: &agentv1.Truncate{Path: a(0), Length: p.int(1, "length")}}}
-	case "unlink":
-		if !p.need(1, 1) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Unlink{Unlink: &agentv1.Unlink{Path: a(0)}}}
-	case "mkdir":
-		if !p.need(1, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Mkdir{Mkdir: &agentv1.Mkdir{Path: a(0), Mode: p.mode(1, 0o755)}}}
-	case "rmdir":
-		if !p.need(1, 1) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Rmdir{Rmdir: &agentv1.Rmdir{Path: a(0)}}}
-	case "chmod":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Chmod{Chmod: &agentv1.Chmod{Path: a(0), Mode: p.mode(1, 0)}}}
-	case "chown":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Chown{Chown: &agentv1.Chown{Path: a(0), Uid: p.int(1, "uid"), Gid: -1}}}
-	case "chgrp":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Chown{Chown: &agentv1.Chown{Path: a(0), Uid: -1, Gid: p.int(1, "gid")}}}
-	case "setxattr":
-		if !p.need(3, 4) {
-			return nil
-		}
-		var fl uint32
-		switch a(3) {
-		case "":
-		case "create":
-			fl = 1
-		case "replace":
-			fl = 2
-		default:
-			p.fail("flag %q: want create or replace", a(3))
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Setxattr{Setxattr: &agentv1.Setxattr{Path: a(0), Name: a(1), Value: []byte(a(2)), Flags: fl}}}
-	case "removexattr":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Removexattr{Removexattr: &agentv1.Removexattr{Path: a(0), Name: a(1)}}}
-	case "rename":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Rename{Rename: &agentv1.Rename{Path: a(0), NewPath: a(1)}}}
-	case "link":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Link{Link: &agentv1.Link{Path: a(0), NewPath: a(1)}}}
-	case "symlink":
-		if !p.need(2, 2) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Symlink{Symlink: &agentv1.Symlink{Target: a(0), Path: a(1)}}}
-	case "utimens":
-		if !p.need(3, 3) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Utimens{Utimens: &agentv1.Utimens{Path: a(0), Atime: p.timeValue(1), Mtime: p.timeValue(2)}}}
-	case "fsync":
-		if !p.need(0, 1) {
-			return nil
-		}
-		return &themisv1.Op{Op: &themisv1.Op_Fsync{Fsync: &agentv1.Fsync{Path: a(0)}}}
-	case "sync":
-		if !p.need(0, 0) {
-			return nil
-		}
+// shortForm is one operation's short form: the bounds on its argument count
+// and how to build the Op once the count is checked.
+type shortForm struct {
+	minArgs, maxArgs int
+	build            func(p *parser) *themisv1.Op
+}
+
+// shortForms maps each short-form operation name to its form.
+var shortForms = map[string]shortForm{
+	"create": {1, 5, (*parser).create},
+	"write":  {3, 7, (*parser).write},
+	"truncate": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Truncate{Truncate: &agentv1.Truncate{Path: p.arg(0), Length: p.int(1, "length")}}}
+	}},
+	"unlink": {1, 1, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Unlink{Unlink: &agentv1.Unlink{Path: p.arg(0)}}}
+	}},
+	"mkdir": {1, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Mkdir{Mkdir: &agentv1.Mkdir{Path: p.arg(0), Mode: p.mode(1, 0o755)}}}
+	}},
+	"rmdir": {1, 1, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Rmdir{Rmdir: &agentv1.Rmdir{Path: p.arg(0)}}}
+	}},
+	"chmod": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Chmod{Chmod: &agentv1.Chmod{Path: p.arg(0), Mode: p.mode(1, 0)}}}
+	}},
+	"chown": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Chown{Chown: &agentv1.Chown{Path: p.arg(0), Uid: p.int(1, "uid"), Gid: -1}}}
+	}},
+	"chgrp": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Chown{Chown: &agentv1.Chown{Path: p.arg(0), Uid: -1, Gid: p.int(1, "gid")}}}
+	}},
+	"setxattr": {3, 4, (*parser).setxattr},
+	"removexattr": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Removexattr{Removexattr: &agentv1.Removexattr{Path: p.arg(0), Name: p.arg(1)}}}
+	}},
+	"rename": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Rename{Rename: &agentv1.Rename{Path: p.arg(0), NewPath: p.arg(1)}}}
+	}},
+	"link": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Link{Link: &agentv1.Link{Path: p.arg(0), NewPath: p.arg(1)}}}
+	}},
+	"symlink": {2, 2, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Symlink{Symlink: &agentv1.Symlink{Target: p.arg(0), Path: p.arg(1)}}}
+	}},
+	"utimens": {3, 3, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Utimens{Utimens: &agentv1.Utimens{Path: p.arg(0), Atime: p.timeValue(1), Mtime: p.timeValue(2)}}}
+	}},
+	"fsync": {0, 1, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Fsync{Fsync: &agentv1.Fsync{Path: p.arg(0)}}}
+	}},
+	"sync": {0, 0, func(*parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Sync{Sync: &agentv1.Sync{}}}
-	case "drop-caches":
-		if !p.need(0, 1) {
-			return nil
-		}
-		level := int64(3)
-		if len(p.args) == 1 {
-			level = p.int(0, "level")
-		}
-		if level < 1 || level > 3 {
-			p.fail("level %d: want 1, 2 or 3", level)
-		}
-		return &themisv1.Op{Op: &themisv1.Op_DropCaches{DropCaches: &agentv1.DropCaches{Level: uint32(level)}}}
-	case "set-clock":
-		if !p.need(1, 1) {
-			return nil
-		}
-		ts, err := ParseTime(a(0))
-		if err != nil {
-			p.fail("%v", err)
-		}
-		return &themisv1.Op{Op: &themisv1.Op_SetClock{SetClock: &agentv1.SetClock{Time: ts}}}
-	case "umount":
-		if !p.need(0, 0) {
-			return nil
-		}
+	}},
+	"drop-caches": {0, 1, (*parser).dropCaches},
+	"set-clock":   {1, 1, (*parser).setClock},
+	"umount": {0, 0, func(*parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Umount{Umount: &agentv1.Umount{}}}
-	case "mount":
-		if !p.need(0, 0) {
-			return nil
-		}
+	}},
+	"mount": {0, 0, func(*parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Mount{Mount: &agentv1.Mount{}}}
-	default:
+	}},
+}
+
+// parse builds the Op named by p.name from p.args, recording the first
+// problem in p.err.
+func (p *parser) parse() *themisv1.Op {
+	form, ok := shortForms[p.name]
+	if !ok {
 		p.fail("unknown operation")
 		return nil
 	}
+	if !p.need(form.minArgs, form.maxArgs) {
+		return nil
+	}
+	return form.build(p)
+}
+
+// create reads "create PATH [MODE] [excl|trunc|direct]...".
+func (p *parser) create() *themisv1.Op {
+	mode, from := uint32(0o644), 1
+	if len(p.args) > 1 && p.args[1][0] >= '0' && p.args[1][0] <= '7' {
+		mode, from = p.mode(1, 0o644), 2
+	}
+	flags := oCreat | oWronly | p.flags(from, "excl", "trunc", "direct")
+	return &themisv1.Op{Op: &themisv1.Op_Create{Create: &agentv1.Create{Path: p.arg(0), Mode: mode, Flags: flags}}}
+}
+
+// write reads "write PATH OFFSET SIZE [FILL] [append|sync|direct]...".
+func (p *parser) write() *themisv1.Op {
+	w := &agentv1.Write{Path: p.arg(0), Offset: p.int(1, "offset"), Size: p.int(2, "size"), Fill: 0}
+	from := 3
+	if len(p.args) > 3 && strings.HasPrefix(p.args[3], "0x") || len(p.args) > 3 && p.args[3][0] >= '0' && p.args[3][0] <= '9' {
+		v := p.int(3, "fill")
+		if v < 0 || v > 255 {
+			p.fail("fill %q: want a byte 0..0xff", p.arg(3))
+		}
+		w.Fill, from = uint32(v), 4
+	}
+	w.Flags = oRdwr | p.flags(from, "append", "sync", "direct")
+	return &themisv1.Op{Op: &themisv1.Op_Write{Write: w}}
+}
+
+// setxattr reads "setxattr PATH NAME VALUE [create|replace]".
+func (p *parser) setxattr() *themisv1.Op {
+	var fl uint32
+	switch p.arg(3) {
+	case "":
+	case "create":
+		fl = 1
+	case "replace":
+		fl = 2
+	default:
+		p.fail("flag %q: want create or replace", p.arg(3))
+	}
+	return &themisv1.Op{Op: &themisv1.Op_Setxattr{Setxattr: &agentv1.Setxattr{Path: p.arg(0), Name: p.arg(1), Value: []byte(p.arg(2)), Flags: fl}}}
+}
+
+// dropCaches reads "drop-caches [1|2|3]" (3 when omitted).
+func (p *parser) dropCaches() *themisv1.Op {
+	level := int64(3)
+	if len(p.args) == 1 {
+		level = p.int(0, "level")
+	}
+	if level < 1 || level > 3 {
+		p.fail("level %d: want 1, 2 or 3", level)
+	}
+	return &themisv1.Op{Op: &themisv1.Op_DropCaches{DropCaches: &agentv1.DropCaches{Level: uint32(level)}}}
+}
+
+// setClock reads "set-clock SEC[.NSEC]".
+func (p *parser) setClock() *themisv1.Op {
+	ts, err := ParseTime(p.arg(0))
+	if err != nil {
+		p.fail("%v", err)
+	}
+	return &themisv1.Op{Op: &themisv1.Op_SetClock{SetClock: &agentv1.SetClock{Time: ts}}}
 }
 
 // Request turns an Op into the agent request carrying the same operation

@@ -88,18 +88,9 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	}
 
 	// Everything that can fail on bad files comes before anything is bound.
-	var creds credentials.TransportCredentials
-	if la.network == "tcp" {
-		tc, err := serverTLS(cfg.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		creds = credentials.NewTLS(tc)
-	} else {
-		if cfg.TLS.Cert != "" {
-			log.Warn("tls is ignored on a unix socket", zap.String("listen", cfg.Listen))
-		}
-		creds = local.NewCredentials()
+	creds, err := transportCredentials(cfg, la, log)
+	if err != nil {
+		return nil, err
 	}
 	var auth *tokenAuth
 	if cfg.TokenFile != "" {
@@ -119,21 +110,11 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		}
 	}()
 
-	var lis net.Listener
-	switch la.network {
-	case "unix":
-		if lis, d.sock, err = listenUnix(la.address); err != nil {
-			return nil, err
-		}
-		d.addr = "unix://" + la.address
-		cleanup = append(cleanup, func() { _ = lis.Close(); _ = d.sock.remove() })
-	default:
-		if lis, err = net.Listen("tcp", la.address); err != nil {
-			return nil, fmt.Errorf("listen: %w", err)
-		}
-		d.addr = "tcp://" + lis.Addr().String()
-		cleanup = append(cleanup, func() { _ = lis.Close() })
+	lis, closeLis, err := d.listen(la)
+	if err != nil {
+		return nil, err
 	}
+	cleanup = append(cleanup, closeLis)
 
 	m := newMetrics()
 	var mlis net.Listener
@@ -152,6 +133,53 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 
 	d.srv = New(d.dom, log)
 	d.srv.metrics = m
+	d.grpc = newGRPCServer(creds, m, auth, log)
+	Register(d.grpc, d.srv)
+	d.serve(lis, mlis, m)
+	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.metricsAddr),
+		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
+	return d, nil
+}
+
+// transportCredentials are the gRPC credentials for la: TLS (cfg.TLS) on
+// TCP, local credentials on a unix socket, where cfg.TLS is ignored with a
+// warning.
+func transportCredentials(cfg Config, la listenAddr, log *zap.Logger) (credentials.TransportCredentials, error) {
+	if la.network == "tcp" {
+		tc, err := serverTLS(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return credentials.NewTLS(tc), nil
+	}
+	if cfg.TLS.Cert != "" {
+		log.Warn("tls is ignored on a unix socket", zap.String("listen", cfg.Listen))
+	}
+	return local.NewCredentials(), nil
+}
+
+// listen binds the gRPC listener for la and sets d.addr (and d.sock on a
+// unix socket). closeListener closes it again, removing the socket.
+func (d *Daemon) listen(la listenAddr) (lis net.Listener, closeListener func(), err error) {
+	switch la.network {
+	case "unix":
+		if lis, d.sock, err = listenUnix(la.address); err != nil {
+			return nil, nil, err
+		}
+		d.addr = "unix://" + la.address
+		return lis, func() { _ = lis.Close(); _ = d.sock.remove() }, nil
+	default:
+		if lis, err = net.Listen("tcp", la.address); err != nil {
+			return nil, nil, fmt.Errorf("listen: %w", err)
+		}
+		d.addr = "tcp://" + lis.Addr().String()
+		return lis, func() { _ = lis.Close() }, nil
+	}
+}
+
+// newGRPCServer is the daemon's gRPC server: creds, then the metrics and
+// panic-recovery interceptors, and the token check when auth is set.
+func newGRPCServer(creds credentials.TransportCredentials, m *metrics, auth *tokenAuth, log *zap.Logger) *grpc.Server {
 	obs := observe{m: m, log: log}
 	rec := recoverer{log: log}
 	unary := []grpc.UnaryServerInterceptor{obs.unary, rec.unary}
@@ -160,33 +188,34 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		unary = append(unary, auth.unary)
 		stream = append(stream, auth.stream)
 	}
-	d.grpc = grpc.NewServer(
+	return grpc.NewServer(
 		grpc.Creds(creds),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)
-	Register(d.grpc, d.srv)
+}
 
+// serve starts serving gRPC on lis and, when mlis is set, m's Prometheus
+// endpoint on mlis, each in its own goroutine; d.done and d.httpDone close
+// when they stop.
+func (d *Daemon) serve(lis, mlis net.Listener, m *metrics) {
 	go func() {
 		d.serveErr = d.grpc.Serve(lis)
 		close(d.done)
 	}()
-	if mlis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-		d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			defer close(d.httpDone)
-			if err := d.metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server stopped", zap.Error(err))
-			}
-		}()
-	} else {
+	if mlis == nil {
 		close(d.httpDone)
+		return
 	}
-	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.metricsAddr),
-		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
-	return d, nil
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(d.httpDone)
+		if err := d.metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics server stopped", zap.Error(err))
+		}
+	}()
 }
 
 // Addr is the address the daemon serves on: "unix:///path" or

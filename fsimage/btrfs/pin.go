@@ -40,41 +40,76 @@ func Pin(f ReadWriterAt, size int64, p Pins) error {
 	if fs.sb.CsumType != CsumCRC32C {
 		return unsupported("pin: checksum type %d (crc32c only)", fs.sb.CsumType)
 	}
-	chunkRoot, _, err := fs.node(fs.sb.ChunkRoot, fs.sb.ChunkLevel)
+	subs, err := fs.uuidSubstitutions(p)
 	if err != nil {
 		return err
+	}
+	if err := pinSuperblocks(f, size, subs); err != nil {
+		return err
+	}
+	if err := fs.pinTreeBlocks(f, size, subs, p.Time); err != nil {
+		return err
+	}
+	// The result must open with the new checksums and keys.
+	if _, err := Open(f, size); err != nil {
+		return fmt.Errorf("btrfs: pin: the pinned image does not open: %w", err)
+	}
+	return nil
+}
+
+// uuidSub is one byte string Pin replaces wherever it occurs, and its
+// replacement of the same length.
+type uuidSub struct{ old, new []byte }
+
+// uuidSubs are the replacements Pin makes in every block it rewrites.
+type uuidSubs []uuidSub
+
+// uuidSubstitutions lists the replacements that pin fs's device, chunk tree
+// and default subvolume UUIDs to p's: the UUIDs themselves and the UUID
+// tree's keys for the subvolume.
+func (fs *FS) uuidSubstitutions(p Pins) (uuidSubs, error) {
+	chunkRoot, _, err := fs.node(fs.sb.ChunkRoot, fs.sb.ChunkLevel)
+	if err != nil {
+		return nil, err
 	}
 	ri, err := fs.rootItem(FSTreeID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	type sub struct{ old, new []byte }
-	subs := []sub{
+	subs := uuidSubs{
 		{fs.sb.DevUUID[:], p.DevUUID[:]},
 		{bytes.Clone(chunkRoot[64:80]), p.ChunkTreeUUID[:]},
 	}
 	if ri.UUID != ([16]byte{}) {
-		subs = append(subs, sub{ri.UUID[:], p.SubvolUUID[:]})
+		subs = append(subs, uuidSub{ri.UUID[:], p.SubvolUUID[:]})
 		// The UUID tree's key: objectid and offset are the UUID's halves
 		// (little endian), around the key type.
 		for _, t := range []byte{TypeUUIDSubvol, TypeUUIDRecvSub} {
 			old := append(append(bytes.Clone(ri.UUID[:8]), t), ri.UUID[8:]...)
-			subs = append(subs, sub{old, append(append(bytes.Clone(p.SubvolUUID[:8]), t), p.SubvolUUID[8:]...)})
+			subs = append(subs, uuidSub{old, append(append(bytes.Clone(p.SubvolUUID[:8]), t), p.SubvolUUID[8:]...)})
 		}
 	}
-	replace := func(b []byte) {
-		for _, s := range subs {
-			for i := 0; ; {
-				j := bytes.Index(b[i:], s.old)
-				if j < 0 {
-					break
-				}
-				copy(b[i+j:], s.new)
-				i += j + len(s.old)
+	return subs, nil
+}
+
+// replace makes every substitution in b, in place, at every
+// non-overlapping occurrence.
+func (subs uuidSubs) replace(b []byte) {
+	for _, s := range subs {
+		for i := 0; ; {
+			j := bytes.Index(b[i:], s.old)
+			if j < 0 {
+				break
 			}
+			copy(b[i+j:], s.new)
+			i += j + len(s.old)
 		}
 	}
-	// Superblock copies.
+}
+
+// pinSuperblocks makes the substitutions in every superblock copy the
+// image of size bytes holds, and computes each copy's checksum again.
+func pinSuperblocks(f ReadWriterAt, size int64, subs uuidSubs) error {
 	for _, off := range SuperblockCopies {
 		if off+SuperblockSize > size {
 			continue
@@ -86,20 +121,19 @@ func Pin(f ReadWriterAt, size int64, p Pins) error {
 		if le.Uint64(b[0x40:]) != Magic {
 			continue
 		}
-		replace(b)
+		subs.replace(b)
 		le.PutUint32(b, crc32.Checksum(b[32:], castagnoli))
 		if _, err := f.WriteAt(b, off); err != nil {
 			return fmt.Errorf("btrfs: pin: write superblock at %d: %w", off, err)
 		}
 	}
-	// Tree blocks, live or stale: every nodesize-aligned block from the
-	// first MiB to the end of the last chunk stripe, data-only stripes
-	// excepted, whose header names this filesystem and whose crc32c is
-	// valid. mkfs.btrfs builds the first trees in temporary chunks at
-	// 1 MiB and moves them, leaving stale blocks outside every chunk.
-	ns := int64(fs.sb.NodeSize)
-	var end int64
-	var skip [][2]int64
+	return nil
+}
+
+// metadataSpan returns where Pin's tree block scan ends (the end of the
+// last chunk stripe, capped at size) and the data-only stripes it skips,
+// as [start, end) byte ranges.
+func (fs *FS) metadataSpan(size int64) (end int64, skip [][2]int64) {
 	for _, c := range fs.chunks {
 		for _, s := range c.Stripes {
 			e := int64(min(s.Offset+c.Length, uint64(size)))
@@ -109,6 +143,18 @@ func Pin(f ReadWriterAt, size int64, p Pins) error {
 			}
 		}
 	}
+	return end, skip
+}
+
+// pinTreeBlocks pins tree blocks, live or stale: every nodesize-aligned
+// block from the first MiB to the end of the last chunk stripe, data-only
+// stripes excepted, whose header names this filesystem and whose crc32c is
+// valid. mkfs.btrfs builds the first trees in temporary chunks at 1 MiB
+// and moves them, leaving stale blocks outside every chunk. Each gets the
+// substitutions, a leaf its times set to t, and its checksum again.
+func (fs *FS) pinTreeBlocks(f ReadWriterAt, size int64, subs uuidSubs, t int64) error {
+	ns := int64(fs.sb.NodeSize)
+	end, skip := fs.metadataSpan(size)
 	b := make([]byte, ns)
 next:
 	for off := int64(1 << 20); off+ns <= end; off += ns {
@@ -123,9 +169,9 @@ next:
 		if !bytes.Equal(b[32:48], fs.sb.FSID[:]) || crc32.Checksum(b[32:], castagnoli) != le.Uint32(b) {
 			continue
 		}
-		replace(b)
+		subs.replace(b)
 		if b[100] == 0 {
-			if err := pinTimes(b, p.Time); err != nil {
+			if err := pinTimes(b, t); err != nil {
 				return fmt.Errorf("btrfs: pin: tree block at %d: %w", off, err)
 			}
 		}
@@ -133,10 +179,6 @@ next:
 		if _, err := f.WriteAt(b, off); err != nil {
 			return fmt.Errorf("btrfs: pin: write tree block at %d: %w", off, err)
 		}
-	}
-	// The result must open with the new checksums and keys.
-	if _, err := Open(f, size); err != nil {
-		return fmt.Errorf("btrfs: pin: the pinned image does not open: %w", err)
 	}
 	return nil
 }

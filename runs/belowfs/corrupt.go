@@ -208,104 +208,141 @@ func sortedStrings(s []string) []string {
 // (see Target.AppliesTo).
 func ParseTarget(s string) (Target, error) {
 	s = strings.TrimSpace(s)
-	switch {
-	case strings.HasPrefix(s, "superblock."):
-		f := strings.TrimPrefix(strings.TrimPrefix(s, "superblock."), "s_")
-		if _, ok := superFields[f]; !ok {
-			return Target{}, fmt.Errorf("superblock field %q: want one of %s", f, names(superFields))
-		}
-		return Target{Kind: targetSuper, Field: f}, nil
-	case strings.HasPrefix(s, "gd."):
-		f := strings.TrimPrefix(s, "gd.")
-		if !strings.HasPrefix(f, "bg_") {
-			f = "bg_" + f
-		}
-		if _, ok := gdFields[f]; !ok {
-			return Target{}, fmt.Errorf("group descriptor field %q: want one of %s", strings.TrimPrefix(s, "gd."), names(gdFields))
-		}
-		return Target{Kind: targetGD, Field: f}, nil
-	case s == "bitmap.block" || s == "bitmap.inode":
-		return Target{Kind: targetBitmap, Field: strings.TrimPrefix(s, "bitmap.")}, nil
+	if t, ok, err := parseFieldTarget(s); ok {
+		return t, err
 	}
 	kind, rest, ok := strings.Cut(s, ":")
 	if !ok {
 		return Target{}, fmt.Errorf("%q: want superblock.<field>, gd.<field>, bitmap.block|inode, inode:…, dirent:…, data:… or lba:…", s)
 	}
 	parts := strings.Split(rest, ":")
-	num := func(what, v string, max int64) (int64, error) {
-		n, err := strconv.ParseInt(v, 0, 64)
-		if err != nil || n < 0 || (max >= 0 && n > max) {
-			if max >= 0 {
-				return 0, fmt.Errorf("%s %q: want 0..%d", what, v, max)
-			}
-			return 0, fmt.Errorf("%s %q: want a non-negative integer", what, v)
-		}
-		return n, nil
-	}
 	switch kind {
 	case targetInode:
-		if len(parts) != 2 {
-			return Target{}, fmt.Errorf("%q: want inode:<path>:<field>", s)
-		}
-		p, err := targetPath(parts[0], false)
-		if err != nil {
-			return Target{}, err
-		}
-		if _, ok := inodeFields[parts[1]]; !ok {
-			return Target{}, fmt.Errorf("inode field %q: want one of %s", parts[1], names(inodeFields))
-		}
-		return Target{Kind: targetInode, Path: p, Field: parts[1]}, nil
+		return parseInodeTarget(s, parts)
 	case targetDirent:
-		if len(parts) != 3 {
-			return Target{}, fmt.Errorf("%q: want dirent:<dir>:<name>:<field>", s)
-		}
-		p, err := targetPath(parts[0], true)
-		if err != nil {
-			return Target{}, err
-		}
-		if parts[1] == "" || strings.Contains(parts[1], "/") {
-			return Target{}, fmt.Errorf("dirent name %q: want one name", parts[1])
-		}
-		if _, ok := direntFields[parts[2]]; !ok {
-			return Target{}, fmt.Errorf("dirent field %q: want one of %s", parts[2], names(direntFields))
-		}
-		return Target{Kind: targetDirent, Path: p, Name: parts[1], Field: parts[2]}, nil
+		return parseDirentTarget(s, parts)
 	case targetData:
-		if len(parts) != 3 {
-			return Target{}, fmt.Errorf("%q: want data:<path>:<offset>:<bit>", s)
-		}
-		p, err := targetPath(parts[0], false)
-		if err != nil {
-			return Target{}, err
-		}
-		off, err := num("offset", parts[1], -1)
-		if err != nil {
-			return Target{}, err
-		}
-		bit, err := num("bit", parts[2], 7)
-		if err != nil {
-			return Target{}, err
-		}
-		return Target{Kind: targetData, Path: p, Offset: off, Bit: int(bit)}, nil
+		return parseDataTarget(s, parts)
 	case targetLBA:
-		if len(parts) != 3 {
-			return Target{}, fmt.Errorf("%q: want lba:<lba>:<offset>:<bit>", s)
-		}
-		lba, err := num("lba", parts[0], -1)
-		if err != nil {
-			return Target{}, err
-		}
-		off, err := num("offset", parts[1], overlay.SectorSize-1)
-		if err != nil {
-			return Target{}, err
-		}
-		bit, err := num("bit", parts[2], 7)
-		if err != nil {
-			return Target{}, err
-		}
-		return Target{Kind: targetLBA, LBA: uint64(lba), Offset: off, Bit: int(bit)}, nil
+		return parseLBATarget(s, parts)
 	}
 	return Target{}, fmt.Errorf("%q: unknown target kind %q", s, kind)
+}
+
+// parseFieldTarget reads the dotted targets (superblock.<field>,
+// gd.<field>, bitmap.block, bitmap.inode); ok is false when s is none of
+// them.
+func parseFieldTarget(s string) (t Target, ok bool, err error) {
+	switch {
+	case strings.HasPrefix(s, "superblock."):
+		f := strings.TrimPrefix(strings.TrimPrefix(s, "superblock."), "s_")
+		if _, ok := superFields[f]; !ok {
+			return Target{}, true, fmt.Errorf("superblock field %q: want one of %s", f, names(superFields))
+		}
+		return Target{Kind: targetSuper, Field: f}, true, nil
+	case strings.HasPrefix(s, "gd."):
+		f := strings.TrimPrefix(s, "gd.")
+		if !strings.HasPrefix(f, "bg_") {
+			f = "bg_" + f
+		}
+		if _, ok := gdFields[f]; !ok {
+			return Target{}, true, fmt.Errorf("group descriptor field %q: want one of %s", strings.TrimPrefix(s, "gd."), names(gdFields))
+		}
+		return Target{Kind: targetGD, Field: f}, true, nil
+	case s == "bitmap.block" || s == "bitmap.inode":
+		return Target{Kind: targetBitmap, Field: strings.TrimPrefix(s, "bitmap.")}, true, nil
+	}
+	return Target{}, false, nil
+}
+
+// targetNumber reads v, the target's what, as a non-negative integer (any
+// base prefix), at most limit unless limit is negative.
+func targetNumber(what, v string, limit int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil || n < 0 || (limit >= 0 && n > limit) {
+		if limit >= 0 {
+			return 0, fmt.Errorf("%s %q: want 0..%d", what, v, limit)
+		}
+		return 0, fmt.Errorf("%s %q: want a non-negative integer", what, v)
+	}
+	return n, nil
+}
+
+// parseInodeTarget reads the parts of target s after "inode:",
+// <path>:<field>.
+func parseInodeTarget(s string, parts []string) (Target, error) {
+	if len(parts) != 2 {
+		return Target{}, fmt.Errorf("%q: want inode:<path>:<field>", s)
+	}
+	p, err := targetPath(parts[0], false)
+	if err != nil {
+		return Target{}, err
+	}
+	if _, ok := inodeFields[parts[1]]; !ok {
+		return Target{}, fmt.Errorf("inode field %q: want one of %s", parts[1], names(inodeFields))
+	}
+	return Target{Kind: targetInode, Path: p, Field: parts[1]}, nil
+}
+
+// parseDirentTarget reads the parts of target s after "dirent:",
+// <dir>:<name>:<field>.
+func parseDirentTarget(s string, parts []string) (Target, error) {
+	if len(parts) != 3 {
+		return Target{}, fmt.Errorf("%q: want dirent:<dir>:<name>:<field>", s)
+	}
+	p, err := targetPath(parts[0], true)
+	if err != nil {
+		return Target{}, err
+	}
+	if parts[1] == "" || strings.Contains(parts[1], "/") {
+		return Target{}, fmt.Errorf("dirent name %q: want one name", parts[1])
+	}
+	if _, ok := direntFields[parts[2]]; !ok {
+		return Target{}, fmt.Errorf("dirent field %q: want one of %s", parts[2], names(direntFields))
+	}
+	return Target{Kind: targetDirent, Path: p, Name: parts[1], Field: parts[2]}, nil
+}
+
+// parseDataTarget reads the parts of target s after "data:",
+// <path>:<offset>:<bit>.
+func parseDataTarget(s string, parts []string) (Target, error) {
+	if len(parts) != 3 {
+		return Target{}, fmt.Errorf("%q: want data:<path>:<offset>:<bit>", s)
+	}
+	p, err := targetPath(parts[0], false)
+	if err != nil {
+		return Target{}, err
+	}
+	off, err := targetNumber("offset", parts[1], -1)
+	if err != nil {
+		return Target{}, err
+	}
+	bit, err := targetNumber("bit", parts[2], 7)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Kind: targetData, Path: p, Offset: off, Bit: int(bit)}, nil
+}
+
+// parseLBATarget reads the parts of target s after "lba:",
+// <lba>:<offset>:<bit>.
+func parseLBATarget(s string, parts []string) (Target, error) {
+	if len(parts) != 3 {
+		return Target{}, fmt.Errorf("%q: want lba:<lba>:<offset>:<bit>", s)
+	}
+	lba, err := targetNumber("lba", parts[0], -1)
+	if err != nil {
+		return Target{}, err
+	}
+	off, err := targetNumber("offset", parts[1], overlay.SectorSize-1)
+	if err != nil {
+		return Target{}, err
+	}
+	bit, err := targetNumber("bit", parts[2], 7)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Kind: targetLBA, LBA: uint64(lba), Offset: off, Bit: int(bit)}, nil
 }
 
 func targetPath(p string, rootOK bool) (string, error) {
