@@ -21,11 +21,17 @@ import (
 // defaultWriteSizes are the write-amplification curve's sizes.
 const defaultWriteSizes = "1,512,4K,16K,64K,256K,1M"
 
-func newReport(g *globals, with func(*cobra.Command, func(context.Context, *conn) error) error) *cobra.Command {
-	var lanes, out, from, sizes string
-	var metadata bool
-	var targets []string
-	var memory int32
+// reportFlags are report's flags.
+type reportFlags struct {
+	lanes, out, from, sizes string
+	metadata                bool
+	targets                 []string
+	memory                  int32
+}
+
+// newReport is `themisctl report`.
+func newReport(g *globals) *cobra.Command {
+	var o reportFlags
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "One self-contained HTML page: the image layout map, the write-amplification curve and the blast-radius table",
@@ -45,58 +51,68 @@ of "themisctl --json profile" and "themisctl --json corrupt"; profile lines
 alone give the layout map's written view only).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
+			if o.out == "" {
 				return errors.New("-o: want a file name")
 			}
-			if out == "-" && g.json {
+			if o.out == "-" && g.json {
 				return errors.New("-o - and --json both write to stdout: pick one")
 			}
-			if from != "" {
-				for _, f := range []string{"fs", "write-sizes", "metadata", "target", "memory"} {
-					if cmd.Flags().Changed(f) {
-						return fmt.Errorf("--from renders saved results: --%s does not apply", f)
-					}
-				}
-				r, err := loadReport(from)
-				if err != nil {
-					return err
-				}
-				return writeReport(g, r, out)
+			if o.from != "" {
+				return o.renderSaved(cmd, g)
 			}
-			byteSizes, err := parseSizes(sizes)
-			if err != nil {
-				return err
-			}
-			ops := make([]string, 0, len(byteSizes)+len(session.DefaultProfileOps))
-			for _, n := range byteSizes {
-				ops = append(ops, fmt.Sprintf("write f 0 %d 0x55", n))
-			}
-			if metadata {
-				for _, op := range session.DefaultProfileOps {
-					if !strings.HasPrefix(op, "write ") {
-						ops = append(ops, op)
-					}
-				}
-			}
-			return with(cmd, func(ctx context.Context, c *conn) error {
-				r, err := runReport(ctx, c, ingest.Job{Lanes: splitList(lanes), Ops: ops, Targets: targets, MemoryMiB: memory})
-				if err != nil {
-					return err
-				}
-				r.Note = fmt.Sprintf("themisctl report --fs %s, %s. %s", lanes, time.Now().UTC().Format("2006-01-02 15:04 MST"), r.Note)
-				return writeReport(g, r, out)
-			})
+			return o.run(cmd, g)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&lanes, "fs", "ext2", "ext* lane specs, comma-separated")
-	f.StringVarP(&out, "output", "o", "report.html", "the HTML file to write (- for stdout)")
-	f.StringVar(&from, "from", "", "render saved JSON (a file or a directory) instead of running the jobs")
-	f.StringVar(&sizes, "write-sizes", defaultWriteSizes, "the write sizes of the amplification curve, in bytes (K and M suffixes: KiB, MiB)")
-	f.BoolVar(&metadata, "metadata", true, "also profile the metadata ops of Table 2 (create, mkdir, chmod, chown, link, rename, unlink)")
-	f.StringArrayVar(&targets, "target", nil, "corruption targets as for corrupt (repeatable; default: the sweep, every class)")
-	f.Int32Var(&memory, "memory", 128, "guest RAM in MiB")
+	f.StringVar(&o.lanes, "fs", "ext2", "ext* lane specs, comma-separated")
+	f.StringVarP(&o.out, "output", "o", "report.html", "the HTML file to write (- for stdout)")
+	f.StringVar(&o.from, "from", "", "render saved JSON (a file or a directory) instead of running the jobs")
+	f.StringVar(&o.sizes, "write-sizes", defaultWriteSizes, "the write sizes of the amplification curve, in bytes (K and M suffixes: KiB, MiB)")
+	f.BoolVar(&o.metadata, "metadata", true, "also profile the metadata ops of Table 2 (create, mkdir, chmod, chown, link, rename, unlink)")
+	f.StringArrayVar(&o.targets, "target", nil, "corruption targets as for corrupt (repeatable; default: the sweep, every class)")
+	f.Int32Var(&o.memory, "memory", 128, "guest RAM in MiB")
 	return cmd
+}
+
+// renderSaved is report --from: the page of saved results, no guest.
+func (o *reportFlags) renderSaved(cmd *cobra.Command, g *globals) error {
+	for _, f := range []string{"fs", "write-sizes", "metadata", "target", "memory"} {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--from renders saved results: --%s does not apply", f)
+		}
+	}
+	r, err := loadReport(o.from)
+	if err != nil {
+		return err
+	}
+	return writeReport(g, r, o.out)
+}
+
+// run is report without --from: the jobs on the daemon, then the page.
+func (o *reportFlags) run(cmd *cobra.Command, g *globals) error {
+	byteSizes, err := parseSizes(o.sizes)
+	if err != nil {
+		return err
+	}
+	ops := make([]string, 0, len(byteSizes)+len(session.DefaultProfileOps))
+	for _, n := range byteSizes {
+		ops = append(ops, fmt.Sprintf("write f 0 %d 0x55", n))
+	}
+	if o.metadata {
+		for _, op := range session.DefaultProfileOps {
+			if !strings.HasPrefix(op, "write ") {
+				ops = append(ops, op)
+			}
+		}
+	}
+	return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+		r, err := runReport(ctx, c, ingest.Job{Lanes: splitList(o.lanes), Ops: ops, Targets: o.targets, MemoryMiB: o.memory})
+		if err != nil {
+			return err
+		}
+		r.Note = fmt.Sprintf("themisctl report --fs %s, %s. %s", o.lanes, time.Now().UTC().Format("2006-01-02 15:04 MST"), r.Note)
+		return writeReport(g, r, o.out)
+	})
 }
 
 // parseSizes parses "1,512,4K,1M" into bytes.

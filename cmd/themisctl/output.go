@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// newTable is a writer that aligns tab-separated columns on stdout, as
+// every table of the CLI does; Flush prints it.
+func newTable() *tabwriter.Writer {
+	return tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+}
+
+// printMessage prints an API response: as JSON with --json
+// (writeProtoJSON), else the human form human writes as a table.
+func (g *globals) printMessage(m proto.Message, human func(w *tabwriter.Writer)) error {
+	if g.json {
+		return writeProtoJSON(m)
+	}
+	w := newTable()
+	human(w)
+	return w.Flush()
+}
+
+// writeProtoJSON prints a message as JSON with the proto field names
+// (snake_case), the same names the API documents.
+func writeProtoJSON(m proto.Message) error {
+	return printProtoJSON(protojson.MarshalOptions{Multiline: true, UseProtoNames: true}, m)
+}
+
+// writeProtoJSONLine prints a message as one line of JSON (JSON lines).
+func writeProtoJSONLine(m proto.Message) error {
+	return printProtoJSON(protojson.MarshalOptions{UseProtoNames: true}, m)
+}
+
+func printProtoJSON(o protojson.MarshalOptions, m proto.Message) error {
+	b, err := o.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Println(string(b))
+	return err
+}
+
+// writeJSON prints a value that is not an API message (a library's
+// result, or a view the CLI builds) as indented JSON with encoding/json.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// lanePath turns what a person types for a lane's root ("." or "/") into
+// the API's "" and drops a leading "/".
+func lanePath(p string) string {
+	p = strings.TrimLeft(p, "/")
+	if p == "." {
+		return ""
+	}
+	return p
+}
