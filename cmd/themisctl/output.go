@@ -37,8 +37,11 @@ func writeProtoJSON(m proto.Message) error {
 
 // writeProtoJSONLine prints a message as one line of JSON (JSON lines).
 func writeProtoJSONLine(m proto.Message) error {
-	return printProtoJSON(protojson.MarshalOptions{UseProtoNames: true}, m)
+	return printProtoJSON(protoJSONLine, m)
 }
+
+// protoJSONLine encodes a message as one line of JSON, proto field names.
+var protoJSONLine = protojson.MarshalOptions{UseProtoNames: true}
 
 func printProtoJSON(o protojson.MarshalOptions, m proto.Message) error {
 	b, err := o.Marshal(m)

@@ -14,7 +14,6 @@ import (
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/opspec"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // newSweep is `themisctl sweep`: clock sweeps and merging their shards.
@@ -200,7 +199,7 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 		return printSweep(rows, sum)
 	}
 	if sum != nil {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(sum)
+		b, err := protoJSONLine.Marshal(sum)
 		if err != nil {
 			return fmt.Errorf("encode summary: %w", err)
 		}
