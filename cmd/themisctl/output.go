@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,26 +31,44 @@ func (g *globals) printMessage(m proto.Message, human func(w *tabwriter.Writer))
 }
 
 // writeProtoJSON prints a message as JSON with the proto field names
-// (snake_case), the same names the API documents.
+// (snake_case), the same names the API documents, indented.
 func writeProtoJSON(m proto.Message) error {
-	return printProtoJSON(protojson.MarshalOptions{Multiline: true, UseProtoNames: true}, m)
+	return printProtoJSON(m, true)
 }
 
 // writeProtoJSONLine prints a message as one line of JSON (JSON lines).
 func writeProtoJSONLine(m proto.Message) error {
-	return printProtoJSON(protoJSONLine, m)
+	return printProtoJSON(m, false)
 }
 
-// protoJSONLine encodes a message as one line of JSON, proto field names.
-var protoJSONLine = protojson.MarshalOptions{UseProtoNames: true}
-
-func printProtoJSON(o protojson.MarshalOptions, m proto.Message) error {
-	b, err := o.Marshal(m)
+func printProtoJSON(m proto.Message, multiline bool) error {
+	b, err := protoJSON(m, multiline)
 	if err != nil {
-		return fmt.Errorf("encode json: %w", err)
+		return err
 	}
 	_, err = fmt.Println(string(b))
 	return err
+}
+
+// protoJSON encodes m with protojson and the proto field names, in one
+// stable form: protojson adds spaces at random (fixed per binary) to keep
+// callers from depending on its bytes, so its output is compacted, and
+// indented by two spaces when multiline.
+func protoJSON(m proto.Message, multiline bool) ([]byte, error) {
+	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode json: %w", err)
+	}
+	var out bytes.Buffer
+	if multiline {
+		err = json.Indent(&out, raw, "", "  ")
+	} else {
+		err = json.Compact(&out, raw)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode json: %w", err)
+	}
+	return out.Bytes(), nil
 }
 
 // writeJSON prints a value that is not an API message (a library's

@@ -199,7 +199,7 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 		return printSweep(rows, sum)
 	}
 	if sum != nil {
-		b, err := protoJSONLine.Marshal(sum)
+		b, err := protoJSON(sum, false)
 		if err != nil {
 			return fmt.Errorf("encode summary: %w", err)
 		}
