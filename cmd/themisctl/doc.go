@@ -24,7 +24,8 @@
 //
 // Tables go to stdout through newTable, progress to stderr. With --json,
 // an API response is printed with protojson and the proto field names
-// (printMessage, writeProtoJSON; JSON lines with writeProtoJSONLine). A
+// (printMessage, writeProtoJSON; JSON lines with writeProtoJSONLine), in
+// one stable form (protoJSON: protojson's own spacing varies by binary). A
 // few outputs keep a JSON shape of their own, printed with encoding/json
 // (writeJSON), because protojson would change it (64-bit integers as
 // strings, roots as base64 lists): explore's summary (exploreJSON, roots
