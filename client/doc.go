@@ -9,6 +9,10 @@
 // "authorization: Bearer <token>" on every call and is never sent over an
 // unprotected transport.
 //
+// Drain reads any of the API's server streams (Explore, ClockSweep,
+// Profile, Corrupt) to its end, one message at a time: the one Recv loop
+// its callers share.
+//
 // The package depends only on the generated API and grpc; it must not import
 // server or session, so remote clients stay small.
 package client

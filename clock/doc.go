@@ -20,6 +20,8 @@
 //
 // The package is pure: no I/O, no time of its own (time.Date only converts
 // constants), and it must not import os/exec, grpc or any vmm package
-// (internal/arch checks). Plans are decoded from bytes the caller read.
+// (internal/arch checks). Plans are decoded from bytes the caller read;
+// sweep results as JSON lines ([Row], [ReadRows], [MergeRows] for the
+// shards of one sweep) from a reader the caller opened.
 // Everything is safe for concurrent use.
 package clock

@@ -21,8 +21,10 @@
 // a date in Report.Note if it wants one) and is deterministic: the same
 // Report renders to the same bytes. It must not import the session, vmm or
 // gRPC packages (internal/arch enforces the last two); the types here are
-// plain data, filled by cmd/themisctl from the daemon's Profile and Corrupt
-// streams or from their saved JSON. Render is safe for concurrent use.
+// plain data, filled by report/ingest from the daemon's Profile and Corrupt
+// streams or from their saved JSON. Union and Report.AddWrittenLayouts
+// build the written view of a layout from profile rows. Render is safe for
+// concurrent use.
 //
 // # Figure ids
 //

@@ -1,12 +1,94 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/bench"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/session"
 )
+
+// newBench is `themisctl bench`: Themis against baselines.
+func newBench(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Measure Themis against baselines, side by side in one run"}
+	cmd.AddCommand(newBenchExplore(g), newBenchRestore(g))
+	return cmd
+}
+
+// newBenchExplore is `themisctl bench explore`: explore beside the in-OS
+// remount baseline (bench.Run). It runs in-process: no daemon.
+func newBenchExplore(g *globals) *cobra.Command {
+	var o bench.Options
+	var lanes string
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "explore",
+		Short: "States/s and the per-state split of an explore run beside the Metis-style in-OS remount baseline (same fs, same image)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cache, err := cacheDir(g)
+			if err != nil {
+				return err
+			}
+			o.Explore.Lanes, o.Explore.Seed = splitList(lanes), seed
+			o.Baseline.CacheDir = cache
+			cmp, err := runBenchExplore(cmd.Context(), g, cache, o)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(os.Stdout, cmp)
+			}
+			fmt.Print(cmp.String())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&lanes, "fs", "ext2", "lane spec (the baseline uses the first)")
+	f.IntVar(&o.Explore.Depth, "depth", 2, "explore depth")
+	f.IntVar(&o.Explore.Branching, "branching", 12, "explore branching")
+	f.IntVar(&o.Explore.MaxStates, "max-states", 200, "explore state budget")
+	f.Uint64Var(&seed, "seed", 1, "explore seed")
+	f.IntVar(&o.Baseline.States, "baseline-states", 100, "baseline states")
+	return cmd
+}
+
+// runBenchExplore runs bench.Run on a session manager of its own, on a
+// temporary state directory removed after.
+func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Options) (cmp *bench.Comparison, err error) {
+	state, err := os.MkdirTemp("", "themis-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(state); err == nil && rerr != nil {
+			err = fmt.Errorf("bench: %w", rerr)
+		}
+	}()
+	m, err := openManager(ctx, g, cache, filepath.Join(state, "state"))
+	if err != nil {
+		return nil, err
+	}
+	progress("baseline (loop-mount, one op, unmount, copy back) and explore, side by side")
+	cmp, err = bench.Run(ctx, m, o)
+	if cerr := m.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmp, nil
+}
+
+// openManager opens the in-process session manager bench explore measures:
+// the one place the CLI uses session directly rather than a daemon.
+func openManager(ctx context.Context, g *globals, cache, stateDir string) (*session.Manager, error) {
+	return session.Open(ctx, session.Config{StateDir: stateDir, CacheDir: cache, Guest: guest.Options{CacheDir: cache, Log: g.log}, Log: g.log})
+}
 
 // newBenchRestore is `themisctl bench restore`: restore time against
 // dirtied pages and RAM size on the KVM backend, beside the QEMU backend's

@@ -38,7 +38,25 @@ func (f *connFlags) register(cmd *cobra.Command) {
 	pf.BoolVar(&f.embedded, "embedded", false, "always run a daemon in this process (sessions end when the command does)")
 }
 
-func connect(ctx context.Context, g *globals, f *connFlags) (*conn, error) {
+// withConn runs fn with a connection, closing it (and an embedded daemon)
+// after; fn's error comes first.
+func (g *globals) withConn(cmd *cobra.Command, fn func(ctx context.Context, c *conn) error) error {
+	ctx := cmd.Context()
+	c, err := connect(ctx, g)
+	if err != nil {
+		return err
+	}
+	ferr := fn(ctx, c)
+	if cerr := c.Close(); cerr != nil && ferr == nil {
+		ferr = cerr
+	}
+	return ferr
+}
+
+// connect reaches the daemon the flags name, the local one, or starts one
+// in this process.
+func connect(ctx context.Context, g *globals) (*conn, error) {
+	f := &g.conn
 	opts := client.Options{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, ServerName: f.serverName}
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)

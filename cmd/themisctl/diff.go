@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/fsimage"
 )
 
-func newDiff(g *globals, with func(*cobra.Command, func(context.Context, *conn) error) error) *cobra.Command {
+// newDiff is `themisctl diff`: two image files, or disks of sessions.
+func newDiff(g *globals) *cobra.Command {
 	var normalize bool
 	var show int
 	var sessionID, lane, sessionB, laneB string
@@ -45,57 +45,27 @@ s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums).`,
 			return cobra.ExactArgs(2)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if sessionID != "" {
-				if lane == "" {
-					return errors.New("--session needs --lane")
-				}
-				from, to := "current", "current"
-				if len(args) == 2 {
-					from, to = args[0], args[1]
-				}
-				return with(cmd, func(ctx context.Context, c *conn) error {
-					resp, err := c.Diff(ctx, &themisv1.DiffRequest{SessionId: sessionID, Lane: lane, From: from, To: to, SessionB: sessionB, LaneB: laneB, Normalize: normalize})
-					if err != nil {
-						return err
-					}
-					d := &fsimage.DiffResult{RawSectors: int(resp.GetRawSectors()), NormalizedSectors: int(resp.GetNormalizedSectors()), Normalized: resp.GetNormalized()}
-					for _, r := range resp.GetRanges() {
-						d.Ranges = append(d.Ranges, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup())})
-					}
-					for _, r := range resp.GetMasked() {
-						d.Masked = append(d.Masked, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup()), Field: r.GetField()})
-					}
-					return printDiff(g, d, normalize, show)
-				})
-			}
-			var files [2]*os.File
-			var sizes [2]int64
-			for i, p := range args {
-				f, err := os.Open(p)
+			if sessionID == "" {
+				d, err := diffFiles(args[0], args[1], normalize)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				fi, err := f.Stat()
+				return printDiff(g, d, normalize, show)
+			}
+			if lane == "" {
+				return errors.New("--session needs --lane")
+			}
+			req := &themisv1.DiffRequest{SessionId: sessionID, Lane: lane, From: "current", To: "current", SessionB: sessionB, LaneB: laneB, Normalize: normalize}
+			if len(args) == 2 {
+				req.From, req.To = args[0], args[1]
+			}
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := c.Diff(ctx, req)
 				if err != nil {
 					return err
 				}
-				if !fi.Mode().IsRegular() {
-					return fmt.Errorf("%s: not a regular file", p)
-				}
-				files[i], sizes[i] = f, fi.Size()
-			}
-			if sizes[0] != sizes[1] {
-				return fmt.Errorf("images differ in size: %s is %d bytes, %s is %d", args[0], sizes[0], args[1], sizes[1])
-			}
-			d, err := fsimage.Diff(files[0], files[1], sizes[0], normalize)
-			if err != nil {
-				if errors.Is(err, fsimage.ErrCorrupt) || errors.Is(err, fsimage.ErrUnsupported) {
-					return fmt.Errorf("%w (without --normalize the raw diff needs no parsing)", err)
-				}
-				return err
-			}
-			return printDiff(g, d, normalize, show)
+				return printDiff(g, diffResultOf(resp), normalize, show)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&normalize, "normalize", false, "mask nuisance fields: superblock times, s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums")
@@ -107,11 +77,52 @@ s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums).`,
 	return cmd
 }
 
+// diffFiles diffs two image files of the same size (fsimage.Diff).
+func diffFiles(a, b string, normalize bool) (*fsimage.DiffResult, error) {
+	var files [2]*os.File
+	var sizes [2]int64
+	for i, p := range []string{a, b} {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s: not a regular file", p)
+		}
+		files[i], sizes[i] = f, fi.Size()
+	}
+	if sizes[0] != sizes[1] {
+		return nil, fmt.Errorf("images differ in size: %s is %d bytes, %s is %d", a, sizes[0], b, sizes[1])
+	}
+	d, err := fsimage.Diff(files[0], files[1], sizes[0], normalize)
+	if errors.Is(err, fsimage.ErrCorrupt) || errors.Is(err, fsimage.ErrUnsupported) {
+		return nil, fmt.Errorf("%w (without --normalize the raw diff needs no parsing)", err)
+	}
+	return d, err
+}
+
+// diffResultOf is the daemon's diff as fsimage's, which printDiff shows.
+func diffResultOf(resp *themisv1.DiffResponse) *fsimage.DiffResult {
+	d := &fsimage.DiffResult{RawSectors: int(resp.GetRawSectors()), NormalizedSectors: int(resp.GetNormalizedSectors()), Normalized: resp.GetNormalized()}
+	for _, r := range resp.GetRanges() {
+		d.Ranges = append(d.Ranges, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup())})
+	}
+	for _, r := range resp.GetMasked() {
+		d.Masked = append(d.Masked, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup()), Field: r.GetField()})
+	}
+	return d
+}
+
 func printDiff(g *globals, d *fsimage.DiffResult, normalize bool, show int) error {
 	if g.json {
 		return writeJSON(os.Stdout, d)
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	w := newTable()
 	fmt.Fprintf(w, "raw sectors\t%d\n", d.RawSectors)
 	if normalize {
 		fmt.Fprintf(w, "normalized sectors\t%d\n", d.NormalizedSectors)

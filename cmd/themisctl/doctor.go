@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/doctor"
@@ -61,7 +60,7 @@ func newDoctor(g *globals) *cobra.Command {
 }
 
 func printDoctor(r *doctor.Report) error {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	w := newTable()
 	fmt.Fprintf(w, "KVM\t%s\t%s\n", r.KVMKind, r.KVMWhy)
 	fmt.Fprintf(w, "QEMU\t%s\t%s\n", orNone(r.QEMU), r.QEMUVersion)
 	for _, t := range r.Tools {

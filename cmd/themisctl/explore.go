@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/client"
 )
 
 // isTerminal reports whether f is a terminal (progress redraws one line there).
@@ -104,111 +99,27 @@ func (l *findingLog) json() []*findingJSONView {
 	return out
 }
 
-func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(context.Context, *conn) error) error) {
+// newExplore is `themisctl explore`.
+func newExplore(g *globals) *cobra.Command {
 	var req themisv1.ExploreRequest
 	var lanes, timeMode string
-	explore := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "explore",
 		Short: "Drive real filesystems through their state space (bounded DFS) and report where they misbehave",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Lanes = splitList(lanes)
-			mode, ok := agentv1.TimeMode_value["TIME_MODE_"+strings.ToUpper(timeMode)]
-			if !ok {
-				return fmt.Errorf("--time-mode %q: want none, mtime or all", timeMode)
+			mode, err := parseTimeMode("--time-mode", timeMode)
+			if err != nil {
+				return err
 			}
-			req.TimeMode = agentv1.TimeMode(mode)
-			return with(cmd, func(ctx context.Context, c *conn) error {
-				stream, err := c.Explore(ctx, &req)
-				if err != nil {
-					return err
-				}
-				tty := isTerminal(os.Stderr)
-				var found findingLog
-				var sum *themisv1.ExploreSummary
-				for {
-					r, err := stream.Recv()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						if tty {
-							fmt.Fprintln(os.Stderr)
-						}
-						return err
-					}
-					switch e := r.GetEvent().(type) {
-					case *themisv1.ExploreResponse_Progress:
-						p := e.Progress
-						line := fmt.Sprintf("states %d  unique %d  depth %d  findings %d  %.1f states/s  restore %.1fs  %.0fs",
-							p.GetStates(), p.GetUniqueStates(), p.GetDepth(), p.GetFindings(), p.GetStatesPerSec(), p.GetRestoreS(), p.GetElapsedS())
-						if tty {
-							fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
-						} else {
-							fmt.Fprintln(os.Stderr, line)
-						}
-					case *themisv1.ExploreResponse_Finding:
-						update := found.add(e.Finding)
-						if tty {
-							fmt.Fprint(os.Stderr, "\r\033[K")
-						}
-						if !g.json {
-							printStreamed(os.Stdout, e.Finding, update)
-						}
-					case *themisv1.ExploreResponse_Summary:
-						sum = e.Summary
-					}
-				}
-				if tty {
-					fmt.Fprintln(os.Stderr)
-				}
-				if sum == nil {
-					return errors.New("explore: the daemon ended the stream without a summary")
-				}
-				if g.json {
-					out := exploreJSON{
-						SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
-						StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
-						MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: map[string]string{},
-						OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(), FindingList: []*findingJSONView{},
-					}
-					for _, r := range sum.GetRoots() {
-						out.Roots[r.GetLane()] = hex.EncodeToString(r.GetRoot())
-					}
-					for _, r := range sum.GetBelowRoots() {
-						if out.BelowRoots == nil {
-							out.BelowRoots = map[string]string{}
-						}
-						out.BelowRoots[r.GetLane()] = hex.EncodeToString(r.GetRoot())
-					}
-					for _, l := range sum.GetLayers() {
-						out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
-					}
-					out.FindingList = found.json()
-					return writeJSON(os.Stdout, out)
-				}
-				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(w, "states\t%d\nunique states\t%d\nfindings\t%d\nstates/s\t%.1f\nbackend\t%s\nelapsed\t%.1f s\nmax depth\t%d\n",
-					sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
-				fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())
-				if sum.GetRestoresSkipped() > 0 {
-					fmt.Fprintf(w, "restores skipped (lazy)\t%d\n", sum.GetRestoresSkipped())
-				}
-				if sum.GetStopped() != "" {
-					fmt.Fprintf(w, "stopped early\t%s\n", sum.GetStopped())
-				}
-				for _, r := range sum.GetBelowRoots() {
-					fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
-				}
-				for _, l := range sum.GetLayers() {
-					fmt.Fprintf(w, "%s: lower ⊕ upper checked\t%d states, %d with whiteouts, %d with opaque dirs\n", l.GetLane(), l.GetChecked(), l.GetWhiteouts(), l.GetOpaque())
-				}
-				fmt.Fprintf(w, "digest\t%s\nsession\t%s (ended; `themisctl events %s`)\n", sum.GetDigest(), sum.GetSessionId(), sum.GetSessionId())
-				return w.Flush()
+			req.TimeMode = mode
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				return runExplore(ctx, g, c, &req)
 			})
 		},
 	}
-	fl := explore.Flags()
+	fl := cmd.Flags()
 	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
 	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state, drawn by the seeded policy")
@@ -222,182 +133,110 @@ func addExplore(root *cobra.Command, g *globals, with func(*cobra.Command, func(
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
 	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
-
-	var sessionFilter string
-	findings := &cobra.Command{
-		Use: "findings", Short: "List stored findings", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return with(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := c.ListFindings(ctx, &themisv1.ListFindingsRequest{SessionId: sessionFilter})
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return writeProtoJSON(resp)
-				}
-				for _, f := range resp.GetFindings() {
-					printFinding(os.Stdout, f)
-				}
-				return nil
-			})
-		},
-	}
-	findings.Flags().StringVar(&sessionFilter, "session", "", "only this session's findings")
-
-	replay := &cobra.Command{
-		Use: "replay FINDING", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *conn) error {
-				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
-				if err != nil {
-					return err
-				}
-				f := fr.GetFinding()
-				progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-				cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs()})
-				if err != nil {
-					return err
-				}
-				id := cs.GetSession().GetId()
-				defer func() {
-					if _, err := c.DeleteSession(context.WithoutCancel(ctx), &themisv1.DeleteSessionRequest{SessionId: id}); err != nil {
-						fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
-					}
-				}()
-				rep := replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind()}
-				for _, s := range f.GetTrace() {
-					op, err := opspec.Parse(s)
-					if err != nil {
-						return fmt.Errorf("finding %s: trace op %q: %w", f.GetId(), s, err)
-					}
-					resp, err := c.Apply(ctx, &themisv1.ApplyRequest{SessionId: id, Op: op})
-					if err != nil {
-						return err
-					}
-					step := replayStep{Op: s, Diverged: resp.GetDiverged()}
-					for _, r := range resp.GetResults() {
-						step.Errnos = append(step.Errnos, fmt.Sprintf("%s=%d", r.GetLane(), r.GetErrno()))
-					}
-					rep.Steps = append(rep.Steps, step)
-					rep.ErrnoDiverged = rep.ErrnoDiverged || step.Diverged
-				}
-				fp, err := c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: id})
-				if err != nil {
-					return err
-				}
-				rep.Roots = map[string]string{}
-				var first []byte
-				for i, l := range fp.GetLanes() {
-					rep.Roots[l.GetLane()] = hex.EncodeToString(l.GetRoot())
-					if i == 0 {
-						first = l.GetRoot()
-					} else if !bytes.Equal(first, l.GetRoot()) {
-						rep.StateDiverged = true
-					}
-				}
-				rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged
-				if g.json {
-					return writeJSON(os.Stdout, rep)
-				}
-				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				for _, st := range rep.Steps {
-					mark := ""
-					if st.Diverged {
-						mark = "  <- errno differs"
-					}
-					fmt.Fprintf(w, "%s\t%s%s\n", st.Op, strings.Join(st.Errnos, " "), mark)
-				}
-				for lane, r := range rep.Roots {
-					fmt.Fprintf(w, "root %s\t%s\n", lane, r)
-				}
-				fmt.Fprintf(w, "reproduced\t%v\n", rep.Reproduced)
-				return w.Flush()
-			})
-		},
-	}
-	root.AddCommand(explore, findings, replay)
+	return cmd
 }
 
-type replayStep struct {
-	Op       string   `json:"op"`
-	Errnos   []string `json:"errnos"`
-	Diverged bool     `json:"diverged"`
+// exploreRun is what an explore stream has shown so far: progress on
+// stderr (one redrawn line on a terminal), findings on stdout as they come
+// (unless --json), and the summary at the end.
+type exploreRun struct {
+	json, tty bool
+	found     findingLog
+	sum       *themisv1.ExploreSummary
 }
 
-type replayResult struct {
-	Finding       string            `json:"finding"`
-	Session       string            `json:"session"`
-	Kind          string            `json:"kind"`
-	Steps         []replayStep      `json:"steps"`
-	Roots         map[string]string `json:"roots"`
-	ErrnoDiverged bool              `json:"errno_diverged"`
-	StateDiverged bool              `json:"state_diverged"`
-	Reproduced    bool              `json:"reproduced"`
-}
-
-// printFinding shows a stored finding: its latest trace (minimized once
-// minimization is done with it) and how to reproduce it.
-func printFinding(w io.Writer, f *themisv1.Finding) {
-	fmt.Fprintf(w, "finding %s  %s  %s\n", f.GetId(), f.GetKind(), f.GetDetail())
-	if f.GetPath() != "" || f.GetField() != "" {
-		fmt.Fprintf(w, "  first difference: /%s %s\n", f.GetPath(), f.GetField())
-	}
-	fmt.Fprintf(w, "  trace %s:\n", traceState(f))
-	printTrace(w, f.GetTrace())
-	if d := f.GetDuplicateOf(); d != "" {
-		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
-	}
-	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
-}
-
-// printStreamed shows a finding as explore streams it: when found, with the
-// trace as found; when its minimized update comes, with the minimized trace.
-func printStreamed(w io.Writer, f *themisv1.Finding, update bool) {
-	if !update {
-		fmt.Fprintf(w, "finding %s  %s  %s\n", f.GetId(), f.GetKind(), f.GetDetail())
-		if f.GetPath() != "" || f.GetField() != "" {
-			fmt.Fprintf(w, "  first difference: /%s %s\n", f.GetPath(), f.GetField())
+func (e *exploreRun) event(r *themisv1.ExploreResponse) error {
+	switch ev := r.GetEvent().(type) {
+	case *themisv1.ExploreResponse_Progress:
+		p := ev.Progress
+		line := fmt.Sprintf("states %d  unique %d  depth %d  findings %d  %.1f states/s  restore %.1fs  %.0fs",
+			p.GetStates(), p.GetUniqueStates(), p.GetDepth(), p.GetFindings(), p.GetStatesPerSec(), p.GetRestoreS(), p.GetElapsedS())
+		if e.tty {
+			fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(os.Stderr, line)
 		}
-		fmt.Fprintf(w, "  trace %s:\n", traceState(f))
-		printTrace(w, f.GetTrace())
-		if !f.GetMinimized() {
-			fmt.Fprintln(w, "  (minimized after the search)")
+	case *themisv1.ExploreResponse_Finding:
+		update := e.found.add(ev.Finding)
+		if e.tty {
+			fmt.Fprint(os.Stderr, "\r\033[K")
 		}
-		return
+		if !e.json {
+			printStreamed(os.Stdout, ev.Finding, update)
+		}
+	case *themisv1.ExploreResponse_Summary:
+		e.sum = ev.Summary
 	}
-	fmt.Fprintf(w, "finding %s  %s\n", f.GetId(), traceState(f))
-	if !f.GetMinimized() {
-		fmt.Fprintf(w, "  %s\n", f.GetDetail())
-	}
-	printTrace(w, f.GetTrace())
-	if d := f.GetDuplicateOf(); d != "" {
-		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
-	}
-	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
+	return nil
 }
 
-// traceState says which trace a finding carries.
-func traceState(f *themisv1.Finding) string {
-	n := len(f.GetTrace())
-	found := len(f.GetFoundTrace())
-	switch {
-	case f.GetMinimized():
-		return fmt.Sprintf("minimized to %s from %d as found", opCount(n), max(found, n))
-	case found > 0 && found != n:
-		return fmt.Sprintf("as found, %s (not minimized)", opCount(found))
+// runExplore streams one explore run and prints its summary.
+func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreRequest) error {
+	stream, err := c.Explore(ctx, req)
+	if err != nil {
+		return err
 	}
-	return fmt.Sprintf("as found, %s", opCount(n))
+	run := &exploreRun{json: g.json, tty: isTerminal(os.Stderr)}
+	err = client.Drain(stream.Recv, run.event)
+	if run.tty {
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	if run.sum == nil {
+		return errors.New("explore: the daemon ended the stream without a summary")
+	}
+	if g.json {
+		return writeJSON(os.Stdout, exploreView(run.sum, &run.found))
+	}
+	return printExploreSummary(run.sum)
 }
 
-func opCount(n int) string {
-	if n == 1 {
-		return "1 op"
+// exploreView is explore's --json output for a summary and the findings.
+func exploreView(sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
+	out := exploreJSON{
+		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
+		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
+		MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
+		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
+		FindingList: found.json(),
 	}
-	return fmt.Sprintf("%d ops", n)
+	if len(sum.GetBelowRoots()) > 0 {
+		out.BelowRoots = hexRoots(sum.GetBelowRoots())
+	}
+	for _, l := range sum.GetLayers() {
+		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
+	}
+	return out
 }
 
-func printTrace(w io.Writer, trace []string) {
-	for i, op := range trace {
-		fmt.Fprintf(w, "  %d. %s\n", i+1, op)
+// hexRoots maps each lane to its root in hex.
+func hexRoots(roots []*themisv1.LaneRoot) map[string]string {
+	out := map[string]string{}
+	for _, r := range roots {
+		out[r.GetLane()] = hex.EncodeToString(r.GetRoot())
 	}
+	return out
+}
+
+func printExploreSummary(sum *themisv1.ExploreSummary) error {
+	w := newTable()
+	fmt.Fprintf(w, "states\t%d\nunique states\t%d\nfindings\t%d\nstates/s\t%.1f\nbackend\t%s\nelapsed\t%.1f s\nmax depth\t%d\n",
+		sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
+	fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())
+	if sum.GetRestoresSkipped() > 0 {
+		fmt.Fprintf(w, "restores skipped (lazy)\t%d\n", sum.GetRestoresSkipped())
+	}
+	if sum.GetStopped() != "" {
+		fmt.Fprintf(w, "stopped early\t%s\n", sum.GetStopped())
+	}
+	for _, r := range sum.GetBelowRoots() {
+		fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
+	}
+	for _, l := range sum.GetLayers() {
+		fmt.Fprintf(w, "%s: lower ⊕ upper checked\t%d states, %d with whiteouts, %d with opaque dirs\n", l.GetLane(), l.GetChecked(), l.GetWhiteouts(), l.GetOpaque())
+	}
+	fmt.Fprintf(w, "digest\t%s\nsession\t%s (ended; `themisctl events %s`)\n", sum.GetDigest(), sum.GetSessionId(), sum.GetSessionId())
+	return w.Flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -51,5 +52,46 @@ func TestFindingStream(t *testing.T) {
 	printFinding(&out, minimized)
 	if want := "  trace minimized to 1 op from 2 as found:\n  1. mkdir d-00 0755\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("findings output\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// TestExploreJSON pins explore's --json shape: the summary's fields at the
+// top level, roots as lane -> hex, below_roots and layers only for overlay
+// lanes, and finding_list never null.
+func TestExploreJSON(t *testing.T) {
+	t.Parallel()
+	sum := &themisv1.ExploreSummary{SessionId: "s-1", States: 12, UniqueStates: 2, StatesPerSec: 5.5, Backend: "qemu", ElapsedS: 2.25,
+		MaxDepth: 1, Digest: "d", Roots: []*themisv1.LaneRoot{{Lane: "ext2", Root: []byte{0xab, 0x01}}}, OpS: 1, FingerprintS: 0.5, RestoreS: 0.25}
+	overlay := &themisv1.ExploreSummary{SessionId: "s-2", Stopped: "budget", RestoresSkipped: 3,
+		BelowRoots: []*themisv1.LaneRoot{{Lane: "overlay", Root: []byte{0xff}}},
+		Layers:     []*themisv1.LaneLayers{{Lane: "overlay", Checked: 4, Whiteouts: 1, Opaque: 2}}}
+	var found findingLog
+	found.add(&themisv1.Finding{Id: "f-1", Kind: "errno-divergence", Detail: "x", Trace: []string{"mkdir d 0755"}})
+	tests := []struct {
+		name  string
+		sum   *themisv1.ExploreSummary
+		found *findingLog
+		want  string
+	}{
+		{name: "plain", sum: sum, found: &findingLog{},
+			want: `{"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","elapsed_s":2.25,"max_depth":1,"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[]}`},
+		{name: "overlay and a finding", sum: overlay, found: &found,
+			want: `{"session_id":"s-2","states":0,"unique_states":0,"findings":0,"states_per_sec":0,"backend":"","stopped":"budget","elapsed_s":0,"max_depth":0,"digest":"","roots":{},"op_s":0,"fingerprint_s":0,"restore_s":0,"restores_skipped":3,"below_roots":{"overlay":"ff"},"layers":[{"lane":"overlay","checked":4,"whiteouts":1,"opaque":2}],"finding_list":[{"id":"f-1","kind":"errno-divergence","detail":"x","trace":["mkdir d 0755"],"found_trace":["mkdir d 0755"],"minimized":false}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b bytes.Buffer
+			if err := writeJSON(&b, exploreView(tt.sum, tt.found)); err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := json.Compact(&got, b.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != tt.want {
+				t.Errorf("explore --json:\n got %s\nwant %s", got.String(), tt.want)
+			}
+		})
 	}
 }

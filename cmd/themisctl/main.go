@@ -1,13 +1,8 @@
-// Command themisctl is the Themis CLI: host checks (doctor), the guest image
-// builder, and the daemon's API (sessions, fork, restore, apply, fingerprint,
-// ...). With no daemon to talk to, it runs one in-process.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,11 +12,14 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
+// globals are the root's flags and what every command shares: the logger
+// (built before any command runs) and how to reach a daemon.
 type globals struct {
 	json     bool
 	verbose  bool
 	cacheDir string
 	log      *zap.Logger
+	conn     connFlags
 }
 
 func main() {
@@ -60,18 +58,15 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "debug logging on stderr")
 	root.PersistentFlags().StringVar(&g.cacheDir, "cache-dir", "", "guest image cache (default: $THEMIS_CACHE_DIR or the user cache dir)")
+	g.conn.register(root)
 	root.AddCommand(newDoctor(g), newGuest(g))
-	addAPI(root, g)
+	root.AddCommand(newExplore(g), newFindings(g), newReplay(g))
+	root.AddCommand(newSweep(g), newBench(g))
+	root.AddCommand(newProfile(g), newCorrupt(g))
+	root.AddCommand(newDiff(g), newReport(g))
+	root.AddCommand(newSession(g), newFork(g), newRestore(g), newCheckpoints(g), newApply(g), newFingerprint(g),
+		newStat(g), newRestoreFile(g), newEvents(g), newDaemon(g))
 	return root
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode json: %w", err)
-	}
-	return nil
 }
 
 // progress prints a step line on stderr (never on stdout, which may be JSON).

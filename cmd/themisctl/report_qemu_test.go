@@ -29,32 +29,7 @@ func TestReportRealGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "d.sock")
-	// The daemon is this binary too (not the race-instrumented test binary,
-	// which serves the disks several times slower), on its own state dir.
-	daemon := exec.Command(bin, "daemon", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"), "--cache-dir", env.CacheDir)
-	var dlog bytes.Buffer
-	daemon.Stdout, daemon.Stderr = &dlog, &dlog
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := daemon.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Error(err)
-		}
-		if err := daemon.Wait(); err != nil {
-			t.Errorf("daemon: %v\n%s", err, dlog.Bytes())
-		}
-	}()
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not listen on %s within a minute:\n%s", sock, dlog.Bytes())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	sock := startDaemon(t, bin, dir, env.CacheDir)
 
 	page := filepath.Join(dir, "report.html")
 	cmd := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "report", "--fs", "ext2", "-o", page,
@@ -129,4 +104,37 @@ func TestReportRealGuest(t *testing.T) {
 			t.Errorf("in Chromium's DOM: %+v", dom)
 		}
 	}
+}
+
+// startDaemon runs this binary as the daemon on its own state dir under
+// dir (not the race-instrumented test binary, which serves the disks
+// several times slower), stopped when the test ends; it returns the
+// socket once the daemon listens.
+func startDaemon(t *testing.T, bin, dir, cacheDir string) string {
+	t.Helper()
+	sock := filepath.Join(dir, "d.sock")
+	daemon := exec.Command(bin, "daemon", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"), "--cache-dir", cacheDir)
+	var dlog bytes.Buffer
+	daemon.Stdout, daemon.Stderr = &dlog, &dlog
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := daemon.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Error(err)
+		}
+		if err := daemon.Wait(); err != nil {
+			t.Errorf("daemon: %v\n%s", err, dlog.Bytes())
+		}
+	})
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not listen on %s within a minute:\n%s", sock, dlog.Bytes())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return sock
 }

@@ -40,50 +40,6 @@ func TestParseSizes(t *testing.T) {
 	}
 }
 
-// TestUnionRanges compares unionRanges with a naive model: a sector ->
-// region map filled in order of First (the first range keeps a sector).
-func TestUnionRanges(t *testing.T) {
-	t.Parallel()
-	for _, in := range [][]report.Range{
-		nil,
-		{{First: 4, Count: 2, Region: "gd"}, {First: 4, Count: 2, Region: "gd"}},
-		{{First: 10, Count: 5, Region: "data"}, {First: 15, Count: 1, Region: "data"}, {First: 2, Count: 2, Region: "sb"}},
-		{{First: 10, Count: 5, Region: "data"}, {First: 12, Count: 8, Region: "itable"}, {First: 20, Count: 1, Region: "itable"}},
-		{{First: 0, Count: 100, Region: "a"}, {First: 5, Count: 3, Region: "b"}, {First: 99, Count: 0, Region: "c"}},
-	} {
-		naive := map[uint64]string{}
-		sorted := append([]report.Range(nil), in...)
-		for i := range sorted {
-			for j := i + 1; j < len(sorted); j++ {
-				if sorted[j].First < sorted[i].First {
-					sorted[i], sorted[j] = sorted[j], sorted[i]
-				}
-			}
-		}
-		for _, r := range sorted {
-			for l := r.First; l < r.End(); l++ {
-				if _, ok := naive[l]; !ok {
-					naive[l] = r.Region
-				}
-			}
-		}
-		got := map[uint64]string{}
-		var prevEnd uint64
-		for i, r := range unionRanges(in) {
-			if i > 0 && r.First < prevEnd {
-				t.Errorf("%v: runs overlap at %d", in, r.First)
-			}
-			prevEnd = r.End()
-			for l := r.First; l < r.End(); l++ {
-				got[l] = r.Region
-			}
-		}
-		if diff := cmp.Diff(naive, got); len(naive)+len(got) > 0 && diff != "" {
-			t.Errorf("unionRanges(%v) (-naive +got):\n%s", in, diff)
-		}
-	}
-}
-
 // TestReportFrom renders saved results without a guest: the JSON lines of
 // profile and corrupt, and the report's own JSON, which renders back to the
 // same page.

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/server"
+)
+
+// newEvents is `themisctl events`.
+func newEvents(g *globals) *cobra.Command {
+	var after int64
+	var limit int32
+	cmd := &cobra.Command{
+		Use: "events SESSION", Short: "Show a session's ledger events", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := c.ListEvents(ctx, &themisv1.ListEventsRequest{SessionId: args[0], AfterSeq: after, Limit: limit})
+				if err != nil {
+					return err
+				}
+				return g.printMessage(resp, func(w *tabwriter.Writer) {
+					for _, e := range resp.GetEvents() {
+						fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", e.GetSeq(), e.GetTime().AsTime().Format(time.RFC3339), e.GetKind(), e.GetDetail())
+					}
+				})
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&after, "after", 0, "only events after this sequence number")
+	cmd.Flags().Int32Var(&limit, "limit", 100, "at most this many events")
+	return cmd
+}
+
+// newDaemon is `themisctl daemon`: the daemon in the foreground.
+func newDaemon(g *globals) *cobra.Command {
+	var flags server.Config
+	var configFile string
+	cmd := &cobra.Command{
+		Use: "daemon", Short: "Run the daemon in the foreground (as themisd does)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := flags
+			if configFile != "" {
+				c, err := server.LoadConfig(configFile)
+				if err != nil {
+					return err
+				}
+				cfg = c
+			}
+			if cfg.CacheDir == "" {
+				cfg.CacheDir = g.cacheDir
+			}
+			return runDaemon(cmd.Context(), g, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "TOML config file (as themisd's)")
+	cmd.Flags().StringVar(&flags.Listen, "listen", "", "unix:///path (default: the standard socket) or tcp://host:port (needs TLS)")
+	cmd.Flags().StringVar(&flags.StateDir, "state-dir", "", "ledger directory")
+	return cmd
+}
+
+// runDaemon serves until a signal or the daemon's end, then shuts down.
+func runDaemon(ctx context.Context, g *globals, cfg server.Config) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := server.StartDaemon(ctx, cfg, g.log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "themisctl daemon: listening on %s\n", d.Addr())
+	select {
+	case <-ctx.Done():
+	case <-d.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return d.Shutdown(sctx)
+}

@@ -1,0 +1,34 @@
+// Command themisctl is the Themis CLI: host checks (doctor), the guest image
+// builder, and the daemon's API (sessions, fork, restore, apply, fingerprint,
+// ...). With no daemon to talk to, it runs one in-process.
+//
+// # Layout
+//
+// Every command has one constructor, newX(g *globals) *cobra.Command, that
+// declares its flags and hands the work to a function of its own (runX,
+// printX); newRoot adds them all. globals carries the root's flags, the
+// logger (built in PersistentPreRunE, never global) and the connection
+// flags; g.withConn runs a function with a connection to the daemon (a
+// remote one, the local socket's, or one embedded in this process) and
+// closes it after. Server streams are read with client.Drain.
+//
+// The CLI is an adapter: it parses flags, calls the daemon (or, for
+// doctor, guest build, bench and diff of image files, a library in
+// process), and prints. What is not printing lives in the library
+// packages: saved-report ingest and the profile-then-corrupt run in
+// report/ingest, sweep rows and their merge in clock, image diffs in
+// fsimage. bench explore alone opens a session.Manager directly
+// (openManager).
+//
+// # Output
+//
+// Tables go to stdout through newTable, progress to stderr. With --json,
+// an API response is printed with protojson and the proto field names
+// (printMessage, writeProtoJSON; JSON lines with writeProtoJSONLine), in
+// one stable form (protoJSON: protojson's own spacing varies by binary). A
+// few outputs keep a JSON shape of their own, printed with encoding/json
+// (writeJSON), because protojson would change it (64-bit integers as
+// strings, roots as base64 lists): explore's summary (exploreJSON, roots
+// as lane → hex), replay's result, sweep rows (clock.Row), and the
+// library results of diff, doctor, guest build, bench and report.
+package main

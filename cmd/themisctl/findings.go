@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/opspec"
+)
+
+// newFindings is `themisctl findings`.
+func newFindings(g *globals) *cobra.Command {
+	var session string
+	cmd := &cobra.Command{
+		Use: "findings", Short: "List stored findings", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := c.ListFindings(ctx, &themisv1.ListFindingsRequest{SessionId: session})
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeProtoJSON(resp)
+				}
+				for _, f := range resp.GetFindings() {
+					printFinding(os.Stdout, f)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&session, "session", "", "only this session's findings")
+	return cmd
+}
+
+// newReplay is `themisctl replay`.
+func newReplay(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use: "replay FINDING", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
+				if err != nil {
+					return err
+				}
+				rep, err := replay(ctx, c, fr.GetFinding())
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeJSON(os.Stdout, rep)
+				}
+				return printReplay(rep)
+			})
+		},
+	}
+}
+
+// replay runs a finding's trace on a fresh session with its lanes (removed
+// after) and compares the lanes' errnos and final fingerprints.
+func replay(ctx context.Context, c *conn, f *themisv1.Finding) (*replayResult, error) {
+	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
+	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs()})
+	if err != nil {
+		return nil, err
+	}
+	id := cs.GetSession().GetId()
+	defer func() {
+		if _, err := c.DeleteSession(context.WithoutCancel(ctx), &themisv1.DeleteSessionRequest{SessionId: id}); err != nil {
+			fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
+		}
+	}()
+	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind()}
+	for _, s := range f.GetTrace() {
+		step, err := replayStepOf(ctx, c, id, f, s)
+		if err != nil {
+			return nil, err
+		}
+		rep.Steps = append(rep.Steps, step)
+		rep.ErrnoDiverged = rep.ErrnoDiverged || step.Diverged
+	}
+	fp, err := c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: id})
+	if err != nil {
+		return nil, err
+	}
+	rep.Roots = map[string]string{}
+	var first []byte
+	for i, l := range fp.GetLanes() {
+		rep.Roots[l.GetLane()] = hex.EncodeToString(l.GetRoot())
+		if i == 0 {
+			first = l.GetRoot()
+		} else if !bytes.Equal(first, l.GetRoot()) {
+			rep.StateDiverged = true
+		}
+	}
+	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged
+	return rep, nil
+}
+
+// replayStepOf applies one op of f's trace on session id.
+func replayStepOf(ctx context.Context, c *conn, id string, f *themisv1.Finding, s string) (replayStep, error) {
+	op, err := opspec.Parse(s)
+	if err != nil {
+		return replayStep{}, fmt.Errorf("finding %s: trace op %q: %w", f.GetId(), s, err)
+	}
+	resp, err := c.Apply(ctx, &themisv1.ApplyRequest{SessionId: id, Op: op})
+	if err != nil {
+		return replayStep{}, err
+	}
+	step := replayStep{Op: s, Diverged: resp.GetDiverged()}
+	for _, r := range resp.GetResults() {
+		step.Errnos = append(step.Errnos, fmt.Sprintf("%s=%d", r.GetLane(), r.GetErrno()))
+	}
+	return step, nil
+}
+
+func printReplay(rep *replayResult) error {
+	w := newTable()
+	for _, st := range rep.Steps {
+		mark := ""
+		if st.Diverged {
+			mark = "  <- errno differs"
+		}
+		fmt.Fprintf(w, "%s\t%s%s\n", st.Op, strings.Join(st.Errnos, " "), mark)
+	}
+	for lane, r := range rep.Roots {
+		fmt.Fprintf(w, "root %s\t%s\n", lane, r)
+	}
+	fmt.Fprintf(w, "reproduced\t%v\n", rep.Reproduced)
+	return w.Flush()
+}
+
+type replayStep struct {
+	Op       string   `json:"op"`
+	Errnos   []string `json:"errnos"`
+	Diverged bool     `json:"diverged"`
+}
+
+type replayResult struct {
+	Finding       string            `json:"finding"`
+	Session       string            `json:"session"`
+	Kind          string            `json:"kind"`
+	Steps         []replayStep      `json:"steps"`
+	Roots         map[string]string `json:"roots"`
+	ErrnoDiverged bool              `json:"errno_diverged"`
+	StateDiverged bool              `json:"state_diverged"`
+	Reproduced    bool              `json:"reproduced"`
+}
+
+// printFinding shows a stored finding: its latest trace (minimized once
+// minimization is done with it) and how to reproduce it.
+func printFinding(w io.Writer, f *themisv1.Finding) {
+	fmt.Fprintf(w, "finding %s  %s  %s\n", f.GetId(), f.GetKind(), f.GetDetail())
+	if f.GetPath() != "" || f.GetField() != "" {
+		fmt.Fprintf(w, "  first difference: /%s %s\n", f.GetPath(), f.GetField())
+	}
+	fmt.Fprintf(w, "  trace %s:\n", traceState(f))
+	printTrace(w, f.GetTrace())
+	if d := f.GetDuplicateOf(); d != "" {
+		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
+	}
+	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
+}
+
+// printStreamed shows a finding as explore streams it: when found, with the
+// trace as found; when its minimized update comes, with the minimized trace.
+func printStreamed(w io.Writer, f *themisv1.Finding, update bool) {
+	if !update {
+		fmt.Fprintf(w, "finding %s  %s  %s\n", f.GetId(), f.GetKind(), f.GetDetail())
+		if f.GetPath() != "" || f.GetField() != "" {
+			fmt.Fprintf(w, "  first difference: /%s %s\n", f.GetPath(), f.GetField())
+		}
+		fmt.Fprintf(w, "  trace %s:\n", traceState(f))
+		printTrace(w, f.GetTrace())
+		if !f.GetMinimized() {
+			fmt.Fprintln(w, "  (minimized after the search)")
+		}
+		return
+	}
+	fmt.Fprintf(w, "finding %s  %s\n", f.GetId(), traceState(f))
+	if !f.GetMinimized() {
+		fmt.Fprintf(w, "  %s\n", f.GetDetail())
+	}
+	printTrace(w, f.GetTrace())
+	if d := f.GetDuplicateOf(); d != "" {
+		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
+	}
+	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
+}
+
+// traceState says which trace a finding carries.
+func traceState(f *themisv1.Finding) string {
+	n := len(f.GetTrace())
+	found := len(f.GetFoundTrace())
+	switch {
+	case f.GetMinimized():
+		return fmt.Sprintf("minimized to %s from %d as found", opCount(n), max(found, n))
+	case found > 0 && found != n:
+		return fmt.Sprintf("as found, %s (not minimized)", opCount(found))
+	}
+	return fmt.Sprintf("as found, %s", opCount(n))
+}
+
+func opCount(n int) string {
+	if n == 1 {
+		return "1 op"
+	}
+	return fmt.Sprintf("%d ops", n)
+}
+
+func printTrace(w io.Writer, trace []string) {
+	for i, op := range trace {
+		fmt.Fprintf(w, "  %d. %s\n", i+1, op)
+	}
+}
