@@ -309,3 +309,48 @@ func BenchmarkCopyBack(b *testing.B) {
 		}
 	}
 }
+
+// TestTreeOnShadowWrite: a copy of the shadow kept up to date only through
+// the OnShadowWrite hook stays equal to the shadow over random checkpoints,
+// restores and deletes.
+func TestTreeOnShadowWrite(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		const pages = 32
+		mem := make([]byte, pages*testPage)
+		tr, err := NewTree(mem, make([]byte, len(mem)), testPage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Arm(nil); err != nil {
+			t.Fatal(err)
+		}
+		mirror := bytes.Clone(tr.shadow)
+		tr.OnShadowWrite(func(p uint32) { copy(tr.page(mirror, p), tr.page(tr.shadow, p)) })
+		for step := range 300 {
+			path := tr.Path()
+			switch op := rng.IntN(8); {
+			case op < 4:
+				p := rng.IntN(pages)
+				mem[p*testPage+rng.IntN(testPage)]++
+				tr.Dirty().Add(p)
+			case op < 6:
+				if _, err := tr.Checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+			case op == 6 && len(path) > 0:
+				if _, err := tr.Restore(path[rng.IntN(len(path))]); err != nil {
+					t.Fatal(err)
+				}
+			case len(path) > 0:
+				if err := tr.Delete(path[rng.IntN(len(path))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(mirror, tr.shadow) {
+				t.Fatalf("seed %d step %d: the copy kept through OnShadowWrite differs from the shadow", seed, step)
+			}
+		}
+	}
+}
