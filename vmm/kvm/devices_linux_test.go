@@ -25,15 +25,10 @@ func newDeviceMachine(t *testing.T, disks []vmm.Disk) *LinuxMachine {
 	core := newMachine(t, Config{MemoryBytes: 64 << 20})
 	// Verify: every restore checks RAM and disks against the checkpoint's
 	// hashes (device writes into guest RAM must revert too).
-	lm := &LinuxMachine{cfg: vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, log: zaptest.NewLogger(t),
-		core: core, absentAccess: map[string]uint64{}}
-	if err := lm.setupDevices(); err != nil {
+	lm, err := newLinuxMachine(vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, core)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range disks {
-		lm.base = append(lm.base, d.Device.Depth())
-	}
-	core.att = lm
 	t.Cleanup(func() {
 		if err := lm.Close(); err != nil {
 			t.Error(err)
@@ -285,12 +280,10 @@ func TestLinuxMachineCloseReleases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lm := &LinuxMachine{cfg: vmm.Config{Disks: []vmm.Disk{disk}}, log: zaptest.NewLogger(t), core: core, absentAccess: map[string]uint64{}}
-		if err := lm.setupDevices(); err != nil {
+		lm, err := newLinuxMachine(vmm.Config{Disks: []vmm.Disk{disk}, Log: zaptest.NewLogger(t)}, core)
+		if err != nil {
 			t.Fatal(err)
 		}
-		lm.base = []int{disk.Device.Depth()}
-		core.att = lm
 		if err := core.LoadProgram(new(asm).cliHLT().b); err != nil {
 			t.Fatal(err)
 		}

@@ -14,8 +14,8 @@ import (
 	gokvm "github.com/bobuhiro11/gokvm/kvm"
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
-	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/checkpoint"
 	"github.com/themisfs/themis/vmm/kvm/devices"
 	"github.com/themisfs/themis/vmm/kvm/linuxboot"
 	"go.uber.org/zap"
@@ -70,23 +70,16 @@ type LinuxMachine struct {
 
 	mu     sync.Mutex // serializes the vmm.Machine methods
 	closed bool
-	base   []int // each disk's overlay depth before the first checkpoint
-	path   []linuxCheckpoint
-	timing vmm.TimingInfo
+	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
+	boot   time.Duration
 
 	runMu   sync.Mutex
 	runDone chan struct{} // closed when the runner goroutine returns; nil when stopped
 	dead    error         // why the guest stopped for good; nil while it can run
 }
 
-type linuxCheckpoint struct {
-	id    vmm.CheckpointID
-	ram   [32]byte   // with Verify
-	disks [][32]byte // with Verify
-}
-
-// devicesState is the attached devices' part of a checkpoint.
-type devicesState struct {
+// deviceState is the attached devices' part of a checkpoint.
+type deviceState struct {
 	COM1, COM2 devices.UARTState
 	RTC        devices.RTCState
 	PCI        devices.PCIBusState
@@ -116,46 +109,20 @@ func Start(ctx context.Context, cfg vmm.Config) (*LinuxMachine, error) {
 
 // start builds and boots the machine; wait says whether to wait for the agent.
 func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, err error) {
-	if cfg.Log == nil {
-		cfg.Log = zap.NewNop()
-	}
-	if cfg.MemoryMiB == 0 {
-		cfg.MemoryMiB = 128
-	}
-	if cfg.BootTimeout == 0 {
-		cfg.BootTimeout = 60 * time.Second
-	}
-	if cfg.Restore == "" {
-		cfg.Restore = vmm.RestoreDevices
-	}
-	switch {
-	case cfg.Kernel == "":
-		return nil, errors.New("kvm: config: Kernel: no kernel image given")
-	case cfg.MemoryMiB < 0 || int64(cfg.MemoryMiB)<<20 > MaxMemory:
-		return nil, fmt.Errorf("%w: config: MemoryMiB=%d: at most %d MiB", ErrTooLarge, cfg.MemoryMiB, MaxMemory>>20)
-	case len(cfg.Disks) > len(diskIRQs):
-		return nil, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
-	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
-		return nil, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
-	}
-	kernel, err := readBounded(cfg.Kernel, MaxKernel, "kernel")
-	if err != nil {
+	if cfg, err = linuxConfig(cfg); err != nil {
 		return nil, err
 	}
-	var initrd []byte
-	if cfg.Initramfs != "" {
-		if initrd, err = readBounded(cfg.Initramfs, MaxInitramfs, "initramfs"); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := linuxboot.ParseHeader(kernel); err != nil {
-		return nil, fmt.Errorf("kvm: kernel %s: %w", cfg.Kernel, err)
+	kernel, initrd, err := readImages(cfg)
+	if err != nil {
+		return nil, err
 	}
 	core, err := New(Config{MemoryBytes: int64(cfg.MemoryMiB) << 20, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
-	lm = &LinuxMachine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), core: core, absentAccess: map[string]uint64{}}
+	if lm, err = newLinuxMachine(cfg, core); err != nil {
+		return nil, errors.Join(err, core.Close())
+	}
 	// Every error return below sets the named result lm to nil before this
 	// runs: close the machine built here through its own variable.
 	built := lm
@@ -174,29 +141,90 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, er
 	if err := lm.setupCPU(layout); err != nil {
 		return nil, err
 	}
-	if err := lm.setupDevices(); err != nil {
-		return nil, err
-	}
-	for _, d := range cfg.Disks {
-		lm.base = append(lm.base, d.Device.Depth())
-	}
-	core.att = lm
 	lm.resume()
 	if !wait {
 		return lm, nil
 	}
-	bctx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
-	defer cancel()
-	if err := lm.waitReady(bctx); err != nil {
+	version, err := lm.waitAgent(ctx)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := lm.Call(bctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
-	if err != nil {
-		return nil, fmt.Errorf("kvm: boot: first ping: %w", err)
-	}
-	lm.timing.Boot = time.Since(t0)
-	lm.log.Info("guest ready", zap.String("agent", resp.GetPing().GetVersion()), zap.Duration("boot", lm.timing.Boot))
+	lm.boot = time.Since(t0)
+	lm.log.Info("guest ready", zap.String("agent", version), zap.Duration("boot", lm.boot))
 	return lm, nil
+}
+
+// linuxConfig fills in cfg's defaults and checks it before a VM exists.
+func linuxConfig(cfg vmm.Config) (vmm.Config, error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 128
+	}
+	if cfg.BootTimeout == 0 {
+		cfg.BootTimeout = 60 * time.Second
+	}
+	if cfg.Restore == "" {
+		cfg.Restore = vmm.RestoreDevices
+	}
+	switch {
+	case cfg.Kernel == "":
+		return cfg, errors.New("kvm: config: Kernel: no kernel image given")
+	case cfg.MemoryMiB < 0 || int64(cfg.MemoryMiB)<<20 > MaxMemory:
+		return cfg, fmt.Errorf("%w: config: MemoryMiB=%d: at most %d MiB", ErrTooLarge, cfg.MemoryMiB, MaxMemory>>20)
+	case len(cfg.Disks) > len(diskIRQs):
+		return cfg, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
+	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
+		return cfg, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
+	}
+	return cfg, nil
+}
+
+// readImages reads and checks the kernel and the initramfs.
+func readImages(cfg vmm.Config) (kernel, initrd []byte, err error) {
+	if kernel, err = readBounded(cfg.Kernel, MaxKernel, "kernel"); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Initramfs != "" {
+		if initrd, err = readBounded(cfg.Initramfs, MaxInitramfs, "initramfs"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := linuxboot.ParseHeader(kernel); err != nil {
+		return nil, nil, fmt.Errorf("kvm: kernel %s: %w", cfg.Kernel, err)
+	}
+	return kernel, initrd, nil
+}
+
+// newLinuxMachine attaches the devices, the agent channel and the
+// checkpoint path to core; nothing runs yet.
+func newLinuxMachine(cfg vmm.Config, core *Machine) (*LinuxMachine, error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	lm := &LinuxMachine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), core: core, absentAccess: map[string]uint64{}}
+	if err := lm.setupDevices(); err != nil {
+		return nil, err
+	}
+	lm.path = checkpoint.New(checkpoint.Config{Backend: "kvm", Memory: linuxMemory{lm}, Disks: cfg.Disks, Verify: cfg.Verify})
+	core.att = lm
+	return lm, nil
+}
+
+// waitAgent waits for the agent's ready line and its first ping, and
+// returns the agent's version.
+func (lm *LinuxMachine) waitAgent(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, lm.cfg.BootTimeout)
+	defer cancel()
+	if err := lm.waitReady(ctx); err != nil {
+		return "", err
+	}
+	resp, err := lm.Call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
+	if err != nil {
+		return "", fmt.Errorf("kvm: boot: first ping: %w", err)
+	}
+	return resp.GetPing().GetVersion(), nil
 }
 
 func readBounded(path string, max int64, what string) ([]byte, error) {
@@ -340,17 +368,16 @@ func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error)
 	return true, dev.In(port, data)
 }
 
-func (lm *LinuxMachine) saveDevices() (any, error) {
-	s := &devicesState{COM1: lm.com1.State(), COM2: lm.com2.State(), RTC: lm.rtc.State(), PCI: lm.pci.State()}
+func (lm *LinuxMachine) saveDevices() *deviceState {
+	s := &deviceState{COM1: lm.com1.State(), COM2: lm.com2.State(), RTC: lm.rtc.State(), PCI: lm.pci.State()}
 	for _, b := range lm.blocks {
 		s.Blocks = append(s.Blocks, b.State())
 	}
-	return s, nil
+	return s
 }
 
-func (lm *LinuxMachine) loadDevices(v any) error {
-	s, ok := v.(*devicesState)
-	if !ok || len(s.Blocks) != len(lm.blocks) {
+func (lm *LinuxMachine) loadDevices(s *deviceState) error {
+	if s == nil || len(s.Blocks) != len(lm.blocks) {
 		return errors.New("kvm: checkpoint has no device state for this machine")
 	}
 	if err := lm.pci.SetState(s.PCI); err != nil {
@@ -472,8 +499,8 @@ func (lm *LinuxMachine) waitReady(ctx context.Context) error {
 func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	if lm.closed {
-		return nil, vmm.ErrClosed
+	if err := lm.usable(); err != nil {
+		return nil, err
 	}
 	if err := lm.deadErr(); err != nil {
 		return nil, lm.died(err)
@@ -488,194 +515,6 @@ func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv
 	return resp, nil
 }
 
-// Checkpoint implements vmm.Machine: the vCPU stops, the core saves RAM
-// (its dirty set), vCPU, in-kernel and attached device state, every disk
-// gets a new overlay layer, and the guest goes on.
-func (lm *LinuxMachine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return 0, vmm.ErrClosed
-	}
-	if err := lm.deadErr(); err != nil {
-		return 0, lm.died(err)
-	}
-	t0 := time.Now()
-	if err := lm.pause(ctx); err != nil {
-		return 0, err
-	}
-	defer lm.resume()
-	id, err := lm.core.Checkpoint(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range lm.cfg.Disks {
-		d.Device.Push()
-	}
-	cp := linuxCheckpoint{id: id}
-	if lm.cfg.Verify {
-		if cp.ram, cp.disks, err = lm.hashAll(); err != nil {
-			return 0, err
-		}
-	}
-	lm.path = append(lm.path, cp)
-	if err := lm.assertDepths(); err != nil {
-		return 0, err
-	}
-	lm.timing.Checkpoint = time.Since(t0)
-	return id, nil
-}
-
-func (lm *LinuxMachine) index(id vmm.CheckpointID) int {
-	return slices.IndexFunc(lm.path, func(c linuxCheckpoint) bool { return c.id == id })
-}
-
-// Restore implements vmm.Machine. A guest that died (faulted, reset) comes
-// back too: restoring is how a session goes on after a misbehaving branch.
-func (lm *LinuxMachine) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return vmm.ErrClosed
-	}
-	idx := lm.index(id)
-	if idx < 0 {
-		return fmt.Errorf("kvm: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	t0 := time.Now()
-	if err := lm.pause(ctx); err != nil {
-		return err
-	}
-	if err := lm.restore(ctx, id, idx); err != nil {
-		// Half restored: the guest stays stopped, and calls fail naming
-		// why, until a restore succeeds.
-		lm.runMu.Lock()
-		if lm.dead == nil {
-			lm.dead = err
-		}
-		lm.runMu.Unlock()
-		lm.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
-		return err
-	}
-	// The guest had sent nothing unread at the checkpoint (calls complete
-	// before one is taken): drop what it sent since. A dead guest is alive
-	// again, with a fresh channel.
-	lm.runMu.Lock()
-	revived := lm.dead != nil
-	lm.dead = nil
-	lm.runMu.Unlock()
-	lm.stream.reset()
-	if revived {
-		lm.stream.reopen()
-		lm.agent = agent.NewClient(lm.stream, lm.log)
-	}
-	st := lm.core.Stats() // before resume: a running vCPU holds the core
-	lm.resume()
-	lm.timing.Restore = time.Since(t0)
-	lm.timing.RestoreRAM = st.RestoreCopy
-	lm.timing.RestorePages = st.RestorePages
-	return nil
-}
-
-// restore puts memory, vCPU, devices and disks back to checkpoint idx
-// (id), with the verify gate; the vCPU is paused.
-func (lm *LinuxMachine) restore(ctx context.Context, id vmm.CheckpointID, idx int) error {
-	if err := lm.core.Restore(ctx, id); err != nil {
-		return err
-	}
-	for j, d := range lm.cfg.Disks {
-		if err := d.Device.PopTo(lm.base[j] + idx); err != nil {
-			return fmt.Errorf("kvm: restore %d: disk %s: %w", id, d.Serial, err)
-		}
-		d.Device.Push()
-	}
-	lm.path = lm.path[:idx+1]
-	if err := lm.assertDepths(); err != nil {
-		return err
-	}
-	if lm.cfg.Verify {
-		ram, disks, err := lm.hashAll()
-		if err != nil {
-			return err
-		}
-		cp := lm.path[idx]
-		if ram != cp.ram {
-			return fmt.Errorf("kvm: restore %d: %w: RAM hash %x, checkpoint %x", id, vmm.ErrVerify, ram[:8], cp.ram[:8])
-		}
-		for j := range disks {
-			if disks[j] != cp.disks[j] {
-				return fmt.Errorf("kvm: restore %d: %w: disk %s hash %x, checkpoint %x", id, vmm.ErrVerify, lm.cfg.Disks[j].Serial, disks[j][:8], cp.disks[j][:8])
-			}
-		}
-	}
-	return nil
-}
-
-// Delete implements vmm.Machine.
-func (lm *LinuxMachine) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return vmm.ErrClosed
-	}
-	idx := lm.index(id)
-	if idx < 0 {
-		return fmt.Errorf("kvm: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	if err := lm.pause(ctx); err != nil {
-		return err
-	}
-	defer lm.resume()
-	for j, d := range lm.cfg.Disks {
-		if err := d.Device.Merge(lm.base[j] + idx + 1); err != nil {
-			return fmt.Errorf("kvm: delete %d: disk %s: %w", id, d.Serial, err)
-		}
-	}
-	if err := lm.core.Delete(ctx, id); err != nil {
-		return err
-	}
-	lm.path = slices.Delete(lm.path, idx, idx+1)
-	return lm.assertDepths()
-}
-
-// assertDepths checks the lockstep invariant: memory depth == overlay depth.
-func (lm *LinuxMachine) assertDepths() error {
-	mem := len(lm.core.Checkpoints())
-	if mem != len(lm.path) {
-		return fmt.Errorf("kvm: memory depth %d, checkpoint path %d: lockstep broken", mem, len(lm.path))
-	}
-	for j, d := range lm.cfg.Disks {
-		if got, want := d.Device.Depth(), lm.base[j]+len(lm.path); got != want {
-			return fmt.Errorf("kvm: disk %s: overlay depth %d, checkpoint depth %d: lockstep broken", d.Serial, got, want)
-		}
-	}
-	return nil
-}
-
-func (lm *LinuxMachine) hashAll() ([32]byte, [][32]byte, error) {
-	ram := fork.Hash(lm.core.mem)
-	disks := make([][32]byte, len(lm.cfg.Disks))
-	for i, d := range lm.cfg.Disks {
-		h, err := d.Device.Hash()
-		if err != nil {
-			return ram, nil, fmt.Errorf("kvm: hash disk %s: %w", d.Serial, err)
-		}
-		disks[i] = h
-	}
-	return ram, disks, nil
-}
-
-// Checkpoints implements vmm.Machine.
-func (lm *LinuxMachine) Checkpoints() []vmm.CheckpointID {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	ids := make([]vmm.CheckpointID, len(lm.path))
-	for i, c := range lm.path {
-		ids[i] = c.id
-	}
-	return ids
-}
-
 // Disks implements vmm.Machine.
 func (lm *LinuxMachine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
 
@@ -683,8 +522,8 @@ func (lm *LinuxMachine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
 func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	if lm.closed {
-		return [32]byte{}, vmm.ErrClosed
+	if err := lm.usable(); err != nil {
+		return [32]byte{}, err
 	}
 	if err := lm.pause(ctx); err != nil {
 		return [32]byte{}, err
@@ -697,7 +536,9 @@ func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
 func (lm *LinuxMachine) Timings() vmm.TimingInfo {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	return lm.timing
+	t := lm.path.Timings()
+	t.Boot = lm.boot
+	return t
 }
 
 // Console returns the kept console lines (the last 400; for diagnostics and tests).

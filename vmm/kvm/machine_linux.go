@@ -96,7 +96,7 @@ type checkpointState struct {
 	vcpu    vcpuState
 	vm      vmState
 	scratch ScratchState
-	devices any // the attached devices' state (Linux machines)
+	devices *deviceState // the attached devices' state (Linux machines); nil without
 }
 
 // attachment is what a Linux machine adds to the core: devices served on
@@ -106,8 +106,10 @@ type attachment interface {
 	// portIO serves one access of len(data) bytes; handled false means
 	// no device is there (the core then faults, naming the port).
 	portIO(port uint16, out bool, data []byte) (handled bool, err error)
-	saveDevices() (any, error)
-	loadDevices(any) error
+	// saveDevices returns the attached devices' state.
+	saveDevices() *deviceState
+	// loadDevices puts the attached devices back to s.
+	loadDevices(s *deviceState) error
 }
 
 // Machine is one VM with one vCPU running a synthetic 64-bit guest, with
@@ -872,12 +874,10 @@ func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 		return 0, fmt.Errorf("kvm: checkpoint: %w", err)
 	}
 	st := &checkpointState{scratch: m.scratch}
-	var err error
 	if m.att != nil {
-		if st.devices, err = m.att.saveDevices(); err != nil {
-			return 0, fmt.Errorf("kvm: checkpoint: %w", err)
-		}
+		st.devices = m.att.saveDevices()
 	}
+	var err error
 	if st.vcpu, err = m.saveVCPU(); err != nil {
 		return 0, fmt.Errorf("kvm: checkpoint: %w", err)
 	}
