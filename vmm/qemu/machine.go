@@ -20,8 +20,10 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/nbd"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/checkpoint"
 	"go.uber.org/zap"
 )
 
@@ -65,21 +67,10 @@ type Machine struct {
 	ram     *ramFile
 	console *consoleTail
 
-	mu     sync.Mutex // serializes Call, Checkpoint, Restore, Close
+	mu     sync.Mutex       // serializes Call, Checkpoint, Restore, Close
 	closed bool
-	nextID vmm.CheckpointID
-	path   []checkpoint // current path, oldest first
-	base   []int        // overlay depth of each disk before the first checkpoint
-	deltas *ramDeltas   // RestoreDevices bookkeeping
-	stale  []string     // snapshot tags dropped by a restore but still in the state image
-	timing vmm.TimingInfo
-}
-
-type checkpoint struct {
-	id      vmm.CheckpointID
-	tag     string
-	ramHash [32]byte   // set when cfg.Verify
-	disks   [][32]byte // set when cfg.Verify
+	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
+	boot   time.Duration
 }
 
 // Start boots a guest and returns once its agent answers.
@@ -123,7 +114,8 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{}), nextID: 1}
+	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{})}
+	m.path = checkpoint.New(checkpoint.Config{Backend: "qemu", Memory: &memory{m: m, held: map[checkpoint.Ref]fork.ID{}}, Disks: cfg.Disks, Verify: cfg.Verify})
 	defer func() {
 		if err != nil {
 			if cerr := m.Close(); cerr != nil {
@@ -145,10 +137,7 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if err := m.start(ctx, bin); err != nil {
 		return m, err
 	}
-	m.timing.Boot = time.Since(t0)
-	for _, d := range cfg.Disks {
-		m.base = append(m.base, d.Device.Depth())
-	}
+	m.boot = time.Since(t0)
 	return m, nil
 }
 
@@ -347,8 +336,8 @@ func (m *Machine) died(err error) error {
 func (m *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil, vmm.ErrClosed
+	if err := m.usable(); err != nil {
+		return nil, err
 	}
 	return m.call(ctx, req)
 }
@@ -367,17 +356,6 @@ func (m *Machine) call(ctx context.Context, req *agentv1.Request) (*agentv1.Resp
 	return resp, nil
 }
 
-// Checkpoints implements vmm.Machine.
-func (m *Machine) Checkpoints() []vmm.CheckpointID {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ids := make([]vmm.CheckpointID, len(m.path))
-	for i, c := range m.path {
-		ids[i] = c.id
-	}
-	return ids
-}
-
 // Disks implements vmm.Machine.
 func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
 
@@ -385,209 +363,17 @@ func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
 func (m *Machine) Timings() vmm.TimingInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.timing
-}
-
-// Checkpoint implements vmm.Machine.
-func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return 0, vmm.ErrClosed
-	}
-	t0 := time.Now()
-	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
-		return 0, m.failed(err)
-	}
-	depth := len(m.path)
-	tag := fmt.Sprintf("c%d", m.nextID)
-	// Snapshots dropped by earlier restores are deleted here, off the restore path.
-	for len(m.stale) > 0 {
-		if err := m.deleteTag(ctx, m.stale[0]); err != nil {
-			return 0, m.failed(err)
-		}
-		m.stale = m.stale[1:]
-	}
-	for _, d := range m.cfg.Disks {
-		d.Device.Push()
-	}
-	cp := checkpoint{id: m.nextID, tag: tag}
-	if err := m.runJob(ctx, "snapshot-save", map[string]any{"tag": tag, "vmstate": "state", "devices": []string{"state"}}); err != nil {
-		m.popDisks(depth)
-		return 0, m.failed(err)
-	}
-	if m.cfg.Restore == vmm.RestoreDevices {
-		if m.deltas == nil {
-			m.deltas = newRAMDeltas(m.ram.mem)
-		} else {
-			m.deltas.push(m.ram.mem)
-		}
-	}
-	if m.cfg.Verify {
-		var err error
-		if cp.ramHash, cp.disks, err = m.hashAll(); err != nil {
-			return 0, m.failed(err)
-		}
-	}
-	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
-		return 0, m.failed(err)
-	}
-	m.nextID++
-	m.path = append(m.path, cp)
-	if err := m.assertDepths(); err != nil {
-		return 0, err
-	}
-	m.timing.Checkpoint = time.Since(t0)
-	return cp.id, nil
-}
-
-// popDisks returns every disk to the overlay depth it had before checkpoint index i.
-func (m *Machine) popDisks(i int) {
-	for j, d := range m.cfg.Disks {
-		if err := d.Device.PopTo(m.base[j] + i); err != nil {
-			m.log.Error("overlay pop", zap.String("disk", d.Serial), zap.Error(err))
-		}
-	}
-}
-
-// assertDepths checks the lockstep invariant: memory depth == overlay depth.
-func (m *Machine) assertDepths() error {
-	for j, d := range m.cfg.Disks {
-		if got, want := d.Device.Depth(), m.base[j]+len(m.path); got != want {
-			return fmt.Errorf("qemu: disk %s: overlay depth %d, checkpoint depth %d: lockstep broken", d.Serial, got, want)
-		}
-	}
-	if m.deltas != nil {
-		if got := m.deltas.depth(); got != len(m.path) {
-			return fmt.Errorf("qemu: memory depth %d, checkpoint depth %d: lockstep broken", got, len(m.path))
-		}
-	}
-	return nil
-}
-
-// index is the position of checkpoint id on the current path, or -1.
-func (m *Machine) index(id vmm.CheckpointID) int {
-	for i, c := range m.path {
-		if c.id == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// Restore implements vmm.Machine.
-func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return vmm.ErrClosed
-	}
-	idx := m.index(id)
-	if idx < 0 {
-		return fmt.Errorf("qemu: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	t0 := time.Now()
-	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
-		return m.failed(err)
-	}
-	// Disks: back to the depth below the checkpoint's layer, then a fresh layer.
-	m.popDisks(idx)
-	for _, d := range m.cfg.Disks {
-		d.Device.Push()
-	}
-	if m.deltas != nil {
-		t1 := time.Now()
-		m.timing.RestorePages = m.deltas.restore(m.ram.mem, idx+1)
-		m.timing.RestoreRAM = time.Since(t1)
-	}
-	if err := m.runJob(ctx, "snapshot-load", map[string]any{"tag": m.path[idx].tag, "vmstate": "state", "devices": []string{"state"}}); err != nil {
-		return m.failed(err)
-	}
-	for _, c := range m.path[idx+1:] {
-		m.stale = append(m.stale, c.tag)
-	}
-	m.path = m.path[:idx+1]
-	if err := m.assertDepths(); err != nil {
-		return err
-	}
-	if m.cfg.Verify {
-		ram, disks, err := m.hashAll()
-		if err != nil {
-			return m.failed(err)
-		}
-		cp := m.path[idx]
-		if ram != cp.ramHash {
-			return fmt.Errorf("qemu: restore %d: %w: RAM hash %x, checkpoint %x", id, vmm.ErrVerify, ram[:8], cp.ramHash[:8])
-		}
-		for j := range disks {
-			if disks[j] != cp.disks[j] {
-				return fmt.Errorf("qemu: restore %d: %w: disk %s hash %x, checkpoint %x", id, vmm.ErrVerify, m.cfg.Disks[j].Serial, disks[j][:8], cp.disks[j][:8])
-			}
-		}
-	}
-	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
-		return m.failed(err)
-	}
-	m.timing.Restore = time.Since(t0)
-	return nil
-}
-
-func (m *Machine) deleteTag(ctx context.Context, tag string) error {
-	return m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}})
-}
-
-// Delete implements vmm.Machine.
-func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return vmm.ErrClosed
-	}
-	idx := m.index(id)
-	if idx < 0 {
-		return fmt.Errorf("qemu: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	// The layer pushed by checkpoint idx (1-based index base+idx+1) holds the
-	// writes after it; folding it into the layer below joins the writes before
-	// and after, which is the image of the checkpoints around it.
-	for j, d := range m.cfg.Disks {
-		if err := d.Device.Merge(m.base[j] + idx + 1); err != nil {
-			return fmt.Errorf("qemu: delete %d: disk %s: %w", id, d.Serial, err)
-		}
-	}
-	if m.deltas != nil {
-		m.deltas.remove(idx)
-		if m.deltas.depth() == 0 {
-			m.deltas = nil
-		}
-	}
-	if err := m.deleteTag(ctx, m.path[idx].tag); err != nil {
-		return m.failed(err)
-	}
-	m.path = append(m.path[:idx], m.path[idx+1:]...)
-	return m.assertDepths()
-}
-
-// hashAll hashes guest RAM and every disk; the VM must be stopped.
-func (m *Machine) hashAll() ([32]byte, [][32]byte, error) {
-	ram := m.ram.hash()
-	disks := make([][32]byte, len(m.cfg.Disks))
-	for i, d := range m.cfg.Disks {
-		h, err := d.Device.Hash()
-		if err != nil {
-			return ram, nil, fmt.Errorf("qemu: hash disk %s: %w", d.Serial, err)
-		}
-		disks[i] = h
-	}
-	return ram, disks, nil
+	t := m.path.Timings()
+	t.Boot = m.boot
+	return t
 }
 
 // RAMHash implements vmm.Hasher.
 func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return [32]byte{}, vmm.ErrClosed
+	if err := m.usable(); err != nil {
+		return [32]byte{}, err
 	}
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
