@@ -17,15 +17,15 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// newDeviceMachine is a LinuxMachine without a kernel: the core runs a
+// newDeviceMachine is a Machine without a kernel: the VM runs a
 // synthetic program that drives the Linux machine's devices (UARTs, PCI,
 // virtio-blk) over port I/O, with the disks' overlays in lockstep.
-func newDeviceMachine(t *testing.T, disks []vmm.Disk) *LinuxMachine {
+func newDeviceMachine(t *testing.T, disks []vmm.Disk) *Machine {
 	t.Helper()
-	core := newMachine(t, Config{MemoryBytes: 64 << 20})
+	vm := newVM(t, VMConfig{MemoryBytes: 64 << 20})
 	// Verify: every restore checks RAM and disks against the checkpoint's
 	// hashes (device writes into guest RAM must revert too).
-	lm, err := newLinuxMachine(vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, core)
+	lm, err := newMachine(vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, vm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestDevicePathReverts(t *testing.T) {
 	ctx := context.Background()
 	disk := testDisk(t, 1<<20)
 	lm := newDeviceMachine(t, []vmm.Disk{disk})
-	m := lm.core
+	m := lm.vm
 
 	// One write request: header (type OUT, sector 2), 512 bytes of 'Z', status.
 	desc := func(i int, addr uint64, n uint32, flags, next uint16) {
@@ -227,7 +227,7 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 			// The program first echoes one byte on the agent channel, then dies.
 			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(devices.COM2Port, 'k')
 			prog.b = append(prog.b, tt.prog.b...)
-			if err := lm.core.LoadProgram(prog.b); err != nil {
+			if err := lm.vm.LoadProgram(prog.b); err != nil {
 				t.Fatal(err)
 			}
 			c0, err := lm.Checkpoint(ctx)
@@ -276,15 +276,15 @@ func TestLinuxMachineCloseReleases(t *testing.T) {
 	fds, maps := countFDs(t), countMaps(t)
 	depth := disk.Device.Depth()
 	for range 3 {
-		core, err := New(Config{MemoryBytes: 32 << 20})
+		vm, err := NewVM(VMConfig{MemoryBytes: 32 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lm, err := newLinuxMachine(vmm.Config{Disks: []vmm.Disk{disk}, Log: zaptest.NewLogger(t)}, core)
+		lm, err := newMachine(vmm.Config{Disks: []vmm.Disk{disk}, Log: zaptest.NewLogger(t)}, vm)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := core.LoadProgram(new(asm).cliHLT().b); err != nil {
+		if err := vm.LoadProgram(new(asm).cliHLT().b); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := lm.Checkpoint(context.Background()); err != nil { // starts the runner

@@ -13,7 +13,7 @@ const diagnoseWait = 2 * time.Second
 // diagnose describes where a guest that stopped answering stands: the vCPU
 // (RIP, MP state, event injection), the PIC and the agent channel's UART.
 // It pauses the vCPU briefly; lm.mu is held by the caller.
-func (lm *LinuxMachine) diagnose() string {
+func (lm *Machine) diagnose() string {
 	ctx, cancel := context.WithTimeout(context.Background(), diagnoseWait)
 	defer cancel()
 	if err := lm.pause(ctx); err != nil {
@@ -21,7 +21,7 @@ func (lm *LinuxMachine) diagnose() string {
 	}
 	defer lm.resume()
 	var b strings.Builder
-	m := lm.core
+	m := lm.vm
 	if r, err := m.Regs(); err == nil {
 		fmt.Fprintf(&b, "vCPU RIP %#x RFLAGS %#x", r.RIP, r.RFLAGS)
 	}

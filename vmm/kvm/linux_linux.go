@@ -51,13 +51,13 @@ var diskIRQs = []uint8{5, 9, 10, 11, 14, 15}
 // 0x10 (64-bit code) and __BOOT_DS at 0x18 (flat data).
 var linuxGDT = []uint64{0, 0, 0x00af9b000000ffff, 0x00cf93000000ffff}
 
-// LinuxMachine is a Linux guest on /dev/kvm behind vmm.Machine: the core
-// Machine (RAM, vCPU, fork tree) plus boot, devices, the agent channel and
+// Machine is a Linux guest on /dev/kvm behind vmm.Machine: a VM (RAM,
+// vCPU, fork tree) plus boot, devices, the agent channel and
 // the disks' overlays in lockstep with the memory checkpoints.
-type LinuxMachine struct {
+type Machine struct {
 	cfg  vmm.Config
 	log  *zap.Logger
-	core *Machine
+	vm *VM
 
 	console      *console
 	com1, com2   *devices.UART
@@ -87,9 +87,9 @@ type deviceState struct {
 }
 
 var (
-	_ vmm.Machine = (*LinuxMachine)(nil)
-	_ vmm.Hasher  = (*LinuxMachine)(nil)
-	_ vmm.Timings = (*LinuxMachine)(nil)
+	_ vmm.Machine = (*Machine)(nil)
+	_ vmm.Hasher  = (*Machine)(nil)
+	_ vmm.Timings = (*Machine)(nil)
 )
 
 // ErrNoHardwareVirtualization is returned by Start on hosts whose /dev/kvm
@@ -100,7 +100,7 @@ var ErrNoHardwareVirtualization = errors.New("kvm: no hardware virtualization")
 // host without vmx/svm it fails with ErrNoHardwareVirtualization unless
 // allowSoftware is set (only tests do that, to watch the early boot; the
 // kernel then dies on an instruction PVM cannot emulate).
-func Start(ctx context.Context, cfg vmm.Config) (*LinuxMachine, error) {
+func Start(ctx context.Context, cfg vmm.Config) (*Machine, error) {
 	if ok, why := HardwareVirtualization(); !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNoHardwareVirtualization, why)
 	}
@@ -108,7 +108,7 @@ func Start(ctx context.Context, cfg vmm.Config) (*LinuxMachine, error) {
 }
 
 // start builds and boots the machine; wait says whether to wait for the agent.
-func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, err error) {
+func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *Machine, err error) {
 	if cfg, err = linuxConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -116,12 +116,12 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, er
 	if err != nil {
 		return nil, err
 	}
-	core, err := New(Config{MemoryBytes: int64(cfg.MemoryMiB) << 20, Log: cfg.Log})
+	vm, err := NewVM(VMConfig{MemoryBytes: int64(cfg.MemoryMiB) << 20, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
-	if lm, err = newLinuxMachine(cfg, core); err != nil {
-		return nil, errors.Join(err, core.Close())
+	if lm, err = newMachine(cfg, vm); err != nil {
+		return nil, errors.Join(err, vm.Close())
 	}
 	// Every error return below sets the named result lm to nil before this
 	// runs: close the machine built here through its own variable.
@@ -134,7 +134,7 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, er
 	}()
 	t0 := time.Now()
 	cmdline := strings.TrimSpace(linuxCmdline + " " + cfg.Cmdline)
-	layout, err := linuxboot.Load(core.mem, linuxboot.Params{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
+	layout, err := linuxboot.Load(vm.mem, linuxboot.Params{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
 	if err != nil {
 		return nil, fmt.Errorf("kvm: load kernel %s: %w", cfg.Kernel, err)
 	}
@@ -197,24 +197,24 @@ func readImages(cfg vmm.Config) (kernel, initrd []byte, err error) {
 	return kernel, initrd, nil
 }
 
-// newLinuxMachine attaches the devices, the agent channel and the
-// checkpoint path to core; nothing runs yet.
-func newLinuxMachine(cfg vmm.Config, core *Machine) (*LinuxMachine, error) {
+// newMachine attaches the devices, the agent channel and the
+// checkpoint path to vm; nothing runs yet.
+func newMachine(cfg vmm.Config, vm *VM) (*Machine, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	lm := &LinuxMachine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), core: core, absentAccess: map[string]uint64{}}
+	lm := &Machine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), vm: vm, absentAccess: map[string]uint64{}}
 	if err := lm.setupDevices(); err != nil {
 		return nil, err
 	}
 	lm.path = checkpoint.New(checkpoint.Config{Backend: "kvm", Memory: linuxMemory{lm}, Disks: cfg.Disks, Verify: cfg.Verify})
-	core.att = lm
+	vm.att = lm
 	return lm, nil
 }
 
 // waitAgent waits for the agent's ready line and its first ping, and
 // returns the agent's version.
-func (lm *LinuxMachine) waitAgent(ctx context.Context) (string, error) {
+func (lm *Machine) waitAgent(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, lm.cfg.BootTimeout)
 	defer cancel()
 	if err := lm.waitReady(ctx); err != nil {
@@ -248,8 +248,8 @@ func readBounded(path string, max int64, what string) ([]byte, error) {
 // setupCPU writes the boot GDT and enters the kernel's 64-bit entry with
 // RSI at the zero page, interrupts off; LAPIC LINT0 ExtINT (the PIC's
 // virtual wire) and LINT1 NMI, as firmware leaves them.
-func (lm *LinuxMachine) setupCPU(l *linuxboot.Layout) error {
-	m := lm.core
+func (lm *Machine) setupCPU(l *linuxboot.Layout) error {
+	m := lm.vm
 	for i, d := range linuxGDT {
 		binary.LittleEndian.PutUint64(m.mem[GDTAddr+8*i:], d)
 	}
@@ -288,7 +288,7 @@ func (lm *LinuxMachine) setupCPU(l *linuxboot.Layout) error {
 
 // irqLine drives one PIC line with KVM_IRQ_LINE_STATUS.
 type irqLine struct {
-	m    *Machine
+	m    *VM
 	line uint32
 }
 
@@ -303,8 +303,8 @@ func (l irqLine) SetLevel(high bool) error {
 	return err
 }
 
-func (lm *LinuxMachine) setupDevices() error {
-	m := lm.core
+func (lm *Machine) setupDevices() error {
+	m := lm.vm
 	lm.console = newConsole(lm.cfg.Console, readyLine)
 	lm.com1 = devices.NewUART(com1Base, irqLine{m, com1IRQ}, lm.console)
 	lm.stream = newStream(func(p []byte) error { return lm.com2.Feed(p) }, devices.ErrRXFull)
@@ -331,7 +331,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // portIO implements attachment: the UARTs, the PCI configuration ports,
 // the PCI devices' I/O BARs and the absent legacy devices.
-func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error) {
+func (lm *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
 	var dev devices.PortDevice
 	switch {
 	case port >= com1Base && port < com1Base+8:
@@ -368,7 +368,7 @@ func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error)
 	return true, dev.In(port, data)
 }
 
-func (lm *LinuxMachine) saveDevices() *deviceState {
+func (lm *Machine) saveDevices() *deviceState {
 	s := &deviceState{COM1: lm.com1.State(), COM2: lm.com2.State(), RTC: lm.rtc.State(), PCI: lm.pci.State()}
 	for _, b := range lm.blocks {
 		s.Blocks = append(s.Blocks, b.State())
@@ -376,7 +376,7 @@ func (lm *LinuxMachine) saveDevices() *deviceState {
 	return s
 }
 
-func (lm *LinuxMachine) loadDevices(s *deviceState) error {
+func (lm *Machine) loadDevices(s *deviceState) error {
 	if s == nil || len(s.Blocks) != len(lm.blocks) {
 		return errors.New("kvm: checkpoint has no device state for this machine")
 	}
@@ -401,7 +401,7 @@ func (lm *LinuxMachine) loadDevices(s *deviceState) error {
 }
 
 // resume starts the runner: KVM_RUN until Pause or the guest's end.
-func (lm *LinuxMachine) resume() {
+func (lm *Machine) resume() {
 	lm.runMu.Lock()
 	defer lm.runMu.Unlock()
 	if lm.runDone != nil || lm.dead != nil {
@@ -411,7 +411,7 @@ func (lm *LinuxMachine) resume() {
 	lm.runDone = done
 	go func() {
 		defer close(done)
-		exit, err := lm.core.Run(context.Background())
+		exit, err := lm.vm.Run(context.Background())
 		if err != nil && errors.Is(err, ErrPaused) {
 			return
 		}
@@ -434,7 +434,7 @@ const maxPauseWait = 30 * time.Second
 // with its state consistent (pending I/O completed). A vCPU that does not
 // stop within ctx (at most maxPauseWait) is an error: the guest is marked
 // dead, and the caller must not touch vCPU state.
-func (lm *LinuxMachine) pause(ctx context.Context) error {
+func (lm *Machine) pause(ctx context.Context) error {
 	lm.runMu.Lock()
 	done := lm.runDone
 	lm.runMu.Unlock()
@@ -446,7 +446,7 @@ func (lm *LinuxMachine) pause(ctx context.Context) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := lm.core.Pause(); err != nil {
+		if err := lm.vm.Pause(); err != nil {
 			lm.log.Debug("pause", zap.Error(err))
 		}
 		select {
@@ -470,17 +470,17 @@ func (lm *LinuxMachine) pause(ctx context.Context) error {
 }
 
 // deadErr is why the guest stopped for good, or nil.
-func (lm *LinuxMachine) deadErr() error {
+func (lm *Machine) deadErr() error {
 	lm.runMu.Lock()
 	defer lm.runMu.Unlock()
 	return lm.dead
 }
 
-func (lm *LinuxMachine) died(err error) error {
+func (lm *Machine) died(err error) error {
 	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, lm.console.tail())
 }
 
-func (lm *LinuxMachine) waitReady(ctx context.Context) error {
+func (lm *Machine) waitReady(ctx context.Context) error {
 	for {
 		select {
 		case <-lm.console.seen:
@@ -496,7 +496,7 @@ func (lm *LinuxMachine) waitReady(ctx context.Context) error {
 }
 
 // Call implements vmm.Machine.
-func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+func (lm *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if err := lm.usable(); err != nil {
@@ -516,10 +516,10 @@ func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv
 }
 
 // Disks implements vmm.Machine.
-func (lm *LinuxMachine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
+func (lm *Machine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
 
 // RAMHash implements vmm.Hasher.
-func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
+func (lm *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if err := lm.usable(); err != nil {
@@ -529,11 +529,11 @@ func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
 		return [32]byte{}, err
 	}
 	defer lm.resume()
-	return lm.core.RAMHash(ctx)
+	return lm.vm.RAMHash(ctx)
 }
 
 // Timings implements vmm.Timings.
-func (lm *LinuxMachine) Timings() vmm.TimingInfo {
+func (lm *Machine) Timings() vmm.TimingInfo {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	t := lm.path.Timings()
@@ -542,10 +542,10 @@ func (lm *LinuxMachine) Timings() vmm.TimingInfo {
 }
 
 // Console returns the kept console lines (the last 400; for diagnostics and tests).
-func (lm *LinuxMachine) Console() string { return lm.console.last(consoleKeep) }
+func (lm *Machine) Console() string { return lm.console.last(consoleKeep) }
 
 // Close implements vmm.Machine: stops the vCPU and frees every fd and mapping.
-func (lm *LinuxMachine) Close() error {
+func (lm *Machine) Close() error {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if lm.closed {
@@ -561,5 +561,5 @@ func (lm *LinuxMachine) Close() error {
 	if lm.stream != nil {
 		lm.stream.closeWith(vmm.ErrClosed)
 	}
-	return errors.Join(perr, lm.core.Close())
+	return errors.Join(perr, lm.vm.Close())
 }

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config describes a synthetic-guest machine.
-type Config struct {
+// VMConfig describes a VM.
+type VMConfig struct {
 	// MemoryBytes is guest RAM in bytes: a multiple of PageSize between
 	// MinMemory and MaxMemory (default 64 MiB). RAM is a memfd mapped with
 	// MAP_NORESERVE: only pages touched cost host memory.
@@ -99,12 +99,12 @@ type checkpointState struct {
 	devices *deviceState // the attached devices' state (Linux machines); nil without
 }
 
-// attachment is what a Linux machine adds to the core: devices served on
-// port I/O exits the core does not serve itself, whose state is part of
+// attachment is what a Linux machine adds to the VM: devices served on
+// port I/O exits the VM does not serve itself, whose state is part of
 // every checkpoint. portIO runs on the vCPU thread with the machine locked.
 type attachment interface {
 	// portIO serves one access of len(data) bytes; handled false means
-	// no device is there (the core then faults, naming the port).
+	// no device is there (the VM then faults, naming the port).
 	portIO(port uint16, out bool, data []byte) (handled bool, err error)
 	// saveDevices returns the attached devices' state.
 	saveDevices() *deviceState
@@ -112,14 +112,15 @@ type attachment interface {
 	loadDevices(s *deviceState) error
 }
 
-// Machine is one VM with one vCPU running a synthetic 64-bit guest, with
+// VM is one KVM virtual machine with one vCPU, running a synthetic 64-bit
+// guest on its own or a Linux guest inside a Machine, with
 // checkpoints whose restore costs O(pages dirtied since).
 //
 // Its methods are safe for concurrent use and serialized, except Pause,
 // which stops a Run in progress.
-type Machine struct {
+type VM struct {
 	mu  sync.Mutex
-	cfg Config
+	cfg VMConfig
 	log *zap.Logger
 
 	closed                   bool
@@ -157,13 +158,13 @@ type runResult struct {
 	err  error
 }
 
-var _ vmm.Hasher = (*Machine)(nil)
-var _ vmm.Timings = (*Machine)(nil)
+var _ vmm.Hasher = (*VM)(nil)
+var _ vmm.Timings = (*VM)(nil)
 
-// New creates the VM, its RAM, memslot, vCPU (in long mode, RIP at
+// NewVM creates the VM, its RAM, memslot, vCPU (in long mode, RIP at
 // CodeAddr; the code is LoadProgram's) and, unless NoIRQChip, the in-kernel
 // irqchip and PIT. On error everything created so far is released.
-func New(cfg Config) (*Machine, error) {
+func NewVM(cfg VMConfig) (*VM, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("kvm: synthetic guests need amd64, not %s: %w", runtime.GOARCH, errors.ErrUnsupported)
 	}
@@ -183,7 +184,7 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	m := &Machine{
+	m := &VM{
 		cfg: cfg, log: cfg.Log.Named("vmm.kvm"),
 		sysFD: -1, vmFD: -1, vcpuFD: -1, mfd: -1,
 		states:     map[fork.ID]*checkpointState{},
@@ -196,7 +197,7 @@ func New(cfg Config) (*Machine, error) {
 	return m, nil
 }
 
-func (m *Machine) setup() error {
+func (m *VM) setup() error {
 	var err error
 	if m.sysFD, err = unix.Open("/dev/kvm", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("kvm: open /dev/kvm: %w", err)
@@ -351,7 +352,7 @@ func (m *Machine) setup() error {
 	return nil
 }
 
-func (m *Machine) setupCPUID() error {
+func (m *VM) setupCPUID() error {
 	m.cpuid = &cpuid2{N: maxCPUID}
 	if _, err := ioctlPtr(m.sysFD, "KVM_GET_SUPPORTED_CPUID", kvmGetSupportedCPUID, m.cpuid); err != nil {
 		return err
@@ -382,7 +383,7 @@ func hidePVFeatures(c *cpuid2) {
 	}
 }
 
-func (m *Machine) setupMSRList() error {
+func (m *VM) setupMSRList() error {
 	l := &msrList{N: uint32(len(msrList{}.Indices))}
 	if _, err := ioctlPtr(m.sysFD, "KVM_GET_MSR_INDEX_LIST", kvmGetMSRIndexList, l); err != nil {
 		return err
@@ -398,12 +399,12 @@ func (m *Machine) setupMSRList() error {
 
 // RAM is guest memory. Reading it is always fine while the vCPU is stopped;
 // the host must write it through WriteRAM, so that checkpoints see the write.
-func (m *Machine) RAM() []byte { return m.mem }
+func (m *VM) RAM() []byte { return m.mem }
 
 // WriteRAM copies data into guest RAM at guest-physical addr and marks the
 // pages dirty for the next checkpoint or restore (the KVM dirty log sees
 // only the guest's writes).
-func (m *Machine) WriteRAM(addr uint64, data []byte) error {
+func (m *VM) WriteRAM(addr uint64, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -417,7 +418,7 @@ func (m *Machine) WriteRAM(addr uint64, data []byte) error {
 // since KVM's dirty log sees only the guest's own writes (the virtio-blk
 // used ring and read buffers are written by us). Devices run on the vCPU
 // thread inside Run, which holds m.mu, so this takes no lock.
-type deviceRAM struct{ m *Machine }
+type deviceRAM struct{ m *VM }
 
 var _ devices.Memory = deviceRAM{}
 
@@ -435,7 +436,7 @@ func (r deviceRAM) Slice(addr, n uint64) ([]byte, error) {
 	return b, nil
 }
 
-func (m *Machine) writeRAM(addr uint64, data []byte) error {
+func (m *VM) writeRAM(addr uint64, data []byte) error {
 	if addr > uint64(len(m.mem)) || uint64(len(data)) > uint64(len(m.mem))-addr {
 		return fmt.Errorf("kvm: write of %d bytes at %#x is outside guest RAM (%#x bytes)", len(data), addr, len(m.mem))
 	}
@@ -451,7 +452,7 @@ func (m *Machine) writeRAM(addr uint64, data []byte) error {
 // LoadProgram copies code to CodeAddr and resets the general registers:
 // RIP=CodeAddr, RSP=StackTop. Segment and control registers are left as they
 // are (long mode after New).
-func (m *Machine) LoadProgram(code []byte) error {
+func (m *VM) LoadProgram(code []byte) error {
 	if len(code) > MaxCode {
 		return fmt.Errorf("kvm: program of %d bytes, at most %d", len(code), MaxCode)
 	}
@@ -467,7 +468,7 @@ func (m *Machine) LoadProgram(code []byte) error {
 }
 
 // Scratch returns the scratch device's state.
-func (m *Machine) Scratch() ScratchState {
+func (m *VM) Scratch() ScratchState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.scratch
@@ -477,7 +478,7 @@ func (m *Machine) Scratch() ScratchState {
 // faults (an *ExitError wrapping ErrGuestFault, naming exit reason and RIP),
 // or is paused by Pause or ctx (an *ExitError wrapping ErrPaused and ctx's
 // error). After any of these the machine can be restored or run again.
-func (m *Machine) Run(ctx context.Context) (Exit, error) {
+func (m *VM) Run(ctx context.Context) (Exit, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -508,7 +509,7 @@ func (m *Machine) Run(ctx context.Context) (Exit, error) {
 // immediate_exit and sends SIGURG to the vCPU thread, which the Go runtime
 // ignores but which makes KVM_RUN return EINTR. Without a Run in progress
 // it does nothing lasting (the next Run clears the request).
-func (m *Machine) Pause() error {
+func (m *VM) Pause() error {
 	m.mapMu.RLock()
 	defer m.mapMu.RUnlock()
 	if m.run == nil {
@@ -524,7 +525,7 @@ func (m *Machine) Pause() error {
 	return nil
 }
 
-func (m *Machine) vcpuThread(ready chan<- struct{}) {
+func (m *VM) vcpuThread(ready chan<- struct{}) {
 	runtime.LockOSThread()
 	// Never unlocked: the thread is discarded when this goroutine ends, with
 	// whatever signal state the pauses left on it.
@@ -538,7 +539,7 @@ func (m *Machine) vcpuThread(ready chan<- struct{}) {
 	close(m.threadDone)
 }
 
-func (m *Machine) rip() uint64 {
+func (m *VM) rip() uint64 {
 	r, err := m.Regs()
 	if err != nil {
 		return ^uint64(0)
@@ -546,14 +547,14 @@ func (m *Machine) rip() uint64 {
 	return r.RIP
 }
 
-func (m *Machine) fault(reason, detail string) error {
+func (m *VM) fault(reason, detail string) error {
 	return &ExitError{Reason: reason, RIP: m.rip(), Detail: detail, Err: ErrGuestFault}
 }
 
 // settle completes a pending I/O exit without running guest code (KVM_RUN
 // with immediate_exit), so that registers and RIP are consistent for a
 // checkpoint or a restore.
-func (m *Machine) settle() error {
+func (m *VM) settle() error {
 	m.run[runImmediateExit] = 1
 	errno := runOnce(m.vcpuFD)
 	if !m.pauseReq.Load() {
@@ -570,7 +571,7 @@ func (m *Machine) settle() error {
 }
 
 // runLoop runs on the vCPU thread.
-func (m *Machine) runLoop() (Exit, error) {
+func (m *VM) runLoop() (Exit, error) {
 	for {
 		switch errno := runOnce(m.vcpuFD); errno {
 		case 0:
@@ -666,7 +667,7 @@ func internalSuberror(s uint32) string {
 }
 
 // serveIO serves one port I/O exit; done means Run should return e.
-func (m *Machine) serveIO(x []byte) (e Exit, done bool, err error) {
+func (m *VM) serveIO(x []byte) (e Exit, done bool, err error) {
 	out := x[0] == 1
 	size := int(x[1])
 	port := binary.LittleEndian.Uint16(x[2:])
@@ -716,7 +717,7 @@ func (m *Machine) serveIO(x []byte) (e Exit, done bool, err error) {
 
 // unknownPort fails the run for an access to a port no device serves; an
 // IN gets all ones, as on a bus with nothing there.
-func (m *Machine) unknownPort(port uint16, out bool, size, count int) error {
+func (m *VM) unknownPort(port uint16, out bool, size, count int) error {
 	dir := "OUT to"
 	if !out {
 		dir = "IN from"
@@ -730,7 +731,7 @@ func (m *Machine) unknownPort(port uint16, out bool, size, count int) error {
 
 // dirtyTarget is where harvested dirty pages go: the tree's set once armed,
 // else a throwaway set (before arm every page is copied anyway).
-func (m *Machine) dirtyTarget() *fork.Set {
+func (m *VM) dirtyTarget() *fork.Set {
 	if m.tree != nil {
 		return m.tree.Dirty()
 	}
@@ -739,7 +740,7 @@ func (m *Machine) dirtyTarget() *fork.Set {
 
 // harvest moves the pages the guest dirtied since the last harvest into s
 // and re-arms dirty tracking for them.
-func (m *Machine) harvest(s *fork.Set) error {
+func (m *VM) harvest(s *fork.Set) error {
 	if m.cfg.DirtyRing {
 		return m.harvestRing(s)
 	}
@@ -765,7 +766,7 @@ func (m *Machine) harvest(s *fork.Set) error {
 	return nil
 }
 
-func (m *Machine) harvestRing(s *fork.Set) error {
+func (m *VM) harvestRing(s *fork.Set) error {
 	n := uint32(len(m.ring) / dirtyGFNSize)
 	pages := uint64(len(m.mem) / PageSize)
 	got := 0
@@ -799,7 +800,7 @@ func (m *Machine) harvestRing(s *fork.Set) error {
 }
 
 // arm maps the shadow and takes the root copy of the populated parts of RAM.
-func (m *Machine) arm() error {
+func (m *VM) arm() error {
 	start := time.Now()
 	shadow, err := unix.Mmap(-1, 0, len(m.mem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -830,7 +831,7 @@ func (m *Machine) arm() error {
 
 // populated lists the RAM ranges the memfd holds pages for (SEEK_DATA /
 // SEEK_HOLE); holes read as zero, like the fresh shadow.
-func (m *Machine) populated() ([]fork.Range, error) {
+func (m *VM) populated() ([]fork.Range, error) {
 	var out []fork.Range
 	size := int64(len(m.mem))
 	for off := int64(0); off < size; {
@@ -855,7 +856,7 @@ func (m *Machine) populated() ([]fork.Range, error) {
 // Checkpoint saves the vCPU, VM and device state and pushes a memory delta
 // of the pages dirtied since the previous checkpoint. The first checkpoint
 // also takes the root copy of RAM (Stats.Arm).
-func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
+func (m *VM) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -895,7 +896,7 @@ func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 
 // Restore puts RAM back (only the pages dirtied since id), then the vCPU,
 // VM and device state, and drops the checkpoints above id.
-func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
+func (m *VM) Restore(ctx context.Context, id vmm.CheckpointID) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -943,7 +944,7 @@ func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 }
 
 // Delete removes a checkpoint from the path; the others stay restorable.
-func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
+func (m *VM) Delete(ctx context.Context, id vmm.CheckpointID) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -960,7 +961,7 @@ func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
 }
 
 // Checkpoints lists the current path, oldest first.
-func (m *Machine) Checkpoints() []vmm.CheckpointID {
+func (m *VM) Checkpoints() []vmm.CheckpointID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.tree == nil {
@@ -974,7 +975,7 @@ func (m *Machine) Checkpoints() []vmm.CheckpointID {
 }
 
 // RAMHash implements vmm.Hasher: blake3 of all guest RAM (fork.Hash).
-func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
+func (m *VM) RAMHash(ctx context.Context) ([32]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -984,20 +985,20 @@ func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 }
 
 // Stats returns counters and the durations of the last operations.
-func (m *Machine) Stats() Stats {
+func (m *VM) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
 }
 
 // Timings implements vmm.Timings.
-func (m *Machine) Timings() vmm.TimingInfo {
+func (m *VM) Timings() vmm.TimingInfo {
 	s := m.Stats()
 	return vmm.TimingInfo{Checkpoint: s.Checkpoint, Restore: s.Restore, RestoreRAM: s.Restore, RestorePages: s.RestorePages}
 }
 
 // Close stops the vCPU thread and releases every fd and mapping. Idempotent.
-func (m *Machine) Close() error {
+func (m *VM) Close() error {
 	// Pause until we hold the lock: a Run in progress returns.
 	var errs []error
 	for !m.mu.TryLock() {
