@@ -55,9 +55,9 @@ var linuxGDT = []uint64{0, 0, 0x00af9b000000ffff, 0x00cf93000000ffff}
 // vCPU, fork tree) plus boot, devices, the agent channel and
 // the disks' overlays in lockstep with the memory checkpoints.
 type Machine struct {
-	cfg  vmm.Config
-	log  *zap.Logger
-	vm *VM
+	cfg vmm.Config
+	log *zap.Logger
+	vm  *VM
 
 	console      *console
 	com1, com2   *devices.UART

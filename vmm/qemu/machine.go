@@ -67,7 +67,7 @@ type Machine struct {
 	ram     *ramFile
 	console *consoleTail
 
-	mu     sync.Mutex       // serializes Call, Checkpoint, Restore, Close
+	mu     sync.Mutex // serializes Call, Checkpoint, Restore, Close
 	closed bool
 	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
 	boot   time.Duration
