@@ -66,6 +66,7 @@ type Machine struct {
 	blocks       []*devices.Block
 	stream       *stream
 	agent        *agent.Client
+	ports        portTable         // the devices at fixed ports
 	absentAccess map[string]uint64 // absent legacy device → accesses
 
 	mu     sync.Mutex // serializes the vmm.Machine methods
@@ -322,6 +323,7 @@ func (lm *Machine) setupDevices() error {
 		}
 		lm.blocks = append(lm.blocks, b)
 	}
+	lm.ports = lm.fixedPorts()
 	return nil
 }
 
@@ -329,43 +331,50 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// portIO implements attachment: the UARTs, the PCI configuration ports,
-// the PCI devices' I/O BARs and the absent legacy devices.
+// fixedPorts is the table of the devices at fixed ports.
+func (lm *Machine) fixedPorts() portTable {
+	return portTable{
+		{portRange{com1Base, com1Base + devices.UARTPorts - 1, "COM1"}, lm.com1},
+		{portRange{com2Base, com2Base + devices.UARTPorts - 1, "COM2"}, lm.com2},
+		{portRange{devices.PCIConfigAddressPort, devices.PCIConfigAddressPort + devices.PCIConfigPorts - 1, "PCI configuration"}, lm.pci},
+		{portRange{devices.RTCIndexPort, devices.RTCIndexPort + devices.RTCPorts - 1, "CMOS RTC"}, lm.rtc},
+	}
+}
+
+// portIO implements attachment: the devices at fixed ports (lm.ports),
+// the PCI devices' I/O BARs, then the absent legacy devices.
 func (lm *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
-	var dev devices.PortDevice
-	switch {
-	case port >= com1Base && port < com1Base+8:
-		dev = lm.com1
-	case port >= com2Base && port < com2Base+8:
-		dev = lm.com2
-	case port >= devices.PCIConfigAddressPort && port < devices.PCIConfigAddressPort+devices.PCIConfigPorts:
-		dev = lm.pci
-	case port >= devices.RTCIndexPort && port < devices.RTCIndexPort+devices.RTCPorts:
-		dev = lm.rtc
-	default:
-		if d, ok := lm.pci.Route(port); ok {
-			dev = d
-			break
-		}
-		if out && isReset(port, data) {
-			return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
-		}
-		name := absentPort(port)
-		if name == "" {
-			return false, nil
-		}
-		lm.absentAccess[name]++
-		if !out {
-			for i := range data {
-				data[i] = 0xff
-			}
-		}
-		return true, nil
+	dev, ok := lm.ports.lookup(port)
+	if !ok {
+		dev, ok = lm.pci.Route(port)
+	}
+	if !ok {
+		return lm.absentIO(port, out, data)
 	}
 	if out {
 		return true, dev.Out(port, data)
 	}
 	return true, dev.In(port, data)
+}
+
+// absentIO serves an access to a port no device of ours is at: a reset
+// request ends the run, an absent legacy device reads all ones and drops
+// writes (counted), anything else is not handled.
+func (lm *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
+	if out && isReset(port, data) {
+		return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
+	}
+	name := absentPort(port)
+	if name == "" {
+		return false, nil
+	}
+	lm.absentAccess[name]++
+	if !out {
+		for i := range data {
+			data[i] = 0xff
+		}
+	}
+	return true, nil
 }
 
 func (lm *Machine) saveDevices() *deviceState {
