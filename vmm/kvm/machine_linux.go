@@ -197,7 +197,24 @@ func NewVM(cfg VMConfig) (*VM, error) {
 	return m, nil
 }
 
+// setup builds the VM step by step; on error the caller closes what exists.
 func (m *VM) setup() error {
+	for _, step := range []func() error{
+		m.openKVM, m.checkCaps, m.createVM, m.setupDirtyLog, m.setupRAM, m.setupVCPU,
+		m.setupCPUID, m.setupMSRList, m.enterLongMode,
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	ready := make(chan struct{})
+	go m.vcpuThread(ready)
+	<-ready
+	return nil
+}
+
+// openKVM opens /dev/kvm and checks the API version.
+func (m *VM) openKVM() error {
 	var err error
 	if m.sysFD, err = unix.Open("/dev/kvm", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("kvm: open /dev/kvm: %w", err)
@@ -209,9 +226,18 @@ func (m *VM) setup() error {
 	if v != kvmAPIVersion {
 		return fmt.Errorf("kvm: API version %d, want %d", v, kvmAPIVersion)
 	}
-	check := func(c uintptr) (int, error) {
-		return gk("KVM_CHECK_EXTENSION", func() (uintptr, error) { return gokvm.CheckExtension(uintptr(m.sysFD), gokvm.Capability(c)) })
-	}
+	return nil
+}
+
+// checkExtension is KVM_CHECK_EXTENSION on /dev/kvm.
+func (m *VM) checkExtension(c uintptr) (int, error) {
+	return gk("KVM_CHECK_EXTENSION", func() (uintptr, error) { return gokvm.CheckExtension(uintptr(m.sysFD), gokvm.Capability(c)) })
+}
+
+// checkCaps refuses a host without the capabilities the VM needs and notes
+// the optional ones (XSAVE; XCRs and the KVM clock are saved only where the
+// host has them).
+func (m *VM) checkCaps() error {
 	for _, c := range []struct {
 		cap  uintptr
 		name string
@@ -224,7 +250,7 @@ func (m *VM) setup() error {
 		{capVCPUEvents, "KVM_CAP_VCPU_EVENTS", true},
 		{capDebugRegs, "KVM_CAP_DEBUGREGS", true},
 	} {
-		n, err := check(c.cap)
+		n, err := m.checkExtension(c.cap)
 		if err != nil {
 			return err
 		}
@@ -232,60 +258,46 @@ func (m *VM) setup() error {
 			return fmt.Errorf("kvm: host lacks %s: %w", c.name, errors.ErrUnsupported)
 		}
 	}
-	if n, err := check(capXSAVE); err != nil {
-		return err
-	} else {
-		m.hasXSAVE = n > 0
+	for _, c := range []struct {
+		cap  uintptr
+		have *bool
+	}{{capXSAVE, &m.hasXSAVE}, {capXCRS, &m.hasXCRS}, {capAdjustClock, &m.hasClock}} {
+		n, err := m.checkExtension(c.cap)
+		if err != nil {
+			return err
+		}
+		*c.have = n > 0
 	}
-	// XCRs and the KVM clock are saved only where the host has them.
-	if n, err := check(capXCRS); err != nil {
-		return err
-	} else {
-		m.hasXCRS = n > 0
-	}
-	if n, err := check(capAdjustClock); err != nil {
-		return err
-	} else {
-		m.hasClock = n > 0
-	}
+	return nil
+}
+
+// createVM creates the VM and, unless NoIRQChip, the in-kernel irqchip and PIT.
+func (m *VM) createVM() error {
+	var err error
 	if m.vmFD, err = gk("KVM_CREATE_VM", func() (uintptr, error) { return gokvm.CreateVM(uintptr(m.sysFD)) }); err != nil {
 		return err
 	}
 	unix.CloseOnExec(m.vmFD)
-	if !m.cfg.NoIRQChip {
-		if _, err := gk("KVM_CREATE_IRQCHIP", func() (uintptr, error) { return 0, gokvm.CreateIRQChip(uintptr(m.vmFD)) }); err != nil {
-			return err
-		}
-		// gokvm's CreatePIT2 passes no flags, which leaves port 0x61 (system
-		// control port B: the PIT channel 2 gate and output the kernel reads
-		// while calibrating its timers) to us. With KVM_PIT_SPEAKER_DUMMY the
-		// in-kernel PIT owns it, next to the channel 2 it reflects.
-		pit := pitConfig{Flags: pitSpeakerDummy}
-		if _, err := ioctlPtr(m.vmFD, "KVM_CREATE_PIT2", kvmCreatePIT2, &pit); err != nil {
-			return err
-		}
+	if m.cfg.NoIRQChip {
+		return nil
 	}
-	if m.cfg.DirtyRing {
-		// Measured: on PVM hosts the ring fills past its soft limit and
-		// entries are overwritten before the DIRTY_RING_FULL exit.
-		m.ringFullOK, _ = HardwareVirtualization()
-		max, err := check(capDirtyLogRing)
-		if err != nil {
-			return err
-		}
-		b := m.cfg.DirtyRingBytes
-		if max == 0 {
-			return fmt.Errorf("kvm: host has no dirty ring: %w", errors.ErrUnsupported)
-		}
-		if b < PageSize || b&(b-1) != 0 || b > max {
-			return fmt.Errorf("kvm: dirty ring of %d bytes: want a power of two between %d and %d", b, PageSize, max)
-		}
-		if _, err := ioctlPtr(m.vmFD, "KVM_ENABLE_CAP(KVM_CAP_DIRTY_LOG_RING)", kvmEnableCap,
-			&enableCap{Cap: capDirtyLogRing, Args: [4]uint64{uint64(b)}}); err != nil {
-			return err
-		}
-	} else {
-		n, err := check(capManualDirtyLogProt2)
+	if _, err := gk("KVM_CREATE_IRQCHIP", func() (uintptr, error) { return 0, gokvm.CreateIRQChip(uintptr(m.vmFD)) }); err != nil {
+		return err
+	}
+	// gokvm's CreatePIT2 passes no flags, which leaves port 0x61 (system
+	// control port B: the PIT channel 2 gate and output the kernel reads
+	// while calibrating its timers) to us. With KVM_PIT_SPEAKER_DUMMY the
+	// in-kernel PIT owns it, next to the channel 2 it reflects.
+	pit := pitConfig{Flags: pitSpeakerDummy}
+	_, err = ioctlPtr(m.vmFD, "KVM_CREATE_PIT2", kvmCreatePIT2, &pit)
+	return err
+}
+
+// setupDirtyLog enables the dirty ring (DirtyRing) or, for the bitmap,
+// manual protect where the host offers it.
+func (m *VM) setupDirtyLog() error {
+	if !m.cfg.DirtyRing {
+		n, err := m.checkExtension(capManualDirtyLogProt2)
 		if err != nil {
 			return err
 		}
@@ -297,7 +309,31 @@ func (m *VM) setup() error {
 			m.manualProtect = true
 		}
 		m.bitmap = make([]uint64, (m.cfg.MemoryBytes/PageSize+63)/64)
+		return nil
 	}
+	// Measured: on PVM hosts the ring fills past its soft limit and
+	// entries are overwritten before the DIRTY_RING_FULL exit.
+	m.ringFullOK, _ = HardwareVirtualization()
+	max, err := m.checkExtension(capDirtyLogRing)
+	if err != nil {
+		return err
+	}
+	b := m.cfg.DirtyRingBytes
+	if max == 0 {
+		return fmt.Errorf("kvm: host has no dirty ring: %w", errors.ErrUnsupported)
+	}
+	if b < PageSize || b&(b-1) != 0 || b > max {
+		return fmt.Errorf("kvm: dirty ring of %d bytes: want a power of two between %d and %d", b, PageSize, max)
+	}
+	_, err = ioctlPtr(m.vmFD, "KVM_ENABLE_CAP(KVM_CAP_DIRTY_LOG_RING)", kvmEnableCap,
+		&enableCap{Cap: capDirtyLogRing, Args: [4]uint64{uint64(b)}})
+	return err
+}
+
+// setupRAM creates guest RAM (a memfd mapped MAP_SHARED|MAP_NORESERVE) and
+// its memslot, with dirty logging.
+func (m *VM) setupRAM() error {
+	var err error
 	if m.mfd, err = unix.MemfdCreate("themis-guest-ram", unix.MFD_CLOEXEC); err != nil {
 		return fmt.Errorf("kvm: memfd_create: %w", err)
 	}
@@ -308,9 +344,13 @@ func (m *VM) setup() error {
 		return fmt.Errorf("kvm: mmap guest RAM: %w", err)
 	}
 	region := userspaceMemoryRegion{Slot: 0, Flags: memLogDirtyPages, MemorySize: uint64(len(m.mem)), UserspaceAddr: addrOf(m.mem)}
-	if _, err := ioctlPtr(m.vmFD, "KVM_SET_USER_MEMORY_REGION", kvmSetUserMemoryRegion, &region); err != nil {
-		return err
-	}
+	_, err = ioctlPtr(m.vmFD, "KVM_SET_USER_MEMORY_REGION", kvmSetUserMemoryRegion, &region)
+	return err
+}
+
+// setupVCPU creates the vCPU and maps its kvm_run (and its dirty ring).
+func (m *VM) setupVCPU() error {
+	var err error
 	if m.vcpuFD, err = gk("KVM_CREATE_VCPU", func() (uintptr, error) { return gokvm.CreateVCPU(uintptr(m.vmFD), 0) }); err != nil {
 		return err
 	}
@@ -329,12 +369,12 @@ func (m *VM) setup() error {
 			return fmt.Errorf("kvm: mmap dirty ring: %w", err)
 		}
 	}
-	if err := m.setupCPUID(); err != nil {
-		return err
-	}
-	if err := m.setupMSRList(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// enterLongMode builds the identity-mapped page tables and puts the vCPU
+// in long mode at CodeAddr.
+func (m *VM) enterLongMode() error {
 	buildPageTables(m.mem)
 	s, err := m.Sregs()
 	if err != nil {
@@ -343,13 +383,7 @@ func (m *VM) setup() error {
 	if err := m.SetSregs(longMode(s)); err != nil {
 		return err
 	}
-	if err := m.SetRegs(Regs{RIP: CodeAddr, RSP: StackTop, RFLAGS: 2}); err != nil {
-		return err
-	}
-	ready := make(chan struct{})
-	go m.vcpuThread(ready)
-	<-ready
-	return nil
+	return m.SetRegs(Regs{RIP: CodeAddr, RSP: StackTop, RFLAGS: 2})
 }
 
 func (m *VM) setupCPUID() error {
@@ -605,15 +639,15 @@ func (m *VM) runLoop() (Exit, error) {
 		case exitHLT:
 			return Exit{Reason: ExitHLT, RIP: m.rip()}, nil
 		case exitMMIO:
-			addr := binary.LittleEndian.Uint64(x[0:])
-			n := binary.LittleEndian.Uint32(x[16:])
+			addr := binary.LittleEndian.Uint64(x[mmioExitPhysAddr:])
+			n := binary.LittleEndian.Uint32(x[mmioExitLen:])
 			dir := "read"
-			if x[20] != 0 {
+			if x[mmioExitIsWrite] != 0 {
 				dir = "write"
 			}
 			err := m.fault("MMIO", fmt.Sprintf("%d-byte %s at guest-physical %#x: no device there (MMIO unsupported)", n, dir, addr))
 			for i := range 8 {
-				x[8+i] = 0xff
+				x[mmioExitData+i] = 0xff
 			}
 			return Exit{}, errors.Join(err, m.settle())
 		case exitShutdown:
@@ -666,53 +700,82 @@ func internalSuberror(s uint32) string {
 	return ""
 }
 
-// serveIO serves one port I/O exit; done means Run should return e.
-func (m *VM) serveIO(x []byte) (e Exit, done bool, err error) {
-	out := x[0] == 1
-	size := int(x[1])
-	port := binary.LittleEndian.Uint16(x[2:])
-	count := int(binary.LittleEndian.Uint32(x[4:]))
-	off := int(binary.LittleEndian.Uint64(x[8:]))
-	if size != 1 && size != 2 && size != 4 || off+size*count > len(m.run) {
-		return Exit{}, false, m.fault("IO", fmt.Sprintf("malformed I/O exit: port %#x size %d count %d", port, size, count))
+// ioExit is a decoded KVM_EXIT_IO: count accesses of size bytes each to
+// port, their data at off in kvm_run.
+type ioExit struct {
+	out         bool
+	size, count int
+	port        uint16
+	off         int
+}
+
+// decodeIO reads the io member of kvm_run's exit union x.
+func (m *VM) decodeIO(x []byte) (ioExit, error) {
+	e := ioExit{
+		out:   x[ioExitDirection] == 1,
+		size:  int(x[ioExitSize]),
+		port:  binary.LittleEndian.Uint16(x[ioExitPort:]),
+		count: int(binary.LittleEndian.Uint32(x[ioExitCount:])),
+		off:   int(binary.LittleEndian.Uint64(x[ioExitDataOffset:])),
 	}
-	word := func(i int) uint32 {
-		var b [4]byte
-		copy(b[:], m.run[off+i*size:off+(i+1)*size])
-		return binary.LittleEndian.Uint32(b[:])
+	if e.size != 1 && e.size != 2 && e.size != 4 || e.off+e.size*e.count > len(m.run) {
+		return e, m.fault("IO", fmt.Sprintf("malformed I/O exit: port %#x size %d count %d", e.port, e.size, e.count))
 	}
-	put := func(i int, v uint32) {
-		var b [4]byte
-		binary.LittleEndian.PutUint32(b[:], v)
-		copy(m.run[off+i*size:off+(i+1)*size], b[:size])
+	return e, nil
+}
+
+// access is the data of access i of e, inside kvm_run.
+func (m *VM) access(e ioExit, i int) []byte { return m.run[e.off+i*e.size : e.off+(i+1)*e.size] }
+
+// word is access i of e as a little-endian value.
+func (m *VM) word(e ioExit, i int) uint32 {
+	var b [4]byte
+	copy(b[:], m.access(e, i))
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// serveIO serves one port I/O exit; done means Run should return e: the
+// VM's own ports (the scratch register, the debug exit) first, then the
+// attached devices.
+func (m *VM) serveIO(x []byte) (exit Exit, done bool, err error) {
+	e, err := m.decodeIO(x)
+	if err != nil {
+		return Exit{}, false, err
 	}
 	switch {
-	case port == ScratchPort && out:
-		for i := range count {
-			m.scratch.Value = word(i)
+	case e.port == ScratchPort && e.out:
+		for i := range e.count {
+			m.scratch.Value = m.word(e, i)
 			m.scratch.Writes++
 		}
-	case port == ScratchPort:
-		for i := range count {
-			put(i, m.scratch.Value)
+	case e.port == ScratchPort:
+		for i := range e.count {
+			var b [4]byte
+			binary.LittleEndian.PutUint32(b[:], m.scratch.Value)
+			copy(m.access(e, i), b[:e.size])
 		}
-	case port == DebugExitPort && out:
-		return Exit{Reason: ExitDebug, Code: word(count - 1)}, true, nil
+	case e.port == DebugExitPort && e.out:
+		return Exit{Reason: ExitDebug, Code: m.word(e, e.count-1)}, true, nil
 	case m.att != nil:
-		for i := range count {
-			data := m.run[off+i*size : off+(i+1)*size]
-			handled, err := m.att.portIO(port, out, data)
-			if err != nil {
-				return Exit{}, false, m.fault("IO", fmt.Sprintf("port %#x: %v", port, err))
-			}
-			if !handled {
-				return Exit{}, false, m.unknownPort(port, out, size, count)
-			}
-		}
+		return Exit{}, false, m.attachedIO(e)
 	default:
-		return Exit{}, false, m.unknownPort(port, out, size, count)
+		return Exit{}, false, m.unknownPort(e.port, e.out, e.size, e.count)
 	}
 	return Exit{}, false, nil
+}
+
+// attachedIO serves every access of e through the attached devices.
+func (m *VM) attachedIO(e ioExit) error {
+	for i := range e.count {
+		handled, err := m.att.portIO(e.port, e.out, m.access(e, i))
+		if err != nil {
+			return m.fault("IO", fmt.Sprintf("port %#x: %v", e.port, err))
+		}
+		if !handled {
+			return m.unknownPort(e.port, e.out, e.size, e.count)
+		}
+	}
+	return nil
 }
 
 // unknownPort fails the run for an access to a port no device serves; an
@@ -721,7 +784,7 @@ func (m *VM) unknownPort(port uint16, out bool, size, count int) error {
 	dir := "OUT to"
 	if !out {
 		dir = "IN from"
-		off := int(binary.LittleEndian.Uint64(m.run[runExit+8:]))
+		off := int(binary.LittleEndian.Uint64(m.run[runExit+ioExitDataOffset:]))
 		for i := range size * count {
 			m.run[off+i] = 0xff
 		}

@@ -171,6 +171,8 @@ func (m *Machine) listen(name string) (net.Listener, string, error) {
 	return l, p, nil
 }
 
+// start launches QEMU and waits for its agent: sockets, disks, state and
+// RAM files, the process, then QMP and the agent channel.
 func (m *Machine) start(ctx context.Context, bin string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
@@ -183,7 +185,27 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	// Disks: one NBD server per overlay.
+	diskArgs, err := m.serveDisks()
+	if err != nil {
+		return err
+	}
+	statePath, err := m.createState(ctx)
+	if err != nil {
+		return err
+	}
+	args := append(m.args(qmpPath, agentPath, statePath), diskArgs...)
+	if err := m.launch(bin, args); err != nil {
+		return err
+	}
+	if err := m.connect(ctx, qmpL, agentL); err != nil {
+		return err
+	}
+	return m.waitAgent(ctx)
+}
+
+// serveDisks starts one NBD server per overlay and returns QEMU's
+// arguments for the disks.
+func (m *Machine) serveDisks() ([]string, error) {
 	nbdCtx, nbdCancel := context.WithCancel(context.Background())
 	m.nbdCancel = nbdCancel
 	var diskArgs []string
@@ -191,7 +213,7 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 		p := filepath.Join(m.dir, fmt.Sprintf("nbd%d.sock", i))
 		l, err := nbd.Listen(p)
 		if err != nil {
-			return fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
+			return nil, fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
 		}
 		srv := &nbd.Server{Backend: d.Device, Log: m.log.Named("nbd").With(zap.String("disk", d.Serial))}
 		m.nbdWG.Add(1)
@@ -206,16 +228,24 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 			"-blockdev", fmt.Sprintf("driver=nbd,server.type=unix,server.path=%s,node-name=%s", p, node),
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", node, d.Serial))
 	}
-	// Scratch qcow2 for CPU/device (and, in full mode, RAM) state.
+	return diskArgs, nil
+}
+
+// createState creates the scratch qcow2 for CPU/device (and, in full
+// mode, RAM) state and the guest RAM file; it returns the qcow2's path.
+func (m *Machine) createState(ctx context.Context) (string, error) {
 	statePath := filepath.Join(m.dir, "state.qcow2")
 	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", statePath, "16M").CombinedOutput(); err != nil {
-		return fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
 	}
+	var err error
 	m.ram, err = newRAMFile(filepath.Join(shmDir(), "themis-ram-"+randomID()), int64(m.cfg.MemoryMiB)<<20)
-	if err != nil {
-		return err
-	}
-	args := []string{
+	return statePath, err
+}
+
+// args is QEMU's command line but for the disks.
+func (m *Machine) args(qmpPath, agentPath, statePath string) []string {
+	return []string{
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-machine", "pc,accel=tcg,memory-backend=ram0",
 		"-m", fmt.Sprintf("%dM", m.cfg.MemoryMiB),
@@ -232,7 +262,10 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 		"-blockdev", fmt.Sprintf("driver=file,filename=%s,node-name=statefile", statePath),
 		"-blockdev", "driver=qcow2,file=statefile,node-name=state",
 	}
-	args = append(args, diskArgs...)
+}
+
+// launch starts QEMU in its own process group, its console on a pipe.
+func (m *Machine) launch(bin string, args []string) error {
 	m.log.Debug("starting qemu", zap.Strings("args", args))
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -257,7 +290,12 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 		m.exitErr = cmd.Wait()
 		close(m.exited)
 	}()
+	return nil
+}
 
+// connect accepts QEMU's QMP and agent connections, sets the migration
+// capability of the devices-only mode and maps guest RAM.
+func (m *Machine) connect(ctx context.Context, qmpL, agentL net.Listener) error {
 	qconn, err := m.accept(ctx, qmpL, "qmp")
 	if err != nil {
 		return err
@@ -277,10 +315,11 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 			return err
 		}
 	}
-	if err := m.ram.mapIt(); err != nil {
-		return err
-	}
-	// Wait for the agent's ready line, then a Ping round trip.
+	return m.ram.mapIt()
+}
+
+// waitAgent waits for the agent's ready line, then a Ping round trip.
+func (m *Machine) waitAgent(ctx context.Context) error {
 	select {
 	case <-m.console.ready:
 	case <-m.exited:
