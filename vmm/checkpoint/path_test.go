@@ -9,9 +9,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
-	"github.com/zeebo/blake3"
 )
 
 // fakeMemory is a naive Memory: a full copy of RAM per saved state, with
@@ -84,7 +84,7 @@ func (f *fakeMemory) RAMHash() ([32]byte, error) {
 	if err := f.call("RAMHash"); err != nil {
 		return [32]byte{}, err
 	}
-	return blake3.Sum256(f.ram), nil
+	return fork.Hash(f.ram), nil
 }
 
 func newDisk(t *testing.T) vmm.Disk {

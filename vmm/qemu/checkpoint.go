@@ -124,7 +124,7 @@ func (s *memory) Depth() int {
 }
 
 // RAMHash implements checkpoint.Memory.
-func (s *memory) RAMHash() ([32]byte, error) { return s.m.ram.hash(), nil }
+func (s *memory) RAMHash() ([32]byte, error) { return fork.Hash(s.m.ram.mem), nil }
 
 func (s *memory) deleteTag(ctx context.Context, tag string) error {
 	return s.m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}})

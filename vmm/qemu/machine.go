@@ -417,7 +417,7 @@ func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
 	}
-	h := m.ram.hash()
+	h := fork.Hash(m.ram.mem)
 	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/themisfs/themis/fork"
-	"github.com/zeebo/blake3"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,18 +58,6 @@ func (r *ramFile) mapIt() error {
 	}
 	r.linked = false
 	return nil
-}
-
-func (r *ramFile) hash() [32]byte {
-	h := blake3.New()
-	// Hash in large chunks; blake3.Write never fails.
-	for off := 0; off < len(r.mem); off += 1 << 20 {
-		end := min(off+1<<20, len(r.mem))
-		h.Write(r.mem[off:end]) //nolint:errcheck
-	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
 }
 
 func (r *ramFile) close() error {
