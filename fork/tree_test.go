@@ -128,9 +128,9 @@ func TestTreeAgainstModel(t *testing.T) {
 	}
 }
 
-func TestTreeRestoreCopiesOnlyDirtied(t *testing.T) {
-	t.Parallel()
-	const pages = 1000
+// newArmedTree returns zeroed RAM of pages test pages and a tree over it, armed.
+func newArmedTree(t *testing.T, pages int) ([]byte, *Tree) {
+	t.Helper()
 	mem := make([]byte, pages*testPage)
 	tr, err := NewTree(mem, make([]byte, len(mem)), testPage)
 	if err != nil {
@@ -139,6 +139,12 @@ func TestTreeRestoreCopiesOnlyDirtied(t *testing.T) {
 	if err := tr.Arm(nil); err != nil {
 		t.Fatal(err)
 	}
+	return mem, tr
+}
+
+func TestTreeRestoreCopiesOnlyDirtied(t *testing.T) {
+	t.Parallel()
+	mem, tr := newArmedTree(t, 1000)
 	c0, _ := tr.Checkpoint()
 	write := func(ps ...int) {
 		for _, p := range ps {
@@ -318,14 +324,7 @@ func TestTreeOnShadowWrite(t *testing.T) {
 	for seed := range uint64(10) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		const pages = 32
-		mem := make([]byte, pages*testPage)
-		tr, err := NewTree(mem, make([]byte, len(mem)), testPage)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.Arm(nil); err != nil {
-			t.Fatal(err)
-		}
+		mem, tr := newArmedTree(t, pages)
 		mirror := bytes.Clone(tr.shadow)
 		tr.OnShadowWrite(func(p uint32) { copy(tr.page(mirror, p), tr.page(tr.shadow, p)) })
 		for step := range 300 {

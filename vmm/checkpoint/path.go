@@ -142,12 +142,9 @@ func (p *Path) checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 // checkpoint id, drops the checkpoints above it, checks the lockstep and
 // the verify gate, and resumes the guest.
 func (p *Path) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	if p.broken != nil {
-		return p.broken
-	}
-	idx := p.index(id)
-	if idx < 0 {
-		return fmt.Errorf("%s: restore %d: %w", p.cfg.Backend, id, vmm.ErrUnknownCheckpoint)
+	idx, err := p.lookup("restore", id)
+	if err != nil {
+		return err
 	}
 	t0 := time.Now()
 	if err := p.cfg.Memory.Stop(ctx); err != nil {
@@ -214,12 +211,9 @@ func (p *Path) verify(r record) error {
 // and memory delta merge into their neighbours, which stay restorable. The
 // guest is stopped meanwhile; the running state is unchanged.
 func (p *Path) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	if p.broken != nil {
-		return p.broken
-	}
-	idx := p.index(id)
-	if idx < 0 {
-		return fmt.Errorf("%s: delete %d: %w", p.cfg.Backend, id, vmm.ErrUnknownCheckpoint)
+	idx, err := p.lookup("delete", id)
+	if err != nil {
+		return err
 	}
 	if err := p.cfg.Memory.Stop(ctx); err != nil {
 		return err
@@ -266,9 +260,17 @@ func (p *Path) breakWith(cause error) error {
 	return p.broken
 }
 
-// index is the position of checkpoint id on the path, or -1.
-func (p *Path) index(id vmm.CheckpointID) int {
-	return slices.IndexFunc(p.records, func(r record) bool { return r.id == id })
+// lookup is the position of checkpoint id on the path, or the error of op
+// on it: the path broke, or id is not on it.
+func (p *Path) lookup(op string, id vmm.CheckpointID) (int, error) {
+	if p.broken != nil {
+		return 0, p.broken
+	}
+	idx := slices.IndexFunc(p.records, func(r record) bool { return r.id == id })
+	if idx < 0 {
+		return 0, fmt.Errorf("%s: %s %d: %w", p.cfg.Backend, op, id, vmm.ErrUnknownCheckpoint)
+	}
+	return idx, nil
 }
 
 // assertDepths checks the lockstep invariant: memory depth == overlay
