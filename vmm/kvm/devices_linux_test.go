@@ -63,18 +63,11 @@ const (
 	barPort    = devices.PCIIOBase + devices.PCIIOStride // slot 1
 )
 
-// TestDevicePathReverts: a synthetic guest sends bytes on the agent UART,
-// reads the host's bytes from it, and writes a sector through virtio-blk.
-// Restoring the checkpoint taken before puts back RAM, the UART's receive
-// queue, the virtqueue cursors and the disk; the guest then does it all
-// again, the same way.
-func TestDevicePathReverts(t *testing.T) {
-	ctx := context.Background()
-	disk := testDisk(t, 1<<20)
-	lm := newDeviceMachine(t, []vmm.Disk{disk})
-	m := lm.vm
-
-	// One write request: header (type OUT, sector 2), 512 bytes of 'Z', status.
+// writeBlockRequest puts one virtio-blk write request in guest RAM: the
+// descriptors (header: type OUT, sector 2; 512 bytes of 'Z'; status) and
+// the available ring.
+func writeBlockRequest(t *testing.T, m *VM) {
+	t.Helper()
 	desc := func(i int, addr uint64, n uint32, flags, next uint16) {
 		b := make([]byte, 16)
 		binary.LittleEndian.PutUint64(b, addr)
@@ -103,6 +96,68 @@ func TestDevicePathReverts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// sector2 reads sector 2 of disk.
+func sector2(t *testing.T, disk vmm.Disk) []byte {
+	t.Helper()
+	b := make([]byte, 512)
+	if _, err := disk.Device.ReadAt(b, 2*512); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkDeviceRound checks one run of TestDevicePathReverts' guest: it sent
+// "hi", wrote sector 2, read "abc" from the UART, and its request completed.
+func checkDeviceRound(ctx context.Context, t *testing.T, lm *Machine, disk vmm.Disk, round string) {
+	t.Helper()
+	got := make([]byte, 2)
+	if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 2; {
+		k, err := lm.stream.Read(got[n:])
+		if err != nil {
+			t.Fatalf("%s: reading what the guest sent: %v (got %q)", round, err, got[:n])
+		}
+		n += k
+	}
+	if string(got) != "hi" {
+		t.Fatalf("%s: guest sent %q, want \"hi\"", round, got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !bytes.Equal(sector2(t, disk), bytes.Repeat([]byte{'Z'}, 512)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: sector 2 never written; console %s; dead %v", round, lm.console.tail(), lm.deadErr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := lm.RAMHash(ctx); err != nil { // pauses: RAM is stable to read
+		t.Fatal(err)
+	}
+	if got := lm.vm.mem[serialIn : serialIn+3]; string(got) != "abc" {
+		t.Errorf("%s: guest read %q from the UART, want \"abc\"", round, got)
+	}
+	if st := lm.vm.mem[reqStatus]; st != 0 {
+		t.Errorf("%s: request status %d, want 0 (OK)", round, st)
+	}
+	if used := binary.LittleEndian.Uint16(lm.vm.mem[usedAddr+2:]); used != 1 {
+		t.Errorf("%s: used idx %d, want 1", round, used)
+	}
+}
+
+// TestDevicePathReverts: a synthetic guest sends bytes on the agent UART,
+// reads the host's bytes from it, and writes a sector through virtio-blk.
+// Restoring the checkpoint taken before puts back RAM, the UART's receive
+// queue, the virtqueue cursors and the disk; the guest then does it all
+// again, the same way.
+func TestDevicePathReverts(t *testing.T) {
+	ctx := context.Background()
+	disk := testDisk(t, 1<<20)
+	lm := newDeviceMachine(t, []vmm.Disk{disk})
+	m := lm.vm
+	writeBlockRequest(t, m)
 	prog := new(asm).
 		outb(devices.COM2Port, 'h').outb(devices.COM2Port, 'i').
 		readSerial(devices.COM2Port, serialIn, 3).
@@ -121,50 +176,7 @@ func TestDevicePathReverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sector := func() []byte {
-		b := make([]byte, 512)
-		if _, err := disk.Device.ReadAt(b, 2*512); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	check := func(round string) {
-		t.Helper()
-		got := make([]byte, 2)
-		if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		for n := 0; n < 2; {
-			k, err := lm.stream.Read(got[n:])
-			if err != nil {
-				t.Fatalf("%s: reading what the guest sent: %v (got %q)", round, err, got[:n])
-			}
-			n += k
-		}
-		if string(got) != "hi" {
-			t.Fatalf("%s: guest sent %q, want \"hi\"", round, got)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !bytes.Equal(sector(), bytes.Repeat([]byte{'Z'}, 512)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: sector 2 never written; console %s; dead %v", round, lm.console.tail(), lm.deadErr())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if _, err := lm.RAMHash(ctx); err != nil { // pauses: RAM is stable to read
-			t.Fatal(err)
-		}
-		if got := m.mem[serialIn : serialIn+3]; string(got) != "abc" {
-			t.Errorf("%s: guest read %q from the UART, want \"abc\"", round, got)
-		}
-		if st := m.mem[reqStatus]; st != 0 {
-			t.Errorf("%s: request status %d, want 0 (OK)", round, st)
-		}
-		if used := binary.LittleEndian.Uint16(m.mem[usedAddr+2:]); used != 1 {
-			t.Errorf("%s: used idx %d, want 1", round, used)
-		}
-	}
-	check("first run")
+	checkDeviceRound(ctx, t, lm, disk, "first run")
 	h1, _ := lm.RAMHash(ctx)
 
 	// The guest now sits in HLT. c1 holds the written sector; later host
@@ -182,7 +194,7 @@ func TestDevicePathReverts(t *testing.T) {
 	if err := lm.Restore(ctx, c1); err != nil {
 		t.Fatal(err)
 	}
-	if got := sector(); !bytes.Equal(got, bytes.Repeat([]byte{'Z'}, 512)) {
+	if got := sector2(t, disk); !bytes.Equal(got, bytes.Repeat([]byte{'Z'}, 512)) {
 		t.Errorf("sector 2 after restoring c1: %q..., want the checkpoint's 'Z's", got[:8])
 	}
 	if rx := lm.com2.State().RX; len(rx) != 0 {
@@ -198,7 +210,7 @@ func TestDevicePathReverts(t *testing.T) {
 	// Restore resumed the guest from c0: with the receive queue ("abc"
 	// pending), the queue cursors and the disk put back, it redoes the
 	// same work.
-	check("after restore")
+	checkDeviceRound(ctx, t, lm, disk, "after restore")
 	h2, _ := lm.RAMHash(ctx)
 	if h1 != h2 {
 		t.Errorf("RAM after the replay %x differs from the first run %x", h2[:8], h1[:8])
