@@ -13,23 +13,23 @@ import (
 // linuxMemory is a Linux machine's part of a checkpoint (the shared path,
 // package checkpoint, does the rest): the VM's RAM through its fork.Tree,
 // and the vCPU, in-kernel and attached device state.
-type linuxMemory struct{ lm *Machine }
+type linuxMemory struct{ m *Machine }
 
 var _ checkpoint.Memory = linuxMemory{}
 
 // Stop implements checkpoint.Memory: the vCPU leaves KVM_RUN.
-func (m linuxMemory) Stop(ctx context.Context) error { return m.lm.pause(ctx) }
+func (mem linuxMemory) Stop(ctx context.Context) error { return mem.m.pause(ctx) }
 
 // Resume implements checkpoint.Memory.
-func (m linuxMemory) Resume(context.Context) error {
-	m.lm.resume()
+func (mem linuxMemory) Resume(context.Context) error {
+	mem.m.resume()
 	return nil
 }
 
 // Save implements checkpoint.Memory: the VM's checkpoint (RAM delta,
 // vCPU, in-kernel and attached device state).
-func (m linuxMemory) Save(ctx context.Context) (checkpoint.Ref, error) {
-	id, err := m.lm.vm.Checkpoint(ctx)
+func (mem linuxMemory) Save(ctx context.Context) (checkpoint.Ref, error) {
+	id, err := mem.m.vm.Checkpoint(ctx)
 	return checkpoint.Ref(id), err
 }
 
@@ -37,102 +37,102 @@ func (m linuxMemory) Save(ctx context.Context) (checkpoint.Ref, error) {
 // ref itself. A guest that died (faulted, reset) is alive again after it,
 // with a fresh agent channel: restoring is how a session goes on after a
 // misbehaving branch.
-func (m linuxMemory) Load(ctx context.Context, ref checkpoint.Ref, _ []checkpoint.Ref) (checkpoint.LoadStats, error) {
-	if err := m.lm.vm.Restore(ctx, vmm.CheckpointID(ref)); err != nil {
+func (mem linuxMemory) Load(ctx context.Context, ref checkpoint.Ref, _ []checkpoint.Ref) (checkpoint.LoadStats, error) {
+	if err := mem.m.vm.Restore(ctx, vmm.CheckpointID(ref)); err != nil {
 		return checkpoint.LoadStats{}, err
 	}
-	m.lm.revive()
-	st := m.lm.vm.Stats() // before resume: a running vCPU holds the VM
+	mem.m.revive()
+	st := mem.m.vm.Stats() // before resume: a running vCPU holds the VM
 	return checkpoint.LoadStats{RAM: st.RestoreCopy, Pages: st.RestorePages}, nil
 }
 
 // Drop implements checkpoint.Memory.
-func (m linuxMemory) Drop(ctx context.Context, ref checkpoint.Ref) error {
-	return m.lm.vm.Delete(ctx, vmm.CheckpointID(ref))
+func (mem linuxMemory) Drop(ctx context.Context, ref checkpoint.Ref) error {
+	return mem.m.vm.Delete(ctx, vmm.CheckpointID(ref))
 }
 
 // Depth implements checkpoint.Memory.
-func (m linuxMemory) Depth() int { return len(m.lm.vm.Checkpoints()) }
+func (mem linuxMemory) Depth() int { return len(mem.m.vm.Checkpoints()) }
 
 // RAMHash implements checkpoint.Memory: fork.Hash of all guest RAM.
-func (m linuxMemory) RAMHash() ([32]byte, error) { return fork.Hash(m.lm.vm.mem), nil }
+func (mem linuxMemory) RAMHash() ([32]byte, error) { return fork.Hash(mem.m.vm.mem), nil }
 
 // revive drops what the guest sent since the checkpoint just loaded (it
 // had sent nothing unread when it was taken: calls complete before one is)
 // and brings a dead guest back, with a fresh channel.
-func (lm *Machine) revive() {
-	lm.runMu.Lock()
-	revived := lm.dead != nil
-	lm.dead = nil
-	lm.runMu.Unlock()
-	lm.stream.reset()
+func (m *Machine) revive() {
+	m.runMu.Lock()
+	revived := m.dead != nil
+	m.dead = nil
+	m.runMu.Unlock()
+	m.stream.reset()
 	if revived {
-		lm.stream.reopen()
-		lm.agent = agent.NewClient(lm.stream, lm.log)
+		m.stream.reopen()
+		m.agent = agent.NewClient(m.stream, m.log)
 	}
 }
 
 // Checkpoint implements vmm.Machine: the vCPU stops, the VM saves RAM
 // (its dirty set), vCPU, in-kernel and attached device state, every disk
 // gets a new overlay layer, and the guest goes on.
-func (lm *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if err := lm.usable(); err != nil {
+func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
 		return 0, err
 	}
-	if err := lm.deadErr(); err != nil {
-		return 0, lm.died(err)
+	if err := m.deadErr(); err != nil {
+		return 0, m.died(err)
 	}
-	id, err := lm.path.Checkpoint(ctx)
-	return id, lm.noteBroken(err)
+	id, err := m.path.Checkpoint(ctx)
+	return id, m.noteBroken(err)
 }
 
 // Restore implements vmm.Machine. A guest that died comes back too.
-func (lm *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if err := lm.usable(); err != nil {
+func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
 		return err
 	}
-	return lm.noteBroken(lm.path.Restore(ctx, id))
+	return m.noteBroken(m.path.Restore(ctx, id))
 }
 
 // Delete implements vmm.Machine.
-func (lm *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if err := lm.usable(); err != nil {
+func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
 		return err
 	}
-	return lm.noteBroken(lm.path.Delete(ctx, id))
+	return m.noteBroken(m.path.Delete(ctx, id))
 }
 
 // Checkpoints implements vmm.Machine.
-func (lm *Machine) Checkpoints() []vmm.CheckpointID {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	return lm.path.IDs()
+func (m *Machine) Checkpoints() []vmm.CheckpointID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.path.IDs()
 }
 
 // usable is vmm.ErrClosed after Close, the path's error once it broke, or nil.
-func (lm *Machine) usable() error {
-	if lm.closed {
+func (m *Machine) usable() error {
+	if m.closed {
 		return vmm.ErrClosed
 	}
-	return lm.path.Err()
+	return m.path.Err()
 }
 
 // noteBroken returns err; when the path broke, the guest stays stopped for
 // good and the agent channel fails with the path's error.
-func (lm *Machine) noteBroken(err error) error {
-	if berr := lm.path.Err(); berr != nil {
-		lm.runMu.Lock()
-		if lm.dead == nil {
-			lm.dead = berr
+func (m *Machine) noteBroken(err error) error {
+	if berr := m.path.Err(); berr != nil {
+		m.runMu.Lock()
+		if m.dead == nil {
+			m.dead = berr
 		}
-		lm.runMu.Unlock()
-		lm.stream.closeWith(fmt.Errorf("kvm: %w", berr))
+		m.runMu.Unlock()
+		m.stream.closeWith(fmt.Errorf("kvm: %w", berr))
 	}
 	return err
 }

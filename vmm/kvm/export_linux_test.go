@@ -19,4 +19,4 @@ func StartNoWait(ctx context.Context, cfg vmm.Config) (*Machine, error) {
 }
 
 // Dead is why the guest stopped for good, or nil while it runs.
-func (lm *Machine) Dead() error { return lm.deadErr() }
+func (m *Machine) Dead() error { return m.deadErr() }

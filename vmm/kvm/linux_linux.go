@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg vmm.Config) (*Machine, error) {
 }
 
 // start builds and boots the machine; wait says whether to wait for the agent.
-func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *Machine, err error) {
+func start(ctx context.Context, cfg vmm.Config, wait bool) (m *Machine, err error) {
 	if cfg, err = linuxConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -121,16 +121,16 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *Machine, err err
 	if err != nil {
 		return nil, err
 	}
-	if lm, err = newMachine(cfg, vm); err != nil {
+	if m, err = newMachine(cfg, vm); err != nil {
 		return nil, errors.Join(err, vm.Close())
 	}
-	// Every error return below sets the named result lm to nil before this
+	// Every error return below sets the named result m to nil before this
 	// runs: close the machine built here through its own variable.
-	built := lm
+	built := m
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, built.Close())
-			lm = nil
+			m = nil
 		}
 	}()
 	t0 := time.Now()
@@ -139,20 +139,20 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *Machine, err err
 	if err != nil {
 		return nil, fmt.Errorf("kvm: load kernel %s: %w", cfg.Kernel, err)
 	}
-	if err := lm.setupCPU(layout); err != nil {
+	if err := m.setupCPU(layout); err != nil {
 		return nil, err
 	}
-	lm.resume()
+	m.resume()
 	if !wait {
-		return lm, nil
+		return m, nil
 	}
-	version, err := lm.waitAgent(ctx)
+	version, err := m.waitAgent(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lm.boot = time.Since(t0)
-	lm.log.Info("guest ready", zap.String("agent", version), zap.Duration("boot", lm.boot))
-	return lm, nil
+	m.boot = time.Since(t0)
+	m.log.Info("guest ready", zap.String("agent", version), zap.Duration("boot", m.boot))
+	return m, nil
 }
 
 // linuxConfig fills in cfg's defaults and checks it before a VM exists.
@@ -204,24 +204,24 @@ func newMachine(cfg vmm.Config, vm *VM) (*Machine, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	lm := &Machine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), vm: vm, absentAccess: map[string]uint64{}}
-	if err := lm.setupDevices(); err != nil {
+	m := &Machine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), vm: vm, absentAccess: map[string]uint64{}}
+	if err := m.setupDevices(); err != nil {
 		return nil, err
 	}
-	lm.path = checkpoint.New(checkpoint.Config{Backend: "kvm", Memory: linuxMemory{lm}, Disks: cfg.Disks, Verify: cfg.Verify})
-	vm.att = lm
-	return lm, nil
+	m.path = checkpoint.New(checkpoint.Config{Backend: "kvm", Memory: linuxMemory{m}, Disks: cfg.Disks, Verify: cfg.Verify})
+	vm.att = m
+	return m, nil
 }
 
 // waitAgent waits for the agent's ready line and its first ping, and
 // returns the agent's version.
-func (lm *Machine) waitAgent(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, lm.cfg.BootTimeout)
+func (m *Machine) waitAgent(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
-	if err := lm.waitReady(ctx); err != nil {
+	if err := m.waitReady(ctx); err != nil {
 		return "", err
 	}
-	resp, err := lm.Call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
+	resp, err := m.Call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
 	if err != nil {
 		return "", fmt.Errorf("kvm: boot: first ping: %w", err)
 	}
@@ -249,12 +249,12 @@ func readBounded(path string, max int64, what string) ([]byte, error) {
 // setupCPU writes the boot GDT and enters the kernel's 64-bit entry with
 // RSI at the zero page, interrupts off; LAPIC LINT0 ExtINT (the PIC's
 // virtual wire) and LINT1 NMI, as firmware leaves them.
-func (lm *Machine) setupCPU(l *linuxboot.Layout) error {
-	m := lm.vm
+func (m *Machine) setupCPU(l *linuxboot.Layout) error {
+	vm := m.vm
 	for i, d := range linuxGDT {
-		binary.LittleEndian.PutUint64(m.mem[GDTAddr+8*i:], d)
+		binary.LittleEndian.PutUint64(vm.mem[GDTAddr+8*i:], d)
 	}
-	s, err := m.Sregs()
+	s, err := vm.Sregs()
 	if err != nil {
 		return err
 	}
@@ -264,14 +264,14 @@ func (lm *Machine) setupCPU(l *linuxboot.Layout) error {
 		seg.Selector = 0x18
 	}
 	s.GDT = DTable{Base: GDTAddr, Limit: uint16(8*len(linuxGDT) - 1)}
-	if err := m.SetSregs(s); err != nil {
+	if err := vm.SetSregs(s); err != nil {
 		return err
 	}
-	if err := m.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
+	if err := vm.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
 		return err
 	}
 	var lapic LAPIC
-	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
+	if _, err := ioctlPtr(vm.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
 		return err
 	}
 	const lvt0, lvt1 = 0x350, 0x360
@@ -283,13 +283,13 @@ func (lm *Machine) setupCPU(l *linuxboot.Layout) error {
 	}
 	set(lvt0, extINT)
 	set(lvt1, nmi)
-	_, err = ioctlPtr(m.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
+	_, err = ioctlPtr(vm.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
 	return err
 }
 
 // irqLine drives one PIC line with KVM_IRQ_LINE_STATUS.
 type irqLine struct {
-	m    *VM
+	vm   *VM
 	line uint32
 }
 
@@ -299,31 +299,31 @@ func (l irqLine) SetLevel(high bool) error {
 		level = 1
 	}
 	_, err := gk("KVM_IRQ_LINE_STATUS", func() (uintptr, error) {
-		return 0, gokvm.IRQLineStatus(uintptr(l.m.vmFD), l.line, level)
+		return 0, gokvm.IRQLineStatus(uintptr(l.vm.vmFD), l.line, level)
 	})
 	return err
 }
 
-func (lm *Machine) setupDevices() error {
-	m := lm.vm
-	lm.console = newConsole(lm.cfg.Console, readyLine)
-	lm.com1 = devices.NewUART(com1Base, irqLine{m, com1IRQ}, lm.console)
-	lm.stream = newStream(func(p []byte) error { return lm.com2.Feed(p) }, devices.ErrRXFull)
-	lm.com2 = devices.NewUART(com2Base, irqLine{m, com2IRQ}, writerFunc(lm.stream.guestWrite))
-	lm.agent = agent.NewClient(lm.stream, lm.log)
-	lm.rtc = devices.NewRTC(nil)
-	lm.pci = devices.NewPCIBus()
-	for i, d := range lm.cfg.Disks {
-		b, err := devices.NewBlock(d.Device, d.Serial, deviceRAM{m}, irqLine{m, uint32(diskIRQs[i])}, diskIRQs[i])
+func (m *Machine) setupDevices() error {
+	vm := m.vm
+	m.console = newConsole(m.cfg.Console, readyLine)
+	m.com1 = devices.NewUART(com1Base, irqLine{vm, com1IRQ}, m.console)
+	m.stream = newStream(func(p []byte) error { return m.com2.Feed(p) }, devices.ErrRXFull)
+	m.com2 = devices.NewUART(com2Base, irqLine{vm, com2IRQ}, writerFunc(m.stream.guestWrite))
+	m.agent = agent.NewClient(m.stream, m.log)
+	m.rtc = devices.NewRTC(nil)
+	m.pci = devices.NewPCIBus()
+	for i, d := range m.cfg.Disks {
+		b, err := devices.NewBlock(d.Device, d.Serial, deviceRAM{vm}, irqLine{vm, uint32(diskIRQs[i])}, diskIRQs[i])
 		if err != nil {
 			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
 		}
-		if _, err := lm.pci.Add(b); err != nil {
+		if _, err := m.pci.Add(b); err != nil {
 			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
 		}
-		lm.blocks = append(lm.blocks, b)
+		m.blocks = append(m.blocks, b)
 	}
-	lm.ports = lm.fixedPorts()
+	m.ports = m.fixedPorts()
 	return nil
 }
 
@@ -332,24 +332,24 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // fixedPorts is the table of the devices at fixed ports.
-func (lm *Machine) fixedPorts() portTable {
+func (m *Machine) fixedPorts() portTable {
 	return portTable{
-		{portRange{com1Base, com1Base + devices.UARTPorts - 1, "COM1"}, lm.com1},
-		{portRange{com2Base, com2Base + devices.UARTPorts - 1, "COM2"}, lm.com2},
-		{portRange{devices.PCIConfigAddressPort, devices.PCIConfigAddressPort + devices.PCIConfigPorts - 1, "PCI configuration"}, lm.pci},
-		{portRange{devices.RTCIndexPort, devices.RTCIndexPort + devices.RTCPorts - 1, "CMOS RTC"}, lm.rtc},
+		{portRange{com1Base, com1Base + devices.UARTPorts - 1, "COM1"}, m.com1},
+		{portRange{com2Base, com2Base + devices.UARTPorts - 1, "COM2"}, m.com2},
+		{portRange{devices.PCIConfigAddressPort, devices.PCIConfigAddressPort + devices.PCIConfigPorts - 1, "PCI configuration"}, m.pci},
+		{portRange{devices.RTCIndexPort, devices.RTCIndexPort + devices.RTCPorts - 1, "CMOS RTC"}, m.rtc},
 	}
 }
 
-// portIO implements attachment: the devices at fixed ports (lm.ports),
+// portIO implements attachment: the devices at fixed ports (m.ports),
 // the PCI devices' I/O BARs, then the absent legacy devices.
-func (lm *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
-	dev, ok := lm.ports.lookup(port)
+func (m *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
+	dev, ok := m.ports.lookup(port)
 	if !ok {
-		dev, ok = lm.pci.Route(port)
+		dev, ok = m.pci.Route(port)
 	}
 	if !ok {
-		return lm.absentIO(port, out, data)
+		return m.absentIO(port, out, data)
 	}
 	if out {
 		return true, dev.Out(port, data)
@@ -360,7 +360,7 @@ func (lm *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
 // absentIO serves an access to a port no device of ours is at: a reset
 // request ends the run, an absent legacy device reads all ones and drops
 // writes (counted), anything else is not handled.
-func (lm *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
+func (m *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
 	if out && isReset(port, data) {
 		return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
 	}
@@ -368,7 +368,7 @@ func (lm *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
 	if name == "" {
 		return false, nil
 	}
-	lm.absentAccess[name]++
+	m.absentAccess[name]++
 	if !out {
 		for i := range data {
 			data[i] = 0xff
@@ -377,31 +377,31 @@ func (lm *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
 	return true, nil
 }
 
-func (lm *Machine) saveDevices() *deviceState {
-	s := &deviceState{COM1: lm.com1.State(), COM2: lm.com2.State(), RTC: lm.rtc.State(), PCI: lm.pci.State()}
-	for _, b := range lm.blocks {
+func (m *Machine) saveDevices() *deviceState {
+	s := &deviceState{COM1: m.com1.State(), COM2: m.com2.State(), RTC: m.rtc.State(), PCI: m.pci.State()}
+	for _, b := range m.blocks {
 		s.Blocks = append(s.Blocks, b.State())
 	}
 	return s
 }
 
-func (lm *Machine) loadDevices(s *deviceState) error {
-	if s == nil || len(s.Blocks) != len(lm.blocks) {
+func (m *Machine) loadDevices(s *deviceState) error {
+	if s == nil || len(s.Blocks) != len(m.blocks) {
 		return errors.New("kvm: checkpoint has no device state for this machine")
 	}
-	if err := lm.pci.SetState(s.PCI); err != nil {
+	if err := m.pci.SetState(s.PCI); err != nil {
 		return err
 	}
-	if err := lm.rtc.SetState(s.RTC); err != nil {
+	if err := m.rtc.SetState(s.RTC); err != nil {
 		return err
 	}
-	if err := lm.com1.SetState(s.COM1); err != nil {
+	if err := m.com1.SetState(s.COM1); err != nil {
 		return err
 	}
-	if err := lm.com2.SetState(s.COM2); err != nil {
+	if err := m.com2.SetState(s.COM2); err != nil {
 		return err
 	}
-	for i, b := range lm.blocks {
+	for i, b := range m.blocks {
 		if err := b.SetState(s.Blocks[i]); err != nil {
 			return err
 		}
@@ -410,28 +410,28 @@ func (lm *Machine) loadDevices(s *deviceState) error {
 }
 
 // resume starts the runner: KVM_RUN until Pause or the guest's end.
-func (lm *Machine) resume() {
-	lm.runMu.Lock()
-	defer lm.runMu.Unlock()
-	if lm.runDone != nil || lm.dead != nil {
+func (m *Machine) resume() {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
+	if m.runDone != nil || m.dead != nil {
 		return
 	}
 	done := make(chan struct{})
-	lm.runDone = done
+	m.runDone = done
 	go func() {
 		defer close(done)
-		exit, err := lm.vm.Run(context.Background())
+		exit, err := m.vm.Run(context.Background())
 		if err != nil && errors.Is(err, ErrPaused) {
 			return
 		}
 		if err == nil {
 			err = fmt.Errorf("guest stopped: %s at RIP %#x (code %d)", exit.Reason, exit.RIP, exit.Code)
 		}
-		lm.runMu.Lock()
-		lm.dead = err
-		lm.runMu.Unlock()
-		lm.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
-		lm.log.Warn("guest stopped", zap.Error(err))
+		m.runMu.Lock()
+		m.dead = err
+		m.runMu.Unlock()
+		m.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
+		m.log.Warn("guest stopped", zap.Error(err))
 	}()
 }
 
@@ -443,10 +443,10 @@ const maxPauseWait = 30 * time.Second
 // with its state consistent (pending I/O completed). A vCPU that does not
 // stop within ctx (at most maxPauseWait) is an error: the guest is marked
 // dead, and the caller must not touch vCPU state.
-func (lm *Machine) pause(ctx context.Context) error {
-	lm.runMu.Lock()
-	done := lm.runDone
-	lm.runMu.Unlock()
+func (m *Machine) pause(ctx context.Context) error {
+	m.runMu.Lock()
+	done := m.runDone
+	m.runMu.Unlock()
 	if done == nil {
 		return nil
 	}
@@ -455,22 +455,22 @@ func (lm *Machine) pause(ctx context.Context) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := lm.vm.Pause(); err != nil {
-			lm.log.Debug("pause", zap.Error(err))
+		if err := m.vm.Pause(); err != nil {
+			m.log.Debug("pause", zap.Error(err))
 		}
 		select {
 		case <-done:
-			lm.runMu.Lock()
-			lm.runDone = nil
-			lm.runMu.Unlock()
+			m.runMu.Lock()
+			m.runDone = nil
+			m.runMu.Unlock()
 			return nil
 		case <-ctx.Done():
 			err := fmt.Errorf("kvm: the vCPU did not stop: %w", ctx.Err())
-			lm.runMu.Lock()
-			if lm.dead == nil {
-				lm.dead = err
+			m.runMu.Lock()
+			if m.dead == nil {
+				m.dead = err
 			}
-			lm.runMu.Unlock()
+			m.runMu.Unlock()
 			return err
 		case <-tick.C:
 			// Run had not started yet and cleared the request: again.
@@ -479,96 +479,96 @@ func (lm *Machine) pause(ctx context.Context) error {
 }
 
 // deadErr is why the guest stopped for good, or nil.
-func (lm *Machine) deadErr() error {
-	lm.runMu.Lock()
-	defer lm.runMu.Unlock()
-	return lm.dead
+func (m *Machine) deadErr() error {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
+	return m.dead
 }
 
-func (lm *Machine) died(err error) error {
-	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, lm.console.tail())
+func (m *Machine) died(err error) error {
+	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, m.console.tail())
 }
 
-func (lm *Machine) waitReady(ctx context.Context) error {
+func (m *Machine) waitReady(ctx context.Context) error {
 	for {
 		select {
-		case <-lm.console.seen:
+		case <-m.console.seen:
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("kvm: boot: no %q on the console: %w\nconsole:\n%s", readyLine, ctx.Err(), lm.console.tail())
+			return fmt.Errorf("kvm: boot: no %q on the console: %w\nconsole:\n%s", readyLine, ctx.Err(), m.console.tail())
 		case <-time.After(20 * time.Millisecond):
-			if err := lm.deadErr(); err != nil {
-				return lm.died(fmt.Errorf("during boot: %w", err))
+			if err := m.deadErr(); err != nil {
+				return m.died(fmt.Errorf("during boot: %w", err))
 			}
 		}
 	}
 }
 
 // Call implements vmm.Machine.
-func (lm *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if err := lm.usable(); err != nil {
+func (m *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
 		return nil, err
 	}
-	if err := lm.deadErr(); err != nil {
-		return nil, lm.died(err)
+	if err := m.deadErr(); err != nil {
+		return nil, m.died(err)
 	}
-	resp, err := lm.agent.Call(ctx, req)
+	resp, err := m.agent.Call(ctx, req)
 	if err != nil {
-		if derr := lm.deadErr(); derr != nil {
-			return nil, lm.died(derr)
+		if derr := m.deadErr(); derr != nil {
+			return nil, m.died(derr)
 		}
-		return nil, fmt.Errorf("kvm: agent call: %w (%s)", err, lm.diagnose())
+		return nil, fmt.Errorf("kvm: agent call: %w (%s)", err, m.diagnose())
 	}
 	return resp, nil
 }
 
 // Disks implements vmm.Machine.
-func (lm *Machine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
+func (m *Machine) Disks() []vmm.Disk { return slices.Clone(m.cfg.Disks) }
 
 // RAMHash implements vmm.Hasher.
-func (lm *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if err := lm.usable(); err != nil {
+func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
 		return [32]byte{}, err
 	}
-	if err := lm.pause(ctx); err != nil {
+	if err := m.pause(ctx); err != nil {
 		return [32]byte{}, err
 	}
-	defer lm.resume()
-	return lm.vm.RAMHash(ctx)
+	defer m.resume()
+	return m.vm.RAMHash(ctx)
 }
 
 // Timings implements vmm.Timings.
-func (lm *Machine) Timings() vmm.TimingInfo {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	t := lm.path.Timings()
-	t.Boot = lm.boot
+func (m *Machine) Timings() vmm.TimingInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.path.Timings()
+	t.Boot = m.boot
 	return t
 }
 
 // Console returns the kept console lines (the last 400; for diagnostics and tests).
-func (lm *Machine) Console() string { return lm.console.last(consoleKeep) }
+func (m *Machine) Console() string { return m.console.last(consoleKeep) }
 
 // Close implements vmm.Machine: stops the vCPU and frees every fd and mapping.
-func (lm *Machine) Close() error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
+func (m *Machine) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
 		return nil
 	}
-	lm.closed = true
-	perr := lm.pause(context.Background())
-	lm.runMu.Lock()
-	if lm.dead == nil {
-		lm.dead = vmm.ErrClosed
+	m.closed = true
+	perr := m.pause(context.Background())
+	m.runMu.Lock()
+	if m.dead == nil {
+		m.dead = vmm.ErrClosed
 	}
-	lm.runMu.Unlock()
-	if lm.stream != nil {
-		lm.stream.closeWith(vmm.ErrClosed)
+	m.runMu.Unlock()
+	if m.stream != nil {
+		m.stream.closeWith(vmm.ErrClosed)
 	}
-	return errors.Join(perr, lm.vm.Close())
+	return errors.Join(perr, m.vm.Close())
 }
