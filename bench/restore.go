@@ -227,7 +227,7 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreReport, error) {
 		var arms, armBytes []int64
 		for _, n := range o.Pages {
 			step("kvm: %s RAM, %d dirtied pages, %d restores", fmtBytes(ram), n, o.Iterations)
-			p, arm, err := measureKVM(ctx, kvm.Config{MemoryBytes: ram, DirtyRing: o.DirtyRing}, n, o.Iterations)
+			p, arm, err := measureKVM(ctx, kvm.VMConfig{MemoryBytes: ram, DirtyRing: o.DirtyRing}, n, o.Iterations)
 			if err != nil {
 				return nil, fmt.Errorf("bench: restore: kvm %s RAM, %d pages: %w", fmtBytes(ram), n, err)
 			}

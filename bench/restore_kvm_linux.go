@@ -16,9 +16,9 @@ const runTimeout = 10 * time.Second
 // measureKVM measures one (RAM, pages) point on a fresh machine: load a
 // program that dirties pages pages, checkpoint once (the arm), then
 // iterations × (run → restore), and returns the medians and the arm.
-func measureKVM(ctx context.Context, cfg kvm.Config, pages, iterations int) (_ KVMRestore, _ armSample, err error) {
+func measureKVM(ctx context.Context, cfg kvm.VMConfig, pages, iterations int) (_ KVMRestore, _ armSample, err error) {
 	p := KVMRestore{RAMBytes: cfg.MemoryBytes, Pages: pages}
-	m, err := kvm.New(cfg)
+	m, err := kvm.NewVM(cfg)
 	if err != nil {
 		return p, armSample{}, err
 	}

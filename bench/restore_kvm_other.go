@@ -10,6 +10,6 @@ import (
 )
 
 // measureKVM needs /dev/kvm: Linux only.
-func measureKVM(context.Context, kvm.Config, int, int) (KVMRestore, armSample, error) {
+func measureKVM(context.Context, kvm.VMConfig, int, int) (KVMRestore, armSample, error) {
 	return KVMRestore{}, armSample{}, errors.ErrUnsupported
 }

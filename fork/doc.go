@@ -1,7 +1,9 @@
 // Package fork holds the checkpoint logic shared by the VMM backends: a
-// page-delta stack over one guest RAM region (Tree), the whole-RAM hash used
-// as the revert proof (Hash), and the on-disk snapshot container
-// (Encode/Decode).
+// page-delta stack over one guest RAM region (Tree: the KVM backend's RAM
+// checkpoints, and the QEMU backend's in its devices-only restore mode),
+// the whole-RAM hash both use as the revert proof and in their verify gate
+// (Hash), and the on-disk snapshot container (Encode/Decode, used by the
+// KVM backend's snapshot files).
 //
 // # Memory model
 //
@@ -10,7 +12,10 @@
 // populated ranges the caller names), an undo log per checkpoint (the pages
 // that changed between its parent and itself, with their content at the
 // parent), and the set of pages dirtied since the newest checkpoint
-// (Tree.Dirty, filled by the caller from the KVM dirty bitmap or dirty ring).
+// (Tree.Dirty, filled by the caller: on KVM from the dirty bitmap or dirty
+// ring, on QEMU from a scan that compares page digests of RAM and shadow;
+// Tree.OnShadowWrite reports each shadow page the tree rewrites, so that
+// such digests stay true).
 //
 // Invariants, checked by the tests against a naive full-copy model:
 //

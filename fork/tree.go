@@ -50,7 +50,8 @@ type Tree struct {
 	last        ID
 	mark        []uint32 // mark[p] == epoch: page p already handled in this pass
 	epoch       uint32
-	todo        []uint32 // Restore's scratch list of pages to copy back
+	todo        []uint32          // Restore's scratch list of pages to copy back
+	onShadow    func(page uint32) // OnShadowWrite's hook; nil: none
 }
 
 // NewTree returns a tree over mem. shadow must be as long as mem and all
@@ -105,6 +106,20 @@ func (t *Tree) Arm(populated []Range) error {
 	t.dirty.Reset()
 	t.armed = true
 	return nil
+}
+
+// OnShadowWrite sets f to be called, on the caller's goroutine, for every
+// page of the shadow that Checkpoint, Restore or Delete rewrites, after it
+// is rewritten. A caller that keeps a digest of each shadow page (the QEMU
+// backend, which finds dirty pages by comparing page digests) keeps it true
+// this way. nil removes the hook.
+func (t *Tree) OnShadowWrite(f func(page uint32)) { t.onShadow = f }
+
+// shadowWritten reports page p's new shadow content to the hook.
+func (t *Tree) shadowWritten(p uint32) {
+	if t.onShadow != nil {
+		t.onShadow(p)
+	}
 }
 
 // Dirty is the set of pages written since the newest checkpoint (or since
@@ -169,6 +184,7 @@ func (t *Tree) Checkpoint() (ID, error) {
 			copy(u.data[i*t.pageSize:], s)
 		}
 		copy(s, t.page(t.mem, p))
+		t.shadowWritten(p)
 	}
 	t.dirty.Reset()
 	t.last++
@@ -207,6 +223,7 @@ func (t *Tree) Restore(id ID) (int, error) {
 			src := u.data[i*t.pageSize : (i+1)*t.pageSize]
 			copy(t.page(t.mem, p), src)
 			copy(t.page(t.shadow, p), src)
+			t.shadowWritten(p)
 			copied++
 		}
 	}
@@ -275,6 +292,7 @@ func (t *Tree) Delete(id ID) error {
 	case k == len(t.path)-1:
 		for i, p := range u.pages {
 			copy(t.page(t.shadow, p), u.data[i*t.pageSize:(i+1)*t.pageSize])
+			t.shadowWritten(p)
 			t.dirty.Add(int(p))
 		}
 	case k == 0:

@@ -16,6 +16,48 @@ type model struct {
 	snaps map[ID][]byte
 }
 
+// randomRAM is RAM of pages test pages filled with random bytes, or only its
+// first half (populateLo), and the ranges to arm with (nil: all).
+func randomRAM(rng *rand.Rand, pages int, populateLo bool) ([]byte, []Range) {
+	mem := make([]byte, pages*testPage)
+	if !populateLo {
+		for i := range mem {
+			mem[i] = byte(rng.Uint32())
+		}
+		return mem, nil
+	}
+	half := pages / 2 * testPage
+	for i := range mem[:half] {
+		mem[i] = byte(rng.Uint32())
+	}
+	return mem, []Range{{0, half}}
+}
+
+// restore restores the tree to the model's checkpoint k and checks RAM and
+// the number of pages copied against the model.
+func (m *model) restore(t *testing.T, tr *Tree, mem []byte, k, step int) {
+	t.Helper()
+	id := m.ids[k]
+	bound := tr.Dirty().Len() // includes pages a deleted newest checkpoint handed back
+	for _, c := range tr.path[k+1:] {
+		bound += len(c.undo.pages)
+	}
+	copied, err := tr.Restore(id)
+	if err != nil {
+		t.Fatalf("step %d: Restore(%d): %v", step, id, err)
+	}
+	if copied > bound {
+		t.Fatalf("step %d: Restore copied %d pages, more than the %d dirtied since", step, copied, bound)
+	}
+	for _, gone := range m.ids[k+1:] {
+		delete(m.snaps, gone)
+	}
+	m.ids = m.ids[:k+1]
+	if !bytes.Equal(mem, m.snaps[id]) {
+		t.Fatalf("step %d: RAM after Restore(%d) differs from the checkpoint", step, id)
+	}
+}
+
 func TestTreeAgainstModel(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -37,19 +79,7 @@ func TestTreeAgainstModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(tc.seed, 99))
-			mem := make([]byte, tc.pages*testPage)
-			arm := []Range(nil)
-			if tc.populateLo {
-				half := tc.pages / 2 * testPage
-				for i := range mem[:half] {
-					mem[i] = byte(rng.Uint32())
-				}
-				arm = []Range{{0, half}}
-			} else {
-				for i := range mem {
-					mem[i] = byte(rng.Uint32())
-				}
-			}
+			mem, arm := randomRAM(rng, tc.pages, tc.populateLo)
 			tr, err := NewTree(mem, make([]byte, len(mem)), testPage)
 			if err != nil {
 				t.Fatal(err)
@@ -81,27 +111,8 @@ func TestTreeAgainstModel(t *testing.T) {
 					m.snaps[id] = bytes.Clone(mem)
 					clear(dirtySinceTop)
 				case op < 9 && len(m.ids) > 0:
-					k := rng.IntN(len(m.ids))
-					id := m.ids[k]
-					bound := tr.Dirty().Len() // includes pages a deleted newest checkpoint handed back
-					for _, c := range tr.path[k+1:] {
-						bound += len(c.undo.pages)
-					}
-					copied, err := tr.Restore(id)
-					if err != nil {
-						t.Fatalf("step %d: Restore(%d): %v", step, id, err)
-					}
-					if copied > bound {
-						t.Fatalf("step %d: Restore copied %d pages, more than the %d dirtied since", step, copied, bound)
-					}
-					for _, gone := range m.ids[k+1:] {
-						delete(m.snaps, gone)
-					}
-					m.ids = m.ids[:k+1]
+					m.restore(t, tr, mem, rng.IntN(len(m.ids)), step)
 					clear(dirtySinceTop)
-					if !bytes.Equal(mem, m.snaps[id]) {
-						t.Fatalf("step %d: RAM after Restore(%d) differs from the checkpoint", step, id)
-					}
 				case len(m.ids) > 0 && rng.Float64() < tc.pDelete*3:
 					k := rng.IntN(len(m.ids))
 					id := m.ids[k]
@@ -128,9 +139,9 @@ func TestTreeAgainstModel(t *testing.T) {
 	}
 }
 
-func TestTreeRestoreCopiesOnlyDirtied(t *testing.T) {
-	t.Parallel()
-	const pages = 1000
+// newArmedTree returns zeroed RAM of pages test pages and a tree over it, armed.
+func newArmedTree(t *testing.T, pages int) ([]byte, *Tree) {
+	t.Helper()
 	mem := make([]byte, pages*testPage)
 	tr, err := NewTree(mem, make([]byte, len(mem)), testPage)
 	if err != nil {
@@ -139,6 +150,12 @@ func TestTreeRestoreCopiesOnlyDirtied(t *testing.T) {
 	if err := tr.Arm(nil); err != nil {
 		t.Fatal(err)
 	}
+	return mem, tr
+}
+
+func TestTreeRestoreCopiesOnlyDirtied(t *testing.T) {
+	t.Parallel()
+	mem, tr := newArmedTree(t, 1000)
 	c0, _ := tr.Checkpoint()
 	write := func(ps ...int) {
 		for _, p := range ps {
@@ -306,6 +323,44 @@ func BenchmarkCopyBack(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/page")
 			})
+		}
+	}
+}
+
+// TestTreeOnShadowWrite: a copy of the shadow kept up to date only through
+// the OnShadowWrite hook stays equal to the shadow over random checkpoints,
+// restores and deletes.
+func TestTreeOnShadowWrite(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		const pages = 32
+		mem, tr := newArmedTree(t, pages)
+		mirror := bytes.Clone(tr.shadow)
+		tr.OnShadowWrite(func(p uint32) { copy(tr.page(mirror, p), tr.page(tr.shadow, p)) })
+		for step := range 300 {
+			path := tr.Path()
+			switch op := rng.IntN(8); {
+			case op < 4:
+				p := rng.IntN(pages)
+				mem[p*testPage+rng.IntN(testPage)]++
+				tr.Dirty().Add(p)
+			case op < 6:
+				if _, err := tr.Checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+			case op == 6 && len(path) > 0:
+				if _, err := tr.Restore(path[rng.IntN(len(path))]); err != nil {
+					t.Fatal(err)
+				}
+			case len(path) > 0:
+				if err := tr.Delete(path[rng.IntN(len(path))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(mirror, tr.shadow) {
+				t.Fatalf("seed %d step %d: the copy kept through OnShadowWrite differs from the shadow", seed, step)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package vmm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -21,6 +22,12 @@ var (
 	ErrGuestDied = errors.New("vmm: guest died")
 	// ErrVerify is wrapped when a verified restore found RAM or disk different from the checkpoint.
 	ErrVerify = errors.New("vmm: restore verification failed")
+	// ErrBroken is wrapped by the error of a Checkpoint, Restore or Delete
+	// that failed half-way, and by every later call but Close: memory,
+	// devices and disks may no longer belong to one checkpoint, so the
+	// machine is unusable. It wraps ErrGuestDied: callers that give up on a
+	// dead guest give up on a broken machine too.
+	ErrBroken = fmt.Errorf("vmm: machine broken by a failed checkpoint operation (%w)", ErrGuestDied)
 )
 
 // CheckpointID names a checkpoint of one machine. IDs are never reused.

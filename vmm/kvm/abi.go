@@ -122,6 +122,23 @@ const (
 	runExit          = 32 // the exit union
 )
 
+// Offsets in kvm_run's exit union for KVM_EXIT_IO (mirrors its io member).
+const (
+	ioExitDirection  = 0 // u8: 1 = OUT
+	ioExitSize       = 1 // u8: 1, 2 or 4 bytes per access
+	ioExitPort       = 2 // u16
+	ioExitCount      = 4 // u32: accesses (string I/O)
+	ioExitDataOffset = 8 // u64: offset of the data in kvm_run
+)
+
+// Offsets in kvm_run's exit union for KVM_EXIT_MMIO (mirrors its mmio member).
+const (
+	mmioExitPhysAddr = 0  // u64
+	mmioExitData     = 8  // u8[8]
+	mmioExitLen      = 16 // u32
+	mmioExitIsWrite  = 20 // u8
+)
+
 // Regs mirrors struct kvm_regs.
 type Regs struct {
 	RAX, RBX, RCX, RDX, RSI, RDI, RSP, RBP uint64

@@ -21,7 +21,7 @@ func BenchmarkRestore(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/ram=%dMiB/pages=%d", mode.name, ram>>20, n), func(b *testing.B) {
 					cfg := mode.cfg
 					cfg.MemoryBytes = ram
-					m := newMachine(b, cfg)
+					m := newVM(b, cfg)
 					if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, n).done(1).b); err != nil {
 						b.Fatal(err)
 					}
@@ -60,7 +60,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("pages=%d", n), func(b *testing.B) {
-			m := newMachine(b, Config{MemoryBytes: 256 << 20})
+			m := newVM(b, VMConfig{MemoryBytes: 256 << 20})
 			if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, n).done(1).b); err != nil {
 				b.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func BenchmarkArm(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				needKVM(b)
-				m, err := New(Config{MemoryBytes: tc.ram})
+				m, err := NewVM(VMConfig{MemoryBytes: tc.ram})
 				if err != nil {
 					b.Fatal(err)
 				}

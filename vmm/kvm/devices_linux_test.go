@@ -17,23 +17,18 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// newDeviceMachine is a LinuxMachine without a kernel: the core runs a
+// newDeviceMachine is a Machine without a kernel: the VM runs a
 // synthetic program that drives the Linux machine's devices (UARTs, PCI,
 // virtio-blk) over port I/O, with the disks' overlays in lockstep.
-func newDeviceMachine(t *testing.T, disks []vmm.Disk) *LinuxMachine {
+func newDeviceMachine(t *testing.T, disks []vmm.Disk) *Machine {
 	t.Helper()
-	core := newMachine(t, Config{MemoryBytes: 64 << 20})
+	vm := newVM(t, VMConfig{MemoryBytes: 64 << 20})
 	// Verify: every restore checks RAM and disks against the checkpoint's
 	// hashes (device writes into guest RAM must revert too).
-	lm := &LinuxMachine{cfg: vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, log: zaptest.NewLogger(t),
-		core: core, absentAccess: map[string]uint64{}}
-	if err := lm.setupDevices(); err != nil {
+	lm, err := newMachine(vmm.Config{Disks: disks, Log: zaptest.NewLogger(t), Verify: true}, vm)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range disks {
-		lm.base = append(lm.base, d.Device.Depth())
-	}
-	core.att = lm
 	t.Cleanup(func() {
 		if err := lm.Close(); err != nil {
 			t.Error(err)
@@ -68,18 +63,11 @@ const (
 	barPort    = devices.PCIIOBase + devices.PCIIOStride // slot 1
 )
 
-// TestDevicePathReverts: a synthetic guest sends bytes on the agent UART,
-// reads the host's bytes from it, and writes a sector through virtio-blk.
-// Restoring the checkpoint taken before puts back RAM, the UART's receive
-// queue, the virtqueue cursors and the disk; the guest then does it all
-// again, the same way.
-func TestDevicePathReverts(t *testing.T) {
-	ctx := context.Background()
-	disk := testDisk(t, 1<<20)
-	lm := newDeviceMachine(t, []vmm.Disk{disk})
-	m := lm.core
-
-	// One write request: header (type OUT, sector 2), 512 bytes of 'Z', status.
+// writeBlockRequest puts one virtio-blk write request in guest RAM: the
+// descriptors (header: type OUT, sector 2; 512 bytes of 'Z'; status) and
+// the available ring.
+func writeBlockRequest(t *testing.T, m *VM) {
+	t.Helper()
 	desc := func(i int, addr uint64, n uint32, flags, next uint16) {
 		b := make([]byte, 16)
 		binary.LittleEndian.PutUint64(b, addr)
@@ -108,6 +96,73 @@ func TestDevicePathReverts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// sector2 reads sector 2 of disk.
+func sector2(t *testing.T, disk vmm.Disk) []byte {
+	t.Helper()
+	b := make([]byte, 512)
+	if _, err := disk.Device.ReadAt(b, 2*512); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkDeviceRound checks one run of TestDevicePathReverts' guest: it sent
+// "hi", wrote sector 2, read "abc" from the UART, and its request completed.
+func checkDeviceRound(ctx context.Context, t *testing.T, lm *Machine, disk vmm.Disk, round string) {
+	t.Helper()
+	got := make([]byte, 2)
+	if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 2; {
+		k, err := lm.stream.Read(got[n:])
+		if err != nil {
+			t.Fatalf("%s: reading what the guest sent: %v (got %q)", round, err, got[:n])
+		}
+		n += k
+	}
+	if string(got) != "hi" {
+		t.Fatalf("%s: guest sent %q, want \"hi\"", round, got)
+	}
+	// The deadline was for that read only: the host writes to the channel
+	// later, maybe more than 10 s later on a slow (emulated) host.
+	if err := lm.stream.SetDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !bytes.Equal(sector2(t, disk), bytes.Repeat([]byte{'Z'}, 512)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: sector 2 never written; console %s; dead %v", round, lm.console.tail(), lm.deadErr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := lm.RAMHash(ctx); err != nil { // pauses: RAM is stable to read
+		t.Fatal(err)
+	}
+	if got := lm.vm.mem[serialIn : serialIn+3]; string(got) != "abc" {
+		t.Errorf("%s: guest read %q from the UART, want \"abc\"", round, got)
+	}
+	if st := lm.vm.mem[reqStatus]; st != 0 {
+		t.Errorf("%s: request status %d, want 0 (OK)", round, st)
+	}
+	if used := binary.LittleEndian.Uint16(lm.vm.mem[usedAddr+2:]); used != 1 {
+		t.Errorf("%s: used idx %d, want 1", round, used)
+	}
+}
+
+// TestDevicePathReverts: a synthetic guest sends bytes on the agent UART,
+// reads the host's bytes from it, and writes a sector through virtio-blk.
+// Restoring the checkpoint taken before puts back RAM, the UART's receive
+// queue, the virtqueue cursors and the disk; the guest then does it all
+// again, the same way.
+func TestDevicePathReverts(t *testing.T) {
+	ctx := context.Background()
+	disk := testDisk(t, 1<<20)
+	lm := newDeviceMachine(t, []vmm.Disk{disk})
+	m := lm.vm
+	writeBlockRequest(t, m)
 	prog := new(asm).
 		outb(devices.COM2Port, 'h').outb(devices.COM2Port, 'i').
 		readSerial(devices.COM2Port, serialIn, 3).
@@ -126,50 +181,7 @@ func TestDevicePathReverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sector := func() []byte {
-		b := make([]byte, 512)
-		if _, err := disk.Device.ReadAt(b, 2*512); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	check := func(round string) {
-		t.Helper()
-		got := make([]byte, 2)
-		if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		for n := 0; n < 2; {
-			k, err := lm.stream.Read(got[n:])
-			if err != nil {
-				t.Fatalf("%s: reading what the guest sent: %v (got %q)", round, err, got[:n])
-			}
-			n += k
-		}
-		if string(got) != "hi" {
-			t.Fatalf("%s: guest sent %q, want \"hi\"", round, got)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !bytes.Equal(sector(), bytes.Repeat([]byte{'Z'}, 512)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: sector 2 never written; console %s; dead %v", round, lm.console.tail(), lm.deadErr())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if _, err := lm.RAMHash(ctx); err != nil { // pauses: RAM is stable to read
-			t.Fatal(err)
-		}
-		if got := m.mem[serialIn : serialIn+3]; string(got) != "abc" {
-			t.Errorf("%s: guest read %q from the UART, want \"abc\"", round, got)
-		}
-		if st := m.mem[reqStatus]; st != 0 {
-			t.Errorf("%s: request status %d, want 0 (OK)", round, st)
-		}
-		if used := binary.LittleEndian.Uint16(m.mem[usedAddr+2:]); used != 1 {
-			t.Errorf("%s: used idx %d, want 1", round, used)
-		}
-	}
-	check("first run")
+	checkDeviceRound(ctx, t, lm, disk, "first run")
 	h1, _ := lm.RAMHash(ctx)
 
 	// The guest now sits in HLT. c1 holds the written sector; later host
@@ -187,7 +199,7 @@ func TestDevicePathReverts(t *testing.T) {
 	if err := lm.Restore(ctx, c1); err != nil {
 		t.Fatal(err)
 	}
-	if got := sector(); !bytes.Equal(got, bytes.Repeat([]byte{'Z'}, 512)) {
+	if got := sector2(t, disk); !bytes.Equal(got, bytes.Repeat([]byte{'Z'}, 512)) {
 		t.Errorf("sector 2 after restoring c1: %q..., want the checkpoint's 'Z's", got[:8])
 	}
 	if rx := lm.com2.State().RX; len(rx) != 0 {
@@ -203,7 +215,7 @@ func TestDevicePathReverts(t *testing.T) {
 	// Restore resumed the guest from c0: with the receive queue ("abc"
 	// pending), the queue cursors and the disk put back, it redoes the
 	// same work.
-	check("after restore")
+	checkDeviceRound(ctx, t, lm, disk, "after restore")
 	h2, _ := lm.RAMHash(ctx)
 	if h1 != h2 {
 		t.Errorf("RAM after the replay %x differs from the first run %x", h2[:8], h1[:8])
@@ -232,7 +244,7 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 			// The program first echoes one byte on the agent channel, then dies.
 			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(devices.COM2Port, 'k')
 			prog.b = append(prog.b, tt.prog.b...)
-			if err := lm.core.LoadProgram(prog.b); err != nil {
+			if err := lm.vm.LoadProgram(prog.b); err != nil {
 				t.Fatal(err)
 			}
 			c0, err := lm.Checkpoint(ctx)
@@ -281,17 +293,15 @@ func TestLinuxMachineCloseReleases(t *testing.T) {
 	fds, maps := countFDs(t), countMaps(t)
 	depth := disk.Device.Depth()
 	for range 3 {
-		core, err := New(Config{MemoryBytes: 32 << 20})
+		vm, err := NewVM(VMConfig{MemoryBytes: 32 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lm := &LinuxMachine{cfg: vmm.Config{Disks: []vmm.Disk{disk}}, log: zaptest.NewLogger(t), core: core, absentAccess: map[string]uint64{}}
-		if err := lm.setupDevices(); err != nil {
+		lm, err := newMachine(vmm.Config{Disks: []vmm.Disk{disk}, Log: zaptest.NewLogger(t)}, vm)
+		if err != nil {
 			t.Fatal(err)
 		}
-		lm.base = []int{disk.Device.Depth()}
-		core.att = lm
-		if err := core.LoadProgram(new(asm).cliHLT().b); err != nil {
+		if err := vm.LoadProgram(new(asm).cliHLT().b); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := lm.Checkpoint(context.Background()); err != nil { // starts the runner

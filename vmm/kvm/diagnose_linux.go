@@ -12,36 +12,36 @@ const diagnoseWait = 2 * time.Second
 
 // diagnose describes where a guest that stopped answering stands: the vCPU
 // (RIP, MP state, event injection), the PIC and the agent channel's UART.
-// It pauses the vCPU briefly; lm.mu is held by the caller.
-func (lm *LinuxMachine) diagnose() string {
+// It pauses the vCPU briefly; m.mu is held by the caller.
+func (m *Machine) diagnose() string {
 	ctx, cancel := context.WithTimeout(context.Background(), diagnoseWait)
 	defer cancel()
-	if err := lm.pause(ctx); err != nil {
+	if err := m.pause(ctx); err != nil {
 		return "vCPU: " + err.Error()
 	}
-	defer lm.resume()
+	defer m.resume()
 	var b strings.Builder
-	m := lm.core
-	if r, err := m.Regs(); err == nil {
+	vm := m.vm
+	if r, err := vm.Regs(); err == nil {
 		fmt.Fprintf(&b, "vCPU RIP %#x RFLAGS %#x", r.RIP, r.RFLAGS)
 	}
 	var mp MPState
-	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_MP_STATE", kvmGetMPState, &mp); err == nil {
+	if _, err := ioctlPtr(vm.vcpuFD, "KVM_GET_MP_STATE", kvmGetMPState, &mp); err == nil {
 		fmt.Fprintf(&b, ", MP state %d", mp.State)
 	}
 	var ev VCPUEvents
-	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_VCPU_EVENTS", kvmGetVCPUEvents, &ev); err == nil {
+	if _, err := ioctlPtr(vm.vcpuFD, "KVM_GET_VCPU_EVENTS", kvmGetVCPUEvents, &ev); err == nil {
 		fmt.Fprintf(&b, ", interrupt injected %d vector %#x shadow %d, exception injected %d pending %d",
 			ev.Raw[8], ev.Raw[9], ev.Raw[11], ev.Raw[0], ev.Raw[3])
 	}
-	if m.irqchip() {
+	if vm.irqchip() {
 		pic := IRQChip{ChipID: irqchipPICMaster}
-		if _, err := ioctlPtr(m.vmFD, "KVM_GET_IRQCHIP", kvmGetIRQChip, &pic); err == nil {
+		if _, err := ioctlPtr(vm.vmFD, "KVM_GET_IRQCHIP", kvmGetIRQChip, &pic); err == nil {
 			// struct kvm_pic_state: last_irr, irr, imr, isr, ...
 			fmt.Fprintf(&b, "; PIC master lines %08b IRR %08b IMR %08b ISR %08b", pic.Chip[0], pic.Chip[1], pic.Chip[2], pic.Chip[3])
 		}
 	}
-	st, level, stats := lm.com2.State(), lm.com2.IRQLevel(), lm.com2.Stats()
+	st, level, stats := m.com2.State(), m.com2.IRQLevel(), m.com2.Stats()
 	fmt.Fprintf(&b, "; COM2 IER %#x MCR %#x THRE pending %v line %v, %d bytes to the guest queued, %d sent by it, %d read by it",
 		st.IER, st.MCR, st.THREPending, level, len(st.RX), stats.TXBytes, stats.RXBytes)
 	return b.String()

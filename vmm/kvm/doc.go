@@ -3,20 +3,28 @@
 // proportional to the pages it dirtied (package fork holds the page-delta
 // logic).
 //
-// What exists (the mechanism layer, tested on PVM hosts with synthetic
-// guests): guest RAM as a memfd mapped MAP_SHARED|MAP_NORESERVE, one
-// memslot with KVM_MEM_LOG_DIRTY_PAGES, dirty tracking by bitmap
-// (KVM_GET_DIRTY_LOG, with KVM_CLEAR_DIRTY_LOG when the host offers manual
-// protect) or by the per-vCPU dirty ring; an in-kernel irqchip and PIT;
-// a synthetic-guest loader that enters 64-bit long mode directly through
-// KVM_SET_SREGS (identity map of 0-4 GiB with 2 MiB pages, flat GDT, code
-// at CodeAddr); our own run loop with an explicit KVM_RUN errno switch; port
-// I/O devices (the scratch register, the debug exit); checkpoints that save
-// regs, sregs, FPU, XSAVE, XCRs, MSRs (TSC, then its deadline), LAPIC, vCPU events, debug
-// registers, MP state, irqchip, PIT, KVM clock and device state.
+// Two types, one inside the other:
 //
-// Not yet: booting Linux, virtio devices and the agent channel, so Machine
-// does not implement vmm.Machine yet (see docs/kvm.md for the list).
+//   - VM (NewVM, VMConfig) is the mechanism layer, tested on PVM hosts with
+//     synthetic guests: guest RAM as a memfd mapped MAP_SHARED|MAP_NORESERVE,
+//     one memslot with KVM_MEM_LOG_DIRTY_PAGES, dirty tracking by bitmap
+//     (KVM_GET_DIRTY_LOG, with KVM_CLEAR_DIRTY_LOG when the host offers
+//     manual protect) or by the per-vCPU dirty ring; an in-kernel irqchip and
+//     PIT; a synthetic-guest loader that enters 64-bit long mode directly
+//     through KVM_SET_SREGS (identity map of 0-4 GiB with 2 MiB pages, flat
+//     GDT, code at CodeAddr); our own run loop with an explicit KVM_RUN errno
+//     switch; port I/O devices (the scratch register, the debug exit);
+//     checkpoints that save regs, sregs, FPU, XSAVE, XCRs, MSRs (TSC, then
+//     its deadline), LAPIC, vCPU events, debug registers, MP state, irqchip,
+//     PIT, KVM clock and the attached devices' state (typed: deviceState).
+//   - Machine (Start) implements vmm.Machine: a Linux guest (bzImage through
+//     linuxboot) on a VM, with the 16550 UARTs (console, agent channel), the
+//     CMOS RTC, PCI and one virtio-blk per disk (package devices), served on
+//     the VM's port I/O exits through a table of port ranges (ports.go). Its
+//     checkpoints go through the path both backends share (package
+//     vmm/checkpoint): the VM's checkpoint is the memory part, the path owns
+//     the disks' overlays, the lockstep assertion and the verify gate. It
+//     needs hardware virtualization (see docs/kvm.md).
 //
 // Threads: KVM_RUN always runs on one goroutine locked to its OS thread
 // (KVM pays a synchronize_rcu whenever a vCPU changes thread). Pause sets
@@ -25,8 +33,10 @@
 // which the run loop reads as "pause requested" (or, without a request, as
 // the Go runtime's own preemption signal, and re-enters).
 //
-// Concurrency: Machine's methods are serialized by one mutex; only Pause
-// (and Close, which pauses) may be called while Run is in progress.
+// Concurrency: a VM's methods are serialized by one mutex; only Pause
+// (and Close, which pauses) may be called while Run is in progress. A
+// Machine's methods are serialized by its own mutex; its vCPU runs on a
+// runner goroutine between checkpoints, and port I/O is served there.
 //
 // Platform notes (measured on the PVM hosts): a synthetic guest cannot run
 // SSE (test XMM/AVX state from the host side); INT3 with no IDT ends in an
@@ -34,6 +44,6 @@
 // before KVM_EXIT_DIRTY_RING_FULL, so on hosts without vmx/svm a full ring
 // is reported as ErrRingOverflow instead of being trusted.
 //
-// unsafe is confined to ioctl_unsafe.go. This package may import vmm and
-// fork, never a sibling backend.
+// unsafe is confined to ioctl_unsafe.go. This package may import vmm,
+// vmm/checkpoint and fork, never a sibling backend.
 package kvm

@@ -28,7 +28,7 @@ var (
 	ErrGuestFault = errors.New("kvm: guest fault")
 	// ErrRingOverflow: the dirty ring filled up completely, so dirty pages
 	// may have been lost; the machine's memory tracking can no longer be
-	// trusted (Close it). Use a larger Config.DirtyRingBytes.
+	// trusted (Close it). Use a larger VMConfig.DirtyRingBytes.
 	ErrRingOverflow = errors.New("kvm: dirty ring overflowed")
 	// ErrTooLarge is returned by New for guest RAM above MaxMemory.
 	ErrTooLarge = errors.New("kvm: guest RAM too large")

@@ -18,7 +18,7 @@ func setXSAVEBytes(x *XSAVE, b []byte) {
 
 // cpuidHas reports whether the CPUID the vCPU was given has bit in register
 // reg ('a'..'d') of leaf fn, subleaf idx.
-func (m *Machine) cpuidHas(fn, idx uint32, reg byte, bit uint) bool {
+func (m *VM) cpuidHas(fn, idx uint32, reg byte, bit uint) bool {
 	for _, e := range m.cpuid.Entries[:m.cpuid.N] {
 		if e.Function == fn && e.Index == idx {
 			v := map[byte]uint32{'a': e.EAX, 'b': e.EBX, 'c': e.ECX, 'd': e.EDX}[reg]

@@ -7,22 +7,22 @@ import (
 	"errors"
 )
 
-// Config describes a synthetic-guest machine (see the Linux build).
-type Config struct {
+// VMConfig describes a VM (see the Linux build).
+type VMConfig struct {
 	MemoryBytes    int64
 	DirtyRing      bool
 	DirtyRingBytes int
 	NoIRQChip      bool
 }
 
-// Machine is unavailable off Linux.
-type Machine struct{}
+// VM is unavailable off Linux.
+type VM struct{}
 
-// New returns errors.ErrUnsupported off Linux.
-func New(Config) (*Machine, error) { return nil, errors.ErrUnsupported }
+// NewVM returns errors.ErrUnsupported off Linux.
+func NewVM(VMConfig) (*VM, error) { return nil, errors.ErrUnsupported }
 
 // Close implements io.Closer.
-func (*Machine) Close() error { return nil }
+func (*VM) Close() error { return nil }
 
 // Run returns errors.ErrUnsupported off Linux.
-func (*Machine) Run(context.Context) error { return errors.ErrUnsupported }
+func (*VM) Run(context.Context) error { return errors.ErrUnsupported }

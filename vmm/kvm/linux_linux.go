@@ -14,8 +14,8 @@ import (
 	gokvm "github.com/bobuhiro11/gokvm/kvm"
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
-	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/checkpoint"
 	"github.com/themisfs/themis/vmm/kvm/devices"
 	"github.com/themisfs/themis/vmm/kvm/linuxboot"
 	"go.uber.org/zap"
@@ -51,13 +51,13 @@ var diskIRQs = []uint8{5, 9, 10, 11, 14, 15}
 // 0x10 (64-bit code) and __BOOT_DS at 0x18 (flat data).
 var linuxGDT = []uint64{0, 0, 0x00af9b000000ffff, 0x00cf93000000ffff}
 
-// LinuxMachine is a Linux guest on /dev/kvm behind vmm.Machine: the core
-// Machine (RAM, vCPU, fork tree) plus boot, devices, the agent channel and
+// Machine is a Linux guest on /dev/kvm behind vmm.Machine: a VM (RAM,
+// vCPU, fork tree) plus boot, devices, the agent channel and
 // the disks' overlays in lockstep with the memory checkpoints.
-type LinuxMachine struct {
-	cfg  vmm.Config
-	log  *zap.Logger
-	core *Machine
+type Machine struct {
+	cfg vmm.Config
+	log *zap.Logger
+	vm  *VM
 
 	console      *console
 	com1, com2   *devices.UART
@@ -66,27 +66,21 @@ type LinuxMachine struct {
 	blocks       []*devices.Block
 	stream       *stream
 	agent        *agent.Client
+	ports        portTable         // the devices at fixed ports
 	absentAccess map[string]uint64 // absent legacy device → accesses
 
 	mu     sync.Mutex // serializes the vmm.Machine methods
 	closed bool
-	base   []int // each disk's overlay depth before the first checkpoint
-	path   []linuxCheckpoint
-	timing vmm.TimingInfo
+	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
+	boot   time.Duration
 
 	runMu   sync.Mutex
 	runDone chan struct{} // closed when the runner goroutine returns; nil when stopped
 	dead    error         // why the guest stopped for good; nil while it can run
 }
 
-type linuxCheckpoint struct {
-	id    vmm.CheckpointID
-	ram   [32]byte   // with Verify
-	disks [][32]byte // with Verify
-}
-
-// devicesState is the attached devices' part of a checkpoint.
-type devicesState struct {
+// deviceState is the attached devices' part of a checkpoint.
+type deviceState struct {
 	COM1, COM2 devices.UARTState
 	RTC        devices.RTCState
 	PCI        devices.PCIBusState
@@ -94,9 +88,9 @@ type devicesState struct {
 }
 
 var (
-	_ vmm.Machine = (*LinuxMachine)(nil)
-	_ vmm.Hasher  = (*LinuxMachine)(nil)
-	_ vmm.Timings = (*LinuxMachine)(nil)
+	_ vmm.Machine = (*Machine)(nil)
+	_ vmm.Hasher  = (*Machine)(nil)
+	_ vmm.Timings = (*Machine)(nil)
 )
 
 // ErrNoHardwareVirtualization is returned by Start on hosts whose /dev/kvm
@@ -107,7 +101,7 @@ var ErrNoHardwareVirtualization = errors.New("kvm: no hardware virtualization")
 // host without vmx/svm it fails with ErrNoHardwareVirtualization unless
 // allowSoftware is set (only tests do that, to watch the early boot; the
 // kernel then dies on an instruction PVM cannot emulate).
-func Start(ctx context.Context, cfg vmm.Config) (*LinuxMachine, error) {
+func Start(ctx context.Context, cfg vmm.Config) (*Machine, error) {
 	if ok, why := HardwareVirtualization(); !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNoHardwareVirtualization, why)
 	}
@@ -115,7 +109,54 @@ func Start(ctx context.Context, cfg vmm.Config) (*LinuxMachine, error) {
 }
 
 // start builds and boots the machine; wait says whether to wait for the agent.
-func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, err error) {
+func start(ctx context.Context, cfg vmm.Config, wait bool) (m *Machine, err error) {
+	if cfg, err = linuxConfig(cfg); err != nil {
+		return nil, err
+	}
+	kernel, initrd, err := readImages(cfg)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := NewVM(VMConfig{MemoryBytes: int64(cfg.MemoryMiB) << 20, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	if m, err = newMachine(cfg, vm); err != nil {
+		return nil, errors.Join(err, vm.Close())
+	}
+	// Every error return below sets the named result m to nil before this
+	// runs: close the machine built here through its own variable.
+	built := m
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, built.Close())
+			m = nil
+		}
+	}()
+	t0 := time.Now()
+	cmdline := strings.TrimSpace(linuxCmdline + " " + cfg.Cmdline)
+	layout, err := linuxboot.Load(vm.mem, linuxboot.Params{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
+	if err != nil {
+		return nil, fmt.Errorf("kvm: load kernel %s: %w", cfg.Kernel, err)
+	}
+	if err := m.setupCPU(layout); err != nil {
+		return nil, err
+	}
+	m.resume()
+	if !wait {
+		return m, nil
+	}
+	version, err := m.waitAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.boot = time.Since(t0)
+	m.log.Info("guest ready", zap.String("agent", version), zap.Duration("boot", m.boot))
+	return m, nil
+}
+
+// linuxConfig fills in cfg's defaults and checks it before a VM exists.
+func linuxConfig(cfg vmm.Config) (vmm.Config, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -130,73 +171,61 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (lm *LinuxMachine, er
 	}
 	switch {
 	case cfg.Kernel == "":
-		return nil, errors.New("kvm: config: Kernel: no kernel image given")
+		return cfg, errors.New("kvm: config: Kernel: no kernel image given")
 	case cfg.MemoryMiB < 0 || int64(cfg.MemoryMiB)<<20 > MaxMemory:
-		return nil, fmt.Errorf("%w: config: MemoryMiB=%d: at most %d MiB", ErrTooLarge, cfg.MemoryMiB, MaxMemory>>20)
+		return cfg, fmt.Errorf("%w: config: MemoryMiB=%d: at most %d MiB", ErrTooLarge, cfg.MemoryMiB, MaxMemory>>20)
 	case len(cfg.Disks) > len(diskIRQs):
-		return nil, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
+		return cfg, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
 	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
-		return nil, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
+		return cfg, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
 	}
-	kernel, err := readBounded(cfg.Kernel, MaxKernel, "kernel")
-	if err != nil {
-		return nil, err
+	return cfg, nil
+}
+
+// readImages reads and checks the kernel and the initramfs.
+func readImages(cfg vmm.Config) (kernel, initrd []byte, err error) {
+	if kernel, err = readBounded(cfg.Kernel, MaxKernel, "kernel"); err != nil {
+		return nil, nil, err
 	}
-	var initrd []byte
 	if cfg.Initramfs != "" {
 		if initrd, err = readBounded(cfg.Initramfs, MaxInitramfs, "initramfs"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if _, err := linuxboot.ParseHeader(kernel); err != nil {
-		return nil, fmt.Errorf("kvm: kernel %s: %w", cfg.Kernel, err)
+		return nil, nil, fmt.Errorf("kvm: kernel %s: %w", cfg.Kernel, err)
 	}
-	core, err := New(Config{MemoryBytes: int64(cfg.MemoryMiB) << 20, Log: cfg.Log})
-	if err != nil {
+	return kernel, initrd, nil
+}
+
+// newMachine attaches the devices, the agent channel and the
+// checkpoint path to vm; nothing runs yet.
+func newMachine(cfg vmm.Config, vm *VM) (*Machine, error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	m := &Machine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), vm: vm, absentAccess: map[string]uint64{}}
+	if err := m.setupDevices(); err != nil {
 		return nil, err
 	}
-	lm = &LinuxMachine{cfg: cfg, log: cfg.Log.Named("vmm.kvm.linux"), core: core, absentAccess: map[string]uint64{}}
-	// Every error return below sets the named result lm to nil before this
-	// runs: close the machine built here through its own variable.
-	built := lm
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, built.Close())
-			lm = nil
-		}
-	}()
-	t0 := time.Now()
-	cmdline := strings.TrimSpace(linuxCmdline + " " + cfg.Cmdline)
-	layout, err := linuxboot.Load(core.mem, linuxboot.Params{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
-	if err != nil {
-		return nil, fmt.Errorf("kvm: load kernel %s: %w", cfg.Kernel, err)
-	}
-	if err := lm.setupCPU(layout); err != nil {
-		return nil, err
-	}
-	if err := lm.setupDevices(); err != nil {
-		return nil, err
-	}
-	for _, d := range cfg.Disks {
-		lm.base = append(lm.base, d.Device.Depth())
-	}
-	core.att = lm
-	lm.resume()
-	if !wait {
-		return lm, nil
-	}
-	bctx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
+	m.path = checkpoint.New(checkpoint.Config{Backend: "kvm", Memory: linuxMemory{m}, Disks: cfg.Disks, Verify: cfg.Verify})
+	vm.att = m
+	return m, nil
+}
+
+// waitAgent waits for the agent's ready line and its first ping, and
+// returns the agent's version.
+func (m *Machine) waitAgent(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
-	if err := lm.waitReady(bctx); err != nil {
-		return nil, err
+	if err := m.waitReady(ctx); err != nil {
+		return "", err
 	}
-	resp, err := lm.Call(bctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
+	resp, err := m.Call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
 	if err != nil {
-		return nil, fmt.Errorf("kvm: boot: first ping: %w", err)
+		return "", fmt.Errorf("kvm: boot: first ping: %w", err)
 	}
-	lm.timing.Boot = time.Since(t0)
-	lm.log.Info("guest ready", zap.String("agent", resp.GetPing().GetVersion()), zap.Duration("boot", lm.timing.Boot))
-	return lm, nil
+	return resp.GetPing().GetVersion(), nil
 }
 
 func readBounded(path string, max int64, what string) ([]byte, error) {
@@ -220,12 +249,12 @@ func readBounded(path string, max int64, what string) ([]byte, error) {
 // setupCPU writes the boot GDT and enters the kernel's 64-bit entry with
 // RSI at the zero page, interrupts off; LAPIC LINT0 ExtINT (the PIC's
 // virtual wire) and LINT1 NMI, as firmware leaves them.
-func (lm *LinuxMachine) setupCPU(l *linuxboot.Layout) error {
-	m := lm.core
+func (m *Machine) setupCPU(l *linuxboot.Layout) error {
+	vm := m.vm
 	for i, d := range linuxGDT {
-		binary.LittleEndian.PutUint64(m.mem[GDTAddr+8*i:], d)
+		binary.LittleEndian.PutUint64(vm.mem[GDTAddr+8*i:], d)
 	}
-	s, err := m.Sregs()
+	s, err := vm.Sregs()
 	if err != nil {
 		return err
 	}
@@ -235,14 +264,14 @@ func (lm *LinuxMachine) setupCPU(l *linuxboot.Layout) error {
 		seg.Selector = 0x18
 	}
 	s.GDT = DTable{Base: GDTAddr, Limit: uint16(8*len(linuxGDT) - 1)}
-	if err := m.SetSregs(s); err != nil {
+	if err := vm.SetSregs(s); err != nil {
 		return err
 	}
-	if err := m.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
+	if err := vm.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
 		return err
 	}
 	var lapic LAPIC
-	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
+	if _, err := ioctlPtr(vm.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
 		return err
 	}
 	const lvt0, lvt1 = 0x350, 0x360
@@ -254,13 +283,13 @@ func (lm *LinuxMachine) setupCPU(l *linuxboot.Layout) error {
 	}
 	set(lvt0, extINT)
 	set(lvt1, nmi)
-	_, err = ioctlPtr(m.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
+	_, err = ioctlPtr(vm.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
 	return err
 }
 
 // irqLine drives one PIC line with KVM_IRQ_LINE_STATUS.
 type irqLine struct {
-	m    *Machine
+	vm   *VM
 	line uint32
 }
 
@@ -270,30 +299,31 @@ func (l irqLine) SetLevel(high bool) error {
 		level = 1
 	}
 	_, err := gk("KVM_IRQ_LINE_STATUS", func() (uintptr, error) {
-		return 0, gokvm.IRQLineStatus(uintptr(l.m.vmFD), l.line, level)
+		return 0, gokvm.IRQLineStatus(uintptr(l.vm.vmFD), l.line, level)
 	})
 	return err
 }
 
-func (lm *LinuxMachine) setupDevices() error {
-	m := lm.core
-	lm.console = newConsole(lm.cfg.Console, readyLine)
-	lm.com1 = devices.NewUART(com1Base, irqLine{m, com1IRQ}, lm.console)
-	lm.stream = newStream(func(p []byte) error { return lm.com2.Feed(p) }, devices.ErrRXFull)
-	lm.com2 = devices.NewUART(com2Base, irqLine{m, com2IRQ}, writerFunc(lm.stream.guestWrite))
-	lm.agent = agent.NewClient(lm.stream, lm.log)
-	lm.rtc = devices.NewRTC(nil)
-	lm.pci = devices.NewPCIBus()
-	for i, d := range lm.cfg.Disks {
-		b, err := devices.NewBlock(d.Device, d.Serial, deviceRAM{m}, irqLine{m, uint32(diskIRQs[i])}, diskIRQs[i])
+func (m *Machine) setupDevices() error {
+	vm := m.vm
+	m.console = newConsole(m.cfg.Console, readyLine)
+	m.com1 = devices.NewUART(com1Base, irqLine{vm, com1IRQ}, m.console)
+	m.stream = newStream(func(p []byte) error { return m.com2.Feed(p) }, devices.ErrRXFull)
+	m.com2 = devices.NewUART(com2Base, irqLine{vm, com2IRQ}, writerFunc(m.stream.guestWrite))
+	m.agent = agent.NewClient(m.stream, m.log)
+	m.rtc = devices.NewRTC(nil)
+	m.pci = devices.NewPCIBus()
+	for i, d := range m.cfg.Disks {
+		b, err := devices.NewBlock(d.Device, d.Serial, deviceRAM{vm}, irqLine{vm, uint32(diskIRQs[i])}, diskIRQs[i])
 		if err != nil {
 			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
 		}
-		if _, err := lm.pci.Add(b); err != nil {
+		if _, err := m.pci.Add(b); err != nil {
 			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
 		}
-		lm.blocks = append(lm.blocks, b)
+		m.blocks = append(m.blocks, b)
 	}
+	m.ports = m.fixedPorts()
 	return nil
 }
 
@@ -301,38 +331,25 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// portIO implements attachment: the UARTs, the PCI configuration ports,
-// the PCI devices' I/O BARs and the absent legacy devices.
-func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error) {
-	var dev devices.PortDevice
-	switch {
-	case port >= com1Base && port < com1Base+8:
-		dev = lm.com1
-	case port >= com2Base && port < com2Base+8:
-		dev = lm.com2
-	case port >= devices.PCIConfigAddressPort && port < devices.PCIConfigAddressPort+devices.PCIConfigPorts:
-		dev = lm.pci
-	case port >= devices.RTCIndexPort && port < devices.RTCIndexPort+devices.RTCPorts:
-		dev = lm.rtc
-	default:
-		if d, ok := lm.pci.Route(port); ok {
-			dev = d
-			break
-		}
-		if out && isReset(port, data) {
-			return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
-		}
-		name := absentPort(port)
-		if name == "" {
-			return false, nil
-		}
-		lm.absentAccess[name]++
-		if !out {
-			for i := range data {
-				data[i] = 0xff
-			}
-		}
-		return true, nil
+// fixedPorts is the table of the devices at fixed ports.
+func (m *Machine) fixedPorts() portTable {
+	return portTable{
+		{portRange{com1Base, com1Base + devices.UARTPorts - 1, "COM1"}, m.com1},
+		{portRange{com2Base, com2Base + devices.UARTPorts - 1, "COM2"}, m.com2},
+		{portRange{devices.PCIConfigAddressPort, devices.PCIConfigAddressPort + devices.PCIConfigPorts - 1, "PCI configuration"}, m.pci},
+		{portRange{devices.RTCIndexPort, devices.RTCIndexPort + devices.RTCPorts - 1, "CMOS RTC"}, m.rtc},
+	}
+}
+
+// portIO implements attachment: the devices at fixed ports (m.ports),
+// the PCI devices' I/O BARs, then the absent legacy devices.
+func (m *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
+	dev, ok := m.ports.lookup(port)
+	if !ok {
+		dev, ok = m.pci.Route(port)
+	}
+	if !ok {
+		return m.absentIO(port, out, data)
 	}
 	if out {
 		return true, dev.Out(port, data)
@@ -340,32 +357,51 @@ func (lm *LinuxMachine) portIO(port uint16, out bool, data []byte) (bool, error)
 	return true, dev.In(port, data)
 }
 
-func (lm *LinuxMachine) saveDevices() (any, error) {
-	s := &devicesState{COM1: lm.com1.State(), COM2: lm.com2.State(), RTC: lm.rtc.State(), PCI: lm.pci.State()}
-	for _, b := range lm.blocks {
-		s.Blocks = append(s.Blocks, b.State())
+// absentIO serves an access to a port no device of ours is at: a reset
+// request ends the run, an absent legacy device reads all ones and drops
+// writes (counted), anything else is not handled.
+func (m *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
+	if out && isReset(port, data) {
+		return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
 	}
-	return s, nil
+	name := absentPort(port)
+	if name == "" {
+		return false, nil
+	}
+	m.absentAccess[name]++
+	if !out {
+		for i := range data {
+			data[i] = 0xff
+		}
+	}
+	return true, nil
 }
 
-func (lm *LinuxMachine) loadDevices(v any) error {
-	s, ok := v.(*devicesState)
-	if !ok || len(s.Blocks) != len(lm.blocks) {
+func (m *Machine) saveDevices() *deviceState {
+	s := &deviceState{COM1: m.com1.State(), COM2: m.com2.State(), RTC: m.rtc.State(), PCI: m.pci.State()}
+	for _, b := range m.blocks {
+		s.Blocks = append(s.Blocks, b.State())
+	}
+	return s
+}
+
+func (m *Machine) loadDevices(s *deviceState) error {
+	if s == nil || len(s.Blocks) != len(m.blocks) {
 		return errors.New("kvm: checkpoint has no device state for this machine")
 	}
-	if err := lm.pci.SetState(s.PCI); err != nil {
+	if err := m.pci.SetState(s.PCI); err != nil {
 		return err
 	}
-	if err := lm.rtc.SetState(s.RTC); err != nil {
+	if err := m.rtc.SetState(s.RTC); err != nil {
 		return err
 	}
-	if err := lm.com1.SetState(s.COM1); err != nil {
+	if err := m.com1.SetState(s.COM1); err != nil {
 		return err
 	}
-	if err := lm.com2.SetState(s.COM2); err != nil {
+	if err := m.com2.SetState(s.COM2); err != nil {
 		return err
 	}
-	for i, b := range lm.blocks {
+	for i, b := range m.blocks {
 		if err := b.SetState(s.Blocks[i]); err != nil {
 			return err
 		}
@@ -374,28 +410,28 @@ func (lm *LinuxMachine) loadDevices(v any) error {
 }
 
 // resume starts the runner: KVM_RUN until Pause or the guest's end.
-func (lm *LinuxMachine) resume() {
-	lm.runMu.Lock()
-	defer lm.runMu.Unlock()
-	if lm.runDone != nil || lm.dead != nil {
+func (m *Machine) resume() {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
+	if m.runDone != nil || m.dead != nil {
 		return
 	}
 	done := make(chan struct{})
-	lm.runDone = done
+	m.runDone = done
 	go func() {
 		defer close(done)
-		exit, err := lm.core.Run(context.Background())
+		exit, err := m.vm.Run(context.Background())
 		if err != nil && errors.Is(err, ErrPaused) {
 			return
 		}
 		if err == nil {
 			err = fmt.Errorf("guest stopped: %s at RIP %#x (code %d)", exit.Reason, exit.RIP, exit.Code)
 		}
-		lm.runMu.Lock()
-		lm.dead = err
-		lm.runMu.Unlock()
-		lm.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
-		lm.log.Warn("guest stopped", zap.Error(err))
+		m.runMu.Lock()
+		m.dead = err
+		m.runMu.Unlock()
+		m.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
+		m.log.Warn("guest stopped", zap.Error(err))
 	}()
 }
 
@@ -407,10 +443,10 @@ const maxPauseWait = 30 * time.Second
 // with its state consistent (pending I/O completed). A vCPU that does not
 // stop within ctx (at most maxPauseWait) is an error: the guest is marked
 // dead, and the caller must not touch vCPU state.
-func (lm *LinuxMachine) pause(ctx context.Context) error {
-	lm.runMu.Lock()
-	done := lm.runDone
-	lm.runMu.Unlock()
+func (m *Machine) pause(ctx context.Context) error {
+	m.runMu.Lock()
+	done := m.runDone
+	m.runMu.Unlock()
 	if done == nil {
 		return nil
 	}
@@ -419,22 +455,22 @@ func (lm *LinuxMachine) pause(ctx context.Context) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := lm.core.Pause(); err != nil {
-			lm.log.Debug("pause", zap.Error(err))
+		if err := m.vm.Pause(); err != nil {
+			m.log.Debug("pause", zap.Error(err))
 		}
 		select {
 		case <-done:
-			lm.runMu.Lock()
-			lm.runDone = nil
-			lm.runMu.Unlock()
+			m.runMu.Lock()
+			m.runDone = nil
+			m.runMu.Unlock()
 			return nil
 		case <-ctx.Done():
 			err := fmt.Errorf("kvm: the vCPU did not stop: %w", ctx.Err())
-			lm.runMu.Lock()
-			if lm.dead == nil {
-				lm.dead = err
+			m.runMu.Lock()
+			if m.dead == nil {
+				m.dead = err
 			}
-			lm.runMu.Unlock()
+			m.runMu.Unlock()
 			return err
 		case <-tick.C:
 			// Run had not started yet and cleared the request: again.
@@ -443,282 +479,96 @@ func (lm *LinuxMachine) pause(ctx context.Context) error {
 }
 
 // deadErr is why the guest stopped for good, or nil.
-func (lm *LinuxMachine) deadErr() error {
-	lm.runMu.Lock()
-	defer lm.runMu.Unlock()
-	return lm.dead
+func (m *Machine) deadErr() error {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
+	return m.dead
 }
 
-func (lm *LinuxMachine) died(err error) error {
-	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, lm.console.tail())
+func (m *Machine) died(err error) error {
+	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, m.console.tail())
 }
 
-func (lm *LinuxMachine) waitReady(ctx context.Context) error {
+func (m *Machine) waitReady(ctx context.Context) error {
 	for {
 		select {
-		case <-lm.console.seen:
+		case <-m.console.seen:
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("kvm: boot: no %q on the console: %w\nconsole:\n%s", readyLine, ctx.Err(), lm.console.tail())
+			return fmt.Errorf("kvm: boot: no %q on the console: %w\nconsole:\n%s", readyLine, ctx.Err(), m.console.tail())
 		case <-time.After(20 * time.Millisecond):
-			if err := lm.deadErr(); err != nil {
-				return lm.died(fmt.Errorf("during boot: %w", err))
+			if err := m.deadErr(); err != nil {
+				return m.died(fmt.Errorf("during boot: %w", err))
 			}
 		}
 	}
 }
 
 // Call implements vmm.Machine.
-func (lm *LinuxMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return nil, vmm.ErrClosed
+func (m *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return nil, err
 	}
-	if err := lm.deadErr(); err != nil {
-		return nil, lm.died(err)
+	if err := m.deadErr(); err != nil {
+		return nil, m.died(err)
 	}
-	resp, err := lm.agent.Call(ctx, req)
+	resp, err := m.agent.Call(ctx, req)
 	if err != nil {
-		if derr := lm.deadErr(); derr != nil {
-			return nil, lm.died(derr)
+		if derr := m.deadErr(); derr != nil {
+			return nil, m.died(derr)
 		}
-		return nil, fmt.Errorf("kvm: agent call: %w (%s)", err, lm.diagnose())
+		return nil, fmt.Errorf("kvm: agent call: %w (%s)", err, m.diagnose())
 	}
 	return resp, nil
 }
 
-// Checkpoint implements vmm.Machine: the vCPU stops, the core saves RAM
-// (its dirty set), vCPU, in-kernel and attached device state, every disk
-// gets a new overlay layer, and the guest goes on.
-func (lm *LinuxMachine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return 0, vmm.ErrClosed
-	}
-	if err := lm.deadErr(); err != nil {
-		return 0, lm.died(err)
-	}
-	t0 := time.Now()
-	if err := lm.pause(ctx); err != nil {
-		return 0, err
-	}
-	defer lm.resume()
-	id, err := lm.core.Checkpoint(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range lm.cfg.Disks {
-		d.Device.Push()
-	}
-	cp := linuxCheckpoint{id: id}
-	if lm.cfg.Verify {
-		if cp.ram, cp.disks, err = lm.hashAll(); err != nil {
-			return 0, err
-		}
-	}
-	lm.path = append(lm.path, cp)
-	if err := lm.assertDepths(); err != nil {
-		return 0, err
-	}
-	lm.timing.Checkpoint = time.Since(t0)
-	return id, nil
-}
-
-func (lm *LinuxMachine) index(id vmm.CheckpointID) int {
-	return slices.IndexFunc(lm.path, func(c linuxCheckpoint) bool { return c.id == id })
-}
-
-// Restore implements vmm.Machine. A guest that died (faulted, reset) comes
-// back too: restoring is how a session goes on after a misbehaving branch.
-func (lm *LinuxMachine) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return vmm.ErrClosed
-	}
-	idx := lm.index(id)
-	if idx < 0 {
-		return fmt.Errorf("kvm: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	t0 := time.Now()
-	if err := lm.pause(ctx); err != nil {
-		return err
-	}
-	if err := lm.restore(ctx, id, idx); err != nil {
-		// Half restored: the guest stays stopped, and calls fail naming
-		// why, until a restore succeeds.
-		lm.runMu.Lock()
-		if lm.dead == nil {
-			lm.dead = err
-		}
-		lm.runMu.Unlock()
-		lm.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
-		return err
-	}
-	// The guest had sent nothing unread at the checkpoint (calls complete
-	// before one is taken): drop what it sent since. A dead guest is alive
-	// again, with a fresh channel.
-	lm.runMu.Lock()
-	revived := lm.dead != nil
-	lm.dead = nil
-	lm.runMu.Unlock()
-	lm.stream.reset()
-	if revived {
-		lm.stream.reopen()
-		lm.agent = agent.NewClient(lm.stream, lm.log)
-	}
-	st := lm.core.Stats() // before resume: a running vCPU holds the core
-	lm.resume()
-	lm.timing.Restore = time.Since(t0)
-	lm.timing.RestoreRAM = st.RestoreCopy
-	lm.timing.RestorePages = st.RestorePages
-	return nil
-}
-
-// restore puts memory, vCPU, devices and disks back to checkpoint idx
-// (id), with the verify gate; the vCPU is paused.
-func (lm *LinuxMachine) restore(ctx context.Context, id vmm.CheckpointID, idx int) error {
-	if err := lm.core.Restore(ctx, id); err != nil {
-		return err
-	}
-	for j, d := range lm.cfg.Disks {
-		if err := d.Device.PopTo(lm.base[j] + idx); err != nil {
-			return fmt.Errorf("kvm: restore %d: disk %s: %w", id, d.Serial, err)
-		}
-		d.Device.Push()
-	}
-	lm.path = lm.path[:idx+1]
-	if err := lm.assertDepths(); err != nil {
-		return err
-	}
-	if lm.cfg.Verify {
-		ram, disks, err := lm.hashAll()
-		if err != nil {
-			return err
-		}
-		cp := lm.path[idx]
-		if ram != cp.ram {
-			return fmt.Errorf("kvm: restore %d: %w: RAM hash %x, checkpoint %x", id, vmm.ErrVerify, ram[:8], cp.ram[:8])
-		}
-		for j := range disks {
-			if disks[j] != cp.disks[j] {
-				return fmt.Errorf("kvm: restore %d: %w: disk %s hash %x, checkpoint %x", id, vmm.ErrVerify, lm.cfg.Disks[j].Serial, disks[j][:8], cp.disks[j][:8])
-			}
-		}
-	}
-	return nil
-}
-
-// Delete implements vmm.Machine.
-func (lm *LinuxMachine) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return vmm.ErrClosed
-	}
-	idx := lm.index(id)
-	if idx < 0 {
-		return fmt.Errorf("kvm: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	if err := lm.pause(ctx); err != nil {
-		return err
-	}
-	defer lm.resume()
-	for j, d := range lm.cfg.Disks {
-		if err := d.Device.Merge(lm.base[j] + idx + 1); err != nil {
-			return fmt.Errorf("kvm: delete %d: disk %s: %w", id, d.Serial, err)
-		}
-	}
-	if err := lm.core.Delete(ctx, id); err != nil {
-		return err
-	}
-	lm.path = slices.Delete(lm.path, idx, idx+1)
-	return lm.assertDepths()
-}
-
-// assertDepths checks the lockstep invariant: memory depth == overlay depth.
-func (lm *LinuxMachine) assertDepths() error {
-	mem := len(lm.core.Checkpoints())
-	if mem != len(lm.path) {
-		return fmt.Errorf("kvm: memory depth %d, checkpoint path %d: lockstep broken", mem, len(lm.path))
-	}
-	for j, d := range lm.cfg.Disks {
-		if got, want := d.Device.Depth(), lm.base[j]+len(lm.path); got != want {
-			return fmt.Errorf("kvm: disk %s: overlay depth %d, checkpoint depth %d: lockstep broken", d.Serial, got, want)
-		}
-	}
-	return nil
-}
-
-func (lm *LinuxMachine) hashAll() ([32]byte, [][32]byte, error) {
-	ram := fork.Hash(lm.core.mem)
-	disks := make([][32]byte, len(lm.cfg.Disks))
-	for i, d := range lm.cfg.Disks {
-		h, err := d.Device.Hash()
-		if err != nil {
-			return ram, nil, fmt.Errorf("kvm: hash disk %s: %w", d.Serial, err)
-		}
-		disks[i] = h
-	}
-	return ram, disks, nil
-}
-
-// Checkpoints implements vmm.Machine.
-func (lm *LinuxMachine) Checkpoints() []vmm.CheckpointID {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	ids := make([]vmm.CheckpointID, len(lm.path))
-	for i, c := range lm.path {
-		ids[i] = c.id
-	}
-	return ids
-}
-
 // Disks implements vmm.Machine.
-func (lm *LinuxMachine) Disks() []vmm.Disk { return slices.Clone(lm.cfg.Disks) }
+func (m *Machine) Disks() []vmm.Disk { return slices.Clone(m.cfg.Disks) }
 
 // RAMHash implements vmm.Hasher.
-func (lm *LinuxMachine) RAMHash(ctx context.Context) ([32]byte, error) {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
-		return [32]byte{}, vmm.ErrClosed
-	}
-	if err := lm.pause(ctx); err != nil {
+func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
 		return [32]byte{}, err
 	}
-	defer lm.resume()
-	return lm.core.RAMHash(ctx)
+	if err := m.pause(ctx); err != nil {
+		return [32]byte{}, err
+	}
+	defer m.resume()
+	return m.vm.RAMHash(ctx)
 }
 
 // Timings implements vmm.Timings.
-func (lm *LinuxMachine) Timings() vmm.TimingInfo {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	return lm.timing
+func (m *Machine) Timings() vmm.TimingInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.path.Timings()
+	t.Boot = m.boot
+	return t
 }
 
 // Console returns the kept console lines (the last 400; for diagnostics and tests).
-func (lm *LinuxMachine) Console() string { return lm.console.last(consoleKeep) }
+func (m *Machine) Console() string { return m.console.last(consoleKeep) }
 
 // Close implements vmm.Machine: stops the vCPU and frees every fd and mapping.
-func (lm *LinuxMachine) Close() error {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	if lm.closed {
+func (m *Machine) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
 		return nil
 	}
-	lm.closed = true
-	perr := lm.pause(context.Background())
-	lm.runMu.Lock()
-	if lm.dead == nil {
-		lm.dead = vmm.ErrClosed
+	m.closed = true
+	perr := m.pause(context.Background())
+	m.runMu.Lock()
+	if m.dead == nil {
+		m.dead = vmm.ErrClosed
 	}
-	lm.runMu.Unlock()
-	if lm.stream != nil {
-		lm.stream.closeWith(vmm.ErrClosed)
+	m.runMu.Unlock()
+	if m.stream != nil {
+		m.stream.closeWith(vmm.ErrClosed)
 	}
-	return errors.Join(perr, lm.core.Close())
+	return errors.Join(perr, m.vm.Close())
 }

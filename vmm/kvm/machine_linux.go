@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config describes a synthetic-guest machine.
-type Config struct {
+// VMConfig describes a VM.
+type VMConfig struct {
 	// MemoryBytes is guest RAM in bytes: a multiple of PageSize between
 	// MinMemory and MaxMemory (default 64 MiB). RAM is a memfd mapped with
 	// MAP_NORESERVE: only pages touched cost host memory.
@@ -96,28 +96,31 @@ type checkpointState struct {
 	vcpu    vcpuState
 	vm      vmState
 	scratch ScratchState
-	devices any // the attached devices' state (Linux machines)
+	devices *deviceState // the attached devices' state (Linux machines); nil without
 }
 
-// attachment is what a Linux machine adds to the core: devices served on
-// port I/O exits the core does not serve itself, whose state is part of
+// attachment is what a Linux machine adds to the VM: devices served on
+// port I/O exits the VM does not serve itself, whose state is part of
 // every checkpoint. portIO runs on the vCPU thread with the machine locked.
 type attachment interface {
 	// portIO serves one access of len(data) bytes; handled false means
-	// no device is there (the core then faults, naming the port).
+	// no device is there (the VM then faults, naming the port).
 	portIO(port uint16, out bool, data []byte) (handled bool, err error)
-	saveDevices() (any, error)
-	loadDevices(any) error
+	// saveDevices returns the attached devices' state.
+	saveDevices() *deviceState
+	// loadDevices puts the attached devices back to s.
+	loadDevices(s *deviceState) error
 }
 
-// Machine is one VM with one vCPU running a synthetic 64-bit guest, with
+// VM is one KVM virtual machine with one vCPU, running a synthetic 64-bit
+// guest on its own or a Linux guest inside a Machine, with
 // checkpoints whose restore costs O(pages dirtied since).
 //
 // Its methods are safe for concurrent use and serialized, except Pause,
 // which stops a Run in progress.
-type Machine struct {
+type VM struct {
 	mu  sync.Mutex
-	cfg Config
+	cfg VMConfig
 	log *zap.Logger
 
 	closed                   bool
@@ -155,13 +158,13 @@ type runResult struct {
 	err  error
 }
 
-var _ vmm.Hasher = (*Machine)(nil)
-var _ vmm.Timings = (*Machine)(nil)
+var _ vmm.Hasher = (*VM)(nil)
+var _ vmm.Timings = (*VM)(nil)
 
-// New creates the VM, its RAM, memslot, vCPU (in long mode, RIP at
+// NewVM creates the VM, its RAM, memslot, vCPU (in long mode, RIP at
 // CodeAddr; the code is LoadProgram's) and, unless NoIRQChip, the in-kernel
 // irqchip and PIT. On error everything created so far is released.
-func New(cfg Config) (*Machine, error) {
+func NewVM(cfg VMConfig) (*VM, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("kvm: synthetic guests need amd64, not %s: %w", runtime.GOARCH, errors.ErrUnsupported)
 	}
@@ -181,7 +184,7 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	m := &Machine{
+	m := &VM{
 		cfg: cfg, log: cfg.Log.Named("vmm.kvm"),
 		sysFD: -1, vmFD: -1, vcpuFD: -1, mfd: -1,
 		states:     map[fork.ID]*checkpointState{},
@@ -194,7 +197,24 @@ func New(cfg Config) (*Machine, error) {
 	return m, nil
 }
 
-func (m *Machine) setup() error {
+// setup builds the VM step by step; on error the caller closes what exists.
+func (m *VM) setup() error {
+	for _, step := range []func() error{
+		m.openKVM, m.checkCaps, m.createVM, m.setupDirtyLog, m.setupRAM, m.setupVCPU,
+		m.setupCPUID, m.setupMSRList, m.enterLongMode,
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	ready := make(chan struct{})
+	go m.vcpuThread(ready)
+	<-ready
+	return nil
+}
+
+// openKVM opens /dev/kvm and checks the API version.
+func (m *VM) openKVM() error {
 	var err error
 	if m.sysFD, err = unix.Open("/dev/kvm", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("kvm: open /dev/kvm: %w", err)
@@ -206,9 +226,18 @@ func (m *Machine) setup() error {
 	if v != kvmAPIVersion {
 		return fmt.Errorf("kvm: API version %d, want %d", v, kvmAPIVersion)
 	}
-	check := func(c uintptr) (int, error) {
-		return gk("KVM_CHECK_EXTENSION", func() (uintptr, error) { return gokvm.CheckExtension(uintptr(m.sysFD), gokvm.Capability(c)) })
-	}
+	return nil
+}
+
+// checkExtension is KVM_CHECK_EXTENSION on /dev/kvm.
+func (m *VM) checkExtension(c uintptr) (int, error) {
+	return gk("KVM_CHECK_EXTENSION", func() (uintptr, error) { return gokvm.CheckExtension(uintptr(m.sysFD), gokvm.Capability(c)) })
+}
+
+// checkCaps refuses a host without the capabilities the VM needs and notes
+// the optional ones (XSAVE; XCRs and the KVM clock are saved only where the
+// host has them).
+func (m *VM) checkCaps() error {
 	for _, c := range []struct {
 		cap  uintptr
 		name string
@@ -221,7 +250,7 @@ func (m *Machine) setup() error {
 		{capVCPUEvents, "KVM_CAP_VCPU_EVENTS", true},
 		{capDebugRegs, "KVM_CAP_DEBUGREGS", true},
 	} {
-		n, err := check(c.cap)
+		n, err := m.checkExtension(c.cap)
 		if err != nil {
 			return err
 		}
@@ -229,60 +258,46 @@ func (m *Machine) setup() error {
 			return fmt.Errorf("kvm: host lacks %s: %w", c.name, errors.ErrUnsupported)
 		}
 	}
-	if n, err := check(capXSAVE); err != nil {
-		return err
-	} else {
-		m.hasXSAVE = n > 0
+	for _, c := range []struct {
+		cap  uintptr
+		have *bool
+	}{{capXSAVE, &m.hasXSAVE}, {capXCRS, &m.hasXCRS}, {capAdjustClock, &m.hasClock}} {
+		n, err := m.checkExtension(c.cap)
+		if err != nil {
+			return err
+		}
+		*c.have = n > 0
 	}
-	// XCRs and the KVM clock are saved only where the host has them.
-	if n, err := check(capXCRS); err != nil {
-		return err
-	} else {
-		m.hasXCRS = n > 0
-	}
-	if n, err := check(capAdjustClock); err != nil {
-		return err
-	} else {
-		m.hasClock = n > 0
-	}
+	return nil
+}
+
+// createVM creates the VM and, unless NoIRQChip, the in-kernel irqchip and PIT.
+func (m *VM) createVM() error {
+	var err error
 	if m.vmFD, err = gk("KVM_CREATE_VM", func() (uintptr, error) { return gokvm.CreateVM(uintptr(m.sysFD)) }); err != nil {
 		return err
 	}
 	unix.CloseOnExec(m.vmFD)
-	if !m.cfg.NoIRQChip {
-		if _, err := gk("KVM_CREATE_IRQCHIP", func() (uintptr, error) { return 0, gokvm.CreateIRQChip(uintptr(m.vmFD)) }); err != nil {
-			return err
-		}
-		// gokvm's CreatePIT2 passes no flags, which leaves port 0x61 (system
-		// control port B: the PIT channel 2 gate and output the kernel reads
-		// while calibrating its timers) to us. With KVM_PIT_SPEAKER_DUMMY the
-		// in-kernel PIT owns it, next to the channel 2 it reflects.
-		pit := pitConfig{Flags: pitSpeakerDummy}
-		if _, err := ioctlPtr(m.vmFD, "KVM_CREATE_PIT2", kvmCreatePIT2, &pit); err != nil {
-			return err
-		}
+	if m.cfg.NoIRQChip {
+		return nil
 	}
-	if m.cfg.DirtyRing {
-		// Measured: on PVM hosts the ring fills past its soft limit and
-		// entries are overwritten before the DIRTY_RING_FULL exit.
-		m.ringFullOK, _ = HardwareVirtualization()
-		max, err := check(capDirtyLogRing)
-		if err != nil {
-			return err
-		}
-		b := m.cfg.DirtyRingBytes
-		if max == 0 {
-			return fmt.Errorf("kvm: host has no dirty ring: %w", errors.ErrUnsupported)
-		}
-		if b < PageSize || b&(b-1) != 0 || b > max {
-			return fmt.Errorf("kvm: dirty ring of %d bytes: want a power of two between %d and %d", b, PageSize, max)
-		}
-		if _, err := ioctlPtr(m.vmFD, "KVM_ENABLE_CAP(KVM_CAP_DIRTY_LOG_RING)", kvmEnableCap,
-			&enableCap{Cap: capDirtyLogRing, Args: [4]uint64{uint64(b)}}); err != nil {
-			return err
-		}
-	} else {
-		n, err := check(capManualDirtyLogProt2)
+	if _, err := gk("KVM_CREATE_IRQCHIP", func() (uintptr, error) { return 0, gokvm.CreateIRQChip(uintptr(m.vmFD)) }); err != nil {
+		return err
+	}
+	// gokvm's CreatePIT2 passes no flags, which leaves port 0x61 (system
+	// control port B: the PIT channel 2 gate and output the kernel reads
+	// while calibrating its timers) to us. With KVM_PIT_SPEAKER_DUMMY the
+	// in-kernel PIT owns it, next to the channel 2 it reflects.
+	pit := pitConfig{Flags: pitSpeakerDummy}
+	_, err = ioctlPtr(m.vmFD, "KVM_CREATE_PIT2", kvmCreatePIT2, &pit)
+	return err
+}
+
+// setupDirtyLog enables the dirty ring (DirtyRing) or, for the bitmap,
+// manual protect where the host offers it.
+func (m *VM) setupDirtyLog() error {
+	if !m.cfg.DirtyRing {
+		n, err := m.checkExtension(capManualDirtyLogProt2)
 		if err != nil {
 			return err
 		}
@@ -294,7 +309,31 @@ func (m *Machine) setup() error {
 			m.manualProtect = true
 		}
 		m.bitmap = make([]uint64, (m.cfg.MemoryBytes/PageSize+63)/64)
+		return nil
 	}
+	// Measured: on PVM hosts the ring fills past its soft limit and
+	// entries are overwritten before the DIRTY_RING_FULL exit.
+	m.ringFullOK, _ = HardwareVirtualization()
+	max, err := m.checkExtension(capDirtyLogRing)
+	if err != nil {
+		return err
+	}
+	b := m.cfg.DirtyRingBytes
+	if max == 0 {
+		return fmt.Errorf("kvm: host has no dirty ring: %w", errors.ErrUnsupported)
+	}
+	if b < PageSize || b&(b-1) != 0 || b > max {
+		return fmt.Errorf("kvm: dirty ring of %d bytes: want a power of two between %d and %d", b, PageSize, max)
+	}
+	_, err = ioctlPtr(m.vmFD, "KVM_ENABLE_CAP(KVM_CAP_DIRTY_LOG_RING)", kvmEnableCap,
+		&enableCap{Cap: capDirtyLogRing, Args: [4]uint64{uint64(b)}})
+	return err
+}
+
+// setupRAM creates guest RAM (a memfd mapped MAP_SHARED|MAP_NORESERVE) and
+// its memslot, with dirty logging.
+func (m *VM) setupRAM() error {
+	var err error
 	if m.mfd, err = unix.MemfdCreate("themis-guest-ram", unix.MFD_CLOEXEC); err != nil {
 		return fmt.Errorf("kvm: memfd_create: %w", err)
 	}
@@ -305,9 +344,13 @@ func (m *Machine) setup() error {
 		return fmt.Errorf("kvm: mmap guest RAM: %w", err)
 	}
 	region := userspaceMemoryRegion{Slot: 0, Flags: memLogDirtyPages, MemorySize: uint64(len(m.mem)), UserspaceAddr: addrOf(m.mem)}
-	if _, err := ioctlPtr(m.vmFD, "KVM_SET_USER_MEMORY_REGION", kvmSetUserMemoryRegion, &region); err != nil {
-		return err
-	}
+	_, err = ioctlPtr(m.vmFD, "KVM_SET_USER_MEMORY_REGION", kvmSetUserMemoryRegion, &region)
+	return err
+}
+
+// setupVCPU creates the vCPU and maps its kvm_run (and its dirty ring).
+func (m *VM) setupVCPU() error {
+	var err error
 	if m.vcpuFD, err = gk("KVM_CREATE_VCPU", func() (uintptr, error) { return gokvm.CreateVCPU(uintptr(m.vmFD), 0) }); err != nil {
 		return err
 	}
@@ -326,12 +369,12 @@ func (m *Machine) setup() error {
 			return fmt.Errorf("kvm: mmap dirty ring: %w", err)
 		}
 	}
-	if err := m.setupCPUID(); err != nil {
-		return err
-	}
-	if err := m.setupMSRList(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// enterLongMode builds the identity-mapped page tables and puts the vCPU
+// in long mode at CodeAddr.
+func (m *VM) enterLongMode() error {
 	buildPageTables(m.mem)
 	s, err := m.Sregs()
 	if err != nil {
@@ -340,16 +383,10 @@ func (m *Machine) setup() error {
 	if err := m.SetSregs(longMode(s)); err != nil {
 		return err
 	}
-	if err := m.SetRegs(Regs{RIP: CodeAddr, RSP: StackTop, RFLAGS: 2}); err != nil {
-		return err
-	}
-	ready := make(chan struct{})
-	go m.vcpuThread(ready)
-	<-ready
-	return nil
+	return m.SetRegs(Regs{RIP: CodeAddr, RSP: StackTop, RFLAGS: 2})
 }
 
-func (m *Machine) setupCPUID() error {
+func (m *VM) setupCPUID() error {
 	m.cpuid = &cpuid2{N: maxCPUID}
 	if _, err := ioctlPtr(m.sysFD, "KVM_GET_SUPPORTED_CPUID", kvmGetSupportedCPUID, m.cpuid); err != nil {
 		return err
@@ -380,7 +417,7 @@ func hidePVFeatures(c *cpuid2) {
 	}
 }
 
-func (m *Machine) setupMSRList() error {
+func (m *VM) setupMSRList() error {
 	l := &msrList{N: uint32(len(msrList{}.Indices))}
 	if _, err := ioctlPtr(m.sysFD, "KVM_GET_MSR_INDEX_LIST", kvmGetMSRIndexList, l); err != nil {
 		return err
@@ -396,12 +433,12 @@ func (m *Machine) setupMSRList() error {
 
 // RAM is guest memory. Reading it is always fine while the vCPU is stopped;
 // the host must write it through WriteRAM, so that checkpoints see the write.
-func (m *Machine) RAM() []byte { return m.mem }
+func (m *VM) RAM() []byte { return m.mem }
 
 // WriteRAM copies data into guest RAM at guest-physical addr and marks the
 // pages dirty for the next checkpoint or restore (the KVM dirty log sees
 // only the guest's writes).
-func (m *Machine) WriteRAM(addr uint64, data []byte) error {
+func (m *VM) WriteRAM(addr uint64, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -415,7 +452,7 @@ func (m *Machine) WriteRAM(addr uint64, data []byte) error {
 // since KVM's dirty log sees only the guest's own writes (the virtio-blk
 // used ring and read buffers are written by us). Devices run on the vCPU
 // thread inside Run, which holds m.mu, so this takes no lock.
-type deviceRAM struct{ m *Machine }
+type deviceRAM struct{ m *VM }
 
 var _ devices.Memory = deviceRAM{}
 
@@ -433,7 +470,7 @@ func (r deviceRAM) Slice(addr, n uint64) ([]byte, error) {
 	return b, nil
 }
 
-func (m *Machine) writeRAM(addr uint64, data []byte) error {
+func (m *VM) writeRAM(addr uint64, data []byte) error {
 	if addr > uint64(len(m.mem)) || uint64(len(data)) > uint64(len(m.mem))-addr {
 		return fmt.Errorf("kvm: write of %d bytes at %#x is outside guest RAM (%#x bytes)", len(data), addr, len(m.mem))
 	}
@@ -449,7 +486,7 @@ func (m *Machine) writeRAM(addr uint64, data []byte) error {
 // LoadProgram copies code to CodeAddr and resets the general registers:
 // RIP=CodeAddr, RSP=StackTop. Segment and control registers are left as they
 // are (long mode after New).
-func (m *Machine) LoadProgram(code []byte) error {
+func (m *VM) LoadProgram(code []byte) error {
 	if len(code) > MaxCode {
 		return fmt.Errorf("kvm: program of %d bytes, at most %d", len(code), MaxCode)
 	}
@@ -465,7 +502,7 @@ func (m *Machine) LoadProgram(code []byte) error {
 }
 
 // Scratch returns the scratch device's state.
-func (m *Machine) Scratch() ScratchState {
+func (m *VM) Scratch() ScratchState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.scratch
@@ -475,7 +512,7 @@ func (m *Machine) Scratch() ScratchState {
 // faults (an *ExitError wrapping ErrGuestFault, naming exit reason and RIP),
 // or is paused by Pause or ctx (an *ExitError wrapping ErrPaused and ctx's
 // error). After any of these the machine can be restored or run again.
-func (m *Machine) Run(ctx context.Context) (Exit, error) {
+func (m *VM) Run(ctx context.Context) (Exit, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -506,7 +543,7 @@ func (m *Machine) Run(ctx context.Context) (Exit, error) {
 // immediate_exit and sends SIGURG to the vCPU thread, which the Go runtime
 // ignores but which makes KVM_RUN return EINTR. Without a Run in progress
 // it does nothing lasting (the next Run clears the request).
-func (m *Machine) Pause() error {
+func (m *VM) Pause() error {
 	m.mapMu.RLock()
 	defer m.mapMu.RUnlock()
 	if m.run == nil {
@@ -522,7 +559,7 @@ func (m *Machine) Pause() error {
 	return nil
 }
 
-func (m *Machine) vcpuThread(ready chan<- struct{}) {
+func (m *VM) vcpuThread(ready chan<- struct{}) {
 	runtime.LockOSThread()
 	// Never unlocked: the thread is discarded when this goroutine ends, with
 	// whatever signal state the pauses left on it.
@@ -536,7 +573,7 @@ func (m *Machine) vcpuThread(ready chan<- struct{}) {
 	close(m.threadDone)
 }
 
-func (m *Machine) rip() uint64 {
+func (m *VM) rip() uint64 {
 	r, err := m.Regs()
 	if err != nil {
 		return ^uint64(0)
@@ -544,14 +581,14 @@ func (m *Machine) rip() uint64 {
 	return r.RIP
 }
 
-func (m *Machine) fault(reason, detail string) error {
+func (m *VM) fault(reason, detail string) error {
 	return &ExitError{Reason: reason, RIP: m.rip(), Detail: detail, Err: ErrGuestFault}
 }
 
 // settle completes a pending I/O exit without running guest code (KVM_RUN
 // with immediate_exit), so that registers and RIP are consistent for a
 // checkpoint or a restore.
-func (m *Machine) settle() error {
+func (m *VM) settle() error {
 	m.run[runImmediateExit] = 1
 	errno := runOnce(m.vcpuFD)
 	if !m.pauseReq.Load() {
@@ -568,7 +605,7 @@ func (m *Machine) settle() error {
 }
 
 // runLoop runs on the vCPU thread.
-func (m *Machine) runLoop() (Exit, error) {
+func (m *VM) runLoop() (Exit, error) {
 	for {
 		switch errno := runOnce(m.vcpuFD); errno {
 		case 0:
@@ -602,15 +639,15 @@ func (m *Machine) runLoop() (Exit, error) {
 		case exitHLT:
 			return Exit{Reason: ExitHLT, RIP: m.rip()}, nil
 		case exitMMIO:
-			addr := binary.LittleEndian.Uint64(x[0:])
-			n := binary.LittleEndian.Uint32(x[16:])
+			addr := binary.LittleEndian.Uint64(x[mmioExitPhysAddr:])
+			n := binary.LittleEndian.Uint32(x[mmioExitLen:])
 			dir := "read"
-			if x[20] != 0 {
+			if x[mmioExitIsWrite] != 0 {
 				dir = "write"
 			}
 			err := m.fault("MMIO", fmt.Sprintf("%d-byte %s at guest-physical %#x: no device there (MMIO unsupported)", n, dir, addr))
 			for i := range 8 {
-				x[8+i] = 0xff
+				x[mmioExitData+i] = 0xff
 			}
 			return Exit{}, errors.Join(err, m.settle())
 		case exitShutdown:
@@ -663,62 +700,91 @@ func internalSuberror(s uint32) string {
 	return ""
 }
 
-// serveIO serves one port I/O exit; done means Run should return e.
-func (m *Machine) serveIO(x []byte) (e Exit, done bool, err error) {
-	out := x[0] == 1
-	size := int(x[1])
-	port := binary.LittleEndian.Uint16(x[2:])
-	count := int(binary.LittleEndian.Uint32(x[4:]))
-	off := int(binary.LittleEndian.Uint64(x[8:]))
-	if size != 1 && size != 2 && size != 4 || off+size*count > len(m.run) {
-		return Exit{}, false, m.fault("IO", fmt.Sprintf("malformed I/O exit: port %#x size %d count %d", port, size, count))
+// ioExit is a decoded KVM_EXIT_IO: count accesses of size bytes each to
+// port, their data at off in kvm_run.
+type ioExit struct {
+	out         bool
+	size, count int
+	port        uint16
+	off         int
+}
+
+// decodeIO reads the io member of kvm_run's exit union x.
+func (m *VM) decodeIO(x []byte) (ioExit, error) {
+	e := ioExit{
+		out:   x[ioExitDirection] == 1,
+		size:  int(x[ioExitSize]),
+		port:  binary.LittleEndian.Uint16(x[ioExitPort:]),
+		count: int(binary.LittleEndian.Uint32(x[ioExitCount:])),
+		off:   int(binary.LittleEndian.Uint64(x[ioExitDataOffset:])),
 	}
-	word := func(i int) uint32 {
-		var b [4]byte
-		copy(b[:], m.run[off+i*size:off+(i+1)*size])
-		return binary.LittleEndian.Uint32(b[:])
+	if e.size != 1 && e.size != 2 && e.size != 4 || e.off+e.size*e.count > len(m.run) {
+		return e, m.fault("IO", fmt.Sprintf("malformed I/O exit: port %#x size %d count %d", e.port, e.size, e.count))
 	}
-	put := func(i int, v uint32) {
-		var b [4]byte
-		binary.LittleEndian.PutUint32(b[:], v)
-		copy(m.run[off+i*size:off+(i+1)*size], b[:size])
+	return e, nil
+}
+
+// access is the data of access i of e, inside kvm_run.
+func (m *VM) access(e ioExit, i int) []byte { return m.run[e.off+i*e.size : e.off+(i+1)*e.size] }
+
+// word is access i of e as a little-endian value.
+func (m *VM) word(e ioExit, i int) uint32 {
+	var b [4]byte
+	copy(b[:], m.access(e, i))
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// serveIO serves one port I/O exit; done means Run should return e: the
+// VM's own ports (the scratch register, the debug exit) first, then the
+// attached devices.
+func (m *VM) serveIO(x []byte) (exit Exit, done bool, err error) {
+	e, err := m.decodeIO(x)
+	if err != nil {
+		return Exit{}, false, err
 	}
 	switch {
-	case port == ScratchPort && out:
-		for i := range count {
-			m.scratch.Value = word(i)
+	case e.port == ScratchPort && e.out:
+		for i := range e.count {
+			m.scratch.Value = m.word(e, i)
 			m.scratch.Writes++
 		}
-	case port == ScratchPort:
-		for i := range count {
-			put(i, m.scratch.Value)
+	case e.port == ScratchPort:
+		for i := range e.count {
+			var b [4]byte
+			binary.LittleEndian.PutUint32(b[:], m.scratch.Value)
+			copy(m.access(e, i), b[:e.size])
 		}
-	case port == DebugExitPort && out:
-		return Exit{Reason: ExitDebug, Code: word(count - 1)}, true, nil
+	case e.port == DebugExitPort && e.out:
+		return Exit{Reason: ExitDebug, Code: m.word(e, e.count-1)}, true, nil
 	case m.att != nil:
-		for i := range count {
-			data := m.run[off+i*size : off+(i+1)*size]
-			handled, err := m.att.portIO(port, out, data)
-			if err != nil {
-				return Exit{}, false, m.fault("IO", fmt.Sprintf("port %#x: %v", port, err))
-			}
-			if !handled {
-				return Exit{}, false, m.unknownPort(port, out, size, count)
-			}
-		}
+		return Exit{}, false, m.attachedIO(e)
 	default:
-		return Exit{}, false, m.unknownPort(port, out, size, count)
+		return Exit{}, false, m.unknownPort(e.port, e.out, e.size, e.count)
 	}
 	return Exit{}, false, nil
 }
 
+// attachedIO serves every access of e through the attached devices.
+func (m *VM) attachedIO(e ioExit) error {
+	for i := range e.count {
+		handled, err := m.att.portIO(e.port, e.out, m.access(e, i))
+		if err != nil {
+			return m.fault("IO", fmt.Sprintf("port %#x: %v", e.port, err))
+		}
+		if !handled {
+			return m.unknownPort(e.port, e.out, e.size, e.count)
+		}
+	}
+	return nil
+}
+
 // unknownPort fails the run for an access to a port no device serves; an
 // IN gets all ones, as on a bus with nothing there.
-func (m *Machine) unknownPort(port uint16, out bool, size, count int) error {
+func (m *VM) unknownPort(port uint16, out bool, size, count int) error {
 	dir := "OUT to"
 	if !out {
 		dir = "IN from"
-		off := int(binary.LittleEndian.Uint64(m.run[runExit+8:]))
+		off := int(binary.LittleEndian.Uint64(m.run[runExit+ioExitDataOffset:]))
 		for i := range size * count {
 			m.run[off+i] = 0xff
 		}
@@ -728,7 +794,7 @@ func (m *Machine) unknownPort(port uint16, out bool, size, count int) error {
 
 // dirtyTarget is where harvested dirty pages go: the tree's set once armed,
 // else a throwaway set (before arm every page is copied anyway).
-func (m *Machine) dirtyTarget() *fork.Set {
+func (m *VM) dirtyTarget() *fork.Set {
 	if m.tree != nil {
 		return m.tree.Dirty()
 	}
@@ -737,7 +803,7 @@ func (m *Machine) dirtyTarget() *fork.Set {
 
 // harvest moves the pages the guest dirtied since the last harvest into s
 // and re-arms dirty tracking for them.
-func (m *Machine) harvest(s *fork.Set) error {
+func (m *VM) harvest(s *fork.Set) error {
 	if m.cfg.DirtyRing {
 		return m.harvestRing(s)
 	}
@@ -763,7 +829,7 @@ func (m *Machine) harvest(s *fork.Set) error {
 	return nil
 }
 
-func (m *Machine) harvestRing(s *fork.Set) error {
+func (m *VM) harvestRing(s *fork.Set) error {
 	n := uint32(len(m.ring) / dirtyGFNSize)
 	pages := uint64(len(m.mem) / PageSize)
 	got := 0
@@ -797,7 +863,7 @@ func (m *Machine) harvestRing(s *fork.Set) error {
 }
 
 // arm maps the shadow and takes the root copy of the populated parts of RAM.
-func (m *Machine) arm() error {
+func (m *VM) arm() error {
 	start := time.Now()
 	shadow, err := unix.Mmap(-1, 0, len(m.mem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -828,7 +894,7 @@ func (m *Machine) arm() error {
 
 // populated lists the RAM ranges the memfd holds pages for (SEEK_DATA /
 // SEEK_HOLE); holes read as zero, like the fresh shadow.
-func (m *Machine) populated() ([]fork.Range, error) {
+func (m *VM) populated() ([]fork.Range, error) {
 	var out []fork.Range
 	size := int64(len(m.mem))
 	for off := int64(0); off < size; {
@@ -853,7 +919,7 @@ func (m *Machine) populated() ([]fork.Range, error) {
 // Checkpoint saves the vCPU, VM and device state and pushes a memory delta
 // of the pages dirtied since the previous checkpoint. The first checkpoint
 // also takes the root copy of RAM (Stats.Arm).
-func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
+func (m *VM) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -872,12 +938,10 @@ func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 		return 0, fmt.Errorf("kvm: checkpoint: %w", err)
 	}
 	st := &checkpointState{scratch: m.scratch}
-	var err error
 	if m.att != nil {
-		if st.devices, err = m.att.saveDevices(); err != nil {
-			return 0, fmt.Errorf("kvm: checkpoint: %w", err)
-		}
+		st.devices = m.att.saveDevices()
 	}
+	var err error
 	if st.vcpu, err = m.saveVCPU(); err != nil {
 		return 0, fmt.Errorf("kvm: checkpoint: %w", err)
 	}
@@ -895,7 +959,7 @@ func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 
 // Restore puts RAM back (only the pages dirtied since id), then the vCPU,
 // VM and device state, and drops the checkpoints above id.
-func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
+func (m *VM) Restore(ctx context.Context, id vmm.CheckpointID) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -943,7 +1007,7 @@ func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
 }
 
 // Delete removes a checkpoint from the path; the others stay restorable.
-func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
+func (m *VM) Delete(ctx context.Context, id vmm.CheckpointID) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -960,7 +1024,7 @@ func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
 }
 
 // Checkpoints lists the current path, oldest first.
-func (m *Machine) Checkpoints() []vmm.CheckpointID {
+func (m *VM) Checkpoints() []vmm.CheckpointID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.tree == nil {
@@ -974,7 +1038,7 @@ func (m *Machine) Checkpoints() []vmm.CheckpointID {
 }
 
 // RAMHash implements vmm.Hasher: blake3 of all guest RAM (fork.Hash).
-func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
+func (m *VM) RAMHash(ctx context.Context) ([32]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -984,20 +1048,20 @@ func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 }
 
 // Stats returns counters and the durations of the last operations.
-func (m *Machine) Stats() Stats {
+func (m *VM) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
 }
 
 // Timings implements vmm.Timings.
-func (m *Machine) Timings() vmm.TimingInfo {
+func (m *VM) Timings() vmm.TimingInfo {
 	s := m.Stats()
 	return vmm.TimingInfo{Checkpoint: s.Checkpoint, Restore: s.Restore, RestoreRAM: s.Restore, RestorePages: s.RestorePages}
 }
 
 // Close stops the vCPU thread and releases every fd and mapping. Idempotent.
-func (m *Machine) Close() error {
+func (m *VM) Close() error {
 	// Pause until we hold the lock: a Run in progress returns.
 	var errs []error
 	for !m.mu.TryLock() {

@@ -27,13 +27,13 @@ func needKVM(t testing.TB) {
 	}
 }
 
-func newMachine(t testing.TB, cfg Config) *Machine {
+func newVM(t testing.TB, cfg VMConfig) *VM {
 	t.Helper()
 	needKVM(t)
 	if tt, ok := t.(*testing.T); ok && cfg.Log == nil {
 		cfg.Log = zaptest.NewLogger(tt)
 	}
-	m, err := New(cfg)
+	m, err := NewVM(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func newMachine(t testing.TB, cfg Config) *Machine {
 	return m
 }
 
-func mustRun(t testing.TB, m *Machine, wantCode uint32) Exit {
+func mustRun(t testing.TB, m *VM, wantCode uint32) Exit {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,10 +62,10 @@ func mustRun(t testing.TB, m *Machine, wantCode uint32) Exit {
 // dirtyModes are the two dirty-tracking modes every memory test runs in.
 var dirtyModes = []struct {
 	name string
-	cfg  Config
+	cfg  VMConfig
 }{
-	{"bitmap", Config{}},
-	{"ring", Config{DirtyRing: true, DirtyRingBytes: 1 << 20}},
+	{"bitmap", VMConfig{}},
+	{"ring", VMConfig{DirtyRing: true, DirtyRingBytes: 1 << 20}},
 }
 
 // TestDirtyRingFull: a ring smaller than the pages a run dirties either
@@ -73,7 +73,7 @@ var dirtyModes = []struct {
 // fails with ErrRingOverflow (PVM, whose ring overflows before that exit).
 func TestDirtyRingFull(t *testing.T) {
 	ctx := context.Background()
-	m := newMachine(t, Config{DirtyRing: true, DirtyRingBytes: 4096})
+	m := newVM(t, VMConfig{DirtyRing: true, DirtyRingBytes: 4096})
 	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 1000).done(1).b); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestDirtyPagesRestoreHash(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/pages=%d", mode.name, n), func(t *testing.T) {
 				cfg := mode.cfg
 				cfg.MemoryBytes = 32 << 20
-				m := newMachine(t, cfg)
+				m := newVM(t, cfg)
 				prog := new(asm).dirtyPages(DataAddr, n).done(1)
 				if err := m.LoadProgram(prog.b); err != nil {
 					t.Fatal(err)
@@ -148,7 +148,7 @@ func TestNestedCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range dirtyModes {
 		t.Run(mode.name, func(t *testing.T) {
-			m := newMachine(t, mode.cfg)
+			m := newVM(t, mode.cfg)
 			// Three phases, each dirtying its own and a shared page, ending
 			// with a debug exit carrying the phase number.
 			var p asm
@@ -193,7 +193,7 @@ func TestNestedCheckpoints(t *testing.T) {
 
 func TestDeleteMiddleCheckpoint(t *testing.T) {
 	ctx := context.Background()
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	var p asm
 	for phase := range uint32(3) {
 		p.dirtyPages(DataAddr, 3+int(phase)).done(phase + 1)
@@ -237,7 +237,7 @@ func regVal(r int) uint64 {
 
 func TestRegistersRevert(t *testing.T) {
 	ctx := context.Background()
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	var p asm
 	for r := range 16 {
 		if r != rsp {
@@ -277,7 +277,7 @@ func TestRegistersRevert(t *testing.T) {
 
 func TestXSAVERoundTrip(t *testing.T) {
 	ctx := context.Background()
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	if !m.hasXSAVE {
 		t.Skip("host has no KVM_CAP_XSAVE")
 	}
@@ -333,7 +333,7 @@ func TestXSAVERoundTrip(t *testing.T) {
 
 func TestScratchDeviceReverts(t *testing.T) {
 	ctx := context.Background()
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	// The guest reads the scratch register, stores it in RAM, adds one and
 	// writes it back: device state and memory move together.
 	var p asm
@@ -372,7 +372,7 @@ func TestScratchDeviceReverts(t *testing.T) {
 }
 
 func TestHLTWithoutIRQChip(t *testing.T) {
-	m := newMachine(t, Config{NoIRQChip: true})
+	m := newVM(t, VMConfig{NoIRQChip: true})
 	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 2).hlt().b); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestBadGuests(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := countFDs(t)
-			m := newMachine(t, Config{})
+			m := newVM(t, VMConfig{})
 			if err := m.LoadProgram(tc.prog.b); err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +457,7 @@ func TestBadGuests(t *testing.T) {
 }
 
 func TestPause(t *testing.T) {
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	if err := m.LoadProgram(new(asm).spin().b); err != nil {
 		t.Fatal(err)
 	}
@@ -485,14 +485,14 @@ func TestMemoryLimits(t *testing.T) {
 		{MinMemory + 1, nil},
 	}
 	for _, tc := range tests {
-		m, err := New(Config{MemoryBytes: tc.bytes})
+		m, err := NewVM(VMConfig{MemoryBytes: tc.bytes})
 		if err == nil {
 			m.Close()
-			t.Errorf("New(%d bytes) succeeded", tc.bytes)
+			t.Errorf("NewVM(%d bytes) succeeded", tc.bytes)
 			continue
 		}
 		if tc.want != nil && !errors.Is(err, tc.want) {
-			t.Errorf("New(%d bytes) = %v, want %v", tc.bytes, err, tc.want)
+			t.Errorf("NewVM(%d bytes) = %v, want %v", tc.bytes, err, tc.want)
 		}
 		t.Logf("%d bytes: %v", tc.bytes, err)
 	}
@@ -504,7 +504,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			fds, maps := countFDs(t), countMaps(t)
 			for range 3 {
-				m, err := New(mode.cfg)
+				m, err := NewVM(mode.cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -560,7 +560,7 @@ func countMaps(t testing.TB) int {
 // reads it back while calibrating its timers; without
 // KVM_PIT_SPEAKER_DUMMY the access reached us and stopped the boot.
 func TestPITSpeakerPort(t *testing.T) {
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	const port = 0x61
 	readTo := func(a *asm, addr uint64) *asm {
 		a.movImm(rdi, addr)
@@ -588,7 +588,7 @@ func TestPITSpeakerPort(t *testing.T) {
 // in the TLB (tagged by the guest's ASID) and the Linux guest triple-faulted
 // after some dozens of restores.
 func TestRestoreFlushesGuestTLB(t *testing.T) {
-	m := newMachine(t, Config{})
+	m := newVM(t, VMConfig{})
 	const (
 		x     = 0x800000 // 2 MiB page 4: identity-mapped to A at first
 		pageA = 0x800000

@@ -1,13 +1,41 @@
 package kvm
 
+import "github.com/themisfs/themis/vmm/kvm/devices"
+
+// portRange is the I/O ports [first, last] of one device.
+type portRange struct {
+	first, last uint16
+	name        string
+}
+
+func (r portRange) has(port uint16) bool { return port >= r.first && port <= r.last }
+
+// portDevice is a device served at a fixed port range.
+type portDevice struct {
+	portRange
+	dev devices.PortDevice
+}
+
+// portTable dispatches port I/O to the devices at fixed ports. The PCI
+// devices' I/O BARs move (the guest programs them) and are routed by the
+// bus instead.
+type portTable []portDevice
+
+// lookup returns the device whose range holds port.
+func (t portTable) lookup(port uint16) (devices.PortDevice, bool) {
+	for _, d := range t {
+		if d.has(port) {
+			return d.dev, true
+		}
+	}
+	return nil, false
+}
+
 // absentPorts are legacy PC ports a booting Linux kernel probes for hardware
 // this machine does not have. Reads return all ones and writes are dropped
 // (and counted), as on a PC where the chip is missing. Any port outside this
 // table and the machine's devices fails the run with the port named.
-var absentPorts = []struct {
-	first, last uint16
-	name        string
-}{
+var absentPorts = []portRange{
 	{0x00, 0x1f, "DMA controller 1"},
 	{0x22, 0x23, "chipset configuration"},
 	{0x60, 0x60, "i8042 data"},
@@ -36,7 +64,7 @@ var absentPorts = []struct {
 // absentPort names the absent legacy device at port, or "".
 func absentPort(port uint16) string {
 	for _, r := range absentPorts {
-		if port >= r.first && port <= r.last {
+		if r.has(port) {
 			return r.name
 		}
 	}

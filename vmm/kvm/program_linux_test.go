@@ -11,7 +11,7 @@ import (
 func TestDirtyProgramRuns(t *testing.T) {
 	ctx := context.Background()
 	const n = 100
-	m := newMachine(t, Config{MemoryBytes: 64 << 20})
+	m := newVM(t, VMConfig{MemoryBytes: 64 << 20})
 	if err := m.LoadProgram(DirtyProgram(DataAddr, n, 9)); err != nil {
 		t.Fatal(err)
 	}

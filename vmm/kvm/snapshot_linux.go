@@ -42,7 +42,7 @@ const MaxSnapshot = MaxMemory + 64<<20
 // machine must not be running (call it between Runs; Pause a Run first).
 // Synthetic guests only: a Linux machine's attached devices and disks are
 // not part of the file.
-func (m *Machine) SaveSnapshot(ctx context.Context, w io.Writer) error {
+func (m *VM) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -116,7 +116,7 @@ func (m *Machine) SaveSnapshot(ctx context.Context, w io.Writer) error {
 // The file is untrusted: its size is capped, its checksum and every length
 // checked, and errors wrap fork.ErrCorrupt / fork.ErrIncompatibleFormat /
 // fork.ErrTooLarge.
-func LoadSnapshot(r io.Reader, cfg Config) (*Machine, error) {
+func LoadSnapshot(r io.Reader, cfg VMConfig) (*VM, error) {
 	secs, err := fork.Decode(r, MaxSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("kvm: load snapshot: %w", err)
@@ -193,7 +193,7 @@ func LoadSnapshot(r io.Reader, cfg Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := New(cfg)
+	m, err := NewVM(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func LoadSnapshot(r io.Reader, cfg Config) (*Machine, error) {
 	return m, nil
 }
 
-func (m *Machine) loadSnapshot(ram []byte, vs *vcpuState, vms *vmState, scratch ScratchState, sm snapMachine) error {
+func (m *VM) loadSnapshot(ram []byte, vs *vcpuState, vms *vmState, scratch ScratchState, sm snapMachine) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if (sm.XSAVE == 1) != m.hasXSAVE || (sm.XCRS == 1) != m.hasXCRS || (sm.Clock == 1) != m.hasClock {

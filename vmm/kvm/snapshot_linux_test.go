@@ -18,7 +18,7 @@ func TestSnapshotFileRoundTrip(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			cfg := mode.cfg
 			cfg.MemoryBytes = 32 << 20
-			m := newMachine(t, cfg)
+			m := newVM(t, cfg)
 			prog := new(asm).dirtyPages(DataAddr, 64).out(ScratchPort, 7).done(1).
 				movImm(rbx, 0x1234).dirtyPages(DataAddr+64*PageSize, 16).out(ScratchPort, 9).done(2)
 			if err := m.LoadProgram(prog.b); err != nil {
@@ -57,7 +57,7 @@ func TestSnapshotFileRoundTrip(t *testing.T) {
 // the reason, and nothing is left behind.
 func TestSnapshotFileBad(t *testing.T) {
 	ctx := context.Background()
-	m := newMachine(t, Config{MemoryBytes: 8 << 20})
+	m := newVM(t, VMConfig{MemoryBytes: 8 << 20})
 	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 4).done(1).b); err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +76,14 @@ func TestSnapshotFileBad(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		file []byte
-		cfg  Config
+		cfg  VMConfig
 		want error
 	}{
-		{"flipped bit", flip, Config{}, fork.ErrCorrupt},
-		{"truncated", good.Bytes()[:good.Len()-40], Config{}, fork.ErrCorrupt},
-		{"not a snapshot", []byte("hello, this is not a snapshot file at all"), Config{}, fork.ErrIncompatibleFormat},
-		{"missing sections", noRAM.Bytes(), Config{}, fork.ErrCorrupt},
-		{"other RAM size", good.Bytes(), Config{MemoryBytes: 16 << 20}, nil},
+		{"flipped bit", flip, VMConfig{}, fork.ErrCorrupt},
+		{"truncated", good.Bytes()[:good.Len()-40], VMConfig{}, fork.ErrCorrupt},
+		{"not a snapshot", []byte("hello, this is not a snapshot file at all"), VMConfig{}, fork.ErrIncompatibleFormat},
+		{"missing sections", noRAM.Bytes(), VMConfig{}, fork.ErrCorrupt},
+		{"other RAM size", good.Bytes(), VMConfig{MemoryBytes: 16 << 20}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m2, err := LoadSnapshot(bytes.NewReader(tt.file), tt.cfg)

@@ -27,47 +27,47 @@ type vmState struct {
 }
 
 // Regs returns the vCPU's general registers (KVM_GET_REGS).
-func (m *Machine) Regs() (Regs, error) {
+func (m *VM) Regs() (Regs, error) {
 	var r Regs
 	_, err := ioctlPtr(m.vcpuFD, "KVM_GET_REGS", kvmGetRegs, &r)
 	return r, err
 }
 
 // SetRegs sets the vCPU's general registers (KVM_SET_REGS).
-func (m *Machine) SetRegs(r Regs) error {
+func (m *VM) SetRegs(r Regs) error {
 	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_REGS", kvmSetRegs, &r)
 	return err
 }
 
 // Sregs returns the vCPU's segment and control registers (KVM_GET_SREGS).
-func (m *Machine) Sregs() (Sregs, error) {
+func (m *VM) Sregs() (Sregs, error) {
 	var s Sregs
 	_, err := ioctlPtr(m.vcpuFD, "KVM_GET_SREGS", kvmGetSregs, &s)
 	return s, err
 }
 
 // SetSregs sets the vCPU's segment and control registers (KVM_SET_SREGS).
-func (m *Machine) SetSregs(s Sregs) error {
+func (m *VM) SetSregs(s Sregs) error {
 	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_SREGS", kvmSetSregs, &s)
 	return err
 }
 
 // XSAVE returns the vCPU's extended state (KVM_GET_XSAVE).
-func (m *Machine) XSAVE() (*XSAVE, error) {
+func (m *VM) XSAVE() (*XSAVE, error) {
 	x := new(XSAVE)
 	_, err := ioctlPtr(m.vcpuFD, "KVM_GET_XSAVE", kvmGetXSAVE, x)
 	return x, err
 }
 
 // SetXSAVE sets the vCPU's extended state (KVM_SET_XSAVE).
-func (m *Machine) SetXSAVE(x *XSAVE) error {
+func (m *VM) SetXSAVE(x *XSAVE) error {
 	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_XSAVE", kvmSetXSAVE, x)
 	return err
 }
 
-func (m *Machine) irqchip() bool { return !m.cfg.NoIRQChip }
+func (m *VM) irqchip() bool { return !m.cfg.NoIRQChip }
 
-func (m *Machine) saveVCPU() (vcpuState, error) {
+func (m *VM) saveVCPU() (vcpuState, error) {
 	var s vcpuState
 	var err error
 	if s.Regs, err = m.Regs(); err != nil {
@@ -110,7 +110,7 @@ func (m *Machine) saveVCPU() (vcpuState, error) {
 // loadVCPU sets the state back in QEMU's order: registers, FPU/XSAVE,
 // sregs (before the LAPIC: APIC base), MSRs (TSC, then TSC_DEADLINE), MP state, LAPIC,
 // events, debug registers.
-func (m *Machine) loadVCPU(s *vcpuState) error {
+func (m *VM) loadVCPU(s *vcpuState) error {
 	if err := m.SetRegs(s.Regs); err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func splitTSCDeadline(list []MSR) (rest, deadline []MSR) {
 // would otherwise outlive it. (Emulated AMD-V flushes on every world
 // switch and PVM shadows page tables, so TestRestoreFlushesGuestTLB passes
 // there either way.)
-func (m *Machine) setSregsFlushingTLB(s Sregs) error {
+func (m *VM) setSregsFlushingTLB(s Sregs) error {
 	if s.CR0&(1<<31) != 0 { // paging on
 		other := s
 		other.CR3 ^= 0x1000
@@ -188,7 +188,7 @@ func (m *Machine) setSregsFlushingTLB(s Sregs) error {
 	return m.SetSregs(s)
 }
 
-func (m *Machine) getMSRs() ([]MSR, error) {
+func (m *VM) getMSRs() ([]MSR, error) {
 	var b msrs
 	b.N = uint32(len(m.msrIndices))
 	for i, idx := range m.msrIndices {
@@ -204,7 +204,7 @@ func (m *Machine) getMSRs() ([]MSR, error) {
 	return append([]MSR(nil), b.Entries[:n]...), nil
 }
 
-func (m *Machine) setMSRs(list []MSR) error {
+func (m *VM) setMSRs(list []MSR) error {
 	var b msrs
 	b.N = uint32(copy(b.Entries[:], list))
 	n, err := ioctlPtr(m.vcpuFD, "KVM_SET_MSRS", kvmSetMSRs, &b)
@@ -217,7 +217,7 @@ func (m *Machine) setMSRs(list []MSR) error {
 	return nil
 }
 
-func (m *Machine) saveVM() (vmState, error) {
+func (m *VM) saveVM() (vmState, error) {
 	var s vmState
 	if m.hasClock {
 		if _, err := ioctlPtr(m.vmFD, "KVM_GET_CLOCK", kvmGetClock, &s.Clock); err != nil {
@@ -240,7 +240,7 @@ func (m *Machine) saveVM() (vmState, error) {
 	return s, err
 }
 
-func (m *Machine) loadVM(s *vmState) error {
+func (m *VM) loadVM(s *vmState) error {
 	if m.hasClock {
 		// Only the clock value: flags would ask KVM to also honour realtime
 		// and host TSC, i.e. to move the clock by the wall time since.

@@ -9,13 +9,15 @@
 // socket; the console is ttyS0 on QEMU's stdout; CPU and device state go into
 // internal snapshots of a small scratch qcow2 node that names no guest disk.
 //
-// A checkpoint stops the VM (which drains block I/O), pushes a layer on every
-// overlay, saves CPU+device state (and RAM, in RestoreFull mode) with
-// snapshot-save, records the RAM delta against its parent (RestoreDevices
-// mode), and resumes. A restore stops the VM, pops the overlays back to the
-// checkpoint's depth and pushes a fresh layer, puts RAM back (RestoreDevices),
-// loads the state with snapshot-load and resumes. Memory depth and overlay
-// depth are asserted equal.
+// Checkpoints go through the path both backends share (vmm/checkpoint),
+// which stops the VM (QMP stop drains block I/O), pushes, pops and merges
+// the overlays, asserts the lockstep and runs the verify gate. This package
+// supplies the memory part: snapshot-save / snapshot-load / snapshot-delete
+// of CPU and device state (and RAM, in RestoreFull mode) into the scratch
+// node, and in RestoreDevices mode the RAM deltas: a fork.Tree over the
+// mapped RAM, fed with the pages a scan of page digests finds changed (TCG
+// has no dirty log). RAM goes back before snapshot-load. Snapshots dropped
+// by a restore are deleted at the next checkpoint.
 //
 // Every child process, socket, mapping and file is owned by the Machine and
 // released by Close.

@@ -20,8 +20,10 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/nbd"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/checkpoint"
 	"go.uber.org/zap"
 )
 
@@ -67,19 +69,8 @@ type Machine struct {
 
 	mu     sync.Mutex // serializes Call, Checkpoint, Restore, Close
 	closed bool
-	nextID vmm.CheckpointID
-	path   []checkpoint // current path, oldest first
-	base   []int        // overlay depth of each disk before the first checkpoint
-	deltas *ramDeltas   // RestoreDevices bookkeeping
-	stale  []string     // snapshot tags dropped by a restore but still in the state image
-	timing vmm.TimingInfo
-}
-
-type checkpoint struct {
-	id      vmm.CheckpointID
-	tag     string
-	ramHash [32]byte   // set when cfg.Verify
-	disks   [][32]byte // set when cfg.Verify
+	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
+	boot   time.Duration
 }
 
 // Start boots a guest and returns once its agent answers.
@@ -123,7 +114,8 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{}), nextID: 1}
+	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{})}
+	m.path = checkpoint.New(checkpoint.Config{Backend: "qemu", Memory: &memory{m: m, held: map[checkpoint.Ref]fork.ID{}}, Disks: cfg.Disks, Verify: cfg.Verify})
 	defer func() {
 		if err != nil {
 			if cerr := m.Close(); cerr != nil {
@@ -145,10 +137,7 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if err := m.start(ctx, bin); err != nil {
 		return m, err
 	}
-	m.timing.Boot = time.Since(t0)
-	for _, d := range cfg.Disks {
-		m.base = append(m.base, d.Device.Depth())
-	}
+	m.boot = time.Since(t0)
 	return m, nil
 }
 
@@ -182,6 +171,8 @@ func (m *Machine) listen(name string) (net.Listener, string, error) {
 	return l, p, nil
 }
 
+// start launches QEMU and waits for its agent: sockets, disks, state and
+// RAM files, the process, then QMP and the agent channel.
 func (m *Machine) start(ctx context.Context, bin string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.BootTimeout)
 	defer cancel()
@@ -194,7 +185,27 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	// Disks: one NBD server per overlay.
+	diskArgs, err := m.serveDisks()
+	if err != nil {
+		return err
+	}
+	statePath, err := m.createState(ctx)
+	if err != nil {
+		return err
+	}
+	args := append(m.args(qmpPath, agentPath, statePath), diskArgs...)
+	if err := m.launch(bin, args); err != nil {
+		return err
+	}
+	if err := m.connect(ctx, qmpL, agentL); err != nil {
+		return err
+	}
+	return m.waitAgent(ctx)
+}
+
+// serveDisks starts one NBD server per overlay and returns QEMU's
+// arguments for the disks.
+func (m *Machine) serveDisks() ([]string, error) {
 	nbdCtx, nbdCancel := context.WithCancel(context.Background())
 	m.nbdCancel = nbdCancel
 	var diskArgs []string
@@ -202,7 +213,7 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 		p := filepath.Join(m.dir, fmt.Sprintf("nbd%d.sock", i))
 		l, err := nbd.Listen(p)
 		if err != nil {
-			return fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
+			return nil, fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
 		}
 		srv := &nbd.Server{Backend: d.Device, Log: m.log.Named("nbd").With(zap.String("disk", d.Serial))}
 		m.nbdWG.Add(1)
@@ -217,16 +228,24 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 			"-blockdev", fmt.Sprintf("driver=nbd,server.type=unix,server.path=%s,node-name=%s", p, node),
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", node, d.Serial))
 	}
-	// Scratch qcow2 for CPU/device (and, in full mode, RAM) state.
+	return diskArgs, nil
+}
+
+// createState creates the scratch qcow2 for CPU/device (and, in full
+// mode, RAM) state and the guest RAM file; it returns the qcow2's path.
+func (m *Machine) createState(ctx context.Context) (string, error) {
 	statePath := filepath.Join(m.dir, "state.qcow2")
 	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", statePath, "16M").CombinedOutput(); err != nil {
-		return fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
 	}
+	var err error
 	m.ram, err = newRAMFile(filepath.Join(shmDir(), "themis-ram-"+randomID()), int64(m.cfg.MemoryMiB)<<20)
-	if err != nil {
-		return err
-	}
-	args := []string{
+	return statePath, err
+}
+
+// args is QEMU's command line but for the disks.
+func (m *Machine) args(qmpPath, agentPath, statePath string) []string {
+	return []string{
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-machine", "pc,accel=tcg,memory-backend=ram0",
 		"-m", fmt.Sprintf("%dM", m.cfg.MemoryMiB),
@@ -243,7 +262,10 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 		"-blockdev", fmt.Sprintf("driver=file,filename=%s,node-name=statefile", statePath),
 		"-blockdev", "driver=qcow2,file=statefile,node-name=state",
 	}
-	args = append(args, diskArgs...)
+}
+
+// launch starts QEMU in its own process group, its console on a pipe.
+func (m *Machine) launch(bin string, args []string) error {
 	m.log.Debug("starting qemu", zap.Strings("args", args))
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -268,7 +290,12 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 		m.exitErr = cmd.Wait()
 		close(m.exited)
 	}()
+	return nil
+}
 
+// connect accepts QEMU's QMP and agent connections, sets the migration
+// capability of the devices-only mode and maps guest RAM.
+func (m *Machine) connect(ctx context.Context, qmpL, agentL net.Listener) error {
 	qconn, err := m.accept(ctx, qmpL, "qmp")
 	if err != nil {
 		return err
@@ -288,10 +315,11 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 			return err
 		}
 	}
-	if err := m.ram.mapIt(); err != nil {
-		return err
-	}
-	// Wait for the agent's ready line, then a Ping round trip.
+	return m.ram.mapIt()
+}
+
+// waitAgent waits for the agent's ready line, then a Ping round trip.
+func (m *Machine) waitAgent(ctx context.Context) error {
 	select {
 	case <-m.console.ready:
 	case <-m.exited:
@@ -347,8 +375,8 @@ func (m *Machine) died(err error) error {
 func (m *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil, vmm.ErrClosed
+	if err := m.usable(); err != nil {
+		return nil, err
 	}
 	return m.call(ctx, req)
 }
@@ -367,17 +395,6 @@ func (m *Machine) call(ctx context.Context, req *agentv1.Request) (*agentv1.Resp
 	return resp, nil
 }
 
-// Checkpoints implements vmm.Machine.
-func (m *Machine) Checkpoints() []vmm.CheckpointID {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ids := make([]vmm.CheckpointID, len(m.path))
-	for i, c := range m.path {
-		ids[i] = c.id
-	}
-	return ids
-}
-
 // Disks implements vmm.Machine.
 func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
 
@@ -385,214 +402,22 @@ func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
 func (m *Machine) Timings() vmm.TimingInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.timing
-}
-
-// Checkpoint implements vmm.Machine.
-func (m *Machine) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return 0, vmm.ErrClosed
-	}
-	t0 := time.Now()
-	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
-		return 0, m.failed(err)
-	}
-	depth := len(m.path)
-	tag := fmt.Sprintf("c%d", m.nextID)
-	// Snapshots dropped by earlier restores are deleted here, off the restore path.
-	for len(m.stale) > 0 {
-		if err := m.deleteTag(ctx, m.stale[0]); err != nil {
-			return 0, m.failed(err)
-		}
-		m.stale = m.stale[1:]
-	}
-	for _, d := range m.cfg.Disks {
-		d.Device.Push()
-	}
-	cp := checkpoint{id: m.nextID, tag: tag}
-	if err := m.runJob(ctx, "snapshot-save", map[string]any{"tag": tag, "vmstate": "state", "devices": []string{"state"}}); err != nil {
-		m.popDisks(depth)
-		return 0, m.failed(err)
-	}
-	if m.cfg.Restore == vmm.RestoreDevices {
-		if m.deltas == nil {
-			m.deltas = newRAMDeltas(m.ram.mem)
-		} else {
-			m.deltas.push(m.ram.mem)
-		}
-	}
-	if m.cfg.Verify {
-		var err error
-		if cp.ramHash, cp.disks, err = m.hashAll(); err != nil {
-			return 0, m.failed(err)
-		}
-	}
-	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
-		return 0, m.failed(err)
-	}
-	m.nextID++
-	m.path = append(m.path, cp)
-	if err := m.assertDepths(); err != nil {
-		return 0, err
-	}
-	m.timing.Checkpoint = time.Since(t0)
-	return cp.id, nil
-}
-
-// popDisks returns every disk to the overlay depth it had before checkpoint index i.
-func (m *Machine) popDisks(i int) {
-	for j, d := range m.cfg.Disks {
-		if err := d.Device.PopTo(m.base[j] + i); err != nil {
-			m.log.Error("overlay pop", zap.String("disk", d.Serial), zap.Error(err))
-		}
-	}
-}
-
-// assertDepths checks the lockstep invariant: memory depth == overlay depth.
-func (m *Machine) assertDepths() error {
-	for j, d := range m.cfg.Disks {
-		if got, want := d.Device.Depth(), m.base[j]+len(m.path); got != want {
-			return fmt.Errorf("qemu: disk %s: overlay depth %d, checkpoint depth %d: lockstep broken", d.Serial, got, want)
-		}
-	}
-	if m.deltas != nil {
-		if got := m.deltas.depth(); got != len(m.path) {
-			return fmt.Errorf("qemu: memory depth %d, checkpoint depth %d: lockstep broken", got, len(m.path))
-		}
-	}
-	return nil
-}
-
-// index is the position of checkpoint id on the current path, or -1.
-func (m *Machine) index(id vmm.CheckpointID) int {
-	for i, c := range m.path {
-		if c.id == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// Restore implements vmm.Machine.
-func (m *Machine) Restore(ctx context.Context, id vmm.CheckpointID) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return vmm.ErrClosed
-	}
-	idx := m.index(id)
-	if idx < 0 {
-		return fmt.Errorf("qemu: restore %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	t0 := time.Now()
-	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
-		return m.failed(err)
-	}
-	// Disks: back to the depth below the checkpoint's layer, then a fresh layer.
-	m.popDisks(idx)
-	for _, d := range m.cfg.Disks {
-		d.Device.Push()
-	}
-	if m.deltas != nil {
-		t1 := time.Now()
-		m.timing.RestorePages = m.deltas.restore(m.ram.mem, idx+1)
-		m.timing.RestoreRAM = time.Since(t1)
-	}
-	if err := m.runJob(ctx, "snapshot-load", map[string]any{"tag": m.path[idx].tag, "vmstate": "state", "devices": []string{"state"}}); err != nil {
-		return m.failed(err)
-	}
-	for _, c := range m.path[idx+1:] {
-		m.stale = append(m.stale, c.tag)
-	}
-	m.path = m.path[:idx+1]
-	if err := m.assertDepths(); err != nil {
-		return err
-	}
-	if m.cfg.Verify {
-		ram, disks, err := m.hashAll()
-		if err != nil {
-			return m.failed(err)
-		}
-		cp := m.path[idx]
-		if ram != cp.ramHash {
-			return fmt.Errorf("qemu: restore %d: %w: RAM hash %x, checkpoint %x", id, vmm.ErrVerify, ram[:8], cp.ramHash[:8])
-		}
-		for j := range disks {
-			if disks[j] != cp.disks[j] {
-				return fmt.Errorf("qemu: restore %d: %w: disk %s hash %x, checkpoint %x", id, vmm.ErrVerify, m.cfg.Disks[j].Serial, disks[j][:8], cp.disks[j][:8])
-			}
-		}
-	}
-	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
-		return m.failed(err)
-	}
-	m.timing.Restore = time.Since(t0)
-	return nil
-}
-
-func (m *Machine) deleteTag(ctx context.Context, tag string) error {
-	return m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}})
-}
-
-// Delete implements vmm.Machine.
-func (m *Machine) Delete(ctx context.Context, id vmm.CheckpointID) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return vmm.ErrClosed
-	}
-	idx := m.index(id)
-	if idx < 0 {
-		return fmt.Errorf("qemu: delete %d: %w", id, vmm.ErrUnknownCheckpoint)
-	}
-	// The layer pushed by checkpoint idx (1-based index base+idx+1) holds the
-	// writes after it; folding it into the layer below joins the writes before
-	// and after, which is the image of the checkpoints around it.
-	for j, d := range m.cfg.Disks {
-		if err := d.Device.Merge(m.base[j] + idx + 1); err != nil {
-			return fmt.Errorf("qemu: delete %d: disk %s: %w", id, d.Serial, err)
-		}
-	}
-	if m.deltas != nil {
-		m.deltas.remove(idx)
-		if m.deltas.depth() == 0 {
-			m.deltas = nil
-		}
-	}
-	if err := m.deleteTag(ctx, m.path[idx].tag); err != nil {
-		return m.failed(err)
-	}
-	m.path = append(m.path[:idx], m.path[idx+1:]...)
-	return m.assertDepths()
-}
-
-// hashAll hashes guest RAM and every disk; the VM must be stopped.
-func (m *Machine) hashAll() ([32]byte, [][32]byte, error) {
-	ram := m.ram.hash()
-	disks := make([][32]byte, len(m.cfg.Disks))
-	for i, d := range m.cfg.Disks {
-		h, err := d.Device.Hash()
-		if err != nil {
-			return ram, nil, fmt.Errorf("qemu: hash disk %s: %w", d.Serial, err)
-		}
-		disks[i] = h
-	}
-	return ram, disks, nil
+	t := m.path.Timings()
+	t.Boot = m.boot
+	return t
 }
 
 // RAMHash implements vmm.Hasher.
 func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return [32]byte{}, vmm.ErrClosed
+	if err := m.usable(); err != nil {
+		return [32]byte{}, err
 	}
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
 	}
-	h := m.ram.hash()
+	h := fork.Hash(m.ram.mem)
 	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
 	}

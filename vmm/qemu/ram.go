@@ -1,7 +1,6 @@
 package qemu
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -9,7 +8,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/zeebo/blake3"
+	"github.com/themisfs/themis/fork"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,18 +60,6 @@ func (r *ramFile) mapIt() error {
 	return nil
 }
 
-func (r *ramFile) hash() [32]byte {
-	h := blake3.New()
-	// Hash in large chunks; blake3.Write never fails.
-	for off := 0; off < len(r.mem); off += 1 << 20 {
-		end := min(off+1<<20, len(r.mem))
-		h.Write(r.mem[off:end]) //nolint:errcheck
-	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
-}
-
 func (r *ramFile) close() error {
 	var errs []error
 	if r.mem != nil {
@@ -90,49 +77,51 @@ func (r *ramFile) close() error {
 	return errors.Join(errs...)
 }
 
-// ramDeltas keeps what the devices-only restore needs to put RAM back: a
-// shadow copy of RAM as it was at the newest checkpoint on the path, a 64-bit
-// hash of every shadow page, and for every later checkpoint the pages it
-// changed, with their content at its parent (an undo log).
+// ramTree is what the devices-only restore needs to put RAM back: a
+// fork.Tree over guest RAM (the shadow copy of RAM at the newest checkpoint
+// and an undo log per checkpoint), fed with the dirty set that a page scan
+// finds, since QEMU under TCG has no dirty log to read.
 //
-// Finding changed pages reads guest RAM once and compares page hashes
-// (maphash, AES-based, seeded per machine: the guest cannot aim at a
-// collision), which is about twice as fast as comparing RAM with the shadow
-// byte for byte. The verify mode re-hashes everything with blake3.
-// Restoring to checkpoint i copies back the pages whose hash differs from the
-// shadow's, then unwinds the undo logs down to i.
-type ramDeltas struct {
-	seed   maphash.Seed
+// The scan reads guest RAM once and compares a 64-bit digest of every page
+// with the digest of its shadow page (maphash, AES-based, seeded per
+// machine: the guest cannot aim at a collision), which is about twice as
+// fast as comparing RAM with the shadow byte for byte. The tree reports
+// every shadow page it rewrites (fork.Tree.OnShadowWrite), which keeps the
+// shadow digests true. The verify mode re-hashes everything with blake3.
+type ramTree struct {
+	tree   *fork.Tree
+	mem    []byte
 	shadow []byte
-	hashes []uint64
-	undo   []map[int]undoPage // undo[k]: pages changed between checkpoint k-1 and k, as at k-1; undo[0] is nil
+	seed   maphash.Seed
+	digest []uint64 // digest[p]: maphash of shadow page p
 }
 
-type undoPage struct {
-	data []byte
-	hash uint64
-}
-
-func newRAMDeltas(mem []byte) *ramDeltas {
-	d := &ramDeltas{
-		seed:   maphash.MakeSeed(),
-		shadow: make([]byte, len(mem)),
-		hashes: make([]uint64, len(mem)/pageSize),
-		undo:   []map[int]undoPage{nil},
+// newRAMTree arms a tree over mem: the shadow starts as a copy of all of it.
+func newRAMTree(mem []byte) (*ramTree, error) {
+	r := &ramTree{mem: mem, shadow: make([]byte, len(mem)), seed: maphash.MakeSeed(), digest: make([]uint64, len(mem)/pageSize)}
+	tree, err := fork.NewTree(mem, r.shadow, pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: RAM deltas: %w", err)
 	}
-	copy(d.shadow, mem)
-	d.parallel(len(d.hashes), func(lo, hi int) {
+	if err := tree.Arm(nil); err != nil {
+		return nil, fmt.Errorf("qemu: RAM deltas: %w", err)
+	}
+	r.tree = tree
+	parallel(len(r.digest), func(lo, hi int) {
 		for p := lo; p < hi; p++ {
-			d.hashes[p] = maphash.Bytes(d.seed, d.shadow[p*pageSize:(p+1)*pageSize])
+			r.digest[p] = r.pageDigest(r.shadow, p)
 		}
 	})
-	return d
+	tree.OnShadowWrite(func(p uint32) { r.digest[p] = r.pageDigest(r.shadow, int(p)) })
+	return r, nil
 }
 
-func (d *ramDeltas) depth() int { return len(d.undo) }
+func (r *ramTree) pageDigest(b []byte, p int) uint64 {
+	return maphash.Bytes(r.seed, b[p*pageSize:(p+1)*pageSize])
+}
 
 // parallel splits [0, n) over a few goroutines.
-func (d *ramDeltas) parallel(n int, f func(lo, hi int)) {
+func parallel(n int, f func(lo, hi int)) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -145,84 +134,42 @@ func (d *ramDeltas) parallel(n int, f func(lo, hi int)) {
 	wg.Wait()
 }
 
-type changed struct {
-	page int
-	hash uint64
-}
-
-// changedPages returns the pages whose hash in mem differs from the shadow's.
-func (d *ramDeltas) changedPages(mem []byte) []changed {
+// scan adds to the tree's dirty set every page whose digest in RAM differs
+// from its shadow page's.
+func (r *ramTree) scan() {
 	var mu sync.Mutex
-	var out []changed
-	d.parallel(len(d.hashes), func(lo, hi int) {
-		var local []changed
+	var changed []int
+	parallel(len(r.digest), func(lo, hi int) {
+		var local []int
 		for p := lo; p < hi; p++ {
-			if h := maphash.Bytes(d.seed, mem[p*pageSize:(p+1)*pageSize]); h != d.hashes[p] {
-				local = append(local, changed{p, h})
+			if r.pageDigest(r.mem, p) != r.digest[p] {
+				local = append(local, p)
 			}
 		}
 		mu.Lock()
-		out = append(out, local...)
+		changed = append(changed, local...)
 		mu.Unlock()
 	})
-	return out
+	for _, p := range changed {
+		r.tree.Dirty().Add(p)
+	}
 }
 
-// push records a new checkpoint: mem is RAM at that checkpoint.
-func (d *ramDeltas) push(mem []byte) {
-	undo := make(map[int]undoPage)
-	for _, c := range d.changedPages(mem) {
-		page := d.shadow[c.page*pageSize : (c.page+1)*pageSize]
-		undo[c.page] = undoPage{data: bytes.Clone(page), hash: d.hashes[c.page]}
-		copy(page, mem[c.page*pageSize:])
-		d.hashes[c.page] = c.hash
-	}
-	d.undo = append(d.undo, undo)
+// checkpoint records RAM as it is now.
+func (r *ramTree) checkpoint() (fork.ID, error) {
+	r.scan()
+	return r.tree.Checkpoint()
 }
 
-// restore puts mem back to the checkpoint at depth n (1-based: n=1 is the first
-// checkpoint) and drops the checkpoints above it. It returns the number of pages copied.
-func (d *ramDeltas) restore(mem []byte, n int) int {
-	copied := 0
-	for _, c := range d.changedPages(mem) {
-		off := c.page * pageSize
-		copy(mem[off:off+pageSize], d.shadow[off:off+pageSize])
-		copied++
-	}
-	for k := len(d.undo) - 1; k >= n; k-- {
-		for p, old := range d.undo[k] {
-			off := p * pageSize
-			copy(mem[off:off+pageSize], old.data)
-			copy(d.shadow[off:off+pageSize], old.data)
-			d.hashes[p] = old.hash
-			copied++
-		}
-	}
-	d.undo = d.undo[:n]
-	return copied
+// restore puts RAM back to checkpoint id and drops the checkpoints above
+// it; it returns the number of pages copied.
+func (r *ramTree) restore(id fork.ID) (int, error) {
+	r.scan()
+	return r.tree.Restore(id)
 }
 
-// remove drops checkpoint i (0-based on the path) and keeps the others
-// restorable: the undo log of the checkpoint above it is extended with the
-// pages of i's own log (which hold the older values), and if i is the newest
-// checkpoint the shadow goes back to its parent.
-func (d *ramDeltas) remove(i int) {
-	n := len(d.undo)
-	switch {
-	case i == n-1: // the newest: the shadow becomes its parent's RAM
-		for p, old := range d.undo[i] {
-			copy(d.shadow[p*pageSize:(p+1)*pageSize], old.data)
-			d.hashes[p] = old.hash
-		}
-		d.undo = d.undo[:i]
-	case i == 0: // the oldest: its child becomes the first, with no parent log
-		d.undo = append([]map[int]undoPage{nil}, d.undo[2:]...)
-	default:
-		merged := d.undo[i+1]
-		for p, old := range d.undo[i] {
-			merged[p] = old
-		}
-		d.undo = append(d.undo[:i], d.undo[i+1:]...)
-		d.undo[i] = merged
-	}
-}
+// delete drops checkpoint id; the others stay restorable.
+func (r *ramTree) delete(id fork.ID) error { return r.tree.Delete(id) }
+
+// depth is the number of checkpoints held.
+func (r *ramTree) depth() int { return r.tree.Depth() }

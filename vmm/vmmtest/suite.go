@@ -75,6 +75,7 @@ func run(t *testing.T, env *Env, start Factory, opts ...SuiteOption) {
 	t.Run("StaleTranslatedCode", s.testStaleTranslatedCode)
 	t.Run("Cycles", s.testCycles)
 	t.Run("HungGuestCleansUp", s.testHungGuestCleansUp)
+	t.Run("FailedRestoreBreaks", s.testFailedRestoreBreaks)
 }
 
 // guestWith assembles and boots a guest with a lane per spec, mounted
@@ -338,6 +339,38 @@ func (s *suite) testHungGuestCleansUp(t *testing.T) {
 		t.Errorf("close the guest: %v", err)
 	}
 	check()
+}
+
+// testFailedRestoreBreaks changes a checkpoint's disk image behind the
+// machine's back, so that the verify gate fails the restore: the machine is
+// then broken (vmm.ErrBroken, which wraps vmm.ErrGuestDied), every later
+// call says so, and Close still works.
+func (s *suite) testFailedRestoreBreaks(t *testing.T) {
+	m, _ := s.boot(t, "ext2")
+	c1 := checkpoint(t, m)
+	dev := m.Disks()[0].Device
+	// Down to the layer that holds the checkpoint's image, a write there,
+	// and back up: the depths stay in lockstep, the image does not.
+	if err := dev.Pop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.WriteAt(bytes.Repeat([]byte{0xa5}, 512), dev.Size()-512); err != nil {
+		t.Fatal(err)
+	}
+	dev.Push()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := m.Restore(ctx, c1)
+	if !errors.Is(err, vmm.ErrVerify) || !errors.Is(err, vmm.ErrBroken) || !errors.Is(err, vmm.ErrGuestDied) {
+		t.Fatalf("restore of a changed checkpoint: %v, want ErrVerify, ErrBroken and ErrGuestDied", err)
+	}
+	_, cerr := m.Checkpoint(ctx)
+	_, callErr := m.Call(ctx, syncAll())
+	for name, err := range map[string]error{"call": callErr, "checkpoint": cerr, "restore": m.Restore(ctx, c1), "delete": m.Delete(ctx, c1)} {
+		if !errors.Is(err, vmm.ErrBroken) || !errors.Is(err, vmm.ErrVerify) {
+			t.Errorf("%s after the failed restore: %v, want ErrBroken wrapping the cause", name, err)
+		}
+	}
 }
 
 func checkpoint(t testing.TB, m vmm.Machine) vmm.CheckpointID {

@@ -424,16 +424,19 @@ func TestBlockWriteReadBack(t *testing.T) {
 	}
 }
 
-func TestBlockMalformed(t *testing.T) {
-	t.Parallel()
+// malformedCase is one malformed descriptor chain.
+type malformedCase struct {
+	name  string
+	build func(q *vq, ram RAM) (head uint16, status uint64)
+	// wantStatus is the request status, or 0xff where the device must
+	// instead stop with NEEDS_RESET.
+	wantStatus uint8
+}
+
+// malformedCases are the chains TestBlockMalformed feeds the device.
+func malformedCases() []malformedCase {
 	const outside = testRAMSize + 4096
-	tests := []struct {
-		name  string
-		build func(q *vq, ram RAM) (head uint16, status uint64)
-		// wantStatus is the request status, or 0xff where the device must
-		// instead stop with NEEDS_RESET.
-		wantStatus uint8
-	}{
+	return []malformedCase{
 		{"loop", func(q *vq, ram RAM) (uint16, uint64) {
 			r := q.request(blkTIn, 0, nil, 512)
 			q.setDesc(r.head+2, r.status, 1, descFWrite|descFNext, r.head) // status -> head
@@ -526,7 +529,48 @@ func TestBlockMalformed(t *testing.T) {
 			return q.chain(bufs...), 0 // wraps onto itself
 		}, 0xff},
 	}
-	for _, tt := range tests {
+}
+
+// checkStoppedAndReset checks a device that met a malformed chain: it
+// stopped with NEEDS_RESET (device status st), completes nothing until
+// reset, keeps NEEDS_RESET across a status write, and works after a reset.
+func checkStoppedAndReset(t *testing.T, e *blockEnv, st uint32) {
+	t.Helper()
+	if st&StatusNeedsReset == 0 {
+		t.Fatalf("device status %#x: NEEDS_RESET not set", st)
+	}
+	if got := e.q.usedIdx(); got != 0 {
+		t.Errorf("used idx %d, want 0", got)
+	}
+	if got := e.p.read(vioISR, 1); got != isrConfig {
+		t.Errorf("ISR = %#x, want config change", got)
+	}
+	// Stopped: a valid request waits until reset.
+	r := e.q.request(blkTFlush, 0, nil, 0)
+	e.q.publish(r.head)
+	e.p.notify()
+	if got := e.q.usedIdx(); got != 0 {
+		t.Errorf("a stopped device completed a request")
+	}
+	// The driver writing status keeps NEEDS_RESET.
+	e.p.write(vioStatus, 1, st&^StatusNeedsReset|StatusFailed)
+	if got := e.p.read(vioStatus, 1); got&StatusNeedsReset == 0 {
+		t.Errorf("NEEDS_RESET cleared by a status write")
+	}
+	// Reset recovers.
+	q := newVQ(t, e.ram, testPFN)
+	linuxInit(t, e.p, testPFN)
+	r = q.request(blkTFlush, 0, nil, 0)
+	q.publish(r.head)
+	e.p.notify()
+	if q.usedIdx() != 1 || q.statusOf(r) != blkSOK {
+		t.Errorf("after reset: used idx %d, status %d", q.usedIdx(), q.statusOf(r))
+	}
+}
+
+func TestBlockMalformed(t *testing.T) {
+	t.Parallel()
+	for _, tt := range malformedCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newBlockEnv(t)
@@ -540,36 +584,7 @@ func TestBlockMalformed(t *testing.T) {
 			e.checkRA(t)
 			st := e.p.read(vioStatus, 1)
 			if tt.wantStatus == 0xff {
-				if st&StatusNeedsReset == 0 {
-					t.Fatalf("device status %#x: NEEDS_RESET not set", st)
-				}
-				if got := e.q.usedIdx(); got != 0 {
-					t.Errorf("used idx %d, want 0", got)
-				}
-				if got := e.p.read(vioISR, 1); got != isrConfig {
-					t.Errorf("ISR = %#x, want config change", got)
-				}
-				// Stopped: a valid request waits until reset.
-				r := e.q.request(blkTFlush, 0, nil, 0)
-				e.q.publish(r.head)
-				e.p.notify()
-				if got := e.q.usedIdx(); got != 0 {
-					t.Errorf("a stopped device completed a request")
-				}
-				// The driver writing status keeps NEEDS_RESET.
-				e.p.write(vioStatus, 1, st&^StatusNeedsReset|StatusFailed)
-				if got := e.p.read(vioStatus, 1); got&StatusNeedsReset == 0 {
-					t.Errorf("NEEDS_RESET cleared by a status write")
-				}
-				// Reset recovers.
-				q := newVQ(t, e.ram, testPFN)
-				linuxInit(t, e.p, testPFN)
-				r = q.request(blkTFlush, 0, nil, 0)
-				q.publish(r.head)
-				e.p.notify()
-				if q.usedIdx() != 1 || q.statusOf(r) != blkSOK {
-					t.Errorf("after reset: used idx %d, status %d", q.usedIdx(), q.statusOf(r))
-				}
+				checkStoppedAndReset(t, e, st)
 			} else {
 				if st&StatusNeedsReset != 0 {
 					t.Fatalf("NEEDS_RESET set for a completable request")

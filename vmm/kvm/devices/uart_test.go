@@ -372,23 +372,29 @@ func TestUARTLoopbackOverrun(t *testing.T) {
 	}
 }
 
-func TestUARTReceive(t *testing.T) {
-	t.Parallel()
-	type step struct {
-		op   string // "feed", "in", "out"
-		off  int
-		val  uint8 // out value, or expected in value
-		data string
-	}
-	tests := []struct {
-		name      string
-		steps     []step
-		wantIRQ   []bool
-		wantStats UARTStats
-	}{
+// uartRXStep is one step of a receive test: feed data to the UART, or an
+// IN (checking the value) or OUT at register off.
+type uartRXStep struct {
+	op   string // "feed", "in", "out"
+	off  int
+	val  uint8 // out value, or expected in value
+	data string
+}
+
+// uartReceiveCase is one TestUARTReceive case.
+type uartReceiveCase struct {
+	name      string
+	steps     []uartRXStep
+	wantIRQ   []bool
+	wantStats UARTStats
+}
+
+// uartReceiveCases are TestUARTReceive's cases.
+func uartReceiveCases() []uartReceiveCase {
+	return []uartReceiveCase{
 		{
 			name: "interrupt-driven with FIFO",
-			steps: []step{
+			steps: []uartRXStep{
 				{op: "out", off: uartIIR, val: fcrEnable | 0x80},
 				{op: "out", off: uartIER, val: ierRDI | ierRLSI},
 				{op: "in", off: uartIIR, val: iirFIFOOn | iirNoInt},
@@ -407,7 +413,7 @@ func TestUARTReceive(t *testing.T) {
 		},
 		{
 			name: "polled, no FIFO",
-			steps: []step{
+			steps: []uartRXStep{
 				{op: "feed", data: "z"},
 				{op: "in", off: uartIIR, val: iirNoInt},
 				{op: "in", off: uartLSR, val: lsrDR | lsrTHRE | lsrTEMT},
@@ -417,7 +423,7 @@ func TestUARTReceive(t *testing.T) {
 		},
 		{
 			name: "OUT2 gates the line",
-			steps: []step{
+			steps: []uartRXStep{
 				{op: "out", off: uartMCR, val: 0},
 				{op: "out", off: uartIER, val: ierRDI},
 				{op: "feed", data: "q"},
@@ -429,7 +435,7 @@ func TestUARTReceive(t *testing.T) {
 		},
 		{
 			name: "FIFO reset discards",
-			steps: []step{
+			steps: []uartRXStep{
 				{op: "out", off: uartIER, val: ierRDI},
 				{op: "feed", data: "abc"},
 				{op: "out", off: uartIIR, val: fcrEnable | fcrClearRX},
@@ -442,7 +448,7 @@ func TestUARTReceive(t *testing.T) {
 		},
 		{
 			name: "divisor latch hides RBR",
-			steps: []step{
+			steps: []uartRXStep{
 				{op: "feed", data: "x"},
 				{op: "out", off: uartLCR, val: lcrDLAB | 3},
 				{op: "in", off: uartRBR, val: 12},
@@ -455,6 +461,11 @@ func TestUARTReceive(t *testing.T) {
 			wantStats: UARTStats{RXBytes: 1},
 		},
 	}
+}
+
+func TestUARTReceive(t *testing.T) {
+	t.Parallel()
+	tests := uartReceiveCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

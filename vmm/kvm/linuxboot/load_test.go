@@ -118,16 +118,23 @@ func checkLoaded(t *testing.T, mem []byte, l *Layout, kernel, initrd []byte, cmd
 	checkUntouched(t, mem, memPattern, written)
 }
 
-func TestLoadSynthetic(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		kernel  []byte
-		memSize int
-		initrd  []byte
-		cmdline string
-		want    Layout // compared in its address fields
-	}{
+// loadCase is one TestLoadSynthetic case.
+type loadCase struct {
+	name    string
+	kernel  []byte
+	memSize int
+	initrd  []byte
+	cmdline string
+	want    Layout // compared in its address fields
+}
+
+// loadCases are TestLoadSynthetic's cases: synthetic kernels, RAM sizes,
+// initramfs and command lines, with the layout Load must choose.
+func loadCases() []loadCase { return append(basicLoadCases(), headerLoadCases()...) }
+
+// basicLoadCases vary the initramfs, the command line and the RAM size.
+func basicLoadCases() []loadCase {
+	return []loadCase{
 		{
 			name: "initrd and cmdline", kernel: syntheticKernel(), memSize: synthMem,
 			initrd: pattern(100000, 1), cmdline: "console=ttyS0 panic=-1",
@@ -172,6 +179,13 @@ func TestLoadSynthetic(t *testing.T) {
 				DecompressAddr: synthPref, DecompressEnd: synthPref + synthInitSize,
 			},
 		},
+	}
+}
+
+// headerLoadCases are the cases whose kernel header differs from the
+// synthetic kernel's.
+func headerLoadCases() []loadCase {
+	return []loadCase{
 		{
 			name: "initrd below initrd_addr_max", kernel: withKernel(put32(offInitrdAddrMax, 0x37ffff)), memSize: synthMem,
 			initrd: pattern(5000, 3),
@@ -231,6 +245,11 @@ func TestLoadSynthetic(t *testing.T) {
 			},
 		},
 	}
+}
+
+func TestLoadSynthetic(t *testing.T) {
+	t.Parallel()
+	tests := loadCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
