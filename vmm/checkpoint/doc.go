@@ -16,10 +16,12 @@
 //
 // An error before anything changed (an unknown id, a guest that would not
 // stop, a Save that failed) leaves the path as it was; the guest runs on
-// (a guest that would not stop is the backend's to report: dead, or gone). An error after something changed (a failed Load, overlay pop or merge,
-// Drop, a hash, the lockstep assertion, the verify gate) breaks the path:
-// the guest stays stopped, and that call and every later one return an
-// error wrapping vmm.ErrBroken (which wraps vmm.ErrGuestDied) and the cause.
+// (a guest that would not stop is the backend's to report: dead, or
+// gone). An error after something changed (a failed Load, overlay pop or
+// merge, Drop, a hash, the lockstep assertion, the verify gate) breaks the
+// path: the guest stays stopped, and that call and every later one return
+// an error wrapping vmm.ErrBroken (which wraps vmm.ErrGuestDied) and the
+// cause.
 // Only Close is left to the caller. Nothing is ever left half-popped and
 // running.
 //
