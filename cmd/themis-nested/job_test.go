@@ -103,3 +103,33 @@ func TestCrashedTests(t *testing.T) {
 		})
 	}
 }
+
+func TestStalledExplore(t *testing.T) {
+	t.Parallel()
+	stall := "link on ext2: guest gone: kvm: agent call: agent: call 28: context deadline exceeded (agent: read frame body (61 bytes): i/o timeout) (vCPU RIP 0xffffffffc0680dcc RFLAGS 0x10246, MP state 0, interrupt injected 0 vector 0x33 shadow 0, " + stallSignature + "; ...)"
+	sum := func(stopped string, findings ...[2]string) *exploreSummary {
+		s := &exploreSummary{Stopped: stopped}
+		for _, f := range findings {
+			s.FindingList = append(s.FindingList, struct {
+				Kind   string `json:"kind"`
+				Detail string `json:"detail"`
+			}{f[0], f[1]})
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name  string
+		sum   *exploreSummary
+		stall bool
+	}{
+		{"the emulator's stall", sum("guest-died", [2]string{"guest-died", stall}), true},
+		{"no summary", nil, false},
+		{"a finished run", sum(""), false},
+		{"died without the signature", sum("guest-died", [2]string{"guest-died", "restore: guest gone: vmm: guest died"}), false},
+		{"a real finding too", sum("guest-died", [2]string{"state-divergence", "d-00: mode"}, [2]string{"guest-died", stall}), false},
+	} {
+		if got := stalledExplore(tt.sum) != ""; got != tt.stall {
+			t.Errorf("%s: stalled %v, want %v", tt.name, got, tt.stall)
+		}
+	}
+}
