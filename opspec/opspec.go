@@ -316,6 +316,16 @@ func (p *parser) setClock() *themisv1.Op {
 	return &themisv1.Op{Op: &themisv1.Op_SetClock{SetClock: &agentv1.SetClock{Time: ts}}}
 }
 
+// ParseRequest reads one operation in the short form (Parse) and returns
+// the agent request carrying it (Request).
+func ParseRequest(s string) (*agentv1.Request, error) {
+	op, err := Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	return Request(op)
+}
+
 // Request turns an Op into the agent request carrying the same operation
 // (lane fields left empty; the session fills them per lane).
 func Request(op *themisv1.Op) (*agentv1.Request, error) {

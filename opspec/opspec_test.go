@@ -139,3 +139,31 @@ func TestFromRequest(t *testing.T) {
 		t.Error("FromRequest of a ping: no error")
 	}
 }
+
+func TestParseRequest(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		kind string // the request's op, "" for an error
+	}{
+		{"mkdir d 0755", "mkdir"},
+		{"write f 0 4096 0x55", "write"},
+		{"sync", "sync"},
+		{"frobnicate x", ""},
+	} {
+		got, err := ParseRequest(tt.in)
+		if tt.kind == "" {
+			if err == nil {
+				t.Errorf("ParseRequest(%q) = %v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ParseRequest(%q): %v", tt.in, err)
+		}
+		m := got.ProtoReflect()
+		if k := string(m.WhichOneof(m.Descriptor().Oneofs().ByName("op")).Name()); k != tt.kind {
+			t.Errorf("ParseRequest(%q) carries %s, want %s", tt.in, k, tt.kind)
+		}
+	}
+}

@@ -144,11 +144,7 @@ func TestOverlayMarkersRealGuest(t *testing.T) {
 // parseOp reads an op in opspec's short form.
 func parseOp(t *testing.T, short string) *agentv1.Request {
 	t.Helper()
-	op, err := opspec.Parse(short)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := opspec.Request(op)
+	req, err := opspec.ParseRequest(short)
 	if err != nil {
 		t.Fatal(err)
 	}

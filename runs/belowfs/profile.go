@@ -178,11 +178,7 @@ func parseOps(field string, ops []string, laneOnly bool) ([]profileOp, error) {
 	out := make([]profileOp, 0, len(ops))
 	for i, s := range ops {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		op, err := opspec.Parse(s)
-		if err != nil {
-			return nil, session.Invalid(f, "%v", err)
-		}
-		r, err := opspec.Request(op)
+		r, err := opspec.ParseRequest(s)
 		if err != nil {
 			return nil, session.Invalid(f, "%v", err)
 		}
