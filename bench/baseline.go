@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 )
 
 // ErrUnavailable is wrapped by Baseline's error when the host cannot run the
@@ -46,10 +47,10 @@ const (
 type BaselineOptions struct {
 	// Lane is the lane spec of the image (guest.ParseLaneSpec), e.g.
 	// "ext2" (the default, 8 MiB) or "ext2:size=4" (the 4 MiB image of the
-	// 8.8 ms/state anchor). The image is guest.MakeBase's: the very bytes an
+	// 8.8 ms/state anchor). The image is baseimage.Make's: the very bytes an
 	// explore lane starts from.
 	Lane string
-	// CacheDir is guest.MakeBase's cache directory ("" default).
+	// CacheDir is baseimage.Make's cache directory ("" default).
 	CacheDir string
 	// States is the number of states measured (default 100, at most
 	// MaxBaselineStates).
@@ -142,7 +143,7 @@ func Baseline(ctx context.Context, o BaselineOptions) (_ *BaselineResult, err er
 	if err := checkHost(); err != nil {
 		return nil, err
 	}
-	base, err := guest.MakeBase(ctx, o.CacheDir, spec)
+	base, err := baseimage.Make(ctx, o.CacheDir, spec)
 	if err != nil {
 		return nil, fmt.Errorf("bench: baseline: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
@@ -336,7 +337,7 @@ func bootQEMU(ctx context.Context, o RestoreOptions, host launch.Host, img *gues
 	if err != nil {
 		return nil, err
 	}
-	return launch.Boot(ctx, launch.Spec{
+	return launch.Boot(ctx, launch.Spec{MakeBase: baseimage.Make,
 		Image: img, CacheDir: o.CacheDir, Lanes: []guest.LaneSpec{spec}, MemoryMiB: qemuMemoryMiB,
 		Restore: vmm.RestoreDevices, Backend: choice, Log: o.Log,
 	})

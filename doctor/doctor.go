@@ -14,6 +14,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
@@ -221,7 +222,7 @@ func (b *Boot) boot(ctx context.Context, o BootOptions, choice launch.Choice, im
 	if err != nil {
 		return nil, err
 	}
-	g, err := launch.Boot(ctx, launch.Spec{
+	g, err := launch.Boot(ctx, launch.Spec{MakeBase: baseimage.Make,
 		Image: img, CacheDir: o.Guest.CacheDir, Lanes: []guest.LaneSpec{spec}, MemoryMiB: 128,
 		Restore: o.Restore, Verify: true, Backend: choice, Log: o.Log,
 	})

@@ -107,7 +107,9 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(d, "themis"), nil
 }
 
-func cacheDirOf(dir string) (string, error) {
+// CacheDir returns the cache directory dir names: DefaultCacheDir() for
+// "", else dir made absolute.
+func CacheDir(dir string) (string, error) {
 	if dir == "" {
 		return DefaultCacheDir()
 	}
@@ -134,7 +136,7 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		log.Info("prebuilt guest image at "+img.Key, zap.String("dir", dir))
 		return img, nil
 	}
-	cacheDir, err := cacheDirOf(o.CacheDir)
+	cacheDir, err := CacheDir(o.CacheDir)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/internal/hosttool"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -355,7 +356,7 @@ func TestBuildFakeTree(t *testing.T) {
 
 func TestDownloadUnknownPackage(t *testing.T) {
 	t.Parallel()
-	if _, err := lookTool("apt-get"); err != nil {
+	if _, err := hosttool.Look("apt-get"); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	_, err := downloadKernel(context.Background(), zaptest.NewLogger(t), "linux-image-0.0.0-nonesuch-cloud-amd64", t.TempDir())

@@ -35,24 +35,17 @@
 // place, so concurrent builders and interrupted builds never expose a partial
 // entry.
 //
-// # Base images
+// # Lane specs
 //
 // [ParseLaneSpec] reads a lane spec ("ext2", "ext4:inode_size=128", "vfat",
-// "btrfs", "ext2:seed=1", ...) and [MakeBase] makes the lane's filesystem
-// image on the host with mkfs — empty, or with seed=N holding [SeedTree],
-// written with debugfs —, pinning everything that would otherwise vary
-// between runs (time, UUID, hash seed, root owner, volume id; for btrfs,
-// whose mkfs takes only the filesystem UUID, the device, chunk tree and
-// subvolume UUIDs and the times are rewritten afterwards with btrfs.Pin),
-// so the same spec and tool version give a byte-identical image. Base images are cached under
-// <cache>/bases/<key>.img and must be treated as read-only by callers (wrap
-// them in an overlay).
+// "btrfs", "ext2:seed=1", ...); [SeedTree] is the tree a seed=N puts into
+// the lane's base image. Package guest/baseimage makes those images.
 //
 // # Dependencies
 //
-// The package runs host tools (apt-get, apt-cache, dpkg-deb, go, mkfs.*,
-// debugfs, and xz or zstd for compressed modules) through os/exec. It must not import
-// vmm, session or server: it only produces files they consume. Build and
-// MakeBase are safe to call concurrently, also from several processes
+// The package runs host tools (apt-get, apt-cache, dpkg-deb, go, and xz or
+// zstd for compressed modules) through os/exec and internal/hosttool. It
+// must not import vmm, session or server: it only produces files they
+// consume. Build is safe to call concurrently, also from several processes
 // sharing one cache directory.
 package guest

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/themisfs/themis/internal/hosttool"
 	"github.com/zeebo/blake3"
 	"go.uber.org/zap"
 )
@@ -74,10 +75,10 @@ func aptArgs() []string {
 // resolveKernelPackage returns the linux-image-<version>-cloud-amd64 that
 // the cloud kernel metapackage currently depends on.
 func resolveKernelPackage(ctx context.Context) (string, error) {
-	if _, err := lookTool("apt-cache"); err != nil {
-		return "", fmt.Errorf("%w, or pass a kernel package with Options.Deb", err)
+	if _, err := hosttool.Look("apt-cache"); err != nil {
+		return "", fmt.Errorf("guest: %w, or pass a kernel package with Options.Deb", err)
 	}
-	out, err := runTool(ctx, "", "apt-cache", "depends", kernelMetaPackage)
+	out, err := hosttool.Run(ctx, "", "apt-cache", "depends", kernelMetaPackage)
 	if err != nil {
 		return "", fmt.Errorf("guest: resolve kernel package: %w; run apt-get update", err)
 	}
@@ -151,8 +152,8 @@ func downloadKernel(ctx context.Context, log *zap.Logger, pkg, cacheDir string) 
 			return "", err
 		}
 	}
-	if _, err := lookTool("apt-get"); err != nil {
-		return "", fmt.Errorf("%w, or pass a kernel package with Options.Deb", err)
+	if _, err := hosttool.Look("apt-get"); err != nil {
+		return "", fmt.Errorf("guest: %w, or pass a kernel package with Options.Deb", err)
 	}
 	// apt-get prints nothing for a file already present in its working
 	// directory, so ask from an empty one.
@@ -161,9 +162,9 @@ func downloadKernel(ctx context.Context, log *zap.Logger, pkg, cacheDir string) 
 		return "", fmt.Errorf("guest: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	out, err := runTool(ctx, tmp, "apt-get", append(aptArgs(), "download", "--print-uris", pkg)...)
+	out, err := hosttool.Run(ctx, tmp, "apt-get", append(aptArgs(), "download", "--print-uris", pkg)...)
 	if err != nil {
-		return "", fmt.Errorf("guest: apt-get download %s: %w; run apt-get update", pkg, unwrapTool(err))
+		return "", fmt.Errorf("guest: apt-get download %s: %w; run apt-get update", pkg, hosttool.Unwrap(err))
 	}
 	uri, err := parsePrintURIs(out)
 	if err != nil {
@@ -182,8 +183,8 @@ func downloadKernel(ctx context.Context, log *zap.Logger, pkg, cacheDir string) 
 		log.Warn("cached kernel package has the wrong hash; downloading again", zap.String("deb", dst))
 	}
 	log.Info("downloading kernel package", zap.String("package", pkg), zap.Int64("bytes", uri.Size))
-	if _, err := runTool(ctx, tmp, "apt-get", append(aptArgs(), "download", pkg)...); err != nil {
-		return "", fmt.Errorf("guest: apt-get download %s: %w; run apt-get update", pkg, unwrapTool(err))
+	if _, err := hosttool.Run(ctx, tmp, "apt-get", append(aptArgs(), "download", pkg)...); err != nil {
+		return "", fmt.Errorf("guest: apt-get download %s: %w; run apt-get update", pkg, hosttool.Unwrap(err))
 	}
 	got := filepath.Join(tmp, uri.File)
 	if uri.SHA256 != "" {
@@ -301,7 +302,7 @@ func unpackKernel(ctx context.Context, log *zap.Logger, deb, cacheDir string) (*
 		}
 		defer os.RemoveAll(tmp) // no-op after a successful rename
 		log.Debug("unpacking kernel package", zap.String("deb", deb), zap.String("dir", dir))
-		if _, err := runTool(ctx, "", "dpkg-deb", "-x", deb, tmp); err != nil {
+		if _, err := hosttool.Run(ctx, "", "dpkg-deb", "-x", deb, tmp); err != nil {
 			return nil, fmt.Errorf("guest: unpack %s: %w", deb, err)
 		}
 		if err := os.Chmod(tmp, 0o755); err != nil {

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/themisfs/themis/internal/hosttool"
 )
 
 // DefaultModules are the modules the guest loads when Options.Modules is
@@ -113,7 +115,7 @@ func readModuleFile(ctx context.Context, p string) ([]byte, error) {
 	}
 	bin, err := exec.LookPath(tool)
 	if err != nil {
-		return nil, fmt.Errorf("guest: module %s is compressed and %s is not installed (Debian package %s): %w", p, tool, toolPackage(tool), err)
+		return nil, fmt.Errorf("guest: module %s is compressed and %s is not installed (Debian package %s): %w", p, tool, hosttool.Package(tool), err)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "-dc", p)

@@ -70,7 +70,7 @@ func (l LaneSpec) IsOverlay() bool { return l.FS == OverlayFS }
 
 // Layer returns the spec of an overlay lane's upper layer (an empty ext2
 // of the lane's size, same name; its filesystem is also the lower
-// layer's), and l itself for any other lane. MakeBase makes an overlay
+// layer's), and l itself for any other lane. baseimage.Make makes an overlay
 // lane's image from it.
 func (l LaneSpec) Layer() LaneSpec {
 	if !l.IsOverlay() {
@@ -100,9 +100,9 @@ const (
 	btrfsMinMiB      = 109
 )
 
-// maxSizeMiB bounds size= (1 TiB): base images are sparse but are hashed and
+// MaxSizeMiB bounds size= (1 TiB): base images are sparse but are hashed and
 // diffed whole.
-const maxSizeMiB = 1 << 20
+const MaxSizeMiB = 1 << 20
 
 // ParseLaneSpec parses one lane spec; see LaneSpec for the syntax.
 func ParseLaneSpec(s string) (LaneSpec, error) {
@@ -148,8 +148,8 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 			}
 			spec.InodeSize = n
 		case "size":
-			if n < 1 || n > maxSizeMiB {
-				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: size=%d: want 1 to %d MiB", s, n, maxSizeMiB)
+			if n < 1 || n > MaxSizeMiB {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: size=%d: want 1 to %d MiB", s, n, MaxSizeMiB)
 			}
 			spec.SizeMiB = n
 		case "block_size":

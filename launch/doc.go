@@ -11,7 +11,8 @@
 // *FieldError naming the field ("backend").
 //
 // Boot assembles a guest from a Spec: for every lane a fresh overlay over
-// its cached base image (guest.MakeBase), serial lane<i> (and, for an
+// its base image (Spec.MakeBase: baseimage.Make, which launch does not
+// import), serial lane<i> (and, for an
 // overlay lane, its lower layer's disk, serial lower<i>), one vmm.Config,
 // the machine started on the chosen backend (or Spec.Start, a test double
 // or a backend under test), and every lane mounted through the agent. The

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/vmm"
 )
@@ -31,7 +32,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	g, err := launch.Boot(ctx, launch.Spec{Image: img, Lanes: lanes, MemoryMiB: 128,
+	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: baseimage.Make, Lanes: lanes, MemoryMiB: 128,
 		Restore: vmm.RestoreDevices, Verify: true, Backend: choice})
 	if err != nil {
 		fmt.Println("boot:", err)

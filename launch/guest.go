@@ -25,7 +25,11 @@ type StartFunc func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error)
 type Spec struct {
 	// Image is the guest kernel and agent initramfs (guest.Build). Required.
 	Image *guest.Image
-	// CacheDir is the base image cache (guest.MakeBase; "" is its default).
+	// MakeBase makes (or finds in its cache) a lane's base image:
+	// baseimage.Make outside tests. Required.
+	MakeBase BaseMaker
+	// CacheDir is the base image cache, passed to MakeBase ("" is its
+	// default).
 	CacheDir string
 	// Lanes are the filesystems under test, one disk each (two for an
 	// overlay lane), mounted in order as /lanes/<Name>.
@@ -45,6 +49,13 @@ type Spec struct {
 	// none).
 	Log *zap.Logger
 }
+
+// BaseMaker returns the path of spec's base image in the cache at cacheDir,
+// making it if it is not there; the image is shared and read-only, and for
+// an overlay lane it is its upper layer's. baseimage.Make is the one;
+// launch and session take it as a parameter so that they do not reach
+// what making base images needs (mkfs, the btrfs rewriter).
+type BaseMaker func(ctx context.Context, cacheDir string, spec guest.LaneSpec) (string, error)
 
 // Lane is one assembled lane: its spec and its disks.
 type Lane struct {
@@ -92,6 +103,9 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 	if s.Image == nil {
 		return nil, errors.New("launch: Spec.Image is required")
 	}
+	if s.MakeBase == nil {
+		return nil, errors.New("launch: Spec.MakeBase is required")
+	}
 	log := s.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -104,7 +118,7 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 	}()
 	cfg := vmm.Config{Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, MemoryMiB: s.MemoryMiB,
 		Restore: s.Restore, Verify: s.Verify, Log: s.Log}
-	if cfg.Disks, err = g.openLanes(ctx, s.CacheDir, s.Lanes); err != nil {
+	if cfg.Disks, err = g.openLanes(ctx, s.MakeBase, s.CacheDir, s.Lanes); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
@@ -119,11 +133,11 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 }
 
 // openLanes opens every lane's disks and returns them in attach order.
-func (g *Guest) openLanes(ctx context.Context, cacheDir string, specs []guest.LaneSpec) ([]vmm.Disk, error) {
+func (g *Guest) openLanes(ctx context.Context, makeBase BaseMaker, cacheDir string, specs []guest.LaneSpec) ([]vmm.Disk, error) {
 	var disks []vmm.Disk
 	for i, sp := range specs {
 		lane := Lane{Spec: sp}
-		dev, err := OpenDisk(ctx, cacheDir, sp)
+		dev, err := OpenDisk(ctx, makeBase, cacheDir, sp)
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: %w", sp.Name, err)
 		}
@@ -135,7 +149,7 @@ func (g *Guest) openLanes(ctx context.Context, cacheDir string, specs []guest.La
 		}
 		// The upper layer starts empty; the lower layer holds the lane's
 		// seed tree, if any (the same image without one).
-		lower, err := OpenDisk(ctx, cacheDir, sp.Lower())
+		lower, err := OpenDisk(ctx, makeBase, cacheDir, sp.Lower())
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: lower layer: %w", sp.Name, err)
 		}
@@ -145,11 +159,10 @@ func (g *Guest) openLanes(ctx context.Context, cacheDir string, specs []guest.La
 	return disks, nil
 }
 
-// OpenDisk returns a fresh overlay over spec's cached base image (made by
-// guest.MakeBase if it is not cached; for an overlay lane its upper
-// layer's). The caller closes it.
-func OpenDisk(ctx context.Context, cacheDir string, spec guest.LaneSpec) (*overlay.Device, error) {
-	base, err := guest.MakeBase(ctx, cacheDir, spec)
+// OpenDisk returns a fresh overlay over spec's base image (makeBase's;
+// for an overlay lane its upper layer's). The caller closes it.
+func OpenDisk(ctx context.Context, makeBase BaseMaker, cacheDir string, spec guest.LaneSpec) (*overlay.Device, error) {
+	base, err := makeBase(ctx, cacheDir, spec)
 	if err != nil {
 		return nil, fmt.Errorf("base image: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap/zaptest"
 )
@@ -101,7 +102,7 @@ func TestBootBackends(t *testing.T) {
 			for _, f := range tt.fail {
 				b.fail[f] = true
 			}
-			g, err := boot(context.Background(), Spec{Image: &guest.Image{Kernel: "k", Initramfs: "i"}, CacheDir: cache,
+			g, err := boot(context.Background(), Spec{Image: &guest.Image{Kernel: "k", Initramfs: "i"}, MakeBase: baseimage.Make, CacheDir: cache,
 				Lanes: lanes, Backend: tt.choice, Log: zaptest.NewLogger(t)}, b.start)
 			if !reflect.DeepEqual(b.tried, tt.wantTried) {
 				t.Errorf("tried %v, want %v", b.tried, tt.wantTried)
@@ -133,7 +134,7 @@ func TestBootAssembles(t *testing.T) {
 		mach = &fakeMachine{cfg: cfg}
 		return mach, nil
 	}
-	g, err := Boot(context.Background(), Spec{Image: &guest.Image{Kernel: "k", Initramfs: "i"}, CacheDir: t.TempDir(),
+	g, err := Boot(context.Background(), Spec{Image: &guest.Image{Kernel: "k", Initramfs: "i"}, MakeBase: baseimage.Make, CacheDir: t.TempDir(),
 		Lanes: lanes, MemoryMiB: 256, Restore: vmm.RestoreFull, Verify: true, Backend: Choice{Backend: QEMU}, Start: start})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestBootMountFails(t *testing.T) {
 		mach = &fakeMachine{cfg: cfg, mountErrno: int32(syscall.EINVAL)}
 		return mach, nil
 	}
-	_, err := Boot(context.Background(), Spec{Image: &guest.Image{}, CacheDir: t.TempDir(), Lanes: lanes, Start: start})
+	_, err := Boot(context.Background(), Spec{Image: &guest.Image{}, MakeBase: baseimage.Make, CacheDir: t.TempDir(), Lanes: lanes, Start: start})
 	if err == nil || !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("Boot with a failing mount: %v; want EINVAL", err)
 	}
@@ -193,9 +194,17 @@ func TestBootMountFails(t *testing.T) {
 	}
 }
 
-func TestBootNeedsImage(t *testing.T) {
+func TestBootNeedsImageAndMakeBase(t *testing.T) {
 	t.Parallel()
-	if _, err := Boot(context.Background(), Spec{}); err == nil {
-		t.Fatal("Boot without an image succeeded")
+	for _, tt := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{MakeBase: baseimage.Make}, "Spec.Image is required"},
+		{Spec{Image: &guest.Image{}}, "Spec.MakeBase is required"},
+	} {
+		if _, err := Boot(context.Background(), tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Boot(%+v) = %v, want %q", tt.spec, err, tt.want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/local"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
 )
 
@@ -45,6 +46,7 @@ type openFunc func(ctx context.Context, cfg Config, onRestore func(time.Duration
 
 func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error) {
 	m, err := session.Open(ctx, session.Config{
+		MakeBase:          baseimage.Make,
 		StateDir:          cfg.StateDir,
 		CacheDir:          cfg.CacheDir,
 		Guest:             guest.Options{CacheDir: cfg.CacheDir, Log: log.Named("guest")},

@@ -12,6 +12,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/server"
 	"github.com/themisfs/themis/session"
@@ -160,7 +161,7 @@ func BenchmarkApplyFingerprint(b *testing.B) {
 	env := vmmtest.Setup(b)
 	dir := b.TempDir()
 	ctx := context.Background()
-	m, err := session.Open(ctx, session.Config{StateDir: filepath.Join(dir, "state"), CacheDir: env.CacheDir})
+	m, err := session.Open(ctx, session.Config{MakeBase: baseimage.Make, StateDir: filepath.Join(dir, "state"), CacheDir: env.CacheDir})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,6 +27,9 @@ type Config struct {
 	StateDir string
 	// CacheDir is the guest image and base image cache (default guest.DefaultCacheDir()).
 	CacheDir string
+	// MakeBase makes the lanes' base images (in CacheDir): baseimage.Make,
+	// which session does not import (it reads and rewrites btrfs). Required.
+	MakeBase launch.BaseMaker
 	// Guest are the image build options; CacheDir is filled from CacheDir.
 	Guest guest.Options
 	// Image, when set, is the guest image to boot instead of building one
@@ -128,6 +131,9 @@ type Manager struct {
 func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("session: Config.StateDir is required")
+	}
+	if cfg.MakeBase == nil {
+		return nil, errors.New("session: Config.MakeBase is required (baseimage.Make)")
 	}
 	if cfg.CacheDir == "" {
 		d, err := guest.DefaultCacheDir()
@@ -420,7 +426,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 		return err
 	}
 	s.info.Backend = choice.Backend
-	g, err := launch.Boot(ctx, launch.Spec{Image: img, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
+	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
 		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, Backend: choice,
 		Start: m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm"
@@ -221,7 +222,7 @@ func TestBackendKVMNeedsHardware(t *testing.T) {
 	if ok, _ := kvm.HardwareVirtualization(); ok {
 		t.Skip("this host has hardware virtualization")
 	}
-	m, err := session.Open(context.Background(), session.Config{StateDir: t.TempDir(), CacheDir: t.TempDir(), Log: zaptest.NewLogger(t)})
+	m, err := session.Open(context.Background(), session.Config{MakeBase: baseimage.Make, StateDir: t.TempDir(), CacheDir: t.TempDir(), Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +231,26 @@ func TestBackendKVMNeedsHardware(t *testing.T) {
 	sessiontest.WantErr(t, err, session.ErrInvalid, "backend")
 	if !strings.Contains(err.Error(), "hardware virtualization") && !strings.Contains(err.Error(), "vmx") {
 		t.Errorf("the error does not say why: %v", err)
+	}
+}
+
+// TestOpenNeedsConfig: a Config missing a required field is refused by
+// name.
+func TestOpenNeedsConfig(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cfg  session.Config
+		want string
+	}{
+		{session.Config{MakeBase: baseimage.Make}, "Config.StateDir"},
+		{session.Config{StateDir: t.TempDir()}, "Config.MakeBase"},
+	} {
+		m, err := session.Open(context.Background(), tt.cfg)
+		if err == nil {
+			m.Close()
+			t.Errorf("Open without %s succeeded", tt.want)
+		} else if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Open: %v, want it to name %s", err, tt.want)
+		}
 	}
 }

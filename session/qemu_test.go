@@ -10,6 +10,7 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm/vmmtest"
@@ -24,7 +25,7 @@ func TestRealGuest(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := session.Config{StateDir: dir, CacheDir: env.CacheDir, ManualCheckpoints: 2, AutoCheckpoints: 2, Log: zaptest.NewLogger(t)}
+	cfg := session.Config{MakeBase: baseimage.Make, StateDir: dir, CacheDir: env.CacheDir, ManualCheckpoints: 2, AutoCheckpoints: 2, Log: zaptest.NewLogger(t)}
 	m, err := session.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

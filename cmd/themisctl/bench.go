@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/bench"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
 )
 
@@ -87,7 +88,7 @@ func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Opti
 // openManager opens the in-process session manager bench explore measures:
 // the one place the CLI uses session directly rather than a daemon.
 func openManager(ctx context.Context, g *globals, cache, stateDir string) (*session.Manager, error) {
-	return session.Open(ctx, session.Config{StateDir: stateDir, CacheDir: cache, Guest: guest.Options{CacheDir: cache, Log: g.log}, Log: g.log})
+	return session.Open(ctx, session.Config{MakeBase: baseimage.Make, StateDir: stateDir, CacheDir: cache, Guest: guest.Options{CacheDir: cache, Log: g.log}, Log: g.log})
 }
 
 // newBenchRestore is `themisctl bench restore`: restore time against

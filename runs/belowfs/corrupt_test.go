@@ -13,6 +13,7 @@ import (
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/session"
@@ -118,7 +119,7 @@ func TestResolveTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := guest.MakeBase(context.Background(), t.TempDir(), spec)
+	path, err := baseimage.Make(context.Background(), t.TempDir(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestFsck(t *testing.T) {
 			if _, err := exec.LookPath("mkfs.ext2"); err != nil {
 				t.Skip(err)
 			}
-			base, err := guest.MakeBase(context.Background(), t.TempDir(), spec)
+			base, err := baseimage.Make(context.Background(), t.TempDir(), spec)
 			if err != nil {
 				t.Fatal(err)
 			}

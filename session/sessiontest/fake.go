@@ -11,6 +11,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap/zaptest"
@@ -136,8 +137,8 @@ func (ms *Machines) Len() int {
 }
 
 // NewManager opens a Manager in dir whose machines come from newMachine,
-// given each machine's configuration (nil: a new *Machine each). Base images are real (mke2fs; the test skips
-// without it); no guest image is built. The Manager closes with the test.
+// given each machine's configuration (nil: a new *Machine each). Base images are real
+// (baseimage.Make unless cfg.MakeBase is set; mke2fs: the test skips without it); no guest image is built. The Manager closes with the test.
 func NewManager(t *testing.T, dir string, cfg session.Config, newMachine func(vmm.Config) vmm.Machine) (*session.Manager, *Machines) {
 	t.Helper()
 	if _, err := exec.LookPath("mke2fs"); err != nil {
@@ -152,6 +153,9 @@ func NewManager(t *testing.T, dir string, cfg session.Config, newMachine func(vm
 		cfg.CacheDir = t.TempDir()
 	}
 	cfg.Log = zaptest.NewLogger(t)
+	if cfg.MakeBase == nil {
+		cfg.MakeBase = baseimage.Make
+	}
 	cfg.Image = &guest.Image{} // the double boots nothing
 	cfg.Start = func(ctx context.Context, c vmm.Config) (vmm.Machine, error) {
 		ms.mu.Lock()

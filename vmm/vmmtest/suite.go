@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap/zaptest"
@@ -89,7 +90,7 @@ func (s *suite) guestWith(t *testing.T, verify bool, specs ...string) *launch.Gu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	g, err := launch.Boot(ctx, launch.Spec{Image: s.env.Image, CacheDir: s.env.CacheDir, Lanes: lanes,
+	g, err := launch.Boot(ctx, launch.Spec{Image: s.env.Image, MakeBase: baseimage.Make, CacheDir: s.env.CacheDir, Lanes: lanes,
 		MemoryMiB: 128, Verify: verify, Start: launch.StartFunc(s.start), Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("boot: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
@@ -108,7 +109,7 @@ func (e *Env) Lane(t testing.TB, spec string) *overlay.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := launch.OpenDisk(context.Background(), e.CacheDir, ls)
+	dev, err := launch.OpenDisk(context.Background(), baseimage.Make, e.CacheDir, ls)
 	if err != nil {
 		t.Fatalf("lane %s: %v", spec, err)
 	}

@@ -1,4 +1,4 @@
-package guest
+package baseimage
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/themisfs/themis/fsimage/btrfs"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/hosttool"
 	"github.com/zeebo/blake3"
 )
 
@@ -22,39 +24,39 @@ const baseFormat = "themis-base-image/v1"
 
 // Pinned values that would otherwise differ between mkfs runs.
 const (
-	// BaseFakeTime is the time (Unix seconds, 2001-09-09) mke2fs writes
+	// FakeTime is the time (Unix seconds, 2001-09-09) mke2fs writes
 	// into ext* base images.
-	BaseFakeTime = 1000000000
-	// BaseUUID is the filesystem UUID and directory hash seed of ext* base
+	FakeTime = 1000000000
+	// UUID is the filesystem UUID and directory hash seed of ext* base
 	// images.
-	BaseUUID = "7e3a1500-0000-4000-8000-000000000001"
-	// BaseVolumeID is the volume id of vfat base images.
-	BaseVolumeID = "7e3a1500"
-	// BaseBtrfsDevUUID, BaseBtrfsChunkTreeUUID and BaseBtrfsSubvolUUID are
+	UUID = "7e3a1500-0000-4000-8000-000000000001"
+	// VolumeID is the volume id of vfat base images.
+	VolumeID = "7e3a1500"
+	// BtrfsDevUUID, BtrfsChunkTreeUUID and BtrfsSubvolUUID are
 	// what btrfs base images get for the UUIDs mkfs.btrfs draws at random
-	// (its -U sets only the filesystem UUID, BaseUUID); their times are
-	// BaseFakeTime. See btrfs.Pin.
-	BaseBtrfsDevUUID       = "7e3a1500-0000-4000-8000-000000000002"
-	BaseBtrfsChunkTreeUUID = "7e3a1500-0000-4000-8000-000000000003"
-	BaseBtrfsSubvolUUID    = "7e3a1500-0000-4000-8000-000000000004"
+	// (its -U sets only the filesystem UUID, UUID); their times are
+	// FakeTime. See btrfs.Pin.
+	BtrfsDevUUID       = "7e3a1500-0000-4000-8000-000000000002"
+	BtrfsChunkTreeUUID = "7e3a1500-0000-4000-8000-000000000003"
+	BtrfsSubvolUUID    = "7e3a1500-0000-4000-8000-000000000004"
 )
 
 // btrfsPinFormat versions the rewrite of btrfs base images after mkfs
 // (btrfs.Pin); it is part of their cache key.
 const btrfsPinFormat = "btrfs-pin/v1"
 
-// MakeBase returns the path of the filesystem image for spec under
+// Make returns the path of the filesystem image for spec under
 // <cacheDir>/bases/, making it with the host's mkfs if it is not cached:
-// empty, or with an ext* spec's seed= holding [SeedTree] (written with
-// debugfs after mkfs). cacheDir "" means DefaultCacheDir(). The image is
+// empty, or with an ext* spec's seed= holding [guest.SeedTree] (written with
+// debugfs after mkfs). cacheDir "" means guest.DefaultCacheDir(). The image is
 // byte-identical for equal spec.String() and mkfs (and debugfs) version, run
 // after run and host after host. It is shared by every caller: open it
 // read-only. For an overlay lane it is the image of its upper layer
-// (spec.Layer()'s: an empty ext2); its lower layer's is MakeBase of
+// (spec.Layer()'s: an empty ext2); its lower layer's is Make of
 // spec.Lower().
-func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, error) {
+func Make(ctx context.Context, cacheDir string, spec guest.LaneSpec) (string, error) {
 	spec = spec.Layer()
-	dir, err := cacheDirOf(cacheDir)
+	dir, err := guest.CacheDir(cacheDir)
 	if err != nil {
 		return "", err
 	}
@@ -68,7 +70,7 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	if st, err := os.Stat(out); err == nil && st.Mode().IsRegular() && st.Size() == size {
 		return out, nil
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("guest: %w", err)
+		return "", fmt.Errorf("baseimage: %w", err)
 	}
 	if err := r.build(ctx, bases, out, size); err != nil {
 		return "", err
@@ -76,34 +78,31 @@ func MakeBase(ctx context.Context, cacheDir string, spec LaneSpec) (string, erro
 	return out, nil
 }
 
-// baseRecipe is how MakeBase makes one base image: the mkfs tool, its
+// baseRecipe is how Make makes one base image: the mkfs tool, its
 // arguments and environment, the seed tree and the debugfs that writes it
 // (ext* with seed= only), and the recipe lines its cache key hashes.
 type baseRecipe struct {
-	spec      LaneSpec
+	spec      guest.LaneSpec
 	tool, bin string // mkfs.<fs> and its path
 	args, env []string
-	tree      []SeedEntry // nil for an empty image
-	debugfs   string      // debugfs's path when tree is set
+	tree      []guest.SeedEntry // nil for an empty image
+	debugfs   string            // debugfs's path when tree is set
 	recipe    []string
 }
 
 // planBase checks spec (a single layer) and finds the tools that make its
 // image, with the identities that go into its cache key.
-func planBase(ctx context.Context, spec LaneSpec) (*baseRecipe, error) {
-	if _, ok := fsDefaults[spec.FS]; !ok {
-		return nil, fmt.Errorf("guest: make base: unknown filesystem %q", spec.FS)
-	}
-	if spec.SizeMiB < 1 || spec.SizeMiB > maxSizeMiB {
-		return nil, fmt.Errorf("guest: make base %s: size %d MiB out of range", spec, spec.SizeMiB)
+func planBase(ctx context.Context, spec guest.LaneSpec) (*baseRecipe, error) {
+	if spec.SizeMiB < 1 || spec.SizeMiB > guest.MaxSizeMiB {
+		return nil, fmt.Errorf("baseimage: %s: size %d MiB out of range", spec, spec.SizeMiB)
 	}
 	r := &baseRecipe{spec: spec, tool: "mkfs." + spec.FS}
 	var err error
-	if r.bin, err = lookTool(r.tool); err != nil {
-		return nil, err
-	}
 	if r.args, r.env, err = mkfsArgs(spec); err != nil {
 		return nil, err
+	}
+	if r.bin, err = hosttool.Look(r.tool); err != nil {
+		return nil, fmt.Errorf("baseimage: %w", err)
 	}
 	ident, err := toolIdentity(ctx, spec.FS, r.bin)
 	if err != nil {
@@ -113,13 +112,13 @@ func planBase(ctx context.Context, spec LaneSpec) (*baseRecipe, error) {
 	if spec.FS == "btrfs" {
 		r.recipe = append(r.recipe, btrfsPinFormat)
 	}
-	r.tree = SeedTree(spec.Seed())
+	r.tree = guest.SeedTree(spec.Seed())
 	if r.tree != nil {
 		if !strings.HasPrefix(spec.FS, "ext") {
-			return nil, fmt.Errorf("guest: make base %s: seed is for ext2/3/4 images", spec)
+			return nil, fmt.Errorf("baseimage: %s: seed is for ext2/3/4 images", spec)
 		}
-		if r.debugfs, err = lookTool("debugfs"); err != nil {
-			return nil, err
+		if r.debugfs, err = hosttool.Look("debugfs"); err != nil {
+			return nil, fmt.Errorf("baseimage: %w", err)
 		}
 		id, err := debugfsIdentity(ctx, r.debugfs)
 		if err != nil {
@@ -149,41 +148,41 @@ func (r *baseRecipe) key() string {
 func (r *baseRecipe) build(ctx context.Context, bases, out string, size int64) error {
 	spec := r.spec
 	if err := os.MkdirAll(bases, 0o755); err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	f, err := os.CreateTemp(bases, ".mkfs-*.img")
 	if err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // fails harmlessly after a successful rename
 	if err := f.Truncate(size); err != nil {
 		f.Close()
-		return fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("baseimage: %s: %w", spec, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("baseimage: %s: %w", spec, err)
 	}
 	if err := r.format(ctx, bases, tmp, size); err != nil {
 		return err
 	}
 	st, err := os.Stat(tmp)
 	if err != nil {
-		return fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("baseimage: %s: %w", spec, err)
 	}
 	if st.Size() != size {
-		return fmt.Errorf("guest: make base %s: %s changed the image size to %d bytes", spec, r.tool, st.Size())
+		return fmt.Errorf("baseimage: %s: %s changed the image size to %d bytes", spec, r.tool, st.Size())
 	}
 	if err := syncFile(tmp); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, 0o444); err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	// A file rename replaces an existing target atomically; a concurrent
 	// maker wrote the same bytes.
 	if err := os.Rename(tmp, out); err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	return nil
 }
@@ -194,11 +193,11 @@ func (r *baseRecipe) build(ctx context.Context, bases, out string, size int64) e
 func (r *baseRecipe) format(ctx context.Context, bases, img string, size int64) error {
 	spec := r.spec
 	if err := runMkfs(ctx, r.bin, append(r.args, img), r.env); err != nil {
-		return fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("baseimage: %s: %w", spec, err)
 	}
 	if spec.FS == "btrfs" {
 		if err := pinBtrfs(img, size); err != nil {
-			return fmt.Errorf("guest: make base %s: %w", spec, err)
+			return fmt.Errorf("baseimage: %s: %w", spec, err)
 		}
 	}
 	if r.tree == nil {
@@ -206,38 +205,38 @@ func (r *baseRecipe) format(ctx context.Context, bases, img string, size int64) 
 	}
 	scratch, err := os.MkdirTemp(bases, ".seed-*")
 	if err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	err = seedExt(ctx, r.debugfs, img, scratch, r.tree)
 	if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return fmt.Errorf("guest: make base %s: %w", spec, err)
+		return fmt.Errorf("baseimage: %s: %w", spec, err)
 	}
 	return nil
 }
 
 // mkfsArgs returns the mkfs arguments (without the target) and environment
 // additions for spec.
-func mkfsArgs(spec LaneSpec) (args, env []string, err error) {
+func mkfsArgs(spec guest.LaneSpec) (args, env []string, err error) {
 	switch spec.FS {
 	case "ext2", "ext3", "ext4":
 		args = []string{"-q", "-F",
 			"-I", strconv.Itoa(spec.InodeSize),
-			"-U", BaseUUID,
+			"-U", UUID,
 			// root_owner: mke2fs otherwise makes / owned by the caller's uid.
-			"-E", "hash_seed=" + BaseUUID + ",root_owner=0:0",
+			"-E", "hash_seed=" + UUID + ",root_owner=0:0",
 		}
 		if bs, ok := spec.Options["block_size"]; ok {
 			args = append(args, "-b", bs)
 		}
-		return args, []string{"E2FSPROGS_FAKE_TIME=" + strconv.Itoa(BaseFakeTime)}, nil
+		return args, []string{"E2FSPROGS_FAKE_TIME=" + strconv.Itoa(FakeTime)}, nil
 	case "btrfs":
 		// -K: no TRIM of the image file. mkfs.btrfs reads no fake time
 		// and draws the device, chunk tree and subvolume UUIDs itself:
 		// pinBtrfs rewrites those afterwards.
-		args = []string{"-q", "-f", "-K", "-U", BaseUUID, "--csum", "crc32c"}
+		args = []string{"-q", "-f", "-K", "-U", UUID, "--csum", "crc32c"}
 		if spec.Options["mixed"] != "0" {
 			args = append(args, "--mixed")
 		}
@@ -246,13 +245,13 @@ func mkfsArgs(spec LaneSpec) (args, env []string, err error) {
 		// base images among them): no cache.
 		return args, []string{"BLKID_FILE=/dev/null"}, nil
 	case "vfat":
-		args = []string{"--invariant", "-i", BaseVolumeID}
+		args = []string{"--invariant", "-i", VolumeID}
 		if ft, ok := spec.Options["fat"]; ok {
 			args = append(args, "-F", ft)
 		}
 		return args, nil, nil
 	}
-	return nil, nil, fmt.Errorf("guest: make base: unknown filesystem %q", spec.FS)
+	return nil, nil, fmt.Errorf("baseimage: unknown filesystem %q", spec.FS)
 }
 
 // runMkfs runs mkfs with an environment cleaned of the e2fsprogs variables
@@ -267,7 +266,7 @@ func runMkfs(ctx context.Context, bin string, args, env []string) error {
 		}
 		clean = append(clean, kv)
 	}
-	return runToolEnv(ctx, "", append(clean, env...), bin, args...)
+	return hosttool.RunEnv(ctx, "", append(clean, env...), bin, args...)
 }
 
 // toolIdentity is what, besides the spec, determines the image: the mkfs
@@ -275,16 +274,16 @@ func runMkfs(ctx context.Context, bin string, args, env []string) error {
 func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
-		return "", fmt.Errorf("guest: read %s: %w", bin, err)
+		return "", fmt.Errorf("baseimage: read %s: %w", bin, err)
 	}
 	sum := blake3.Sum256(b)
 	id := []string{"binary=" + hex.EncodeToString(sum[:])}
 	if fsName == "vfat" {
 		return strings.Join(id, "\n"), nil
 	}
-	out, err := runToolOutput(ctx, bin, "-V")
+	out, err := version(ctx, bin)
 	if err != nil {
-		return "", fmt.Errorf("guest: %s -V: %w", bin, err)
+		return "", fmt.Errorf("baseimage: %s -V: %w", bin, err)
 	}
 	id = append(id, "version="+out)
 	if fsName == "btrfs" {
@@ -302,7 +301,7 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		id = append(id, "config=none") // mke2fs uses its built-in defaults
 	default:
-		return "", fmt.Errorf("guest: read %s: %w", conf, err)
+		return "", fmt.Errorf("baseimage: read %s: %w", conf, err)
 	}
 	return strings.Join(id, "\n"), nil
 }
@@ -312,12 +311,12 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 func debugfsIdentity(ctx context.Context, bin string) (string, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
-		return "", fmt.Errorf("guest: read %s: %w", bin, err)
+		return "", fmt.Errorf("baseimage: read %s: %w", bin, err)
 	}
 	sum := blake3.Sum256(b)
-	out, err := runToolOutput(ctx, bin, "-V")
+	out, err := version(ctx, bin)
 	if err != nil {
-		return "", fmt.Errorf("guest: %s -V: %w", bin, err)
+		return "", fmt.Errorf("baseimage: %s -V: %w", bin, err)
 	}
 	return "debugfs binary=" + hex.EncodeToString(sum[:]) + "\nversion=" + out, nil
 }
@@ -329,14 +328,14 @@ func pinBtrfs(p string, size int64) error {
 	for _, u := range []struct {
 		s   string
 		dst *[16]byte
-	}{{BaseBtrfsDevUUID, &pins.DevUUID}, {BaseBtrfsChunkTreeUUID, &pins.ChunkTreeUUID}, {BaseBtrfsSubvolUUID, &pins.SubvolUUID}} {
+	}{{BtrfsDevUUID, &pins.DevUUID}, {BtrfsChunkTreeUUID, &pins.ChunkTreeUUID}, {BtrfsSubvolUUID, &pins.SubvolUUID}} {
 		b, err := hex.DecodeString(strings.ReplaceAll(u.s, "-", ""))
 		if err != nil || len(b) != 16 {
 			return fmt.Errorf("pin: bad UUID %q", u.s)
 		}
 		copy(u.dst[:], b)
 	}
-	pins.Time = BaseFakeTime
+	pins.Time = FakeTime
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -351,14 +350,20 @@ func pinBtrfs(p string, size int64) error {
 func syncFile(p string) error {
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("guest: sync %s: %w", p, err)
+		return fmt.Errorf("baseimage: sync %s: %w", p, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("guest: %w", err)
+		return fmt.Errorf("baseimage: %w", err)
 	}
 	return nil
+}
+
+// version is a tool's -V banner, trimmed.
+func version(ctx context.Context, bin string) (string, error) {
+	out, err := hosttool.Output(ctx, "", nil, bin, "-V")
+	return strings.TrimSpace(out), err
 }

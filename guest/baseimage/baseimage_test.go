@@ -1,4 +1,4 @@
-package guest
+package baseimage
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/hosttool"
 )
 
 // TestMakeBaseReproducible makes each base image in two fresh cache
@@ -39,11 +42,11 @@ func TestMakeBaseReproducible(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
 			t.Parallel()
-			spec, err := ParseLaneSpec(tt.spec)
+			spec, err := guest.ParseLaneSpec(tt.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := lookTool("mkfs." + spec.FS); err != nil {
+			if _, err := hosttool.Look("mkfs." + spec.FS); err != nil {
 				if os.Getenv("CI") != "" {
 					t.Fatal(err)
 				}
@@ -53,12 +56,12 @@ func TestMakeBaseReproducible(t *testing.T) {
 			var sums [2][32]byte
 			var paths [2]string
 			for i := range sums {
-				p, err := MakeBase(ctx, t.TempDir(), spec)
+				p, err := Make(ctx, t.TempDir(), spec)
 				if err != nil {
 					t.Fatal(err)
 				}
 				paths[i] = p
-				b := mustRead(t, p)
+				b := readFile(t, p)
 				if got, want := len(b), spec.SizeMiB<<20; got != want {
 					t.Errorf("%s: %d bytes, want %d", p, got, want)
 				}
@@ -92,15 +95,15 @@ func TestMakeBaseReproducible(t *testing.T) {
 }
 
 // checkSeed lists the image's tree with debugfs and compares it with the
-// spec's SeedTree (nothing but lost+found without a seed), every inode
+// spec's guest.SeedTree (nothing but lost+found without a seed), every inode
 // owned by root with the pinned time.
-func checkSeed(t *testing.T, img string, spec LaneSpec) {
+func checkSeed(t *testing.T, img string, spec guest.LaneSpec) {
 	t.Helper()
-	bin, err := lookTool("debugfs")
+	bin, err := hosttool.Look("debugfs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree := SeedTree(spec.Seed())
+	tree := guest.SeedTree(spec.Seed())
 	if err := checkSeeded(context.Background(), bin, img, tree); err != nil {
 		t.Error(err)
 	}
@@ -118,12 +121,12 @@ func checkSeed(t *testing.T, img string, spec LaneSpec) {
 		t.Errorf("root of %s lists\n%s\nwant %d entries", spec, out, top)
 	}
 	for _, e := range tree {
-		times, err := ExtInodeTimes(context.Background(), img, "/"+e.Path)
+		times, err := guest.ExtInodeTimes(context.Background(), img, "/"+e.Path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if times.Atime != BaseFakeTime || times.Mtime != BaseFakeTime || times.Ctime != BaseFakeTime {
-			t.Errorf("%s in %s: times %+v, want all %d", e.Path, spec, times, BaseFakeTime)
+		if times.Atime != FakeTime || times.Mtime != FakeTime || times.Ctime != FakeTime {
+			t.Errorf("%s in %s: times %+v, want all %d", e.Path, spec, times, FakeTime)
 		}
 		if e.Dir {
 			continue
@@ -138,16 +141,16 @@ func checkSeed(t *testing.T, img string, spec LaneSpec) {
 	}
 }
 
-func checkExt(t *testing.T, img string, spec LaneSpec, inodeSize int) {
+func checkExt(t *testing.T, img string, spec guest.LaneSpec, inodeSize int) {
 	t.Helper()
-	fsck, err := lookTool("e2fsck")
+	fsck, err := hosttool.Look("e2fsck")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(fsck, "-fn", img).CombinedOutput(); err != nil {
 		t.Errorf("e2fsck -fn %s: %v\n%s", img, err, out)
 	}
-	dump, err := lookTool("dumpe2fs")
+	dump, err := hosttool.Look("dumpe2fs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +160,8 @@ func checkExt(t *testing.T, img string, spec LaneSpec, inodeSize int) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("Inode size:\\s+%d\n", inodeSize),
-		"Filesystem UUID:\\s+" + BaseUUID + "\n",
-		"Directory Hash Seed:\\s+" + BaseUUID + "\n",
+		"Filesystem UUID:\\s+" + UUID + "\n",
+		"Directory Hash Seed:\\s+" + UUID + "\n",
 		"Filesystem created:\\s+Sun Sep  9 01:46:40 2001\n",
 	} {
 		if !regexp.MustCompile(want).Match(out) {
@@ -176,9 +179,9 @@ func checkExt(t *testing.T, img string, spec LaneSpec, inodeSize int) {
 
 // checkBtrfs checks a btrfs base image with btrfs check and reads its
 // pinned identity back with dump-super.
-func checkBtrfs(t *testing.T, img string, spec LaneSpec) {
+func checkBtrfs(t *testing.T, img string, spec guest.LaneSpec) {
 	t.Helper()
-	bin, err := lookTool("btrfs")
+	bin, err := hosttool.Look("btrfs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +192,7 @@ func checkBtrfs(t *testing.T, img string, spec LaneSpec) {
 	if err != nil {
 		t.Fatalf("dump-super: %v\n%s", err, out)
 	}
-	want := []string{"fsid\\s+" + BaseUUID + "\n", "dev_item.uuid\\s+" + BaseBtrfsDevUUID + "\n", "csum_type\\s+0 \\(crc32c\\)"}
+	want := []string{"fsid\\s+" + UUID + "\n", "dev_item.uuid\\s+" + BtrfsDevUUID + "\n", "csum_type\\s+0 \\(crc32c\\)"}
 	if mixed := bytes.Contains(out, []byte("MIXED_GROUPS")); mixed != (spec.Options["mixed"] == "1") {
 		t.Errorf("%s: MIXED_GROUPS = %v", spec, mixed)
 	}
@@ -204,15 +207,15 @@ func checkVfat(t *testing.T, img string) {
 	t.Helper()
 	// The volume id sits in the extended BIOS parameter block: at 0x27 for
 	// FAT12/16, at 0x43 for FAT32 (whose 16-bit sectors-per-FAT is 0).
-	b := mustRead(t, img)
+	b := readFile(t, img)
 	off := 0x27
 	if binary.LittleEndian.Uint16(b[0x16:]) == 0 {
 		off = 0x43
 	}
-	if got := fmt.Sprintf("%08x", binary.LittleEndian.Uint32(b[off:])); got != BaseVolumeID {
-		t.Errorf("volume id %s, want %s", got, BaseVolumeID)
+	if got := fmt.Sprintf("%08x", binary.LittleEndian.Uint32(b[off:])); got != VolumeID {
+		t.Errorf("volume id %s, want %s", got, VolumeID)
 	}
-	fsck, err := lookTool("fsck.vfat")
+	fsck, err := hosttool.Look("fsck.vfat")
 	if err != nil {
 		t.Skipf("skipping fsck: %v", err)
 	}
@@ -223,15 +226,15 @@ func checkVfat(t *testing.T, img string) {
 
 func TestMakeBaseCached(t *testing.T) {
 	t.Parallel()
-	spec, err := ParseLaneSpec("ext2:name=first")
+	spec, err := guest.ParseLaneSpec("ext2:name=first")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lookTool("mkfs.ext2"); err != nil {
+	if _, err := hosttool.Look("mkfs.ext2"); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	dir := t.TempDir()
-	p1, err := MakeBase(context.Background(), dir, spec)
+	p1, err := Make(context.Background(), dir, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +243,11 @@ func TestMakeBaseCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The name does not change the image; the inode size does.
-	spec2, err := ParseLaneSpec("ext2:name=second")
+	spec2, err := guest.ParseLaneSpec("ext2:name=second")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := MakeBase(context.Background(), dir, spec2)
+	p2, err := Make(context.Background(), dir, spec2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +258,11 @@ func TestMakeBaseCached(t *testing.T) {
 	if p1 != p2 || !os.SameFile(st1, st2) || !st1.ModTime().Equal(st2.ModTime()) {
 		t.Errorf("second MakeBase rebuilt: %s vs %s", p1, p2)
 	}
-	spec3, err := ParseLaneSpec("ext2:inode_size=256")
+	spec3, err := guest.ParseLaneSpec("ext2:inode_size=256")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p3, err := MakeBase(context.Background(), dir, spec3)
+	p3, err := Make(context.Background(), dir, spec3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,11 +274,11 @@ func TestMakeBaseCached(t *testing.T) {
 		spec string
 		same bool
 	}{{"ext2:seed=0", true}, {"ext2:seed=1", false}, {"ext2:seed=2", false}} {
-		sp, err := ParseLaneSpec(c.spec)
+		sp, err := guest.ParseLaneSpec(c.spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := MakeBase(context.Background(), dir, sp)
+		p, err := Make(context.Background(), dir, sp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,33 +299,25 @@ func TestMakeBaseCached(t *testing.T) {
 
 func TestMakeBaseErrors(t *testing.T) {
 	t.Parallel()
-	if _, err := MakeBase(context.Background(), t.TempDir(), LaneSpec{FS: "xfs", SizeMiB: 300}); err == nil || !strings.Contains(err.Error(), `unknown filesystem "xfs"`) {
+	if _, err := Make(context.Background(), t.TempDir(), guest.LaneSpec{FS: "xfs", SizeMiB: 300}); err == nil || !strings.Contains(err.Error(), `unknown filesystem "xfs"`) {
 		t.Errorf("xfs: err = %v", err)
 	}
-	if _, err := MakeBase(context.Background(), t.TempDir(), LaneSpec{FS: "ext2", InodeSize: 128}); err == nil || !strings.Contains(err.Error(), "size 0 MiB") {
+	if _, err := Make(context.Background(), t.TempDir(), guest.LaneSpec{FS: "ext2", InodeSize: 128}); err == nil || !strings.Contains(err.Error(), "size 0 MiB") {
 		t.Errorf("size 0: err = %v", err)
 	}
 	// mkfs's own complaint comes back: a journal does not fit in 1 MiB... or
 	// an inode size mke2fs rejects for the block size it chose.
-	spec := LaneSpec{FS: "ext4", InodeSize: 2048, SizeMiB: 2}
-	if _, err := MakeBase(context.Background(), t.TempDir(), spec); err == nil || !strings.Contains(err.Error(), "mkfs.ext4") {
+	spec := guest.LaneSpec{FS: "ext4", InodeSize: 2048, SizeMiB: 2}
+	if _, err := Make(context.Background(), t.TempDir(), spec); err == nil || !strings.Contains(err.Error(), "mkfs.ext4") {
 		t.Errorf("bad mkfs args: err = %v", err)
 	}
 }
 
-func TestToolPackage(t *testing.T) {
-	t.Parallel()
-	tests := map[string]string{
-		"mkfs.ext2": "e2fsprogs", "mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs",
-		"mkfs.vfat": "dosfstools", "mkfs.btrfs": "btrfs-progs", "btrfs": "btrfs-progs", "apt-get": "apt", "dpkg-deb": "dpkg", "xz": "xz-utils",
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for tool, want := range tests {
-		if got := toolPackage(tool); got != want {
-			t.Errorf("toolPackage(%q) = %q, want %q", tool, got, want)
-		}
-	}
-	_, err := lookTool("mkfs.nonesuch-fs")
-	if err == nil || !strings.Contains(err.Error(), "install the Debian package") {
-		t.Errorf("lookTool: err = %v", err)
-	}
+	return b
 }
