@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/themisfs/themis/agent/internal/fuzzseed"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
@@ -108,21 +109,12 @@ func TestWriteFrameTooLarge(t *testing.T) {
 
 // seedFrames are the fuzz seeds; testdata/fuzz holds the same bytes.
 func seedFrames(t testing.TB) [][]byte {
-	valid := frame(t, sampleRequest())
-	pingF := frame(t, &agentv1.Request{Id: 1, Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
-	fp := frame(t, &agentv1.Request{Id: 2, Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: "l0", Leaves: true}}})
-	stat := frame(t, &agentv1.Request{Id: 3, Op: &agentv1.Request_Stat{Stat: &agentv1.Stat{Lane: "l0", Path: "a/../b"}}})
-	return [][]byte{
-		nil,
-		valid,
-		valid[:len(valid)-3],
-		valid[:2],
-		{0x01, 0x00, 0x00, 0x01},
-		{0xff, 0xff, 0xff, 0xff, 0},
-		{0, 0, 0, 3, 0xff, 0xff, 0xff},
-		append(append(append([]byte{}, pingF...), fp...), stat...),
-		append(append([]byte{}, pingF...), 0, 0, 0, 2, 0x52, 0x00),
+	t.Helper()
+	seeds, err := fuzzseed.Frames()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return seeds
 }
 
 func FuzzReadFrame(f *testing.F) {
