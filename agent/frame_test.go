@@ -107,7 +107,8 @@ func TestWriteFrameTooLarge(t *testing.T) {
 	}
 }
 
-// seedFrames are the fuzz seeds; testdata/fuzz holds the same bytes.
+// seedFrames are the fuzz seeds (shared with inguest's FuzzServe);
+// testdata/fuzz holds the same bytes.
 func seedFrames(t testing.TB) [][]byte {
 	t.Helper()
 	seeds, err := fuzzseed.Frames()
@@ -145,45 +146,12 @@ func FuzzReadFrame(f *testing.F) {
 	})
 }
 
-// FuzzServe feeds arbitrary bytes to Server.Serve over an empty root with
-// Machine off, so no request can change the host.
-func FuzzServe(f *testing.F) {
-	for _, s := range seedFrames(f) {
-		f.Add(s)
-	}
-	root := f.TempDir()
-	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &Server{Root: root} // no lanes, Machine off: nothing on the host changes
-		var out bytes.Buffer
-		err := s.Serve(struct {
-			io.Reader
-			io.Writer
-		}{bytes.NewReader(in), &out})
-		if err != nil && !errors.Is(err, ErrFrameTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("Serve = %v", err)
-		}
-		for {
-			resp := new(agentv1.Response)
-			if err := ReadFrame(&out, resp); err != nil {
-				if err != io.EOF {
-					t.Fatalf("server wrote a bad frame: %v", err)
-				}
-				break
-			}
-		}
-		ents, rerr := os.ReadDir(root)
-		if rerr != nil || len(ents) != 0 {
-			t.Fatalf("root changed: %v %v", ents, rerr)
-		}
-	})
-}
-
 var update = flag.Bool("update", false, "rewrite testdata/fuzz seed corpora")
 
 // TestSeedCorpus keeps testdata/fuzz in step with seedFrames; run with
-// -update to rewrite it.
+// -update to rewrite it. inguest's TestSeedCorpus checks FuzzServe's.
 func TestSeedCorpus(t *testing.T) {
-	for _, target := range []string{"FuzzReadFrame", "FuzzServe"} {
+	for _, target := range []string{"FuzzReadFrame"} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if *update {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
