@@ -1,42 +1,24 @@
-// Package agent speaks the host<->guest agent protocol (themis.agent.v1).
+// Package agent speaks the host<->guest agent protocol (themis.agent.v1):
+// the frames both ends exchange and the host's end.
 //
 // Frames ([WriteFrame], [ReadFrame]) are a 4-byte big-endian length followed
 // by one serialized protobuf message of at most [MaxFrame] bytes.
+// [NewRequest] wraps an operation message in a Request; the Open* flags are
+// the Linux open(2) bits Write and Create carry; [ReadyLine] is what the
+// guest's init prints once it serves.
 //
 // [Client] is the host side: it owns a byte stream to the guest (a net.Conn
 // to QEMU's chardev socket), sends one request at a time and waits for the
 // response with the same id. A call that times out or fails on the stream
 // leaves the stream in an unknown position, so the client is then broken:
 // every later call fails with [ErrBroken] and the machine should be treated
-// as failed.
+// as failed. A non-zero errno in a response is the operation's result, not
+// a failure of the call; [ResponseError] turns it into an [Error].
 //
-// [Server] is the guest side (cmd/themis-agent runs it as PID 1): it applies
-// each request with one or a few system calls relative to the lane's
-// directory (Root/<lane>) and reports the errno of the failing call. A lane
-// operation's errno is a result the checker compares, not a failure of the
-// agent. Operations that act on the whole machine (Mount, Umount, SetClock,
-// DropCaches, Exec) run only when [Server.Machine] is set, so tests and fuzzing
-// on a host cannot change the host.
-//
-// An overlay lane (Mount with fstype "overlay") is kernel overlayfs at
-// Root/<lane> over a lower layer mounted read-only and an upper layer, both
-// under [Server.Layers]; a Mount asking for metacopy=on is refused. A
-// Fingerprint with below walks the lane's upper directory instead, reading
-// each entry's device number and overlay.* xattrs, and classifies kernel
-// whiteouts and opaque directories with oracle.NormalizeUpper before
-// anything looks at their type; one with lower walks its lower layer (for
-// the lower ⊕ upper reference, oracle.Merge). The layer paths hold the
-// lane's name, whose ':' overlayfs's mount options get escaped.
-//
-// A Walk is ls -l or find -ls without the output: lstat of a path, its
-// entries and, recursively, every directory below, reading no file
-// contents; it is bounded in entries and depth and fails (E2BIG, ELOOP)
-// rather than return a partial count.
+// The guest side, the Server that cmd/themis-agent runs as PID 1, is package
+// agent/inguest; this package does not import it, so the host reaches none of
+// what only the guest needs.
 //
 // Concurrency: Client methods may be called from several goroutines (calls
-// are serialized). Server.Handle is safe for concurrent use; Serve handles
-// one request at a time.
-//
-// Linux-only code lives in *_linux.go files; on other systems every
-// operation answers ENOSYS.
+// are serialized).
 package agent

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/themisfs/themis/agent/internal/fuzzseed"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
@@ -106,23 +107,15 @@ func TestWriteFrameTooLarge(t *testing.T) {
 	}
 }
 
-// seedFrames are the fuzz seeds; testdata/fuzz holds the same bytes.
+// seedFrames are the fuzz seeds (shared with inguest's FuzzServe);
+// testdata/fuzz holds the same bytes.
 func seedFrames(t testing.TB) [][]byte {
-	valid := frame(t, sampleRequest())
-	pingF := frame(t, &agentv1.Request{Id: 1, Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
-	fp := frame(t, &agentv1.Request{Id: 2, Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: "l0", Leaves: true}}})
-	stat := frame(t, &agentv1.Request{Id: 3, Op: &agentv1.Request_Stat{Stat: &agentv1.Stat{Lane: "l0", Path: "a/../b"}}})
-	return [][]byte{
-		nil,
-		valid,
-		valid[:len(valid)-3],
-		valid[:2],
-		{0x01, 0x00, 0x00, 0x01},
-		{0xff, 0xff, 0xff, 0xff, 0},
-		{0, 0, 0, 3, 0xff, 0xff, 0xff},
-		append(append(append([]byte{}, pingF...), fp...), stat...),
-		append(append([]byte{}, pingF...), 0, 0, 0, 2, 0x52, 0x00),
+	t.Helper()
+	seeds, err := fuzzseed.Frames()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return seeds
 }
 
 func FuzzReadFrame(f *testing.F) {
@@ -153,45 +146,12 @@ func FuzzReadFrame(f *testing.F) {
 	})
 }
 
-// FuzzServe feeds arbitrary bytes to Server.Serve over an empty root with
-// Machine off, so no request can change the host.
-func FuzzServe(f *testing.F) {
-	for _, s := range seedFrames(f) {
-		f.Add(s)
-	}
-	root := f.TempDir()
-	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &Server{Root: root} // no lanes, Machine off: nothing on the host changes
-		var out bytes.Buffer
-		err := s.Serve(struct {
-			io.Reader
-			io.Writer
-		}{bytes.NewReader(in), &out})
-		if err != nil && !errors.Is(err, ErrFrameTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("Serve = %v", err)
-		}
-		for {
-			resp := new(agentv1.Response)
-			if err := ReadFrame(&out, resp); err != nil {
-				if err != io.EOF {
-					t.Fatalf("server wrote a bad frame: %v", err)
-				}
-				break
-			}
-		}
-		ents, rerr := os.ReadDir(root)
-		if rerr != nil || len(ents) != 0 {
-			t.Fatalf("root changed: %v %v", ents, rerr)
-		}
-	})
-}
-
 var update = flag.Bool("update", false, "rewrite testdata/fuzz seed corpora")
 
 // TestSeedCorpus keeps testdata/fuzz in step with seedFrames; run with
-// -update to rewrite it.
+// -update to rewrite it. inguest's TestSeedCorpus checks FuzzServe's.
 func TestSeedCorpus(t *testing.T) {
-	for _, target := range []string{"FuzzReadFrame", "FuzzServe"} {
+	for _, target := range []string{"FuzzReadFrame"} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if *update {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

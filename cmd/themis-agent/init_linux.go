@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/agent/inguest"
 	"github.com/themisfs/themis/internal/pid1"
 )
 
@@ -44,7 +45,7 @@ func runInit(log *zap.Logger) {
 		log.Warn("read kernel command line", zap.Error(err))
 	}
 	path := channelFromCmdline(string(cmdline))
-	srv := &agent.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true,
+	srv := &inguest.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true,
 		LoadFS: func(fstype string) error {
 			log.Info("loading deferred modules", zap.String("for", fstype))
 			if n := pid1.LoadModules(log, modulesDir, "lazy"); n == 0 {

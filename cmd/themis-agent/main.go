@@ -21,7 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/agent/inguest"
 )
 
 // version identifies the build; set with -ldflags "-X main.version=...".
@@ -57,7 +57,7 @@ func main() {
 		level = zapcore.DebugLevel
 	}
 	log := newLogger(level)
-	srv := &agent.Server{Root: *root, Log: log, Version: version, Machine: *machine}
+	srv := &inguest.Server{Root: *root, Log: log, Version: version, Machine: *machine}
 	err := srv.Serve(struct {
 		io.Reader
 		io.Writer

@@ -1,4 +1,4 @@
-package agent
+package inguest
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
@@ -67,7 +68,7 @@ func (s *Server) log() *zap.Logger {
 func (s *Server) Serve(rw io.ReadWriter) error {
 	for {
 		req := new(agentv1.Request)
-		err := ReadFrame(rw, req)
+		err := agent.ReadFrame(rw, req)
 		switch {
 		case err == nil:
 			if err := s.reply(rw, s.Handle(req)); err != nil {
@@ -76,12 +77,12 @@ func (s *Server) Serve(rw io.ReadWriter) error {
 			continue
 		case errors.Is(err, io.EOF):
 			return nil
-		case errors.Is(err, ErrDecode), errors.Is(err, ErrFrameTooLarge):
+		case errors.Is(err, agent.ErrDecode), errors.Is(err, agent.ErrFrameTooLarge):
 			resp := &agentv1.Response{Errno: int32(syscall.EINVAL), Error: err.Error()}
-			if werr := WriteFrame(rw, resp); werr != nil {
+			if werr := agent.WriteFrame(rw, resp); werr != nil {
 				return fmt.Errorf("agent: serve: %w", werr)
 			}
-			if errors.Is(err, ErrDecode) {
+			if errors.Is(err, agent.ErrDecode) {
 				s.log().Debug("agent: rejected a malformed frame", zap.Error(err))
 				continue
 			}
@@ -93,9 +94,9 @@ func (s *Server) Serve(rw io.ReadWriter) error {
 // reply writes resp; a response too large for a frame is replaced by an
 // E2BIG error response with the same id.
 func (s *Server) reply(w io.Writer, resp *agentv1.Response) error {
-	err := WriteFrame(w, resp)
-	if errors.Is(err, ErrFrameTooLarge) {
-		err = WriteFrame(w, &agentv1.Response{
+	err := agent.WriteFrame(w, resp)
+	if errors.Is(err, agent.ErrFrameTooLarge) {
+		err = agent.WriteFrame(w, &agentv1.Response{
 			Id:    resp.GetId(),
 			Errno: int32(syscall.E2BIG),
 			Error: fmt.Sprintf("response too large: %v", err),

@@ -1,4 +1,4 @@
-package agent
+package inguest
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
@@ -112,10 +113,10 @@ func TestErrorText(t *testing.T) {
 	if want := "unlink d-00/f-00: no such file or directory"; resp.GetError() != want {
 		t.Errorf("error = %q, want %q", resp.GetError(), want)
 	}
-	if err := ResponseError(resp); !errors.Is(err, syscall.ENOENT) {
+	if err := agent.ResponseError(resp); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("ResponseError = %v, want ENOENT", err)
 	}
-	if err := ResponseError(&agentv1.Response{}); err != nil {
+	if err := agent.ResponseError(&agentv1.Response{}); err != nil {
 		t.Errorf("ResponseError(success) = %v", err)
 	}
 }

@@ -1,0 +1,88 @@
+package inguest
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/agent/internal/fuzzseed"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// seedFrames are the fuzz seeds (shared with agent's FuzzReadFrame);
+// testdata/fuzz holds the same bytes.
+func seedFrames(t testing.TB) [][]byte {
+	t.Helper()
+	seeds, err := fuzzseed.Frames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seeds
+}
+
+// FuzzServe feeds arbitrary bytes to Server.Serve over an empty root with
+// Machine off, so no request can change the host.
+func FuzzServe(f *testing.F) {
+	for _, s := range seedFrames(f) {
+		f.Add(s)
+	}
+	root := f.TempDir()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s := &Server{Root: root} // no lanes, Machine off: nothing on the host changes
+		var out bytes.Buffer
+		err := s.Serve(struct {
+			io.Reader
+			io.Writer
+		}{bytes.NewReader(in), &out})
+		if err != nil && !errors.Is(err, agent.ErrFrameTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("Serve = %v", err)
+		}
+		for {
+			resp := new(agentv1.Response)
+			if err := agent.ReadFrame(&out, resp); err != nil {
+				if err != io.EOF {
+					t.Fatalf("server wrote a bad frame: %v", err)
+				}
+				break
+			}
+		}
+		ents, rerr := os.ReadDir(root)
+		if rerr != nil || len(ents) != 0 {
+			t.Fatalf("root changed: %v %v", ents, rerr)
+		}
+	})
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/fuzz seed corpora")
+
+// TestSeedCorpus keeps testdata/fuzz in step with seedFrames; run with
+// -update to rewrite it. agent's TestSeedCorpus checks FuzzReadFrame's.
+func TestSeedCorpus(t *testing.T) {
+	for _, target := range []string{"FuzzServe"} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if *update {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range seedFrames(t) {
+				body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("seed corpus: %v", err)
+		}
+		if len(ents) == 0 {
+			t.Errorf("%s: empty seed corpus", dir)
+		}
+	}
+}
