@@ -46,6 +46,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Fsck:        req.GetFsck(),
 		Remount:     req.GetRemount(),
 		LazyRestore: req.GetLazyRestore(),
+		Revert:      req.GetRevert(),
 	}
 	out := newRunStream[*themisv1.ExploreResponse]("explore", stream)
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
@@ -97,7 +98,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 	return &themisv1.Finding{
 		Id: f.ID, SessionId: f.Session, Kind: f.Kind, Detail: f.Detail, Trace: f.Trace,
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
-		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf,
+		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert,
 	}
 }
 
@@ -107,7 +108,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: seconds(s.Elapsed),
 		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
 		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
-		RestoresSkipped: int64(s.RestoresSkipped),
+		RestoresSkipped: int64(s.RestoresSkipped), Revert: s.Revert,
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)

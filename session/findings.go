@@ -45,6 +45,11 @@ type Finding struct {
 	Created time.Time
 	// LaneSpecs are the run's lane specs, to replay the trace in a new session.
 	LaneSpecs []string
+	// Revert is the run's revert strategy ("machine", "remount"; "" for
+	// findings recorded before there was a choice: machine). Under
+	// "remount" every op of the trace ran on freshly mounted lanes, and a
+	// replay does the same.
+	Revert string
 }
 
 // Findings lists the findings of one session ("" = every session), oldest

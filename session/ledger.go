@@ -308,11 +308,12 @@ type findingOps struct {
 	OriginalLen int          `json:"original_len,omitempty"`
 	DuplicateOf string       `json:"duplicate_of,omitempty"`
 	LaneSpecs   []string     `json:"lane_specs"`
+	Revert      string       `json:"revert,omitempty"`
 }
 
 func opsOf(f *Finding) findingOps {
 	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
-		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs}
+		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
@@ -358,8 +359,8 @@ func scanFinding(sc interface{ Scan(...any) error }) (*Finding, error) {
 	if err := json.Unmarshal([]byte(ops), &o); err != nil {
 		return nil, fmt.Errorf("ledger: finding %s: ops: %w", f.ID, err)
 	}
-	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs =
-		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs
+	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert =
+		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert
 	return &f, nil
 }
 

@@ -27,6 +27,7 @@ type exploreJSON struct {
 	Findings     int64              `json:"findings"`
 	StatesPerSec float64            `json:"states_per_sec"`
 	Backend      string             `json:"backend"`
+	Revert       string             `json:"revert"`
 	Stopped      string             `json:"stopped,omitempty"`
 	ElapsedS     float64            `json:"elapsed_s"`
 	MaxDepth     int32              `json:"max_depth"`
@@ -132,6 +133,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
 	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
+	fl.StringVar(&req.Revert, "revert", "auto", "how the search returns to a state: auto (remount on qemu, machine on kvm), machine (restore memory, devices and disks) or remount (umount, pop the overlays, mount: a state is its disk image)")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	return cmd
 }
@@ -197,7 +199,7 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 func exploreView(sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
 	out := exploreJSON{
 		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
-		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
+		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
 		MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
 		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
 		FindingList: found.json(),
@@ -224,6 +226,7 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	w := newTable()
 	fmt.Fprintf(w, "states\t%d\nunique states\t%d\nfindings\t%d\nstates/s\t%.1f\nbackend\t%s\nelapsed\t%.1f s\nmax depth\t%d\n",
 		sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
+	fmt.Fprintf(w, "revert\t%s\n", sum.GetRevert())
 	fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())
 	if sum.GetRestoresSkipped() > 0 {
 		fmt.Fprintf(w, "restores skipped (lazy)\t%d\n", sum.GetRestoresSkipped())

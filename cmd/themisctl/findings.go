@@ -76,8 +76,13 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding) (*replayResult, e
 			fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
 		}
 	}()
-	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind()}
-	for _, s := range f.GetTrace() {
+	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert()}
+	for i, s := range f.GetTrace() {
+		if i > 0 && f.GetRevert() == "remount" {
+			if err := remountLanes(ctx, c, id); err != nil {
+				return nil, fmt.Errorf("finding %s: remount before op %d: %w", f.GetId(), i+1, err)
+			}
+		}
 		step, err := replayStepOf(ctx, c, id, f, s)
 		if err != nil {
 			return nil, err
@@ -120,6 +125,28 @@ func replayStepOf(ctx context.Context, c *conn, id string, f *themisv1.Finding, 
 	return step, nil
 }
 
+// remountLanes unmounts and mounts every lane of session id: a finding of
+// a run with the remount revert ran each op of its trace on freshly
+// mounted lanes.
+func remountLanes(ctx context.Context, c *conn, id string) error {
+	for _, s := range []string{"umount", "mount"} {
+		op, err := opspec.Parse(s)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Apply(ctx, &themisv1.ApplyRequest{SessionId: id, Op: op})
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.GetResults() {
+			if r.GetErrno() != 0 {
+				return fmt.Errorf("%s of lane %s: errno %d", s, r.GetLane(), r.GetErrno())
+			}
+		}
+	}
+	return nil
+}
+
 func printReplay(rep *replayResult) error {
 	w := newTable()
 	for _, st := range rep.Steps {
@@ -131,6 +158,9 @@ func printReplay(rep *replayResult) error {
 	}
 	for lane, r := range rep.Roots {
 		fmt.Fprintf(w, "root %s\t%s\n", lane, r)
+	}
+	if rep.Revert == "remount" {
+		fmt.Fprintf(w, "revert\tremount (lanes remounted before each op)\n")
 	}
 	fmt.Fprintf(w, "reproduced\t%v\n", rep.Reproduced)
 	return w.Flush()
@@ -146,6 +176,7 @@ type replayResult struct {
 	Finding       string            `json:"finding"`
 	Session       string            `json:"session"`
 	Kind          string            `json:"kind"`
+	Revert        string            `json:"revert,omitempty"`
 	Steps         []replayStep      `json:"steps"`
 	Roots         map[string]string `json:"roots"`
 	ErrnoDiverged bool              `json:"errno_diverged"`

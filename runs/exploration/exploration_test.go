@@ -53,6 +53,7 @@ func TestExploreBadInput(t *testing.T) {
 		{"remount with two lanes", Options{Lanes: []string{"ext2", "ext4"}, Remount: true}, "remount"},
 		{"fsck with two lanes", Options{Lanes: []string{"ext2", "ext4"}, Fsck: true}, "fsck"},
 		{"fsck on vfat", Options{Lanes: []string{"vfat"}, Fsck: true}, "fsck"},
+		{"revert", Options{Lanes: []string{"ext2"}, Revert: "snapshot"}, "revert"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +89,7 @@ func TestExploreFake(t *testing.T) {
 	})
 	ctx := context.Background()
 	var busy error
-	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7},
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7, Revert: RevertMachine},
 		func(p Progress) {
 			if busy == nil {
 				running, err := m.List(ctx, false)
@@ -119,7 +120,7 @@ func TestExploreFake(t *testing.T) {
 	// A guest that dies at its first op.
 	var got []session.Finding
 	dying = true
-	sum, err = Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 1, Branching: 2, Seed: 1<<63 + 5}, nil,
+	sum, err = Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 1, Branching: 2, Seed: 1<<63 + 5, Revert: RevertMachine}, nil,
 		func(f session.Finding) { got = append(got, f) })
 	if err != nil {
 		t.Fatal(err)

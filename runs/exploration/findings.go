@@ -21,10 +21,11 @@ import (
 // stored version to the caller. It is used only from the goroutine running
 // the Checker.
 type findingRecorder struct {
-	run   *session.Run
-	ctx   context.Context // not cancelled with the run: findings are kept
-	specs []string
-	send  func(session.Finding) // the caller's found; may be nil
+	run    *session.Run
+	ctx    context.Context // not cancelled with the run: findings are kept
+	specs  []string
+	revert string                // the run's revert strategy, recorded with each finding
+	send   func(session.Finding) // the caller's found; may be nil
 
 	byID map[int]*session.Finding // by explore's Finding.ID
 	errs []error                  // ledger failures, returned at the end of the run
@@ -42,7 +43,7 @@ func (r *findingRecorder) found(f explore.Finding) {
 		ID: "f-" + hex.EncodeToString(b[:]), Kind: f.Kind, Detail: f.Detail,
 		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
 		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
-		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes),
+		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert,
 	}
 	if err := r.run.RecordFinding(r.ctx, fd); err != nil {
 		r.errs = append(r.errs, err)

@@ -70,6 +70,9 @@ type Options struct {
 	// LazyRestore skips the restore after an op that failed on every lane
 	// and left the abstract state unchanged (explore.Config.LazyRestore).
 	LazyRestore bool
+	// Revert is how the search returns to a state: RevertMachine,
+	// RevertRemount, or "" / RevertAuto for the backend's (Revert).
+	Revert string
 }
 
 // Progress is a snapshot of a running exploration.
@@ -97,6 +100,8 @@ type Progress struct {
 type Summary struct {
 	// Session is the session the run created (ended when Run returns).
 	Session string
+	// Revert is the revert strategy the run used (auto resolved).
+	Revert string
 	// RestoresSkipped counts restores LazyRestore left out.
 	RestoresSkipped int
 	// States counts ops applied by the search, Unique the distinct states
@@ -163,6 +168,9 @@ func validate(o *Options) (oracle.Policy, error) {
 		o.Branching = explore.DefaultBranching
 	case o.Branching < 1 || o.Branching > explore.MaxBranching:
 		return oracle.Policy{}, session.Invalid("branching", "%d: want 1..%d", o.Branching, explore.MaxBranching)
+	}
+	if !validRevert(o.Revert) {
+		return oracle.Policy{}, session.Invalid("revert", "%q: want auto, machine or remount", o.Revert)
 	}
 	if o.MaxStates < 0 {
 		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)

@@ -44,9 +44,13 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		return nil, err
 	}
 	defer run.Close()
-	sys := newSystem(run, o.TimeMode, policy)
+	revert := o.Revert
+	if revert == "" || revert == RevertAuto {
+		revert, _ = Revert(run.Backend())
+	}
+	sys := newSystem(run, revert, o.TimeMode, policy)
 	// Findings are kept whatever happens to the run.
-	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, send: found, byID: make(map[int]*session.Finding)}
+	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: revert, send: found, byID: make(map[int]*session.Finding)}
 	cfg, cleanup, err := checkerConfig(o, sys, rec)
 	if err != nil {
 		return nil, errors.Join(err, run.End(session.StateEnded, "explore failed: fsck scratch dir"))
@@ -60,8 +64,8 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		cfg.Progress = func(p explore.Progress) { progress(sys.progress(p, time.Since(start))) }
 	}
 	run.Event(ctx, "explore.started", fmt.Sprintf(
-		"depth %d, branching %d, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v",
-		o.Depth, o.Branching, o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck), nil)
+		"depth %d, branching %d, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s",
+		o.Depth, o.Branching, o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, revert), nil)
 	chk, err := explore.NewChecker(sys, cfg)
 	if err != nil { // validate let through what explore refuses
 		return nil, errors.Join(fmt.Errorf("explore: %w", err), run.End(session.StateEnded, "explore failed: "+err.Error()))
@@ -106,7 +110,7 @@ func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config
 // to the caller).
 func summarize(run *session.Run, sys *system, res *explore.Result, elapsed time.Duration) *Summary {
 	sum := &Summary{
-		Session: run.ID(), States: res.States, Unique: res.Unique, Backend: run.Backend(),
+		Session: run.ID(), Revert: sys.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(),
 		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached,
 		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)),
 		OpTime: sys.opTime, FingerprintTime: sys.fpTime, RestoreTime: sys.restoreTime,

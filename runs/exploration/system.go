@@ -26,7 +26,11 @@ type system struct {
 	mode    agentv1.TimeMode
 	policy  oracle.Policy
 
-	ids map[string]vmm.CheckpointID
+	// revert is the strategy (RevertMachine or RevertRemount); ids maps
+	// the machine revert's checkpoints, disks holds the remount revert's.
+	revert string
+	ids    map[string]vmm.CheckpointID
+	disks  diskStack
 	// leaves and below hold, per lane, the current state's leaves
 	// (canonicalized) and an overlay lane's upper layer seen from below
 	// (as walked); forget clears them when the state may change. lower
@@ -42,9 +46,10 @@ type system struct {
 
 var _ explore.System = (*system)(nil)
 
-func newSystem(run *session.Run, mode agentv1.TimeMode, policy oracle.Policy) *system {
-	x := &system{run: run, lanes: run.Lanes(), overlay: make(map[string]bool), mode: mode, policy: policy,
-		ids: make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
+func newSystem(run *session.Run, revert string, mode agentv1.TimeMode, policy oracle.Policy) *system {
+	x := &system{run: run, lanes: run.Lanes(), overlay: make(map[string]bool), mode: mode, policy: policy, revert: revert,
+		disks: diskStack{fresh: true},
+		ids:   make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
 		below: make(map[string][]*agentv1.Entry), lower: make(map[string][]*agentv1.Entry),
 		layers: make(map[string]*layerSeen)}
 	for _, sp := range run.Specs() {
@@ -85,6 +90,9 @@ func (x *system) callOK(ctx context.Context, what string, req *agentv1.Request) 
 func (x *system) Checkpoint(ctx context.Context) (explore.CheckpointID, error) {
 	t0 := time.Now()
 	defer func() { x.cpTime += time.Since(t0) }()
+	if x.revert == RevertRemount {
+		return x.remountCheckpoint(ctx)
+	}
 	id, err := x.run.Checkpoint(ctx, "checkpoint")
 	if err != nil {
 		return "", checked(err)
@@ -106,6 +114,9 @@ func (x *system) vmmID(id explore.CheckpointID) (vmm.CheckpointID, error) {
 func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
 	t0 := time.Now()
 	defer func() { x.restoreTime += time.Since(t0) }()
+	if x.revert == RevertRemount {
+		return x.remountRestore(ctx, id)
+	}
 	v, err := x.vmmID(id)
 	if err != nil {
 		return err
@@ -118,6 +129,9 @@ func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
 func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 	t0 := time.Now()
 	defer func() { x.cpTime += time.Since(t0) }()
+	if x.revert == RevertRemount {
+		return x.remountDrop(ctx, id)
+	}
 	v, err := x.vmmID(id)
 	if err != nil {
 		return err
@@ -135,6 +149,14 @@ func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
 	t0 := time.Now()
 	defer func() { x.opTime += time.Since(t0) }()
+	if x.revert == RevertRemount && !x.disks.fresh {
+		// A replay or a lazily skipped restore: the search ran every op
+		// on freshly mounted lanes.
+		if err := x.remounted(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	x.disks.fresh = false
 	x.forget()
 	res, err := x.run.Apply(ctx, op)
 	var fe *session.FieldError

@@ -2649,7 +2649,12 @@ type ExploreRequest struct {
 	LazyRestore bool `protobuf:"varint,12,opt,name=lazy_restore,json=lazyRestore,proto3" json:"lazy_restore,omitempty"`
 	// The machine backend, as for CreateSession: "auto" (default), "qemu" or
 	// "kvm".
-	Backend       string `protobuf:"bytes,13,opt,name=backend,proto3" json:"backend,omitempty"`
+	Backend string `protobuf:"bytes,13,opt,name=backend,proto3" json:"backend,omitempty"`
+	// How the search returns to a state: "auto" (default: remount on qemu,
+	// machine on kvm), "machine" (restore memory, devices and disks in
+	// lockstep) or "remount" (umount the lanes, pop their overlays to the
+	// state's layer, mount again: a state is its disk image).
+	Revert        string `protobuf:"bytes,14,opt,name=revert,proto3" json:"revert,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2771,6 +2776,13 @@ func (x *ExploreRequest) GetLazyRestore() bool {
 func (x *ExploreRequest) GetBackend() string {
 	if x != nil {
 		return x.Backend
+	}
+	return ""
+}
+
+func (x *ExploreRequest) GetRevert() string {
+	if x != nil {
+		return x.Revert
 	}
 	return ""
 }
@@ -2908,7 +2920,11 @@ type Finding struct {
 	FoundTrace []string `protobuf:"bytes,13,rep,name=found_trace,json=foundTrace,proto3" json:"found_trace,omitempty"`
 	// Set when the minimized trace repeats an earlier finding's of the same
 	// kind: that finding's id.
-	DuplicateOf   string `protobuf:"bytes,14,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	DuplicateOf string `protobuf:"bytes,14,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// The revert strategy of the run that found it ("machine" or "remount";
+	// empty for findings recorded before there was a choice: machine).
+	// Under "remount" every op of the trace runs on freshly mounted lanes.
+	Revert        string `protobuf:"bytes,15,opt,name=revert,proto3" json:"revert,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3041,6 +3057,13 @@ func (x *Finding) GetDuplicateOf() string {
 	return ""
 }
 
+func (x *Finding) GetRevert() string {
+	if x != nil {
+		return x.Revert
+	}
+	return ""
+}
+
 type ExploreSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3065,7 +3088,9 @@ type ExploreSummary struct {
 	BelowRoots []*LaneRoot `protobuf:"bytes,16,rep,name=below_roots,json=belowRoots,proto3" json:"below_roots,omitempty"`
 	// Per overlay lane, what the lower ⊕ upper reference
 	// ("self-reference:layers") checked.
-	Layers        []*LaneLayers `protobuf:"bytes,17,rep,name=layers,proto3" json:"layers,omitempty"`
+	Layers []*LaneLayers `protobuf:"bytes,17,rep,name=layers,proto3" json:"layers,omitempty"`
+	// The revert strategy used ("machine" or "remount"; auto resolved).
+	Revert        string `protobuf:"bytes,18,opt,name=revert,proto3" json:"revert,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3217,6 +3242,13 @@ func (x *ExploreSummary) GetLayers() []*LaneLayers {
 		return x.Layers
 	}
 	return nil
+}
+
+func (x *ExploreSummary) GetRevert() string {
+	if x != nil {
+		return x.Revert
+	}
+	return ""
 }
 
 // LaneLayers is what the lower ⊕ upper reference saw of one overlay lane
@@ -5496,7 +5528,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\x88\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xa0\x03\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -5514,7 +5546,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x01(\bR\aremount\x12\x16\n" +
 	"\x06policy\x18\v \x01(\tR\x06policy\x12!\n" +
 	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\x12\x18\n" +
-	"\abackend\x18\r \x01(\tR\abackend\"\x98\x02\n" +
+	"\abackend\x18\r \x01(\tR\abackend\x12\x16\n" +
+	"\x06revert\x18\x0e \x01(\tR\x06revert\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -5524,7 +5557,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xa3\x03\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xbb\x03\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -5544,7 +5577,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"lane_specs\x18\f \x03(\tR\tlaneSpecs\x12\x1f\n" +
 	"\vfound_trace\x18\r \x03(\tR\n" +
 	"foundTrace\x12!\n" +
-	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\"\xc4\x04\n" +
+	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
+	"\x06revert\x18\x0f \x01(\tR\x06revert\"\xdc\x04\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5565,7 +5599,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x10restores_skipped\x18\x0f \x01(\x03R\x0frestoresSkipped\x124\n" +
 	"\vbelow_roots\x18\x10 \x03(\v2\x13.themis.v1.LaneRootR\n" +
 	"belowRoots\x12-\n" +
-	"\x06layers\x18\x11 \x03(\v2\x15.themis.v1.LaneLayersR\x06layers\"p\n" +
+	"\x06layers\x18\x11 \x03(\v2\x15.themis.v1.LaneLayersR\x06layers\x12\x16\n" +
+	"\x06revert\x18\x12 \x01(\tR\x06revert\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
