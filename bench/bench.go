@@ -117,12 +117,15 @@ func ratio(a, b float64) float64 {
 
 // String renders c as a table: one column per system, one row per part.
 func (c Comparison) String() string {
+	return render([]Comparison{c}, c.Baseline)
+}
+
+// render is the side-by-side table: one column per explore run (its
+// backend and revert), the baseline last, one row per part, then each
+// run's ratios.
+func render(runs []Comparison, b *BaselineResult) string {
 	var sb strings.Builder
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	e, b := c.Explore, c.Baseline
-	if e == nil {
-		e = &ExploreBench{}
-	}
 	var bs BaselineSplit
 	bl, bstates, brate, bimg := "-", 0, 0.0, "-"
 	if b != nil {
@@ -132,56 +135,107 @@ func (c Comparison) String() string {
 			brate = 1000 / bs.Total
 		}
 	}
-	backend := "-"
-	if e.Summary != nil {
-		backend = e.Summary.Backend
+	es := make([]*ExploreBench, len(runs))
+	for i, c := range runs {
+		es[i] = c.Explore
+		if es[i] == nil {
+			es[i] = &ExploreBench{}
+		}
 	}
 	ms := func(v float64) string { return fmt.Sprintf("%.3f", v) }
-	row := func(name, themis, base string) { fmt.Fprintf(w, "%s\t%s\t%s\t\n", name, themis, base) }
-	fmt.Fprintf(w, "ms per state\tthemis (%s)\tbaseline (loop remount)\t\n", backend)
-	row("lanes", strings.Join(e.Lanes, ","), bl)
-	row("image", "-", bimg)
-	row("states", fmt.Sprint(e.States), fmt.Sprint(bstates))
-	row("states/s", fmt.Sprintf("%.1f", e.StatesPerSec), fmt.Sprintf("%.1f", brate))
-	row("total", ms(e.Total), ms(bs.Total))
-	row("op", ms(e.Op), ms(bs.Op))
-	row("fingerprint", ms(e.Fingerprint), "-")
-	row("restore / copy in", ms(e.Restore), ms(bs.Restore))
-	row("checkpoint / copy out", ms(e.Checkpoint), ms(bs.Store))
-	row("mount", "-", ms(bs.Mount))
-	row("umount", "-", ms(bs.Umount))
-	row("checks", ms(e.Check), "-")
-	row("other", ms(e.Other), ms(max(0, bs.Total-bs.Op-bs.Backtrack)))
-	row("backtrack", ms(e.Backtrack), ms(bs.Backtrack))
+	row := func(name string, themis func(e *ExploreBench) string, base string) {
+		fmt.Fprintf(w, "%s\t", name)
+		for _, e := range es {
+			fmt.Fprintf(w, "%s\t", themis(e))
+		}
+		fmt.Fprintf(w, "%s\t\n", base)
+	}
+	row("ms per state", columnName, "baseline (loop remount)")
+	row("lanes", func(e *ExploreBench) string { return strings.Join(e.Lanes, ",") }, bl)
+	row("image", func(*ExploreBench) string { return "-" }, bimg)
+	row("states", func(e *ExploreBench) string { return fmt.Sprint(e.States) }, fmt.Sprint(bstates))
+	row("states/s", func(e *ExploreBench) string { return fmt.Sprintf("%.1f", e.StatesPerSec) }, fmt.Sprintf("%.1f", brate))
+	row("total", func(e *ExploreBench) string { return ms(e.Total) }, ms(bs.Total))
+	row("op", func(e *ExploreBench) string { return ms(e.Op) }, ms(bs.Op))
+	row("fingerprint", func(e *ExploreBench) string { return ms(e.Fingerprint) }, "-")
+	row("restore / copy in", func(e *ExploreBench) string { return ms(e.Restore) }, ms(bs.Restore))
+	row("checkpoint / copy out", func(e *ExploreBench) string { return ms(e.Checkpoint) }, ms(bs.Store))
+	row("mount", func(*ExploreBench) string { return "-" }, ms(bs.Mount))
+	row("umount", func(*ExploreBench) string { return "-" }, ms(bs.Umount))
+	row("checks", func(e *ExploreBench) string { return ms(e.Check) }, "-")
+	row("other", func(e *ExploreBench) string { return ms(e.Other) }, ms(max(0, bs.Total-bs.Op-bs.Backtrack)))
+	row("backtrack", func(e *ExploreBench) string { return ms(e.Backtrack) }, ms(bs.Backtrack))
 	w.Flush()
-	fmt.Fprintf(&sb, "baseline/themis: %.3gx per state, %.3gx per backtrack (above 1: themis faster)\n", c.Ratio, c.BacktrackRatio)
+	for i, c := range runs {
+		fmt.Fprintf(&sb, "baseline/%s: %.3gx per state, %.3gx per backtrack (above 1: themis faster)\n", columnName(es[i]), c.Ratio, c.BacktrackRatio)
+	}
 	return sb.String()
 }
 
+// columnName names an explore run's column: "themis (qemu)", or with its
+// revert "themis (qemu, remount)".
+func columnName(e *ExploreBench) string {
+	switch {
+	case e.Summary == nil:
+		return "themis (-)"
+	case e.Summary.Revert == "":
+		return fmt.Sprintf("themis (%s)", e.Summary.Backend)
+	}
+	return fmt.Sprintf("themis (%s, %s)", e.Summary.Backend, e.Summary.Revert)
+}
+
+// Report is a baseline and one explore run per revert strategy, measured
+// in one call.
+type Report struct {
+	Baseline *BaselineResult
+	// Runs are the explore runs in Options.Reverts order, each compared
+	// with Baseline.
+	Runs []Comparison
+}
+
+// String renders r as one table, a column per run and the baseline.
+func (r Report) String() string { return render(r.Runs, r.Baseline) }
+
 // Options are the inputs of Run.
 type Options struct {
-	// Explore is the explore run to measure.
+	// Explore is the explore run to measure; its Revert is set from
+	// Reverts.
 	Explore exploration.Options
+	// Reverts are the revert strategies to measure, one explore run each,
+	// in order (default DefaultReverts).
+	Reverts []string
 	// Baseline is the baseline to put beside it; an empty Lane takes the
 	// explore run's first lane spec, so both use the same filesystem and
 	// image size.
 	Baseline BaselineOptions
 }
 
-// Run measures the baseline and an explore run one after the other, in one
-// call, and compares them.
-func Run(ctx context.Context, m *session.Manager, o Options) (*Comparison, error) {
+// DefaultReverts are the strategies Run measures by default.
+var DefaultReverts = []string{exploration.RevertMachine, exploration.RevertRemount}
+
+// Run measures the baseline and an explore run per revert strategy one
+// after the other, in one call, and compares each with the baseline.
+func Run(ctx context.Context, m *session.Manager, o Options) (*Report, error) {
 	if o.Baseline.Lane == "" && len(o.Explore.Lanes) > 0 {
 		o.Baseline.Lane = o.Explore.Lanes[0]
+	}
+	reverts := o.Reverts
+	if len(reverts) == 0 {
+		reverts = DefaultReverts
 	}
 	b, err := Baseline(ctx, o.Baseline)
 	if err != nil {
 		return nil, err
 	}
-	e, err := Explore(ctx, m, o.Explore)
-	if err != nil {
-		return nil, err
+	r := &Report{Baseline: b}
+	for _, rv := range reverts {
+		eo := o.Explore
+		eo.Revert = rv
+		e, err := Explore(ctx, m, eo)
+		if err != nil {
+			return nil, fmt.Errorf("%w (revert %s)", err, rv)
+		}
+		r.Runs = append(r.Runs, Compare(e, b))
 	}
-	c := Compare(e, b)
-	return &c, nil
+	return r, nil
 }

@@ -131,6 +131,17 @@ func TestCompare(t *testing.T) {
 	if got := Compare(nil, nil); got.Ratio != 0 || got.String() == "" {
 		t.Errorf("Compare(nil, nil) = %+v", got)
 	}
+	s2 := *s
+	s2.Revert, s2.Elapsed = "remount", 5*time.Second
+	s.Revert = "machine"
+	e, e2 := exploreBench(s, []string{"ext2"}), exploreBench(&s2, []string{"ext2"})
+	rep := Report{Baseline: b, Runs: []Comparison{Compare(e, b), Compare(e2, b)}}.String()
+	for _, want := range []string{"themis (qemu, machine)", "themis (qemu, remount)", "200.000", "50.000",
+		"baseline/themis (qemu, machine): 0.05x", "baseline/themis (qemu, remount): 0.2x"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
 }
 
 // TestRunRealGuest measures the baseline and a QEMU explore run side by
@@ -139,7 +150,7 @@ func TestRunRealGuest(t *testing.T) {
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := Run(ctx, m, Options{
+	r, err := Run(ctx, m, Options{
 		Explore:  exploration.Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7},
 		Baseline: BaselineOptions{CacheDir: vmmtest.Setup(t).CacheDir},
 	})
@@ -149,12 +160,20 @@ func TestRunRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("\n%s", c)
-	if c.Explore.States == 0 || c.Baseline.States != DefaultBaselineStates || c.Ratio <= 0 {
-		t.Errorf("comparison %+v", c)
+	t.Logf("\n%s", r)
+	if len(r.Runs) != len(DefaultReverts) || r.Baseline.States != DefaultBaselineStates {
+		t.Fatalf("report %+v: want one run per default revert and the baseline", r)
 	}
-	if want := "ext2:inode_size=128:size=8"; c.Baseline.Lane != want {
-		t.Errorf("baseline lane %s, want the explore lane's image %s", c.Baseline.Lane, want)
+	for i, c := range r.Runs {
+		if c.Explore.States == 0 || c.Ratio <= 0 || c.Explore.Summary.Revert != DefaultReverts[i] {
+			t.Errorf("run %d: comparison %+v, want states, a ratio and revert %s", i, c, DefaultReverts[i])
+		}
+	}
+	if a, b := r.Runs[0].Explore.Summary, r.Runs[1].Explore.Summary; a.Digest != b.Digest {
+		t.Errorf("revert %s and %s reached different states: digest %s, %s", a.Revert, b.Revert, a.Digest, b.Digest)
+	}
+	if want := "ext2:inode_size=128:size=8"; r.Baseline.Lane != want {
+		t.Errorf("baseline lane %s, want the explore lane's image %s", r.Baseline.Lane, want)
 	}
 }
 

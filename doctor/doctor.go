@@ -17,6 +17,7 @@ import (
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap"
 )
@@ -42,6 +43,9 @@ type Report struct {
 	CachedImages int    `json:"cached_images"`
 	Backend      string `json:"backend"`
 	BackendWhy   string `json:"backend_why"`
+	// Revert is the explore revert strategy auto picks on Backend, and why.
+	Revert    string `json:"revert"`
+	RevertWhy string `json:"revert_why"`
 	// Boot is set by --boot; its fields appear at the top level of the JSON.
 	*Boot
 	BootError string   `json:"boot_error,omitempty"`
@@ -108,6 +112,7 @@ func Check(ctx context.Context, cacheDir string) *Report {
 	// is launch.None, with the reason.
 	auto, _ := launch.Choose(host, launch.Auto)
 	r.Backend, r.BackendWhy = auto.Backend, auto.Why
+	r.Revert, r.RevertWhy = exploration.Revert(auto.Backend)
 	return r
 }
 

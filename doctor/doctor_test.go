@@ -9,6 +9,7 @@ import (
 
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/launch"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -25,6 +26,9 @@ func TestCheckBackend(t *testing.T) {
 	}
 	if r.Backend != want.Backend || r.BackendWhy != want.Why {
 		t.Errorf("Check: backend %q (%s); want %q (%s)", r.Backend, r.BackendWhy, want.Backend, want.Why)
+	}
+	if revert, why := exploration.Revert(want.Backend); r.Revert != revert || r.RevertWhy != why || why == "" {
+		t.Errorf("Check: revert %q (%s); want %q (%s)", r.Revert, r.RevertWhy, revert, why)
 	}
 	if r.KVMKind == "" || r.KVMWhy == "" || r.KVMDevice != (r.KVMKind != "absent") || r.KVMHardware != (r.KVMKind == "hardware") {
 		t.Errorf("Check: KVM %q (%s), device %v, hardware %v: inconsistent", r.KVMKind, r.KVMWhy, r.KVMDevice, r.KVMHardware)

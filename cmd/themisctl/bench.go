@@ -24,7 +24,7 @@ func newBench(g *globals) *cobra.Command {
 // remount baseline (bench.Run). It runs in-process: no daemon.
 func newBenchExplore(g *globals) *cobra.Command {
 	var o bench.Options
-	var lanes string
+	var lanes, reverts string
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "explore",
@@ -35,7 +35,7 @@ func newBenchExplore(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o.Explore.Lanes, o.Explore.Seed = splitList(lanes), seed
+			o.Explore.Lanes, o.Explore.Seed, o.Reverts = splitList(lanes), seed, splitList(reverts)
 			o.Baseline.CacheDir = cache
 			cmp, err := runBenchExplore(cmd.Context(), g, cache, o)
 			if err != nil {
@@ -55,12 +55,13 @@ func newBenchExplore(g *globals) *cobra.Command {
 	f.IntVar(&o.Explore.MaxStates, "max-states", 200, "explore state budget")
 	f.Uint64Var(&seed, "seed", 1, "explore seed")
 	f.IntVar(&o.Baseline.States, "baseline-states", 100, "baseline states")
+	f.StringVar(&reverts, "revert", "machine,remount", "revert strategies to measure, one explore run each, side by side")
 	return cmd
 }
 
 // runBenchExplore runs bench.Run on a session manager of its own, on a
 // temporary state directory removed after.
-func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Options) (cmp *bench.Comparison, err error) {
+func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Options) (cmp *bench.Report, err error) {
 	state, err := os.MkdirTemp("", "themis-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -74,7 +75,7 @@ func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Opti
 	if err != nil {
 		return nil, err
 	}
-	progress("baseline (loop-mount, one op, unmount, copy back) and explore, side by side")
+	progress("baseline (loop-mount, one op, unmount, copy back) and explore per revert strategy, side by side")
 	cmp, err = bench.Run(ctx, m, o)
 	if cerr := m.Close(); err == nil && cerr != nil {
 		err = cerr

@@ -102,3 +102,12 @@ func TestDiskStackIsAStack(t *testing.T) {
 		t.Error("top on an empty stack succeeded")
 	}
 }
+
+func TestRevertByBackend(t *testing.T) {
+	t.Parallel()
+	for backend, want := range map[string]string{launch.QEMU: RevertRemount, launch.KVM: RevertMachine} {
+		if got, why := Revert(backend); got != want || why == "" {
+			t.Errorf("Revert(%s) = %q (%q), want %q with a reason", backend, got, why, want)
+		}
+	}
+}
