@@ -137,34 +137,54 @@ func (r *Run) CallOK(ctx context.Context, what string, req *agentv1.Request) (*a
 	return resp, nil
 }
 
-// Apply runs one operation (validated as for Manager.Apply) on every lane:
-// one agent call per lane, global ops (sync, drop_caches, set_clock) once,
-// their result given to every lane. It records no event. A bad op is a
-// FieldError.
+// Apply runs one operation (validated as for Manager.Apply) on every lane,
+// global ops (sync, drop_caches, set_clock) once, their result given to
+// every lane: Step without requests after it. It records no event. A bad
+// op is a FieldError.
 func (r *Run) Apply(ctx context.Context, op *agentv1.Request) ([]LaneResult, error) {
+	res, _, err := r.Step(ctx, op, nil)
+	return res, err
+}
+
+// MaxStepAfter bounds the requests Step sends after the op.
+const MaxStepAfter = 32
+
+// Step applies op as Apply does and then runs the requests in after (the
+// fingerprints of the state it made, ...; the run built them: they are not
+// validated) in one agent round trip: one Batch. It returns every lane's
+// result and after's responses in order. A response the guest left out, or
+// a batch it refused, is an error.
+func (r *Run) Step(ctx context.Context, op *agentv1.Request, after []*agentv1.Request) ([]LaneResult, []*agentv1.Response, error) {
 	kind, _, err := validateOp(op)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if len(after) > MaxStepAfter {
+		return nil, nil, fmt.Errorf("step %s: %d requests after the op: at most %d", kind, len(after), MaxStepAfter)
+	}
+	var reqs []*agentv1.Request
+	if globalOps[kind] {
+		reqs = append(reqs, withLane(op, kind, ""))
+	} else {
+		for _, l := range r.lanes {
+			reqs = append(reqs, withLane(op, kind, l))
+		}
+	}
+	nops := len(reqs)
+	reqs = append(reqs, after...)
+	resp, err := r.CallOK(ctx, "step "+kind, &agentv1.Request{Op: &agentv1.Request_Batch{Batch: &agentv1.Batch{Requests: reqs}}})
+	if err != nil {
+		return nil, nil, err
+	}
+	got := resp.GetBatch().GetResponses()
+	if len(got) != len(reqs) {
+		return nil, nil, fmt.Errorf("step %s: %d responses for %d requests", kind, len(got), len(reqs))
 	}
 	out := make([]LaneResult, 0, len(r.lanes))
-	if globalOps[kind] {
-		resp, err := r.Call(ctx, kind, withLane(op, kind, ""))
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range r.lanes {
-			out = append(out, LaneResult{Lane: l, Errno: resp.GetErrno()})
-		}
-		return out, nil
+	for i, l := range r.lanes {
+		out = append(out, LaneResult{Lane: l, Errno: got[min(i, nops-1)].GetErrno()})
 	}
-	for _, l := range r.lanes {
-		resp, err := r.Call(ctx, kind+" on "+l, withLane(op, kind, l))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, LaneResult{Lane: l, Errno: resp.GetErrno()})
-	}
-	return out, nil
+	return out, got[nops:], nil
 }
 
 // CallLane sends a lane operation to one lane: a copy of op with its lane

@@ -122,7 +122,11 @@ func (s *Server) Handle(req *agentv1.Request) (resp *agentv1.Response) {
 		}
 	}()
 	resp = &agentv1.Response{Id: req.GetId()}
-	s.handle(req, resp)
+	if b, ok := req.GetOp().(*agentv1.Request_Batch); ok {
+		s.batch(b.Batch, resp)
+	} else {
+		s.handle(req, resp)
+	}
 	if s.testHook != nil {
 		s.testHook(req, resp)
 	}

@@ -161,10 +161,12 @@ func TestExploreFake(t *testing.T) {
 type divergingMachine struct{ *sessiontest.Machine }
 
 func (d *divergingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
-	if mk := req.GetMkdir(); mk != nil && mk.GetLane() == "ext4" {
-		return &agentv1.Response{Errno: int32(syscall.EPERM), Error: "mkdir: operation not permitted"}, nil
-	}
-	return d.Machine.Call(ctx, req)
+	return sessiontest.Unbatch(ctx, req, func(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+		if mk := req.GetMkdir(); mk != nil && mk.GetLane() == "ext4" {
+			return &agentv1.Response{Errno: int32(syscall.EPERM), Error: "mkdir: operation not permitted"}, nil
+		}
+		return d.Machine.Call(ctx, req)
+	})
 }
 
 // TestExploreFindingsStreamed: a finding reaches the caller (and the

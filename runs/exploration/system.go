@@ -158,13 +158,17 @@ func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 	}
 	x.disks.fresh = false
 	x.forget()
-	res, err := x.run.Apply(ctx, op)
+	after, keep := x.fingerprintRequests()
+	res, fps, err := x.run.Step(ctx, op, after)
 	var fe *session.FieldError
 	if errors.As(err, &fe) {
 		return nil, fmt.Errorf("explore op: %w", err)
 	}
 	if err != nil {
 		return nil, checked(err)
+	}
+	for i, resp := range fps {
+		keep[i](resp)
 	}
 	out := make([]explore.LaneResult, len(res))
 	for i, r := range res {
@@ -202,6 +206,39 @@ func (x *system) fingerprint(ctx context.Context) ([]explore.LaneState, error) {
 	return out, nil
 }
 
+// fingerprintRequests are the fingerprints of every lane (and an overlay
+// lane's from below) that Apply sends with the op, in one round trip, and
+// for each the function that keeps its leaves for Fingerprint and Leaves.
+// A response with an errno (a lane too large for the batch's reply) is
+// not kept: Fingerprint asks for it alone.
+func (x *system) fingerprintRequests() ([]*agentv1.Request, []func(*agentv1.Response)) {
+	var reqs []*agentv1.Request
+	var keep []func(*agentv1.Response)
+	for _, l := range x.lanes {
+		reqs = append(reqs, x.fingerprintReq(l, false))
+		keep = append(keep, func(r *agentv1.Response) {
+			if r.GetErrno() == 0 {
+				x.leaves[l] = oracle.Canonicalize(r.GetFingerprint().GetLeaves(), x.policy)
+			}
+		})
+		if x.overlay[l] {
+			reqs = append(reqs, x.fingerprintReq(l, true))
+			keep = append(keep, func(r *agentv1.Response) {
+				if r.GetErrno() == 0 {
+					x.below[l] = r.GetFingerprint().GetLeaves()
+				}
+			})
+		}
+	}
+	return reqs, keep
+}
+
+// fingerprintReq is the fingerprint of a lane with leaves (from below: an
+// overlay lane's upper layer).
+func (x *system) fingerprintReq(lane string, below bool) *agentv1.Request {
+	return &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Below: below}}}
+}
+
 // forget drops the leaves of the current state (the state may change).
 func (x *system) forget() {
 	clear(x.leaves)
@@ -214,8 +251,7 @@ func (x *system) belowLeaves(ctx context.Context, lane string) ([]*agentv1.Entry
 	if ls, ok := x.below[lane]; ok {
 		return ls, nil
 	}
-	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Below: true}}}
-	resp, err := x.callOK(ctx, "fingerprint "+lane+" from below", req)
+	resp, err := x.callOK(ctx, "fingerprint "+lane+" from below", x.fingerprintReq(lane, true))
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +281,7 @@ func (x *system) laneLeaves(ctx context.Context, lane string) ([]*agentv1.Entry,
 	if ls, ok := x.leaves[lane]; ok {
 		return ls, nil
 	}
-	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true}}}
-	resp, err := x.callOK(ctx, "fingerprint "+lane, req)
+	resp, err := x.callOK(ctx, "fingerprint "+lane, x.fingerprintReq(lane, false))
 	if err != nil {
 		return nil, err
 	}

@@ -47,13 +47,20 @@ func (f *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Resp
 	if f.dead {
 		return nil, fmt.Errorf("fake: %w", vmm.ErrGuestDied)
 	}
+	return Unbatch(ctx, req, func(_ context.Context, r *agentv1.Request) (*agentv1.Response, error) { return f.answer(r), nil })
+}
+
+// answer is the response to one request other than a batch: every
+// fingerprint is the same one-entry root, every stat ENOENT, everything
+// else succeeds. f.mu is held.
+func (f *Machine) answer(req *agentv1.Request) *agentv1.Response {
 	switch req.Op.(type) {
 	case *agentv1.Request_Fingerprint:
-		return &agentv1.Response{Result: &agentv1.Response_Fingerprint{Fingerprint: &agentv1.FingerprintResult{Root: []byte{byte(f.next)}, Entries: 1}}}, nil
+		return &agentv1.Response{Result: &agentv1.Response_Fingerprint{Fingerprint: &agentv1.FingerprintResult{Root: []byte{byte(f.next)}, Entries: 1}}}
 	case *agentv1.Request_Stat:
-		return &agentv1.Response{Errno: int32(syscall.ENOENT), Error: "no such file"}, nil
+		return &agentv1.Response{Errno: int32(syscall.ENOENT), Error: "no such file"}
 	}
-	return &agentv1.Response{}, nil
+	return &agentv1.Response{}
 }
 
 // Checkpoint implements vmm.Machine.
@@ -189,4 +196,23 @@ func WantErr(t *testing.T, err, kind error, field string) {
 			t.Fatalf("error %v: want field %q", err, field)
 		}
 	}
+}
+
+// Unbatch answers req through call, a Batch one request at a time (its
+// responses collected in a BatchResult), so that a test double wrapping a
+// Machine sees every request on its own.
+func Unbatch(ctx context.Context, req *agentv1.Request, call func(context.Context, *agentv1.Request) (*agentv1.Response, error)) (*agentv1.Response, error) {
+	b, ok := req.Op.(*agentv1.Request_Batch)
+	if !ok {
+		return call(ctx, req)
+	}
+	out := &agentv1.BatchResult{}
+	for _, r := range b.Batch.GetRequests() {
+		resp, err := call(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out.Responses = append(out.Responses, resp)
+	}
+	return &agentv1.Response{Result: &agentv1.Response_Batch{Batch: out}}, nil
 }

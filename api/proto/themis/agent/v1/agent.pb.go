@@ -198,7 +198,7 @@ func (x TimeValue_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TimeValue_Kind.Descriptor instead.
 func (TimeValue_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{18, 0}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type Request struct {
@@ -236,6 +236,7 @@ type Request struct {
 	//	*Request_Kmsg
 	//	*Request_GetClock
 	//	*Request_Walk
+	//	*Request_Batch
 	Op            isRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -546,6 +547,15 @@ func (x *Request) GetWalk() *Walk {
 	return nil
 }
 
+func (x *Request) GetBatch() *Batch {
+	if x != nil {
+		if x, ok := x.Op.(*Request_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isRequest_Op interface {
 	isRequest_Op()
 }
@@ -666,6 +676,10 @@ type Request_Walk struct {
 	Walk *Walk `protobuf:"bytes,38,opt,name=walk,proto3,oneof"`
 }
 
+type Request_Batch struct {
+	Batch *Batch `protobuf:"bytes,39,opt,name=batch,proto3,oneof"`
+}
+
 func (*Request_Ping) isRequest_Op() {}
 
 func (*Request_Create) isRequest_Op() {}
@@ -724,6 +738,8 @@ func (*Request_GetClock) isRequest_Op() {}
 
 func (*Request_Walk) isRequest_Op() {}
 
+func (*Request_Batch) isRequest_Op() {}
+
 type Response struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -744,6 +760,7 @@ type Response struct {
 	//	*Response_Kmsg
 	//	*Response_Clock
 	//	*Response_Walk
+	//	*Response_Batch
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -895,6 +912,15 @@ func (x *Response) GetWalk() *WalkResult {
 	return nil
 }
 
+func (x *Response) GetBatch() *BatchResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -935,6 +961,10 @@ type Response_Walk struct {
 	Walk *WalkResult `protobuf:"bytes,18,opt,name=walk,proto3,oneof"`
 }
 
+type Response_Batch struct {
+	Batch *BatchResult `protobuf:"bytes,19,opt,name=batch,proto3,oneof"`
+}
+
 func (*Response_Ping) isResponse_Result() {}
 
 func (*Response_Stat) isResponse_Result() {}
@@ -953,6 +983,104 @@ func (*Response_Clock) isResponse_Result() {}
 
 func (*Response_Walk) isResponse_Result() {}
 
+func (*Response_Batch) isResponse_Result() {}
+
+// Batch runs its requests in order, each as if it came alone, and answers
+// with one response per request, in order: one frame each way, so an op on
+// every lane and the fingerprints after it cost one round trip. At most 64
+// requests, none of them a Batch; otherwise the whole batch is refused with
+// EINVAL and nothing runs. The batch's own errno is 0 once it ran; each
+// request's errno is in its response. A response that would not fit the
+// reply frame is replaced by one with E2BIG (the requests after the budget
+// ran: only their answers are dropped).
+type Batch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*Request             `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Batch) Reset() {
+	*x = Batch{}
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Batch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Batch) ProtoMessage() {}
+
+func (x *Batch) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Batch.ProtoReflect.Descriptor instead.
+func (*Batch) Descriptor() ([]byte, []int) {
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Batch) GetRequests() []*Request {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type BatchResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*Response            `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchResult) GetResponses() []*Response {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type Timespec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sec           int64                  `protobuf:"varint,1,opt,name=sec,proto3" json:"sec,omitempty"`
@@ -963,7 +1091,7 @@ type Timespec struct {
 
 func (x *Timespec) Reset() {
 	*x = Timespec{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1103,7 @@ func (x *Timespec) String() string {
 func (*Timespec) ProtoMessage() {}
 
 func (x *Timespec) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1116,7 @@ func (x *Timespec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timespec.ProtoReflect.Descriptor instead.
 func (*Timespec) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Timespec) GetSec() int64 {
@@ -1014,7 +1142,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1154,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1167,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 type PingResult struct {
@@ -1056,7 +1184,7 @@ type PingResult struct {
 
 func (x *PingResult) Reset() {
 	*x = PingResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1196,7 @@ func (x *PingResult) String() string {
 func (*PingResult) ProtoMessage() {}
 
 func (x *PingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1209,7 @@ func (x *PingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResult.ProtoReflect.Descriptor instead.
 func (*PingResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PingResult) GetVersion() string {
@@ -1118,7 +1246,7 @@ type Create struct {
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1258,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1271,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Create) GetLane() string {
@@ -1191,7 +1319,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1331,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1344,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Write) GetLane() string {
@@ -1279,7 +1407,7 @@ type Truncate struct {
 
 func (x *Truncate) Reset() {
 	*x = Truncate{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1419,7 @@ func (x *Truncate) String() string {
 func (*Truncate) ProtoMessage() {}
 
 func (x *Truncate) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1432,7 @@ func (x *Truncate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Truncate.ProtoReflect.Descriptor instead.
 func (*Truncate) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Truncate) GetLane() string {
@@ -1338,7 +1466,7 @@ type Unlink struct {
 
 func (x *Unlink) Reset() {
 	*x = Unlink{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1478,7 @@ func (x *Unlink) String() string {
 func (*Unlink) ProtoMessage() {}
 
 func (x *Unlink) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1491,7 @@ func (x *Unlink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unlink.ProtoReflect.Descriptor instead.
 func (*Unlink) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Unlink) GetLane() string {
@@ -1391,7 +1519,7 @@ type Mkdir struct {
 
 func (x *Mkdir) Reset() {
 	*x = Mkdir{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1531,7 @@ func (x *Mkdir) String() string {
 func (*Mkdir) ProtoMessage() {}
 
 func (x *Mkdir) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1544,7 @@ func (x *Mkdir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mkdir.ProtoReflect.Descriptor instead.
 func (*Mkdir) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Mkdir) GetLane() string {
@@ -1450,7 +1578,7 @@ type Rmdir struct {
 
 func (x *Rmdir) Reset() {
 	*x = Rmdir{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1590,7 @@ func (x *Rmdir) String() string {
 func (*Rmdir) ProtoMessage() {}
 
 func (x *Rmdir) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1603,7 @@ func (x *Rmdir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rmdir.ProtoReflect.Descriptor instead.
 func (*Rmdir) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Rmdir) GetLane() string {
@@ -1503,7 +1631,7 @@ type Chmod struct {
 
 func (x *Chmod) Reset() {
 	*x = Chmod{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1643,7 @@ func (x *Chmod) String() string {
 func (*Chmod) ProtoMessage() {}
 
 func (x *Chmod) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1656,7 @@ func (x *Chmod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chmod.ProtoReflect.Descriptor instead.
 func (*Chmod) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Chmod) GetLane() string {
@@ -1566,7 +1694,7 @@ type Chown struct {
 
 func (x *Chown) Reset() {
 	*x = Chown{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1706,7 @@ func (x *Chown) String() string {
 func (*Chown) ProtoMessage() {}
 
 func (x *Chown) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1719,7 @@ func (x *Chown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chown.ProtoReflect.Descriptor instead.
 func (*Chown) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Chown) GetLane() string {
@@ -1636,7 +1764,7 @@ type Setxattr struct {
 
 func (x *Setxattr) Reset() {
 	*x = Setxattr{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1776,7 @@ func (x *Setxattr) String() string {
 func (*Setxattr) ProtoMessage() {}
 
 func (x *Setxattr) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1789,7 @@ func (x *Setxattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Setxattr.ProtoReflect.Descriptor instead.
 func (*Setxattr) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Setxattr) GetLane() string {
@@ -1710,7 +1838,7 @@ type Removexattr struct {
 
 func (x *Removexattr) Reset() {
 	*x = Removexattr{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1850,7 @@ func (x *Removexattr) String() string {
 func (*Removexattr) ProtoMessage() {}
 
 func (x *Removexattr) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1863,7 @@ func (x *Removexattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Removexattr.ProtoReflect.Descriptor instead.
 func (*Removexattr) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Removexattr) GetLane() string {
@@ -1772,7 +1900,7 @@ type Rename struct {
 
 func (x *Rename) Reset() {
 	*x = Rename{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1912,7 @@ func (x *Rename) String() string {
 func (*Rename) ProtoMessage() {}
 
 func (x *Rename) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1925,7 @@ func (x *Rename) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rename.ProtoReflect.Descriptor instead.
 func (*Rename) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Rename) GetLane() string {
@@ -1839,7 +1967,7 @@ type Link struct {
 
 func (x *Link) Reset() {
 	*x = Link{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1979,7 @@ func (x *Link) String() string {
 func (*Link) ProtoMessage() {}
 
 func (x *Link) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1992,7 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Link.ProtoReflect.Descriptor instead.
 func (*Link) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Link) GetLane() string {
@@ -1900,7 +2028,7 @@ type Symlink struct {
 
 func (x *Symlink) Reset() {
 	*x = Symlink{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2040,7 @@ func (x *Symlink) String() string {
 func (*Symlink) ProtoMessage() {}
 
 func (x *Symlink) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2053,7 @@ func (x *Symlink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Symlink.ProtoReflect.Descriptor instead.
 func (*Symlink) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Symlink) GetLane() string {
@@ -1960,7 +2088,7 @@ type TimeValue struct {
 
 func (x *TimeValue) Reset() {
 	*x = TimeValue{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2100,7 @@ func (x *TimeValue) String() string {
 func (*TimeValue) ProtoMessage() {}
 
 func (x *TimeValue) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2113,7 @@ func (x *TimeValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeValue.ProtoReflect.Descriptor instead.
 func (*TimeValue) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TimeValue) GetKind() TimeValue_Kind {
@@ -2016,7 +2144,7 @@ type Utimens struct {
 
 func (x *Utimens) Reset() {
 	*x = Utimens{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2156,7 @@ func (x *Utimens) String() string {
 func (*Utimens) ProtoMessage() {}
 
 func (x *Utimens) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2169,7 @@ func (x *Utimens) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Utimens.ProtoReflect.Descriptor instead.
 func (*Utimens) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Utimens) GetLane() string {
@@ -2091,7 +2219,7 @@ type Fsync struct {
 
 func (x *Fsync) Reset() {
 	*x = Fsync{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2231,7 @@ func (x *Fsync) String() string {
 func (*Fsync) ProtoMessage() {}
 
 func (x *Fsync) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2244,7 @@ func (x *Fsync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fsync.ProtoReflect.Descriptor instead.
 func (*Fsync) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Fsync) GetLane() string {
@@ -2149,7 +2277,7 @@ type Sync struct {
 
 func (x *Sync) Reset() {
 	*x = Sync{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2289,7 @@ func (x *Sync) String() string {
 func (*Sync) ProtoMessage() {}
 
 func (x *Sync) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2302,7 @@ func (x *Sync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sync.ProtoReflect.Descriptor instead.
 func (*Sync) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 // DropCaches writes level (1 page cache, 2 dentries and inodes, 3 both) to
@@ -2188,7 +2316,7 @@ type DropCaches struct {
 
 func (x *DropCaches) Reset() {
 	*x = DropCaches{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2328,7 @@ func (x *DropCaches) String() string {
 func (*DropCaches) ProtoMessage() {}
 
 func (x *DropCaches) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2341,7 @@ func (x *DropCaches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCaches.ProtoReflect.Descriptor instead.
 func (*DropCaches) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DropCaches) GetLevel() uint32 {
@@ -2232,7 +2360,7 @@ type Umount struct {
 
 func (x *Umount) Reset() {
 	*x = Umount{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2372,7 @@ func (x *Umount) String() string {
 func (*Umount) ProtoMessage() {}
 
 func (x *Umount) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2385,7 @@ func (x *Umount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Umount.ProtoReflect.Descriptor instead.
 func (*Umount) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Umount) GetLane() string {
@@ -2299,7 +2427,7 @@ type Mount struct {
 
 func (x *Mount) Reset() {
 	*x = Mount{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2439,7 @@ func (x *Mount) String() string {
 func (*Mount) ProtoMessage() {}
 
 func (x *Mount) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2452,7 @@ func (x *Mount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mount.ProtoReflect.Descriptor instead.
 func (*Mount) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Mount) GetLane() string {
@@ -2386,7 +2514,7 @@ type SetClock struct {
 
 func (x *SetClock) Reset() {
 	*x = SetClock{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2526,7 @@ func (x *SetClock) String() string {
 func (*SetClock) ProtoMessage() {}
 
 func (x *SetClock) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2539,7 @@ func (x *SetClock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClock.ProtoReflect.Descriptor instead.
 func (*SetClock) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetClock) GetTime() *Timespec {
@@ -2430,7 +2558,7 @@ type GetClock struct {
 
 func (x *GetClock) Reset() {
 	*x = GetClock{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2570,7 @@ func (x *GetClock) String() string {
 func (*GetClock) ProtoMessage() {}
 
 func (x *GetClock) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2583,7 @@ func (x *GetClock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClock.ProtoReflect.Descriptor instead.
 func (*GetClock) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 // Stat is lstat(2) (or stat(2) with follow).
@@ -2470,7 +2598,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2610,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2623,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Stat) GetLane() string {
@@ -2540,7 +2668,7 @@ type StatResult struct {
 
 func (x *StatResult) Reset() {
 	*x = StatResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2680,7 @@ func (x *StatResult) String() string {
 func (*StatResult) ProtoMessage() {}
 
 func (x *StatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2693,7 @@ func (x *StatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResult.ProtoReflect.Descriptor instead.
 func (*StatResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StatResult) GetKind() Kind {
@@ -2662,7 +2790,7 @@ type Readlink struct {
 
 func (x *Readlink) Reset() {
 	*x = Readlink{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +2802,7 @@ func (x *Readlink) String() string {
 func (*Readlink) ProtoMessage() {}
 
 func (x *Readlink) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +2815,7 @@ func (x *Readlink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Readlink.ProtoReflect.Descriptor instead.
 func (*Readlink) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Readlink) GetLane() string {
@@ -2713,7 +2841,7 @@ type ReadlinkResult struct {
 
 func (x *ReadlinkResult) Reset() {
 	*x = ReadlinkResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2853,7 @@ func (x *ReadlinkResult) String() string {
 func (*ReadlinkResult) ProtoMessage() {}
 
 func (x *ReadlinkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2866,7 @@ func (x *ReadlinkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadlinkResult.ProtoReflect.Descriptor instead.
 func (*ReadlinkResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadlinkResult) GetTarget() string {
@@ -2761,7 +2889,7 @@ type ReadFile struct {
 
 func (x *ReadFile) Reset() {
 	*x = ReadFile{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2901,7 @@ func (x *ReadFile) String() string {
 func (*ReadFile) ProtoMessage() {}
 
 func (x *ReadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2914,7 @@ func (x *ReadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFile.ProtoReflect.Descriptor instead.
 func (*ReadFile) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadFile) GetLane() string {
@@ -2828,7 +2956,7 @@ type ReadFileResult struct {
 
 func (x *ReadFileResult) Reset() {
 	*x = ReadFileResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2968,7 @@ func (x *ReadFileResult) String() string {
 func (*ReadFileResult) ProtoMessage() {}
 
 func (x *ReadFileResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2981,7 @@ func (x *ReadFileResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResult.ProtoReflect.Descriptor instead.
 func (*ReadFileResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadFileResult) GetData() []byte {
@@ -2895,7 +3023,7 @@ type Walk struct {
 
 func (x *Walk) Reset() {
 	*x = Walk{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3035,7 @@ func (x *Walk) String() string {
 func (*Walk) ProtoMessage() {}
 
 func (x *Walk) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3048,7 @@ func (x *Walk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Walk.ProtoReflect.Descriptor instead.
 func (*Walk) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Walk) GetLane() string {
@@ -2972,7 +3100,7 @@ type WalkResult struct {
 
 func (x *WalkResult) Reset() {
 	*x = WalkResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3112,7 @@ func (x *WalkResult) String() string {
 func (*WalkResult) ProtoMessage() {}
 
 func (x *WalkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3125,7 @@ func (x *WalkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkResult.ProtoReflect.Descriptor instead.
 func (*WalkResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WalkResult) GetEntries() uint64 {
@@ -3050,7 +3178,7 @@ type Fingerprint struct {
 
 func (x *Fingerprint) Reset() {
 	*x = Fingerprint{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3190,7 @@ func (x *Fingerprint) String() string {
 func (*Fingerprint) ProtoMessage() {}
 
 func (x *Fingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3203,7 @@ func (x *Fingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fingerprint.ProtoReflect.Descriptor instead.
 func (*Fingerprint) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Fingerprint) GetLane() string {
@@ -3135,7 +3263,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3275,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3288,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Entry) GetPath() string {
@@ -3259,7 +3387,7 @@ type FingerprintResult struct {
 
 func (x *FingerprintResult) Reset() {
 	*x = FingerprintResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3399,7 @@ func (x *FingerprintResult) String() string {
 func (*FingerprintResult) ProtoMessage() {}
 
 func (x *FingerprintResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3412,7 @@ func (x *FingerprintResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintResult.ProtoReflect.Descriptor instead.
 func (*FingerprintResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FingerprintResult) GetRoot() []byte {
@@ -3322,7 +3450,7 @@ type Exec struct {
 
 func (x *Exec) Reset() {
 	*x = Exec{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3462,7 @@ func (x *Exec) String() string {
 func (*Exec) ProtoMessage() {}
 
 func (x *Exec) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3475,7 @@ func (x *Exec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exec.ProtoReflect.Descriptor instead.
 func (*Exec) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Exec) GetLane() string {
@@ -3391,7 +3519,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3531,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3544,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -3457,7 +3585,7 @@ type Kmsg struct {
 
 func (x *Kmsg) Reset() {
 	*x = Kmsg{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3597,7 @@ func (x *Kmsg) String() string {
 func (*Kmsg) ProtoMessage() {}
 
 func (x *Kmsg) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3610,7 @@ func (x *Kmsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Kmsg.ProtoReflect.Descriptor instead.
 func (*Kmsg) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Kmsg) GetAfterSeq() uint64 {
@@ -3503,7 +3631,7 @@ type KmsgLine struct {
 
 func (x *KmsgLine) Reset() {
 	*x = KmsgLine{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3643,7 @@ func (x *KmsgLine) String() string {
 func (*KmsgLine) ProtoMessage() {}
 
 func (x *KmsgLine) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3656,7 @@ func (x *KmsgLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KmsgLine.ProtoReflect.Descriptor instead.
 func (*KmsgLine) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *KmsgLine) GetSeq() uint64 {
@@ -3561,7 +3689,7 @@ type KmsgResult struct {
 
 func (x *KmsgResult) Reset() {
 	*x = KmsgResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3701,7 @@ func (x *KmsgResult) String() string {
 func (*KmsgResult) ProtoMessage() {}
 
 func (x *KmsgResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3714,7 @@ func (x *KmsgResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KmsgResult.ProtoReflect.Descriptor instead.
 func (*KmsgResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KmsgResult) GetLines() []*KmsgLine {
@@ -3600,7 +3728,7 @@ var File_themis_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xff\v\n" +
+	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xaf\f\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
 	"\x04ping\x18\n" +
@@ -3633,8 +3761,9 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x04exec\x18# \x01(\v2\x15.themis.agent.v1.ExecH\x00R\x04exec\x12+\n" +
 	"\x04kmsg\x18$ \x01(\v2\x15.themis.agent.v1.KmsgH\x00R\x04kmsg\x128\n" +
 	"\tget_clock\x18% \x01(\v2\x19.themis.agent.v1.GetClockH\x00R\bgetClock\x12+\n" +
-	"\x04walk\x18& \x01(\v2\x15.themis.agent.v1.WalkH\x00R\x04walkB\x04\n" +
-	"\x02op\"\xdb\x04\n" +
+	"\x04walk\x18& \x01(\v2\x15.themis.agent.v1.WalkH\x00R\x04walk\x12.\n" +
+	"\x05batch\x18' \x01(\v2\x16.themis.agent.v1.BatchH\x00R\x05batchB\x04\n" +
+	"\x02op\"\x91\x05\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05errno\x18\x02 \x01(\x05R\x05errno\x12\x14\n" +
@@ -3649,8 +3778,13 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x04exec\x18\x0f \x01(\v2\x1b.themis.agent.v1.ExecResultH\x00R\x04exec\x121\n" +
 	"\x04kmsg\x18\x10 \x01(\v2\x1b.themis.agent.v1.KmsgResultH\x00R\x04kmsg\x121\n" +
 	"\x05clock\x18\x11 \x01(\v2\x19.themis.agent.v1.TimespecH\x00R\x05clock\x121\n" +
-	"\x04walk\x18\x12 \x01(\v2\x1b.themis.agent.v1.WalkResultH\x00R\x04walkB\b\n" +
-	"\x06result\"0\n" +
+	"\x04walk\x18\x12 \x01(\v2\x1b.themis.agent.v1.WalkResultH\x00R\x04walk\x124\n" +
+	"\x05batch\x18\x13 \x01(\v2\x1c.themis.agent.v1.BatchResultH\x00R\x05batchB\b\n" +
+	"\x06result\"=\n" +
+	"\x05Batch\x124\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.themis.agent.v1.RequestR\brequests\"F\n" +
+	"\vBatchResult\x127\n" +
+	"\tresponses\x18\x01 \x03(\v2\x19.themis.agent.v1.ResponseR\tresponses\"0\n" +
 	"\bTimespec\x12\x10\n" +
 	"\x03sec\x18\x01 \x01(\x03R\x03sec\x12\x12\n" +
 	"\x04nsec\x18\x02 \x01(\x03R\x04nsec\"\x06\n" +
@@ -3872,115 +4006,121 @@ func file_themis_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_themis_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_themis_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_themis_agent_v1_agent_proto_goTypes = []any{
 	(Kind)(0),                 // 0: themis.agent.v1.Kind
 	(TimeMode)(0),             // 1: themis.agent.v1.TimeMode
 	(TimeValue_Kind)(0),       // 2: themis.agent.v1.TimeValue.Kind
 	(*Request)(nil),           // 3: themis.agent.v1.Request
 	(*Response)(nil),          // 4: themis.agent.v1.Response
-	(*Timespec)(nil),          // 5: themis.agent.v1.Timespec
-	(*Ping)(nil),              // 6: themis.agent.v1.Ping
-	(*PingResult)(nil),        // 7: themis.agent.v1.PingResult
-	(*Create)(nil),            // 8: themis.agent.v1.Create
-	(*Write)(nil),             // 9: themis.agent.v1.Write
-	(*Truncate)(nil),          // 10: themis.agent.v1.Truncate
-	(*Unlink)(nil),            // 11: themis.agent.v1.Unlink
-	(*Mkdir)(nil),             // 12: themis.agent.v1.Mkdir
-	(*Rmdir)(nil),             // 13: themis.agent.v1.Rmdir
-	(*Chmod)(nil),             // 14: themis.agent.v1.Chmod
-	(*Chown)(nil),             // 15: themis.agent.v1.Chown
-	(*Setxattr)(nil),          // 16: themis.agent.v1.Setxattr
-	(*Removexattr)(nil),       // 17: themis.agent.v1.Removexattr
-	(*Rename)(nil),            // 18: themis.agent.v1.Rename
-	(*Link)(nil),              // 19: themis.agent.v1.Link
-	(*Symlink)(nil),           // 20: themis.agent.v1.Symlink
-	(*TimeValue)(nil),         // 21: themis.agent.v1.TimeValue
-	(*Utimens)(nil),           // 22: themis.agent.v1.Utimens
-	(*Fsync)(nil),             // 23: themis.agent.v1.Fsync
-	(*Sync)(nil),              // 24: themis.agent.v1.Sync
-	(*DropCaches)(nil),        // 25: themis.agent.v1.DropCaches
-	(*Umount)(nil),            // 26: themis.agent.v1.Umount
-	(*Mount)(nil),             // 27: themis.agent.v1.Mount
-	(*SetClock)(nil),          // 28: themis.agent.v1.SetClock
-	(*GetClock)(nil),          // 29: themis.agent.v1.GetClock
-	(*Stat)(nil),              // 30: themis.agent.v1.Stat
-	(*StatResult)(nil),        // 31: themis.agent.v1.StatResult
-	(*Readlink)(nil),          // 32: themis.agent.v1.Readlink
-	(*ReadlinkResult)(nil),    // 33: themis.agent.v1.ReadlinkResult
-	(*ReadFile)(nil),          // 34: themis.agent.v1.ReadFile
-	(*ReadFileResult)(nil),    // 35: themis.agent.v1.ReadFileResult
-	(*Walk)(nil),              // 36: themis.agent.v1.Walk
-	(*WalkResult)(nil),        // 37: themis.agent.v1.WalkResult
-	(*Fingerprint)(nil),       // 38: themis.agent.v1.Fingerprint
-	(*Entry)(nil),             // 39: themis.agent.v1.Entry
-	(*FingerprintResult)(nil), // 40: themis.agent.v1.FingerprintResult
-	(*Exec)(nil),              // 41: themis.agent.v1.Exec
-	(*ExecResult)(nil),        // 42: themis.agent.v1.ExecResult
-	(*Kmsg)(nil),              // 43: themis.agent.v1.Kmsg
-	(*KmsgLine)(nil),          // 44: themis.agent.v1.KmsgLine
-	(*KmsgResult)(nil),        // 45: themis.agent.v1.KmsgResult
+	(*Batch)(nil),             // 5: themis.agent.v1.Batch
+	(*BatchResult)(nil),       // 6: themis.agent.v1.BatchResult
+	(*Timespec)(nil),          // 7: themis.agent.v1.Timespec
+	(*Ping)(nil),              // 8: themis.agent.v1.Ping
+	(*PingResult)(nil),        // 9: themis.agent.v1.PingResult
+	(*Create)(nil),            // 10: themis.agent.v1.Create
+	(*Write)(nil),             // 11: themis.agent.v1.Write
+	(*Truncate)(nil),          // 12: themis.agent.v1.Truncate
+	(*Unlink)(nil),            // 13: themis.agent.v1.Unlink
+	(*Mkdir)(nil),             // 14: themis.agent.v1.Mkdir
+	(*Rmdir)(nil),             // 15: themis.agent.v1.Rmdir
+	(*Chmod)(nil),             // 16: themis.agent.v1.Chmod
+	(*Chown)(nil),             // 17: themis.agent.v1.Chown
+	(*Setxattr)(nil),          // 18: themis.agent.v1.Setxattr
+	(*Removexattr)(nil),       // 19: themis.agent.v1.Removexattr
+	(*Rename)(nil),            // 20: themis.agent.v1.Rename
+	(*Link)(nil),              // 21: themis.agent.v1.Link
+	(*Symlink)(nil),           // 22: themis.agent.v1.Symlink
+	(*TimeValue)(nil),         // 23: themis.agent.v1.TimeValue
+	(*Utimens)(nil),           // 24: themis.agent.v1.Utimens
+	(*Fsync)(nil),             // 25: themis.agent.v1.Fsync
+	(*Sync)(nil),              // 26: themis.agent.v1.Sync
+	(*DropCaches)(nil),        // 27: themis.agent.v1.DropCaches
+	(*Umount)(nil),            // 28: themis.agent.v1.Umount
+	(*Mount)(nil),             // 29: themis.agent.v1.Mount
+	(*SetClock)(nil),          // 30: themis.agent.v1.SetClock
+	(*GetClock)(nil),          // 31: themis.agent.v1.GetClock
+	(*Stat)(nil),              // 32: themis.agent.v1.Stat
+	(*StatResult)(nil),        // 33: themis.agent.v1.StatResult
+	(*Readlink)(nil),          // 34: themis.agent.v1.Readlink
+	(*ReadlinkResult)(nil),    // 35: themis.agent.v1.ReadlinkResult
+	(*ReadFile)(nil),          // 36: themis.agent.v1.ReadFile
+	(*ReadFileResult)(nil),    // 37: themis.agent.v1.ReadFileResult
+	(*Walk)(nil),              // 38: themis.agent.v1.Walk
+	(*WalkResult)(nil),        // 39: themis.agent.v1.WalkResult
+	(*Fingerprint)(nil),       // 40: themis.agent.v1.Fingerprint
+	(*Entry)(nil),             // 41: themis.agent.v1.Entry
+	(*FingerprintResult)(nil), // 42: themis.agent.v1.FingerprintResult
+	(*Exec)(nil),              // 43: themis.agent.v1.Exec
+	(*ExecResult)(nil),        // 44: themis.agent.v1.ExecResult
+	(*Kmsg)(nil),              // 45: themis.agent.v1.Kmsg
+	(*KmsgLine)(nil),          // 46: themis.agent.v1.KmsgLine
+	(*KmsgResult)(nil),        // 47: themis.agent.v1.KmsgResult
 }
 var file_themis_agent_v1_agent_proto_depIdxs = []int32{
-	6,  // 0: themis.agent.v1.Request.ping:type_name -> themis.agent.v1.Ping
-	8,  // 1: themis.agent.v1.Request.create:type_name -> themis.agent.v1.Create
-	9,  // 2: themis.agent.v1.Request.write:type_name -> themis.agent.v1.Write
-	10, // 3: themis.agent.v1.Request.truncate:type_name -> themis.agent.v1.Truncate
-	11, // 4: themis.agent.v1.Request.unlink:type_name -> themis.agent.v1.Unlink
-	12, // 5: themis.agent.v1.Request.mkdir:type_name -> themis.agent.v1.Mkdir
-	13, // 6: themis.agent.v1.Request.rmdir:type_name -> themis.agent.v1.Rmdir
-	14, // 7: themis.agent.v1.Request.chmod:type_name -> themis.agent.v1.Chmod
-	15, // 8: themis.agent.v1.Request.chown:type_name -> themis.agent.v1.Chown
-	16, // 9: themis.agent.v1.Request.setxattr:type_name -> themis.agent.v1.Setxattr
-	17, // 10: themis.agent.v1.Request.removexattr:type_name -> themis.agent.v1.Removexattr
-	18, // 11: themis.agent.v1.Request.rename:type_name -> themis.agent.v1.Rename
-	19, // 12: themis.agent.v1.Request.link:type_name -> themis.agent.v1.Link
-	20, // 13: themis.agent.v1.Request.symlink:type_name -> themis.agent.v1.Symlink
-	22, // 14: themis.agent.v1.Request.utimens:type_name -> themis.agent.v1.Utimens
-	23, // 15: themis.agent.v1.Request.fsync:type_name -> themis.agent.v1.Fsync
-	24, // 16: themis.agent.v1.Request.sync:type_name -> themis.agent.v1.Sync
-	25, // 17: themis.agent.v1.Request.drop_caches:type_name -> themis.agent.v1.DropCaches
-	26, // 18: themis.agent.v1.Request.umount:type_name -> themis.agent.v1.Umount
-	27, // 19: themis.agent.v1.Request.mount:type_name -> themis.agent.v1.Mount
-	28, // 20: themis.agent.v1.Request.set_clock:type_name -> themis.agent.v1.SetClock
-	30, // 21: themis.agent.v1.Request.stat:type_name -> themis.agent.v1.Stat
-	32, // 22: themis.agent.v1.Request.readlink:type_name -> themis.agent.v1.Readlink
-	34, // 23: themis.agent.v1.Request.read_file:type_name -> themis.agent.v1.ReadFile
-	38, // 24: themis.agent.v1.Request.fingerprint:type_name -> themis.agent.v1.Fingerprint
-	41, // 25: themis.agent.v1.Request.exec:type_name -> themis.agent.v1.Exec
-	43, // 26: themis.agent.v1.Request.kmsg:type_name -> themis.agent.v1.Kmsg
-	29, // 27: themis.agent.v1.Request.get_clock:type_name -> themis.agent.v1.GetClock
-	36, // 28: themis.agent.v1.Request.walk:type_name -> themis.agent.v1.Walk
-	7,  // 29: themis.agent.v1.Response.ping:type_name -> themis.agent.v1.PingResult
-	31, // 30: themis.agent.v1.Response.stat:type_name -> themis.agent.v1.StatResult
-	33, // 31: themis.agent.v1.Response.readlink:type_name -> themis.agent.v1.ReadlinkResult
-	35, // 32: themis.agent.v1.Response.read_file:type_name -> themis.agent.v1.ReadFileResult
-	40, // 33: themis.agent.v1.Response.fingerprint:type_name -> themis.agent.v1.FingerprintResult
-	42, // 34: themis.agent.v1.Response.exec:type_name -> themis.agent.v1.ExecResult
-	45, // 35: themis.agent.v1.Response.kmsg:type_name -> themis.agent.v1.KmsgResult
-	5,  // 36: themis.agent.v1.Response.clock:type_name -> themis.agent.v1.Timespec
-	37, // 37: themis.agent.v1.Response.walk:type_name -> themis.agent.v1.WalkResult
-	2,  // 38: themis.agent.v1.TimeValue.kind:type_name -> themis.agent.v1.TimeValue.Kind
-	5,  // 39: themis.agent.v1.TimeValue.time:type_name -> themis.agent.v1.Timespec
-	21, // 40: themis.agent.v1.Utimens.atime:type_name -> themis.agent.v1.TimeValue
-	21, // 41: themis.agent.v1.Utimens.mtime:type_name -> themis.agent.v1.TimeValue
-	5,  // 42: themis.agent.v1.SetClock.time:type_name -> themis.agent.v1.Timespec
-	0,  // 43: themis.agent.v1.StatResult.kind:type_name -> themis.agent.v1.Kind
-	5,  // 44: themis.agent.v1.StatResult.atime:type_name -> themis.agent.v1.Timespec
-	5,  // 45: themis.agent.v1.StatResult.mtime:type_name -> themis.agent.v1.Timespec
-	5,  // 46: themis.agent.v1.StatResult.ctime:type_name -> themis.agent.v1.Timespec
-	1,  // 47: themis.agent.v1.Fingerprint.time_mode:type_name -> themis.agent.v1.TimeMode
-	0,  // 48: themis.agent.v1.Entry.kind:type_name -> themis.agent.v1.Kind
-	5,  // 49: themis.agent.v1.Entry.atime:type_name -> themis.agent.v1.Timespec
-	5,  // 50: themis.agent.v1.Entry.mtime:type_name -> themis.agent.v1.Timespec
-	5,  // 51: themis.agent.v1.Entry.ctime:type_name -> themis.agent.v1.Timespec
-	39, // 52: themis.agent.v1.FingerprintResult.leaves:type_name -> themis.agent.v1.Entry
-	44, // 53: themis.agent.v1.KmsgResult.lines:type_name -> themis.agent.v1.KmsgLine
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	8,  // 0: themis.agent.v1.Request.ping:type_name -> themis.agent.v1.Ping
+	10, // 1: themis.agent.v1.Request.create:type_name -> themis.agent.v1.Create
+	11, // 2: themis.agent.v1.Request.write:type_name -> themis.agent.v1.Write
+	12, // 3: themis.agent.v1.Request.truncate:type_name -> themis.agent.v1.Truncate
+	13, // 4: themis.agent.v1.Request.unlink:type_name -> themis.agent.v1.Unlink
+	14, // 5: themis.agent.v1.Request.mkdir:type_name -> themis.agent.v1.Mkdir
+	15, // 6: themis.agent.v1.Request.rmdir:type_name -> themis.agent.v1.Rmdir
+	16, // 7: themis.agent.v1.Request.chmod:type_name -> themis.agent.v1.Chmod
+	17, // 8: themis.agent.v1.Request.chown:type_name -> themis.agent.v1.Chown
+	18, // 9: themis.agent.v1.Request.setxattr:type_name -> themis.agent.v1.Setxattr
+	19, // 10: themis.agent.v1.Request.removexattr:type_name -> themis.agent.v1.Removexattr
+	20, // 11: themis.agent.v1.Request.rename:type_name -> themis.agent.v1.Rename
+	21, // 12: themis.agent.v1.Request.link:type_name -> themis.agent.v1.Link
+	22, // 13: themis.agent.v1.Request.symlink:type_name -> themis.agent.v1.Symlink
+	24, // 14: themis.agent.v1.Request.utimens:type_name -> themis.agent.v1.Utimens
+	25, // 15: themis.agent.v1.Request.fsync:type_name -> themis.agent.v1.Fsync
+	26, // 16: themis.agent.v1.Request.sync:type_name -> themis.agent.v1.Sync
+	27, // 17: themis.agent.v1.Request.drop_caches:type_name -> themis.agent.v1.DropCaches
+	28, // 18: themis.agent.v1.Request.umount:type_name -> themis.agent.v1.Umount
+	29, // 19: themis.agent.v1.Request.mount:type_name -> themis.agent.v1.Mount
+	30, // 20: themis.agent.v1.Request.set_clock:type_name -> themis.agent.v1.SetClock
+	32, // 21: themis.agent.v1.Request.stat:type_name -> themis.agent.v1.Stat
+	34, // 22: themis.agent.v1.Request.readlink:type_name -> themis.agent.v1.Readlink
+	36, // 23: themis.agent.v1.Request.read_file:type_name -> themis.agent.v1.ReadFile
+	40, // 24: themis.agent.v1.Request.fingerprint:type_name -> themis.agent.v1.Fingerprint
+	43, // 25: themis.agent.v1.Request.exec:type_name -> themis.agent.v1.Exec
+	45, // 26: themis.agent.v1.Request.kmsg:type_name -> themis.agent.v1.Kmsg
+	31, // 27: themis.agent.v1.Request.get_clock:type_name -> themis.agent.v1.GetClock
+	38, // 28: themis.agent.v1.Request.walk:type_name -> themis.agent.v1.Walk
+	5,  // 29: themis.agent.v1.Request.batch:type_name -> themis.agent.v1.Batch
+	9,  // 30: themis.agent.v1.Response.ping:type_name -> themis.agent.v1.PingResult
+	33, // 31: themis.agent.v1.Response.stat:type_name -> themis.agent.v1.StatResult
+	35, // 32: themis.agent.v1.Response.readlink:type_name -> themis.agent.v1.ReadlinkResult
+	37, // 33: themis.agent.v1.Response.read_file:type_name -> themis.agent.v1.ReadFileResult
+	42, // 34: themis.agent.v1.Response.fingerprint:type_name -> themis.agent.v1.FingerprintResult
+	44, // 35: themis.agent.v1.Response.exec:type_name -> themis.agent.v1.ExecResult
+	47, // 36: themis.agent.v1.Response.kmsg:type_name -> themis.agent.v1.KmsgResult
+	7,  // 37: themis.agent.v1.Response.clock:type_name -> themis.agent.v1.Timespec
+	39, // 38: themis.agent.v1.Response.walk:type_name -> themis.agent.v1.WalkResult
+	6,  // 39: themis.agent.v1.Response.batch:type_name -> themis.agent.v1.BatchResult
+	3,  // 40: themis.agent.v1.Batch.requests:type_name -> themis.agent.v1.Request
+	4,  // 41: themis.agent.v1.BatchResult.responses:type_name -> themis.agent.v1.Response
+	2,  // 42: themis.agent.v1.TimeValue.kind:type_name -> themis.agent.v1.TimeValue.Kind
+	7,  // 43: themis.agent.v1.TimeValue.time:type_name -> themis.agent.v1.Timespec
+	23, // 44: themis.agent.v1.Utimens.atime:type_name -> themis.agent.v1.TimeValue
+	23, // 45: themis.agent.v1.Utimens.mtime:type_name -> themis.agent.v1.TimeValue
+	7,  // 46: themis.agent.v1.SetClock.time:type_name -> themis.agent.v1.Timespec
+	0,  // 47: themis.agent.v1.StatResult.kind:type_name -> themis.agent.v1.Kind
+	7,  // 48: themis.agent.v1.StatResult.atime:type_name -> themis.agent.v1.Timespec
+	7,  // 49: themis.agent.v1.StatResult.mtime:type_name -> themis.agent.v1.Timespec
+	7,  // 50: themis.agent.v1.StatResult.ctime:type_name -> themis.agent.v1.Timespec
+	1,  // 51: themis.agent.v1.Fingerprint.time_mode:type_name -> themis.agent.v1.TimeMode
+	0,  // 52: themis.agent.v1.Entry.kind:type_name -> themis.agent.v1.Kind
+	7,  // 53: themis.agent.v1.Entry.atime:type_name -> themis.agent.v1.Timespec
+	7,  // 54: themis.agent.v1.Entry.mtime:type_name -> themis.agent.v1.Timespec
+	7,  // 55: themis.agent.v1.Entry.ctime:type_name -> themis.agent.v1.Timespec
+	41, // 56: themis.agent.v1.FingerprintResult.leaves:type_name -> themis.agent.v1.Entry
+	46, // 57: themis.agent.v1.KmsgResult.lines:type_name -> themis.agent.v1.KmsgLine
+	58, // [58:58] is the sub-list for method output_type
+	58, // [58:58] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_themis_agent_v1_agent_proto_init() }
@@ -4018,6 +4158,7 @@ func file_themis_agent_v1_agent_proto_init() {
 		(*Request_Kmsg)(nil),
 		(*Request_GetClock)(nil),
 		(*Request_Walk)(nil),
+		(*Request_Batch)(nil),
 	}
 	file_themis_agent_v1_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*Response_Ping)(nil),
@@ -4029,6 +4170,7 @@ func file_themis_agent_v1_agent_proto_init() {
 		(*Response_Kmsg)(nil),
 		(*Response_Clock)(nil),
 		(*Response_Walk)(nil),
+		(*Response_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4036,7 +4178,7 @@ func file_themis_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_agent_v1_agent_proto_rawDesc), len(file_themis_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
