@@ -24,6 +24,11 @@
 // contents; it is bounded in entries and depth and fails (E2BIG, ELOOP)
 // rather than return a partial count.
 //
+// A Batch (at most [MaxBatch] requests, none a batch) runs its requests in
+// order through Handle and answers them in one response; answers that
+// would overflow the reply frame become E2BIG, the rest stay. The host
+// sends an op on every lane and the fingerprints after it as one batch.
+//
 // Concurrency: [Server.Handle] is safe for concurrent use; [Server.Serve]
 // handles one request at a time.
 //
