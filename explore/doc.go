@@ -12,16 +12,19 @@
 //
 // From the root the Checker takes a checkpoint, fingerprints every lane and
 // marks the tuple of lane roots visited. At each state above Config.Depth it
-// draws up to Config.Branching distinct operations with a PCG generator
-// seeded from Config.Seed and the state's position in the search tree, and
-// for each: restores the state's checkpoint (lazily: not before the first
-// child), applies the op on every lane, compares the lanes' errnos, takes a
-// fingerprint, compares the lanes' roots, and recurses into the child when
-// its root tuple was never seen, or only seen deeper (so the set of states
-// reached equals a breadth-first search to the same depth). A child is
-// checkpointed before its own children run and dropped when the search
-// leaves it. Checkpoints are used strictly as a stack: Restore and Drop
-// always name the most recent checkpoint still held.
+// draws distinct operations with a PCG generator seeded from Config.Seed and
+// the state's position in the search tree — the Metis generator one of every
+// enabled kind (in an order drawn from that generator, arguments from the
+// bins on paths that fit the state), then more drawn by weight up to
+// Config.Branching, so max(Branching, kinds) in all — and for each: restores
+// the state's checkpoint (lazily: not before the first child), applies the
+// op on every lane, compares the lanes' errnos, takes a fingerprint,
+// compares the lanes' roots, and recurses into the child when its root
+// tuple was never seen, or only seen deeper (so the set of states reached
+// equals a breadth-first search to the same depth). A child is checkpointed
+// before its own children run and dropped when the search leaves it.
+// Checkpoints are used strictly as a stack: Restore and Drop always name the
+// most recent checkpoint still held.
 //
 // # Findings
 //
