@@ -189,6 +189,8 @@ func TestDeterminism(t *testing.T) {
 		{42, 42, nil, true},
 		{1, 2, nil, false},
 		{0, 1 << 63, nil, false},
+		{5, 5, AllOps, true},
+		{5, 6, AllOps, false},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d-%d-%d", tt.a, tt.b, len(tt.ops)), func(t *testing.T) {
@@ -416,7 +418,9 @@ func TestConfigValidation(t *testing.T) {
 		{"nil check", newToy(""), Config{Checks: []Check{nil}}, "check 0 is nil"},
 		{"unknown op", newToy(""), Config{Ops: []string{"mknod"}}, `unknown op "mknod"`},
 		{"op twice", newToy(""), Config{Ops: []string{OpMkdir, OpMkdir}}, "listed twice"},
-		{"unknown weight", newToy(""), Config{Weights: map[string]float64{"fsync": 1}}, `unknown op "fsync"`},
+		{"unknown weight", newToy(""), Config{Weights: map[string]float64{"mknod": 1}}, `unknown op "mknod"`},
+		{"op sets", newToy(""), Config{Ops: []string{OpSetMetis, OpSetPersistence}}, ""},
+		{"op in a set twice", newToy(""), Config{Ops: []string{OpSetMetis, OpChmod}}, `"chmod" listed twice`},
 		{"negative weight", newToy(""), Config{Weights: map[string]float64{OpMkdir: -1}}, "weight -1"},
 		{"all weights zero", newToy(""), Config{Ops: []string{OpMkdir}, Weights: map[string]float64{OpMkdir: 0}}, "no op kind enabled"},
 		{"pool files", newToy(""), Config{Pool: PathPool{Files: 101, Depth: 1}}, "pool files 101"},

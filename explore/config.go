@@ -59,7 +59,8 @@ type Config struct {
 	Seed uint64
 
 	// Pool, Ops, Weights, MaxLength and Direct configure the default Metis
-	// generator; see GenConfig.
+	// generator; see GenConfig (Ops: the kinds of AllOps, or the sets
+	// "metis" and "persistence"; default the Metis set).
 	Pool      PathPool
 	Ops       []string
 	Weights   map[string]float64

@@ -38,11 +38,14 @@
 //
 // # Ops
 //
-// Operations are *agentv1.Request values with exactly one lane operation
-// set and the lane field empty (the session fans them out per lane). They
-// are not themis.v1 Op messages because that Go package carries the gRPC
-// service stubs, which this package must not import; themis.v1 Op and the
-// agent request hold the same per-op messages.
+// Operations are *agentv1.Request values with exactly one operation set: a
+// lane operation with its lane field empty (the session fans it out per
+// lane), or sync, which is machine-wide and runs once. The kinds are the
+// fourteen of MetisOps (the default) and the persistence kinds fsync,
+// fdatasync and sync, enabled through Config.Ops. They are not themis.v1 Op
+// messages because that Go package carries the gRPC service stubs, which
+// this package must not import; themis.v1 Op and the agent request hold the
+// same per-op messages.
 //
 // # Concurrency
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,7 +43,8 @@ func TestEmptyRootEverySeed(t *testing.T) {
 }
 
 // TestEveryStateEveryKind: the Checker tries one op of every enabled kind
-// at every state it expands.
+// at every state it expands, with the persistence kinds only when they are
+// enabled.
 func TestEveryStateEveryKind(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -51,7 +53,8 @@ func TestEveryStateEveryKind(t *testing.T) {
 		kinds []string
 	}{
 		{"default", nil, MetisOps},
-		{"two kinds", []string{OpMkdir, OpCreateFile}, []string{OpMkdir, OpCreateFile}},
+		{"with persistence", []string{OpSetMetis, OpSetPersistence}, AllOps},
+		{"persistence only", PersistenceOps, PersistenceOps},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +90,12 @@ func TestEveryStateEveryKind(t *testing.T) {
 			}
 			if len(rec.draws) == 0 || tried != res.States || applied != res.States {
 				t.Errorf("%d states expanded, %d ops drawn, %d applied, %d states: want every op drawn applied", len(rec.draws), tried, applied, res.States)
+			}
+			persistent := slices.ContainsFunc(sys.log, func(l string) bool {
+				return strings.HasPrefix(l, "apply fsync:") || strings.HasPrefix(l, "apply sync:")
+			})
+			if want := slices.Contains(tt.kinds, OpFsync); persistent != want {
+				t.Errorf("fsync or sync applied: %v, want %v", persistent, want)
 			}
 		})
 	}

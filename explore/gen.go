@@ -31,10 +31,54 @@ const (
 	OpSymlink     = "symlink"
 )
 
+// Persistence op kinds: they move data and metadata to the disk and change
+// nothing a fingerprint reads. Not in MetisOps: on the disk state alone,
+// without crash states, they cost time and show nothing; enable them in
+// Config.Ops.
+const (
+	// OpFsync is fsync(2) of a pool path (a file, or with 1-FileBias a dir).
+	OpFsync = "fsync"
+	// OpFdatasync is fdatasync(2) of a pool path.
+	OpFdatasync = "fdatasync"
+	// OpSync is sync(2): machine-wide, the session runs it once for all
+	// lanes.
+	OpSync = "sync"
+)
+
 // MetisOps is the default op set: all fourteen Metis operations.
 var MetisOps = []string{
 	OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpMkdir, OpRmdir, OpChmod,
 	OpChown, OpChgrp, OpSetxattr, OpRemovexattr, OpRename, OpLink, OpSymlink,
+}
+
+// PersistenceOps are the persistence op kinds, off by default.
+var PersistenceOps = []string{OpFsync, OpFdatasync, OpSync}
+
+// AllOps is every op kind the Metis generator knows.
+var AllOps = slices.Concat(MetisOps, PersistenceOps)
+
+// Names of op sets Config.Ops accepts in place of the kinds they hold.
+const (
+	// OpSetMetis stands for MetisOps.
+	OpSetMetis = "metis"
+	// OpSetPersistence stands for PersistenceOps.
+	OpSetPersistence = "persistence"
+)
+
+// expandOps replaces op set names in ops by their kinds.
+func expandOps(ops []string) []string {
+	var out []string
+	for _, k := range ops {
+		switch k {
+		case OpSetMetis:
+			out = append(out, MetisOps...)
+		case OpSetPersistence:
+			out = append(out, PersistenceOps...)
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Linux flag values used by the generated ops.
@@ -206,7 +250,9 @@ type MetisGenerator struct {
 // GenConfig configures a MetisGenerator; zero fields take the defaults.
 type GenConfig struct {
 	Pool PathPool
-	// Ops lists the enabled op kinds (default MetisOps).
+	// Ops lists the enabled op kinds (default MetisOps), from AllOps; the
+	// names OpSetMetis and OpSetPersistence stand for their sets
+	// ("metis", "fsync" is the Metis set and fsync).
 	Ops []string
 	// Weights gives op kinds relative weights in the draws after every
 	// enabled kind has had its op (missing: 1; 0 disables the kind).
@@ -244,7 +290,7 @@ func NewMetisGenerator(cfg GenConfig) (*MetisGenerator, error) {
 	}
 	g := &MetisGenerator{bias: pool.FileBias, lengths: Lengths(maxLen), direct: cfg.Direct}
 	g.files, g.dirs = pool.Paths()
-	if err := g.enable(ops, cfg.Weights); err != nil {
+	if err := g.enable(expandOps(ops), cfg.Weights); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -253,15 +299,15 @@ func NewMetisGenerator(cfg GenConfig) (*MetisGenerator, error) {
 // enable checks the op kinds and their weights and sets g.kinds and g.cum.
 func (g *MetisGenerator) enable(ops []string, weights map[string]float64) error {
 	for k := range weights {
-		if !slices.Contains(MetisOps, k) {
-			return fmt.Errorf("explore: weight for unknown op %q (want one of %v)", k, MetisOps)
+		if !slices.Contains(AllOps, k) {
+			return fmt.Errorf("explore: weight for unknown op %q (want one of %v)", k, AllOps)
 		}
 	}
 	seen := map[string]bool{}
 	total := 0.0
 	for _, k := range ops {
-		if !slices.Contains(MetisOps, k) {
-			return fmt.Errorf("explore: unknown op %q (want one of %v)", k, MetisOps)
+		if !slices.Contains(AllOps, k) {
+			return fmt.Errorf("explore: unknown op %q (want one of %v, or the sets %q and %q)", k, AllOps, OpSetMetis, OpSetPersistence)
 		}
 		if seen[k] {
 			return fmt.Errorf("explore: op %q listed twice", k)
@@ -401,6 +447,11 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 	case OpSymlink:
 		target, _ := g.anyPath(rng)
 		r.Op = &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: target, Path: g.newFile(rng)}}
+	case OpFsync, OpFdatasync:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: p, Datasync: kind == OpFdatasync}}
+	case OpSync:
+		r.Op = &agentv1.Request_Sync{Sync: &agentv1.Sync{}}
 	default:
 		panic("explore: unknown op kind " + kind) // kinds are checked by NewMetisGenerator
 	}
@@ -492,7 +543,8 @@ func opKey(op *agentv1.Request) string {
 }
 
 // OpKind names the lane operation a request carries ("truncate",
-// "chown", ...; chown with uid -1 is "chgrp"), or "" when none.
+// "chown", ...; chown with uid -1 is "chgrp", fsync with datasync
+// "fdatasync"), or "" when none.
 func OpKind(op *agentv1.Request) string {
 	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Create:
@@ -524,6 +576,13 @@ func OpKind(op *agentv1.Request) string {
 		return OpLink
 	case *agentv1.Request_Symlink:
 		return OpSymlink
+	case *agentv1.Request_Fsync:
+		if o.Fsync.GetDatasync() {
+			return OpFdatasync
+		}
+		return OpFsync
+	case *agentv1.Request_Sync:
+		return OpSync
 	case nil:
 		return ""
 	default:

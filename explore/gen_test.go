@@ -64,7 +64,7 @@ func TestPoolPaths(t *testing.T) {
 // distinct and reproducible.
 func TestGeneratorBins(t *testing.T) {
 	t.Parallel()
-	g, err := NewMetisGenerator(GenConfig{})
+	g, err := NewMetisGenerator(GenConfig{Ops: AllOps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +117,18 @@ func TestGeneratorBins(t *testing.T) {
 			if m := op.GetMkdir(); m != nil {
 				ok = slices.Contains(dirs, m.Path) && slices.Contains(Modes, m.Mode)
 			}
-
+			if f := op.GetFsync(); f != nil {
+				ok = isAny(f.Path)
+			}
+			if s := op.GetSync(); s != nil {
+				ok = proto.Equal(s, &agentv1.Sync{})
+			}
 			if !ok {
 				t.Errorf("op out of bins: %v", op)
 			}
 		}
 	}
-	for _, k := range MetisOps {
+	for _, k := range AllOps {
 		if kinds[k] == 0 {
 			t.Errorf("op kind %s never drawn", k)
 		}
@@ -250,7 +255,7 @@ var treeState = []*agentv1.Entry{
 // TestDrawEveryKind: every draw, plain or state-aware, opens with one op of
 // every enabled kind (weight 0 disables a kind), then fills with distinct
 // extra draws up to n; n below the number of kinds still gives every kind
-// its op.
+// its op; the persistence kinds come only when enabled.
 func TestDrawEveryKind(t *testing.T) {
 	t.Parallel()
 	without := func(drop ...string) []string {
@@ -269,6 +274,9 @@ func TestDrawEveryKind(t *testing.T) {
 		{"default, extras", GenConfig{}, 40, MetisOps, 40},
 		{"subset, extras", GenConfig{Ops: []string{OpMkdir, OpChmod}}, 5, []string{OpMkdir, OpChmod}, 5},
 		{"weight 0", GenConfig{Weights: map[string]float64{OpRename: 0, OpLink: 0}}, 30, without(OpRename, OpLink), 30},
+		{"metis and persistence", GenConfig{Ops: []string{OpSetMetis, OpSetPersistence}}, DefaultBranching, AllOps, len(AllOps)},
+		{"metis and fsync", GenConfig{Ops: []string{OpSetMetis, OpFsync}}, 20, append(slices.Clone(MetisOps), OpFsync), 20},
+		{"persistence only", GenConfig{Ops: PersistenceOps}, 1, PersistenceOps, 3},
 	}
 	states := map[string][]*agentv1.Entry{"empty root": {{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY}}, "tree": treeState}
 	for _, tt := range tests {
@@ -354,7 +362,8 @@ func TestDrawDeterministic(t *testing.T) {
 	}{
 		{nil, DefaultBranching},
 		{nil, 40},
-		{[]string{OpMkdir, OpChmod}, 1},
+		{AllOps, 1},
+		{AllOps, 30},
 	}
 	for _, tt := range tests {
 		g, err := NewMetisGenerator(GenConfig{Ops: tt.ops})
@@ -375,6 +384,23 @@ func TestDrawDeterministic(t *testing.T) {
 			if keys(9, 9, st) == keys(9, 10, st) {
 				t.Errorf("ops %v, n %d: another stream, the same ops", tt.ops, tt.n)
 			}
+		}
+	}
+}
+
+func TestOpKindPersistence(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		op   *agentv1.Request
+		want string
+	}{
+		{&agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "f-00"}}}, OpFsync},
+		{&agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "f-00", Datasync: true}}}, OpFdatasync},
+		{&agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}, OpSync},
+	}
+	for _, tt := range tests {
+		if got := OpKind(tt.op); got != tt.want {
+			t.Errorf("OpKind(%v) = %q, want %q", tt.op, got, tt.want)
 		}
 	}
 }

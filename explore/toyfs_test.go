@@ -321,6 +321,16 @@ func (fs *toyFS) apply(op *agentv1.Request) int32 {
 			return eexist
 		}
 		fs.names[s.Path] = &inode{kind: agentv1.Kind_KIND_SYMLINK, mode: 0o777, nlink: 1, target: s.Target, xattrs: map[string]bool{}}
+	case *agentv1.Request_Fsync:
+		// Nothing in memory to persist: the path must resolve, that is all
+		// (the empty path is the lane: syncfs). The toy follows no
+		// symlink, here as in every op.
+		if o.Fsync.Path != "" {
+			if _, e := fs.lookup(o.Fsync.Path); e != 0 {
+				return e
+			}
+		}
+	case *agentv1.Request_Sync:
 	default:
 		return einval
 	}
