@@ -2654,7 +2654,7 @@ type ExploreRequest struct {
 	// The op kinds tried at every state (explore.AllOps: the fourteen Metis
 	// kinds create_file ... symlink, and fsync, fdatasync, sync), or the sets
 	// "metis" and "persistence"; empty: the Metis set.
-	Ops           []string `protobuf:"bytes,14,rep,name=ops,proto3" json:"ops,omitempty"`
+	Ops           []string `protobuf:"bytes,15,rep,name=ops,proto3" json:"ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5527,7 +5527,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06policy\x18\v \x01(\tR\x06policy\x12!\n" +
 	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\x12\x18\n" +
 	"\abackend\x18\r \x01(\tR\abackend\x12\x10\n" +
-	"\x03ops\x18\x0e \x03(\tR\x03ops\"\x98\x02\n" +
+	"\x03ops\x18\x0f \x03(\tR\x03ops\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
