@@ -167,10 +167,10 @@ func TestMinimizeFinding(t *testing.T) {
 // another seed a different one.
 func TestDeterminism(t *testing.T) {
 	t.Parallel()
-	trace := func(seed uint64) ([]string, []byte, int) {
+	trace := func(seed uint64, ops []string) ([]string, []byte, int) {
 		sys := newToy("", "")
 		sys.record = true
-		c, err := NewChecker(sys, Config{Seed: seed, Depth: 3, Branching: 12, Pool: PathPool{Files: 2, Dirs: 1, Depth: 1}})
+		c, err := NewChecker(sys, Config{Seed: seed, Depth: 3, Branching: 12, Ops: ops, Pool: PathPool{Files: 2, Dirs: 1, Depth: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,18 +182,21 @@ func TestDeterminism(t *testing.T) {
 	}
 	tests := []struct {
 		a, b uint64
+		ops  []string
 		same bool
 	}{
-		{1, 1, true},
-		{42, 42, true},
-		{1, 2, false},
-		{0, 1 << 63, false},
+		{1, 1, nil, true},
+		{42, 42, nil, true},
+		{1, 2, nil, false},
+		{0, 1 << 63, nil, false},
+		{5, 5, AllOps, true},
+		{5, 6, AllOps, false},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d-%d", tt.a, tt.b), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d-%d-%d", tt.a, tt.b, len(tt.ops)), func(t *testing.T) {
 			t.Parallel()
-			la, da, ua := trace(tt.a)
-			lb, db, ub := trace(tt.b)
+			la, da, ua := trace(tt.a, tt.ops)
+			lb, db, ub := trace(tt.b, tt.ops)
 			if got := slices.Equal(la, lb); got != tt.same {
 				t.Errorf("logs equal = %v, want %v", got, tt.same)
 			}
@@ -415,7 +418,9 @@ func TestConfigValidation(t *testing.T) {
 		{"nil check", newToy(""), Config{Checks: []Check{nil}}, "check 0 is nil"},
 		{"unknown op", newToy(""), Config{Ops: []string{"mknod"}}, `unknown op "mknod"`},
 		{"op twice", newToy(""), Config{Ops: []string{OpMkdir, OpMkdir}}, "listed twice"},
-		{"unknown weight", newToy(""), Config{Weights: map[string]float64{"fsync": 1}}, `unknown op "fsync"`},
+		{"unknown weight", newToy(""), Config{Weights: map[string]float64{"mknod": 1}}, `unknown op "mknod"`},
+		{"op sets", newToy(""), Config{Ops: []string{OpSetMetis, OpSetPersistence}}, ""},
+		{"op in a set twice", newToy(""), Config{Ops: []string{OpSetMetis, OpChmod}}, `"chmod" listed twice`},
 		{"negative weight", newToy(""), Config{Weights: map[string]float64{OpMkdir: -1}}, "weight -1"},
 		{"all weights zero", newToy(""), Config{Ops: []string{OpMkdir}, Weights: map[string]float64{OpMkdir: 0}}, "no op kind enabled"},
 		{"pool files", newToy(""), Config{Pool: PathPool{Files: 101, Depth: 1}}, "pool files 101"},

@@ -47,7 +47,11 @@ type Config struct {
 	// Depth is the maximum number of ops from the root (1..10, default 2).
 	Depth int
 	// Branching is the number of ops tried at each state (1..1000,
-	// default 12).
+	// default 12). The Metis generator tries one op of every enabled kind
+	// at every state whatever Branching says, so it tries max(Branching,
+	// kinds) ops: with the fourteen Metis kinds, 14 at the default; the
+	// ops past the kinds are drawn by weight. Narrow Ops for a smaller
+	// tree.
 	Branching int
 	// MaxStates stops the search after that many ops applied (0: no limit).
 	MaxStates int
@@ -55,7 +59,8 @@ type Config struct {
 	Seed uint64
 
 	// Pool, Ops, Weights, MaxLength and Direct configure the default Metis
-	// generator; see GenConfig.
+	// generator; see GenConfig (Ops: the kinds of AllOps, or the sets
+	// "metis" and "persistence"; default the Metis set).
 	Pool      PathPool
 	Ops       []string
 	Weights   map[string]float64

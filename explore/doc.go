@@ -12,16 +12,19 @@
 //
 // From the root the Checker takes a checkpoint, fingerprints every lane and
 // marks the tuple of lane roots visited. At each state above Config.Depth it
-// draws up to Config.Branching distinct operations with a PCG generator
-// seeded from Config.Seed and the state's position in the search tree, and
-// for each: restores the state's checkpoint (lazily: not before the first
-// child), applies the op on every lane, compares the lanes' errnos, takes a
-// fingerprint, compares the lanes' roots, and recurses into the child when
-// its root tuple was never seen, or only seen deeper (so the set of states
-// reached equals a breadth-first search to the same depth). A child is
-// checkpointed before its own children run and dropped when the search
-// leaves it. Checkpoints are used strictly as a stack: Restore and Drop
-// always name the most recent checkpoint still held.
+// draws distinct operations with a PCG generator seeded from Config.Seed and
+// the state's position in the search tree — the Metis generator one of every
+// enabled kind (in an order drawn from that generator, arguments from the
+// bins on paths that fit the state), then more drawn by weight up to
+// Config.Branching, so max(Branching, kinds) in all — and for each: restores
+// the state's checkpoint (lazily: not before the first child), applies the
+// op on every lane, compares the lanes' errnos, takes a fingerprint,
+// compares the lanes' roots, and recurses into the child when its root
+// tuple was never seen, or only seen deeper (so the set of states reached
+// equals a breadth-first search to the same depth). A child is checkpointed
+// before its own children run and dropped when the search leaves it.
+// Checkpoints are used strictly as a stack: Restore and Drop always name the
+// most recent checkpoint still held.
 //
 // # Findings
 //
@@ -35,11 +38,14 @@
 //
 // # Ops
 //
-// Operations are *agentv1.Request values with exactly one lane operation
-// set and the lane field empty (the session fans them out per lane). They
-// are not themis.v1 Op messages because that Go package carries the gRPC
-// service stubs, which this package must not import; themis.v1 Op and the
-// agent request hold the same per-op messages.
+// Operations are *agentv1.Request values with exactly one operation set: a
+// lane operation with its lane field empty (the session fans it out per
+// lane), or sync, which is machine-wide and runs once. The kinds are the
+// fourteen of MetisOps (the default) and the persistence kinds fsync,
+// fdatasync and sync, enabled through Config.Ops. They are not themis.v1 Op
+// messages because that Go package carries the gRPC service stubs, which
+// this package must not import; themis.v1 Op and the agent request hold the
+// same per-op messages.
 //
 // # Concurrency
 //

@@ -8,9 +8,10 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
-// TestDrawAtFitsTheState: a state-aware draw mostly names objects that
-// exist for ops that need them and paths whose parent exists for ops that
-// create, and still sometimes draws from the whole pool.
+// TestDrawAtFitsTheState: in a state-aware draw the op every kind gets
+// names an object that exists for ops that need one and a path whose
+// parent exists for ops that create; the extra draws mostly do, and still
+// sometimes draw from the whole pool.
 func TestDrawAtFitsTheState(t *testing.T) {
 	t.Parallel()
 	g, err := NewMetisGenerator(GenConfig{})
@@ -22,33 +23,45 @@ func TestDrawAtFitsTheState(t *testing.T) {
 		{Path: "f-01", Kind: agentv1.Kind_KIND_REGULAR},
 		{Path: "d-01", Kind: agentv1.Kind_KIND_DIRECTORY},
 	}
+	type tally struct{ writes, writesFit, creates, createsFit int }
+	var kindOps, extras tally // the ops every kind gets, the extra draws
 	rng := rand.New(rand.NewPCG(1, 2))
-	var writes, writesFit, creates, createsFit int
 	for range 200 {
-		for _, op := range g.DrawAt(rng, 12, state) {
+		for i, op := range g.DrawAt(rng, 40, state) {
+			c := &extras
+			if i < len(MetisOps) {
+				c = &kindOps
+			}
 			switch o := op.GetOp().(type) {
 			case *agentv1.Request_Write:
-				writes++
+				c.writes++
 				if o.Write.GetPath() == "f-01" {
-					writesFit++
+					c.writesFit++
 				}
 			case *agentv1.Request_Create:
-				creates++
+				c.creates++
 				p := o.Create.GetPath()
 				if p != "f-01" && (!strings.Contains(p, "/") || strings.HasPrefix(p, "d-01/")) {
-					createsFit++
+					c.createsFit++
 				}
 			}
 		}
 	}
-	if writes == 0 || creates == 0 {
-		t.Fatalf("no writes (%d) or creates (%d) drawn", writes, creates)
+	if kindOps.writes != 200 || kindOps.creates != 200 {
+		t.Errorf("every kind's op: %d writes, %d creates in 200 draws, want 200 of each", kindOps.writes, kindOps.creates)
 	}
-	if fit := float64(writesFit) / float64(writes); fit < 0.6 || fit == 1 {
-		t.Errorf("writes to the existing file: %.2f of %d, want mostly but not all", fit, writes)
+	if kindOps.writesFit != kindOps.writes || kindOps.createsFit != kindOps.creates {
+		t.Errorf("every kind's op: %d of %d writes to the existing file, %d of %d creates under an existing parent, want all",
+			kindOps.writesFit, kindOps.writes, kindOps.createsFit, kindOps.creates)
 	}
-	if fit := float64(createsFit) / float64(creates); fit < 0.6 || fit == 1 {
-		t.Errorf("creates under an existing parent: %.2f of %d, want mostly but not all", fit, creates)
+	if extras.writes == 0 || extras.creates == 0 {
+		t.Fatalf("no extra writes (%d) or creates (%d) drawn", extras.writes, extras.creates)
+	}
+	if fit := float64(extras.writesFit) / float64(extras.writes); fit < 0.6 || fit == 1 {
+		t.Errorf("extra writes to the existing file: %.2f of %d, want mostly but not all", fit, extras.writes)
+	}
+	if fit := float64(extras.createsFit) / float64(extras.creates); fit < 0.6 || fit == 1 {
+		t.Errorf("extra creates under an existing parent: %.2f of %d, want mostly but not all", fit, extras.creates)
 	}
 	// Plain Draw is unchanged by a previous DrawAt.
 	a := g.Draw(rand.New(rand.NewPCG(3, 4)), 12)

@@ -31,10 +31,54 @@ const (
 	OpSymlink     = "symlink"
 )
 
+// Persistence op kinds: they move data and metadata to the disk and change
+// nothing a fingerprint reads. Not in MetisOps: on the disk state alone,
+// without crash states, they cost time and show nothing; enable them in
+// Config.Ops.
+const (
+	// OpFsync is fsync(2) of a pool path (a file, or with 1-FileBias a dir).
+	OpFsync = "fsync"
+	// OpFdatasync is fdatasync(2) of a pool path.
+	OpFdatasync = "fdatasync"
+	// OpSync is sync(2): machine-wide, the session runs it once for all
+	// lanes.
+	OpSync = "sync"
+)
+
 // MetisOps is the default op set: all fourteen Metis operations.
 var MetisOps = []string{
 	OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpMkdir, OpRmdir, OpChmod,
 	OpChown, OpChgrp, OpSetxattr, OpRemovexattr, OpRename, OpLink, OpSymlink,
+}
+
+// PersistenceOps are the persistence op kinds, off by default.
+var PersistenceOps = []string{OpFsync, OpFdatasync, OpSync}
+
+// AllOps is every op kind the Metis generator knows.
+var AllOps = slices.Concat(MetisOps, PersistenceOps)
+
+// Names of op sets Config.Ops accepts in place of the kinds they hold.
+const (
+	// OpSetMetis stands for MetisOps.
+	OpSetMetis = "metis"
+	// OpSetPersistence stands for PersistenceOps.
+	OpSetPersistence = "persistence"
+)
+
+// expandOps replaces op set names in ops by their kinds.
+func expandOps(ops []string) []string {
+	var out []string
+	for _, k := range ops {
+		switch k {
+		case OpSetMetis:
+			out = append(out, MetisOps...)
+		case OpSetPersistence:
+			out = append(out, PersistenceOps...)
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Linux flag values used by the generated ops.
@@ -156,8 +200,11 @@ func (p PathPool) Paths() (files, dirs []string) {
 
 // Generator proposes the ops tried at one state.
 type Generator interface {
-	// Draw returns up to n distinct ops, using only rng for randomness so
-	// that the same stream gives the same ops.
+	// Draw returns the distinct ops to try, n of them as a rule (fewer when
+	// the op space is smaller; a generator that guarantees some ops, as
+	// MetisGenerator guarantees one of every enabled kind, may return
+	// more), using only rng for randomness so that the same stream gives
+	// the same ops. The Checker tries every op returned, in order.
 	Draw(rng *rand.Rand, n int) []*agentv1.Request
 }
 
@@ -168,31 +215,47 @@ type StateAwareGenerator interface {
 	DrawAt(rng *rand.Rand, n int, state []*agentv1.Entry) []*agentv1.Request
 }
 
-// existingBias is the probability that a state-aware draw takes a path that
-// fits the state (an existing object for ops that need one, a path whose
-// parent exists for ops that create); the rest are drawn from the whole pool
-// so that error paths (ENOENT, EEXIST, ENOTDIR, ...) stay explored.
+// existingBias is the probability that a state-aware extra draw (one
+// after every kind has had its op) takes a path that fits the state (an
+// existing object for ops that need one, a path whose parent exists for ops
+// that create); the rest are drawn from the whole pool so that error paths
+// (ENOENT, EEXIST, ENOTDIR, ...) stay explored. The op every kind gets at
+// every state takes a fitting path whenever the state has one: with the
+// 0.8 of the extra draws there too, an empty root could try every kind and
+// change nothing (toy filesystem, default run, 1 seed in 250).
 const existingBias = 0.8
 
 // MetisGenerator draws ops from the Metis op set with its argument bins.
+// At every state it tries every enabled kind once, in an order drawn from
+// the state's rng, each with its arguments drawn from the bins (in DrawAt
+// on a path that fits the state where one does); then it adds weighted
+// draws until it holds n distinct ops. A Draw of n ops below the number of
+// enabled kinds still returns one of every kind: the effective branching
+// is max(n, kinds).
 type MetisGenerator struct {
 	files, dirs []string
 	// Set for the duration of a DrawAt: pool paths that exist as files
 	// (anything not a directory) or dirs, and pool paths whose parent exists.
 	exFiles, exDirs, newFiles, newDirs []string
-	bias                               float64
-	kinds                              []string
-	cum                                []float64 // cumulative weights, parallel to kinds
-	lengths                            []int64
-	direct                             bool
+	// fitAll is set while the ops every kind gets are built: a path that
+	// fits is taken whenever there is one.
+	fitAll  bool
+	bias    float64
+	kinds   []string
+	cum     []float64 // cumulative weights, parallel to kinds
+	lengths []int64
+	direct  bool
 }
 
 // GenConfig configures a MetisGenerator; zero fields take the defaults.
 type GenConfig struct {
 	Pool PathPool
-	// Ops lists the enabled op kinds (default MetisOps).
+	// Ops lists the enabled op kinds (default MetisOps), from AllOps; the
+	// names OpSetMetis and OpSetPersistence stand for their sets
+	// ("metis", "fsync" is the Metis set and fsync).
 	Ops []string
-	// Weights gives op kinds relative weights (missing: 1; 0 disables).
+	// Weights gives op kinds relative weights in the draws after every
+	// enabled kind has had its op (missing: 1; 0 disables the kind).
 	Weights map[string]float64
 	// MaxLength caps offsets, sizes and truncate lengths (default
 	// DefaultMaxLength).
@@ -227,33 +290,41 @@ func NewMetisGenerator(cfg GenConfig) (*MetisGenerator, error) {
 	}
 	g := &MetisGenerator{bias: pool.FileBias, lengths: Lengths(maxLen), direct: cfg.Direct}
 	g.files, g.dirs = pool.Paths()
-	for k := range cfg.Weights {
-		if !slices.Contains(MetisOps, k) {
-			return nil, fmt.Errorf("explore: weight for unknown op %q (want one of %v)", k, MetisOps)
+	if err := g.enable(expandOps(ops), cfg.Weights); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// enable checks the op kinds and their weights and sets g.kinds and g.cum.
+func (g *MetisGenerator) enable(ops []string, weights map[string]float64) error {
+	for k := range weights {
+		if !slices.Contains(AllOps, k) {
+			return fmt.Errorf("explore: weight for unknown op %q (want one of %v)", k, AllOps)
 		}
 	}
 	seen := map[string]bool{}
 	total := 0.0
 	for _, k := range ops {
-		if !slices.Contains(MetisOps, k) {
-			return nil, fmt.Errorf("explore: unknown op %q (want one of %v)", k, MetisOps)
+		if !slices.Contains(AllOps, k) {
+			return fmt.Errorf("explore: unknown op %q (want one of %v, or the sets %q and %q)", k, AllOps, OpSetMetis, OpSetPersistence)
 		}
 		if seen[k] {
-			return nil, fmt.Errorf("explore: op %q listed twice", k)
+			return fmt.Errorf("explore: op %q listed twice", k)
 		}
 		seen[k] = true
 		if len(g.files) == 0 && needsFile(k) {
-			return nil, fmt.Errorf("explore: op %q needs files in the pool", k)
+			return fmt.Errorf("explore: op %q needs files in the pool", k)
 		}
 		if len(g.dirs) == 0 && (k == OpMkdir || k == OpRmdir) {
-			return nil, fmt.Errorf("explore: op %q needs dirs in the pool", k)
+			return fmt.Errorf("explore: op %q needs dirs in the pool", k)
 		}
-		w, ok := cfg.Weights[k]
+		w, ok := weights[k]
 		if !ok {
 			w = 1
 		}
 		if w < 0 || w != w || w > 1e9 {
-			return nil, fmt.Errorf("explore: weight %v for %q: want 0..1e9", w, k)
+			return fmt.Errorf("explore: weight %v for %q: want 0..1e9", w, k)
 		}
 		if w == 0 {
 			continue
@@ -263,10 +334,14 @@ func NewMetisGenerator(cfg GenConfig) (*MetisGenerator, error) {
 		g.cum = append(g.cum, total)
 	}
 	if len(g.kinds) == 0 {
-		return nil, fmt.Errorf("explore: no op kind enabled")
+		return fmt.Errorf("explore: no op kind enabled")
 	}
-	return g, nil
+	return nil
 }
+
+// Kinds lists the enabled op kinds (weight above 0), in GenConfig.Ops order:
+// every state tries one op of each.
+func (g *MetisGenerator) Kinds() []string { return slices.Clone(g.kinds) }
 
 func needsFile(kind string) bool {
 	switch kind {
@@ -293,26 +368,27 @@ func (g *MetisGenerator) anyPath(rng *rand.Rand) (string, bool) {
 	}
 }
 
-// prefer picks from fit with probability existingBias when it is not empty,
-// else from all. Without state (plain Draw) fit is empty.
-func prefer(rng *rand.Rand, fit, all []string) string {
-	if len(fit) > 0 && rng.Float64() < existingBias {
+// prefer picks from fit when it is not empty, always while g.fitAll is set
+// and else with probability existingBias; otherwise from all. Without state
+// (plain Draw) fit is empty.
+func (g *MetisGenerator) prefer(rng *rand.Rand, fit, all []string) string {
+	if len(fit) > 0 && (g.fitAll || rng.Float64() < existingBias) {
 		return pick(rng, fit)
 	}
 	return pick(rng, all)
 }
 
 // file is a pool file for an op that needs one to exist.
-func (g *MetisGenerator) file(rng *rand.Rand) string { return prefer(rng, g.exFiles, g.files) }
+func (g *MetisGenerator) file(rng *rand.Rand) string { return g.prefer(rng, g.exFiles, g.files) }
 
 // dir is a pool dir for an op that needs one to exist.
-func (g *MetisGenerator) dir(rng *rand.Rand) string { return prefer(rng, g.exDirs, g.dirs) }
+func (g *MetisGenerator) dir(rng *rand.Rand) string { return g.prefer(rng, g.exDirs, g.dirs) }
 
 // newFile is a pool file for an op that creates one.
-func (g *MetisGenerator) newFile(rng *rand.Rand) string { return prefer(rng, g.newFiles, g.files) }
+func (g *MetisGenerator) newFile(rng *rand.Rand) string { return g.prefer(rng, g.newFiles, g.files) }
 
 // newDir is a pool dir for an op that creates one.
-func (g *MetisGenerator) newDir(rng *rand.Rand) string { return prefer(rng, g.newDirs, g.dirs) }
+func (g *MetisGenerator) newDir(rng *rand.Rand) string { return g.prefer(rng, g.newDirs, g.dirs) }
 
 // One draws a single op.
 func (g *MetisGenerator) One(rng *rand.Rand) *agentv1.Request {
@@ -371,13 +447,19 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 	case OpSymlink:
 		target, _ := g.anyPath(rng)
 		r.Op = &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: target, Path: g.newFile(rng)}}
+	case OpFsync, OpFdatasync:
+		p, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: p, Datasync: kind == OpFdatasync}}
+	case OpSync:
+		r.Op = &agentv1.Request_Sync{Sync: &agentv1.Sync{}}
 	default:
 		panic("explore: unknown op kind " + kind) // kinds are checked by NewMetisGenerator
 	}
 	return r
 }
 
-// DrawAt implements StateAwareGenerator.
+// DrawAt implements StateAwareGenerator: Draw with the arguments fitted to
+// state (the entries of the first lane).
 func (g *MetisGenerator) DrawAt(rng *rand.Rand, n int, state []*agentv1.Entry) []*agentv1.Request {
 	kind := make(map[string]agentv1.Kind, len(state))
 	for _, e := range state {
@@ -403,25 +485,41 @@ func (g *MetisGenerator) DrawAt(rng *rand.Rand, n int, state []*agentv1.Entry) [
 		}
 	}
 	defer func() { g.exFiles, g.exDirs, g.newFiles, g.newDirs = nil, nil, nil, nil }()
-	return drawDistinct(rng, n, g.One)
+	return g.draw(rng, n)
 }
 
 // drawAttempts bounds the draws spent per wanted op when looking for
 // distinct ones (the op space may be smaller than n).
 const drawAttempts = 16
 
-// Draw implements Generator: up to n distinct ops, in draw order.
+// Draw implements Generator: one op of every enabled kind, in an order
+// drawn from rng, then weighted draws up to n distinct ops (so
+// max(n, kinds) ops, fewer only when the op space is smaller than n). The
+// paths come from the whole pool (DrawAt fits them to a state).
 func (g *MetisGenerator) Draw(rng *rand.Rand, n int) []*agentv1.Request {
-	return drawDistinct(rng, n, g.One)
+	return g.draw(rng, n)
 }
 
-// drawDistinct calls one until it has n distinct ops or has tried
-// drawAttempts*n times.
-func drawDistinct(rng *rand.Rand, n int, one func(*rand.Rand) *agentv1.Request) []*agentv1.Request {
-	seen := make(map[string]bool, n)
-	out := make([]*agentv1.Request, 0, n)
+// draw is Draw with whatever state the fit lists hold.
+func (g *MetisGenerator) draw(rng *rand.Rand, n int) []*agentv1.Request {
+	out := make([]*agentv1.Request, 0, max(n, len(g.kinds)))
+	seen := make(map[string]bool, cap(out))
+	g.fitAll = true
+	for _, i := range rng.Perm(len(g.kinds)) {
+		// Ops of different kinds differ: no duplicate to skip here.
+		op := g.build(rng, g.kinds[i])
+		seen[opKey(op)] = true
+		out = append(out, op)
+	}
+	g.fitAll = false
+	return drawDistinct(rng, n, g.One, seen, out)
+}
+
+// drawDistinct appends ops from one, skipping those in seen, until out
+// holds n ops or it has tried drawAttempts*n times.
+func drawDistinct(rng *rand.Rand, n int, one func(*rand.Rand) *agentv1.Request, seen map[string]bool, out []*agentv1.Request) []*agentv1.Request {
 	for range drawAttempts * n {
-		if len(out) == n {
+		if len(out) >= n {
 			break
 		}
 		op := one(rng)
@@ -445,7 +543,8 @@ func opKey(op *agentv1.Request) string {
 }
 
 // OpKind names the lane operation a request carries ("truncate",
-// "chown", ...; chown with uid -1 is "chgrp"), or "" when none.
+// "chown", ...; chown with uid -1 is "chgrp", fsync with datasync
+// "fdatasync"), or "" when none.
 func OpKind(op *agentv1.Request) string {
 	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Create:
@@ -477,6 +576,13 @@ func OpKind(op *agentv1.Request) string {
 		return OpLink
 	case *agentv1.Request_Symlink:
 		return OpSymlink
+	case *agentv1.Request_Fsync:
+		if o.Fsync.GetDatasync() {
+			return OpFdatasync
+		}
+		return OpFsync
+	case *agentv1.Request_Sync:
+		return OpSync
 	case nil:
 		return ""
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -63,7 +64,7 @@ func TestPoolPaths(t *testing.T) {
 // distinct and reproducible.
 func TestGeneratorBins(t *testing.T) {
 	t.Parallel()
-	g, err := NewMetisGenerator(GenConfig{})
+	g, err := NewMetisGenerator(GenConfig{Ops: AllOps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +117,18 @@ func TestGeneratorBins(t *testing.T) {
 			if m := op.GetMkdir(); m != nil {
 				ok = slices.Contains(dirs, m.Path) && slices.Contains(Modes, m.Mode)
 			}
+			if f := op.GetFsync(); f != nil {
+				ok = isAny(f.Path)
+			}
+			if s := op.GetSync(); s != nil {
+				ok = proto.Equal(s, &agentv1.Sync{})
+			}
 			if !ok {
 				t.Errorf("op out of bins: %v", op)
 			}
 		}
 	}
-	for _, k := range MetisOps {
+	for _, k := range AllOps {
 		if kinds[k] == 0 {
 			t.Errorf("op kind %s never drawn", k)
 		}
@@ -232,5 +239,168 @@ func TestMinimizeBudgetAndErrors(t *testing.T) {
 	}
 	if got, err := Minimize(context.Background(), items, fails, 0); err != nil || !slices.Equal(got, []int{3, 6}) {
 		t.Errorf("got %v, %v", got, err)
+	}
+}
+
+// treeState is a small first-lane state: a file, a dir holding a file, a
+// symlink.
+var treeState = []*agentv1.Entry{
+	{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY},
+	{Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY},
+	{Path: "d-00/f-01", Kind: agentv1.Kind_KIND_REGULAR},
+	{Path: "f-00", Kind: agentv1.Kind_KIND_REGULAR},
+	{Path: "f-02", Kind: agentv1.Kind_KIND_SYMLINK},
+}
+
+// TestDrawEveryKind: every draw, plain or state-aware, opens with one op of
+// every enabled kind (weight 0 disables a kind), then fills with distinct
+// extra draws up to n; n below the number of kinds still gives every kind
+// its op; the persistence kinds come only when enabled.
+func TestDrawEveryKind(t *testing.T) {
+	t.Parallel()
+	without := func(drop ...string) []string {
+		return slices.DeleteFunc(slices.Clone(MetisOps), func(k string) bool { return slices.Contains(drop, k) })
+	}
+	tests := []struct {
+		name    string
+		cfg     GenConfig
+		n       int
+		kinds   []string // the enabled kinds
+		wantLen int
+	}{
+		{"default, n below the kinds", GenConfig{}, DefaultBranching, MetisOps, len(MetisOps)},
+		{"default, n of 1", GenConfig{}, 1, MetisOps, len(MetisOps)},
+		{"default, n = kinds", GenConfig{}, len(MetisOps), MetisOps, len(MetisOps)},
+		{"default, extras", GenConfig{}, 40, MetisOps, 40},
+		{"subset, extras", GenConfig{Ops: []string{OpMkdir, OpChmod}}, 5, []string{OpMkdir, OpChmod}, 5},
+		{"weight 0", GenConfig{Weights: map[string]float64{OpRename: 0, OpLink: 0}}, 30, without(OpRename, OpLink), 30},
+		{"metis and persistence", GenConfig{Ops: []string{OpSetMetis, OpSetPersistence}}, DefaultBranching, AllOps, len(AllOps)},
+		{"metis and fsync", GenConfig{Ops: []string{OpSetMetis, OpFsync}}, 20, append(slices.Clone(MetisOps), OpFsync), 20},
+		{"persistence only", GenConfig{Ops: PersistenceOps}, 1, PersistenceOps, 3},
+	}
+	states := map[string][]*agentv1.Entry{"empty root": {{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY}}, "tree": treeState}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g, err := NewMetisGenerator(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := g.Kinds(); !slices.Equal(got, tt.kinds) {
+				t.Fatalf("Kinds() = %v, want %v", got, tt.kinds)
+			}
+			for pos := range uint64(50) {
+				draws := map[string][]*agentv1.Request{"Draw": g.Draw(rand.New(rand.NewPCG(pos, 7)), tt.n)}
+				for name, st := range states {
+					draws["DrawAt "+name] = g.DrawAt(rand.New(rand.NewPCG(pos, 7)), tt.n, st)
+				}
+				for name, ops := range draws {
+					if err := checkEveryKind(ops, tt.kinds, tt.wantLen); err != nil {
+						t.Fatalf("%s, stream %d: %v", name, pos, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkEveryKind: ops are wantLen distinct ops of the given kinds, the
+// first len(kinds) of them one of each.
+func checkEveryKind(ops []*agentv1.Request, kinds []string, wantLen int) error {
+	if len(ops) != wantLen {
+		return fmt.Errorf("%d ops, want %d", len(ops), wantLen)
+	}
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if seen[opKey(op)] {
+			return fmt.Errorf("duplicate op %v", op)
+		}
+		seen[opKey(op)] = true
+		if !slices.Contains(kinds, OpKind(op)) {
+			return fmt.Errorf("op %v of a kind not enabled", op)
+		}
+	}
+	first := opKinds(ops[:len(kinds)])
+	slices.Sort(first)
+	if want := slices.Sorted(slices.Values(kinds)); !slices.Equal(first, want) {
+		return fmt.Errorf("first %d ops are of kinds %v, want one of each of %v", len(kinds), first, want)
+	}
+	return nil
+}
+
+// TestExtraDrawsFollowWeights: past the op every kind gets, the draws go
+// by weight.
+func TestExtraDrawsFollowWeights(t *testing.T) {
+	t.Parallel()
+	g, err := NewMetisGenerator(GenConfig{Weights: map[string]float64{OpMkdir: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkdirs, extras := 0, 0
+	for pos := range uint64(50) {
+		ops := g.DrawAt(rand.New(rand.NewPCG(pos, 1)), len(MetisOps)+10, treeState)
+		for _, op := range ops[len(MetisOps):] {
+			extras++
+			if OpKind(op) == OpMkdir {
+				mkdirs++
+			}
+		}
+	}
+	// 13 in 1013 of the draws are of other kinds.
+	if extras != 500 || float64(mkdirs)/float64(extras) < 0.95 {
+		t.Errorf("%d of %d extra draws are mkdir, want 500 extras, nearly all mkdir", mkdirs, extras)
+	}
+}
+
+// TestDrawDeterministic: the same stream gives the same ops, another stream
+// others.
+func TestDrawDeterministic(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ops []string
+		n   int
+	}{
+		{nil, DefaultBranching},
+		{nil, 40},
+		{AllOps, 1},
+		{AllOps, 30},
+	}
+	for _, tt := range tests {
+		g, err := NewMetisGenerator(GenConfig{Ops: tt.ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := func(a, b uint64, state []*agentv1.Entry) string {
+			var k []string
+			for _, op := range g.DrawAt(rand.New(rand.NewPCG(a, b)), tt.n, state) {
+				k = append(k, opKey(op))
+			}
+			return strings.Join(k, "|")
+		}
+		for _, st := range [][]*agentv1.Entry{nil, treeState} {
+			if keys(9, 9, st) != keys(9, 9, st) {
+				t.Errorf("ops %v, n %d: same stream, different ops", tt.ops, tt.n)
+			}
+			if keys(9, 9, st) == keys(9, 10, st) {
+				t.Errorf("ops %v, n %d: another stream, the same ops", tt.ops, tt.n)
+			}
+		}
+	}
+}
+
+func TestOpKindPersistence(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		op   *agentv1.Request
+		want string
+	}{
+		{&agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "f-00"}}}, OpFsync},
+		{&agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "f-00", Datasync: true}}}, OpFdatasync},
+		{&agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}, OpSync},
+	}
+	for _, tt := range tests {
+		if got := OpKind(tt.op); got != tt.want {
+			t.Errorf("OpKind(%v) = %q, want %q", tt.op, got, tt.want)
+		}
 	}
 }

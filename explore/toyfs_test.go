@@ -110,18 +110,34 @@ func resize(data []byte, size int64) []byte {
 	return out
 }
 
+// Errnos the toy returns.
+const (
+	enoent    = int32(syscall.ENOENT)
+	eexist    = int32(syscall.EEXIST)
+	eisdir    = int32(syscall.EISDIR)
+	enotdir   = int32(syscall.ENOTDIR)
+	enotempty = int32(syscall.ENOTEMPTY)
+	einval    = int32(syscall.EINVAL)
+	eperm     = int32(syscall.EPERM)
+	enodata   = int32(syscall.ENODATA)
+)
+
 // apply runs one op and returns its errno.
 func (fs *toyFS) apply(op *agentv1.Request) int32 {
-	const (
-		enoent    = int32(syscall.ENOENT)
-		eexist    = int32(syscall.EEXIST)
-		eisdir    = int32(syscall.EISDIR)
-		enotdir   = int32(syscall.ENOTDIR)
-		enotempty = int32(syscall.ENOTEMPTY)
-		einval    = int32(syscall.EINVAL)
-		eperm     = int32(syscall.EPERM)
-		enodata   = int32(syscall.ENODATA)
-	)
+	switch o := op.GetOp().(type) {
+	case *agentv1.Request_Create, *agentv1.Request_Write, *agentv1.Request_Truncate:
+		return fs.applyData(op)
+	case *agentv1.Request_Unlink, *agentv1.Request_Mkdir, *agentv1.Request_Rmdir, *agentv1.Request_Link, *agentv1.Request_Symlink:
+		return fs.applyNames(op)
+	case *agentv1.Request_Rename:
+		return fs.rename(o)
+	default:
+		return fs.applyAttrs(op)
+	}
+}
+
+// applyData runs create, write and truncate.
+func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Create:
 		c := o.Create
@@ -174,6 +190,15 @@ func (fs *toyFS) apply(op *agentv1.Request) int32 {
 			length = 65536
 		}
 		fs.setData(n, resize(n.data, length))
+	default:
+		return einval
+	}
+	return 0
+}
+
+// applyNames runs unlink, mkdir, rmdir, link and symlink.
+func (fs *toyFS) applyNames(op *agentv1.Request) int32 {
+	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Unlink:
 		n, e := fs.lookup(o.Unlink.Path)
 		if e != 0 {
@@ -216,6 +241,89 @@ func (fs *toyFS) apply(op *agentv1.Request) int32 {
 			}
 		}
 		delete(fs.names, o.Rmdir.Path)
+	case *agentv1.Request_Link:
+		n, e := fs.lookup(o.Link.Path)
+		if e != 0 {
+			return e
+		}
+		if e := fs.checkParent(o.Link.NewPath); e != 0 {
+			return e
+		}
+		if n.kind == agentv1.Kind_KIND_DIRECTORY {
+			return eperm
+		}
+		if _, ok := fs.names[o.Link.NewPath]; ok {
+			return eexist
+		}
+		if fs.bug != "link-nlink" {
+			n.nlink++
+		}
+		fs.names[o.Link.NewPath] = n
+	case *agentv1.Request_Symlink:
+		s := o.Symlink
+		if e := fs.checkParent(s.Path); e != 0 {
+			return e
+		}
+		if _, ok := fs.names[s.Path]; ok {
+			return eexist
+		}
+		fs.names[s.Path] = &inode{kind: agentv1.Kind_KIND_SYMLINK, mode: 0o777, nlink: 1, target: s.Target, xattrs: map[string]bool{}}
+	default:
+		return einval
+	}
+	return 0
+}
+
+// rename runs a rename.
+func (fs *toyFS) rename(o *agentv1.Request_Rename) int32 {
+	src, dst := o.Rename.Path, o.Rename.NewPath
+	n, e := fs.lookup(src)
+	if e != 0 {
+		return e
+	}
+	if e := fs.checkParent(dst); e != 0 {
+		return e
+	}
+	if src == dst {
+		return 0
+	}
+	isDir := n.kind == agentv1.Kind_KIND_DIRECTORY
+	if isDir && strings.HasPrefix(dst, src+"/") {
+		return einval
+	}
+	if d, ok := fs.names[dst]; ok {
+		dDir := d.kind == agentv1.Kind_KIND_DIRECTORY
+		switch {
+		case d == n:
+			return 0 // hard links to the same inode: rename does nothing
+		case isDir && !dDir:
+			return enotdir
+		case !isDir && dDir:
+			return eisdir
+		case dDir && len(fs.children(dst)) > 0:
+			return enotempty
+		}
+		if !dDir {
+			d.nlink--
+		}
+		delete(fs.names, dst)
+	}
+	moved := map[string]*inode{}
+	for q, m := range fs.names {
+		if q == src || strings.HasPrefix(q, src+"/") {
+			moved[dst+strings.TrimPrefix(q, src)] = m
+			delete(fs.names, q)
+		}
+	}
+	for q, m := range moved {
+		fs.names[q] = m
+	}
+	return 0
+}
+
+// applyAttrs runs chmod, chown, setxattr, removexattr, fsync and sync.
+func (fs *toyFS) applyAttrs(op *agentv1.Request) int32 {
+	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Chmod:
 		n, e := fs.lookup(o.Chmod.Path)
 		if e != 0 {
@@ -251,76 +359,16 @@ func (fs *toyFS) apply(op *agentv1.Request) int32 {
 			return enodata
 		}
 		delete(n.xattrs, o.Removexattr.Name)
-	case *agentv1.Request_Rename:
-		src, dst := o.Rename.Path, o.Rename.NewPath
-		n, e := fs.lookup(src)
-		if e != 0 {
-			return e
-		}
-		if e := fs.checkParent(dst); e != 0 {
-			return e
-		}
-		if src == dst {
-			return 0
-		}
-		isDir := n.kind == agentv1.Kind_KIND_DIRECTORY
-		if isDir && strings.HasPrefix(dst, src+"/") {
-			return einval
-		}
-		if d, ok := fs.names[dst]; ok {
-			dDir := d.kind == agentv1.Kind_KIND_DIRECTORY
-			switch {
-			case d == n:
-				return 0 // hard links to the same inode: rename does nothing
-			case isDir && !dDir:
-				return enotdir
-			case !isDir && dDir:
-				return eisdir
-			case dDir && len(fs.children(dst)) > 0:
-				return enotempty
-			}
-			if !dDir {
-				d.nlink--
-			}
-			delete(fs.names, dst)
-		}
-		moved := map[string]*inode{}
-		for q, m := range fs.names {
-			if q == src || strings.HasPrefix(q, src+"/") {
-				moved[dst+strings.TrimPrefix(q, src)] = m
-				delete(fs.names, q)
+	case *agentv1.Request_Fsync:
+		// Nothing in memory to persist: the path must resolve, that is all
+		// (the empty path is the lane: syncfs). The toy follows no
+		// symlink, here as in every op.
+		if o.Fsync.Path != "" {
+			if _, e := fs.lookup(o.Fsync.Path); e != 0 {
+				return e
 			}
 		}
-		for q, m := range moved {
-			fs.names[q] = m
-		}
-	case *agentv1.Request_Link:
-		n, e := fs.lookup(o.Link.Path)
-		if e != 0 {
-			return e
-		}
-		if e := fs.checkParent(o.Link.NewPath); e != 0 {
-			return e
-		}
-		if n.kind == agentv1.Kind_KIND_DIRECTORY {
-			return eperm
-		}
-		if _, ok := fs.names[o.Link.NewPath]; ok {
-			return eexist
-		}
-		if fs.bug != "link-nlink" {
-			n.nlink++
-		}
-		fs.names[o.Link.NewPath] = n
-	case *agentv1.Request_Symlink:
-		s := o.Symlink
-		if e := fs.checkParent(s.Path); e != 0 {
-			return e
-		}
-		if _, ok := fs.names[s.Path]; ok {
-			return eexist
-		}
-		fs.names[s.Path] = &inode{kind: agentv1.Kind_KIND_SYMLINK, mode: 0o777, nlink: 1, target: s.Target, xattrs: map[string]bool{}}
+	case *agentv1.Request_Sync:
 	default:
 		return einval
 	}

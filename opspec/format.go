@@ -115,7 +115,11 @@ func short(op *themisv1.Op) (string, bool) {
 		u := o.Utimens
 		return join("utimens", u.GetPath(), timeWord(u.GetAtime()), timeWord(u.GetMtime())), !u.GetNofollow() && safe(u.GetPath())
 	case *themisv1.Op_Fsync:
-		return join("fsync", o.Fsync.GetPath()), !o.Fsync.GetDatasync() && !strings.ContainsAny(o.Fsync.GetPath(), " \t\n{")
+		if o.Fsync.GetDatasync() {
+			// The empty path is syncfs, which has no datasync form.
+			return "fdatasync " + o.Fsync.GetPath(), safe(o.Fsync.GetPath())
+		}
+		return join("fsync", o.Fsync.GetPath()), !strings.ContainsAny(o.Fsync.GetPath(), " \t\n{")
 	case *themisv1.Op_Sync:
 		return "sync", true
 	case *themisv1.Op_DropCaches:

@@ -38,7 +38,7 @@ chown PATH UID | chgrp PATH GID
 setxattr PATH NAME VALUE [create|replace] | removexattr PATH NAME
 rename OLD NEW | link OLD NEW | symlink TARGET PATH
 utimens PATH ATIME MTIME        (each: now, omit, SEC or SEC.NSEC)
-fsync [PATH] | sync | drop-caches [1|2|3] | set-clock SEC[.NSEC] | umount | mount`
+fsync [PATH] | fdatasync PATH | sync | drop-caches [1|2|3] | set-clock SEC[.NSEC] | umount | mount`
 
 // Parse reads one operation: protojson if it starts with '{', else the short form.
 func Parse(s string) (*themisv1.Op, error) {
@@ -227,6 +227,9 @@ var shortForms = map[string]shortForm{
 	}},
 	"fsync": {0, 1, func(p *parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Fsync{Fsync: &agentv1.Fsync{Path: p.arg(0)}}}
+	}},
+	"fdatasync": {1, 1, func(p *parser) *themisv1.Op {
+		return &themisv1.Op{Op: &themisv1.Op_Fsync{Fsync: &agentv1.Fsync{Path: p.arg(0), Datasync: true}}}
 	}},
 	"sync": {0, 0, func(*parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Sync{Sync: &agentv1.Sync{}}}

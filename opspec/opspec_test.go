@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -32,6 +33,7 @@ func TestRoundTrip(t *testing.T) {
 		"utimens f omit -1",
 		"fsync f",
 		"fsync",
+		"fdatasync d-00/f-00",
 		"sync",
 		"drop-caches 3",
 		"set-clock 2147483648",
@@ -74,6 +76,13 @@ func TestParseValues(t *testing.T) {
 	if got := Format(op); got != "mkdir d 0755" {
 		t.Errorf("Format = %q", got)
 	}
+	// fdatasync of the lane (syncfs) has no short form.
+	op = &themisv1.Op{Op: &themisv1.Op_Fsync{Fsync: &agentv1.Fsync{Datasync: true}}}
+	got := Format(op)
+	again, err := Parse(got)
+	if !strings.HasPrefix(got, "{") || err != nil || !proto.Equal(again, op) {
+		t.Errorf("Format(fdatasync of the lane) = %q, reparsed %v, %v", got, again, err)
+	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -88,6 +97,7 @@ func TestParseErrors(t *testing.T) {
 		{"create f 0644 append", "flag"},
 		{"utimens f now soon", "time"},
 		{"drop-caches 4", "level"},
+		{"fdatasync", "want 1 argument"},
 		{"{}", "no operation"},
 		{`{"mkdir":`, "protojson"},
 	}
@@ -121,7 +131,7 @@ func FuzzParse(f *testing.F) {
 
 func TestFromRequest(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"mkdir d 0755", "write f 1 2 0x55 append", "rename a b", "sync", "set-clock 5"} {
+	for _, s := range []string{"mkdir d 0755", "write f 1 2 0x55 append", "rename a b", "fsync f", "fdatasync f", "sync", "set-clock 5"} {
 		op, err := Parse(s)
 		if err != nil {
 			t.Fatal(err)

@@ -38,6 +38,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Backend:     req.GetBackend(),
 		Depth:       int(req.GetDepth()),
 		Branching:   int(req.GetBranching()),
+		Ops:         req.GetOps(),
 		MaxStates:   int(req.GetMaxStates()),
 		Seed:        req.GetSeed(),
 		TimeMode:    req.GetTimeMode(),

@@ -16,9 +16,10 @@ import (
 
 func TestExploreStream(t *testing.T) {
 	t.Parallel()
-	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	d := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, d))
 	ctx := context.Background()
-	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"a", "b"}, Depth: 2})
+	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"a", "b"}, Depth: 2, Ops: []string{"metis", "fsync"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +54,11 @@ func TestExploreStream(t *testing.T) {
 	}
 	if sum.GetUniqueStates() != 2 || sum.GetRoots()[0].GetLane() != "a" {
 		t.Errorf("summary %v", sum)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if got := d.explore; got.Depth != 2 || !slices.Equal(got.Ops, []string{"metis", "fsync"}) {
+		t.Errorf("domain got depth %d, ops %q; want 2, [metis fsync]", got.Depth, got.Ops)
 	}
 }
 

@@ -29,6 +29,7 @@ type fakeDomain struct {
 	closed    int
 	onRestore func(time.Duration)
 	diff      [2]session.DiffSide // the last Diff's sides
+	explore   exploration.Options // the last Explore's options
 
 	// When block is set, Apply signals entered and waits for block to close
 	// or for its context to end.
@@ -239,6 +240,9 @@ func (f *fakeDomain) Explore(_ context.Context, o exploration.Options, progress 
 	if err := f.record("Explore"); err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	f.explore = o
+	f.mu.Unlock()
 	progress(exploration.Progress{States: 1, Unique: 1, Depth: 1})
 	raw := []string{"chmod d 0700", "mkdir d 0755"}
 	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw, FoundTrace: raw, OriginalLen: 2, Created: t0, LaneSpecs: o.Lanes})

@@ -103,13 +103,13 @@ func (l *findingLog) json() []*findingJSONView {
 // newExplore is `themisctl explore`.
 func newExplore(g *globals) *cobra.Command {
 	var req themisv1.ExploreRequest
-	var lanes, timeMode string
+	var lanes, timeMode, ops string
 	cmd := &cobra.Command{
 		Use:   "explore",
 		Short: "Drive real filesystems through their state space (bounded DFS) and report where they misbehave",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req.Lanes = splitList(lanes)
+			req.Lanes, req.Ops = splitList(lanes), splitList(ops)
 			mode, err := parseTimeMode("--time-mode", timeMode)
 			if err != nil {
 				return err
@@ -123,7 +123,8 @@ func newExplore(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
-	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state, drawn by the seeded policy")
+	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state: one of every --ops kind, then more drawn by the seeded policy up to B (so max(B, kinds): 14 by default)")
+	fl.StringVar(&ops, "ops", "", "op kinds tried at every state, comma-separated: create_file, write_file, truncate, unlink, mkdir, rmdir, chmod, chown, chgrp, setxattr, removexattr, rename, link, symlink (the Metis set, also \"metis\"; the default) and fsync, fdatasync, sync (\"persistence\": off by default, they change nothing on the disk state explore compares)")
 	fl.Int64Var(&req.MaxStates, "max-states", 0, "budget of states (0: no limit)")
 	fl.Int32Var(&req.MaxSeconds, "max-seconds", 0, "wall-clock budget (0: no limit)")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the operation policy: the same seed gives the same run")

@@ -28,6 +28,7 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{[]string{"explore", "--seed", "abc"}, `invalid argument "abc" for "--seed"`},
 		{[]string{"explore", "--time-mode", "sometimes"}, "--time-mode"},
+		{[]string{"explore", "--ops", "metis,mknod"}, `ops: explore: unknown op "mknod"`},
 		{[]string{"apply", "s-1", "frobnicate", "x"}, "unknown operation"},
 		{[]string{"apply", "s-1", "mkdir", "d", "--op", `{"sync":{}}`}, "not both"},
 		{[]string{"fingerprint", "s-1", "--time", "later"}, "--time"},

@@ -45,6 +45,8 @@ func TestExploreBadInput(t *testing.T) {
 		{"negative depth", Options{Lanes: []string{"ext2"}, Depth: -1}, "depth"},
 		{"branching", Options{Lanes: []string{"ext2"}, Branching: explore.MaxBranching + 1}, "branching"},
 		{"max states", Options{Lanes: []string{"ext2"}, MaxStates: -1}, "max_states"},
+		{"unknown op", Options{Lanes: []string{"ext2"}, Ops: []string{"mknod"}}, "ops"},
+		{"op twice", Options{Lanes: []string{"ext2"}, Ops: []string{"metis", "sync", "sync"}}, "ops"},
 		{"max duration", Options{Lanes: []string{"ext2"}, MaxDuration: -time.Second}, "max_duration"},
 		{"time mode", Options{Lanes: []string{"ext2"}, TimeMode: 99}, "time_mode"},
 		{"policy", Options{Lanes: []string{"ext2"}, Policy: "lenient"}, "policy"},
@@ -103,8 +105,9 @@ func TestExploreFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.States != 3 || sum.Unique != 1 || sum.Findings != 0 || sum.Stopped != "" || sum.Backend != "qemu" {
-		t.Errorf("summary %+v: want 3 states (every child equals the root), 1 unique, no findings", sum)
+	// Branching 3 is below the fourteen Metis kinds: one op of each.
+	if sum.States != len(explore.MetisOps) || sum.Unique != 1 || sum.Findings != 0 || sum.Stopped != "" || sum.Backend != "qemu" {
+		t.Errorf("summary %+v: want %d states (one per Metis kind; every child equals the root), 1 unique, no findings", sum, len(explore.MetisOps))
 	}
 	if !errors.Is(busy, session.ErrState) {
 		t.Errorf("Apply during the run: %v, want session.ErrState", busy)
@@ -153,6 +156,50 @@ func TestExploreFake(t *testing.T) {
 	mine, err := m.Findings(ctx, sum.Session)
 	if err != nil || len(mine) != 1 {
 		t.Errorf("Findings(%s) = %v, %v; want the one finding", sum.Session, mine, err)
+	}
+}
+
+// syncingMachine is a fakeMachine that counts the fsync and sync requests
+// (inside batches too).
+type syncingMachine struct {
+	*sessiontest.Machine
+	fsyncs map[string]int // by lane
+	syncs  int
+}
+
+func (c *syncingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+	return sessiontest.Unbatch(ctx, req, func(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
+		switch o := req.Op.(type) {
+		case *agentv1.Request_Fsync:
+			c.fsyncs[o.Fsync.GetLane()]++
+		case *agentv1.Request_Sync:
+			c.syncs++
+		}
+		return c.Machine.Call(ctx, req)
+	})
+}
+
+// TestExplorePersistenceOps: the persistence kinds reach the guest when
+// Options.Ops names them: fsync once per lane, sync (machine-wide) once for
+// all lanes.
+func TestExplorePersistenceOps(t *testing.T) {
+	mach := &syncingMachine{Machine: &sessiontest.Machine{}, fsyncs: map[string]int{}}
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, func(vmm.Config) vmm.Machine { return mach })
+	sum, err := Run(context.Background(), m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 1, Seed: 3,
+		Ops: []string{explore.OpFsync, explore.OpSync}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.States != 2 || mach.syncs != 1 || mach.fsyncs["ext2"] != 1 || mach.fsyncs["ext4"] != 1 || len(mach.fsyncs) != 2 {
+		t.Errorf("%d states, %d syncs, fsyncs by lane %v: want 2 states, 1 sync, 1 fsync on each lane", sum.States, mach.syncs, mach.fsyncs)
+	}
+	evs, err := m.Events(context.Background(), sum.Session, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(evs, func(e session.Event) bool { return e.Kind == "explore.started" })
+	if want := "ops fsync,sync (2 per state)"; i < 0 || !strings.Contains(evs[i].Detail, want) {
+		t.Errorf("events %+v: want explore.started saying %q", evs, want)
 	}
 }
 

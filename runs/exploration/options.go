@@ -46,8 +46,13 @@ type Options struct {
 	Backend string
 	// Depth is the maximum number of ops from the root (1..10, default 2).
 	Depth int
-	// Branching is the number of ops tried per state (1..1000, default 12).
+	// Branching is the number of ops tried per state (1..1000, default
+	// 12), and at least one of every enabled op kind: max(Branching,
+	// kinds) in all (explore.Config.Branching).
 	Branching int
+	// Ops are the op kinds tried at every state (explore.AllOps, or the
+	// sets "metis" and "persistence"; default the Metis set).
+	Ops []string
 	// MaxStates stops the run after that many ops applied (0: no limit).
 	MaxStates int
 	// Seed drives every random choice: the same seed visits the same states.
@@ -174,6 +179,9 @@ func validate(o *Options) (oracle.Policy, error) {
 	}
 	if o.MaxStates < 0 {
 		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
+	}
+	if _, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops}); err != nil {
+		return oracle.Policy{}, session.Invalid("ops", "%v", err)
 	}
 	if o.MaxDuration < 0 {
 		return oracle.Policy{}, session.Invalid("max_duration", "%s: negative", o.MaxDuration)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,13 +64,13 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	if progress != nil {
 		cfg.Progress = func(p explore.Progress) { progress(sys.progress(p, time.Since(start))) }
 	}
-	run.Event(ctx, "explore.started", fmt.Sprintf(
-		"depth %d, branching %d, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s",
-		o.Depth, o.Branching, o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, revert), nil)
 	chk, err := explore.NewChecker(sys, cfg)
 	if err != nil { // validate let through what explore refuses
 		return nil, errors.Join(fmt.Errorf("explore: %w", err), run.End(session.StateEnded, "explore failed: "+err.Error()))
 	}
+	run.Event(ctx, "explore.started", fmt.Sprintf(
+		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s",
+		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, revert), nil)
 	res, runErr := chk.Run(ctx)
 	sum := summarize(run, sys, res, time.Since(start))
 	sum.Findings = rec.distinct()
@@ -81,7 +82,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 // removes the fsck scratch directory, if any.
 func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config, func(), error) {
 	cfg := explore.Config{
-		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed,
+		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed, Ops: o.Ops,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
 		Found: rec.found, Minimized: rec.minimized,
 	}
@@ -104,6 +105,17 @@ func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config
 		}
 	}
 	return cfg, cleanup, nil
+}
+
+// describeOps says which op kinds every state tries and how many ops that
+// makes per state: "ops create_file,...,symlink (14 per state)".
+func describeOps(cfg explore.Config) string {
+	g, ok := cfg.Generator.(*explore.MetisGenerator)
+	if !ok {
+		return fmt.Sprintf("ops of %T", cfg.Generator)
+	}
+	kinds := g.Kinds()
+	return fmt.Sprintf("ops %s (%d per state)", strings.Join(kinds, ","), max(cfg.Branching, len(kinds)))
 }
 
 // summarize is the run's summary from the Checker's result (Findings left

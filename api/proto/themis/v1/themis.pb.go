@@ -2627,7 +2627,8 @@ type ExploreRequest struct {
 	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
 	// Ops from the root (default 2, at most 10).
 	Depth int32 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
-	// Ops tried per state (default 12).
+	// Ops tried per state (default 12), and at least one of every enabled
+	// op kind: max(branching, kinds) in all.
 	Branching int32 `protobuf:"varint,3,opt,name=branching,proto3" json:"branching,omitempty"`
 	// Budget of states (0: unlimited).
 	MaxStates int64       `protobuf:"varint,4,opt,name=max_states,json=maxStates,proto3" json:"max_states,omitempty"`
@@ -2654,7 +2655,11 @@ type ExploreRequest struct {
 	// machine on kvm), "machine" (restore memory, devices and disks in
 	// lockstep) or "remount" (umount the lanes, pop their overlays to the
 	// state's layer, mount again: a state is its disk image).
-	Revert        string `protobuf:"bytes,14,opt,name=revert,proto3" json:"revert,omitempty"`
+	Revert string `protobuf:"bytes,14,opt,name=revert,proto3" json:"revert,omitempty"`
+	// The op kinds tried at every state (explore.AllOps: the fourteen Metis
+	// kinds create_file ... symlink, and fsync, fdatasync, sync), or the sets
+	// "metis" and "persistence"; empty: the Metis set.
+	Ops           []string `protobuf:"bytes,15,rep,name=ops,proto3" json:"ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2785,6 +2790,13 @@ func (x *ExploreRequest) GetRevert() string {
 		return x.Revert
 	}
 	return ""
+}
+
+func (x *ExploreRequest) GetOps() []string {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
 }
 
 type ExploreProgress struct {
@@ -5528,7 +5540,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xa0\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xb2\x03\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -5547,7 +5559,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06policy\x18\v \x01(\tR\x06policy\x12!\n" +
 	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\x12\x18\n" +
 	"\abackend\x18\r \x01(\tR\abackend\x12\x16\n" +
-	"\x06revert\x18\x0e \x01(\tR\x06revert\"\x98\x02\n" +
+	"\x06revert\x18\x0e \x01(\tR\x06revert\x12\x10\n" +
+	"\x03ops\x18\x0f \x03(\tR\x03ops\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
