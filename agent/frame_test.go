@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -109,17 +107,9 @@ func TestWriteFrameTooLarge(t *testing.T) {
 
 // seedFrames are the fuzz seeds (shared with inguest's FuzzServe);
 // testdata/fuzz holds the same bytes.
-func seedFrames(t testing.TB) [][]byte {
-	t.Helper()
-	seeds, err := fuzzseed.Frames()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seeds
-}
 
 func FuzzReadFrame(f *testing.F) {
-	for _, s := range seedFrames(f) {
+	for _, s := range fuzzseed.Seeds(f) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -148,28 +138,8 @@ func FuzzReadFrame(f *testing.F) {
 
 var update = flag.Bool("update", false, "rewrite testdata/fuzz seed corpora")
 
-// TestSeedCorpus keeps testdata/fuzz in step with seedFrames; run with
-// -update to rewrite it. inguest's TestSeedCorpus checks FuzzServe's.
+// TestSeedCorpus keeps testdata/fuzz/FuzzReadFrame equal to fuzzseed.Frames; run
+// with -update to rewrite it.
 func TestSeedCorpus(t *testing.T) {
-	for _, target := range []string{"FuzzReadFrame"} {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *update {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for i, s := range seedFrames(t) {
-				body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
-				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatalf("seed corpus: %v", err)
-		}
-		if len(ents) == 0 {
-			t.Errorf("%s: empty seed corpus", dir)
-		}
-	}
+	fuzzseed.CheckCorpus(t, filepath.Join("testdata", "fuzz", "FuzzReadFrame"), *update)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,19 +16,11 @@ import (
 
 // seedFrames are the fuzz seeds (shared with agent's FuzzReadFrame);
 // testdata/fuzz holds the same bytes.
-func seedFrames(t testing.TB) [][]byte {
-	t.Helper()
-	seeds, err := fuzzseed.Frames()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seeds
-}
 
 // FuzzServe feeds arbitrary bytes to Server.Serve over an empty root with
 // Machine off, so no request can change the host.
 func FuzzServe(f *testing.F) {
-	for _, s := range seedFrames(f) {
+	for _, s := range fuzzseed.Seeds(f) {
 		f.Add(s)
 	}
 	root := f.TempDir()
@@ -61,28 +52,8 @@ func FuzzServe(f *testing.F) {
 
 var update = flag.Bool("update", false, "rewrite testdata/fuzz seed corpora")
 
-// TestSeedCorpus keeps testdata/fuzz in step with seedFrames; run with
-// -update to rewrite it. agent's TestSeedCorpus checks FuzzReadFrame's.
+// TestSeedCorpus keeps testdata/fuzz/FuzzServe equal to fuzzseed.Frames; run
+// with -update to rewrite it.
 func TestSeedCorpus(t *testing.T) {
-	for _, target := range []string{"FuzzServe"} {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *update {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for i, s := range seedFrames(t) {
-				body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
-				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatalf("seed corpus: %v", err)
-		}
-		if len(ents) == 0 {
-			t.Errorf("%s: empty seed corpus", dir)
-		}
-	}
+	fuzzseed.CheckCorpus(t, filepath.Join("testdata", "fuzz", "FuzzServe"), *update)
 }
