@@ -105,9 +105,6 @@ func TestWriteFrameTooLarge(t *testing.T) {
 	}
 }
 
-// seedFrames are the fuzz seeds (shared with inguest's FuzzServe);
-// testdata/fuzz holds the same bytes.
-
 func FuzzReadFrame(f *testing.F) {
 	for _, s := range fuzzseed.Seeds(f) {
 		f.Add(s)

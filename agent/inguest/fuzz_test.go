@@ -14,9 +14,6 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
-// seedFrames are the fuzz seeds (shared with agent's FuzzReadFrame);
-// testdata/fuzz holds the same bytes.
-
 // FuzzServe feeds arbitrary bytes to Server.Serve over an empty root with
 // Machine off, so no request can change the host.
 func FuzzServe(f *testing.F) {
