@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -678,18 +679,22 @@ func TestConsoleConcurrentHost(t *testing.T) {
 	for i := range n {
 		want = append(want, []byte(strings.Repeat(string(rune('A'+i%26)), 1+i%7))...)
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := range n {
 			p := []byte(strings.Repeat(string(rune('A'+i%26)), 1+i%7))
-			for errors.Is(e.con.Feed(p), ErrRXFull) {
+			for errors.Is(e.con.Feed(p), ErrRXFull) && time.Now().Before(deadline) {
 			}
 		}
 	}()
 	var got []byte
 	for len(got) < len(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d bytes in 10 s", len(got), len(want))
+		}
 		e.isr()
 		bufs := e.received(consoleRXQ)
 		for _, b := range bufs {
