@@ -1,6 +1,7 @@
 // Package bench measures Themis side by side with the Metis-style in-OS
 // "remount" baseline: explore throughput for `themisctl bench explore`, and
-// restore time for `themisctl bench restore`.
+// restore time for `themisctl bench restore`; and the agent channel for
+// `themisctl bench channel`.
 //
 // Baseline is the O(image) backtracking Metis uses for real filesystems,
 // measured on the host: per state, copy the state's image into a work file
@@ -23,6 +24,12 @@
 // restore target (TargetPerPageNs, TargetFixedNs, TargetRAMRatio). A missed
 // target is a result in the report, never an error. The KVM part needs Linux
 // and /dev/kvm.
+//
+// Channel measures the agent channel of the KVM backend side by side: the
+// echo guests of kvm.MeasureEcho over the UART and over the virtio console
+// per message size, their exits and time per round trip and the ratios, in
+// a kvm-synthetic section of the report (a QEMU virtio-serial section can
+// sit beside it). It needs Linux and /dev/kvm.
 //
 // The baseline times only backtracking and the op: Metis also walks and
 // hashes the abstract state per state, which Baseline leaves out, so its

@@ -64,3 +64,61 @@ func TestBenchRestore(t *testing.T) {
 		t.Errorf("stderr lacks the progress lines:\n%s", stderr.String())
 	}
 }
+
+// TestBenchChannel runs `bench channel --json` with tiny settings and
+// checks its flags' errors.
+func TestBenchChannel(t *testing.T) {
+	bin := themisctl(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "channel", "--sizes", "12X"}, "--sizes"},
+		{[]string{"bench", "channel", "--messages", "0"}, "--messages 0"},
+		{[]string{"bench", "channel", "--sizes", "12K"}, "12288 bytes"},
+	} {
+		out, err := exec.Command(bin, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("themisctl %v: %v\n%s\nwant an error mentioning %q", tt.args, err, out, tt.want)
+		}
+	}
+
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
+			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
+		}
+		t.Skipf("no /dev/kvm: %v", err)
+	}
+	cmd := exec.Command(bin, "--json", "bench", "channel", "--sizes", "1K", "--messages", "5", "--uart-messages", "1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench channel: %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		KVMSynthetic []struct {
+			Size int `json:"size"`
+			UART struct {
+				Messages     int     `json:"messages"`
+				ExitsPerEcho float64 `json:"exits_per_echo"`
+			} `json:"uart"`
+			Console struct {
+				Channel      string  `json:"channel"`
+				ExitsPerEcho float64 `json:"exits_per_echo"`
+				NsPerEcho    float64 `json:"ns_per_echo"`
+			} `json:"console"`
+		} `json:"kvm_synthetic"`
+		TargetMet *bool `json:"target_met"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("bench channel --json is not JSON: %v\n%s", err, out)
+	}
+	if len(r.KVMSynthetic) != 1 || r.KVMSynthetic[0].Size != 1024 || r.KVMSynthetic[0].UART.Messages != 1 ||
+		r.KVMSynthetic[0].Console.Channel != "virtio-console" || r.KVMSynthetic[0].Console.NsPerEcho <= 0 || r.TargetMet == nil {
+		t.Errorf("json %s", out)
+	}
+	if !strings.Contains(stderr.String(), "==> kvm-synthetic: virtio-console, 1 KiB messages, 5 round trips") {
+		t.Errorf("stderr lacks the progress lines:\n%s", stderr.String())
+	}
+}

@@ -130,3 +130,41 @@ func BenchmarkArm(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChannel: one round trip of the echo guests (a message each way)
+// over COM2, byte by byte, and over the agent console, one buffer per
+// message, side by side at 64 B, 1 KiB and 16 KiB. exits/op is the VM's
+// exit counter (Stats.Exits) per round trip.
+func BenchmarkChannel(b *testing.B) {
+	for _, size := range []int{64, 1 << 10, 16 << 10} {
+		for _, ch := range []EchoChannel{EchoUART, EchoConsole} {
+			b.Run(fmt.Sprintf("size=%d/%s", size, ch), func(b *testing.B) {
+				needKVM(b)
+				e, err := newEchoMachine(EchoConfig{Channel: ch, Size: size}, nil, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				if err := e.echo(1); err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				x0, err := e.exits(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(2 * size))
+				b.ResetTimer()
+				if err := e.echo(b.N); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				x1, err := e.exits(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(x1-x0)/float64(b.N), "exits/op")
+			})
+		}
+	}
+}

@@ -65,9 +65,13 @@ func (m *Machine) revive() {
 	revived := m.dead != nil
 	m.dead = nil
 	m.runMu.Unlock()
-	m.stream.reset()
+	for _, st := range m.streams() {
+		st.reset()
+		if revived {
+			st.reopen()
+		}
+	}
 	if revived {
-		m.stream.reopen()
 		m.agent = agent.NewClient(m.stream, m.log)
 	}
 }
@@ -132,7 +136,9 @@ func (m *Machine) noteBroken(err error) error {
 			m.dead = berr
 		}
 		m.runMu.Unlock()
-		m.stream.closeWith(fmt.Errorf("kvm: %w", berr))
+		for _, st := range m.streams() {
+			st.closeWith(fmt.Errorf("kvm: %w", berr))
+		}
 	}
 	return err
 }

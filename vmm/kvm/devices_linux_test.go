@@ -113,11 +113,11 @@ func sector2(t *testing.T, disk vmm.Disk) []byte {
 func checkDeviceRound(ctx context.Context, t *testing.T, lm *Machine, disk vmm.Disk, round string) {
 	t.Helper()
 	got := make([]byte, 2)
-	if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+	if err := lm.uart.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for n := 0; n < 2; {
-		k, err := lm.stream.Read(got[n:])
+		k, err := lm.uart.Read(got[n:])
 		if err != nil {
 			t.Fatalf("%s: reading what the guest sent: %v (got %q)", round, err, got[:n])
 		}
@@ -128,7 +128,7 @@ func checkDeviceRound(ctx context.Context, t *testing.T, lm *Machine, disk vmm.D
 	}
 	// The deadline was for that read only: the host writes to the channel
 	// later, maybe more than 10 s later on a slow (emulated) host.
-	if err := lm.stream.SetDeadline(time.Time{}); err != nil {
+	if err := lm.uart.SetDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -174,7 +174,7 @@ func TestDevicePathReverts(t *testing.T) {
 	if err := m.LoadProgram(prog.b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lm.stream.Write([]byte("abc")); err != nil {
+	if _, err := lm.uart.Write([]byte("abc")); err != nil {
 		t.Fatal(err)
 	}
 	c0, err := lm.Checkpoint(ctx) // the guest starts running after it
@@ -193,7 +193,7 @@ func TestDevicePathReverts(t *testing.T) {
 	if _, err := disk.Device.WriteAt(bytes.Repeat([]byte{'!'}, 512), 2*512); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lm.stream.Write([]byte("xyz")); err != nil {
+	if _, err := lm.uart.Write([]byte("xyz")); err != nil {
 		t.Fatal(err)
 	}
 	if err := lm.Restore(ctx, c1); err != nil {
@@ -252,14 +252,14 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 				t.Fatal(err)
 			}
 			for round := range 2 {
-				if _, err := lm.stream.Write([]byte("x")); err != nil {
+				if _, err := lm.uart.Write([]byte("x")); err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}
 				b := make([]byte, 1)
-				if err := lm.stream.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				if err := lm.uart.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := lm.stream.Read(b); err != nil || b[0] != 'k' {
+				if _, err := lm.uart.Read(b); err != nil || b[0] != 'k' {
 					t.Fatalf("round %d: echo %q, %v", round, b, err)
 				}
 				deadline := time.Now().Add(10 * time.Second)

@@ -11,7 +11,8 @@ import (
 const diagnoseWait = 2 * time.Second
 
 // diagnose describes where a guest that stopped answering stands: the vCPU
-// (RIP, MP state, event injection), the PIC and the agent channel's UART.
+// (RIP, MP state, event injection), the PIC, the agent channel's UART and
+// its virtio console.
 // It pauses the vCPU briefly; m.mu is held by the caller.
 func (m *Machine) diagnose() string {
 	ctx, cancel := context.WithTimeout(context.Background(), diagnoseWait)
@@ -44,5 +45,8 @@ func (m *Machine) diagnose() string {
 	st, level, stats := m.com2.State(), m.com2.IRQLevel(), m.com2.Stats()
 	fmt.Fprintf(&b, "; COM2 IER %#x MCR %#x THRE pending %v line %v, %d bytes to the guest queued, %d sent by it, %d read by it",
 		st.IER, st.MCR, st.THREPending, level, len(st.RX), stats.TXBytes, stats.RXBytes)
+	cs, cst := m.vcon.State(), m.vcon.Stats()
+	fmt.Fprintf(&b, "; agent console status %#x ISR %#x port ready %v open %v, %d bytes to the guest queued, %d sent by it, %d given to it; channel %s",
+		cs.Status, cs.ISR, cs.PortReady, cs.GuestOpen, len(cs.RX), cst.TXBytes, cst.RXBytes, m.channel)
 	return b.String()
 }

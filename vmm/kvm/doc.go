@@ -18,13 +18,21 @@
 //     its deadline), LAPIC, vCPU events, debug registers, MP state, irqchip,
 //     PIT, KVM clock and the attached devices' state (typed: deviceState).
 //   - Machine (Start) implements vmm.Machine: a Linux guest (bzImage through
-//     linuxboot) on a VM, with the 16550 UARTs (console, agent channel), the
-//     CMOS RTC, PCI and one virtio-blk per disk (package devices), served on
+//     linuxboot) on a VM, with the 16550 UARTs (console; the agent
+//     channel's fallback), the CMOS RTC, PCI, one virtio-blk per disk and
+//     the agent console, a virtio console whose port "themis.agent" is the
+//     agent channel once the guest opens it (package devices), served on
 //     the VM's port I/O exits through a table of port ranges (ports.go). Its
 //     checkpoints go through the path both backends share (package
 //     vmm/checkpoint): the VM's checkpoint is the memory part, the path owns
 //     the disks' overlays, the lockstep assertion and the verify gate. It
 //     needs hardware virtualization (see docs/kvm.md).
+//
+// Echo guests (echo.go, MeasureEcho): synthetic programs that echo
+// messages over COM2 byte by byte or over the agent console one buffer per
+// message, on a Machine without a kernel, to measure the agent channel's
+// exits and time per message on any /dev/kvm (BenchmarkChannel, `themisctl
+// bench channel`). asm.go is their assembler and the tests'.
 //
 // Threads: KVM_RUN always runs on one goroutine locked to its OS thread
 // (KVM pays a synchronize_rcu whenever a vCPU changes thread). Pause sets

@@ -23,9 +23,11 @@ import (
 
 // Linux guests on this backend: the kernel is entered through the 64-bit
 // boot protocol (linuxboot), with the in-kernel irqchip and PIT, a 16550
-// console on COM1, the agent channel on COM2 (the agent's /dev/ttyS1, the
-// same frames as on the QEMU backend) and one legacy virtio-pci block device
-// per disk, served from its overlay. Interrupts are PIC lines (noapic).
+// console on COM1, one legacy virtio-pci block device per disk, served from
+// its overlay, and the agent channel (the same frames as on the QEMU
+// backend) on a virtio console port named agentPortName, with COM2 (the
+// agent's /dev/ttyS1) as the fallback for an agent that does not look for
+// the port. Interrupts are PIC lines (noapic).
 const (
 	// linuxCmdline is the kernel command line before vmm.Config.Cmdline.
 	// noapic/acpi=off: no firmware tables, PIC interrupts; pci=conf1: PCI
@@ -42,6 +44,17 @@ const (
 	com2Base     = devices.COM2Port
 	com1IRQ      = devices.COM1IRQ
 	com2IRQ      = devices.COM2IRQ
+	// agentPortName is the virtio console port of the agent channel, the
+	// name the agent looks for in /sys/class/virtio-ports/*/name (and QEMU
+	// gives its virtio-serial port).
+	agentPortName   = "themis.agent"
+	agentConsoleIRQ = devices.ConsoleIRQ
+)
+
+// Agent channel names, for logs and diagnostics.
+const (
+	channelUART    = "uart"
+	channelConsole = "virtio-console"
 )
 
 // diskIRQs are the PIC lines given to the disks, in attach order.
@@ -64,8 +77,12 @@ type Machine struct {
 	rtc          *devices.RTC
 	pci          *devices.PCIBus
 	blocks       []*devices.Block
-	stream       *stream
-	agent        *agent.Client
+	vcon         *devices.Console  // the agent console (virtio), next to the disks on PCI
+	vconSlot     int               // its PCI slot
+	uart, vport  *stream           // the host ends of COM2 and of the agent console's port
+	stream       *stream           // the agent channel: uart until the guest opens the port
+	channel      string            // channelUART or channelConsole
+	agent        *agent.Client     // on stream
 	ports        portTable         // the devices at fixed ports
 	absentAccess map[string]uint64 // absent legacy device → accesses
 
@@ -85,6 +102,7 @@ type deviceState struct {
 	RTC        devices.RTCState
 	PCI        devices.PCIBusState
 	Blocks     []devices.BlockState
+	Console    devices.ConsoleState
 }
 
 var (
@@ -221,6 +239,7 @@ func (m *Machine) waitAgent(ctx context.Context) (string, error) {
 	if err := m.waitReady(ctx); err != nil {
 		return "", err
 	}
+	m.pickChannel()
 	resp, err := m.Call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
 	if err != nil {
 		return "", fmt.Errorf("kvm: boot: first ping: %w", err)
@@ -247,8 +266,7 @@ func readBounded(path string, max int64, what string) ([]byte, error) {
 }
 
 // setupCPU writes the boot GDT and enters the kernel's 64-bit entry with
-// RSI at the zero page, interrupts off; LAPIC LINT0 ExtINT (the PIC's
-// virtual wire) and LINT1 NMI, as firmware leaves them.
+// RSI at the zero page, interrupts off, the LAPIC in virtual wire mode.
 func (m *Machine) setupCPU(l *linuxboot.Layout) error {
 	vm := m.vm
 	for i, d := range linuxGDT {
@@ -270,8 +288,14 @@ func (m *Machine) setupCPU(l *linuxboot.Layout) error {
 	if err := vm.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
 		return err
 	}
+	return vm.virtualWire()
+}
+
+// virtualWire sets LAPIC LINT0 to ExtINT (the PIC's interrupts reach the
+// vCPU) and LINT1 to NMI, unmasked, as firmware leaves them.
+func (m *VM) virtualWire() error {
 	var lapic LAPIC
-	if _, err := ioctlPtr(vm.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
+	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
 		return err
 	}
 	const lvt0, lvt1 = 0x350, 0x360
@@ -283,7 +307,7 @@ func (m *Machine) setupCPU(l *linuxboot.Layout) error {
 	}
 	set(lvt0, extINT)
 	set(lvt1, nmi)
-	_, err = ioctlPtr(vm.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
+	_, err := ioctlPtr(m.vcpuFD, "KVM_SET_LAPIC", kvmSetLAPIC, &lapic)
 	return err
 }
 
@@ -308,8 +332,9 @@ func (m *Machine) setupDevices() error {
 	vm := m.vm
 	m.console = newConsole(m.cfg.Console, readyLine)
 	m.com1 = devices.NewUART(com1Base, irqLine{vm, com1IRQ}, m.console)
-	m.stream = newStream(func(p []byte) error { return m.com2.Feed(p) }, devices.ErrRXFull)
-	m.com2 = devices.NewUART(com2Base, irqLine{vm, com2IRQ}, writerFunc(m.stream.guestWrite))
+	m.uart = newStream(func(p []byte) error { return m.com2.Feed(p) }, devices.ErrRXFull)
+	m.com2 = devices.NewUART(com2Base, irqLine{vm, com2IRQ}, writerFunc(m.uart.guestWrite))
+	m.stream, m.channel = m.uart, channelUART
 	m.agent = agent.NewClient(m.stream, m.log)
 	m.rtc = devices.NewRTC(nil)
 	m.pci = devices.NewPCIBus()
@@ -323,8 +348,35 @@ func (m *Machine) setupDevices() error {
 		}
 		m.blocks = append(m.blocks, b)
 	}
+	m.vport = newStream(func(p []byte) error { return m.vcon.Feed(p) }, devices.ErrRXFull)
+	vcon, err := devices.NewConsole(agentPortName, deviceRAM{vm}, irqLine{vm, agentConsoleIRQ}, agentConsoleIRQ, writerFunc(m.vport.guestWrite))
+	if err != nil {
+		return fmt.Errorf("kvm: agent console: %w", err)
+	}
+	slot, err := m.pci.Add(vcon)
+	if err != nil {
+		return fmt.Errorf("kvm: agent console: %w", err)
+	}
+	m.vcon, m.vconSlot = vcon, slot
 	m.ports = m.fixedPorts()
 	return nil
+}
+
+// streams are the host ends of both agent channels.
+func (m *Machine) streams() []*stream { return []*stream{m.uart, m.vport} }
+
+// pickChannel makes the agent console the agent channel when the guest
+// has its port open once the agent says it is ready (the agent opens its
+// channel before it prints the ready line, and Linux tells the device in
+// open(2)); else the channel stays COM2.
+func (m *Machine) pickChannel() {
+	if !m.vcon.GuestOpen() {
+		m.log.Info("agent channel", zap.String("channel", channelUART), zap.String("why", "the guest did not open port "+agentPortName))
+		return
+	}
+	m.stream, m.channel = m.vport, channelConsole
+	m.agent = agent.NewClient(m.stream, m.log)
+	m.log.Info("agent channel", zap.String("channel", channelConsole), zap.String("port", agentPortName))
 }
 
 type writerFunc func([]byte) (int, error)
@@ -382,6 +434,7 @@ func (m *Machine) saveDevices() *deviceState {
 	for _, b := range m.blocks {
 		s.Blocks = append(s.Blocks, b.State())
 	}
+	s.Console = m.vcon.State()
 	return s
 }
 
@@ -406,7 +459,7 @@ func (m *Machine) loadDevices(s *deviceState) error {
 			return err
 		}
 	}
-	return nil
+	return m.vcon.SetState(s.Console)
 }
 
 // resume starts the runner: KVM_RUN until Pause or the guest's end.
@@ -430,7 +483,9 @@ func (m *Machine) resume() {
 		m.runMu.Lock()
 		m.dead = err
 		m.runMu.Unlock()
-		m.stream.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
+		for _, st := range m.streams() {
+			st.closeWith(fmt.Errorf("%w: %w", vmm.ErrGuestDied, err))
+		}
 		m.log.Warn("guest stopped", zap.Error(err))
 	}()
 }
@@ -567,8 +622,10 @@ func (m *Machine) Close() error {
 		m.dead = vmm.ErrClosed
 	}
 	m.runMu.Unlock()
-	if m.stream != nil {
-		m.stream.closeWith(vmm.ErrClosed)
+	for _, st := range m.streams() {
+		if st != nil {
+			st.closeWith(vmm.ErrClosed)
+		}
 	}
 	return errors.Join(perr, m.vm.Close())
 }

@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// needKVM skips without /dev/kvm, except under CI=true where the CI hosts
-// have it and a skip would hide a broken backend.
+// needKVM skips without /dev/kvm, except under CI=true (the CI hosts have
+// it) or THEMIS_REQUIRE_KVM=1, where a skip would hide a broken backend.
 func needKVM(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat("/dev/kvm"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("/dev/kvm is required under CI=true: %v", err)
+		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
+			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
 		}
 		t.Skipf("no /dev/kvm: %v", err)
 	}

@@ -22,23 +22,34 @@ type vq struct {
 	t     testing.TB
 	ram   RAM
 	base  uint64
+	size  uint16
+	l     vringLayout
 	next  uint16 // next free descriptor
 	avail uint16 // driver's avail idx
 	heap  uint64 // next free buffer address
 }
 
-// newVQ zeroes the ring's memory, as Linux's vring allocation does.
-func newVQ(t testing.TB, ram RAM, pfn uint32) *vq {
-	q := attachVQ(t, ram, pfn)
-	clear(ram[q.base : q.base+usedRingOffset+usedRingSize])
+// newVQ zeroes the ring's memory, as Linux's vring allocation does (a
+// block queue: BlockQueueSize entries).
+func newVQ(t testing.TB, ram RAM, pfn uint32) *vq { return newVQSize(t, ram, pfn, BlockQueueSize) }
+
+// newVQSize is newVQ for a queue of size entries.
+func newVQSize(t testing.TB, ram RAM, pfn uint32, size uint16) *vq {
+	q := attachVQSize(t, ram, pfn, size)
+	clear(ram[q.base : q.base+q.l.usedOff+q.l.usedBytes])
 	return q
 }
 
-// attachVQ returns a vq for a ring already in RAM, with no descriptor or
-// avail entry used.
+// attachVQ returns a vq for a block ring already in RAM, with no
+// descriptor or avail entry used.
 func attachVQ(t testing.TB, ram RAM, pfn uint32) *vq {
+	return attachVQSize(t, ram, pfn, BlockQueueSize)
+}
+
+func attachVQSize(t testing.TB, ram RAM, pfn uint32, size uint16) *vq {
 	base := uint64(pfn) << 12
-	return &vq{t: t, ram: ram, base: base, heap: base + usedRingOffset + 0x1000}
+	l := layoutOf(size)
+	return &vq{t: t, ram: ram, base: base, size: size, l: l, heap: base + l.usedOff + 0x1000}
 }
 
 func (q *vq) alloc(n int) uint64 {
@@ -69,12 +80,12 @@ type vbuf struct {
 func (q *vq) chain(bufs ...vbuf) uint16 {
 	head := q.next
 	for i, b := range bufs {
-		idx := (head + uint16(i)) % BlockQueueSize
+		idx := (head + uint16(i)) % q.size
 		var flags uint16
 		if b.write {
 			flags |= descFWrite
 		}
-		nxt := (idx + 1) % BlockQueueSize
+		nxt := (idx + 1) % q.size
 		if i < len(bufs)-1 {
 			flags |= descFNext
 		} else {
@@ -82,29 +93,33 @@ func (q *vq) chain(bufs ...vbuf) uint16 {
 		}
 		q.setDesc(idx, b.addr, b.n, flags, nxt)
 	}
-	q.next = (head + uint16(len(bufs))) % BlockQueueSize
+	q.next = (head + uint16(len(bufs))) % q.size
 	return head
 }
 
 func (q *vq) publish(heads ...uint16) {
-	a := q.base + descTableSize
+	a := q.base + q.l.descBytes
 	for _, h := range heads {
-		binary.LittleEndian.PutUint16(q.ram[a+4+2*uint64(q.avail%BlockQueueSize):], h)
+		binary.LittleEndian.PutUint16(q.ram[a+4+2*uint64(q.avail%q.size):], h)
 		q.avail++
 	}
 	binary.LittleEndian.PutUint16(q.ram[a+2:], q.avail)
 }
 
 func (q *vq) setAvailFlags(f uint16) {
-	binary.LittleEndian.PutUint16(q.ram[q.base+descTableSize:], f)
+	binary.LittleEndian.PutUint16(q.ram[q.base+q.l.descBytes:], f)
 }
 
 func (q *vq) usedIdx() uint16 {
-	return binary.LittleEndian.Uint16(q.ram[q.base+usedRingOffset+2:])
+	return binary.LittleEndian.Uint16(q.ram[q.base+q.l.usedOff+2:])
+}
+
+func (q *vq) usedFlags() uint16 {
+	return binary.LittleEndian.Uint16(q.ram[q.base+q.l.usedOff:])
 }
 
 func (q *vq) used(i uint16) (id, n uint32) {
-	e := q.ram[q.base+usedRingOffset+4+8*uint64(i%BlockQueueSize):]
+	e := q.ram[q.base+q.l.usedOff+4+8*uint64(i%q.size):]
 	return binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
 }
 
@@ -140,10 +155,10 @@ func (q *vq) request(typ uint32, sector uint64, out []byte, in int) req {
 func (q *vq) statusOf(r req) uint8 { return q.ram[r.status] }
 func (q *vq) dataOf(r req) []byte  { return q.ram[r.data : r.data+uint64(r.dataLen)] }
 
-// bar reads and writes a Block's registers.
+// bar reads and writes a virtio device's registers.
 type bar struct {
 	t testing.TB
-	b *Block
+	b PCIDevice
 }
 
 func (p bar) read(off uint16, n int) uint32 {
@@ -167,6 +182,9 @@ func (p bar) write(off uint16, n int, v uint32) {
 }
 
 func (p bar) notify() { p.t.Helper(); p.write(vioQueueNotify, 2, 0) }
+
+// kick notifies queue q.
+func (p bar) kick(q int) { p.t.Helper(); p.write(vioQueueNotify, 2, uint32(q)) }
 
 // linuxInit replays virtio_pci_legacy's probe and virtblk's setup.
 func linuxInit(t testing.TB, p bar, pfn uint32) {

@@ -18,6 +18,9 @@ const (
 	COM2IRQ = 3
 	// UARTPorts is the number of consecutive ports a UART decodes.
 	UARTPorts = 8
+	// ConsoleIRQ is the agent console's PIC line (the Console after the
+	// disks on PCI): free on this machine, which has no floppy controller.
+	ConsoleIRQ = 6
 
 	// PCIConfigAddressPort is configuration mechanism #1's 32-bit address
 	// register (CONFIG_ADDRESS).

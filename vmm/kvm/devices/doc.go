@@ -19,18 +19,37 @@
 //     256-entry split virtqueue, offering SEG_MAX, BLK_SIZE and FLUSH, and
 //     answering GET_ID with its serial (Linux: /sys/block/vdX/serial, which
 //     is how the guest agent finds its disks).
+//   - Console: a legacy virtio-pci console (virtio-serial) with
+//     VIRTIO_CONSOLE_F_MULTIPORT and one port whose name the guest reads in
+//     /sys/class/virtio-ports/vportNp0/name; four 128-entry queues (port 0
+//     receive and transmit, control receive and transmit). It answers
+//     Linux's control handshake as QEMU's virtio-serial does: DEVICE_READY
+//     with PORT_ADD, PORT_READY with PORT_NAME and PORT_OPEN (the host end
+//     is always connected); the driver's PORT_OPEN says whether a guest
+//     program has the port open. It is the agent channel with one exit per
+//     message each way instead of one per byte: the guest's transmitted
+//     buffer is read in its notify exit; host bytes (Feed) raise the queue
+//     interrupt and go into the guest's receive buffers when it reads the
+//     ISR; the receive queues carry VRING_USED_F_NO_NOTIFY while nothing
+//     waits, so giving buffers back costs no exit.
+//
+// The virtio devices share the legacy transport (virtio.go): the common
+// registers, feature negotiation, status, ISR and line, queue select and
+// notify, the split ring layout for any queue size, and the chain walk.
 //
 // Machine conventions: COM1 (console, ttyS0) at 0x3f8 on IRQ 4; COM2 (agent
-// channel, ttyS1) at 0x2f8 on IRQ 3; PCI devices from slot 1, BAR0 at
-// 0xc000 + 0x100*slot, the interrupt line register preset to the device's
-// PIC line, pin INTA. Lines are the legacy 8259 PIC's, driven with
+// channel fallback, ttyS1) at 0x2f8 on IRQ 3; PCI devices from slot 1, BAR0
+// at 0xc000 + 0x100*slot, the interrupt line register preset to the
+// device's PIC line, pin INTA (the VMM puts the disks first, then the
+// console on IRQ 6). Lines are the legacy 8259 PIC's, driven with
 // KVM_IRQ_LINE. Devices drive their line like a level-triggered source and
 // drop it whenever nothing is pending, so with the PIC's default edge
 // triggering every new event is a fresh rising edge.
 //
 // The guest kernel (Debian 6.1 cloud: CONFIG_SERIAL_8250=y,
-// CONFIG_VIRTIO_PCI=m, CONFIG_VIRTIO_BLK=m, so the initramfs must load
-// virtio_pci and virtio_blk) needs on its command line:
+// CONFIG_VIRTIO_PCI=m, CONFIG_VIRTIO_BLK=m, CONFIG_VIRTIO_CONSOLE=m, so the
+// initramfs must load virtio_pci, virtio_blk and virtio_console) needs on
+// its command line:
 //
 //	console=ttyS0 noapic acpi=off pci=conf1 virtio_pci.force_legacy=1
 //
@@ -61,12 +80,21 @@
 // outside RAM, an impossible available index) makes Block set NEEDS_RESET
 // (0x40) in its status, raise a config interrupt and ignore the queue until
 // the driver resets the device; a request it can complete but not serve
-// gets VIRTIO_BLK_S_IOERR or VIRTIO_BLK_S_UNSUPP. Errors returned from In
-// and Out are host failures (SetLevel) or accesses a device does not decode.
+// gets VIRTIO_BLK_S_IOERR or VIRTIO_BLK_S_UNSUPP. Console does the same
+// for a broken ring or chain, a buffer outside RAM, a writable buffer on a
+// transmit queue or a readable one on a receive queue, and a transmit chain
+// over ConsoleMaxChain bytes; a malformed control message is completed and
+// ignored (counted); host bytes wait up to ConsoleRXLimit (Feed refuses
+// more) and control messages up to ConsoleControlLimit (more are dropped).
+// Chains are at most a queue long; queue sizes are the device's. Errors
+// returned from In and Out are host failures (SetLevel) or accesses a
+// device does not decode.
 //
-// Checkpoints: UART, PCIBus and Block have State and SetState with exported
-// state structs holding every register and cursor (UART: pending receive
-// bytes; Block: the last available index consumed and the used index).
+// Checkpoints: UART, PCIBus, Block and Console have State and SetState with
+// exported state structs holding every register and cursor (UART: pending
+// receive bytes; Block: the last available index consumed and the used
+// index; Console: every queue's cursors, the port's handshake and open
+// state, the control messages and host bytes waiting).
 // SetState drives the IRQ line to the restored level unconditionally.
 // Guest RAM and disk contents are the caller's to restore with them;
 // counters are not state.

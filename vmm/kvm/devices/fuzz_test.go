@@ -187,3 +187,171 @@ func TestFuzzSeedsValid(t *testing.T) {
 		t.Fatalf("seed request not completed: used idx %d", got)
 	}
 }
+
+// Console fuzz layout: 64 KiB of RAM, the four rings at PFNs 1, 3, 5, 7
+// (0x1000-0x8fff), buffers from 0x9000.
+const (
+	fuzzConRAM  = 64 << 10
+	fuzzConBufs = 0x9000
+	fuzzConHeap = 0x1c00 // per queue
+)
+
+// consoleSeeds drives real conversations and returns their rings and
+// buffers: a fresh device probed over them replays every chain.
+func consoleSeeds(t testing.TB) [][2][]byte {
+	var out [][2][]byte
+	for _, drive := range []func(e *consoleEnv){
+		func(e *consoleEnv) {
+			e.handshake(4)
+			if err := e.con.Feed([]byte("request")); err != nil {
+				t.Fatal(err)
+			}
+			e.isr()
+			e.transmit([]byte("resp"), []byte("onse"))
+			e.sendControl(0, ctrlPortOpen, 0)
+		},
+		func(e *consoleEnv) { e.postRX(consoleRXQ, 3, 64); e.transmit(bytes.Repeat([]byte{1}, 300)) },
+		func(e *consoleEnv) {},
+	} {
+		e := newConsoleDeviceIn(t, fuzzConRAM, fuzzConBufs, fuzzConHeap)
+		e.probe(consoleFMultiport)
+		drive(e)
+		out = append(out, [2][]byte{
+			append([]byte(nil), e.ram[0x1000:fuzzConBufs]...),
+			append([]byte(nil), e.ram[fuzzConBufs:]...),
+		})
+	}
+	return out
+}
+
+// FuzzConsole runs a console over guest-written rings and buffers with a
+// sequence of operations, one byte each (kind in the high nibble): kick a
+// queue, read the ISR, feed host bytes, write the status, bump a queue's
+// avail idx, change the guest features, round-trip the state.
+func FuzzConsole(f *testing.F) {
+	ops := []byte{0x30, 0x12, 0x02, 0x03, 0x10, 0x20, 0x00, 0x10, 0x01, 0x50, 0x13, 0x03}
+	for _, s := range consoleSeeds(f) {
+		f.Add(s[0], s[1], ops)
+	}
+	f.Fuzz(func(t *testing.T, rings, bufs, ops []byte) {
+		if len(ops) > 256 {
+			ops = ops[:256]
+		}
+		ram, check := guardedRAM(fuzzConRAM)
+		copy(ram[0x1000:fuzzConBufs], rings)
+		copy(ram[fuzzConBufs:], bufs)
+		irq, out := &fakeIRQ{}, &recWriter{}
+		con, err := NewConsole(conName, ram, irq, 12, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := bar{t, con}
+		p.write(vioStatus, 1, StatusAcknowledge|StatusDriver)
+		p.write(vioGuestFeatures, 4, ConsoleFeatures)
+		for q := range consoleQueues {
+			p.write(vioQueueSel, 2, uint32(q))
+			p.write(vioQueuePFN, 4, 1+2*uint32(q))
+		}
+		var fed uint64
+		for _, op := range ops {
+			fed += fuzzConsoleOp(t, con, p, ram, op)
+			checkConsole(t, con, irq, out, fed)
+		}
+		check(t)
+		irq.checkTransitions(t)
+	})
+}
+
+// fuzzConsoleOp runs one operation and returns the host bytes it fed.
+func fuzzConsoleOp(t *testing.T, con *Console, p bar, ram RAM, op byte) uint64 {
+	arg := op & 0xf
+	switch op >> 4 {
+	case 0:
+		p.kick(int(arg % consoleQueues))
+	case 1:
+		p.read(vioISR, 1)
+	case 2:
+		n := (int(arg) + 1) * 37
+		if err := con.Feed(bytes.Repeat([]byte{op}, n)); err != nil {
+			t.Fatal(err)
+		}
+		return uint64(n)
+	case 3:
+		p.write(vioStatus, 1, []uint32{0, StatusAcknowledge | StatusDriver | StatusDriverOK, StatusFailed}[arg%3])
+	case 4:
+		a := uint64(1+2*(arg%consoleQueues))<<12 + layoutOf(ConsoleQueueSize).descBytes + 2
+		binary.LittleEndian.PutUint16(ram[a:], binary.LittleEndian.Uint16(ram[a:])+1+uint16(arg/4))
+	case 5:
+		st := con.State()
+		c2, err := NewConsole(conName, ram, nil, 12, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c2.SetState(st); err != nil {
+			t.Fatalf("SetState(State()): %v", err)
+		}
+		if diff := cmp.Diff(st, c2.State()); diff != "" {
+			t.Fatalf("state round trip (-want +got):\n%s", diff)
+		}
+	case 6:
+		p.write(vioGuestFeatures, 4, uint32(arg))
+	default:
+		p.read(uint16(arg)&^1, 2)
+	}
+	return 0
+}
+
+// checkConsole checks what must hold after every operation: the line
+// follows the ISR, every chain consumed is completed, and every host byte
+// is delivered, waiting or discarded, every guest byte sent or dropped.
+func checkConsole(t *testing.T, con *Console, irq *fakeIRQ, out *recWriter, fed uint64) {
+	st, stats := con.State(), con.Stats()
+	if got := irq.level(); got != (st.ISR != 0) {
+		t.Fatalf("IRQ level %v with ISR %#x", got, st.ISR)
+	}
+	for i, q := range st.Queues {
+		if q.UsedIdx != q.LastAvailIdx {
+			t.Fatalf("queue %d: used idx %d, last avail %d", i, q.UsedIdx, q.LastAvailIdx)
+		}
+	}
+	if got := stats.RXBytes + uint64(len(st.RX)) + stats.RXDiscarded; got != fed {
+		t.Fatalf("host bytes: %d delivered + %d waiting + %d discarded, %d fed", stats.RXBytes, len(st.RX), stats.RXDiscarded, fed)
+	}
+	if got := uint64(len(out.bytes())); got != stats.TXBytes {
+		t.Fatalf("out has %d bytes, TXBytes %d", got, stats.TXBytes)
+	}
+	if len(st.Control) > ConsoleControlLimit {
+		t.Fatalf("%d control messages waiting", len(st.Control))
+	}
+}
+
+// TestConsoleFuzzSeedsValid: the first seed is a working conversation: a
+// fresh device replaying it hands out data and reaches the open port.
+func TestConsoleFuzzSeedsValid(t *testing.T) {
+	t.Parallel()
+	s := consoleSeeds(t)[0]
+	ram := RAM(make([]byte, fuzzConRAM))
+	copy(ram[0x1000:], s[0])
+	copy(ram[fuzzConBufs:], s[1])
+	out := &recWriter{}
+	con, err := NewConsole(conName, ram, nil, 12, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bar{t, con}
+	p.write(vioGuestFeatures, 4, ConsoleFeatures)
+	for q := range consoleQueues {
+		p.write(vioQueueSel, 2, uint32(q))
+		p.write(vioQueuePFN, 4, 1+2*uint32(q))
+	}
+	p.write(vioStatus, 1, StatusAcknowledge|StatusDriver|StatusDriverOK)
+	for _, q := range []int{consoleCtrlTXQ, consoleTXQ} {
+		p.kick(q)
+	}
+	if st := con.State(); !st.DeviceReady || !st.PortReady || st.GuestOpen || st.Status&StatusNeedsReset != 0 {
+		t.Errorf("replayed state %+v", st)
+	}
+	if got := string(out.bytes()); got != "response" {
+		t.Errorf("replayed transmit %q", got)
+	}
+}
