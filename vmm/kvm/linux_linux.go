@@ -178,6 +178,8 @@ func linuxConfig(cfg vmm.Config) (vmm.Config, error) {
 		return cfg, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
 	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
 		return cfg, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
+	case cfg.AgentChannel != "" && cfg.AgentChannel != vmm.AgentUART:
+		return cfg, fmt.Errorf("kvm: config: AgentChannel: %q: this backend offers only %q", cfg.AgentChannel, vmm.AgentUART)
 	}
 	return cfg, nil
 }
