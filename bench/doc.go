@@ -1,6 +1,7 @@
 // Package bench measures Themis side by side with the Metis-style in-OS
 // "remount" baseline: explore throughput for `themisctl bench explore`, and
-// restore time for `themisctl bench restore`.
+// restore time for `themisctl bench restore`; and the agent channel on the
+// UART beside the virtio-serial port for `themisctl bench channel`.
 //
 // Baseline is the O(image) backtracking Metis uses for real filesystems,
 // measured on the host: per state, copy the state's image into a work file
@@ -23,6 +24,12 @@
 // restore target (TargetPerPageNs, TargetFixedNs, TargetRAMRatio). A missed
 // target is a result in the report, never an error. The KVM part needs Linux
 // and /dev/kvm.
+//
+// Channel boots two QEMU guests from one image, the agent on the UART in
+// one and on the virtio-serial port in the other (vmm.Config.AgentChannel),
+// and times the same calls on both, taking turns call by call, after boot
+// and right after a restore; it reports medians and the UART / virtio
+// ratio per call.
 //
 // The baseline times only backtracking and the op: Metis also walks and
 // hashes the abstract state per state, which Baseline leaves out, so its

@@ -64,3 +64,21 @@ func TestBenchRestore(t *testing.T) {
 		t.Errorf("stderr lacks the progress lines:\n%s", stderr.String())
 	}
 }
+
+// TestBenchChannelFlags: `bench channel` refuses counts below one before
+// it boots anything (bench's TestChannel measures on a real guest).
+func TestBenchChannelFlags(t *testing.T) {
+	bin := themisctl(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "channel", "--iterations", "0"}, "--iterations 0"},
+		{[]string{"bench", "channel", "--files", "-1"}, "--files -1"},
+	} {
+		out, err := exec.Command(bin, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("themisctl %v: %v\n%s\nwant an error mentioning %q", tt.args, err, out, tt.want)
+		}
+	}
+}
