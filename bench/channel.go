@@ -83,6 +83,10 @@ type ChannelReport struct {
 	// Rows has one row per (op, phase), ops in ChannelOps order, PhaseBoot
 	// first.
 	Rows []ChannelRow `json:"rows"`
+	// Restore is the restores of the PhaseRestore rows themselves (Op
+	// "restore", no request): whether the channel's device changes what a
+	// snapshot-load costs.
+	Restore ChannelRow `json:"restore"`
 }
 
 // ChannelGuest is one of the two guests.
@@ -160,8 +164,9 @@ func channelOps() []channelOp {
 // guest, the guests taking turns call by call (who goes first alternates)
 // so that the host's noise falls on both: first one after the other
 // (PhaseBoot), then each call right after a restore to a checkpoint taken
-// once the files were written (PhaseRestore). Without QEMU or a guest
-// image the report says why it was skipped; that is not an error.
+// once the files were written (PhaseRestore; the restores are timed too).
+// Without QEMU or a guest image the report says why it was skipped; that
+// is not an error.
 func Channel(ctx context.Context, o ChannelOptions) (_ *ChannelReport, err error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
@@ -201,7 +206,7 @@ func Channel(ctx context.Context, o ChannelOptions) (_ *ChannelReport, err error
 	}
 	r.UART, r.Virtio = guests[0].info, guests[1].info
 	step("%d calls of each op per phase on each guest, interleaved", o.Iterations)
-	if r.Rows, err = measureChannels(ctx, guests, o.Iterations); err != nil {
+	if r.Rows, r.Restore, err = measureChannels(ctx, guests, o.Iterations); err != nil {
 		return nil, fmt.Errorf("bench: channel: %w", err)
 	}
 	return r, nil
@@ -289,9 +294,10 @@ func (g *channelGuest) call(ctx context.Context, req *agentv1.Request) (int, err
 }
 
 // measureChannels times every op in both phases on both guests
-// (guests[0] the UART's, guests[1] the virtio port's).
-func measureChannels(ctx context.Context, guests [2]*channelGuest, iterations int) ([]ChannelRow, error) {
-	var rows []ChannelRow
+// (guests[0] the UART's, guests[1] the virtio port's); restore is the
+// restores of the restore phase themselves.
+func measureChannels(ctx context.Context, guests [2]*channelGuest, iterations int) (rows []ChannelRow, restore ChannelRow, err error) {
+	var restores [2][]int64
 	for _, phase := range []string{PhaseBoot, PhaseRestore} {
 		for _, op := range channelOps() {
 			row := ChannelRow{Op: op.name, Phase: phase, RequestBytes: proto.Size(op.req(guests[0].lane))}
@@ -299,34 +305,56 @@ func measureChannels(ctx context.Context, guests [2]*channelGuest, iterations in
 			for i := range iterations {
 				for k := range 2 {
 					j := (i + k) % 2 // who goes first alternates
-					d, size, err := guests[j].timeCall(ctx, op.req(guests[j].lane), phase == PhaseRestore)
+					s, err := guests[j].timeCall(ctx, op.req(guests[j].lane), phase == PhaseRestore)
 					if err != nil {
-						return nil, fmt.Errorf("%s after %s on guest %d: %w", op.name, phase, j, err)
+						return nil, restore, fmt.Errorf("%s after %s on guest %d: %w", op.name, phase, j, err)
 					}
-					ns[j] = append(ns[j], d.Nanoseconds())
-					row.ResponseBytes = size
+					ns[j] = append(ns[j], s.call.Nanoseconds())
+					if phase == PhaseRestore {
+						restores[j] = append(restores[j], s.restore.Nanoseconds())
+					}
+					row.ResponseBytes = s.size
 				}
 			}
-			row.UART = ChannelStat{NsMedian: median(ns[0]), NsP90: percentile(ns[0], 90)}
-			row.Virtio = ChannelStat{NsMedian: median(ns[1]), NsP90: percentile(ns[1], 90)}
-			row.UARTOverVirtio = ratio(float64(row.UART.NsMedian), float64(row.Virtio.NsMedian))
+			row.setStats(ns)
 			rows = append(rows, row)
 		}
 	}
-	return rows, nil
+	restore = ChannelRow{Op: "restore", Phase: PhaseRestore}
+	restore.setStats(restores)
+	return rows, restore, nil
 }
 
-// timeCall restores the checkpoint first where restore is set (untimed),
-// then times one call.
-func (g *channelGuest) timeCall(ctx context.Context, req *agentv1.Request, restore bool) (time.Duration, int, error) {
+// setStats sets the row's medians, p90s and ratio from the samples of the
+// UART's guest (ns[0]) and the virtio port's (ns[1]).
+func (row *ChannelRow) setStats(ns [2][]int64) {
+	row.UART = ChannelStat{NsMedian: median(ns[0]), NsP90: percentile(ns[0], 90)}
+	row.Virtio = ChannelStat{NsMedian: median(ns[1]), NsP90: percentile(ns[1], 90)}
+	row.UARTOverVirtio = ratio(float64(row.UART.NsMedian), float64(row.Virtio.NsMedian))
+}
+
+// callSample is one timed call: the restore before it (restore phase),
+// the call, and the response's size.
+type callSample struct {
+	restore, call time.Duration
+	size          int
+}
+
+// timeCall restores the checkpoint first where restore is set, then times
+// one call.
+func (g *channelGuest) timeCall(ctx context.Context, req *agentv1.Request, restore bool) (callSample, error) {
+	var s callSample
 	if restore {
+		t0 := time.Now()
 		if err := g.Machine.Restore(ctx, g.c0); err != nil {
-			return 0, 0, err
+			return s, err
 		}
+		s.restore = time.Since(t0)
 	}
 	t0 := time.Now()
 	size, err := g.call(ctx, req)
-	return time.Since(t0), size, err
+	s.call, s.size = time.Since(t0), size
+	return s, err
 }
 
 // String renders the report: one line per op and phase, both channels'
@@ -342,11 +370,19 @@ func (r *ChannelReport) String() string {
 	fmt.Fprintf(&sb, "boot to agent-ready: uart %s, virtio %s\n", fmtNs(float64(r.UART.BootNs)), fmtNs(float64(r.Virtio.BootNs)))
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "OP\tPHASE\tREQ\tRESP\tUART MEDIAN (P90)\tVIRTIO MEDIAN (P90)\tUART / VIRTIO\t\n")
-	for _, row := range r.Rows {
-		fmt.Fprintf(w, "%s\t%s\t%d B\t%d B\t%s (%s)\t%s (%s)\t%.2f\t\n", row.Op, row.Phase, row.RequestBytes, row.ResponseBytes,
+	for _, row := range append(r.Rows, r.Restore) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%.2f\t\n", row.Op, row.Phase, fmtFrame(row.RequestBytes), fmtFrame(row.ResponseBytes),
 			fmtNs(float64(row.UART.NsMedian)), fmtNs(float64(row.UART.NsP90)),
 			fmtNs(float64(row.Virtio.NsMedian)), fmtNs(float64(row.Virtio.NsP90)), row.UARTOverVirtio)
 	}
 	w.Flush()
 	return sb.String()
+}
+
+// fmtFrame renders a frame size; "-" for none (the restore row).
+func fmtFrame(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d B", n)
 }

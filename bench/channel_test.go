@@ -37,6 +37,9 @@ func TestChannel(t *testing.T) {
 			t.Errorf("row %d: %+v", i, row)
 		}
 	}
+	if rs := r.Restore; rs.Op != "restore" || rs.UART.NsMedian <= 0 || rs.Virtio.NsMedian <= 0 {
+		t.Errorf("restore row %+v", rs)
+	}
 	// The fingerprint names the root, the three files and w (written after
 	// the checkpoint: only in the boot phase).
 	fp := r.Rows[slices.Index(ChannelOps, "fingerprint")]

@@ -171,8 +171,9 @@ and on the virtio port themis.agent in the other. Each op — a Ping, a write
 carrying 1 KiB, one carrying 16 KiB, a fingerprint with every leaf — is timed
 --iterations times per phase on each guest, the guests taking turns call by
 call: one call after another on the booted guest ("boot"), then the first
-call after a restore to the checkpoint ("restore"). Medians, p90 and the
-UART / virtio ratio. Skipped without QEMU or a guest image.`,
+call after a restore to the checkpoint ("restore"; the restores are timed
+too). Medians, p90 and the UART / virtio ratio. Skipped without QEMU or a
+guest image.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Iterations < 1 {
