@@ -31,7 +31,7 @@ func TestAgentChannel(t *testing.T) {
 		{vmm.AgentUART, vmm.RestoreDevices, "/dev/ttyS1"},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s-%s", cmp(string(tt.ch), "default"), tt.mode), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%s", orDefault(string(tt.ch), "default"), tt.mode), func(t *testing.T) {
 			cfg := env.Config(t, env.Lane(t, "ext2"))
 			cfg.AgentChannel, cfg.Restore = tt.ch, tt.mode
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -78,7 +78,7 @@ func checkRestores(ctx context.Context, t *testing.T, m *qemu.Machine) {
 	}
 }
 
-func cmp(s, def string) string {
+func orDefault(s, def string) string {
 	if s == "" {
 		return def
 	}
