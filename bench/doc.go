@@ -1,7 +1,8 @@
 // Package bench measures Themis side by side with the Metis-style in-OS
 // "remount" baseline: explore throughput for `themisctl bench explore`, and
-// restore time for `themisctl bench restore`; and the agent channel for
-// `themisctl bench channel`.
+// restore time for `themisctl bench restore`; and the agent channel on the
+// UART beside the virtio-serial port for `themisctl bench channel`, and on /dev/kvm the UART beside the
+// virtio console for `themisctl bench echo`.
 //
 // Baseline is the O(image) backtracking Metis uses for real filesystems,
 // measured on the host: per state, copy the state's image into a work file
@@ -25,11 +26,16 @@
 // target is a result in the report, never an error. The KVM part needs Linux
 // and /dev/kvm.
 //
-// Channel measures the agent channel of the KVM backend side by side: the
+// Channel boots two QEMU guests from one image, the agent on the UART in
+// one and on the virtio-serial port in the other (vmm.Config.AgentChannel),
+// and times the same calls on both, taking turns call by call, after boot
+// and right after a restore; it reports medians and the UART / virtio
+// ratio per call.
+//
+// Echo measures the agent channel of the KVM backend side by side: the
 // echo guests of kvm.MeasureEcho over the UART and over the virtio console
 // per message size, their exits and time per round trip and the ratios, in
-// a kvm-synthetic section of the report (a QEMU virtio-serial section can
-// sit beside it). It needs Linux and /dev/kvm.
+// a kvm-synthetic report. It needs Linux and /dev/kvm.
 //
 // The baseline times only backtracking and the op: Metis also walks and
 // hashes the abstract state per state, which Baseline leaves out, so its

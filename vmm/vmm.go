@@ -44,6 +44,21 @@ const (
 	RestoreDevices RestoreMode = "devices"
 )
 
+// AgentChannel selects the device that carries the agent channel between
+// the host and the guest agent. The agent finds it on its own: the virtio
+// port named agent.PortName where the machine has one, else the UART.
+type AgentChannel string
+
+const (
+	// AgentVirtio is a virtio port named agent.PortName (the guest's
+	// /dev/vportNpM; virtio-serial on QEMU, the agent console on KVM): the
+	// host's bytes arrive in page-sized buffers, with no UART FIFO pacing
+	// them, and on KVM a message costs a few exits, not three per byte.
+	AgentVirtio AgentChannel = "virtio"
+	// AgentUART is the guest's second 16550 UART (/dev/ttyS1, 115200 baud).
+	AgentUART AgentChannel = "uart"
+)
+
 // Disk is one lane's block device.
 type Disk struct {
 	// Serial identifies the disk inside the guest (/sys/block/*/serial);
@@ -68,6 +83,10 @@ type Config struct {
 	// Verify makes every Restore re-hash guest RAM and every disk and compare with
 	// the hashes taken at the checkpoint (the pre-hash = post-hash gate).
 	Verify bool
+	// AgentChannel selects the agent channel's device ("": AgentVirtio on
+	// both backends; KVM keeps the UART when the guest does not open the
+	// port). AgentUART offers the guest no virtio port.
+	AgentChannel AgentChannel
 	// BootTimeout bounds boot to agent-ready (default 60 s).
 	BootTimeout time.Duration
 	// Console receives the guest's serial console output (nil: discarded, last lines kept for errors).

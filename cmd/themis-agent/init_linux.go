@@ -21,8 +21,8 @@ const (
 	layersDir  = "/layers" // overlay lanes' layer mounts
 )
 
-// channelWait is how long init waits for the channel device to appear
-// (virtio_console creates /dev/hvc* after its module loads).
+// channelWait is how long init waits for the channel's device node to
+// appear once it is chosen (pickChannel).
 const channelWait = 10 * time.Second
 
 // runInit is PID 1: set up the guest, then serve the agent channel forever.
@@ -53,14 +53,15 @@ func runInit(log *zap.Logger) {
 			}
 			return nil
 		}}
+	dev := pickChannel(log, guestDirs, path, portWait)
 	backoff := 100 * time.Millisecond
 	for {
-		ch, err := openChannel(log, path, channelWait)
+		ch, err := openChannel(log, dev, channelWait)
 		if err != nil {
-			log.Error("open agent channel", zap.String("path", path), zap.Error(err))
+			log.Error("open agent channel", zap.String("path", dev.Path), zap.Error(err))
 			pid1.PowerOff(log)
 		}
-		fmt.Fprintf(os.Stderr, "%s on %s\n", agent.ReadyLine, path)
+		fmt.Fprintf(os.Stderr, "%s on %s\n", agent.ReadyLine, dev.Path)
 		start := time.Now()
 		err = srv.Serve(ch)
 		if cerr := ch.Close(); cerr != nil {
@@ -76,16 +77,23 @@ func runInit(log *zap.Logger) {
 	}
 }
 
-// openChannel opens the agent's serial device, waiting up to wait for it to
-// appear, and puts it in raw mode.
-func openChannel(log *zap.Logger, path string, wait time.Duration) (*os.File, error) {
+// openChannel opens the agent's channel, waiting up to wait for its device
+// node to appear; a UART goes in raw mode, a virtio port (not a tty) waits
+// for its host end.
+func openChannel(log *zap.Logger, dev channel, wait time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOCTTY, 0)
+		f, err := os.OpenFile(dev.Path, os.O_RDWR|unix.O_NOCTTY, 0)
 		if err == nil {
+			if dev.Port {
+				if err := waitHost(f, hostWait); err != nil {
+					log.Warn("serving a virtio port whose host end is not connected", zap.Error(err))
+				}
+				return f, nil
+			}
 			if err := makeRaw(f); err != nil {
-				// Not every channel is a tty (a virtio-serial port is not).
-				log.Info("channel left as is", zap.String("path", path), zap.Error(err))
+				// themis.channel= may name a device that is not a tty.
+				log.Info("channel left as is", zap.String("path", dev.Path), zap.Error(err))
 			}
 			return f, nil
 		}

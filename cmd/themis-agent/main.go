@@ -4,8 +4,15 @@
 // guest.
 //
 // As PID 1 it takes no flags (the kernel passes unknown boot parameters to
-// init as arguments); the channel defaults to /dev/ttyS1 and the kernel
-// command line parameter themis.channel=<dev> overrides it.
+// init as arguments). It serves on the virtio-serial port named
+// themis.agent (agent.PortName) where the machine has one: found by its
+// name under /sys/class/virtio-ports (there is no udev), its node
+// /dev/vportNpM from devtmpfs, waited for a few seconds only on a machine
+// with a virtio console device. Else it serves on the second UART,
+// /dev/ttyS1, in raw mode at 115200 baud. The kernel command line
+// parameter themis.channel=<dev> overrides the choice. Once serving it
+// prints agent.ReadyLine and the device on the console ("themis-agent:
+// ready on /dev/vport1p1"), which the host waits for.
 //
 // Not as PID 1 it serves for tests: `themis-agent -stdio -root DIR` answers
 // requests on stdin/stdout over the lanes under DIR.
@@ -26,9 +33,6 @@ import (
 
 // version identifies the build; set with -ldflags "-X main.version=...".
 var version = "dev"
-
-// defaultChannel is the agent's serial port unless themis.channel= says otherwise.
-const defaultChannel = "/dev/ttyS1"
 
 func newLogger(level zapcore.Level) *zap.Logger {
 	enc := zap.NewDevelopmentEncoderConfig()
@@ -69,9 +73,9 @@ func main() {
 }
 
 // channelFromCmdline returns the value of the last themis.channel= parameter
-// on a kernel command line, or the default.
+// on a kernel command line, or "" for none (the agent picks: pickChannel).
 func channelFromCmdline(cmdline string) string {
-	ch := defaultChannel
+	ch := ""
 	for _, f := range strings.Fields(cmdline) {
 		if v, ok := strings.CutPrefix(f, "themis.channel="); ok && v != "" {
 			ch = v

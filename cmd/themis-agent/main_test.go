@@ -22,12 +22,12 @@ func TestChannelFromCmdline(t *testing.T) {
 	tests := []struct {
 		cmdline, want string
 	}{
-		{"", "/dev/ttyS1"},
-		{"console=ttyS0 quiet\n", "/dev/ttyS1"},
+		{"", ""},
+		{"console=ttyS0 quiet\n", ""},
 		{"console=ttyS0 themis.channel=/dev/hvc0 panic=-1\n", "/dev/hvc0"},
 		{"themis.channel=/dev/hvc0 themis.channel=/dev/ttyS2", "/dev/ttyS2"},
-		{"themis.channel= x", "/dev/ttyS1"},
-		{"xthemis.channel=/dev/hvc0", "/dev/ttyS1"},
+		{"themis.channel= x", ""},
+		{"xthemis.channel=/dev/hvc0", ""},
 	}
 	for _, tt := range tests {
 		if got := channelFromCmdline(tt.cmdline); got != tt.want {

@@ -16,7 +16,7 @@ import (
 // newBench is `themisctl bench`: Themis against baselines.
 func newBench(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure Themis against baselines, side by side in one run"}
-	cmd.AddCommand(newBenchExplore(g), newBenchRestore(g), newBenchChannel(g))
+	cmd.AddCommand(newBenchExplore(g), newBenchRestore(g), newBenchChannel(g), newBenchEcho(g))
 	return cmd
 }
 
@@ -156,14 +156,63 @@ cannot loop-mount (needs root).`,
 	return cmd
 }
 
-// newBenchChannel is `themisctl bench channel`: the agent channel's exits
-// and time per message, UART beside virtio console (bench.Channel). It
-// runs in-process: no daemon.
+// newBenchChannel is `themisctl bench channel`: the agent channel on the
+// UART beside the virtio-serial port, on two QEMU guests in one run
+// (bench.Channel). It runs in-process: no daemon.
 func newBenchChannel(g *globals) *cobra.Command {
 	var o bench.ChannelOptions
-	var sizes []string
 	cmd := &cobra.Command{
 		Use:   "channel",
+		Short: "Agent call round trips on the UART beside the virtio-serial port (QEMU, real guest), after boot and after a restore",
+		Long: `Agent call round trips on the UART beside the virtio-serial port, side by side in one run.
+
+Two QEMU guests from the same image (128 MiB, one ext2 lane holding --files
+files of 512 bytes, checkpointed), the agent on the UART (/dev/ttyS1) in one
+and on the virtio port themis.agent in the other. Each op — a Ping, a write
+carrying 1 KiB, one carrying 16 KiB, a fingerprint with every leaf — is timed
+--iterations times per phase on each guest, the guests taking turns call by
+call: one call after another on the booted guest ("boot"), then the first
+call after a restore to the checkpoint ("restore"; the restores are timed
+too). Medians, p90 and the UART / virtio ratio. Skipped without QEMU or a
+guest image.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Iterations < 1 {
+				return fmt.Errorf("--iterations %d: want at least 1", o.Iterations)
+			}
+			if o.Files < 1 {
+				return fmt.Errorf("--files %d: want at least 1", o.Files)
+			}
+			cache, err := cacheDir(g)
+			if err != nil {
+				return err
+			}
+			o.CacheDir, o.Log, o.Progress = cache, g.log, progress
+			r, err := bench.Channel(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(os.Stdout, r)
+			}
+			fmt.Print(r.String())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Iterations, "iterations", bench.DefaultChannelIterations, "calls per op, phase and channel")
+	f.IntVar(&o.Files, "files", bench.DefaultChannelFiles, "files in the fingerprinted lane")
+	return cmd
+}
+
+// newBenchEcho is `themisctl bench echo`: the agent channel's exits
+// and time per message, UART beside virtio console on /dev/kvm with synthetic echo guests (bench.Echo). It
+// runs in-process: no daemon.
+func newBenchEcho(g *globals) *cobra.Command {
+	var o bench.EchoOptions
+	var sizes []string
+	cmd := &cobra.Command{
+		Use:   "echo",
 		Short: "Agent channel exits and time per message: the UART byte by byte beside the virtio console (KVM, synthetic echo guests)",
 		Long: `Agent channel exits and time per message, side by side in one run.
 
@@ -188,7 +237,7 @@ at most 3 exits. A missed target is reported, not an error.`,
 				return fmt.Errorf("--messages %d: want at least 1", o.Messages)
 			}
 			o.Log, o.Progress = g.log, progress
-			r, err := bench.Channel(cmd.Context(), o)
+			r, err := bench.Echo(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -201,7 +250,7 @@ at most 3 exits. A missed target is reported, not an error.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&sizes, "sizes", []string{"64", "1K", "16K"}, "message sizes (K suffix; at most 64K, whole 4 KiB buffers above 4K)")
-	f.IntVar(&o.Messages, "messages", bench.DefaultChannelMessages, "round trips per size over the virtio console")
+	f.IntVar(&o.Messages, "messages", bench.DefaultEchoMessages, "round trips per size over the virtio console")
 	f.IntVar(&o.UARTMessages, "uart-messages", 0, "round trips per size over the UART (0: 64 KiB each way, at least 3)")
 	return cmd
 }

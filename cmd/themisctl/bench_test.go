@@ -65,17 +65,35 @@ func TestBenchRestore(t *testing.T) {
 	}
 }
 
-// TestBenchChannel runs `bench channel --json` with tiny settings and
-// checks its flags' errors.
-func TestBenchChannel(t *testing.T) {
+// TestBenchChannelFlags: `bench channel` refuses counts below one before
+// it boots anything (bench's TestChannel measures on a real guest).
+func TestBenchChannelFlags(t *testing.T) {
 	bin := themisctl(t)
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"bench", "channel", "--sizes", "12X"}, "--sizes"},
-		{[]string{"bench", "channel", "--messages", "0"}, "--messages 0"},
-		{[]string{"bench", "channel", "--sizes", "12K"}, "12288 bytes"},
+		{[]string{"bench", "channel", "--iterations", "0"}, "--iterations 0"},
+		{[]string{"bench", "channel", "--files", "-1"}, "--files -1"},
+	} {
+		out, err := exec.Command(bin, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("themisctl %v: %v\n%s\nwant an error mentioning %q", tt.args, err, out, tt.want)
+		}
+	}
+}
+
+// TestBenchEcho runs `bench echo --json` with tiny settings and
+// checks its flags' errors.
+func TestBenchEcho(t *testing.T) {
+	bin := themisctl(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "echo", "--sizes", "12X"}, "--sizes"},
+		{[]string{"bench", "echo", "--messages", "0"}, "--messages 0"},
+		{[]string{"bench", "echo", "--sizes", "12K"}, "12288 bytes"},
 	} {
 		out, err := exec.Command(bin, tt.args...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tt.want) {
@@ -89,12 +107,12 @@ func TestBenchChannel(t *testing.T) {
 		}
 		t.Skipf("no /dev/kvm: %v", err)
 	}
-	cmd := exec.Command(bin, "--json", "bench", "channel", "--sizes", "1K", "--messages", "5", "--uart-messages", "1")
+	cmd := exec.Command(bin, "--json", "bench", "echo", "--sizes", "1K", "--messages", "5", "--uart-messages", "1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("bench channel: %v\n%s", err, stderr.String())
+		t.Fatalf("bench echo: %v\n%s", err, stderr.String())
 	}
 	var r struct {
 		KVMSynthetic []struct {
@@ -112,7 +130,7 @@ func TestBenchChannel(t *testing.T) {
 		TargetMet *bool `json:"target_met"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("bench channel --json is not JSON: %v\n%s", err, out)
+		t.Fatalf("bench echo --json is not JSON: %v\n%s", err, out)
 	}
 	if len(r.KVMSynthetic) != 1 || r.KVMSynthetic[0].Size != 1024 || r.KVMSynthetic[0].UART.Messages != 1 ||
 		r.KVMSynthetic[0].Console.Channel != "virtio-console" || r.KVMSynthetic[0].Console.NsPerEcho <= 0 || r.TargetMet == nil {

@@ -45,8 +45,11 @@ func (m *Machine) diagnose() string {
 	st, level, stats := m.com2.State(), m.com2.IRQLevel(), m.com2.Stats()
 	fmt.Fprintf(&b, "; COM2 IER %#x MCR %#x THRE pending %v line %v, %d bytes to the guest queued, %d sent by it, %d read by it",
 		st.IER, st.MCR, st.THREPending, level, len(st.RX), stats.TXBytes, stats.RXBytes)
-	cs, cst := m.vcon.State(), m.vcon.Stats()
-	fmt.Fprintf(&b, "; agent console status %#x ISR %#x port ready %v open %v, %d bytes to the guest queued, %d sent by it, %d given to it; channel %s",
-		cs.Status, cs.ISR, cs.PortReady, cs.GuestOpen, len(cs.RX), cst.TXBytes, cst.RXBytes, m.channel)
+	if m.vcon != nil {
+		cs, cst := m.vcon.State(), m.vcon.Stats()
+		fmt.Fprintf(&b, "; agent console status %#x ISR %#x port ready %v open %v, %d bytes to the guest queued, %d sent by it, %d given to it",
+			cs.Status, cs.ISR, cs.PortReady, cs.GuestOpen, len(cs.RX), cst.TXBytes, cst.RXBytes)
+	}
+	fmt.Fprintf(&b, "; channel %s", m.channel)
 	return b.String()
 }

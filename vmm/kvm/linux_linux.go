@@ -47,7 +47,7 @@ const (
 	// agentPortName is the virtio console port of the agent channel, the
 	// name the agent looks for in /sys/class/virtio-ports/*/name (and QEMU
 	// gives its virtio-serial port).
-	agentPortName   = "themis.agent"
+	agentPortName   = agent.PortName
 	agentConsoleIRQ = devices.ConsoleIRQ
 )
 
@@ -196,6 +196,8 @@ func linuxConfig(cfg vmm.Config) (vmm.Config, error) {
 		return cfg, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
 	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
 		return cfg, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
+	case cfg.AgentChannel != "" && cfg.AgentChannel != vmm.AgentVirtio && cfg.AgentChannel != vmm.AgentUART:
+		return cfg, fmt.Errorf("kvm: config: AgentChannel: %q: want %q or %q", cfg.AgentChannel, vmm.AgentVirtio, vmm.AgentUART)
 	}
 	return cfg, nil
 }
@@ -348,6 +350,10 @@ func (m *Machine) setupDevices() error {
 		}
 		m.blocks = append(m.blocks, b)
 	}
+	if m.cfg.AgentChannel == vmm.AgentUART {
+		m.ports = m.fixedPorts() // no agent console: the agent takes the UART at once
+		return nil
+	}
 	m.vport = newStream(func(p []byte) error { return m.vcon.Feed(p) }, devices.ErrRXFull)
 	vcon, err := devices.NewConsole(agentPortName, deviceRAM{vm}, irqLine{vm, agentConsoleIRQ}, agentConsoleIRQ, writerFunc(m.vport.guestWrite))
 	if err != nil {
@@ -363,13 +369,22 @@ func (m *Machine) setupDevices() error {
 }
 
 // streams are the host ends of both agent channels.
-func (m *Machine) streams() []*stream { return []*stream{m.uart, m.vport} }
+func (m *Machine) streams() []*stream {
+	if m.vport == nil {
+		return []*stream{m.uart}
+	}
+	return []*stream{m.uart, m.vport}
+}
 
 // pickChannel makes the agent console the agent channel when the guest
 // has its port open once the agent says it is ready (the agent opens its
 // channel before it prints the ready line, and Linux tells the device in
 // open(2)); else the channel stays COM2.
 func (m *Machine) pickChannel() {
+	if m.vcon == nil {
+		m.log.Info("agent channel", zap.String("channel", channelUART), zap.String("why", "asked for (AgentChannel uart)"))
+		return
+	}
 	if !m.vcon.GuestOpen() {
 		m.log.Info("agent channel", zap.String("channel", channelUART), zap.String("why", "the guest did not open port "+agentPortName))
 		return
@@ -434,7 +449,9 @@ func (m *Machine) saveDevices() *deviceState {
 	for _, b := range m.blocks {
 		s.Blocks = append(s.Blocks, b.State())
 	}
-	s.Console = m.vcon.State()
+	if m.vcon != nil {
+		s.Console = m.vcon.State()
+	}
 	return s
 }
 
@@ -458,6 +475,9 @@ func (m *Machine) loadDevices(s *deviceState) error {
 		if err := b.SetState(s.Blocks[i]); err != nil {
 			return err
 		}
+	}
+	if m.vcon == nil {
+		return nil
 	}
 	return m.vcon.SetState(s.Console)
 }

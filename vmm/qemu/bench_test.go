@@ -78,22 +78,29 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 }
 
-// BenchmarkAgentRoundTrip times a no-op request to the guest agent.
+// BenchmarkAgentRoundTrip times a no-op request to the guest agent on
+// each agent channel (`themisctl bench channel` puts them side by side
+// with larger requests and after restores).
 func BenchmarkAgentRoundTrip(b *testing.B) {
 	env := vmmtest.Setup(b)
-	cfg := env.Config(b)
-	m := boot(b, cfg)
-	ping := &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}
-	var times []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		mustDo(b, m, ping)
-		times = append(times, time.Since(t0))
+	for _, ch := range []vmm.AgentChannel{vmm.AgentUART, vmm.AgentVirtio} {
+		b.Run(string(ch), func(b *testing.B) {
+			cfg := env.Config(b)
+			cfg.AgentChannel = ch
+			m := boot(b, cfg)
+			ping := &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}
+			var times []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				mustDo(b, m, ping)
+				times = append(times, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1e3, "us-median")
+		})
 	}
-	b.StopTimer()
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1e3, "us-median")
 }
 
 func medianMs(d []time.Duration) float64 {

@@ -5,9 +5,20 @@
 // the host maps too (to hash it and, in the devices-only restore mode, to put
 // changed pages back); each lane's disk is an overlay.Device exported over NBD
 // on a unix socket, so every sector the guest reads or writes passes through
-// the host; the agent channel is the guest's second UART (ttyS1) on a unix
-// socket; the console is ttyS0 on QEMU's stdout; CPU and device state go into
-// internal snapshots of a small scratch qcow2 node that names no guest disk.
+// the host; the agent channel is a unix socket chardev on a virtio-serial
+// port named themis.agent (agent.PortName; virtio-serial-pci with
+// max_ports=2), or with vmm.Config.AgentChannel "uart" on the guest's second
+// UART (ttyS1); the console is ttyS0 on QEMU's stdout, where the agent's
+// ready line names the device it serves on (Machine.AgentPath); CPU and
+// device state go into internal snapshots of a small scratch qcow2 node that
+// names no guest disk.
+//
+// The agent channel survives snapshot-load: the chardev's socket stays
+// connected (the host listens, QEMU connected once at start), and the
+// virtio-serial device's saved state (guest-connected, the rings, RAM put
+// back first) matches the guest's, while its host-connected side is the
+// live one, unchanged. Checkpoints are taken only when the agent has
+// replied, so no frame is in flight in either direction.
 //
 // Checkpoints go through the path both backends share (vmm/checkpoint),
 // which stops the VM (QMP stop drains block I/O), pushes, pops and merges

@@ -37,6 +37,10 @@ const readyLine = agent.ReadyLine
 // consoleKeep is how many console lines are kept for error messages.
 const consoleKeep = 40
 
+// uartPath is the agent's UART in the guest, where it serves without a
+// virtio port.
+const uartPath = "/dev/ttyS1"
+
 var noDeadline time.Time
 
 // kernelCmdline is the guest kernel's command line. Beyond the console and
@@ -83,6 +87,12 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	}
 	if cfg.Restore != vmm.RestoreFull && cfg.Restore != vmm.RestoreDevices {
 		return nil, fmt.Errorf("qemu: restore mode %q: want %q or %q", cfg.Restore, vmm.RestoreFull, vmm.RestoreDevices)
+	}
+	if cfg.AgentChannel == "" {
+		cfg.AgentChannel = vmm.AgentVirtio
+	}
+	if cfg.AgentChannel != vmm.AgentVirtio && cfg.AgentChannel != vmm.AgentUART {
+		return nil, fmt.Errorf("qemu: agent channel %q: want %q or %q", cfg.AgentChannel, vmm.AgentVirtio, vmm.AgentUART)
 	}
 	if cfg.BootTimeout == 0 {
 		cfg.BootTimeout = 60 * time.Second
@@ -245,7 +255,7 @@ func (m *Machine) createState(ctx context.Context) (string, error) {
 
 // args is QEMU's command line but for the disks.
 func (m *Machine) args(qmpPath, agentPath, statePath string) []string {
-	return []string{
+	args := []string{
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-machine", "pc,accel=tcg,memory-backend=ram0",
 		"-m", fmt.Sprintf("%dM", m.cfg.MemoryMiB),
@@ -255,13 +265,34 @@ func (m *Machine) args(qmpPath, agentPath, statePath string) []string {
 		"-append", strings.TrimSpace(kernelCmdline + " " + m.cfg.Cmdline),
 		"-chardev", "stdio,id=con,signal=off",
 		"-device", "isa-serial,chardev=con,index=0",
-		"-chardev", fmt.Sprintf("socket,id=agent,path=%s", agentPath),
-		"-device", "isa-serial,chardev=agent,index=1",
+	}
+	args = append(args, agentArgs(m.cfg.AgentChannel, agentPath)...)
+	return append(args,
 		"-chardev", fmt.Sprintf("socket,id=qmp,path=%s", qmpPath),
 		"-mon", "chardev=qmp,mode=control",
 		"-blockdev", fmt.Sprintf("driver=file,filename=%s,node-name=statefile", statePath),
 		"-blockdev", "driver=qcow2,file=statefile,node-name=state",
+	)
+}
+
+// agentArgs puts the agent channel on QEMU's command line: the host's unix
+// socket as chardev "agent", on a virtio-serial port named agent.PortName
+// (vmm.AgentVirtio) or on the second UART (vmm.AgentUART, the guest's
+// ttyS1).
+//
+// The virtio-serial device is the transitional virtio-serial-pci, like the
+// disks (the guest's virtio_pci drives it as a modern device; a legacy-only
+// guest could too). max_ports=2: port 0 is reserved for a console and ours
+// is port 1; the default 31 ports cost 64 virtqueues the guest sets up at
+// every boot and QEMU saves in every snapshot.
+func agentArgs(ch vmm.AgentChannel, sock string) []string {
+	args := []string{"-chardev", fmt.Sprintf("socket,id=agent,path=%s", sock)}
+	if ch == vmm.AgentUART {
+		return append(args, "-device", "isa-serial,chardev=agent,index=1")
 	}
+	return append(args,
+		"-device", "virtio-serial-pci,id=agentser,max_ports=2",
+		"-device", "virtserialport,bus=agentser.0,nr=1,chardev=agent,name="+agent.PortName)
 }
 
 // launch starts QEMU in its own process group, its console on a pipe.
@@ -327,12 +358,26 @@ func (m *Machine) waitAgent(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("qemu: boot: no %q on the console: %w\n%s", readyLine, ctx.Err(), m.console.tail())
 	}
+	path := m.console.readyPath()
+	if m.cfg.AgentChannel == vmm.AgentVirtio && path == uartPath {
+		// The agent found no port named agent.PortName; nothing listens on the UART.
+		return fmt.Errorf("qemu: boot: the agent serves on %s, not on the virtio port %q (is virtio_console in the image?)\n%s", path, agent.PortName, m.console.tail())
+	}
 	resp, err := m.call(ctx, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
 	if err != nil {
 		return fmt.Errorf("qemu: boot: first ping: %w", err)
 	}
-	m.log.Info("guest ready", zap.String("agent", resp.GetPing().GetVersion()))
+	m.log.Info("guest ready", zap.String("agent", resp.GetPing().GetVersion()), zap.String("channel", string(m.cfg.AgentChannel)), zap.String("path", path))
 	return nil
+}
+
+// AgentPath returns the guest device the agent serves on, as its ready
+// line names it: /dev/vportNpM on a virtio port, /dev/ttyS1 on the UART.
+func (m *Machine) AgentPath() string {
+	if m.console == nil {
+		return ""
+	}
+	return m.console.readyPath()
 }
 
 // accept waits for QEMU to connect to one of our sockets, or for QEMU to die.
@@ -566,6 +611,7 @@ type consoleTail struct {
 	w     io.Writer
 	mu    sync.Mutex
 	lines []string
+	path  string // the agent's device, from its ready line
 	ready chan struct{}
 	done  chan struct{}
 }
@@ -590,12 +636,23 @@ func (c *consoleTail) run(r io.ReadCloser) {
 		if len(c.lines) > consoleKeep {
 			c.lines = c.lines[len(c.lines)-consoleKeep:]
 		}
+		seen := !readySeen && strings.Contains(line, readyLine)
+		if seen {
+			c.path, _ = agent.ReadyPath(line)
+		}
 		c.mu.Unlock()
-		if !readySeen && strings.Contains(line, readyLine) {
+		if seen {
 			readySeen = true
 			close(c.ready)
 		}
 	}
+}
+
+// readyPath is the device the agent's first ready line names ("" before it).
+func (c *consoleTail) readyPath() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.path
 }
 
 func (c *consoleTail) tail() string {

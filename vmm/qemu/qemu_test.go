@@ -73,6 +73,7 @@ func TestBadConfig(t *testing.T) {
 		{"no kernel", vmm.Config{Initramfs: "/nonexistent"}, "no kernel"},
 		{"missing kernel", vmm.Config{Kernel: "/nonexistent/vmlinuz", Initramfs: "/x"}, "kernel"},
 		{"bad restore mode", vmm.Config{Restore: "fast"}, "restore mode"},
+		{"bad agent channel", vmm.Config{AgentChannel: "pipe"}, "agent channel"},
 		{"too little memory", vmm.Config{MemoryMiB: 8}, "memory"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,30 @@
+package kvm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/themisfs/themis/vmm"
+)
+
+// TestLinuxConfigAgentChannel: the KVM backend offers the agent console
+// (virtio, the default) or only the UART; anything else fails before a VM
+// exists.
+func TestLinuxConfigAgentChannel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ch      vmm.AgentChannel
+		wantErr string
+	}{
+		{"", ""},
+		{vmm.AgentUART, ""},
+		{vmm.AgentVirtio, ""},
+		{"pipe", `want "virtio" or "uart"`},
+	}
+	for _, tt := range tests {
+		_, err := linuxConfig(vmm.Config{Kernel: "/vmlinuz", AgentChannel: tt.ch})
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("linuxConfig(AgentChannel %q) = %v, want error %q", tt.ch, err, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package qemu
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/themisfs/themis/vmm"
+)
+
+// TestArgsAgentChannel: the agent's chardev is the host's socket on a
+// virtio-serial port named themis.agent, or on the second UART; the
+// console stays on the first UART either way.
+func TestArgsAgentChannel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ch        vmm.AgentChannel
+		want, not []string
+	}{
+		{ch: vmm.AgentVirtio,
+			want: []string{"virtio-serial-pci,id=agentser,max_ports=2", "virtserialport,bus=agentser.0,nr=1,chardev=agent,name=themis.agent"},
+			not:  []string{"isa-serial,chardev=agent,index=1"}},
+		{ch: vmm.AgentUART,
+			want: []string{"isa-serial,chardev=agent,index=1"},
+			not:  []string{"virtio-serial-pci,id=agentser,max_ports=2"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.ch), func(t *testing.T) {
+			t.Parallel()
+			m := &Machine{cfg: vmm.Config{MemoryMiB: 128, AgentChannel: tt.ch, Kernel: "/k", Initramfs: "/i"}, ram: &ramFile{path: "/dev/shm/ram"}}
+			args := m.args("/w/qmp.sock", "/w/agent.sock", "/w/state.qcow2")
+			devices := flagValues(args, "-device")
+			for _, w := range append(tt.want, "isa-serial,chardev=con,index=0") {
+				if !slices.Contains(devices, w) {
+					t.Errorf("no -device %s in %q", w, args)
+				}
+			}
+			for _, n := range tt.not {
+				if slices.Contains(devices, n) {
+					t.Errorf("-device %s in %q", n, args)
+				}
+			}
+			if chardevs := flagValues(args, "-chardev"); !slices.Contains(chardevs, "socket,id=agent,path=/w/agent.sock") {
+				t.Errorf("agent chardev missing: %q", chardevs)
+			}
+		})
+	}
+}
+
+// flagValues returns the value after every occurrence of flag.
+func flagValues(args []string, flag string) []string {
+	var v []string
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag {
+			v = append(v, args[i+1])
+		}
+	}
+	return v
+}
