@@ -9,6 +9,7 @@ import (
 
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm"
 )
 
 // ExploreBench is an explore run reduced to throughput and a per-state
@@ -18,6 +19,8 @@ type ExploreBench struct {
 	Summary *exploration.Summary
 	// Lanes are the run's lane specs.
 	Lanes []string
+	// Channel is the agent channel its sessions used ("": not recorded).
+	Channel string
 	// States counts ops applied; StatesPerSec is the run's rate.
 	States       int
 	StatesPerSec float64
@@ -180,8 +183,10 @@ func columnName(e *ExploreBench) string {
 		return "themis (-)"
 	case e.Summary.Revert == "":
 		return fmt.Sprintf("themis (%s)", e.Summary.Backend)
+	case e.Channel == "":
+		return fmt.Sprintf("themis (%s, %s)", e.Summary.Backend, e.Summary.Revert)
 	}
-	return fmt.Sprintf("themis (%s, %s)", e.Summary.Backend, e.Summary.Revert)
+	return fmt.Sprintf("themis (%s, %s, %s)", e.Summary.Backend, e.Summary.Revert, e.Channel)
 }
 
 // Report is a baseline and one explore run per revert strategy, measured
@@ -201,9 +206,13 @@ type Options struct {
 	// Explore is the explore run to measure; its Revert is set from
 	// Reverts.
 	Explore exploration.Options
-	// Reverts are the revert strategies to measure, one explore run each,
-	// in order (default DefaultReverts).
+	// Reverts are the revert strategies to measure, one explore run each
+	// per channel, in order (default DefaultReverts).
 	Reverts []string
+	// Channels are the agent channels to measure (default
+	// DefaultChannels); Run asks its manager function for one manager per
+	// channel.
+	Channels []vmm.AgentChannel
 	// Baseline is the baseline to put beside it; an empty Lane takes the
 	// explore run's first lane spec, so both use the same filesystem and
 	// image size.
@@ -213,29 +222,47 @@ type Options struct {
 // DefaultReverts are the strategies Run measures by default.
 var DefaultReverts = []string{exploration.RevertMachine, exploration.RevertRemount}
 
-// Run measures the baseline and an explore run per revert strategy one
-// after the other, in one call, and compares each with the baseline.
-func Run(ctx context.Context, m *session.Manager, o Options) (*Report, error) {
+// DefaultChannels are the agent channels Run measures by default.
+var DefaultChannels = []vmm.AgentChannel{vmm.AgentVirtio, vmm.AgentUART}
+
+// Managers gives Run the session manager whose sessions use an agent
+// channel (session.Config.AgentChannel); Run does not close it.
+type Managers func(ctx context.Context, ch vmm.AgentChannel) (*session.Manager, error)
+
+// Run measures the baseline and an explore run per channel and revert
+// strategy one after the other, in one call, and compares each with the
+// baseline.
+func Run(ctx context.Context, managers Managers, o Options) (*Report, error) {
 	if o.Baseline.Lane == "" && len(o.Explore.Lanes) > 0 {
 		o.Baseline.Lane = o.Explore.Lanes[0]
 	}
-	reverts := o.Reverts
+	reverts, channels := o.Reverts, o.Channels
 	if len(reverts) == 0 {
 		reverts = DefaultReverts
+	}
+	if len(channels) == 0 {
+		channels = DefaultChannels
 	}
 	b, err := Baseline(ctx, o.Baseline)
 	if err != nil {
 		return nil, err
 	}
 	r := &Report{Baseline: b}
-	for _, rv := range reverts {
-		eo := o.Explore
-		eo.Revert = rv
-		e, err := Explore(ctx, m, eo)
+	for _, ch := range channels {
+		m, err := managers(ctx, ch)
 		if err != nil {
-			return nil, fmt.Errorf("%w (revert %s)", err, rv)
+			return nil, fmt.Errorf("bench: channel %s: %w", ch, err)
 		}
-		r.Runs = append(r.Runs, Compare(e, b))
+		for _, rv := range reverts {
+			eo := o.Explore
+			eo.Revert = rv
+			e, err := Explore(ctx, m, eo)
+			if err != nil {
+				return nil, fmt.Errorf("%w (channel %s, revert %s)", err, ch, rv)
+			}
+			e.Channel = string(ch)
+			r.Runs = append(r.Runs, Compare(e, b))
+		}
 	}
 	return r, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
+	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
@@ -135,9 +136,10 @@ func TestCompare(t *testing.T) {
 	s2.Revert, s2.Elapsed = "remount", 5*time.Second
 	s.Revert = "machine"
 	e, e2 := exploreBench(s, []string{"ext2"}), exploreBench(&s2, []string{"ext2"})
+	e2.Channel = "uart"
 	rep := Report{Baseline: b, Runs: []Comparison{Compare(e, b), Compare(e2, b)}}.String()
-	for _, want := range []string{"themis (qemu, machine)", "themis (qemu, remount)", "200.000", "50.000",
-		"baseline/themis (qemu, machine): 0.05x", "baseline/themis (qemu, remount): 0.2x"} {
+	for _, want := range []string{"themis (qemu, machine)", "themis (qemu, remount, uart)", "200.000", "50.000",
+		"baseline/themis (qemu, machine): 0.05x", "baseline/themis (qemu, remount, uart): 0.2x"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}
@@ -147,10 +149,13 @@ func TestCompare(t *testing.T) {
 // TestRunRealGuest measures the baseline and a QEMU explore run side by
 // side, on the same ext2 image spec, and logs the table.
 func TestRunRealGuest(t *testing.T) {
-	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	r, err := Run(ctx, m, Options{
+	managers := func(_ context.Context, ch vmm.AgentChannel) (*session.Manager, error) {
+		return sessiontest.Real(t, session.Config{AgentChannel: ch}), nil
+	}
+	r, err := Run(ctx, managers, Options{
+		Channels: []vmm.AgentChannel{vmm.AgentVirtio}, // bench explore's default adds uart: twice the time
 		Explore:  exploration.Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7},
 		Baseline: BaselineOptions{CacheDir: vmmtest.Setup(t).CacheDir},
 	})
@@ -165,7 +170,7 @@ func TestRunRealGuest(t *testing.T) {
 		t.Fatalf("report %+v: want one run per default revert and the baseline", r)
 	}
 	for i, c := range r.Runs {
-		if c.Explore.States == 0 || c.Ratio <= 0 || c.Explore.Summary.Revert != DefaultReverts[i] {
+		if c.Explore.States == 0 || c.Ratio <= 0 || c.Explore.Summary.Revert != DefaultReverts[i] || c.Explore.Channel != string(vmm.AgentVirtio) {
 			t.Errorf("run %d: comparison %+v, want states, a ratio and revert %s", i, c, DefaultReverts[i])
 		}
 	}

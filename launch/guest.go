@@ -36,9 +36,10 @@ type Spec struct {
 	Lanes []guest.LaneSpec
 	// MemoryMiB is guest RAM in MiB (0: the backend's default, 128).
 	MemoryMiB int
-	// Restore and Verify are vmm.Config's.
-	Restore vmm.RestoreMode
-	Verify  bool
+	// Restore, Verify and AgentChannel are vmm.Config's.
+	Restore      vmm.RestoreMode
+	Verify       bool
+	AgentChannel vmm.AgentChannel
 	// Backend is the choice to boot on (Choose).
 	Backend Choice
 	// Start, when set, boots the machine instead of Backend's backend (a
@@ -117,7 +118,7 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 		}
 	}()
 	cfg := vmm.Config{Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, MemoryMiB: s.MemoryMiB,
-		Restore: s.Restore, Verify: s.Verify, Log: s.Log}
+		Restore: s.Restore, Verify: s.Verify, AgentChannel: s.AgentChannel, Log: s.Log}
 	if cfg.Disks, err = g.openLanes(ctx, s.MakeBase, s.CacheDir, s.Lanes); err != nil {
 		return nil, err
 	}

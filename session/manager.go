@@ -49,6 +49,9 @@ type Config struct {
 	// to qemu when the KVM boot fails). Tests may inject a test double,
 	// which then serves every backend.
 	Start func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error)
+	// AgentChannel is every session's agent channel (vmm.Config's; "":
+	// the virtio port). The benchmarks set it to compare channels.
+	AgentChannel vmm.AgentChannel
 	// OnRestore, when set, observes the duration of every successful restore
 	// (e.g. a Prometheus histogram in the daemon). It must not block.
 	OnRestore func(time.Duration)
@@ -134,6 +137,11 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.MakeBase == nil {
 		return nil, errors.New("session: Config.MakeBase is required (baseimage.Make)")
+	}
+	switch cfg.AgentChannel {
+	case "", vmm.AgentVirtio, vmm.AgentUART:
+	default:
+		return nil, fmt.Errorf("session: Config.AgentChannel %q: want %q or %q", cfg.AgentChannel, vmm.AgentVirtio, vmm.AgentUART)
 	}
 	if cfg.CacheDir == "" {
 		d, err := guest.DefaultCacheDir()
@@ -427,7 +435,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 	}
 	s.info.Backend = choice.Backend
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
-		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, Backend: choice,
+		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, Backend: choice,
 		Start: m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {
 		return err

@@ -244,6 +244,7 @@ func TestOpenNeedsConfig(t *testing.T) {
 	}{
 		{session.Config{MakeBase: baseimage.Make}, "Config.StateDir"},
 		{session.Config{StateDir: t.TempDir()}, "Config.MakeBase"},
+		{session.Config{StateDir: t.TempDir(), MakeBase: baseimage.Make, AgentChannel: "pipe"}, "Config.AgentChannel"},
 	} {
 		m, err := session.Open(context.Background(), tt.cfg)
 		if err == nil {

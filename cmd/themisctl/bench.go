@@ -11,6 +11,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm"
 )
 
 // newBench is `themisctl bench`: Themis against baselines.
@@ -24,7 +25,7 @@ func newBench(g *globals) *cobra.Command {
 // remount baseline (bench.Run). It runs in-process: no daemon.
 func newBenchExplore(g *globals) *cobra.Command {
 	var o bench.Options
-	var lanes, reverts string
+	var lanes, reverts, channels string
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "explore",
@@ -36,6 +37,9 @@ func newBenchExplore(g *globals) *cobra.Command {
 				return err
 			}
 			o.Explore.Lanes, o.Explore.Seed, o.Reverts = splitList(lanes), seed, splitList(reverts)
+			for _, ch := range splitList(channels) {
+				o.Channels = append(o.Channels, vmm.AgentChannel(ch))
+			}
 			o.Baseline.CacheDir = cache
 			cmp, err := runBenchExplore(cmd.Context(), g, cache, o)
 			if err != nil {
@@ -55,41 +59,45 @@ func newBenchExplore(g *globals) *cobra.Command {
 	f.IntVar(&o.Explore.MaxStates, "max-states", 200, "explore state budget")
 	f.Uint64Var(&seed, "seed", 1, "explore seed")
 	f.IntVar(&o.Baseline.States, "baseline-states", 100, "baseline states")
-	f.StringVar(&reverts, "revert", "machine,remount", "revert strategies to measure, one explore run each, side by side")
+	f.StringVar(&reverts, "revert", "machine,remount", "revert strategies to measure, one explore run each per channel, side by side")
+	f.StringVar(&channels, "channel", "virtio,uart", "agent channels to measure (virtio: virtio-serial on QEMU; uart: the 16550)")
 	return cmd
 }
 
-// runBenchExplore runs bench.Run on a session manager of its own, on a
-// temporary state directory removed after.
-func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Options) (cmp *bench.Report, err error) {
+// runBenchExplore runs bench.Run on session managers of its own, one per
+// agent channel, on temporary state directories removed after.
+func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Options) (rep *bench.Report, err error) {
 	state, err := os.MkdirTemp("", "themis-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	var opened []*session.Manager
 	defer func() {
+		for _, m := range opened {
+			if cerr := m.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
+		}
 		if rerr := os.RemoveAll(state); err == nil && rerr != nil {
 			err = fmt.Errorf("bench: %w", rerr)
 		}
 	}()
-	m, err := openManager(ctx, g, cache, filepath.Join(state, "state"))
-	if err != nil {
-		return nil, err
+	managers := func(ctx context.Context, ch vmm.AgentChannel) (*session.Manager, error) {
+		m, err := openManager(ctx, g, cache, filepath.Join(state, "state-"+string(ch)), ch)
+		if err == nil {
+			opened = append(opened, m)
+		}
+		return m, err
 	}
-	progress("baseline (loop-mount, one op, unmount, copy back) and explore per revert strategy, side by side")
-	cmp, err = bench.Run(ctx, m, o)
-	if cerr := m.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	return cmp, nil
+	progress("baseline (loop-mount, one op, unmount, copy back) and explore per agent channel and revert strategy, side by side")
+	return bench.Run(ctx, managers, o)
 }
 
 // openManager opens the in-process session manager bench explore measures:
 // the one place the CLI uses session directly rather than a daemon.
-func openManager(ctx context.Context, g *globals, cache, stateDir string) (*session.Manager, error) {
-	return session.Open(ctx, session.Config{MakeBase: baseimage.Make, StateDir: stateDir, CacheDir: cache, Guest: guest.Options{CacheDir: cache, Log: g.log}, Log: g.log})
+func openManager(ctx context.Context, g *globals, cache, stateDir string, ch vmm.AgentChannel) (*session.Manager, error) {
+	return session.Open(ctx, session.Config{MakeBase: baseimage.Make, StateDir: stateDir, CacheDir: cache,
+		Guest: guest.Options{CacheDir: cache, Log: g.log}, AgentChannel: ch, Log: g.log})
 }
 
 // newBenchRestore is `themisctl bench restore`: restore time against

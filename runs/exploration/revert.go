@@ -68,7 +68,9 @@ func (d *diskStack) top(id explore.CheckpointID) ([]int, error) {
 }
 
 // remountCheckpoint: umount every lane, push a layer on each lane's disk,
-// mount again.
+// mount again. The state's leaves stay known: it is the state they were
+// taken of (a lane that changed across umount+mount is what --remount
+// checks).
 func (x *system) remountCheckpoint(ctx context.Context) (explore.CheckpointID, error) {
 	var depths []int
 	err := x.remounted(ctx, func(d *overlay.Device) error {
@@ -93,6 +95,7 @@ func (x *system) remountRestore(ctx context.Context, id explore.CheckpointID) er
 	if err != nil {
 		return err
 	}
+	x.forget()
 	i := 0
 	return x.remounted(ctx, func(d *overlay.Device) error {
 		depth := depths[i]
@@ -125,9 +128,9 @@ func (x *system) remountDrop(ctx context.Context, id explore.CheckpointID) error
 
 // remounted unmounts every lane, runs f on each lane's disk (an overlay
 // lane's upper layer; its lower layer is read-only) in lane order, and
-// mounts every lane again. f nil only remounts.
+// mounts every lane again. f nil only remounts. The caller forgets the
+// leaves where the state changes.
 func (x *system) remounted(ctx context.Context, f func(d *overlay.Device) error) error {
-	x.forget()
 	for _, l := range x.lanes {
 		if _, err := x.callOK(ctx, "umount "+l, &agentv1.Request{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: l}}}); err != nil {
 			return err
