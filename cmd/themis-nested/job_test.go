@@ -87,11 +87,16 @@ func TestCrashedTests(t *testing.T) {
 		return `{"Action":"` + action + `","Test":"` + test + `","Output":` + strconv.Quote(output) + "}\n"
 	}
 	crash := "boot: vmm: guest died: kvm: vcpu exit " + tripleFault + "\n"
+	silent := "boot: kvm: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\n        console:\n          (no console output)\n"
+	stopped := "boot: kvm: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\n        console:\n          [    0.5] Kernel panic\n"
 	for _, tt := range []struct {
 		name, events, want string
 	}{
 		{"a triple fault", ev("output", "TestKVMLinuxConformance/Hung", crash) + ev("fail", "TestKVMLinuxConformance/Hung", "") + ev("fail", "TestKVMLinuxConformance", ""),
-			"the guest triple-faulted in TestKVMLinuxConformance/Hung"},
+			"the guest triple-faulted or never booted in TestKVMLinuxConformance/Hung"},
+		{"a silent boot", ev("output", "TestKVMLinuxConformance/BootAndY2038", silent) + ev("fail", "TestKVMLinuxConformance/BootAndY2038", "") + ev("fail", "TestKVMLinuxConformance", ""),
+			"the guest triple-faulted or never booted in TestKVMLinuxConformance/BootAndY2038"},
+		{"a boot that printed and stopped", ev("output", "TestK/Boot", stopped) + ev("fail", "TestK/Boot", ""), ""},
 		{"another failure too", ev("output", "TestA/x", crash) + ev("fail", "TestA/x", "") + ev("output", "TestB", "root differs\n") + ev("fail", "TestB", ""), ""},
 		{"no triple fault", ev("output", "TestB", "restore verification failed\n") + ev("fail", "TestB", ""), ""},
 		{"nothing failed", ev("pass", "TestB", ""), ""},
