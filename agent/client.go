@@ -20,6 +20,13 @@ import (
 // it in the middle of a frame.
 var ErrBroken = errors.New("agent: client broken")
 
+// ErrBadResponse reports a response the agent could not honestly have
+// sent: a length, size or count that is negative, beyond what was asked
+// for or beyond a host bound. Nothing from the guest is trusted; a caller
+// that finds such a response wraps ErrBadResponse, and a session treats
+// it like a dead guest (it fails that session, never the daemon).
+var ErrBadResponse = errors.New("agent: bad response")
+
 // deadliner is the part of net.Conn that lets a call be interrupted.
 type deadliner interface {
 	SetDeadline(t time.Time) error

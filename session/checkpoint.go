@@ -399,25 +399,9 @@ func (m *Manager) snapshotLanes(ctx context.Context, s *session) (map[string][]b
 		if err != nil {
 			return nil, nil, err
 		}
-		read := false
-		for _, e := range resp.GetFingerprint().GetLeaves() {
-			if e.GetKind() != agentv1.Kind_KIND_REGULAR || e.GetSize() > maxKeptFile {
-				continue
-			}
-			h := hex.EncodeToString(e.GetContentHash())
-			if _, ok := s.blobs[h]; ok || s.blobsz+e.GetSize() > maxKeptPerSess {
-				continue
-			}
-			data, err := m.readAll(ctx, s, lane, e.GetPath(), e.GetSize())
-			if err != nil {
-				return nil, nil, err
-			}
-			if sum := blake3.Sum256(data); !bytes.Equal(sum[:], e.GetContentHash()) {
-				return nil, nil, fmt.Errorf("session %s: lane %s: %s changed while being kept", s.info.ID, lane, e.GetPath())
-			}
-			s.blobs[h] = data
-			s.blobsz += int64(len(data))
-			read = true
+		read, err := m.keepFiles(ctx, s, lane, resp.GetFingerprint().GetLeaves())
+		if err != nil {
+			return nil, nil, err
 		}
 		if read {
 			if resp, err = m.callOK(ctx, s, "fingerprint "+lane, fingerprintReq(lane)); err != nil {
@@ -436,25 +420,67 @@ func (m *Manager) snapshotLanes(ctx context.Context, s *session) (map[string][]b
 	return roots, snap, nil
 }
 
-// readAll reads a whole file of the given size in 1 MiB chunks. s.mu is held.
+// keepFiles reads and keeps the content of the regular files among a
+// lane's leaves that are not kept yet and fit the limits (maxKeptFile,
+// maxKeptPerSess); it reports whether it read any. A negative size is the
+// agent's lie (agent.ErrBadResponse): it fails the session. s.mu is held.
+func (m *Manager) keepFiles(ctx context.Context, s *session, lane string, leaves []*agentv1.Entry) (bool, error) {
+	read := false
+	for _, e := range leaves {
+		if e.GetKind() != agentv1.Kind_KIND_REGULAR {
+			continue
+		}
+		size := e.GetSize()
+		if size < 0 {
+			return false, m.machineErr(s, "fingerprint "+lane, fmt.Errorf("%q: a regular file of size %d: %w", e.GetPath(), size, agent.ErrBadResponse))
+		}
+		h := hex.EncodeToString(e.GetContentHash())
+		if _, ok := s.blobs[h]; ok || size > maxKeptFile || s.blobsz+size > maxKeptPerSess {
+			continue
+		}
+		data, err := m.readAll(ctx, s, lane, e.GetPath(), size)
+		if err != nil {
+			return false, err
+		}
+		if sum := blake3.Sum256(data); !bytes.Equal(sum[:], e.GetContentHash()) {
+			return false, fmt.Errorf("session %s: lane %s: %s changed while being kept", s.info.ID, lane, e.GetPath())
+		}
+		s.blobs[h] = data
+		s.blobsz += int64(len(data))
+		read = true
+	}
+	return read, nil
+}
+
+// readAll reads a whole file of the given size (0..maxKeptFile) in 1 MiB
+// chunks, asking for one byte past the end to see it. A read that returns
+// more than it was asked for, a file longer than its size, or one that
+// has no end after size/readChunk+2 reads is the agent's lie
+// (agent.ErrBadResponse): it fails the session. s.mu is held.
 func (m *Manager) readAll(ctx context.Context, s *session, lane, path string, size int64) ([]byte, error) {
+	what := "read " + lane + "/" + path
 	data := make([]byte, 0, size)
-	for {
+	for reads := int64(0); reads < size/readChunk+2; reads++ {
+		ask := min(readChunk, size-int64(len(data))+1)
 		req := &agentv1.Request{Op: &agentv1.Request_ReadFile{ReadFile: &agentv1.ReadFile{
-			Lane: lane, Path: path, Offset: int64(len(data)), Length: readChunk}}}
-		resp, err := m.callOK(ctx, s, "read "+lane+"/"+path, req)
+			Lane: lane, Path: path, Offset: int64(len(data)), Length: ask}}}
+		resp, err := m.callOK(ctx, s, what, req)
 		if err != nil {
 			return nil, err
 		}
 		rf := resp.GetReadFile()
+		switch n := int64(len(rf.GetData())); {
+		case n > ask:
+			return nil, m.machineErr(s, what, fmt.Errorf("%d bytes back, more than the %d asked: %w", n, ask, agent.ErrBadResponse))
+		case int64(len(data))+n > size:
+			return nil, m.machineErr(s, what, fmt.Errorf("more than its size %d: %w", size, agent.ErrBadResponse))
+		}
 		data = append(data, rf.GetData()...)
 		if rf.GetEof() || len(rf.GetData()) == 0 {
 			return data, nil
 		}
-		if len(data) > maxKeptFile {
-			return nil, fmt.Errorf("session %s: %s/%s grew past %d bytes while being read", s.info.ID, lane, path, maxKeptFile)
-		}
 	}
+	return nil, m.machineErr(s, what, fmt.Errorf("no end after %d bytes (size %d): %w", len(data), size, agent.ErrBadResponse))
 }
 
 // gcBlobs drops kept content no live checkpoint refers to. s.mu is held.

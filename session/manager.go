@@ -487,10 +487,12 @@ func (m *Manager) stop(s *session, st State, reason string) error {
 	return err
 }
 
-// machineErr inspects an error from the machine: a dead guest (or an agent
-// channel that can no longer be used) fails the session. s.mu is held.
+// machineErr inspects an error from the machine: a dead guest, an agent
+// channel that can no longer be used, or an agent that sent an impossible
+// response (agent.ErrBadResponse) fails the session. s.mu is held.
 func (m *Manager) machineErr(s *session, what string, err error) error {
-	if errors.Is(err, vmm.ErrGuestDied) || errors.Is(err, agent.ErrBroken) || errors.Is(err, vmm.ErrClosed) {
+	if errors.Is(err, vmm.ErrGuestDied) || errors.Is(err, agent.ErrBroken) || errors.Is(err, vmm.ErrClosed) ||
+		errors.Is(err, agent.ErrBadResponse) {
 		reason := fmt.Sprintf("%s: %v", what, err)
 		if serr := m.stop(s, StateFailed, reason); serr != nil {
 			m.log.Warn("stop failed session", zap.String("session", s.info.ID), zap.Error(serr))

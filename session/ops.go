@@ -315,6 +315,8 @@ func (m *Manager) Stat(ctx context.Context, sessionID, lane, path string, follow
 }
 
 // ReadFile reads up to length bytes (default 64 KiB, at most 1 MiB) at off.
+// More bytes back than asked for is the agent's lie (agent.ErrBadResponse):
+// it fails the session.
 func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, off, length int64) (data []byte, eof bool, res LaneResult, err error) {
 	if err := CheckPath("path", path); err != nil {
 		return nil, false, res, err
@@ -340,6 +342,9 @@ func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, of
 	resp, err := m.call(ctx, s, "read", &agentv1.Request{Op: &agentv1.Request_ReadFile{ReadFile: &agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: length}}})
 	if err != nil {
 		return nil, false, res, err
+	}
+	if n := int64(len(resp.GetReadFile().GetData())); n > length {
+		return nil, false, res, m.machineErr(s, "read "+lane+"/"+path, fmt.Errorf("%d bytes back, more than the %d asked: %w", n, length, agent.ErrBadResponse))
 	}
 	res = LaneResult{Lane: lane, Errno: resp.GetErrno(), Error: resp.GetError(), Ret: resp.GetRet()}
 	return resp.GetReadFile().GetData(), resp.GetReadFile().GetEof(), res, nil

@@ -24,7 +24,8 @@ const RunCallTimeout = 2 * time.Minute
 
 // ErrGuestGone wraps a run's machine error that means the guest cannot be
 // used any more: it died, its agent channel broke or went silent past
-// RunCallTimeout, or its machine was closed.
+// RunCallTimeout, its agent sent an impossible response
+// (agent.ErrBadResponse), or its machine was closed.
 var ErrGuestGone = errors.New("guest gone")
 
 // Run is a lease on one new session's machine for an experiment (an
@@ -91,7 +92,8 @@ func (r *Run) Lanes() []string { return slices.Clone(r.lanes) }
 
 // Do runs f on the session's machine with the session locked and a
 // per-call timeout (RunCallTimeout). A dead guest, a broken agent channel,
-// a closed machine or a silent agent wraps ErrGuestGone; a cancelled ctx
+// a closed machine, a silent agent or an impossible response (f's error
+// wrapping agent.ErrBadResponse) wraps ErrGuestGone; a cancelled ctx
 // wraps ctx's error only. A session that ended (Manager.Close) is ErrState.
 func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
 	r.s.mu.Lock()
@@ -108,7 +110,7 @@ func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, m
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", what, ctx.Err())
 	case errors.Is(err, vmm.ErrGuestDied), errors.Is(err, agent.ErrBroken), errors.Is(err, vmm.ErrClosed),
-		errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, agent.ErrBadResponse), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w: %w", what, ErrGuestGone, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
