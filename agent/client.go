@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -26,6 +27,22 @@ var ErrBroken = errors.New("agent: client broken")
 // that finds such a response wraps ErrBadResponse, and a session treats
 // it like a dead guest (it fails that session, never the daemon).
 var ErrBadResponse = errors.New("agent: bad response")
+
+// Bounds on what one response may make the host hold.
+const (
+	// maxStale is how many stale responses (ids of earlier calls) one call
+	// discards; past it the agent is answering with old ids forever.
+	maxStale = 64
+	// MaxErrorText is the most bytes of a response's error text the host
+	// keeps (in errors, events, the ledger); a longer one is clipped to it
+	// and clipMark appended.
+	MaxErrorText = 4 << 10
+	// maxVersion is the most bytes of the agent's version string kept.
+	maxVersion = 256
+)
+
+// clipMark ends a clipped error text.
+const clipMark = " …(clipped)"
 
 // deadliner is the part of net.Conn that lets a call be interrupted.
 type deadliner interface {
@@ -153,12 +170,17 @@ func (c *Client) callAsync(ctx context.Context, req *agentv1.Request) (*agentv1.
 	}
 }
 
-// exchange writes req and reads frames until the response with req's id.
+// exchange writes req and reads frames until the response with req's id,
+// discarding at most maxStale stale ones; the response's error texts are
+// clipped to MaxErrorText.
 func (c *Client) exchange(req *agentv1.Request) (*agentv1.Response, error) {
 	if err := WriteFrame(c.rw, req); err != nil {
 		return nil, err
 	}
-	for {
+	for stale := 0; ; stale++ {
+		if stale > maxStale {
+			return nil, fmt.Errorf("agent: more than %d stale responses for call %d: %w", maxStale, req.Id, ErrBadResponse)
+		}
 		resp := new(agentv1.Response)
 		if err := ReadFrame(c.rw, resp); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -168,16 +190,47 @@ func (c *Client) exchange(req *agentv1.Request) (*agentv1.Response, error) {
 		}
 		switch id := resp.GetId(); {
 		case id == req.Id:
+			clipErrors(resp)
 			return resp, nil
 		case id == 0:
 			// The agent could not decode a frame; ours is the only one in flight.
-			return nil, fmt.Errorf("agent: request rejected: %w", ResponseError(resp))
+			clipErrors(resp)
+			if err := ResponseError(resp); err != nil {
+				return nil, fmt.Errorf("agent: request rejected: %w", err)
+			}
+			return nil, fmt.Errorf("agent: request rejected (id 0) without an error: %w", ErrBadResponse)
 		case id < req.Id:
 			c.log.Debug("agent: discard stale response", zap.Uint64("id", id), zap.Uint64("want", req.Id))
 		default:
 			return nil, fmt.Errorf("agent: response id %d from the future (want %d)", id, req.Id)
 		}
 	}
+}
+
+// clipErrors clips the error text of resp and of the responses of a batch
+// in it (one level: a batch holds no batch) to MaxErrorText bytes, and a
+// ping's version to maxVersion.
+func clipErrors(resp *agentv1.Response) {
+	resp.Error = clip(resp.GetError(), MaxErrorText)
+	if p := resp.GetPing(); p != nil {
+		p.Version = clip(p.GetVersion(), maxVersion)
+	}
+	for _, r := range resp.GetBatch().GetResponses() {
+		r.Error = clip(r.GetError(), MaxErrorText)
+	}
+}
+
+// clip returns s cut to at most n bytes (on a rune boundary) with clipMark
+// appended, or s itself when it fits.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + clipMark
 }
 
 // Error is a failed operation's errno and message as the agent reported them.

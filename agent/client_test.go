@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,5 +153,87 @@ func mustFrame(t testing.TB, w io.Writer, m proto.Message) {
 	t.Helper()
 	if err := WriteFrame(w, m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClientHostileReplies: an agent that answers with stale ids forever,
+// or with an error text of megabytes, cannot hold a call for longer than
+// a bounded number of frames, nor hand the host an unbounded string.
+func TestClientHostileReplies(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("e", 1<<20)
+	cases := []struct {
+		name    string
+		answer  func(id uint64) []*agentv1.Response // the frames sent for request id
+		wantErr error                               // nil: the call succeeds
+	}{
+		{"endless stale", func(id uint64) []*agentv1.Response {
+			if id == 1 {
+				return []*agentv1.Response{{Id: 1}}
+			}
+			out := make([]*agentv1.Response, 10*maxStale)
+			for i := range out {
+				out[i] = &agentv1.Response{Id: 1}
+			}
+			return out
+		}, ErrBadResponse},
+		{"a few stale", func(id uint64) []*agentv1.Response {
+			if id == 1 {
+				return []*agentv1.Response{{Id: 1}}
+			}
+			return []*agentv1.Response{{Id: id - 1}, {Id: id - 1}, {Id: id}}
+		}, nil},
+		{"long error", func(id uint64) []*agentv1.Response {
+			return []*agentv1.Response{{Id: id, Errno: 5, Error: long}}
+		}, nil},
+		{"long error in a batch", func(id uint64) []*agentv1.Response {
+			return []*agentv1.Response{{Id: id, Result: &agentv1.Response_Batch{Batch: &agentv1.BatchResult{
+				Responses: []*agentv1.Response{{Errno: 5, Error: long}}}}}}
+		}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			host, guest := net.Pipe()
+			defer host.Close()
+			defer guest.Close()
+			go func() {
+				for {
+					req := new(agentv1.Request)
+					if err := ReadFrame(guest, req); err != nil {
+						return
+					}
+					for _, r := range tc.answer(req.GetId()) {
+						if err := WriteFrame(guest, r); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			c := NewClient(host, zaptest.NewLogger(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var resp *agentv1.Response
+			var err error
+			for range 2 {
+				if resp, err = c.Call(ctx, ping()); err != nil {
+					break
+				}
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range append([]*agentv1.Response{resp}, resp.GetBatch().GetResponses()...) {
+				if n := len(r.GetError()); n > MaxErrorText+len(clipMark) {
+					t.Errorf("error text of %d bytes reached the host, want at most %d", n, MaxErrorText+len(clipMark))
+				}
+			}
+		})
 	}
 }
