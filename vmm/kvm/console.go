@@ -12,6 +12,9 @@ import (
 const (
 	consoleKeep = 400
 	consoleTail = 40
+	// maxConsoleLine is the most bytes of one line kept; the rest of a
+	// longer line is counted, not kept.
+	maxConsoleLine = 4096
 )
 
 // console collects what the guest writes on its serial console (COM1): it
@@ -24,6 +27,7 @@ type console struct {
 
 	mu      sync.Mutex
 	partial []byte
+	skipped int // bytes of the partial line past maxConsoleLine
 	lines   []string
 	seen    chan struct{}
 	found   bool
@@ -45,11 +49,17 @@ func (c *console) Write(p []byte) (int, error) {
 	for _, b := range p {
 		switch b {
 		case '\n':
-			c.line(strings.TrimRight(string(c.partial), "\r"))
-			c.partial = c.partial[:0]
+			l := strings.TrimRight(string(c.partial), "\r")
+			if c.skipped > 0 {
+				l += fmt.Sprintf(" …(%d bytes skipped)", c.skipped)
+			}
+			c.line(l)
+			c.partial, c.skipped = c.partial[:0], 0
 		default:
-			if len(c.partial) < 4096 {
+			if len(c.partial) < maxConsoleLine {
 				c.partial = append(c.partial, b)
+			} else {
+				c.skipped++
 			}
 		}
 	}

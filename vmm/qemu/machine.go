@@ -37,6 +37,10 @@ const readyLine = agent.ReadyLine
 // consoleKeep is how many console lines are kept for error messages.
 const consoleKeep = 40
 
+// maxConsoleLine is the most bytes of one console line kept (and copied);
+// the rest of a longer line is skipped, not waited for.
+const maxConsoleLine = 4 << 10
+
 // uartPath is the agent's UART in the guest, where it serves without a
 // virtio port.
 const uartPath = "/dev/ttyS1"
@@ -620,14 +624,20 @@ func newConsoleTail(w io.Writer) *consoleTail {
 	return &consoleTail{w: w, ready: make(chan struct{}), done: make(chan struct{})}
 }
 
+// run reads the console until it ends. A line of any length is read to
+// its end and kept as its first maxConsoleLine bytes (readConsoleLine), so
+// one long line neither stops the reader (which would stall QEMU on a full
+// pipe) nor grows the tail.
 func (c *consoleTail) run(r io.ReadCloser) {
 	defer close(c.done)
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	br := bufio.NewReaderSize(r, maxConsoleLine)
 	readySeen := false
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
+	for {
+		line, err := readConsoleLine(br)
+		if err != nil {
+			return
+		}
 		if c.w != nil {
 			fmt.Fprintln(c.w, line) //nolint:errcheck // console copy is best effort
 		}
@@ -645,6 +655,36 @@ func (c *consoleTail) run(r io.ReadCloser) {
 			readySeen = true
 			close(c.ready)
 		}
+	}
+}
+
+// readConsoleLine reads one line to its end ("\n", or the end of the
+// stream for a last line without one) and returns it without "\r\n" or
+// "\n", cut to maxConsoleLine bytes and marked with how many were skipped.
+// The error is the read's, returned only once no byte of a line is left.
+func readConsoleLine(br *bufio.Reader) (string, error) {
+	var line []byte
+	read, skipped := 0, 0
+	for {
+		frag, err := br.ReadSlice('\n')
+		read += len(frag)
+		if err == nil {
+			frag = frag[:len(frag)-1]
+		}
+		keep := min(len(frag), maxConsoleLine-len(line))
+		line = append(line, frag[:keep]...)
+		skipped += len(frag) - keep
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil && read == 0:
+			return "", err
+		}
+		s := strings.TrimRight(string(line), "\r")
+		if skipped > 0 {
+			s += fmt.Sprintf(" …(%d bytes skipped)", skipped)
+		}
+		return s, nil
 	}
 }
 
