@@ -650,8 +650,9 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 
 type corrupter struct {
 	*below
-	scratch string // scratch file for the host fsck
-	kmsgSeq uint64 // last kernel log record seen
+	scratch  string // scratch file for the host fsck
+	kmsgSeq  uint64 // last kernel log record seen
+	kmsgSeen bool   // kmsgSeq is a record seen (the first may be 0)
 }
 
 // observation is one lane's state after a (possibly flipped) cold mount.
@@ -774,25 +775,30 @@ func (c *corrupter) state(ctx context.Context, i int) ([32]byte, []byte, error) 
 	return h, resp.GetFingerprint().GetRoot(), nil
 }
 
-// kmsg returns the kernel log lines after the last seen.
+// kmsg returns the kernel log lines after the last seen: at most
+// maxKmsgCalls calls, a response that brings no line newer than the last
+// seen ends the drain, and what is kept is bounded (kmsgKeep).
 func (c *corrupter) kmsg(ctx context.Context) ([]string, error) {
-	var out []string
-	for {
+	var keep kmsgKeep
+	for range maxKmsgCalls {
 		resp, err := c.run.CallOK(ctx, "kmsg", &agentv1.Request{Op: &agentv1.Request_Kmsg{Kmsg: &agentv1.Kmsg{AfterSeq: c.kmsgSeq}}})
 		if err != nil {
 			return nil, err
 		}
-		lines := resp.GetKmsg().GetLines()
-		if len(lines) == 0 {
-			return out, nil
-		}
-		for _, l := range lines {
-			if l.GetSeq() > c.kmsgSeq || c.kmsgSeq == 0 {
-				c.kmsgSeq = l.GetSeq()
+		fresh := false
+		for _, l := range resp.GetKmsg().GetLines() {
+			if c.kmsgSeen && l.GetSeq() <= c.kmsgSeq {
+				continue // not after the last seen: the agent repeats itself
 			}
-			out = append(out, l.GetText())
+			c.kmsgSeq, c.kmsgSeen, fresh = l.GetSeq(), true, true
+			keep.add(l.GetText())
+		}
+		if !fresh {
+			return keep.lines(), nil
 		}
 	}
+	keep.more = true
+	return keep.lines(), nil
 }
 
 // observe stops lane i's world, applies f (nil: none), mounts and walks.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -580,7 +581,7 @@ func (b *below) profileWalk(ctx context.Context, i int, op profileOp, lab labels
 		return r, nil, err
 	}
 	r.Errno = resp.GetErrno()
-	r.Entries = int64(resp.GetWalk().GetEntries())
+	r.Entries = int64(min(resp.GetWalk().GetEntries(), math.MaxInt64)) // the guest's count: kept in range
 	read, _, _, err := b.counters(ctx, i)
 	if err != nil {
 		return r, nil, err
@@ -665,21 +666,34 @@ func (b *below) measureOp(ctx context.Context, i int, op profileOp, lab labels) 
 // profileReadChunk is the length of one ReadFile call of readAll.
 const profileReadChunk = 512 << 10
 
-// readAll reads a lane's file to its end; it returns the first non-zero
-// errno of the reads (0: all read).
+// maxReadAll bounds the bytes readAll reads of one file: a huge sparse
+// file (or one whose size a flipped bit made huge) is read to it, and a
+// guest that never reports the end costs at most maxReadAll/profileReadChunk
+// calls.
+const maxReadAll = 256 << 20
+
+// readAll reads a lane's file to its end or to maxReadAll bytes; it
+// returns the first non-zero errno of the reads (0: all read). A read
+// that returns more than it was asked for is agent.ErrBadResponse.
 func (b *below) readAll(ctx context.Context, lane, path string) (int32, error) {
-	for off := int64(0); ; off += profileReadChunk {
-		resp, err := b.run.Call(ctx, "read "+lane+"/"+path, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: profileReadChunk}))
+	what := "read " + lane + "/" + path
+	for off := int64(0); off < maxReadAll; off += profileReadChunk {
+		resp, err := b.run.Call(ctx, what, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: profileReadChunk}))
 		if err != nil {
 			return 0, err
 		}
 		if resp.GetErrno() != 0 {
 			return resp.GetErrno(), nil
 		}
-		if resp.GetReadFile().GetEof() || len(resp.GetReadFile().GetData()) == 0 {
+		rf := resp.GetReadFile()
+		if n := len(rf.GetData()); n > profileReadChunk {
+			return 0, fmt.Errorf("%s: %d bytes back, more than the %d asked: %w", what, n, profileReadChunk, agent.ErrBadResponse)
+		}
+		if rf.GetEof() || len(rf.GetData()) == 0 {
 			return 0, nil
 		}
 	}
+	return 0, nil
 }
 
 // touchedPath is the path an op leaves behind to look at: the new name of
