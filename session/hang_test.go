@@ -2,7 +2,10 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +171,78 @@ func TestStuckGuestDelete(t *testing.T) {
 				t.Error("the stuck Stat did not return after Delete killed its machine")
 			}
 		})
+	}
+}
+
+// TestStuckGuestDeadline: a call on a silent guest ends by its deadline.
+// The caller's own deadline ends it as the caller's (DeadlineExceeded, the
+// session still running); Config.CallTimeout ends one with no earlier
+// deadline, wrapping ErrUnresponsive, and marks the session unresponsive
+// (in Get and List, with an event). An answer makes it running again; a
+// Delete of an unresponsive session ends it at once.
+func TestStuckGuestDeadline(t *testing.T) {
+	const callTimeout = 300 * time.Millisecond
+	m, ms := hangManager(t, session.Config{CallTimeout: callTimeout})
+	ctx := context.Background()
+	in, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, h := in.ID, ms.At(0).(*sessiontest.Hang)
+	h.Stop(sessiontest.UntilDeadline)
+	t.Cleanup(h.Cont)
+	state := func() session.State {
+		t.Helper()
+		got, err := m.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.State
+	}
+
+	err = within(t, callTimeout, "Stat under the caller's deadline", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout/3)
+		defer cancel()
+		_, _, err := m.Stat(cctx, id, "ext2", "f", false)
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, session.ErrUnresponsive) || state() != session.StateRunning {
+		t.Errorf("Stat past the caller's deadline: %v, state %s: want DeadlineExceeded, still running", err, state())
+	}
+
+	err = within(t, 3*callTimeout, "Stat under CallTimeout", func(ctx context.Context) error {
+		_, _, err := m.Stat(context.Background(), id, "ext2", "f", false)
+		return err
+	})
+	if !errors.Is(err, session.ErrUnresponsive) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stat past CallTimeout: %v, want ErrUnresponsive and DeadlineExceeded", err)
+	}
+	if got, err := m.Get(ctx, id); err != nil || got.State != session.StateUnresponsive || !strings.Contains(got.Reason, "stat") {
+		t.Errorf("Get after the silent call: %+v, %v: want unresponsive, reason naming the stat", got, err)
+	}
+	if l, err := m.List(ctx, false); err != nil || len(l) != 1 || l[0].State != session.StateUnresponsive {
+		t.Errorf("List after the silent call: %v, %v: want the session, unresponsive", l, err)
+	}
+	evs, err := m.Events(ctx, id, 0, 0)
+	if err != nil || !slices.ContainsFunc(evs, func(e session.Event) bool { return e.Kind == "session.unresponsive" }) {
+		t.Errorf("events %v, %v: want a session.unresponsive event", evs, err)
+	}
+
+	h.Cont()
+	if _, _, err := m.Stat(ctx, id, "ext2", "f", false); err != nil || state() != session.StateRunning {
+		t.Errorf("Stat after SIGCONT: %v, state %s: want an answer, running again", err, state())
+	}
+
+	h.Stop(sessiontest.UntilDeadline)
+	if _, err := m.Fork(ctx, id, "", ""); !errors.Is(err, session.ErrUnresponsive) || state() != session.StateUnresponsive {
+		t.Errorf("Fork on the stopped guest: %v, state %s: want ErrUnresponsive, unresponsive", err, state())
+	}
+	if err := within(t, prompt, "Delete of the unresponsive session", func(ctx context.Context) error {
+		return m.Delete(ctx, id)
+	}); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if got := state(); got != session.StateEnded {
+		t.Errorf("after Delete: %s, want ended", got)
 	}
 }
