@@ -111,7 +111,8 @@ type killer interface{ Kill() error }
 // (a call in flight may finish); then kills the machine (its calls in
 // flight fail, and the holder's stop ends s with reason) and waits up to
 // endGrace again; a holder that still does not let go is given up on
-// (abandon). With noRun, a session leased by a run is refused (ErrState)
+// (abandon). An unresponsive session's machine is killed before it is
+// closed. With noRun, a session leased by a run is refused (ErrState)
 // and left alone.
 func (m *Manager) shut(s *session, reason string, noRun bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), endGrace)
@@ -133,6 +134,9 @@ func (m *Manager) shut(s *session, reason string, noRun bool) error {
 	defer s.unlock()
 	if noRun && s.run != "" && s.info.State.live() {
 		return busyErr(s.info.ID, s.run)
+	}
+	if s.info.State == StateUnresponsive {
+		m.kill(s) // a graceful quit would only wait out its own timeouts
 	}
 	return m.stop(s, StateEnded, reason)
 }
