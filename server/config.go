@@ -63,6 +63,10 @@ type Limits struct {
 	ManualCheckpoints int `toml:"manual_checkpoints"`
 	// AutoCheckpoints is the size of each session's auto checkpoint ring.
 	AutoCheckpoints int `toml:"auto_checkpoints"`
+	// CallTimeoutS caps each guest call of an RPC, in seconds (the
+	// caller's deadline, or this when later; default 60, at most 3600):
+	// past it the session is marked unresponsive.
+	CallTimeoutS int `toml:"call_timeout_s"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -202,6 +206,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.max_memory_mib", c.Limits.MaxMemoryMiB},
 		{"limits.manual_checkpoints", c.Limits.ManualCheckpoints},
 		{"limits.auto_checkpoints", c.Limits.AutoCheckpoints},
+		{"limits.call_timeout_s", c.Limits.CallTimeoutS},
 	} {
 		if l.v < 0 {
 			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)

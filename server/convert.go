@@ -27,6 +27,8 @@ func sessionState(s session.State) themisv1.Session_State {
 		return themisv1.Session_STATE_ENDED
 	case session.StateFailed:
 		return themisv1.Session_STATE_FAILED
+	case session.StateUnresponsive:
+		return themisv1.Session_STATE_UNRESPONSIVE
 	default:
 		return themisv1.Session_STATE_UNSPECIFIED
 	}

@@ -54,6 +54,7 @@ func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration),
 		MaxMemoryMiB:      cfg.Limits.MaxMemoryMiB,
 		ManualCheckpoints: cfg.Limits.ManualCheckpoints,
 		AutoCheckpoints:   cfg.Limits.AutoCheckpoints,
+		CallTimeout:       time.Duration(cfg.Limits.CallTimeoutS) * time.Second,
 		OnRestore:         onRestore,
 		Log:               log.Named("session"),
 	})

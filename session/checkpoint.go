@@ -144,7 +144,7 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 	if err != nil {
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	live := s.live()
 	pool := 0
 	for _, c := range live {
@@ -176,9 +176,13 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 	if err != nil {
 		return nil, err
 	}
-	vid, err := s.mach.Checkpoint(ctx)
-	if err != nil {
-		return nil, m.machineErr(s, "fork", err)
+	var vid vmm.CheckpointID
+	if err := m.guestCall(ctx, s, "fork", func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		vid, err = mach.Checkpoint(ctx)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	used := make(map[int]bool)
 	var parent string
@@ -218,11 +222,13 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 // its neighbours), fixes the parent and depth of those above it, and records
 // an event. s.mu is held.
 func (m *Manager) dropCheckpoint(ctx context.Context, s *session, c *Checkpoint, kind, detail string) error {
-	if err := s.mach.Delete(ctx, s.vmmID[c.ID]); err != nil {
+	if err := m.guestCall(ctx, s, "delete checkpoint "+c.ID, func(ctx context.Context, mach vmm.Machine) error {
+		return mach.Delete(ctx, s.vmmID[c.ID])
+	}); err != nil {
 		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
 			return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
 		}
-		return m.machineErr(s, "delete checkpoint "+c.ID, err)
+		return err
 	}
 	c.Live = false
 	delete(s.vmmID, c.ID)
@@ -265,7 +271,7 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 	if err != nil {
 		return nil, 0, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	c, err := s.resolve(ref)
 	if err != nil {
 		return nil, 0, err
@@ -274,12 +280,13 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 		return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
 	}
 	t0 := time.Now()
-	if err := s.mach.Restore(ctx, s.vmmID[c.ID]); err != nil {
+	if err := m.guestCall(ctx, s, "restore "+c.ID, func(ctx context.Context, mach vmm.Machine) error {
+		return mach.Restore(ctx, s.vmmID[c.ID])
+	}); err != nil {
 		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
 			return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
 		}
-		err = m.machineErr(s, "restore "+c.ID, err)
-		if s.info.State == StateRunning {
+		if s.info.State.live() {
 			m.event(ctx, Event{Session: s.info.ID, Kind: "restore.failed", Detail: err.Error(), Checkpoint: c.ID})
 		}
 		return nil, 0, err
@@ -311,7 +318,8 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 }
 
 // Checkpoints lists a session's live checkpoints (with all, every one),
-// oldest first. Sessions that are no longer running are read from the ledger.
+// oldest first, from its view (never waiting on a busy guest). Sessions
+// that are no longer live are read from the ledger.
 func (m *Manager) Checkpoints(ctx context.Context, sessionID string, all bool) ([]*Checkpoint, error) {
 	if sessionID == "" {
 		return nil, Invalid("session_id", "required")
@@ -320,18 +328,15 @@ func (m *Manager) Checkpoints(ctx context.Context, sessionID string, all bool) (
 	s := m.sessions[sessionID]
 	m.mu.Unlock()
 	if s != nil {
-		s.mu.Lock()
-		if s.info.State == StateRunning {
+		if v := s.snapshot(); v.info.State.live() {
 			var out []*Checkpoint
-			for _, c := range s.cps {
+			for _, c := range v.cps {
 				if all || c.Live {
 					out = append(out, c.clone())
 				}
 			}
-			s.mu.Unlock()
 			return out, nil
 		}
-		s.mu.Unlock()
 	}
 	if _, err := m.ledger.session(ctx, sessionID); err != nil {
 		return nil, err
@@ -348,7 +353,7 @@ func (m *Manager) DeleteCheckpoint(ctx context.Context, sessionID, ref string) e
 	if err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	c, err := s.resolve(ref)
 	if err != nil {
 		return err
@@ -359,12 +364,17 @@ func (m *Manager) DeleteCheckpoint(ctx context.Context, sessionID, ref string) e
 	return m.dropCheckpoint(ctx, s, c, "checkpoint.deleted", c.ID+" deleted")
 }
 
-// call runs one request on the machine; a transport error goes through
-// machineErr. The response's errno is the caller's to inspect. s.mu is held.
+// call runs one request on the machine under its deadline (guestCall). The
+// response's errno is the caller's to inspect. s.mu is held.
 func (m *Manager) call(ctx context.Context, s *session, what string, req *agentv1.Request) (*agentv1.Response, error) {
-	resp, err := s.mach.Call(ctx, req)
+	var resp *agentv1.Response
+	err := m.guestCall(ctx, s, what, func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		resp, err = mach.Call(ctx, req)
+		return err
+	})
 	if err != nil {
-		return nil, m.machineErr(s, what, err)
+		return nil, err
 	}
 	return resp, nil
 }
@@ -533,7 +543,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 	if err != nil {
 		return false, 0, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := s.checkLane("lane", lane); err != nil {
 		return false, 0, err
 	}

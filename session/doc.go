@@ -53,9 +53,28 @@
 // # Concurrency
 //
 // Manager.mu guards the session map and the capacity accounting; each
-// session's mu serializes all use of its machine. Create reserves capacity
-// under Manager.mu and boots outside it. Lock order: session.mu, then
-// Manager.mu.
+// session's mu serializes all use of its machine (a caller waits for it
+// until its context ends). Every unlock publishes an immutable copy of the
+// session's metadata (Info, checkpoints, run): Get, List and Checkpoints
+// read that copy and never wait on a busy or stuck guest. Create reserves
+// capacity under Manager.mu and boots outside it. Lock order: session.mu,
+// then Manager.mu.
+//
+// # A stuck guest
+//
+// Every guest call of the session methods (agent call, checkpoint,
+// restore, checkpoint delete) runs under the caller's deadline capped by
+// Config.CallTimeout (default 60 s). A call past the cap, with the caller's
+// context still live, wraps ErrUnresponsive (and context.DeadlineExceeded)
+// and marks the session StateUnresponsive (event "session.unresponsive");
+// the next answered call makes it running again (on QEMU and KVM the agent
+// client breaks on a timed-out call, so there the next call fails the
+// session instead: agent.ErrBroken). Delete (and Close) end a
+// session bounded: they wait a second for its lock, then kill the machine
+// (Kill where the backend has it, qemu.Machine's; else Close) so that the
+// call in flight fails, wait a second more, and otherwise give up on the
+// holder (abandon: the slot and the ledger are released at once, the
+// machine's resources when the stuck call returns).
 //
 // session must not import grpc or Prometheus: the server package adapts it.
 package session

@@ -52,6 +52,12 @@ type Config struct {
 	// AgentChannel is every session's agent channel (vmm.Config's; "":
 	// the virtio port). The benchmarks set it to compare channels.
 	AgentChannel vmm.AgentChannel
+	// CallTimeout caps the deadline of every guest call of the session
+	// methods (an agent call, a checkpoint, a restore, a checkpoint's
+	// delete): the caller's deadline, or this one when it is later or
+	// absent (default 60 s, at most an hour). A call that runs past it
+	// marks its session unresponsive. Runs have their own (RunCallTimeout).
+	CallTimeout time.Duration
 	// OnRestore, when set, observes the duration of every successful restore
 	// (e.g. a Prometheus histogram in the daemon). It must not block.
 	OnRestore func(time.Duration)
@@ -67,7 +73,16 @@ const (
 	StateRunning State = "running"
 	StateEnded   State = "ended"  // deleted, or left running when a daemon stopped
 	StateFailed  State = "failed" // the guest died or failed to boot
+	// StateUnresponsive: running, but a guest call got no answer within
+	// its deadline (Config.CallTimeout; Reason says which). Calls still go
+	// to the guest, each under its deadline, and the first one answered
+	// makes it running again; Delete ends it without waiting on a stuck
+	// call. The ledger keeps such a session as running.
+	StateUnresponsive State = "unresponsive"
 )
+
+// live is whether a session in state st still has its guest.
+func (st State) live() bool { return st == StateRunning || st == StateUnresponsive }
 
 // Lane is one filesystem under test in a session.
 type Lane struct {
@@ -137,6 +152,12 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.MakeBase == nil {
 		return nil, errors.New("session: Config.MakeBase is required (baseimage.Make)")
+	}
+	switch {
+	case cfg.CallTimeout < 0 || cfg.CallTimeout > time.Hour:
+		return nil, fmt.Errorf("session: Config.CallTimeout %s: want 0 (default 60s) up to 1h", cfg.CallTimeout)
+	case cfg.CallTimeout == 0:
+		cfg.CallTimeout = 60 * time.Second
 	}
 	switch cfg.AgentChannel {
 	case "", vmm.AgentVirtio, vmm.AgentUART:
@@ -217,11 +238,9 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	var errs []error
 	for _, s := range ss {
-		s.mu.Lock()
-		if err := m.stop(s, StateEnded, "daemon stopped"); err != nil {
+		if err := m.shut(s, "daemon stopped", false); err != nil {
 			errs = append(errs, err)
 		}
-		s.mu.Unlock()
 	}
 	if err := m.ledger.close(); err != nil {
 		errs = append(errs, fmt.Errorf("session: close ledger: %w", err))
@@ -241,9 +260,22 @@ func (m *Manager) Stats() Stats {
 }
 
 // session is one running guest and its bookkeeping. mu serializes every use
-// of the machine and guards every field below it.
+// of the machine and guards every field below it; unlock publishes view,
+// the copy of the metadata that readers take without waiting on mu.
 type session struct {
-	mu    sync.Mutex
+	view atomic.Pointer[view]
+	// booted is the machine as booted, never cleared: what shut kills
+	// without the lock.
+	booted vmm.Machine
+	// ending is the reason shut ends the session with once it killed the
+	// machine under a stuck call: the holder's stop uses it.
+	ending atomic.Pointer[string]
+	// ended is set by whoever records the end (stop or abandon);
+	// abandoned once abandon ended the session without its lock (the view
+	// then stays as abandon left it).
+	ended, abandoned atomic.Bool
+
+	mu    lock
 	info  Info
 	specs []guest.LaneSpec
 	// guest owns the machine and every lane's disks (launch.Boot); nil
@@ -366,6 +398,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		return nil, fmt.Errorf("session id: %w", err)
 	}
 	s := &session{
+		mu: newLock(),
 		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
 			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
 		specs: specs, vmmID: make(map[string]vmm.CheckpointID),
@@ -389,12 +422,14 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		return nil, err
 	}
 	m.event(ctx, Event{Session: id, Kind: "session.created", Detail: fmt.Sprintf("%d lanes, %d MiB, restore %s", len(specs), o.MemoryMiB, o.Restore)})
+	s.booted = s.mach
+	s.publish()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		s.mu.Lock()
 		err := m.stop(s, StateEnded, "daemon stopped")
-		s.mu.Unlock()
+		s.unlock()
 		return nil, errors.Join(fmt.Errorf("session: manager closed: %w", ErrState), err)
 	}
 	m.reserved--
@@ -460,11 +495,15 @@ func (m *Manager) closeMachine(s *session) error {
 	return errors.Join(errs...)
 }
 
-// stop ends a running session: closes its machine, releases its capacity and
-// records its end. s.mu is held.
+// stop ends a live session: closes its machine, releases its capacity and
+// records its end (unless abandon did already). A session that shut is
+// ending ends with shut's reason. s.mu is held.
 func (m *Manager) stop(s *session, st State, reason string) error {
-	if s.info.State != StateRunning {
+	if !s.info.State.live() {
 		return nil
+	}
+	if r := s.ending.Load(); r != nil {
+		st, reason = StateEnded, *r
 	}
 	err := m.closeMachine(s)
 	s.info.State, s.info.Ended, s.info.Reason = st, time.Now().UTC(), reason
@@ -472,12 +511,10 @@ func (m *Manager) stop(s *session, st State, reason string) error {
 		c.Live = false
 	}
 	s.info.Depth = 0
-	m.mu.Lock()
-	if m.sessions[s.info.ID] == s {
-		delete(m.sessions, s.info.ID)
-		m.memory -= s.info.MemoryMiB
+	if !s.ended.CompareAndSwap(false, true) {
+		return err
 	}
-	m.mu.Unlock()
+	m.release(s)
 	if st == StateFailed {
 		m.failures.Add(1)
 	}
@@ -497,6 +534,9 @@ func (m *Manager) machineErr(s *session, what string, err error) error {
 		if serr := m.stop(s, StateFailed, reason); serr != nil {
 			m.log.Warn("stop failed session", zap.String("session", s.info.ID), zap.Error(serr))
 		}
+		if r := s.ending.Load(); r != nil {
+			return fmt.Errorf("session %s ended (%s) during %s: %w", s.info.ID, *r, what, err)
+		}
 		return fmt.Errorf("session %s failed: %s: %w", s.info.ID, what, err)
 	}
 	return fmt.Errorf("session %s: %s: %w", s.info.ID, what, err)
@@ -513,9 +553,10 @@ func (m *Manager) event(ctx context.Context, e Event) {
 	}
 }
 
-// lookup returns a running session, locked. Unknown ids are ErrNotFound;
-// sessions that ended or failed are ErrState.
-func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
+// find returns a live session not leased by a run, from the session map
+// and its view, without its lock. Unknown ids are ErrNotFound; sessions
+// that ended or failed are ErrState.
+func (m *Manager) find(ctx context.Context, id string) (*session, error) {
 	if id == "" {
 		return nil, Invalid("session_id", "required")
 	}
@@ -533,21 +574,41 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 		}
 		return nil, fmt.Errorf("session %q is %s (%s): %w", id, in.State, in.Reason, ErrState)
 	}
-	s.mu.Lock()
-	if s.info.State != StateRunning {
-		st, reason := s.info.State, s.info.Reason
-		s.mu.Unlock()
-		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, ErrState)
+	v := s.snapshot()
+	if !v.info.State.live() {
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, v.info.State, v.info.Reason, ErrState)
 	}
-	if s.run != "" {
-		run := s.run
-		s.mu.Unlock()
-		return nil, fmt.Errorf("session %q is busy with %s run (cancel the run to end it): %w", id, article(run), ErrState)
+	if v.run != "" {
+		return nil, busyErr(id, v.run)
 	}
 	return s, nil
 }
 
-// Get returns a session, running (from memory) or not (from the ledger).
+// lookup returns a live session, locked (find, then its lock, waited for
+// until ctx ends).
+func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
+	s, err := m.find(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.mu.LockCtx(ctx); err != nil {
+		return nil, fmt.Errorf("session %s is busy (a guest call in flight): %w", id, err)
+	}
+	if !s.info.State.live() {
+		st, reason := s.info.State, s.info.Reason
+		s.unlock()
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, ErrState)
+	}
+	if s.run != "" {
+		run := s.run
+		s.unlock()
+		return nil, busyErr(id, run)
+	}
+	return s, nil
+}
+
+// Get returns a session, live (its view: never waits on a busy guest) or
+// not (from the ledger).
 func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 	if id == "" {
 		return nil, Invalid("session_id", "required")
@@ -556,16 +617,15 @@ func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 	s := m.sessions[id]
 	m.mu.Unlock()
 	if s != nil {
-		s.mu.Lock()
-		in := s.info
-		s.mu.Unlock()
+		in := s.snapshot().info
 		in.Lanes = append([]Lane(nil), in.Lanes...)
 		return &in, nil
 	}
 	return m.ledger.session(ctx, id)
 }
 
-// List returns the running sessions, or with all every session in the ledger.
+// List returns the live sessions (their views), or with all every session
+// in the ledger.
 func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
 	m.mu.Lock()
 	ss := make([]*session, 0, len(m.sessions))
@@ -575,10 +635,9 @@ func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
 	m.mu.Unlock()
 	live := make(map[string]*Info)
 	for _, s := range ss {
-		s.mu.Lock()
-		in := s.info
-		s.mu.Unlock()
-		if in.State == StateRunning {
+		in := s.snapshot().info
+		in.Lanes = append([]Lane(nil), in.Lanes...)
+		if in.State.live() {
 			live[in.ID] = &in
 		}
 	}
@@ -608,12 +667,13 @@ func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
 	return out, nil
 }
 
-// Delete stops a running session's guest; its record stays, as ended.
+// Delete stops a live session's guest; its record stays, as ended. It is
+// bounded whatever the guest does (shut): a call stuck on the session is
+// ended by killing its machine. A session leased by a run is ErrState.
 func (m *Manager) Delete(ctx context.Context, id string) error {
-	s, err := m.lookup(ctx, id)
+	s, err := m.find(ctx, id)
 	if err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
-	return m.stop(s, StateEnded, "deleted")
+	return m.shut(s, "deleted", true)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest/baseimage"
@@ -245,6 +246,8 @@ func TestOpenNeedsConfig(t *testing.T) {
 		{session.Config{MakeBase: baseimage.Make}, "Config.StateDir"},
 		{session.Config{StateDir: t.TempDir()}, "Config.MakeBase"},
 		{session.Config{StateDir: t.TempDir(), MakeBase: baseimage.Make, AgentChannel: "pipe"}, "Config.AgentChannel"},
+		{session.Config{StateDir: t.TempDir(), MakeBase: baseimage.Make, CallTimeout: -time.Second}, "Config.CallTimeout"},
+		{session.Config{StateDir: t.TempDir(), MakeBase: baseimage.Make, CallTimeout: 2 * time.Hour}, "Config.CallTimeout"},
 	} {
 		m, err := session.Open(context.Background(), tt.cfg)
 		if err == nil {

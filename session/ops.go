@@ -200,7 +200,7 @@ func (m *Manager) Apply(ctx context.Context, sessionID string, op *agentv1.Reque
 	if err != nil {
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	lanes := []string{""}
 	if laneOps[kind] {
 		lanes = lanes[:0]
@@ -212,7 +212,7 @@ func (m *Manager) Apply(ctx context.Context, sessionID string, op *agentv1.Reque
 	for _, lane := range lanes {
 		resp, err := m.call(ctx, s, kind, withLane(op, kind, lane))
 		if err != nil {
-			if s.info.State == StateRunning {
+			if s.info.State.live() {
 				m.event(ctx, Event{Session: s.info.ID, Kind: "op.failed", Detail: err.Error(), Results: results})
 			}
 			return nil, err
@@ -249,7 +249,7 @@ func (m *Manager) Fingerprint(ctx context.Context, sessionID string, mode agentv
 	if err != nil {
 		return nil, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if len(lanes) == 0 {
 		for _, sp := range s.specs {
 			lanes = append(lanes, sp.Name)
@@ -303,7 +303,7 @@ func (m *Manager) Stat(ctx context.Context, sessionID, lane, path string, follow
 	if err != nil {
 		return nil, LaneResult{}, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := s.checkLane("lane", lane); err != nil {
 		return nil, LaneResult{}, err
 	}
@@ -335,7 +335,7 @@ func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, of
 	if err != nil {
 		return nil, false, res, err
 	}
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := s.checkLane("lane", lane); err != nil {
 		return nil, false, res, err
 	}

@@ -63,8 +63,8 @@ func (m *Manager) Acquire(ctx context.Context, o CreateOptions, kind string) (*R
 		return nil, fmt.Errorf("%s: session %s ended before the run started: %w", kind, in.ID, ErrState)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.info.State != StateRunning {
+	defer s.unlock()
+	if !s.info.State.live() {
 		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", kind, in.ID, s.info.State, s.info.Reason, ErrState)
 	}
 	s.run = kind
@@ -94,11 +94,12 @@ func (r *Run) Lanes() []string { return slices.Clone(r.lanes) }
 // per-call timeout (RunCallTimeout). A dead guest, a broken agent channel,
 // a closed machine, a silent agent or an impossible response (f's error
 // wrapping agent.ErrBadResponse) wraps ErrGuestGone; a cancelled ctx
-// wraps ctx's error only. A session that ended (Manager.Close) is ErrState.
+// wraps ctx's error only; past RunCallTimeout the session is also marked
+// StateUnresponsive. A session that ended (Manager.Close) is ErrState.
 func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
 	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	if r.s.info.State != StateRunning || r.s.mach == nil {
+	defer r.s.unlock()
+	if !r.s.info.State.live() || r.s.mach == nil {
 		return fmt.Errorf("session %s is %s (%s): %w", r.s.info.ID, r.s.info.State, r.s.info.Reason, ErrState)
 	}
 	cctx, cancel := context.WithTimeout(ctx, RunCallTimeout)
@@ -109,8 +110,13 @@ func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, m
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", what, ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded):
+		if r.s.info.State == StateRunning {
+			r.s.info.State, r.s.info.Reason = StateUnresponsive, fmt.Sprintf("%s: no answer within %s", what, RunCallTimeout)
+		}
+		return fmt.Errorf("%s: %w: %w", what, ErrGuestGone, err)
 	case errors.Is(err, vmm.ErrGuestDied), errors.Is(err, agent.ErrBroken), errors.Is(err, vmm.ErrClosed),
-		errors.Is(err, agent.ErrBadResponse), errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, agent.ErrBadResponse):
 		return fmt.Errorf("%s: %w: %w", what, ErrGuestGone, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -268,7 +274,7 @@ func (r *Run) End(st State, reason string) error {
 	}
 	r.ended = true
 	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
+	defer r.s.unlock()
 	r.s.run = ""
 	return r.m.stop(r.s, st, reason)
 }

@@ -76,9 +76,9 @@ func (m *Manager) Views(ctx context.Context, a, b DiffSide, f func(a, b DiskView
 	if err != nil {
 		return err
 	}
-	defer sa.mu.Unlock()
+	defer sa.unlock()
 	if sb != sa {
-		defer sb.mu.Unlock()
+		defer sb.unlock()
 	}
 	va, err := sa.diskView(a, FieldsA)
 	if err != nil {
@@ -111,7 +111,7 @@ func (m *Manager) lookupPair(ctx context.Context, a, b string) (*session, *sessi
 		s, err := m.lookup(ctx, sd.id)
 		if err != nil {
 			if i == 1 {
-				sides[0].s.mu.Unlock()
+				sides[0].s.unlock()
 			}
 			return nil, nil, fmt.Errorf("%s: %w", sd.field, err)
 		}

@@ -701,6 +701,15 @@ func (c *consoleTail) tail() string {
 	return "  " + strings.Join(c.lines, "\n  ")
 }
 
+// Pid is the QEMU process's id (0 when it did not start): what a test
+// stops with SIGSTOP to model a hung guest.
+func (m *Machine) Pid() int {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
 // Kill ends the QEMU process at once, as if it had crashed; calls in flight
 // fail with vmm.ErrGuestDied. Close must still be called.
 func (m *Machine) Kill() error {

@@ -39,6 +39,11 @@ const (
 	Session_STATE_ENDED Session_State = 2
 	// The guest died or failed to boot.
 	Session_STATE_FAILED Session_State = 3
+	// Running, but a guest call got no answer within its deadline (the
+	// daemon's call_timeout; reason says which). Calls still reach the
+	// guest, each under its deadline; the first answered makes it running
+	// again. DeleteSession ends it without waiting on a stuck call.
+	Session_STATE_UNRESPONSIVE Session_State = 4
 )
 
 // Enum value maps for Session_State.
@@ -48,12 +53,14 @@ var (
 		1: "STATE_RUNNING",
 		2: "STATE_ENDED",
 		3: "STATE_FAILED",
+		4: "STATE_UNRESPONSIVE",
 	}
 	Session_State_value = map[string]int32{
-		"STATE_UNSPECIFIED": 0,
-		"STATE_RUNNING":     1,
-		"STATE_ENDED":       2,
-		"STATE_FAILED":      3,
+		"STATE_UNSPECIFIED":  0,
+		"STATE_RUNNING":      1,
+		"STATE_ENDED":        2,
+		"STATE_FAILED":       3,
+		"STATE_UNRESPONSIVE": 4,
 	}
 )
 
@@ -5335,7 +5342,7 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xdc\x03\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xf4\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +
@@ -5350,12 +5357,13 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x16\n" +
 	"\x06reason\x18\n" +
 	" \x01(\tR\x06reason\x12\x14\n" +
-	"\x05depth\x18\v \x01(\x05R\x05depth\"T\n" +
+	"\x05depth\x18\v \x01(\x05R\x05depth\"l\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_RUNNING\x10\x01\x12\x0f\n" +
 	"\vSTATE_ENDED\x10\x02\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x03\">\n" +
+	"\fSTATE_FAILED\x10\x03\x12\x16\n" +
+	"\x12STATE_UNRESPONSIVE\x10\x04\">\n" +
 	"\x04Lane\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x0e\n" +
