@@ -63,6 +63,9 @@ type Limits struct {
 	ManualCheckpoints int `toml:"manual_checkpoints"`
 	// AutoCheckpoints is the size of each session's auto checkpoint ring.
 	AutoCheckpoints int `toml:"auto_checkpoints"`
+	// MaxRunSeconds caps every run (explore, sweep, profile, corrupt), in
+	// seconds; past it the run is cancelled (default 3600).
+	MaxRunSeconds int `toml:"max_run_seconds"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -202,6 +205,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.max_memory_mib", c.Limits.MaxMemoryMiB},
 		{"limits.manual_checkpoints", c.Limits.ManualCheckpoints},
 		{"limits.auto_checkpoints", c.Limits.AutoCheckpoints},
+		{"limits.max_run_seconds", c.Limits.MaxRunSeconds},
 	} {
 		if l.v < 0 {
 			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)

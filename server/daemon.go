@@ -54,6 +54,7 @@ func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration),
 		MaxMemoryMiB:      cfg.Limits.MaxMemoryMiB,
 		ManualCheckpoints: cfg.Limits.ManualCheckpoints,
 		AutoCheckpoints:   cfg.Limits.AutoCheckpoints,
+		MaxRunDuration:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
 		OnRestore:         onRestore,
 		Log:               log.Named("session"),
 	})
