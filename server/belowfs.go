@@ -12,8 +12,8 @@ import (
 
 // Profile implements themisv1.ThemisServer.
 func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_ProfileServer) error {
-	out := newRunStream[*themisv1.ProfileResponse]("profile", stream)
-	sum, err := s.d.Profile(stream.Context(), belowfs.ProfileOptions{
+	out, ctx := newRunStream[*themisv1.ProfileResponse](s, "profile", stream, nil)
+	sum, err := s.d.Profile(ctx, belowfs.ProfileOptions{
 		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), MemoryMiB: int(req.GetMemoryMib()),
 		LsFiles: int(req.GetLsFiles()), TreeEntries: int(req.GetTreeEntries()),
 	}, func(r belowfs.ProfileRow) {
@@ -34,8 +34,8 @@ func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_Pr
 
 // Corrupt implements themisv1.ThemisServer.
 func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_CorruptServer) error {
-	out := newRunStream[*themisv1.CorruptResponse]("corrupt", stream)
-	sum, err := s.d.Corrupt(stream.Context(), belowfs.CorruptOptions{
+	out, ctx := newRunStream[*themisv1.CorruptResponse](s, "corrupt", stream, nil)
+	sum, err := s.d.Corrupt(ctx, belowfs.CorruptOptions{
 		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()),
 	}, func(r belowfs.CorruptResult) {
 		out.send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{

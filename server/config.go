@@ -67,6 +67,9 @@ type Limits struct {
 	// caller's deadline, or this when later; default 60, at most 3600):
 	// past it the session is marked unresponsive.
 	CallTimeoutS int `toml:"call_timeout_s"`
+	// MaxRunSeconds caps every run (explore, sweep, profile, corrupt), in
+	// seconds; past it the run is cancelled (default 3600).
+	MaxRunSeconds int `toml:"max_run_seconds"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -207,6 +210,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.manual_checkpoints", c.Limits.ManualCheckpoints},
 		{"limits.auto_checkpoints", c.Limits.AutoCheckpoints},
 		{"limits.call_timeout_s", c.Limits.CallTimeoutS},
+		{"limits.max_run_seconds", c.Limits.MaxRunSeconds},
 	} {
 		if l.v < 0 {
 			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)

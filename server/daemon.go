@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/local"
@@ -55,6 +56,7 @@ func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration),
 		ManualCheckpoints: cfg.Limits.ManualCheckpoints,
 		AutoCheckpoints:   cfg.Limits.AutoCheckpoints,
 		CallTimeout:       time.Duration(cfg.Limits.CallTimeoutS) * time.Second,
+		MaxRunDuration:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
 		OnRestore:         onRestore,
 		Log:               log.Named("session"),
 	})
@@ -138,7 +140,7 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	d.srv.metrics = m
 	d.grpc = newGRPCServer(creds, m, auth, log)
 	Register(d.grpc, d.srv)
-	d.serve(lis, mlis, m)
+	d.serve(netutil.LimitListener(lis, MaxConnections), mlis, m, auth)
 	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.metricsAddr),
 		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
 	return d, nil
@@ -180,28 +182,27 @@ func (d *Daemon) listen(la listenAddr) (lis net.Listener, closeListener func(), 
 	}
 }
 
-// newGRPCServer is the daemon's gRPC server: creds, then the metrics and
-// panic-recovery interceptors, and the token check when auth is set.
+// newGRPCServer is the daemon's gRPC server: creds, the transport limits
+// (limitOptions), the token check in the transport tap when auth is set,
+// then the metrics and panic-recovery interceptors.
 func newGRPCServer(creds credentials.TransportCredentials, m *metrics, auth *tokenAuth, log *zap.Logger) *grpc.Server {
 	obs := observe{m: m, log: log}
 	rec := recoverer{log: log}
-	unary := []grpc.UnaryServerInterceptor{obs.unary, rec.unary}
-	stream := []grpc.StreamServerInterceptor{obs.stream, rec.stream}
-	if auth != nil {
-		unary = append(unary, auth.unary)
-		stream = append(stream, auth.stream)
-	}
-	return grpc.NewServer(
+	opts := append(limitOptions(),
 		grpc.Creds(creds),
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
+		grpc.ChainUnaryInterceptor(obs.unary, rec.unary),
+		grpc.ChainStreamInterceptor(obs.stream, rec.stream),
 	)
+	if auth != nil {
+		opts = append(opts, grpc.InTapHandle(auth.tap))
+	}
+	return grpc.NewServer(opts...)
 }
 
 // serve starts serving gRPC on lis and, when mlis is set, m's Prometheus
-// endpoint on mlis, each in its own goroutine; d.done and d.httpDone close
-// when they stop.
-func (d *Daemon) serve(lis, mlis net.Listener, m *metrics) {
+// endpoint on mlis (behind auth's token when set), each in its own
+// goroutine; d.done and d.httpDone close when they stop.
+func (d *Daemon) serve(lis, mlis net.Listener, m *metrics, auth *tokenAuth) {
 	go func() {
 		d.serveErr = d.grpc.Serve(lis)
 		close(d.done)
@@ -211,7 +212,11 @@ func (d *Daemon) serve(lis, mlis net.Listener, m *metrics) {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	var h http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	if auth != nil {
+		h = auth.http(h)
+	}
+	mux.Handle("/metrics", h)
 	d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.httpDone)

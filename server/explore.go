@@ -31,7 +31,6 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	case req.GetMaxSeconds() < 0:
 		return toStatus(session.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
 	}
-	ctx := stream.Context()
 	opts := exploration.Options{
 		Lanes:       req.GetLanes(),
 		MemoryMiB:   int(req.GetMemoryMib()),
@@ -49,7 +48,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		LazyRestore: req.GetLazyRestore(),
 		Revert:      req.GetRevert(),
 	}
-	out := newRunStream[*themisv1.ExploreResponse]("explore", stream)
+	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
 		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
 	}, func(f session.Finding) {

@@ -99,7 +99,9 @@ func (m *metrics) request(method string, err error) {
 }
 
 // observe counts every request by method and code and logs it at debug level.
-// It is the outermost interceptor, so refused requests are counted too.
+// It is the outermost interceptor, so requests refused by validation are
+// counted too; those the token check refuses in the transport tap never
+// reach it.
 type observe struct {
 	m   *metrics
 	log *zap.Logger

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -26,6 +27,13 @@ const (
 	DefaultEventLimit = 100
 	// MaxEventLimit caps ListEvents' limit; larger requests are clamped.
 	MaxEventLimit = 1000
+	// DefaultStreamBuffer is how many messages (findings, cells, rows;
+	// progress is coalesced) a run may queue ahead of a client that does
+	// not read its stream.
+	DefaultStreamBuffer = 256
+	// DefaultStreamWait is how long a run waits for room in a full stream
+	// buffer before it is cancelled (ResourceExhausted: client not reading).
+	DefaultStreamWait = 30 * time.Second
 )
 
 // Server implements themisv1.ThemisServer over a Domain.
@@ -37,6 +45,10 @@ type Server struct {
 	health *health.Server
 	// metrics is set by the Daemon; nil counts nothing.
 	metrics *metrics
+	// streamBuffer and streamWait bound a run's stream (runStream):
+	// messages queued, and how long a run waits for room.
+	streamBuffer int
+	streamWait   time.Duration
 }
 
 var _ themisv1.ThemisServer = (*Server)(nil)
@@ -46,7 +58,8 @@ func New(d Domain, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{d: d, log: log.Named("server"), health: health.NewServer()}
+	return &Server{d: d, log: log.Named("server"), health: health.NewServer(),
+		streamBuffer: DefaultStreamBuffer, streamWait: DefaultStreamWait}
 }
 
 // Register registers srv on s together with grpc health (SERVING for the

@@ -30,8 +30,8 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 		}
 		opts.Plan = p
 	}
-	out := newRunStream[*themisv1.ClockSweepResponse]("clock sweep", stream)
-	sum, err := s.d.ClockSweep(stream.Context(), opts, func(c clocksweep.Cell) {
+	out, ctx := newRunStream[*themisv1.ClockSweepResponse](s, "clock sweep", stream, nil)
+	sum, err := s.d.ClockSweep(ctx, opts, func(c clocksweep.Cell) {
 		out.send(&themisv1.ClockSweepResponse{Event: &themisv1.ClockSweepResponse_Cell{Cell: sweepCellProto(c)}})
 	})
 	return out.end(err, func() *themisv1.ClockSweepResponse {

@@ -44,6 +44,9 @@ type Config struct {
 	// AutoCheckpoints is the auto ring size per session (default 10); a fork past it
 	// evicts the oldest live auto checkpoint.
 	AutoCheckpoints int
+	// MaxRunDuration caps every run (Acquire): past it the run's context
+	// ends with cause ErrRunTimeLimit (default DefaultMaxRunDuration).
+	MaxRunDuration time.Duration
 	// Start boots a machine. Nil: by the session's backend (launch.Choose:
 	// "auto" is kvm where /dev/kvm is hardware virtualization, falling back
 	// to qemu when the KVM boot fails). Tests may inject a test double,
@@ -288,6 +291,9 @@ type session struct {
 	// run names the run (Acquire's kind) that drives the machine while it
 	// lasts: the other session methods refuse the session (ErrState).
 	run string
+	// lease is that run while it lasts, nil otherwise; read without mu, so
+	// that Delete can cancel a run that holds mu in a machine call.
+	lease atomic.Pointer[Run]
 
 	cps    []*Checkpoint               // every checkpoint, oldest first
 	vmmID  map[string]vmm.CheckpointID // checkpoint id -> machine id
@@ -669,8 +675,13 @@ func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
 
 // Delete stops a live session's guest; its record stays, as ended. It is
 // bounded whatever the guest does (shut): a call stuck on the session is
-// ended by killing its machine. A session leased by a run is ErrState.
+// ended by killing its machine. A session busy with a run has its run
+// cancelled (cause ErrRunDeleted); Delete returns once the run has ended
+// it, or with an error when ctx ends first.
 func (m *Manager) Delete(ctx context.Context, id string) error {
+	if leased, err := m.cancelRun(ctx, id); leased {
+		return err
+	}
 	s, err := m.find(ctx, id)
 	if err != nil {
 		return err

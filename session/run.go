@@ -22,6 +22,17 @@ import (
 // it the guest counts as gone (agent silent).
 const RunCallTimeout = 2 * time.Minute
 
+// DefaultMaxRunDuration is Config.MaxRunDuration's default.
+const DefaultMaxRunDuration = time.Hour
+
+// ErrRunTimeLimit is the cause of a run's context (Run.Context) when the run
+// lasted past Config.MaxRunDuration.
+var ErrRunTimeLimit = errors.New("run reached the daemon's max run duration")
+
+// ErrRunDeleted is the cause of a run's context when its session was
+// deleted while the run lasted (Manager.Delete).
+var ErrRunDeleted = errors.New("run cancelled: its session was deleted")
+
 // ErrGuestGone wraps a run's machine error that means the guest cannot be
 // used any more: it died, its agent channel broke or went silent past
 // RunCallTimeout, its agent sent an impossible response
@@ -32,8 +43,10 @@ var ErrGuestGone = errors.New("guest gone")
 // explore run, a clock sweep, a profile, a corruption run). Acquire
 // creates the session and marks it busy: the other session methods refuse
 // it with ErrState while the run lasts. Every use of the machine goes
-// through Do (locked, bounded); End ends the session, once. A Run is used
-// from one goroutine.
+// through Do (locked, bounded); End ends the session, once. The run uses
+// Context for everything it does, so that it ends when its session is
+// deleted or it runs past Config.MaxRunDuration. A Run is used from one
+// goroutine (Manager.Delete cancels it from another).
 type Run struct {
 	m     *Manager
 	s     *session
@@ -43,12 +56,18 @@ type Run struct {
 	specs []guest.LaneSpec
 	lanes []string
 	ended bool
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc // cancels ctx with a cause
+	stop   context.CancelFunc      // releases ctx's timer
+	done   chan struct{}           // closed when End has ended the session
 }
 
 // Acquire creates a session for o (as Create) and leases it to a run of
 // the given kind ("explore", "sweep", ...; it prefixes the errors and names
-// the run in the busy error). The caller defers Close, and ends the run
-// with End or Finish when it knows how it went.
+// the run in the busy error). The caller defers Close, runs under
+// Context (not ctx), and ends the run with End or Finish when it knows how
+// it went.
 func (m *Manager) Acquire(ctx context.Context, o CreateOptions, kind string) (*Run, error) {
 	t0 := time.Now()
 	in, err := m.Create(ctx, o)
@@ -68,11 +87,58 @@ func (m *Manager) Acquire(ctx context.Context, o CreateOptions, kind string) (*R
 		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", kind, in.ID, s.info.State, s.info.Reason, ErrState)
 	}
 	s.run = kind
-	r := &Run{m: m, s: s, kind: kind, info: *in, boot: boot, specs: slices.Clone(s.specs)}
+	r := &Run{m: m, s: s, kind: kind, info: *in, boot: boot, specs: slices.Clone(s.specs), done: make(chan struct{})}
 	for _, sp := range s.specs {
 		r.lanes = append(r.lanes, sp.Name)
 	}
+	limit := m.cfg.MaxRunDuration
+	if limit <= 0 {
+		limit = DefaultMaxRunDuration
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	r.ctx, r.stop = context.WithTimeoutCause(cctx, limit, fmt.Errorf("%w (%v)", ErrRunTimeLimit, limit))
+	r.cancel = cancel
+	s.lease.Store(r)
 	return r, nil
+}
+
+// Context is the run's context: Acquire's, also cancelled with cause
+// ErrRunDeleted when the session is deleted and ErrRunTimeLimit when the
+// run lasts past Config.MaxRunDuration (context.Cause says which).
+func (r *Run) Context() context.Context { return r.ctx }
+
+// cancelRun cancels the run that holds session id, if one does (cause
+// ErrRunDeleted), and waits until the run has ended the session or ctx
+// ends. leased says whether a run held it.
+func (m *Manager) cancelRun(ctx context.Context, id string) (leased bool, err error) {
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s == nil {
+		return false, nil
+	}
+	r := s.lease.Load()
+	if r == nil {
+		return false, nil
+	}
+	r.cancel(ErrRunDeleted)
+	select {
+	case <-r.done:
+		return true, nil
+	case <-ctx.Done():
+		return true, fmt.Errorf("session %s: %s run cancelled, not ended yet: %w", id, r.kind, ctx.Err())
+	}
+}
+
+// runCause is why the run's context ended when that is more than plain
+// cancellation (ErrRunDeleted, ErrRunTimeLimit, a cause the caller gave),
+// else nil.
+func (r *Run) runCause() error {
+	c := context.Cause(r.ctx)
+	if c == nil || c == r.ctx.Err() {
+		return nil
+	}
+	return c
 }
 
 // ID is the run's session id.
@@ -265,17 +331,27 @@ func (r *Run) UpdateFinding(ctx context.Context, f *Finding) error {
 	return r.m.ledger.updateFinding(context.WithoutCancel(ctx), f)
 }
 
-// End ends the run's session with state st and reason; only the first
-// call does anything (later calls return nil), so a runner may defer an
-// End as a backstop and End with the real reason when it knows it.
+// End ends the run's session with state st and reason (with the cause
+// appended when the run's context ended for a reason of its own: "explore
+// cancelled (run cancelled: its session was deleted)"); only the first call
+// does anything (later calls return nil), so a runner may defer an End as a
+// backstop and End with the real reason when it knows it. It cancels the
+// run's context.
 func (r *Run) End(st State, reason string) error {
 	if r.ended {
 		return nil
 	}
 	r.ended = true
+	if c := r.runCause(); c != nil {
+		reason += " (" + c.Error() + ")"
+	}
+	defer close(r.done)
+	defer r.cancel(nil) // releases ctx: the run is over
+	defer r.stop()
 	r.s.mu.Lock()
 	defer r.s.unlock()
 	r.s.run = ""
+	r.s.lease.Store(nil)
 	return r.m.stop(r.s, st, reason)
 }
 
@@ -301,6 +377,9 @@ func (r *Run) Finish(ctx context.Context, runErr error) error {
 	switch {
 	case runErr != nil && ctx.Err() != nil:
 		reason = r.kind + " cancelled"
+		if c := context.Cause(ctx); c != nil && c != ctx.Err() && !errors.Is(runErr, c) {
+			runErr = fmt.Errorf("%w: %w", c, runErr)
+		}
 	case runErr != nil:
 		reason = r.kind + " failed: " + runErr.Error()
 	}

@@ -632,6 +632,7 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 		return nil, err
 	}
 	defer run.Close()
+	ctx = run.Context() // ends on Delete and at the daemon's max run duration
 	c := &corrupter{below: newBelow(run), scratch: filepath.Join(dir, "lane.img")}
 	sum := &CorruptSummary{Session: run.ID(), ByClass: map[string]int{}}
 	start := time.Now()

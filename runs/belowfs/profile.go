@@ -305,6 +305,7 @@ func Profile(ctx context.Context, m *session.Manager, o ProfileOptions, row func
 		return nil, err
 	}
 	defer run.Close()
+	ctx = run.Context() // ends on Delete and at the daemon's max run duration
 	b := newBelow(run)
 	sum := &ProfileSummary{Session: run.ID(), Layout: map[string][]LBARange{}, Inferred: map[string][]LBARange{}}
 	start := time.Now()

@@ -192,6 +192,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (*
 		return nil, err
 	}
 	defer run.Close()
+	ctx = run.Context() // ends on Delete and at the daemon's max run duration
 	w := &sweeper{run: run, specs: specs, image: filepath.Join(dir, "lane.img")}
 	sum := &Summary{Session: run.ID(), ByVerdict: make(map[string]int), Boot: run.Boot()}
 	start := time.Now()

@@ -24,6 +24,9 @@ const (
 const (
 	// StopMaxDuration: Options.MaxDuration ran out.
 	StopMaxDuration = "max-duration"
+	// StopMaxRunDuration: the daemon's cap on every run
+	// (session.Config.MaxRunDuration) ran out.
+	StopMaxRunDuration = "max-run-duration"
 )
 
 const (

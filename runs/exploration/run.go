@@ -45,6 +45,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		return nil, err
 	}
 	defer run.Close()
+	ctx = run.Context() // ends on Delete and at the daemon's max run duration
 	revert := o.Revert
 	if revert == "" || revert == RevertAuto {
 		revert, _ = Revert(run.Backend())
@@ -73,6 +74,9 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, revert), nil)
 	res, runErr := chk.Run(ctx)
 	sum := summarize(run, sys, res, time.Since(start))
+	if sum.Stopped == explore.StopCancelled && errors.Is(context.Cause(ctx), session.ErrRunTimeLimit) {
+		sum.Stopped = StopMaxRunDuration
+	}
 	sum.Findings = rec.distinct()
 	return sum, end(ctx, run, sum, res, runErr, rec.errs)
 }
