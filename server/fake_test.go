@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -35,6 +36,15 @@ type fakeDomain struct {
 	// or for its context to end.
 	block   chan struct{}
 	entered chan struct{}
+	// unwind is how long a blocked Apply takes to return once its context
+	// ends; returned is set when it has, and closedUnder when Close ran
+	// while an Apply was still in flight.
+	unwind      time.Duration
+	freeOn      string        // with block: "" (its context ends), "stop" (StopSessions) or "never" (only block)
+	stopped     chan struct{} // closed by StopSessions
+	inFlight    int
+	returned    bool
+	closedUnder bool
 }
 
 var _ managedDomain = (*fakeDomain)(nil)
@@ -164,11 +174,28 @@ func (f *fakeDomain) Apply(ctx context.Context, _ string, op *agentv1.Request) (
 	rs, block, entered := f.results, f.block, f.entered
 	f.mu.Unlock()
 	if block != nil {
+		f.mu.Lock()
+		f.inFlight++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.inFlight--
+			f.returned = true
+			f.mu.Unlock()
+		}()
 		close(entered)
+		var cancelled <-chan struct{}
+		switch f.freeOn {
+		case "":
+			cancelled = ctx.Done()
+		case "stop":
+			cancelled = f.stopCh()
+		}
 		select {
 		case <-block:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		case <-cancelled:
+			time.Sleep(f.unwind)
+			return nil, errors.New("fake: call cut off")
 		}
 	}
 	if rs == nil {
@@ -229,10 +256,36 @@ func (f *fakeDomain) Events(_ context.Context, id string, after int64, limit int
 	}, nil
 }
 
+// stopCh is the channel StopSessions closes.
+func (f *fakeDomain) stopCh() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped == nil {
+		f.stopped = make(chan struct{})
+	}
+	return f.stopped
+}
+
+// StopSessions implements sessionStopper.
+func (f *fakeDomain) StopSessions() error {
+	ch := f.stopCh()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	return nil
+}
+
 func (f *fakeDomain) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed++
+	if f.inFlight > 0 {
+		f.closedUnder = true
+	}
 	return nil
 }
 
