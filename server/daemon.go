@@ -48,6 +48,7 @@ type Daemon struct {
 type openFunc func(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error)
 
 func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error) {
+	sweepLeftovers(cfg.CacheDir, log)
 	m, err := session.Open(ctx, session.Config{
 		MakeBase:          baseimage.Make,
 		StateDir:          cfg.StateDir,

@@ -140,3 +140,55 @@ func TestDaemonShutdownWaitsForHandlers(t *testing.T) {
 }
 
 func syncOp() *themisv1.Op { return &themisv1.Op{Op: &themisv1.Op_Sync{Sync: &agentv1.Sync{}}} }
+
+// TestDaemonStartSweepsBaseTemporaries: a daemon's start removes the base
+// cache's mkfs and seed temporaries a previous one left (older than
+// baseTempAge), and keeps young ones and the base images.
+func TestDaemonStartSweepsBaseTemporaries(t *testing.T) {
+	t.Parallel()
+	cache := t.TempDir()
+	bases := filepath.Join(cache, "bases")
+	old := time.Now().Add(-2 * time.Hour)
+	entries := []struct {
+		name string
+		dir  bool
+		old  bool
+		kept bool
+	}{
+		{".mkfs-123.img", false, true, false},
+		{".seed-456", true, true, false},
+		{".mkfs-789.img", false, false, true}, // a make in progress
+		{"0123abcd.img", false, true, true},   // a base image
+	}
+	for _, e := range entries {
+		p := filepath.Join(bases, e.name)
+		if e.dir {
+			if err := os.MkdirAll(filepath.Join(p, "root"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.MkdirAll(bases, 0o700); err != nil {
+			t.Fatal(err)
+		} else if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if e.old {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sock := filepath.Join(sockDir(t), "themisd.sock")
+	d, err := StartDaemon(t.Context(), Config{Listen: "unix://" + sock, StateDir: t.TempDir(), CacheDir: cache}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
+	for _, e := range entries {
+		_, err := os.Lstat(filepath.Join(bases, e.name))
+		if kept := err == nil; kept != e.kept {
+			t.Errorf("%s: kept %v (%v), want %v", e.name, kept, err, e.kept)
+		}
+	}
+}
