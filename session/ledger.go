@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,22 +26,93 @@ var migrations embed.FS
 // ledger is the durable record: sessions, checkpoints, events, findings.
 // Every method is safe for concurrent use (database/sql pools; SQLite in WAL
 // mode with a busy timeout serializes writers).
+//
+// Durability: the ledger runs with synchronous=NORMAL, under which a commit
+// is consistent at once but durable only at the next WAL checkpoint (a
+// power cut may lose the last commits, never corrupt the file). Findings
+// are written through a second handle with synchronous=FULL, whose commits
+// fsync the WAL: a finding once reported survives power loss. Events and
+// checkpoints, one per op, stay cheap (BenchmarkLedgerFindingInsert).
 type ledger struct {
-	db *sql.DB
+	db      *sql.DB
+	durable *sql.DB // synchronous=FULL, one connection: finding writes
+}
+
+// Ledger file modes: the state dir and the ledger hold every session's
+// record and are the daemon user's alone. An existing dir or file with
+// wider bits is narrowed to these (not refused: packaging and systemd's
+// StateDirectory= create 0755 dirs).
+const (
+	ledgerDirMode  = 0o700
+	ledgerFileMode = 0o600
+)
+
+func ledgerDSN(file, sync string) string {
+	return "file:" + file + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(" + sync + ")"
 }
 
 func openLedger(ctx context.Context, file string) (*ledger, error) {
-	dsn := "file:" + file + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
+	if err := secureLedgerFile(file); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	db, err := sql.Open("sqlite", ledgerDSN(file, "NORMAL"))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
-	l := &ledger{db: db}
+	durable, err := sql.Open("sqlite", ledgerDSN(file, "FULL"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("ledger: open %s: %w", file, err), db.Close())
+	}
+	durable.SetMaxOpenConns(1)
+	l := &ledger{db: db, durable: durable}
 	if err := l.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("ledger %s: %w", file, err)
+		return nil, errors.Join(fmt.Errorf("ledger %s: %w", file, err), l.close())
 	}
 	return l, nil
+}
+
+// secureLedgerFile makes file's dir ledgerDirMode and the file
+// ledgerFileMode, creating them when missing and narrowing wider modes.
+// SQLite creates the WAL and its index with the database file's mode.
+func secureLedgerFile(file string) error {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, ledgerDirMode); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, ledgerFileMode)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	for _, p := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, ledgerDirMode}, {file, ledgerFileMode}} {
+		fi, err := os.Stat(p.path)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm() != p.mode {
+			if err := os.Chmod(p.path, p.mode); err != nil {
+				return fmt.Errorf("narrow mode %v of %s to %v: %w", fi.Mode().Perm(), p.path, p.mode, err)
+			}
+		}
+	}
+	return nil
+}
+
+// findingsDB is the handle finding writes go through (synchronous=FULL).
+func (l *ledger) findingsDB() *sql.DB { return l.durable }
+
+// syncMode reads db's PRAGMA synchronous (1 NORMAL, 2 FULL).
+func syncMode(ctx context.Context, db *sql.DB) (int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: synchronous: %w", err)
+	}
+	return n, nil
 }
 
 // migrate applies migrations/NNNN_*.sql above PRAGMA user_version, each in
@@ -86,7 +159,12 @@ func (l *ledger) migrate(ctx context.Context) error {
 	return nil
 }
 
-func (l *ledger) close() error { return l.db.Close() }
+func (l *ledger) close() error {
+	if err := errors.Join(l.durable.Close(), l.db.Close()); err != nil {
+		return fmt.Errorf("ledger: close: %w", err)
+	}
+	return nil
+}
 
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
@@ -322,7 +400,7 @@ func opsOf(f *Finding) findingOps {
 
 func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 	// SQLite integers are signed: the seed is stored as its two's complement.
-	_, err := l.db.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
+	_, err := l.findingsDB().ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(opsOf(f)), nanos(f.Created))
 	if err != nil {
 		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
@@ -333,7 +411,7 @@ func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 // updateFinding replaces a recorded finding's detail and ops (its trace
 // once minimized); id, session, kind, seed and created stay.
 func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
-	res, err := l.db.ExecContext(ctx, `UPDATE findings SET detail = ?, ops = ? WHERE id = ?`, f.Detail, mustJSON(opsOf(f)), f.ID)
+	res, err := l.findingsDB().ExecContext(ctx, `UPDATE findings SET detail = ?, ops = ? WHERE id = ?`, f.Detail, mustJSON(opsOf(f)), f.ID)
 	if err != nil {
 		return fmt.Errorf("ledger: update finding %s: %w", f.ID, err)
 	}
