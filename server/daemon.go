@@ -39,6 +39,8 @@ type Daemon struct {
 
 	// hardStop bounds each wait for cut-off calls in Shutdown (0: defaultHardStop).
 	hardStop time.Duration
+	// retention is the ledger pruning loop (nil when the domain prunes nothing).
+	retention *retention
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -136,6 +138,7 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		return nil, err
 	}
 	m.watchSessions(d.dom, log)
+	d.retention = startRetention(ctx, d.dom, time.Duration(cfg.Ledger.RetentionDays)*24*time.Hour, log)
 
 	d.srv = New(d.dom, log)
 	d.srv.metrics = m
@@ -264,6 +267,7 @@ type sessionStopper interface {
 
 func (d *Daemon) shutdown(ctx context.Context) error {
 	d.srv.health.Shutdown()
+	d.retention.stop()
 	errs := []error{d.stopHandlers(ctx)}
 	if d.metricsSrv != nil {
 		if err := d.metricsSrv.Shutdown(ctx); err != nil {

@@ -42,6 +42,7 @@ type fakeDomain struct {
 	unwind      time.Duration
 	freeOn      string        // with block: "" (its context ends), "stop" (StopSessions) or "never" (only block)
 	stopped     chan struct{} // closed by StopSessions
+	pruned      []time.Time   // Prune's cutoffs
 	inFlight    int
 	returned    bool
 	closedUnder bool
@@ -264,6 +265,14 @@ func (f *fakeDomain) stopCh() chan struct{} {
 		f.stopped = make(chan struct{})
 	}
 	return f.stopped
+}
+
+// Prune implements pruner.
+func (f *fakeDomain) Prune(_ context.Context, cutoff time.Time) (session.Pruned, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pruned = append(f.pruned, cutoff)
+	return session.Pruned{}, nil
 }
 
 // StopSessions implements sessionStopper.

@@ -475,3 +475,41 @@ func (l *ledger) findings(ctx context.Context, session string) ([]Finding, error
 	}
 	return out, rows.Err()
 }
+
+// prune deletes, in one transaction, the sessions that ended or failed
+// before cutoff (their checkpoints and events with them) and every event
+// older than cutoff. Running sessions and findings stay.
+func (l *ledger) prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
+	var p Pruned
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return p, fmt.Errorf("ledger: prune: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit; Commit's error is returned
+	const ended = `SELECT id FROM sessions WHERE state != ? AND ended > 0 AND ended < ?`
+	args := []any{string(StateRunning), nanos(cutoff)}
+	steps := []struct {
+		q    string
+		args []any
+		n    *int64
+	}{
+		{`DELETE FROM checkpoints WHERE session IN (` + ended + `)`, args, nil},
+		{`DELETE FROM events WHERE time < ? OR session IN (` + ended + `)`, append([]any{nanos(cutoff)}, args...), &p.Events},
+		{`DELETE FROM sessions WHERE id IN (` + ended + `)`, args, &p.Sessions},
+	}
+	for _, st := range steps {
+		res, err := tx.ExecContext(ctx, st.q, st.args...)
+		if err != nil {
+			return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+		}
+		if st.n != nil {
+			if *st.n, err = res.RowsAffected(); err != nil {
+				return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+	}
+	return p, nil
+}
