@@ -39,10 +39,13 @@ type fakeDomain struct {
 	// unwind is how long a blocked Apply takes to return once its context
 	// ends; returned is set when it has, and closedUnder when Close ran
 	// while an Apply was still in flight.
-	unwind      time.Duration
-	freeOn      string        // with block: "" (its context ends), "stop" (StopSessions) or "never" (only block)
-	stopped     chan struct{} // closed by StopSessions
-	pruned      []time.Time   // Prune's cutoffs
+	unwind  time.Duration
+	freeOn  string        // with block: "" (its context ends), "stop" (StopSessions) or "never" (only block)
+	stopped chan struct{} // closed by StopSessions
+	pruned  []time.Time   // Prune's cutoffs
+	// many, when set, is how many sessions List and findings Findings and
+	// FindingsPage return (manyIDs, one second apart from t0).
+	many        int
 	inFlight    int
 	returned    bool
 	closedUnder bool
@@ -120,6 +123,14 @@ func (f *fakeDomain) Get(_ context.Context, id string) (*session.Info, error) {
 func (f *fakeDomain) List(_ context.Context, all bool) ([]*session.Info, error) {
 	if err := f.record("List"); err != nil {
 		return nil, err
+	}
+	if n := f.many; n > 0 {
+		out := make([]*session.Info, n)
+		for i := range out {
+			out[i] = fakeInfo(fmt.Sprintf("s-%03d", i))
+			out[i].Created = t0.Add(time.Duration(i) * time.Second)
+		}
+		return out, nil
 	}
 	out := []*session.Info{fakeInfo("s-1")}
 	if all {
@@ -315,6 +326,34 @@ func (f *fakeDomain) Explore(_ context.Context, o exploration.Options, progress 
 func (f *fakeDomain) Findings(_ context.Context, id string) ([]session.Finding, error) {
 	if err := f.record("Findings"); err != nil {
 		return nil, err
+	}
+	if f.many > 0 {
+		return f.manyFindings(session.PageKey{}, -1), nil
+	}
+	return []session.Finding{{ID: "f-1", Session: id, Kind: "errno-divergence", Created: t0}}, nil
+}
+
+// manyFindings are the many findings after key, at most limit (-1: all).
+func (f *fakeDomain) manyFindings(after session.PageKey, limit int) []session.Finding {
+	var out []session.Finding
+	for i := range f.many {
+		fd := session.Finding{ID: fmt.Sprintf("f-%03d", i), Session: "s-1", Kind: "errno-divergence", Created: t0.Add(time.Duration(i) * time.Second)}
+		if fd.Created.After(after.Created) || fd.Created.Equal(after.Created) && fd.ID > after.ID {
+			out = append(out, fd)
+		}
+	}
+	if limit >= 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+func (f *fakeDomain) FindingsPage(_ context.Context, id string, after session.PageKey, limit int) ([]session.Finding, error) {
+	if err := f.record("FindingsPage"); err != nil {
+		return nil, err
+	}
+	if f.many > 0 {
+		return f.manyFindings(after, limit), nil
 	}
 	return []session.Finding{{ID: "f-1", Session: id, Kind: "errno-divergence", Created: t0}}, nil
 }

@@ -456,11 +456,17 @@ func (l *ledger) finding(ctx context.Context, id string) (*Finding, error) {
 
 // findings returns the findings of one session ("": all), oldest first.
 func (l *ledger) findings(ctx context.Context, session string) ([]Finding, error) {
-	q, args := `SELECT `+findingCols+` FROM findings`, []any{}
+	return l.findingsPage(ctx, session, PageKey{}, -1)
+}
+
+// findingsPage returns up to limit (-1: every) findings of one session
+// ("": all) that come after key in (created, id) order, oldest first.
+func (l *ledger) findingsPage(ctx context.Context, session string, after PageKey, limit int) ([]Finding, error) {
+	q, args := `SELECT `+findingCols+` FROM findings WHERE (created > ? OR (created = ? AND id > ?))`, []any{nanos(after.Created), nanos(after.Created), after.ID}
 	if session != "" {
-		q, args = q+` WHERE session = ?`, append(args, session)
+		q, args = q+` AND session = ?`, append(args, session)
 	}
-	rows, err := l.db.QueryContext(ctx, q+` ORDER BY created, id`, args...)
+	rows, err := l.db.QueryContext(ctx, q+` ORDER BY created, id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: findings: %w", err)
 	}
