@@ -41,6 +41,20 @@ type Config struct {
 	TokenFile string `toml:"token_file"`
 	// Limits bound what the daemon hands out.
 	Limits Limits `toml:"limits"`
+	// Ledger configures the session ledger's upkeep.
+	Ledger LedgerConfig `toml:"ledger"`
+}
+
+// DefaultRetentionDays is LedgerConfig.RetentionDays when unset.
+const DefaultRetentionDays = 30
+
+// LedgerConfig configures the session ledger (StateDir/ledger.db).
+type LedgerConfig struct {
+	// RetentionDays is how long, in days, the ledger keeps events and the
+	// records of sessions that ended or failed; older ones are pruned when
+	// the daemon starts and every hour. Findings are kept. 0: the default
+	// (DefaultRetentionDays).
+	RetentionDays int `toml:"retention_days"`
 }
 
 // TLSConfig names PEM files.
@@ -136,6 +150,9 @@ func (c Config) withDefaults() Config {
 	if c.StateDir == "" {
 		c.StateDir = defaultStateDir()
 	}
+	if c.Ledger.RetentionDays == 0 {
+		c.Ledger.RetentionDays = DefaultRetentionDays
+	}
 	return c
 }
 
@@ -211,6 +228,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.auto_checkpoints", c.Limits.AutoCheckpoints},
 		{"limits.call_timeout_s", c.Limits.CallTimeoutS},
 		{"limits.max_run_seconds", c.Limits.MaxRunSeconds},
+		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {
 			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)

@@ -21,6 +21,7 @@ func TestExampleConfig(t *testing.T) {
 		CacheDir:      "/var/cache/themis",
 		MetricsListen: "127.0.0.1:9464",
 		Limits:        Limits{MaxSessions: 4, MaxMemoryMiB: 2048, ManualCheckpoints: 12, AutoCheckpoints: 10, CallTimeoutS: 60, MaxRunSeconds: 3600},
+		Ledger:        LedgerConfig{RetentionDays: 30},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("example config mismatch (-want +got):\n%s", diff)

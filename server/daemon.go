@@ -38,6 +38,11 @@ type Daemon struct {
 	serveErr error         // set before done is closed
 	httpDone chan struct{} // closed when the metrics server stops (or at once when off)
 
+	// hardStop bounds each wait for cut-off calls in Shutdown (0: defaultHardStop).
+	hardStop time.Duration
+	// retention is the ledger pruning loop (nil when the domain prunes nothing).
+	retention *retention
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -46,6 +51,7 @@ type Daemon struct {
 type openFunc func(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error)
 
 func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error) {
+	sweepLeftovers(cfg.CacheDir, log)
 	m, err := session.Open(ctx, session.Config{
 		MakeBase:          baseimage.Make,
 		StateDir:          cfg.StateDir,
@@ -135,6 +141,7 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		return nil, err
 	}
 	m.watchSessions(d.dom, log)
+	d.retention = startRetention(ctx, d.dom, time.Duration(cfg.Ledger.RetentionDays)*24*time.Hour, log)
 
 	d.srv = New(d.dom, log)
 	d.srv.metrics = m
@@ -242,31 +249,32 @@ func (d *Daemon) Done() <-chan struct{} { return d.done }
 func (d *Daemon) Err() error { return d.serveErr }
 
 // Shutdown stops the daemon: health turns NOT_SERVING, the listener closes,
-// in-flight calls may finish until ctx ends (then they are cut off), every
-// session's guest is stopped, and the unix socket is removed. It is
+// in-flight calls may finish until ctx ends (the drain). Then they are cut
+// off: their contexts are cancelled, and after a bounded wait every
+// session's guest is stopped (which ends a call blocked on its machine),
+// with another bounded wait for the calls to return. The domain (and so the
+// ledger) is closed only once no call is left running; if one still is,
+// Shutdown leaves the ledger open (SQLite's WAL keeps it consistent when
+// the process exits) and says so. The unix socket is removed. It is
 // idempotent; later calls return the first call's result.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.shutdownOnce.Do(func() { d.shutdownErr = d.shutdown(ctx) })
 	return d.shutdownErr
 }
 
+// defaultHardStop bounds each wait for cut-off calls to return (see Shutdown).
+const defaultHardStop = 10 * time.Second
+
+// sessionStopper is a domain that can stop its sessions' guests before it
+// closes (*session.Manager's StopSessions, through NewDomain).
+type sessionStopper interface {
+	StopSessions() error
+}
+
 func (d *Daemon) shutdown(ctx context.Context) error {
 	d.srv.health.Shutdown()
-	stopped := make(chan struct{})
-	go func() {
-		d.grpc.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-ctx.Done():
-		d.log.Warn("graceful stop timed out; cutting off in-flight calls", zap.Error(ctx.Err()))
-		d.grpc.Stop()
-		<-stopped
-	}
-	<-d.done
-
-	var errs []error
+	d.retention.stop()
+	errs := []error{d.stopHandlers(ctx)}
 	if d.metricsSrv != nil {
 		if err := d.metricsSrv.Shutdown(ctx); err != nil {
 			// Out of time for open scrapes: cut them off.
@@ -276,9 +284,6 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 		}
 	}
 	<-d.httpDone
-	if err := d.dom.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close sessions: %w", err))
-	}
 	if d.sock != nil {
 		if err := d.sock.remove(); err != nil {
 			errs = append(errs, err)
@@ -289,4 +294,56 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 	}
 	d.log.Info("stopped")
 	return nil
+}
+
+// stopHandlers drains the gRPC server until ctx ends, then cuts the calls
+// off, stops the sessions and closes the domain once every call has
+// returned (see Shutdown).
+func (d *Daemon) stopHandlers(ctx context.Context) error {
+	hard := d.hardStop
+	if hard <= 0 {
+		hard = defaultHardStop
+	}
+	// GracefulStop returns once every handler has, also after a Stop.
+	handlersDone := make(chan struct{})
+	go func() {
+		d.grpc.GracefulStop()
+		close(handlersDone)
+	}()
+	select {
+	case <-handlersDone:
+	case <-ctx.Done():
+		d.log.Warn("graceful stop timed out; cancelling in-flight calls", zap.Error(ctx.Err()))
+		d.grpc.Stop()
+		if !waitFor(handlersDone, hard) {
+			d.log.Warn("calls still running after cancellation; stopping the sessions under them", zap.Duration("waited", hard))
+		}
+	}
+	var errs []error
+	if st, ok := d.dom.(sessionStopper); ok {
+		if err := st.StopSessions(); err != nil {
+			errs = append(errs, fmt.Errorf("stop sessions: %w", err))
+		}
+	}
+	if !waitFor(handlersDone, hard) {
+		d.log.Error("calls still running after their sessions stopped; leaving the ledger open")
+		return errors.Join(append(errs, errors.New("calls still running after the hard stop; the ledger was left open"))...)
+	}
+	<-d.done
+	if err := d.dom.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close sessions: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// waitFor waits up to limit for ch to close and says whether it did.
+func waitFor(ch <-chan struct{}, limit time.Duration) bool {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -34,6 +34,7 @@ type Sessions interface {
 
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
 	Findings(ctx context.Context, sessionID string) ([]session.Finding, error)
+	FindingsPage(ctx context.Context, sessionID string, after session.PageKey, limit int) ([]session.Finding, error)
 	Finding(ctx context.Context, id string) (*session.Finding, error)
 }
 

@@ -61,11 +61,19 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 
 // ListFindings implements themisv1.ThemisServer.
 func (s *Server) ListFindings(ctx context.Context, req *themisv1.ListFindingsRequest) (*themisv1.ListFindingsResponse, error) {
-	fs, err := s.d.Findings(ctx, req.GetSessionId())
+	size, key, err := pageParams(req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	fs, err := s.d.FindingsPage(ctx, req.GetSessionId(), key, size+1) // one more: is there a next page?
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	out := &themisv1.ListFindingsResponse{}
+	if len(fs) > size {
+		fs = fs[:size]
+		out.NextPageToken = encodePageToken(session.PageKey{Created: fs[size-1].Created, ID: fs[size-1].ID})
+	}
 	for i := range fs {
 		out.Findings = append(out.Findings, findingProto(&fs[i]))
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -35,6 +36,19 @@ type fakeDomain struct {
 	// or for its context to end.
 	block   chan struct{}
 	entered chan struct{}
+	// unwind is how long a blocked Apply takes to return once its context
+	// ends; returned is set when it has, and closedUnder when Close ran
+	// while an Apply was still in flight.
+	unwind  time.Duration
+	freeOn  string        // with block: "" (its context ends), "stop" (StopSessions) or "never" (only block)
+	stopped chan struct{} // closed by StopSessions
+	pruned  []time.Time   // Prune's cutoffs
+	// many, when set, is how many sessions List and findings Findings and
+	// FindingsPage return (manyIDs, one second apart from t0).
+	many        int
+	inFlight    int
+	returned    bool
+	closedUnder bool
 }
 
 var _ managedDomain = (*fakeDomain)(nil)
@@ -110,6 +124,14 @@ func (f *fakeDomain) List(_ context.Context, all bool) ([]*session.Info, error) 
 	if err := f.record("List"); err != nil {
 		return nil, err
 	}
+	if n := f.many; n > 0 {
+		out := make([]*session.Info, n)
+		for i := range out {
+			out[i] = fakeInfo(fmt.Sprintf("s-%03d", i))
+			out[i].Created = t0.Add(time.Duration(i) * time.Second)
+		}
+		return out, nil
+	}
 	out := []*session.Info{fakeInfo("s-1")}
 	if all {
 		ended := fakeInfo("s-0")
@@ -164,11 +186,28 @@ func (f *fakeDomain) Apply(ctx context.Context, _ string, op *agentv1.Request) (
 	rs, block, entered := f.results, f.block, f.entered
 	f.mu.Unlock()
 	if block != nil {
+		f.mu.Lock()
+		f.inFlight++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.inFlight--
+			f.returned = true
+			f.mu.Unlock()
+		}()
 		close(entered)
+		var cancelled <-chan struct{}
+		switch f.freeOn {
+		case "":
+			cancelled = ctx.Done()
+		case "stop":
+			cancelled = f.stopCh()
+		}
 		select {
 		case <-block:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		case <-cancelled:
+			time.Sleep(f.unwind)
+			return nil, errors.New("fake: call cut off")
 		}
 	}
 	if rs == nil {
@@ -229,10 +268,44 @@ func (f *fakeDomain) Events(_ context.Context, id string, after int64, limit int
 	}, nil
 }
 
+// stopCh is the channel StopSessions closes.
+func (f *fakeDomain) stopCh() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped == nil {
+		f.stopped = make(chan struct{})
+	}
+	return f.stopped
+}
+
+// Prune implements pruner.
+func (f *fakeDomain) Prune(_ context.Context, cutoff time.Time) (session.Pruned, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pruned = append(f.pruned, cutoff)
+	return session.Pruned{}, nil
+}
+
+// StopSessions implements sessionStopper.
+func (f *fakeDomain) StopSessions() error {
+	ch := f.stopCh()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	return nil
+}
+
 func (f *fakeDomain) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed++
+	if f.inFlight > 0 {
+		f.closedUnder = true
+	}
 	return nil
 }
 
@@ -253,6 +326,34 @@ func (f *fakeDomain) Explore(_ context.Context, o exploration.Options, progress 
 func (f *fakeDomain) Findings(_ context.Context, id string) ([]session.Finding, error) {
 	if err := f.record("Findings"); err != nil {
 		return nil, err
+	}
+	if f.many > 0 {
+		return f.manyFindings(session.PageKey{}, -1), nil
+	}
+	return []session.Finding{{ID: "f-1", Session: id, Kind: "errno-divergence", Created: t0}}, nil
+}
+
+// manyFindings are the many findings after key, at most limit (-1: all).
+func (f *fakeDomain) manyFindings(after session.PageKey, limit int) []session.Finding {
+	var out []session.Finding
+	for i := range f.many {
+		fd := session.Finding{ID: fmt.Sprintf("f-%03d", i), Session: "s-1", Kind: "errno-divergence", Created: t0.Add(time.Duration(i) * time.Second)}
+		if fd.Created.After(after.Created) || fd.Created.Equal(after.Created) && fd.ID > after.ID {
+			out = append(out, fd)
+		}
+	}
+	if limit >= 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+func (f *fakeDomain) FindingsPage(_ context.Context, id string, after session.PageKey, limit int) ([]session.Finding, error) {
+	if err := f.record("FindingsPage"); err != nil {
+		return nil, err
+	}
+	if f.many > 0 {
+		return f.manyFindings(after, limit), nil
 	}
 	return []session.Finding{{ID: "f-1", Session: id, Kind: "errno-divergence", Created: t0}}, nil
 }

@@ -136,13 +136,20 @@ func (s *Server) GetSession(ctx context.Context, req *themisv1.GetSessionRequest
 }
 
 // ListSessions implements themisv1.ThemisServer.
+// The page is cut from the domain's list (running sessions are in memory;
+// the ledger's are bounded by the retention setting).
 func (s *Server) ListSessions(ctx context.Context, req *themisv1.ListSessionsRequest) (*themisv1.ListSessionsResponse, error) {
+	size, key, err := pageParams(req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	infos, err := s.d.List(ctx, req.GetAll())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &themisv1.ListSessionsResponse{Sessions: make([]*themisv1.Session, 0, len(infos))}
-	for _, in := range infos {
+	page, next := pageSessions(infos, key, size)
+	out := &themisv1.ListSessionsResponse{Sessions: make([]*themisv1.Session, 0, len(page)), NextPageToken: next}
+	for _, in := range page {
 		out.Sessions = append(out.Sessions, sessionProto(in))
 	}
 	return out, nil

@@ -55,12 +55,29 @@ type Finding struct {
 // Findings lists the findings of one session ("" = every session), oldest
 // first. An unknown session is ErrNotFound.
 func (m *Manager) Findings(ctx context.Context, sessionID string) ([]Finding, error) {
-	if sessionID != "" {
-		if _, err := m.ledger.session(ctx, sessionID); err != nil {
-			return nil, err
-		}
+	return m.FindingsPage(ctx, sessionID, PageKey{}, -1)
+}
+
+// PageKey is where a page of a list ordered by (creation time, id) ends:
+// the next page holds what comes after it. The zero key is before all.
+type PageKey struct {
+	Created time.Time
+	ID      string
+}
+
+// FindingsPage lists up to limit (-1: every) findings of one session (""
+// = every session) after key, oldest first. A session with no findings and
+// no record is ErrNotFound; the findings of a session whose record was
+// pruned (Prune) are still listed.
+func (m *Manager) FindingsPage(ctx context.Context, sessionID string, after PageKey, limit int) ([]Finding, error) {
+	fs, err := m.ledger.findingsPage(ctx, sessionID, after, limit)
+	if err != nil || len(fs) > 0 || sessionID == "" {
+		return fs, err
 	}
-	return m.ledger.findings(ctx, sessionID)
+	if _, err := m.ledger.session(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return fs, nil
 }
 
 // Finding returns one finding by id; an unknown id is ErrNotFound.

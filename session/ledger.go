@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,22 +26,93 @@ var migrations embed.FS
 // ledger is the durable record: sessions, checkpoints, events, findings.
 // Every method is safe for concurrent use (database/sql pools; SQLite in WAL
 // mode with a busy timeout serializes writers).
+//
+// Durability: the ledger runs with synchronous=NORMAL, under which a commit
+// is consistent at once but durable only at the next WAL checkpoint (a
+// power cut may lose the last commits, never corrupt the file). Findings
+// are written through a second handle with synchronous=FULL, whose commits
+// fsync the WAL: a finding once reported survives power loss. Events and
+// checkpoints, one per op, stay cheap (BenchmarkLedgerFindingInsert).
 type ledger struct {
-	db *sql.DB
+	db      *sql.DB
+	durable *sql.DB // synchronous=FULL, one connection: finding writes
+}
+
+// Ledger file modes: the state dir and the ledger hold every session's
+// record and are the daemon user's alone. An existing dir or file with
+// wider bits is narrowed to these (not refused: packaging and systemd's
+// StateDirectory= create 0755 dirs).
+const (
+	ledgerDirMode  = 0o700
+	ledgerFileMode = 0o600
+)
+
+func ledgerDSN(file, sync string) string {
+	return "file:" + file + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(" + sync + ")"
 }
 
 func openLedger(ctx context.Context, file string) (*ledger, error) {
-	dsn := "file:" + file + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
+	if err := secureLedgerFile(file); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	db, err := sql.Open("sqlite", ledgerDSN(file, "NORMAL"))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
-	l := &ledger{db: db}
+	durable, err := sql.Open("sqlite", ledgerDSN(file, "FULL"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("ledger: open %s: %w", file, err), db.Close())
+	}
+	durable.SetMaxOpenConns(1)
+	l := &ledger{db: db, durable: durable}
 	if err := l.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("ledger %s: %w", file, err)
+		return nil, errors.Join(fmt.Errorf("ledger %s: %w", file, err), l.close())
 	}
 	return l, nil
+}
+
+// secureLedgerFile makes file's dir ledgerDirMode and the file
+// ledgerFileMode, creating them when missing and narrowing wider modes.
+// SQLite creates the WAL and its index with the database file's mode.
+func secureLedgerFile(file string) error {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, ledgerDirMode); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, ledgerFileMode)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	for _, p := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, ledgerDirMode}, {file, ledgerFileMode}} {
+		fi, err := os.Stat(p.path)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm() != p.mode {
+			if err := os.Chmod(p.path, p.mode); err != nil {
+				return fmt.Errorf("narrow mode %v of %s to %v: %w", fi.Mode().Perm(), p.path, p.mode, err)
+			}
+		}
+	}
+	return nil
+}
+
+// findingsDB is the handle finding writes go through (synchronous=FULL).
+func (l *ledger) findingsDB() *sql.DB { return l.durable }
+
+// syncMode reads db's PRAGMA synchronous (1 NORMAL, 2 FULL).
+func syncMode(ctx context.Context, db *sql.DB) (int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: synchronous: %w", err)
+	}
+	return n, nil
 }
 
 // migrate applies migrations/NNNN_*.sql above PRAGMA user_version, each in
@@ -86,7 +159,12 @@ func (l *ledger) migrate(ctx context.Context) error {
 	return nil
 }
 
-func (l *ledger) close() error { return l.db.Close() }
+func (l *ledger) close() error {
+	if err := errors.Join(l.durable.Close(), l.db.Close()); err != nil {
+		return fmt.Errorf("ledger: close: %w", err)
+	}
+	return nil
+}
 
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
@@ -322,7 +400,7 @@ func opsOf(f *Finding) findingOps {
 
 func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 	// SQLite integers are signed: the seed is stored as its two's complement.
-	_, err := l.db.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
+	_, err := l.findingsDB().ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(opsOf(f)), nanos(f.Created))
 	if err != nil {
 		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
@@ -333,7 +411,7 @@ func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 // updateFinding replaces a recorded finding's detail and ops (its trace
 // once minimized); id, session, kind, seed and created stay.
 func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
-	res, err := l.db.ExecContext(ctx, `UPDATE findings SET detail = ?, ops = ? WHERE id = ?`, f.Detail, mustJSON(opsOf(f)), f.ID)
+	res, err := l.findingsDB().ExecContext(ctx, `UPDATE findings SET detail = ?, ops = ? WHERE id = ?`, f.Detail, mustJSON(opsOf(f)), f.ID)
 	if err != nil {
 		return fmt.Errorf("ledger: update finding %s: %w", f.ID, err)
 	}
@@ -378,11 +456,17 @@ func (l *ledger) finding(ctx context.Context, id string) (*Finding, error) {
 
 // findings returns the findings of one session ("": all), oldest first.
 func (l *ledger) findings(ctx context.Context, session string) ([]Finding, error) {
-	q, args := `SELECT `+findingCols+` FROM findings`, []any{}
+	return l.findingsPage(ctx, session, PageKey{}, -1)
+}
+
+// findingsPage returns up to limit (-1: every) findings of one session
+// ("": all) that come after key in (created, id) order, oldest first.
+func (l *ledger) findingsPage(ctx context.Context, session string, after PageKey, limit int) ([]Finding, error) {
+	q, args := `SELECT `+findingCols+` FROM findings WHERE (created > ? OR (created = ? AND id > ?))`, []any{nanos(after.Created), nanos(after.Created), after.ID}
 	if session != "" {
-		q, args = q+` WHERE session = ?`, append(args, session)
+		q, args = q+` AND session = ?`, append(args, session)
 	}
-	rows, err := l.db.QueryContext(ctx, q+` ORDER BY created, id`, args...)
+	rows, err := l.db.QueryContext(ctx, q+` ORDER BY created, id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: findings: %w", err)
 	}
@@ -396,4 +480,42 @@ func (l *ledger) findings(ctx context.Context, session string) ([]Finding, error
 		out = append(out, *f)
 	}
 	return out, rows.Err()
+}
+
+// prune deletes, in one transaction, the sessions that ended or failed
+// before cutoff (their checkpoints and events with them) and every event
+// older than cutoff. Running sessions and findings stay.
+func (l *ledger) prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
+	var p Pruned
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return p, fmt.Errorf("ledger: prune: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit; Commit's error is returned
+	const ended = `SELECT id FROM sessions WHERE state != ? AND ended > 0 AND ended < ?`
+	args := []any{string(StateRunning), nanos(cutoff)}
+	steps := []struct {
+		q    string
+		args []any
+		n    *int64
+	}{
+		{`DELETE FROM checkpoints WHERE session IN (` + ended + `)`, args, nil},
+		{`DELETE FROM events WHERE time < ? OR session IN (` + ended + `)`, append([]any{nanos(cutoff)}, args...), &p.Events},
+		{`DELETE FROM sessions WHERE id IN (` + ended + `)`, args, &p.Sessions},
+	}
+	for _, st := range steps {
+		res, err := tx.ExecContext(ctx, st.q, st.args...)
+		if err != nil {
+			return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+		}
+		if st.n != nil {
+			if *st.n, err = res.RowsAffected(); err != nil {
+				return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+	}
+	return p, nil
 }

@@ -137,11 +137,13 @@ type Manager struct {
 	imageMu sync.Mutex
 	image   *guest.Image // built once, on first Create
 
-	mu       sync.Mutex
-	closed   bool
-	sessions map[string]*session // running sessions
-	reserved int                 // sessions booting (capacity reserved)
-	memory   int                 // MiB of running and booting sessions
+	mu           sync.Mutex
+	closed       bool                // no new sessions (StopSessions)
+	ledgerClosed bool                // Close ran
+	sessions     map[string]*session // running sessions
+	reserved     int                 // sessions booting (capacity reserved)
+	memory       int                 // MiB of running and booting sessions
+	boots        *boots              // Creates in flight (shutdown.go)
 
 	created, ops, forks, restores, failures atomic.Int64
 }
@@ -195,7 +197,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), image: cfg.Image}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), image: cfg.Image, boots: newBoots()}
 	stale, err := l.runningSessions(ctx)
 	if err != nil {
 		l.close()
@@ -225,26 +227,18 @@ func (m *Manager) end(ctx context.Context, id string, st State, at time.Time, re
 	return err
 }
 
-// Close stops every guest (recording its session ended, reason "daemon
-// stopped") and closes the ledger. Idempotent.
+// Close stops every guest (StopSessions), waits for booting Creates to
+// unwind (bounded), and closes the ledger. Idempotent.
 func (m *Manager) Close() error {
 	m.mu.Lock()
-	if m.closed {
+	if m.ledgerClosed {
 		m.mu.Unlock()
 		return nil
 	}
-	m.closed = true
-	ss := make([]*session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		ss = append(ss, s)
-	}
+	m.ledgerClosed = true
 	m.mu.Unlock()
-	var errs []error
-	for _, s := range ss {
-		if err := m.shut(s, "daemon stopped", false); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{m.StopSessions()}
+	m.waitCreates()
 	if err := m.ledger.close(); err != nil {
 		errs = append(errs, fmt.Errorf("session: close ledger: %w", err))
 	}
@@ -373,6 +367,11 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, done, err := m.beginCreate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	m.mu.Lock()
 	switch {
 	case m.closed:

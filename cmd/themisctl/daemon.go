@@ -17,12 +17,12 @@ import (
 // newEvents is `themisctl events`.
 func newEvents(g *globals) *cobra.Command {
 	var after int64
-	var limit int32
+	var limit int
 	cmd := &cobra.Command{
 		Use: "events SESSION", Short: "Show a session's ledger events", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := c.ListEvents(ctx, &themisv1.ListEventsRequest{SessionId: args[0], AfterSeq: after, Limit: limit})
+				resp, err := listEvents(ctx, c, args[0], after, limit)
 				if err != nil {
 					return err
 				}
@@ -35,8 +35,34 @@ func newEvents(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().Int64Var(&after, "after", 0, "only events after this sequence number")
-	cmd.Flags().Int32Var(&limit, "limit", 100, "at most this many events")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events (0: all), fetched in pages")
 	return cmd
+}
+
+// listEvents follows ListEvents' pages (by after_seq) until limit events
+// (0: all) or the end.
+func listEvents(ctx context.Context, c *conn, id string, after int64, limit int) (*themisv1.ListEventsResponse, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("--limit: must not be negative, got %d", limit)
+	}
+	resp := &themisv1.ListEventsResponse{}
+	for limit == 0 || len(resp.Events) < limit {
+		want := server.MaxEventLimit
+		if limit > 0 {
+			want = min(want, limit-len(resp.Events))
+		}
+		page, err := c.ListEvents(ctx, &themisv1.ListEventsRequest{SessionId: id, AfterSeq: after, Limit: int32(want)})
+		if err != nil {
+			return nil, err
+		}
+		evs := page.GetEvents()
+		resp.Events = append(resp.Events, evs...)
+		if len(evs) < want {
+			break
+		}
+		after = evs[len(evs)-1].GetSeq()
+	}
+	return resp, nil
 }
 
 // newDaemon is `themisctl daemon`: the daemon in the foreground.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/server"
 )
 
 // newFindings is `themisctl findings`.
@@ -21,9 +22,17 @@ func newFindings(g *globals) *cobra.Command {
 		Use: "findings", Short: "List stored findings", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := c.ListFindings(ctx, &themisv1.ListFindingsRequest{SessionId: session})
-				if err != nil {
-					return err
+				resp := &themisv1.ListFindingsResponse{}
+				req := &themisv1.ListFindingsRequest{SessionId: session, PageSize: server.MaxPageSize}
+				for {
+					page, err := c.ListFindings(ctx, req)
+					if err != nil {
+						return err
+					}
+					resp.Findings = append(resp.Findings, page.GetFindings()...)
+					if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+						break
+					}
 				}
 				if g.json {
 					return writeProtoJSON(resp)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/server"
 )
 
 // newSession is `themisctl session`: create, list and rm.
@@ -55,9 +56,17 @@ func newSessionList(g *globals) *cobra.Command {
 		Use: "list", Short: "List sessions", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := c.ListSessions(ctx, &themisv1.ListSessionsRequest{All: all})
-				if err != nil {
-					return err
+				resp := &themisv1.ListSessionsResponse{}
+				req := &themisv1.ListSessionsRequest{All: all, PageSize: server.MaxPageSize}
+				for {
+					page, err := c.ListSessions(ctx, req)
+					if err != nil {
+						return err
+					}
+					resp.Sessions = append(resp.Sessions, page.GetSessions()...)
+					if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+						break
+					}
 				}
 				return g.printMessage(resp, func(w *tabwriter.Writer) { printSessions(w, resp.GetSessions()...) })
 			})

@@ -64,7 +64,7 @@ func Make(ctx context.Context, cacheDir string, spec guest.LaneSpec) (string, er
 	if err != nil {
 		return "", err
 	}
-	bases := filepath.Join(dir, "bases")
+	bases := BasesDir(dir)
 	out := filepath.Join(bases, r.key()+".img")
 	size := int64(spec.SizeMiB) << 20
 	if st, err := os.Stat(out); err == nil && st.Mode().IsRegular() && st.Size() == size {
@@ -141,6 +141,14 @@ func (r *baseRecipe) key() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// BasesDir is where Make keeps the base images of the cache dir cacheDir.
+func BasesDir(cacheDir string) string { return filepath.Join(cacheDir, "bases") }
+
+// TempPrefixes are the name prefixes of Make's temporaries in BasesDir: the
+// image mkfs writes before its rename, and a seed tree's scratch dir. Make
+// removes them itself; a process killed mid-make leaves them behind.
+var TempPrefixes = []string{".mkfs-", ".seed-"}
 
 // build makes the image of size bytes in a temporary file under bases,
 // checks mkfs kept its size, syncs it, makes it read-only and renames it to

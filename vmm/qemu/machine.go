@@ -21,6 +21,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fork"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/nbd"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/checkpoint"
@@ -57,8 +58,8 @@ const kernelCmdline = "console=ttyS0 panic=-1 quiet lpj=4000000 tsc=reliable no_
 type Machine struct {
 	cfg   vmm.Config
 	log   *zap.Logger
-	dir   string // work dir: sockets, state image
-	owned bool   // dir created by us
+	dir   string       // work dir: sockets, state image
+	owned *scratch.Dir // dir created by us, held while the machine lives
 
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when QEMU exits
@@ -141,11 +142,11 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if cfg.WorkDir != "" {
 		m.dir = cfg.WorkDir
 	} else {
-		dir, err := os.MkdirTemp(shmDir(), "themis-")
+		dir, err := scratch.MkdirTemp(shmDir(), WorkDirPrefix)
 		if err != nil {
 			return m, fmt.Errorf("qemu: work dir: %w", err)
 		}
-		m.dir, m.owned = dir, true
+		m.dir, m.owned = dir.Path, dir
 	}
 	t0 := time.Now()
 	if err := m.start(ctx, bin); err != nil {
@@ -154,6 +155,18 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	m.boot = time.Since(t0)
 	return m, nil
 }
+
+// Names of what a Machine keeps in ScratchDir while it lives: its work dir
+// (a scratch.Dir) and its guest RAM file (flocked while linked). A
+// daemon's startup sweep (scratch.Sweep) removes those of processes gone.
+const (
+	WorkDirPrefix = "themis-"
+	RAMFilePrefix = "themis-ram-"
+)
+
+// ScratchDir is where machines keep RAM files and work dirs: /dev/shm when
+// there is one, else the temp dir.
+func ScratchDir() string { return shmDir() }
 
 // shmDir is where RAM and scratch state live: tmpfs when there is one.
 func shmDir() string {
@@ -253,7 +266,7 @@ func (m *Machine) createState(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	var err error
-	m.ram, err = newRAMFile(filepath.Join(shmDir(), "themis-ram-"+randomID()), int64(m.cfg.MemoryMiB)<<20)
+	m.ram, err = newRAMFile(filepath.Join(shmDir(), RAMFilePrefix+randomID()), int64(m.cfg.MemoryMiB)<<20)
 	return statePath, err
 }
 
@@ -601,10 +614,8 @@ func (m *Machine) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	if m.owned {
-		if err := os.RemoveAll(m.dir); err != nil {
-			errs = append(errs, fmt.Errorf("qemu: remove work dir: %w", err))
-		}
+	if err := m.owned.Remove(); err != nil {
+		errs = append(errs, fmt.Errorf("qemu: remove work dir: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/themisfs/themis/fork"
+	"github.com/themisfs/themis/internal/scratch"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,6 +23,9 @@ type ramFile struct {
 	size   int64
 	mem    []byte
 	linked bool
+	// lock is held while the file may be linked, so that a daemon's startup
+	// sweep (scratch.Sweep) leaves it alone.
+	lock *scratch.Lock
 }
 
 func newRAMFile(path string, size int64) (*ramFile, error) {
@@ -30,7 +34,10 @@ func newRAMFile(path string, size int64) (*ramFile, error) {
 		return nil, fmt.Errorf("qemu: guest RAM file: %w", err)
 	}
 	r := &ramFile{path: path, size: size, linked: true}
-	err = f.Truncate(size)
+	r.lock, err = scratch.LockFile(path)
+	if err == nil {
+		err = f.Truncate(size)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -73,6 +80,9 @@ func (r *ramFile) close() error {
 			errs = append(errs, fmt.Errorf("qemu: remove guest RAM file: %w", err))
 		}
 		r.linked = false
+	}
+	if err := r.lock.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("qemu: guest RAM file: %w", err))
 	}
 	return errors.Join(errs...)
 }

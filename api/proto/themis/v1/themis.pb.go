@@ -544,7 +544,12 @@ func (x *GetSessionResponse) GetSession() *Session {
 type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include ended and failed sessions.
-	All           bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	All bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	// At most this many sessions (oldest first); 0: 100, above 1000: 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, for the page after it (with
+	// the same all); empty: the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -586,9 +591,25 @@ func (x *ListSessionsRequest) GetAll() bool {
 	return false
 }
 
+func (x *ListSessionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListSessionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sessions      []*Session             `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sessions []*Session             `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Set when more sessions follow: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -628,6 +649,13 @@ func (x *ListSessionsResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type DeleteSessionRequest struct {
@@ -3448,7 +3476,12 @@ func (*ExploreResponse_Summary) isExploreResponse_Event() {}
 type ListFindingsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this session's findings; empty: all.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// At most this many findings (oldest first); 0: 100, above 1000: 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, for the page after it (with
+	// the same session_id); empty: the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3490,9 +3523,25 @@ func (x *ListFindingsRequest) GetSessionId() string {
 	return ""
 }
 
+func (x *ListFindingsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListFindingsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListFindingsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Findings      []*Finding             `protobuf:"bytes,1,rep,name=findings,proto3" json:"findings,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Findings []*Finding             `protobuf:"bytes,1,rep,name=findings,proto3" json:"findings,omitempty"`
+	// Set when more findings follow: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3532,6 +3581,13 @@ func (x *ListFindingsResponse) GetFindings() []*Finding {
 		return x.Findings
 	}
 	return nil
+}
+
+func (x *ListFindingsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type GetFindingRequest struct {
@@ -5381,11 +5437,15 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"B\n" +
 	"\x12GetSessionResponse\x12,\n" +
-	"\asession\x18\x01 \x01(\v2\x12.themis.v1.SessionR\asession\"'\n" +
+	"\asession\x18\x01 \x01(\v2\x12.themis.v1.SessionR\asession\"c\n" +
 	"\x13ListSessionsRequest\x12\x10\n" +
-	"\x03all\x18\x01 \x01(\bR\x03all\"F\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x14ListSessionsResponse\x12.\n" +
-	"\bsessions\x18\x01 \x03(\v2\x12.themis.v1.SessionR\bsessions\"5\n" +
+	"\bsessions\x18\x01 \x03(\v2\x12.themis.v1.SessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"5\n" +
 	"\x14DeleteSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x17\n" +
@@ -5632,12 +5692,16 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.themis.v1.ExploreProgressH\x00R\bprogress\x12.\n" +
 	"\afinding\x18\x02 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x125\n" +
 	"\asummary\x18\x03 \x01(\v2\x19.themis.v1.ExploreSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"4\n" +
+	"\x05event\"p\n" +
 	"\x13ListFindingsRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"F\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x14ListFindingsResponse\x12.\n" +
-	"\bfindings\x18\x01 \x03(\v2\x12.themis.v1.FindingR\bfindings\"2\n" +
+	"\bfindings\x18\x01 \x03(\v2\x12.themis.v1.FindingR\bfindings\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
 	"\x11GetFindingRequest\x12\x1d\n" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\"B\n" +
