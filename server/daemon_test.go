@@ -52,13 +52,7 @@ func startFake(t *testing.T, cfg Config) (*Daemon, *fakeDomain) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	shutdownAtEnd(t, d)
 	return d, f
 }
 
@@ -454,4 +448,15 @@ func TestGrpcurl(t *testing.T) {
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)
 	}
+}
+
+// shutdownAtEnd shuts d down when the test ends, within 10 s.
+func shutdownAtEnd(t *testing.T, d *Daemon) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
 }

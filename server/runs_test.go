@@ -179,13 +179,7 @@ func startManager(t *testing.T, newMachine func(vmm.Config) vmm.Machine) *client
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	shutdownAtEnd(t, d)
 	return dial(t, d.Addr(), client.Options{})
 }
 

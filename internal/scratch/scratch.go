@@ -103,12 +103,9 @@ func Sweep(dir, filePrefix, dirPrefix string, grace time.Duration, log *zap.Logg
 	if log == nil {
 		log = zap.NewNop()
 	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := sweepEntries(dir)
 	if err != nil {
-		return nil, fmt.Errorf("scratch: sweep %s: %w", dir, err)
+		return nil, err
 	}
 	var removed []string
 	var errs []error
@@ -162,12 +159,9 @@ func SweepAged(dir string, prefixes []string, age time.Duration, log *zap.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := sweepEntries(dir)
 	if err != nil {
-		return nil, fmt.Errorf("scratch: sweep %s: %w", dir, err)
+		return nil, err
 	}
 	var removed []string
 	var errs []error
@@ -197,4 +191,16 @@ func hasPrefix(name string, prefixes []string) bool {
 		}
 	}
 	return false
+}
+
+// sweepEntries lists dir for a sweep; a dir that does not exist has none.
+func sweepEntries(dir string) ([]os.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scratch: sweep %s: %w", dir, err)
+	}
+	return entries, nil
 }
