@@ -1,5 +1,5 @@
 // Package hostfsck runs the host's read-only checker of a filesystem
 // image: e2fsck -fn for ext2/3/4, btrfs check --readonly --check-data-csum
-// for btrfs. Explore's fsck self-reference and the corruption runs' per-target
+// for btrfs, each in internal/sandbox (timeout, rlimits, private root). Explore's fsck self-reference and the corruption runs' per-target
 // check use it on a lane's resolved overlay image written to a scratch file.
 package hostfsck

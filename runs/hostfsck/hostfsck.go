@@ -3,10 +3,13 @@ package hostfsck
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
+
+	"github.com/themisfs/themis/internal/hosttool"
+	"github.com/themisfs/themis/internal/sandbox"
 )
 
 // Tool is the host's read-only checker of one lane filesystem's image:
@@ -19,6 +22,8 @@ type Tool struct {
 	bin  string   // executable
 	args []string // before the image path
 	pkg  string   // Debian package
+	// Limits bound each run (internal/sandbox; zero fields: sandbox.Default).
+	Limits sandbox.Limits
 }
 
 // For returns the checker of filesystem fs ("ext2", "btrfs", ...), or
@@ -52,22 +57,32 @@ const (
 	Broken                // the checker could not read the filesystem (no superblock, ...)
 )
 
-// Run checks image. The output names the image "<image>". err is set
-// only when the checker itself failed (not installed, killed, usage).
+// Run checks image, a private copy the caller owns, in the sandbox
+// (internal/sandbox: a timeout, rlimits, namespaces with a private root
+// where the host allows). The output names the image "<image>". err is set
+// only when the checker itself failed (not installed, timed out, killed by
+// a signal, usage); a run without the namespaces says so in err's text only
+// when it fails.
 func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byte, err error) {
-	out, err = exec.CommandContext(ctx, f.bin, append(append([]string(nil), f.args...), image)...).CombinedOutput()
-	out = bytes.ReplaceAll(out, []byte(image), []byte("<image>"))
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return Clean, out, nil
-	case ctx.Err() != nil:
-		return 0, out, fmt.Errorf("%s: %w", f.Name, ctx.Err())
-	case !errors.As(err, &exit):
-		return 0, out, fmt.Errorf("%s: %w", f.Name, err)
+	bin, err := hosttool.Look(f.bin)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
-	code := exit.ExitCode()
-	if f.bin == "e2fsck" {
+	res, err := sandbox.Run(ctx, f.Limits, bin, f.args, image)
+	out = bytes.ReplaceAll(res.Output, []byte(res.Image), []byte("<image>"))
+	out = bytes.ReplaceAll(out, []byte(image), []byte("<image>"))
+	if err != nil {
+		return 0, out, fmt.Errorf("%s (sandbox %s): %w: %s", f.Name, res.Isolation, err, Truncate(out, MaxOutput))
+	}
+	if res.ExitCode == 0 {
+		return Clean, out, nil
+	}
+	return f.verdict(res.ExitCode, out)
+}
+
+// verdict maps a non-zero exit status of the checker.
+func (f Tool) verdict(code int, out []byte) (Verdict, []byte, error) {
+	if filepath.Base(f.bin) == "e2fsck" {
 		// e2fsck's exit status is a bit set: 1 and 2 corrected (not with
 		// -n), 4 left uncorrected, 8 operational error.
 		switch {
@@ -84,7 +99,7 @@ func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byt
 		}
 		return Dirty, out, nil
 	}
-	return 0, out, fmt.Errorf("%s: %w: %s", f.Name, err, Truncate(out, MaxOutput))
+	return 0, out, fmt.Errorf("%s: exit status %d: %s", f.Name, code, Truncate(out, MaxOutput))
 }
 
 // MaxOutput caps the checker output quoted in a finding or an error.
