@@ -3,9 +3,13 @@ package guest
 import (
 	"context"
 	"fmt"
-	"os/exec"
+	"time"
+
 	"regexp"
 	"strconv"
+
+	"github.com/themisfs/themis/internal/hosttool"
+	"github.com/themisfs/themis/internal/sandbox"
 )
 
 // InodeTimes are an inode's timestamps as stored on disk, read by debugfs.
@@ -19,14 +23,27 @@ type InodeTimes struct {
 
 var debugfsTime = regexp.MustCompile(`(?m)^\s*([acm])time: 0x([0-9a-f]{1,8})(?::([0-9a-f]{1,8}))?`)
 
+// DebugfsLimits bound ExtInodeTimes's debugfs run (a stat of one inode).
+var DebugfsLimits = sandbox.Limits{Timeout: 2 * time.Minute, CPU: time.Minute, Memory: 2 << 30,
+	FileSize: 1 << 20, Files: 64, Output: 256 << 10}
+
 // ExtInodeTimes reads a file's timestamps from an ext2/3/4 image on the host
-// with debugfs (e2fsprogs). path is absolute inside the filesystem.
+// with debugfs (e2fsprogs), read-only, in internal/sandbox: image is a
+// private copy of a guest-written image (untrusted). path is absolute
+// inside the filesystem.
 func ExtInodeTimes(ctx context.Context, image, path string) (InodeTimes, error) {
-	out, err := exec.CommandContext(ctx, "debugfs", "-R", "stat "+path, image).CombinedOutput()
+	bin, err := hosttool.Look("debugfs")
 	if err != nil {
-		return InodeTimes{}, fmt.Errorf("guest: debugfs stat %s (Debian package e2fsprogs): %w: %s", path, err, out)
+		return InodeTimes{}, fmt.Errorf("guest: debugfs stat %s: %w", path, err)
 	}
-	return parseDebugfsTimes(out)
+	res, err := sandbox.Run(ctx, DebugfsLimits, bin, []string{"-R", "stat " + path}, image)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit status %d", res.ExitCode)
+	}
+	if err != nil {
+		return InodeTimes{}, fmt.Errorf("guest: debugfs stat %s (Debian package e2fsprogs; sandbox %s): %w: %s", path, res.Isolation, err, res.Output)
+	}
+	return parseDebugfsTimes(res.Output)
 }
 
 func parseDebugfsTimes(out []byte) (InodeTimes, error) {

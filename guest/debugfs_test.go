@@ -1,6 +1,13 @@
 package guest
 
-import "testing"
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
 
 func TestParseDebugfsTimes(t *testing.T) {
 	t.Parallel()
@@ -41,5 +48,41 @@ func TestParseDebugfsTimes(t *testing.T) {
 	}
 	if _, err := parseDebugfsTimes([]byte("debugfs: File not found by ext2_lookup")); err == nil {
 		t.Error("no error for output without timestamps")
+	}
+}
+
+// TestExtInodeTimesSandboxed reads a file's times with the real debugfs,
+// which runs in internal/sandbox, from an image mkfs.ext4 filled.
+func TestExtInodeTimesSandboxed(t *testing.T) {
+	t.Parallel()
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		t.Skip("mkfs.ext4 not installed (Debian e2fsprogs)")
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "tree"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "tree", "f")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	when := time.Unix(1234567890, 0)
+	if err := os.Chtimes(f, when, when); err != nil {
+		t.Fatal(err)
+	}
+	image := filepath.Join(dir, "lane.img")
+	if out, err := exec.Command(mkfs, "-q", "-I", "256", "-d", filepath.Join(dir, "tree"), image, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	got, err := ExtInodeTimes(context.Background(), image, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Mtime != when.Unix() {
+		t.Errorf("mtime = %d, want %d", got.Mtime, when.Unix())
+	}
+	if _, err := ExtInodeTimes(context.Background(), filepath.Join(dir, "missing.img"), "/f"); err == nil {
+		t.Errorf("ExtInodeTimes of a missing image: no error")
 	}
 }
