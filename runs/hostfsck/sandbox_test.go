@@ -43,7 +43,7 @@ func TestHostileChecker(t *testing.T) {
 		{name: "sleeps forever", script: "sleep 1000000", err: "timed out after 3s"},
 		{name: "ignores SIGTERM", script: "trap '' TERM; while :; do :; done", err: "CPU limit", timeout: 15 * time.Second},
 		{name: "children sleep forever", script: "sleep 1000000 & sleep 1000000 & wait", err: "timed out"},
-		{name: "writes without bound", script: `head -c 64M /dev/zero > "${TMPDIR:-/tmp}/themis-fake-$$"; echo "status $?"; wc -c < "${TMPDIR:-/tmp}/themis-fake-$$"; exit 4`,
+		{name: "writes without bound", script: `head -c 64M /dev/zero > "${TMPDIR:-/tmp}/themis-fake-$$"; echo "status $?"; wc -c < "${TMPDIR:-/tmp}/themis-fake-$$"; rm -f "${TMPDIR:-/tmp}/themis-fake-$$"; exit 4`,
 			check: func(t *testing.T, out string) {
 				if !strings.Contains(out, "1048576") {
 					t.Errorf("output %q: the file was not stopped at the 1 MiB RLIMIT_FSIZE", out)
