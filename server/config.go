@@ -84,6 +84,9 @@ type Limits struct {
 	// MaxRunSeconds caps every run (explore, sweep, profile, corrupt), in
 	// seconds; past it the run is cancelled (default 3600).
 	MaxRunSeconds int `toml:"max_run_seconds"`
+	// MaxBaseCacheMiB bounds the disk the cached base images take, in MiB
+	// (baseimage.Maker; default 8192): the least recently used go first.
+	MaxBaseCacheMiB int `toml:"max_base_cache_mib"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -228,6 +231,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.auto_checkpoints", c.Limits.AutoCheckpoints},
 		{"limits.call_timeout_s", c.Limits.CallTimeoutS},
 		{"limits.max_run_seconds", c.Limits.MaxRunSeconds},
+		{"limits.max_base_cache_mib", c.Limits.MaxBaseCacheMiB},
 		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {

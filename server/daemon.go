@@ -53,7 +53,7 @@ type openFunc func(ctx context.Context, cfg Config, onRestore func(time.Duration
 func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration), log *zap.Logger) (managedDomain, error) {
 	sweepLeftovers(cfg.CacheDir, log)
 	m, err := session.Open(ctx, session.Config{
-		MakeBase:          baseimage.Make,
+		MakeBase:          baseimage.Maker(int64(cfg.Limits.MaxBaseCacheMiB) << 20),
 		StateDir:          cfg.StateDir,
 		CacheDir:          cfg.CacheDir,
 		Guest:             guest.Options{CacheDir: cfg.CacheDir, Log: log.Named("guest")},

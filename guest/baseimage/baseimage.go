@@ -54,7 +54,13 @@ const btrfsPinFormat = "btrfs-pin/v1"
 // read-only. For an overlay lane it is the image of its upper layer
 // (spec.Layer()'s: an empty ext2); its lower layer's is Make of
 // spec.Lower().
+// The cache is bounded by DefaultMaxBytes (Maker for another bound).
 func Make(ctx context.Context, cacheDir string, spec guest.LaneSpec) (string, error) {
+	return makeWithin(ctx, cacheDir, spec, DefaultMaxBytes)
+}
+
+// makeWithin is Make with the cache bounded by maxBytes (Maker).
+func makeWithin(ctx context.Context, cacheDir string, spec guest.LaneSpec, maxBytes int64) (string, error) {
 	spec = spec.Layer()
 	dir, err := guest.CacheDir(cacheDir)
 	if err != nil {
@@ -68,11 +74,14 @@ func Make(ctx context.Context, cacheDir string, spec guest.LaneSpec) (string, er
 	out := filepath.Join(bases, r.key()+".img")
 	size := int64(spec.SizeMiB) << 20
 	if st, err := os.Stat(out); err == nil && st.Mode().IsRegular() && st.Size() == size {
-		return out, nil
+		return out, markUsed(out)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("baseimage: %w", err)
 	}
 	if err := r.build(ctx, bases, out, size); err != nil {
+		return "", err
+	}
+	if _, err := evict(bases, out, maxBytes); err != nil {
 		return "", err
 	}
 	return out, nil

@@ -255,7 +255,9 @@ func TestMakeBaseCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p1 != p2 || !os.SameFile(st1, st2) || !st1.ModTime().Equal(st2.ModTime()) {
+	// A rebuild renames a new file into place; a hit only marks the image
+	// used (its modification time).
+	if p1 != p2 || !os.SameFile(st1, st2) {
 		t.Errorf("second MakeBase rebuilt: %s vs %s", p1, p2)
 	}
 	spec3, err := guest.ParseLaneSpec("ext2:inode_size=256")

@@ -15,6 +15,11 @@
 // launch take a [launch.BaseMaker], and what wires them (the daemon, the
 // CLI, tests) passes [Make].
 //
+// The cache is bounded ([DefaultMaxBytes], or [Maker]'s bound; the daemon's
+// limits.max_base_cache_mib): a hit marks an image used, and making one
+// evicts the least recently used beyond the bound, never one used in the
+// last ten minutes.
+//
 // Make is safe to call concurrently, also from several processes sharing
 // one cache directory: each image is written to a temporary name and
 // renamed into place.
