@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
@@ -617,16 +617,19 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 // that names a structure some lane's filesystem does not have. The
 // targets the run chose itself (Sweep, the default) are ClassNotApplicable
 // results there instead.
-func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func(CorruptResult)) (*CorruptSummary, error) {
+func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func(CorruptResult)) (_ *CorruptSummary, err error) {
 	targets, setup, err := validateCorrupt(&o)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "themis-corrupt-")
+	// Owned (internal/scratch): a daemon that dies mid-run leaves it to the
+	// next one's startup sweep.
+	sd, err := scratch.MkdirTemp("", "themis-corrupt-")
 	if err != nil {
 		return nil, fmt.Errorf("corrupt: scratch dir: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { err = errors.Join(err, sd.Remove()) }()
+	dir := sd.Path
 	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}, "corrupt")
 	if err != nil {
 		return nil, err

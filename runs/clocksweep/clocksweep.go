@@ -3,6 +3,7 @@ package clocksweep
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/session"
@@ -177,16 +179,19 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 // op's errno) is a cell with verdict rejected, not an error. Bad options
 // are a FieldError. The session is busy while the sweep runs and ends with
 // it ("sweep finished", "sweep failed: ...").
-func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (*Summary, error) {
+func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (_ *Summary, err error) {
 	specs, plan, err := validate(&o)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "themis-sweep-")
+	// Owned (internal/scratch): a daemon that dies mid-run leaves it to the
+	// next one's startup sweep.
+	sd, err := scratch.MkdirTemp("", "themis-sweep-")
 	if err != nil {
 		return nil, fmt.Errorf("sweep: scratch dir: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { err = errors.Join(err, sd.Remove()) }()
+	dir := sd.Path
 	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}, "sweep")
 	if err != nil {
 		return nil, err

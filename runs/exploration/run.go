@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/session"
 )
 
@@ -35,7 +35,7 @@ import (
 // The session is busy while the run lasts: the other session methods refuse
 // it with ErrState. It ends with reason "explore finished", "explore
 // cancelled", ...
-func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progress), found func(session.Finding)) (*Summary, error) {
+func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progress), found func(session.Finding)) (_ *Summary, err error) {
 	policy, err := validate(&o)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	if err != nil {
 		return nil, errors.Join(err, run.End(session.StateEnded, "explore failed: fsck scratch dir"))
 	}
-	defer cleanup()
+	defer func() { err = errors.Join(err, cleanup()) }()
 	start := time.Now()
 	if o.MaxDuration > 0 {
 		cfg.Stop = func() bool { return time.Since(start) >= o.MaxDuration }
@@ -84,23 +84,25 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 // checkerConfig is the Checker's configuration for o: the search bounds,
 // the recorder's callbacks and the self-references o asks for. cleanup
 // removes the fsck scratch directory, if any.
-func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config, func(), error) {
+func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config, func() error, error) {
 	cfg := explore.Config{
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed, Ops: o.Ops,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
 		Found: rec.found, Minimized: rec.minimized,
 	}
-	cleanup := func() {}
+	cleanup := func() error { return nil }
 	if o.Remount {
 		cfg.Checks = append(cfg.Checks, sys.remountCheck)
 	}
 	if o.Fsck {
-		dir, err := os.MkdirTemp("", "themis-fsck-")
+		// Owned (internal/scratch): a daemon that dies mid-run leaves it
+		// to the next one's startup sweep.
+		sd, err := scratch.MkdirTemp("", "themis-fsck-")
 		if err != nil {
 			return cfg, cleanup, fmt.Errorf("explore: fsck scratch dir: %w", err)
 		}
-		cleanup = func() { os.RemoveAll(dir) }
-		sys.fsckImage = filepath.Join(dir, "lane.img")
+		cleanup = func() error { return sd.Remove() }
+		sys.fsckImage = filepath.Join(sd.Path, "lane.img")
 		cfg.Checks = append(cfg.Checks, sys.fsckCheck)
 	}
 	for _, l := range sys.lanes {
