@@ -7,7 +7,9 @@
 //   - a timeout ([Limits.Timeout]); on expiry, or when the caller's
 //     context ends, the whole process group is killed (SIGKILL);
 //   - rlimits set on the tool before it execs (util-linux prlimit):
-//     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE;
+//     RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE; on a host without
+//     prlimit (the emulated AMD-V host's minimal root) they are set on the
+//     tool's pid right after its exec, and the result says so;
 //   - its stdout and stderr together kept to [Limits.Output] bytes (the
 //     head and the tail, a mark where the middle was cut), the rest read
 //     and dropped;

@@ -70,30 +70,65 @@ func isolatedArgv(root, bin string, args []string, image string, rl []string) []
 	return append(append(argv, args...), "/image")
 }
 
-// rlimitArgs is prlimit's options for lim, each soft = hard, never above
-// the hard limit this process already has (raising it needs a capability
-// the tool must not rely on).
-func rlimitArgs(lim Limits) ([]string, error) {
+// rlimit is one resource limit a run sets, soft = hard.
+type rlimit struct {
+	opt   string // prlimit's option
+	res   int
+	value uint64
+}
+
+// rlimitsOf is lim's limits, each never above the hard limit this process
+// already has (raising it needs a capability the tool must not rely on).
+func rlimitsOf(lim Limits) ([]rlimit, error) {
 	cpu := uint64((lim.CPU + time.Second - 1) / time.Second)
-	var out []string
-	for _, r := range []struct {
-		opt  string
-		res  int
-		want uint64
-	}{
+	out := []rlimit{
 		{"--cpu", unix.RLIMIT_CPU, cpu},
 		{"--as", unix.RLIMIT_AS, uint64(lim.Memory)},
 		{"--fsize", unix.RLIMIT_FSIZE, uint64(lim.FileSize)},
 		{"--nofile", unix.RLIMIT_NOFILE, uint64(lim.Files)},
-	} {
+	}
+	for i, r := range out {
 		var cur unix.Rlimit
 		if err := unix.Getrlimit(r.res, &cur); err != nil {
 			return nil, fmt.Errorf("getrlimit %s: %w", r.opt, err)
 		}
-		v := min(r.want, cur.Max)
-		out = append(out, r.opt+"="+strconv.FormatUint(v, 10))
+		out[i].value = min(r.value, cur.Max)
 	}
 	return out, nil
+}
+
+// rlimitArgs is prlimit's options for lim.
+func rlimitArgs(lim Limits) ([]string, error) {
+	rs, err := rlimitsOf(lim)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.opt+"="+strconv.FormatUint(r.value, 10))
+	}
+	return out, nil
+}
+
+// hasPrlimit says whether util-linux prlimit is here (a variable: tests
+// take it away).
+var hasPrlimit = func() bool {
+	_, err := os.Stat(prlimitBin)
+	return err == nil
+}
+
+// setRlimits puts lim's limits on process pid.
+func setRlimits(pid int, lim Limits) error {
+	rs, err := rlimitsOf(lim)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if err := unix.Prlimit(pid, r.res, &unix.Rlimit{Cur: r.value, Max: r.value}, nil); err != nil {
+			return fmt.Errorf("prlimit %s on %d: %w", r.opt, pid, err)
+		}
+	}
+	return nil
 }
 
 // isolation is the one-time probe's answer.

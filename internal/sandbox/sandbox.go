@@ -86,7 +86,9 @@ func Run(ctx context.Context, lim Limits, bin string, args []string, image strin
 	}
 	var root string
 	var argv []string
-	if iso.ok {
+	var after func(pid int) error
+	switch {
+	case iso.ok:
 		if root, err = os.MkdirTemp("", "themis-sandbox-"); err != nil {
 			return res, fmt.Errorf("%w: %w", ErrSetup, err)
 		}
@@ -97,16 +99,22 @@ func Run(ctx context.Context, lim Limits, bin string, args []string, image strin
 		}()
 		res.Image = "/image"
 		argv = isolatedArgv(root, bin, args, image, rl)
-	} else {
+	case hasPrlimit():
 		argv = append(append(append(append([]string{prlimitBin}, rl...), "--", bin), args...), image)
+	default:
+		// A host without util-linux (the emulated AMD-V host's minimal
+		// root): the limits go on the tool right after its exec.
+		argv = append(append([]string{bin}, args...), image)
+		after = func(pid int) error { return setRlimits(pid, lim) }
+		res.Isolation += "; rlimits set just after exec (no " + prlimitBin + ")"
 	}
-	err = run(ctx, lim, argv, iso.ok, &res)
+	err = run(ctx, lim, argv, iso.ok, after, &res)
 	return res, err
 }
 
 // run starts argv in its own process group, waits for it under lim.Timeout
 // and fills res.
-func run(ctx context.Context, lim Limits, argv []string, isolated bool, res *Result) error {
+func run(ctx context.Context, lim Limits, argv []string, isolated bool, after func(pid int) error, res *Result) error {
 	rctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, ErrTimeout)
 	defer cancel()
 	out := &capped{half: lim.Output / 2}
@@ -127,6 +135,9 @@ func run(ctx context.Context, lim Limits, argv []string, isolated bool, res *Res
 		cmd.ExtraFiles = []*os.File{readyW}
 	}
 	serr := cmd.Start()
+	if serr == nil && after != nil {
+		serr = after(cmd.Process.Pid)
+	}
 	if readyW != nil {
 		// The child holds its own copy; ours must go for the read to end.
 		serr = errors.Join(serr, readyW.Close())

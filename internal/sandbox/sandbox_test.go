@@ -107,3 +107,30 @@ func TestRunSetupFails(t *testing.T) {
 		t.Errorf("missing image: %v, want ErrSetup", err)
 	}
 }
+
+// TestRunWithoutPrlimit: on a host without util-linux (the emulated AMD-V
+// host's minimal root) the tool still runs, degraded, with its limits set
+// right after its exec: a writer without bound is stopped at the file size
+// limit, and the result says how the limits were set.
+func TestRunWithoutPrlimit(t *testing.T) {
+	realProbe, realHas := probe, hasPrlimit
+	t.Cleanup(func() { probe, hasPrlimit = realProbe, realHas })
+	probe = func() isolation { return isolation{why: "test: off"} }
+	hasPrlimit = func() bool { return false }
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	lim := Limits{Timeout: 5 * time.Second, FileSize: 1 << 20, Output: 4096}
+	res, err := Run(context.Background(), lim, "/bin/sh", []string{"-c", `sleep 0.2; head -c 8388608 /dev/zero > "$0"; echo wrote`, out}, "/dev/null")
+	if err != nil && !errors.Is(err, ErrSignal) {
+		t.Fatalf("run: %v", err)
+	}
+	if fi, serr := os.Stat(out); serr != nil || fi.Size() > 1<<20 {
+		t.Errorf("writer: %v, %v; want it stopped at 1 MiB", fi, serr)
+	}
+	if !strings.Contains(res.Isolation, "rlimits set just after exec") {
+		t.Errorf("isolation %q: want it to say how the limits were set", res.Isolation)
+	}
+	if ok, _ := Run(context.Background(), lim, "/bin/sh", []string{"-c", "exit 3"}, "/dev/null"); ok.ExitCode != 3 {
+		t.Errorf("a plain tool: exit %d, want 3", ok.ExitCode)
+	}
+}
