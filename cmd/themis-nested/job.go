@@ -116,14 +116,15 @@ func run(ctx context.Context, o options, log *zap.Logger) (*report, error) {
 	}
 	plan := jobPlan(o, env)
 	for attempt := 1; ; attempt++ {
+		// The emulated host's own crash (docs/kvm.md) runs the job again,
+		// up to maxAttempts in all; any other problem ends it at once.
 		rep.Problems = nil
 		crash := runAttempt(ctx, rep, o, log, cache, st, plan, re, filepath.Join(bins, "themisctl"))
-		if len(rep.Problems) == 0 || crash == "" || attempt == 2 {
+		if len(rep.Problems) == 0 || crash == "" || attempt == maxAttempts {
 			break
 		}
-		// The emulated host's own crash (docs/kvm.md): once more, and say so.
 		rep.Retried = append(rep.Retried, fmt.Sprintf("attempt %d: %s; problems: %s", attempt, crash, strings.Join(rep.Problems, "; ")))
-		log.Warn("the emulated host crashed; running the job once more", zap.String("crash", crash))
+		log.Warn("the emulated host crashed; running the job again", zap.String("crash", crash), zap.Int("attempt", attempt+1), zap.Int("of", maxAttempts))
 		if err := keepAttempt(o.work, attempt); err != nil {
 			return rep, err
 		}
@@ -182,7 +183,7 @@ func jobPlan(o options, env []string) nested.Plan {
 // every problem is explained by one (the guest triple-faulted with no
 // restore to blame, or the host itself died), else "".
 func runAttempt(ctx context.Context, rep *report, o options, log *zap.Logger, cache string, st *nested.Stage, plan nested.Plan, re *regexp.Regexp, themisctl string) string {
-	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, CPU: o.cpu, Timeout: o.timeout/2 - 5*time.Minute, Log: log})
+	out, err := nested.Run(ctx, nested.Options{CacheDir: cache, WorkDir: o.work, Stage: st, Plan: plan, CPUs: o.cpus, Accel: o.accel, QEMU: o.qemu, CPU: o.cpu, Timeout: o.timeout/maxAttempts - 2*time.Minute, Log: log})
 	if out != nil {
 		rep.HostKernel, rep.HostKVM, rep.WallS, rep.Steps = out.Result.Kernel, out.Result.KVM, out.Wall.Seconds(), out.Result.Steps
 	}
@@ -257,6 +258,12 @@ func keepAttempt(work string, attempt int) error {
 	}
 	return nil
 }
+
+// maxAttempts bounds the runs of the job when each ends by the emulated
+// host's own crash: on 2026-12-01 it crashed twice in a row once in seven
+// CI runs (QEMU exited by itself; then a soft lockup in its kernel during
+// a synthetic-guest test that had passed in every other run).
+const maxAttempts = 3
 
 // tripleFault is how a guest's triple fault reads in our errors
 // (kvm.ExitError for SHUTDOWN; on SVM the VMCB is reset, hence the RIP).

@@ -39,7 +39,7 @@ func main() {
 	flag.IntVar(&o.min, "min", 9, "fail unless at least this many tests matching -count ran (top-level and subtests: the conformance suite, its 7 subtests that run there, RestorePages)")
 	flag.BoolVar(&o.explore, "explore", true, "also run explore and a clock sweep on --backend kvm there, and explore on QEMU here, and compare")
 	flag.StringVar(&o.exploreArgs, "explore-args", "--fs ext2 --depth 2 --seed 7", "explore's arguments on both backends")
-	flag.DurationVar(&o.timeout, "timeout", 50*time.Minute, "the whole job (each of at most two attempts gets half, less 5 minutes)")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "the whole job (each of at most three attempts gets a third, less 2 minutes)")
 	flag.BoolVar(&o.json, "json", false, "print the report as one JSON object")
 	flag.IntVar(&o.cpus, "cpus", 2, "the emulated host's vCPUs")
 	flag.BoolVar(&o.pin, "pin", false, "pin the job's programs to the emulated host's CPU 0 (taskset; stalls there: the emulated host loses its timer interrupts)")
