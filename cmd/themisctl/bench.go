@@ -147,11 +147,7 @@ cannot loop-mount (needs root).`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSON(os.Stdout, r)
-			}
-			fmt.Print(r.String())
-			return nil
+			return printReport(g, r)
 		},
 	}
 	f := cmd.Flags()
@@ -200,11 +196,7 @@ guest image.`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSON(os.Stdout, r)
-			}
-			fmt.Print(r.String())
-			return nil
+			return printReport(g, r)
 		},
 	}
 	f := cmd.Flags()
@@ -249,11 +241,7 @@ at most 3 exits. A missed target is reported, not an error.`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSON(os.Stdout, r)
-			}
-			fmt.Print(r.String())
-			return nil
+			return printReport(g, r)
 		},
 	}
 	f := cmd.Flags()
@@ -261,4 +249,13 @@ at most 3 exits. A missed target is reported, not an error.`,
 	f.IntVar(&o.Messages, "messages", bench.DefaultEchoMessages, "round trips per size over the virtio console")
 	f.IntVar(&o.UARTMessages, "uart-messages", 0, "round trips per size over the UART (0: 64 KiB each way, at least 3)")
 	return cmd
+}
+
+// printReport writes a bench report: JSON with --json, else its table.
+func printReport(g *globals, r fmt.Stringer) error {
+	if g.json {
+		return writeJSON(os.Stdout, r)
+	}
+	fmt.Print(r.String())
+	return nil
 }
