@@ -36,6 +36,9 @@ type Spec struct {
 	Lanes []guest.LaneSpec
 	// MemoryMiB is guest RAM in MiB (0: the backend's default, 128).
 	MemoryMiB int
+	// Charger, when set, is billed for the sectors every lane's overlay
+	// holds (overlay.Device.SetCharger), from before the machine starts.
+	Charger overlay.Charger
 	// Restore, Verify and AgentChannel are vmm.Config's.
 	Restore      vmm.RestoreMode
 	Verify       bool
@@ -119,7 +122,7 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 	}()
 	cfg := vmm.Config{Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, MemoryMiB: s.MemoryMiB,
 		Restore: s.Restore, Verify: s.Verify, AgentChannel: s.AgentChannel, Log: s.Log}
-	if cfg.Disks, err = g.openLanes(ctx, s.MakeBase, s.CacheDir, s.Lanes); err != nil {
+	if cfg.Disks, err = g.openLanes(ctx, s); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
@@ -133,12 +136,23 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 	return g, nil
 }
 
-// openLanes opens every lane's disks and returns them in attach order.
-func (g *Guest) openLanes(ctx context.Context, makeBase BaseMaker, cacheDir string, specs []guest.LaneSpec) ([]vmm.Disk, error) {
+// openLanes opens every lane's disks, billed to s.Charger, and returns
+// them in attach order.
+func (g *Guest) openLanes(ctx context.Context, s Spec) ([]vmm.Disk, error) {
 	var disks []vmm.Disk
-	for i, sp := range specs {
+	open := func(sp guest.LaneSpec) (*overlay.Device, error) {
+		dev, err := OpenDisk(ctx, s.MakeBase, s.CacheDir, sp)
+		if err != nil || s.Charger == nil {
+			return dev, err
+		}
+		if err := dev.SetCharger(s.Charger); err != nil {
+			return nil, errors.Join(err, closeDisk(dev))
+		}
+		return dev, nil
+	}
+	for i, sp := range s.Lanes {
 		lane := Lane{Spec: sp}
-		dev, err := OpenDisk(ctx, makeBase, cacheDir, sp)
+		dev, err := open(sp)
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: %w", sp.Name, err)
 		}
@@ -150,7 +164,7 @@ func (g *Guest) openLanes(ctx context.Context, makeBase BaseMaker, cacheDir stri
 		}
 		// The upper layer starts empty; the lower layer holds the lane's
 		// seed tree, if any (the same image without one).
-		lower, err := OpenDisk(ctx, makeBase, cacheDir, sp.Lower())
+		lower, err := open(sp.Lower())
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: lower layer: %w", sp.Name, err)
 		}

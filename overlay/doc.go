@@ -30,6 +30,13 @@
 // keeps the set of distinct sectors served to ReadAt (ReadSet), emptied by
 // ResetCounters and kept across Push and Pop.
 //
+// # Memory
+//
+// Every held sector lives in the Go heap, in every layer that holds it.
+// SetCharger bills a Charger (a session's budget) SectorCost bytes per held
+// sector: a write that needs new sectors is refused whole when the charger
+// refuses, and Pop, PopTo, Merge and Close give back what they drop.
+//
 // # Concurrency and ownership
 //
 // All methods are safe for concurrent use; one mutex serializes them, so Hash,

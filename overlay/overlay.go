@@ -68,6 +68,50 @@ type Device struct {
 	// readSet, while TrackReads is on, holds every sector served to
 	// ReadAt since tracking began or the last ResetCounters; nil when off.
 	readSet map[uint64]struct{}
+	// charger is billed SectorCost for every sector the layers hold (nil: none).
+	charger Charger
+}
+
+// SectorCost is the host memory a held sector is billed: its 512 bytes
+// and, approximately, its entry in the layer's map.
+const SectorCost = SectorSize + 32
+
+// Charger is billed for the sectors a Device holds (a session's budget,
+// internal/budget's Account). Charge refuses by returning an error.
+type Charger interface {
+	Charge(n int64) error
+	Release(n int64)
+}
+
+// SetCharger bills c for the sectors the layers hold now (refused: no
+// change) and from then on for each new sector a write adds; a refused
+// write writes nothing and returns c's error. Pop, PopTo, Merge and Close
+// give the bytes of the sectors they drop back. The charger is set once.
+func (d *Device) SetCharger(c Charger) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.charger != nil {
+		return errors.New("overlay: charger already set")
+	}
+	n := 0
+	for _, l := range d.layers {
+		n += len(l.sectors)
+	}
+	if err := c.Charge(int64(n) * SectorCost); err != nil {
+		return fmt.Errorf("overlay: %w", err)
+	}
+	d.charger = c
+	return nil
+}
+
+// release gives n sectors' bytes back to the charger.
+func (d *Device) release(n int) {
+	if d.charger != nil && n > 0 {
+		d.charger.Release(int64(n) * SectorCost)
+	}
 }
 
 // Open opens an immutable base image file read-only and returns a Device with
@@ -218,6 +262,9 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("overlay: write %d bytes at %d (size %d): %w", len(p), off, d.size, ErrOutOfRange)
 	}
 	top := d.layers[len(d.layers)-1]
+	if err := d.charge(top, off, len(p)); err != nil {
+		return 0, err
+	}
 	total := len(p)
 	for len(p) > 0 {
 		lba := uint64(off / SectorSize)
@@ -238,6 +285,24 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 		p, off = p[n:], off+int64(n)
 	}
 	return total, nil
+}
+
+// charge bills the charger for the sectors of [off, off+n) that top does
+// not hold yet. d.mu is held.
+func (d *Device) charge(top *layer, off int64, n int) error {
+	if d.charger == nil || n == 0 {
+		return nil
+	}
+	fresh := int64(0)
+	for lba := uint64(off / SectorSize); lba <= uint64((off+int64(n)-1)/SectorSize); lba++ {
+		if _, ok := top.sectors[lba]; !ok {
+			fresh++
+		}
+	}
+	if err := d.charger.Charge(fresh * SectorCost); err != nil {
+		return fmt.Errorf("overlay: write %d bytes at %d: %w", n, off, err)
+	}
+	return nil
 }
 
 // Flush implements the optional flusher of block backends; the device holds
@@ -270,6 +335,7 @@ func (d *Device) Pop() error {
 	if len(d.layers) == 1 {
 		return ErrBaseLayer
 	}
+	d.release(len(d.layers[len(d.layers)-1].sectors))
 	d.layers[len(d.layers)-1] = nil
 	d.layers = d.layers[:len(d.layers)-1]
 	return nil
@@ -284,6 +350,9 @@ func (d *Device) PopTo(depth int) error {
 	}
 	if depth < 1 || depth > len(d.layers) {
 		return fmt.Errorf("overlay: pop to %d with depth %d: %w", depth, len(d.layers), ErrDepth)
+	}
+	for _, l := range d.layers[depth:] {
+		d.release(len(l.sectors))
 	}
 	clear(d.layers[depth:])
 	d.layers = d.layers[:depth]
@@ -303,9 +372,14 @@ func (d *Device) Merge(i int) error {
 		return fmt.Errorf("overlay: merge layer %d with depth %d: %w", i, len(d.layers), ErrDepth)
 	}
 	upper, lower := d.layers[i-1], d.layers[i-2]
+	dup := 0
 	for lba, sec := range upper.sectors {
+		if _, ok := lower.sectors[lba]; ok {
+			dup++
+		}
 		lower.sectors[lba] = sec
 	}
+	d.release(dup)
 	lower.read += upper.read
 	lower.written += upper.written
 	d.layers = append(d.layers[:i-1], d.layers[i:]...)
@@ -490,6 +564,9 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	for _, l := range d.layers {
+		d.release(len(l.sectors))
+	}
 	d.layers = []*layer{newLayer()}
 	d.readSet = nil
 	if d.baseFile != nil {

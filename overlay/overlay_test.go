@@ -563,3 +563,135 @@ func TestReadSet(t *testing.T) {
 		}
 	}
 }
+
+// meter is a Charger with a limit, for TestCharger.
+type meter struct {
+	held, limit int64
+}
+
+func (m *meter) Charge(n int64) error {
+	if m.held+n > m.limit {
+		return errors.New("meter: over the limit")
+	}
+	m.held += n
+	return nil
+}
+
+func (m *meter) Release(n int64) { m.held -= n }
+
+func TestCharger(t *testing.T) {
+	const sectors = 64
+	for _, tc := range []struct {
+		name string
+		do   func(d *Device) error
+		want int64 // sectors billed afterwards
+	}{
+		{"one partial write", func(d *Device) error { _, err := d.WriteAt([]byte{1}, 700); return err }, 1},
+		{"a write across three sectors", func(d *Device) error { _, err := d.WriteAt(make([]byte, 1026), 10); return err }, 3},
+		{"a rewrite bills nothing", func(d *Device) error {
+			for range 3 {
+				if _, err := d.WriteAt(make([]byte, 512), 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, 1},
+		{"a pushed layer bills its own copy", func(d *Device) error {
+			if _, err := d.WriteAt(make([]byte, 512), 0); err != nil {
+				return err
+			}
+			d.Push()
+			_, err := d.WriteAt(make([]byte, 512), 0)
+			return err
+		}, 2},
+		{"pop gives back", func(d *Device) error {
+			d.Push()
+			if _, err := d.WriteAt(make([]byte, 2048), 0); err != nil {
+				return err
+			}
+			return d.Pop()
+		}, 0},
+		{"popto gives back", func(d *Device) error {
+			if _, err := d.WriteAt(make([]byte, 512), 0); err != nil {
+				return err
+			}
+			d.Push()
+			d.Push()
+			if _, err := d.WriteAt(make([]byte, 1024), 0); err != nil {
+				return err
+			}
+			return d.PopTo(1)
+		}, 1},
+		{"merge gives back the duplicates", func(d *Device) error {
+			if _, err := d.WriteAt(make([]byte, 1024), 0); err != nil {
+				return err
+			}
+			d.Push()
+			if _, err := d.WriteAt(make([]byte, 1024), 512); err != nil {
+				return err
+			}
+			return d.Merge(2)
+		}, 3},
+		{"close gives back", func(d *Device) error {
+			if _, err := d.WriteAt(make([]byte, 4096), 0); err != nil {
+				return err
+			}
+			return d.Close()
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := New(bytes.NewReader(make([]byte, sectors*SectorSize)), sectors*SectorSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &meter{limit: 1 << 30}
+			if err := d.SetCharger(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.do(d); err != nil {
+				t.Fatal(err)
+			}
+			if m.held != tc.want*SectorCost {
+				t.Errorf("billed %d bytes, want %d sectors (%d bytes)", m.held, tc.want, tc.want*SectorCost)
+			}
+		})
+	}
+}
+
+func TestChargerRefuses(t *testing.T) {
+	d, err := New(bytes.NewReader(make([]byte, 16*SectorSize)), 16*SectorSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt([]byte{7}, 0); err != nil {
+		t.Fatal(err)
+	}
+	m := &meter{limit: 3 * SectorCost}
+	if err := d.SetCharger(m); err != nil {
+		t.Fatal(err)
+	}
+	if m.held != SectorCost {
+		t.Fatalf("SetCharger billed %d, want the one held sector", m.held)
+	}
+	if err := d.SetCharger(m); err == nil {
+		t.Error("a second charger accepted")
+	}
+	// Three new sectors do not fit in the two left: nothing is written.
+	if n, err := d.WriteAt(bytes.Repeat([]byte{9}, 3*SectorSize), SectorSize); err == nil || n != 0 {
+		t.Fatalf("write past the limit: n %d err %v", n, err)
+	}
+	got := make([]byte, 4*SectorSize)
+	if _, err := d.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 7 || !bytes.Equal(got[SectorSize:], make([]byte, 3*SectorSize)) {
+		t.Error("a refused write changed the image")
+	}
+	if st := d.Stats(); st[1].Sectors != 1 || m.held != SectorCost {
+		t.Errorf("after a refused write: %d sectors held, %d bytes billed", st[1].Sectors, m.held)
+	}
+	// Sector 0 is held: a write into it needs nothing.
+	if _, err := d.WriteAt(bytes.Repeat([]byte{1}, SectorSize), 0); err != nil {
+		t.Errorf("a rewrite of a held sector refused: %v", err)
+	}
+}

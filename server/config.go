@@ -12,6 +12,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/session"
 )
 
 // MaxConfigSize caps a config file, in bytes.
@@ -87,6 +88,15 @@ type Limits struct {
 	// MaxBaseCacheMiB bounds the disk the cached base images take, in MiB
 	// (baseimage.Maker; default 8192): the least recently used go first.
 	MaxBaseCacheMiB int `toml:"max_base_cache_mib"`
+	// SessionBudgetMiB bounds the host memory one session keeps beyond its
+	// guest RAM, in MiB: the sectors its overlays hold, the file content
+	// kept for RestoreFile, its checkpoints' RAM copies. A guest write past
+	// it fails the session with RESOURCE_EXHAUSTED naming what ran out; a
+	// fork past it is refused (default 2048, at most the daemon budget).
+	SessionBudgetMiB int `toml:"session_budget_mib"`
+	// DaemonBudgetMiB bounds the same over all sessions together, in MiB
+	// (default: half the host's memory less max_memory_mib, at least 256).
+	DaemonBudgetMiB int `toml:"daemon_budget_mib"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -232,6 +242,8 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.call_timeout_s", c.Limits.CallTimeoutS},
 		{"limits.max_run_seconds", c.Limits.MaxRunSeconds},
 		{"limits.max_base_cache_mib", c.Limits.MaxBaseCacheMiB},
+		{session.SessionBudgetKey, c.Limits.SessionBudgetMiB},
+		{session.DaemonBudgetKey, c.Limits.DaemonBudgetMiB},
 		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {

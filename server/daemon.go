@@ -63,6 +63,8 @@ func openManager(ctx context.Context, cfg Config, onRestore func(time.Duration),
 		AutoCheckpoints:   cfg.Limits.AutoCheckpoints,
 		CallTimeout:       time.Duration(cfg.Limits.CallTimeoutS) * time.Second,
 		MaxRunDuration:    time.Duration(cfg.Limits.MaxRunSeconds) * time.Second,
+		SessionBudget:     int64(cfg.Limits.SessionBudgetMiB) << 20,
+		DaemonBudget:      int64(cfg.Limits.DaemonBudgetMiB) << 20,
 		OnRestore:         onRestore,
 		Log:               log.Named("session"),
 	})

@@ -51,7 +51,8 @@ func newMetrics() *metrics {
 }
 
 // watchSessions registers themis_sessions_running, read from d at scrape
-// time: from Stats() where d has it (*session.Manager does), else by listing.
+// time: from Stats() where d has it (*session.Manager does), else by
+// listing; and, where d has Stats, the daemon budget's gauges.
 func (m *metrics) watchSessions(d Domain, log *zap.Logger) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "themis_sessions_running",
@@ -76,6 +77,16 @@ func (m *metrics) watchSessions(d Domain, log *zap.Logger) {
 		}
 		return float64(n)
 	}))
+	if st, ok := d.(interface{ Stats() session.Stats }); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "themis_budget_used_bytes",
+			Help: "Host bytes the sessions keep beyond guest RAM (overlays, kept content, checkpoint RAM), against limits.daemon_budget_mib.",
+		}, func() float64 { return float64(st.Stats().BudgetUsed) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "themis_budget_limit_bytes",
+			Help: "The daemon budget (limits.daemon_budget_mib) in bytes.",
+		}, func() float64 { return float64(st.Stats().BudgetLimit) }))
+	}
 }
 
 func (m *metrics) op(name string) {

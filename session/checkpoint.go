@@ -179,8 +179,14 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 	var vid vmm.CheckpointID
 	if err := m.guestCall(ctx, s, "fork", func(ctx context.Context, mach vmm.Machine) error {
 		var err error
-		vid, err = mach.Checkpoint(ctx)
-		return err
+		if vid, err = mach.Checkpoint(ctx); err != nil {
+			return err
+		}
+		if err := s.syncCheckpointRAM(); err != nil {
+			// The checkpoint does not fit: it goes again, the session stays.
+			return errors.Join(fmt.Errorf("fork refused: %w", err), mach.Delete(ctx, vid), s.syncCheckpointRAM())
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}
@@ -223,7 +229,11 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 // an event. s.mu is held.
 func (m *Manager) dropCheckpoint(ctx context.Context, s *session, c *Checkpoint, kind, detail string) error {
 	if err := m.guestCall(ctx, s, "delete checkpoint "+c.ID, func(ctx context.Context, mach vmm.Machine) error {
-		return mach.Delete(ctx, s.vmmID[c.ID])
+		if err := mach.Delete(ctx, s.vmmID[c.ID]); err != nil {
+			return err
+		}
+		m.shrinkCheckpointRAM(s)
+		return nil
 	}); err != nil {
 		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
 			return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
@@ -281,7 +291,11 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 	}
 	t0 := time.Now()
 	if err := m.guestCall(ctx, s, "restore "+c.ID, func(ctx context.Context, mach vmm.Machine) error {
-		return mach.Restore(ctx, s.vmmID[c.ID])
+		if err := mach.Restore(ctx, s.vmmID[c.ID]); err != nil {
+			return err
+		}
+		m.shrinkCheckpointRAM(s)
+		return nil
 	}); err != nil {
 		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
 			return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
@@ -432,7 +446,7 @@ func (m *Manager) snapshotLanes(ctx context.Context, s *session) (map[string][]b
 
 // keepFiles reads and keeps the content of the regular files among a
 // lane's leaves that are not kept yet and fit the limits (maxKeptFile,
-// maxKeptPerSess); it reports whether it read any. A negative size is the
+// maxKeptPerSess, the session's budget); it reports whether it read any. A negative size is the
 // agent's lie (agent.ErrBadResponse): it fails the session. s.mu is held.
 func (m *Manager) keepFiles(ctx context.Context, s *session, lane string, leaves []*agentv1.Entry) (bool, error) {
 	read := false
@@ -448,13 +462,20 @@ func (m *Manager) keepFiles(ctx context.Context, s *session, lane string, leaves
 		if _, ok := s.blobs[h]; ok || size > maxKeptFile || s.blobsz+size > maxKeptPerSess {
 			continue
 		}
+		if s.budget.Charge(kindKept, size) != nil {
+			continue // like a file past the caps: fingerprinted, not kept
+		}
 		data, err := m.readAll(ctx, s, lane, e.GetPath(), size)
+		if err == nil {
+			if sum := blake3.Sum256(data); !bytes.Equal(sum[:], e.GetContentHash()) {
+				err = fmt.Errorf("session %s: lane %s: %s changed while being kept", s.info.ID, lane, e.GetPath())
+			}
+		}
 		if err != nil {
+			s.budget.Release(kindKept, size)
 			return false, err
 		}
-		if sum := blake3.Sum256(data); !bytes.Equal(sum[:], e.GetContentHash()) {
-			return false, fmt.Errorf("session %s: lane %s: %s changed while being kept", s.info.ID, lane, e.GetPath())
-		}
+		s.budget.Release(kindKept, size-int64(len(data))) // ended short of its size: what was not kept
 		s.blobs[h] = data
 		s.blobsz += int64(len(data))
 		read = true

@@ -76,5 +76,23 @@
 // holder (abandon: the slot and the ledger are released at once, the
 // machine's resources when the stuck call returns).
 //
+// # Budgets
+//
+// Guest RAM is bounded by Config.MaxMemoryMiB. What a session keeps beside
+// it, in the daemon's heap and tmpfs, is bounded by its budget
+// (Config.SessionBudget, internal/budget) under the daemon's
+// (Config.DaemonBudget): the sectors its overlays hold (billed by the
+// overlays themselves, overlay.SectorCost each, in every layer), the file
+// content Fork keeps (refused: the file is not kept, as past the caps) and
+// its machine's checkpoint memory (vmm.CheckpointMemory, read after each
+// checkpoint, restore and delete). A write the overlay refuses reaches the
+// guest as an I/O error, so its filesystems no longer model anything: the
+// next call on the session fails it (StateFailed) wrapping ErrExhausted,
+// with the refusal naming the budget, the kind, the usage by kind and the
+// config key; a run's calls all wrap ErrExhausted from then on. A fork
+// whose checkpoint memory does not fit is deleted again and refused
+// (ErrExhausted); the session goes on. A daemon with less than 1 MiB of
+// its budget left refuses Create.
+//
 // session must not import grpc or Prometheus: the server package adapts it.
 package session

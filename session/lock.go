@@ -73,11 +73,18 @@ var ErrUnresponsive = errors.New("guest unresponsive")
 // Config.CallTimeout. Past the cap (the agent silent) the session is
 // marked unresponsive and the error wraps ErrUnresponsive; an answer marks
 // an unresponsive session running again. Other errors go through
-// machineErr. s.mu is held and s is live.
+// machineErr. A write its overlays refused (the session's budget) fails
+// the session, wrapping ErrExhausted. s.mu is held and s is live.
 func (m *Manager) guestCall(ctx context.Context, s *session, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
+	if refusal := s.overBudget(); refusal != nil {
+		return m.budgetFailed(s, what, refusal)
+	}
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
 	err := f(cctx, s.mach)
+	if refusal := s.overBudget(); refusal != nil {
+		return m.budgetFailed(s, what, refusal)
+	}
 	switch {
 	case err == nil:
 		if s.info.State == StateUnresponsive {

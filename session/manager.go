@@ -15,6 +15,7 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/budget"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
@@ -61,6 +62,16 @@ type Config struct {
 	// absent (default 60 s, at most an hour). A call that runs past it
 	// marks its session unresponsive. Runs have their own (RunCallTimeout).
 	CallTimeout time.Duration
+	// SessionBudget bounds the host bytes one session keeps beyond its
+	// guest RAM: the sectors its overlays hold, the file content kept for
+	// RestoreFile and its machine's checkpoint memory (RAM shadow, undo
+	// pages, saved states). A write past it fails the session
+	// (ErrExhausted, naming what ran out); a fork past it is refused.
+	// Default: DefaultSessionBudget, at most DaemonBudget.
+	SessionBudget int64
+	// DaemonBudget bounds the same bytes over all sessions together
+	// (default: DefaultDaemonBudget).
+	DaemonBudget int64
 	// OnRestore, when set, observes the duration of every successful restore
 	// (e.g. a Prometheus histogram in the daemon). It must not block.
 	OnRestore func(time.Duration)
@@ -126,6 +137,9 @@ type Stats struct {
 	Forks    int64 // checkpoints taken
 	Restores int64 // successful restores
 	Failures int64 // sessions failed
+	// BudgetUsed and BudgetLimit are the daemon budget's bytes in use
+	// over all sessions (Config.DaemonBudget) and its limit.
+	BudgetUsed, BudgetLimit int64
 }
 
 // Manager owns the running sessions and the ledger.
@@ -133,6 +147,7 @@ type Manager struct {
 	cfg    Config
 	log    *zap.Logger
 	ledger *ledger
+	budget *budget.Budget // the daemon's: every session's is under it
 
 	imageMu sync.Mutex
 	image   *guest.Image // built once, on first Create
@@ -186,6 +201,10 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	def(&cfg.MaxMemoryMiB, 2048)
 	def(&cfg.ManualCheckpoints, 12)
 	def(&cfg.AutoCheckpoints, 10)
+	daemonBudget, err := newBudgets(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -197,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, sessions: make(map[string]*session), image: cfg.Image, boots: newBoots()}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, budget: daemonBudget, sessions: make(map[string]*session), image: cfg.Image, boots: newBoots()}
 	stale, err := l.runningSessions(ctx)
 	if err != nil {
 		l.close()
@@ -253,6 +272,7 @@ func (m *Manager) Stats() Stats {
 	return Stats{
 		Running: running, Created: m.created.Load(), Ops: m.ops.Load(),
 		Forks: m.forks.Load(), Restores: m.restores.Load(), Failures: m.failures.Load(),
+		BudgetUsed: m.budget.Used(), BudgetLimit: m.budget.Limit(),
 	}
 }
 
@@ -295,6 +315,12 @@ type session struct {
 	files  map[string]snapshot         // checkpoint id -> files kept for RestoreFile
 	blobs  map[string][]byte           // content store, by hex blake3
 	blobsz int64
+	// budget bounds the host bytes the session keeps (overlays, kept
+	// content, checkpoint RAM), under the Manager's; closed with the machine.
+	budget *budget.Budget
+	// exhausted is the refusal of a write to its overlays, once there was
+	// one (overBudget).
+	exhausted error
 }
 
 func newSessionID() (string, error) {
@@ -409,10 +435,14 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		specs: specs, vmmID: make(map[string]vmm.CheckpointID),
 		files: make(map[string]snapshot), blobs: make(map[string][]byte),
 	}
+	if s.budget, err = m.newSessionBudget(id); err != nil {
+		return nil, err
+	}
 	for i, sp := range specs {
 		s.info.Lanes = append(s.info.Lanes, Lane{Name: sp.Name, Spec: o.Lanes[i], FS: sp.FS})
 	}
 	if err := m.boot(ctx, s, choice); err != nil {
+		s.budget.Close()
 		s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
 		m.failures.Add(1)
 		if lerr := m.ledger.insertSession(context.WithoutCancel(ctx), &s.info); lerr != nil {
@@ -476,7 +506,8 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 	s.info.Backend = choice.Backend
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
 		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, Backend: choice,
-		Start: m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
+		Charger: s.budget.Account(kindOverlay),
+		Start:   m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {
 		return err
 	}
@@ -497,6 +528,9 @@ func (m *Manager) closeMachine(s *session) error {
 	}
 	s.guest, s.mach, s.devs = nil, nil, nil
 	s.blobs, s.files, s.blobsz = nil, nil, 0
+	if s.budget != nil {
+		s.budget.Close()
+	}
 	return errors.Join(errs...)
 }
 

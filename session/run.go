@@ -161,16 +161,24 @@ func (r *Run) Lanes() []string { return slices.Clone(r.lanes) }
 // a closed machine, a silent agent or an impossible response (f's error
 // wrapping agent.ErrBadResponse) wraps ErrGuestGone; a cancelled ctx
 // wraps ctx's error only; past RunCallTimeout the session is also marked
-// StateUnresponsive. A session that ended (Manager.Close) is ErrState.
+// StateUnresponsive; once the session's overlays refused a write (its
+// budget), every call wraps ErrExhausted. A session that ended
+// (Manager.Close) is ErrState.
 func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
 	r.s.mu.Lock()
 	defer r.s.unlock()
 	if !r.s.info.State.live() || r.s.mach == nil {
 		return fmt.Errorf("session %s is %s (%s): %w", r.s.info.ID, r.s.info.State, r.s.info.Reason, ErrState)
 	}
+	if refusal := r.s.overBudget(); refusal != nil {
+		return fmt.Errorf("%s: %w: %w", what, ErrExhausted, refusal)
+	}
 	cctx, cancel := context.WithTimeout(ctx, RunCallTimeout)
 	defer cancel()
 	err := f(cctx, r.s.mach)
+	if refusal := r.s.overBudget(); refusal != nil {
+		return fmt.Errorf("%s: %w: %w", what, ErrExhausted, refusal)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -287,20 +295,33 @@ func withLane(op *agentv1.Request, kind, lane string) *agentv1.Request {
 	return req
 }
 
-// Checkpoint checkpoints the machine (no pool, no ledger record).
+// Checkpoint checkpoints the machine (no pool, no ledger record). A
+// checkpoint whose memory does not fit the session's budget is deleted
+// again and the error wraps ErrExhausted.
 func (r *Run) Checkpoint(ctx context.Context, what string) (vmm.CheckpointID, error) {
 	var id vmm.CheckpointID
 	err := r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error {
 		var err error
-		id, err = mach.Checkpoint(ctx)
-		return err
+		if id, err = mach.Checkpoint(ctx); err != nil {
+			return err
+		}
+		if err := r.s.syncCheckpointRAM(); err != nil {
+			return errors.Join(err, mach.Delete(ctx, id), r.s.syncCheckpointRAM())
+		}
+		return nil
 	})
 	return id, err
 }
 
 // Restore restores the machine to checkpoint id.
 func (r *Run) Restore(ctx context.Context, what string, id vmm.CheckpointID) error {
-	return r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error { return mach.Restore(ctx, id) })
+	return r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error {
+		if err := mach.Restore(ctx, id); err != nil {
+			return err
+		}
+		r.m.shrinkCheckpointRAM(r.s)
+		return nil
+	})
 }
 
 // Disk runs f on lane i's disk (an overlay lane's upper layer) with the

@@ -118,6 +118,15 @@ type Machine interface {
 	Close() error
 }
 
+// CheckpointMemory is implemented by backends that keep host memory for
+// their checkpoints beyond guest RAM and the disks' overlays.
+type CheckpointMemory interface {
+	// CheckpointBytes is how many bytes the checkpoints hold now: the RAM
+	// shadow, the undo pages, saved states. Counted as allocated, so an
+	// upper bound where the kernel has not populated all of it.
+	CheckpointBytes() int64
+}
+
 // Hasher is implemented by backends that can hash all guest RAM.
 type Hasher interface {
 	// RAMHash returns the blake3-256 of all guest RAM; the machine is paused while hashing.

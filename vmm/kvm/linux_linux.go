@@ -106,9 +106,10 @@ type deviceState struct {
 }
 
 var (
-	_ vmm.Machine = (*Machine)(nil)
-	_ vmm.Hasher  = (*Machine)(nil)
-	_ vmm.Timings = (*Machine)(nil)
+	_ vmm.Machine          = (*Machine)(nil)
+	_ vmm.Hasher           = (*Machine)(nil)
+	_ vmm.Timings          = (*Machine)(nil)
+	_ vmm.CheckpointMemory = (*Machine)(nil)
 )
 
 // ErrNoHardwareVirtualization is returned by Start on hosts whose /dev/kvm
@@ -623,6 +624,14 @@ func (m *Machine) Timings() vmm.TimingInfo {
 	t := m.path.Timings()
 	t.Boot = m.boot
 	return t
+}
+
+// CheckpointBytes implements vmm.CheckpointMemory: the VM's fork shadow
+// (counted whole: it is populated as RAM is) and undo pages.
+func (m *Machine) CheckpointBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.vm.CheckpointBytes()
 }
 
 // Console returns the kept console lines (the last 400; for diagnostics and tests).

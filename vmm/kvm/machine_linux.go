@@ -160,6 +160,7 @@ type runResult struct {
 
 var _ vmm.Hasher = (*VM)(nil)
 var _ vmm.Timings = (*VM)(nil)
+var _ vmm.CheckpointMemory = (*VM)(nil)
 
 // NewVM creates the VM, its RAM, memslot, vCPU (in long mode, RIP at
 // CodeAddr; the code is LoadProgram's) and, unless NoIRQChip, the in-kernel
@@ -860,6 +861,15 @@ func (m *VM) harvestRing(s *fork.Set) error {
 		return fmt.Errorf("%w: %d entries", ErrRingOverflow, n)
 	}
 	return nil
+}
+
+// CheckpointBytes is the host memory the VM's checkpoints hold: the fork
+// shadow (counted whole) and the undo pages; 0 before the first checkpoint.
+func (m *VM) CheckpointBytes() int64 {
+	if m.tree == nil {
+		return 0
+	}
+	return int64(len(m.shadow)) + int64(m.tree.UndoPages())*PageSize
 }
 
 // arm maps the shadow and takes the root copy of the populated parts of RAM.

@@ -26,11 +26,13 @@ import (
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/checkpoint"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 var _ vmm.Machine = (*Machine)(nil)
 var _ vmm.Hasher = (*Machine)(nil)
 var _ vmm.Timings = (*Machine)(nil)
+var _ vmm.CheckpointMemory = (*Machine)(nil)
 
 // readyLine is what the agent prints on the console once it serves its channel.
 const readyLine = agent.ReadyLine
@@ -45,6 +47,9 @@ const maxConsoleLine = 4 << 10
 // uartPath is the agent's UART in the guest, where it serves without a
 // virtio port.
 const uartPath = "/dev/ttyS1"
+
+// stateImage is the work dir's qcow2 that holds the internal snapshots.
+const stateImage = "state.qcow2"
 
 var noDeadline time.Time
 
@@ -79,6 +84,7 @@ type Machine struct {
 	mu     sync.Mutex // serializes Call, Checkpoint, Restore, Close
 	closed bool
 	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
+	memory *memory          // path's memory part
 	boot   time.Duration
 }
 
@@ -130,7 +136,8 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 		log = zap.NewNop()
 	}
 	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{})}
-	m.path = checkpoint.New(checkpoint.Config{Backend: "qemu", Memory: &memory{m: m, held: map[checkpoint.Ref]fork.ID{}}, Disks: cfg.Disks, Verify: cfg.Verify})
+	m.memory = &memory{m: m, held: map[checkpoint.Ref]fork.ID{}}
+	m.path = checkpoint.New(checkpoint.Config{Backend: "qemu", Memory: m.memory, Disks: cfg.Disks, Verify: cfg.Verify})
 	defer func() {
 		if err != nil {
 			if cerr := m.Close(); cerr != nil {
@@ -261,7 +268,7 @@ func (m *Machine) serveDisks() ([]string, error) {
 // createState creates the scratch qcow2 for CPU/device (and, in full
 // mode, RAM) state and the guest RAM file; it returns the qcow2's path.
 func (m *Machine) createState(ctx context.Context) (string, error) {
-	statePath := filepath.Join(m.dir, "state.qcow2")
+	statePath := filepath.Join(m.dir, stateImage)
 	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", statePath, "16M").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("qemu: qemu-img create (Debian package qemu-utils): %w: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -467,6 +474,20 @@ func (m *Machine) Timings() vmm.TimingInfo {
 	t := m.path.Timings()
 	t.Boot = m.boot
 	return t
+}
+
+// CheckpointBytes implements vmm.CheckpointMemory: the RAM deltas
+// (RestoreDevices: the shadow, its page digests, the undo pages) and the
+// blocks the state image (in ScratchDir, tmpfs: memory) has allocated.
+func (m *Machine) CheckpointBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.memory.deltas.bytes()
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(m.dir, stateImage), &st); err == nil {
+		n += st.Blocks * 512
+	}
+	return n
 }
 
 // RAMHash implements vmm.Hasher.

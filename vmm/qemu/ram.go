@@ -126,6 +126,15 @@ func newRAMTree(mem []byte) (*ramTree, error) {
 	return r, nil
 }
 
+// bytes is the host memory the deltas hold: the shadow, the digests and
+// the undo pages (0 for a nil tree: no checkpoint yet).
+func (r *ramTree) bytes() int64 {
+	if r == nil {
+		return 0
+	}
+	return int64(len(r.shadow)) + int64(len(r.digest))*8 + int64(r.tree.UndoPages())*pageSize
+}
+
 func (r *ramTree) pageDigest(b []byte, p int) uint64 {
 	return maphash.Bytes(r.seed, b[p*pageSize:(p+1)*pageSize])
 }
