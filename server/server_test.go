@@ -26,6 +26,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -66,6 +67,7 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("session s-9: %w", session.ErrNotFound), codes.NotFound, "session s-9: not found", ""},
 		{fmt.Errorf("session s-1 is ended: %w", session.ErrState), codes.FailedPrecondition, "session s-1 is ended: wrong state", ""},
 		{fmt.Errorf("12 manual checkpoints: %w", session.ErrExhausted), codes.ResourceExhausted, "12 manual checkpoints: resource exhausted", ""},
+		{fmt.Errorf("fsck image: %w", scratch.ErrNoRoom), codes.ResourceExhausted, "fsck image: no room for the image copy", ""},
 		{fmt.Errorf("apply: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "apply: context deadline exceeded", ""},
 		{fmt.Errorf("apply: %w", context.Canceled), codes.Canceled, "apply: context canceled", ""},
 		{errors.New("qemu exited: signal 9"), codes.Internal, "qemu exited: signal 9", ""},

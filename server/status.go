@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/session"
 )
 
@@ -17,7 +18,7 @@ import (
 //	session.ErrInvalid   -> InvalidArgument (with a BadRequest detail naming the field)
 //	session.ErrNotFound  -> NotFound
 //	session.ErrState     -> FailedPrecondition
-//	session.ErrExhausted -> ResourceExhausted
+//	session.ErrExhausted, scratch.ErrNoRoom -> ResourceExhausted
 //	context.DeadlineExceeded -> DeadlineExceeded
 //	context.Canceled     -> Canceled
 //	anything else        -> Internal
@@ -35,7 +36,7 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, session.ErrState):
 		code = codes.FailedPrecondition
-	case errors.Is(err, session.ErrExhausted):
+	case errors.Is(err, session.ErrExhausted), errors.Is(err, scratch.ErrNoRoom):
 		code = codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded

@@ -16,7 +16,8 @@ import (
 // guest's filesystem sees I/O errors, and the call that observes the
 // refusal fails with ErrExhausted naming the overlay; the session fails
 // alone (the other one answers), and the daemon budget gets its bytes
-// back. Real checks that no QEMU is left.
+// back. Then a fork whose RAM shadow does not fit is refused and undone.
+// Real checks that no QEMU is left.
 func TestBudgetRealQEMU(t *testing.T) {
 	m := sessiontest.Real(t, session.Config{SessionBudget: 8 << 20, DaemonBudget: 256 << 20})
 	ctx := context.Background()
@@ -58,5 +59,19 @@ func TestBudgetRealQEMU(t *testing.T) {
 	}
 	if used := m.Stats().BudgetUsed; used >= before {
 		t.Errorf("daemon budget %d bytes after the victim failed, %d before: nothing given back", used, before)
+	}
+
+	// A fork on the other session needs a RAM shadow (128 MiB, devices
+	// restore) that its 8 MiB cannot hold: refused, undone, still running.
+	_, err = m.Fork(ctx, other.ID, "", "")
+	if !errors.Is(err, session.ErrExhausted) || !strings.Contains(err.Error(), "checkpoint RAM") {
+		t.Fatalf("fork past the budget: %v, want ErrExhausted naming checkpoint RAM", err)
+	}
+	t.Logf("fork refused: %v", err)
+	if in, err := m.Get(ctx, other.ID); err != nil || in.State != session.StateRunning || in.Depth != 0 {
+		t.Errorf("after the refused fork: %+v %v, want running at depth 0", in, err)
+	}
+	if _, err := m.Apply(ctx, other.ID, &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d", Mode: 0o755}}}); err != nil {
+		t.Errorf("apply after the refused fork: %v", err)
 	}
 }

@@ -1019,7 +1019,7 @@ func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string
 			return false, "", err
 		}
 	}
-	if err := c.dev(ctx, i, "fsck image", func(d *overlay.Device) error { return d.Materialize(c.scratch) }); err != nil {
+	if err := c.dev(ctx, i, "fsck image", func(d *overlay.Device) error { return scratch.WriteImage(c.scratch, d, d.Size()) }); err != nil {
 		return false, "", err
 	}
 	verdict, out, err := tool.Run(ctx, c.scratch)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -338,18 +337,9 @@ func (w *sweeper) onDisk(ctx context.Context, i int, path string, f clock.Field)
 	if !strings.HasPrefix(w.specs[i].FS, "ext") {
 		return nil, nil
 	}
-	file, err := os.Create(w.image)
-	if err != nil {
-		return nil, fmt.Errorf("on-disk view: %w", err)
-	}
-	err = w.run.Disk(ctx, i, "lane image", func(d *overlay.Device) error {
-		_, err := d.WriteTo(file)
-		return err
-	})
-	if cerr := file.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := w.run.Disk(ctx, i, "lane image", func(d *overlay.Device) error {
+		return scratch.WriteImage(w.image, d, d.Size())
+	}); err != nil {
 		return nil, fmt.Errorf("on-disk view: %w", err)
 	}
 	it, err := guest.ExtInodeTimes(ctx, w.image, "/"+path)

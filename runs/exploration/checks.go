@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
@@ -149,18 +149,9 @@ func (x *system) fsckCheck(ctx context.Context, _ explore.System, _ []*agentv1.R
 	if _, err := x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(x.fsckImage)
-	if err != nil {
-		return nil, fmt.Errorf("fsck: %w", err)
-	}
-	err = x.run.Disk(ctx, 0, "fsck image", func(d *overlay.Device) error {
-		_, err := d.WriteTo(f)
-		return err
-	})
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("fsck image: %w", cerr)
-	}
-	if err != nil {
+	if err := x.run.Disk(ctx, 0, "fsck image", func(d *overlay.Device) error {
+		return scratch.WriteImage(x.fsckImage, d, d.Size())
+	}); err != nil {
 		return nil, checked(err)
 	}
 	tool, err := hostfsck.For(x.run.Specs()[0].Layer().FS)
