@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/themisfs/themis/internal/budget"
+
 	"github.com/zeebo/blake3"
 )
 
@@ -482,17 +484,37 @@ func BenchmarkWriteAt4K(b *testing.B) {
 	}
 }
 
+// BenchmarkPushWritePop writes 16 new sectors per iteration, with and
+// without a session budget billed for them (a session's Account under the
+// daemon's budget), side by side.
 func BenchmarkPushWritePop(b *testing.B) {
-	d := newTestDevice(b, make([]byte, 64<<20))
-	p := make([]byte, 16*SectorSize)
-	for b.Loop() {
-		d.Push()
-		if _, err := d.WriteAt(p, 1<<20); err != nil {
-			b.Fatal(err)
-		}
-		if err := d.Pop(); err != nil {
-			b.Fatal(err)
-		}
+	for _, billed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("budget=%v", billed), func(b *testing.B) {
+			d := newTestDevice(b, make([]byte, 64<<20))
+			if billed {
+				daemon, err := budget.New("daemon", "", 1<<30, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sess, err := budget.New("session", "", 1<<30, daemon)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := d.SetCharger(sess.Account("overlay")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := make([]byte, 16*SectorSize)
+			for b.Loop() {
+				d.Push()
+				if _, err := d.WriteAt(p, 1<<20); err != nil {
+					b.Fatal(err)
+				}
+				if err := d.Pop(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

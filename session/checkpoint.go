@@ -629,7 +629,8 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 	case rec.kind == agentv1.Kind_KIND_REGULAR:
 		data, ok := s.blobs[rec.hash]
 		if !ok {
-			return false, 0, fmt.Errorf("content of %s/%s at %s was not kept (over %d MiB): %w", lane, path, c.ID, maxRestoreBytes>>20, ErrState)
+			return false, 0, fmt.Errorf("content of %s/%s at %s was not kept (over %d MiB, or past the session's %d MiB of kept content or its budget, %s): %w",
+				lane, path, c.ID, maxRestoreBytes>>20, maxKeptPerSess>>20, SessionBudgetKey, ErrState)
 		}
 		if exists && cur.GetKind() != agentv1.Kind_KIND_REGULAR {
 			if err := unlink(); err != nil {
