@@ -629,8 +629,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 	case rec.kind == agentv1.Kind_KIND_REGULAR:
 		data, ok := s.blobs[rec.hash]
 		if !ok {
-			return false, 0, fmt.Errorf("content of %s/%s at %s was not kept (over %d MiB, or past the session's %d MiB of kept content or its budget, %s): %w",
-				lane, path, c.ID, maxRestoreBytes>>20, maxKeptPerSess>>20, SessionBudgetKey, ErrState)
+			return false, 0, notKept(lane+"/"+path, c.ID)
 		}
 		if exists && cur.GetKind() != agentv1.Kind_KIND_REGULAR {
 			if err := unlink(); err != nil {
@@ -669,4 +668,10 @@ func (m *Manager) writeAll(ctx context.Context, s *session, lane, path string, d
 		off += n
 	}
 	return nil
+}
+
+// notKept is RestoreFile's error for a file whose content Fork did not keep.
+func notKept(path, cp string) error {
+	return fmt.Errorf("content of %s at %s was not kept (over %d MiB, or past the session's %d MiB of kept content or its budget, %s): %w",
+		path, cp, maxRestoreBytes>>20, maxKeptPerSess>>20, SessionBudgetKey, ErrState)
 }
