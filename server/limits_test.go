@@ -90,3 +90,53 @@ func TestMetricsNeedToken(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestSizeLimit checks that a request past MaxRequestBytes is
+// refused with ResourceExhausted before the domain sees it, and that one
+// just under it gets through to the decoder.
+func TestRequestSizeLimit(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(sockDir(t), "themisd.sock")
+	d, f := startFake(t, Config{Listen: "unix://" + sock})
+	c := dial(t, d.Addr(), client.Options{})
+	for _, tc := range []struct {
+		name string
+		size int
+		want codes.Code
+	}{
+		{"over the limit", MaxRequestBytes + 1, codes.ResourceExhausted},
+		// Field 15 (bytes) of ListSessionsRequest is unknown: decoded and skipped.
+		{"under the limit", MaxRequestBytes - 16, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(f.Calls())
+			msg := unknownBytesField(tc.size)
+			if len(msg) != tc.size {
+				t.Fatalf("built %d bytes, want %d", len(msg), tc.size)
+			}
+			var out []byte
+			err := c.Conn().Invoke(t.Context(), "/themis.v1.Themis/ListSessions", msg, &out, grpc.ForceCodec(rawCodec{}))
+			if status.Code(err) != tc.want {
+				t.Fatalf("a %d-byte request: %v, want %v", len(msg), err, tc.want)
+			}
+			if got := len(f.Calls()) - before; (tc.want == codes.OK) != (got == 1) {
+				t.Errorf("the domain saw %d calls", got)
+			}
+		})
+	}
+}
+
+// unknownBytesField is a message of n bytes (n >= 16): field 15, wire
+// type 2, its length as a varint, then zeros.
+func unknownBytesField(n int) []byte {
+	varint := func(v int) []byte {
+		var b []byte
+		for ; v >= 0x80; v >>= 7 {
+			b = append(b, byte(v)|0x80)
+		}
+		return append(b, byte(v))
+	}
+	payload := n - 1 - len(varint(n))
+	b := append([]byte{15<<3 | 2}, varint(payload)...)
+	return append(b, make([]byte, payload)...)
+}
