@@ -15,6 +15,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/internal/sandbox"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/exploration"
@@ -46,6 +47,10 @@ type Report struct {
 	// Revert is the explore revert strategy auto picks on Backend, and why.
 	Revert    string `json:"revert"`
 	RevertWhy string `json:"revert_why"`
+	// HostToolIsolation is how the host checkers (e2fsck, btrfs check,
+	// debugfs) run over guest-written images: "namespaces", or "none: "
+	// and why (internal/sandbox).
+	HostToolIsolation string `json:"host_tool_isolation"`
 	// Boot is set by --boot; its fields appear at the top level of the JSON.
 	*Boot
 	BootError string   `json:"boot_error,omitempty"`
@@ -113,6 +118,10 @@ func Check(ctx context.Context, cacheDir string) *Report {
 	auto, _ := launch.Choose(host, launch.Auto)
 	r.Backend, r.BackendWhy = auto.Backend, auto.Why
 	r.Revert, r.RevertWhy = exploration.Revert(auto.Backend)
+	r.HostToolIsolation = "namespaces"
+	if !sandbox.Isolated() {
+		r.HostToolIsolation = "none: " + sandbox.Why()
+	}
 	return r
 }
 

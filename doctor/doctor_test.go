@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/sandbox"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/vmm/vmmtest"
@@ -32,6 +33,9 @@ func TestCheckBackend(t *testing.T) {
 	}
 	if r.KVMKind == "" || r.KVMWhy == "" || r.KVMDevice != (r.KVMKind != "absent") || r.KVMHardware != (r.KVMKind == "hardware") {
 		t.Errorf("Check: KVM %q (%s), device %v, hardware %v: inconsistent", r.KVMKind, r.KVMWhy, r.KVMDevice, r.KVMHardware)
+	}
+	if iso := r.HostToolIsolation; (iso == "namespaces") != sandbox.Isolated() || (iso != "namespaces" && iso != "none: "+sandbox.Why()) {
+		t.Errorf("Check: host tool isolation %q; sandbox isolated %v (%s)", iso, sandbox.Isolated(), sandbox.Why())
 	}
 }
 

@@ -73,6 +73,7 @@ func printDoctor(r *doctor.Report) error {
 	fmt.Fprintf(w, "guest cache\t%s\t%d image(s)\n", r.CacheDir, r.CachedImages)
 	fmt.Fprintf(w, "backend (auto)\t%s\t%s\n", r.Backend, r.BackendWhy)
 	fmt.Fprintf(w, "explore revert (auto)\t%s\t%s\n", r.Revert, r.RevertWhy)
+	fmt.Fprintf(w, "host checkers\t%s\t%s\n", "sandbox", r.HostToolIsolation)
 	if b := r.Boot; b != nil {
 		fmt.Fprintf(w, "kernel\t%s\t\n", b.KernelVersion)
 		fmt.Fprintf(w, "guest image\t%.0f ms\tcached=%v\n", b.ImageMs, b.ImageCached)
