@@ -2,15 +2,15 @@ package explore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/oracle"
@@ -92,27 +92,59 @@ type Result struct {
 	RestoresSkipped int
 	// Root is the lanes' state before any op.
 	Root []LaneState
-	// Digest is sha256 over the roots of the unique states in the order the
-	// search found them: equal digests mean the same sequence of states.
+	// Digest is sha256 over the sorted root tuples of the unique states:
+	// equal digests mean the same set of states.
 	Digest []byte
 }
 
-// Checker runs a bounded search over a System.
+// Checker runs a bounded search over one System, or over several in
+// parallel (NewParallelChecker).
 type Checker struct {
-	sys System
-	cfg Config
+	workers Workers
+	cfg     Config
 }
 
-// NewChecker checks cfg, fills in its defaults and returns a Checker.
+// Workers are the Systems a parallel search drives, one goroutine each.
+// Every System must start in the same state (the same lane roots).
+type Workers struct {
+	Systems []System
+	// Replace returns a fresh System in the start state to take the place
+	// of worker i's, whose guest died (dead is the old one, for the
+	// caller to discard); the dead worker's item goes back to the pool.
+	// Nil: a guest's death is a finding that ends the search.
+	Replace func(ctx context.Context, i int, dead System) (System, error)
+}
+
+// NewChecker checks cfg, fills in its defaults and returns a Checker over
+// one System.
 func NewChecker(sys System, cfg Config) (*Checker, error) {
 	if sys == nil {
 		return nil, errors.New("explore: nil System")
+	}
+	return NewParallelChecker(Workers{Systems: []System{sys}}, cfg)
+}
+
+// NewParallelChecker is NewChecker over several Systems. The search is
+// the same whatever their number: for a deterministic System the unique
+// states, the digest and the findings (by signature, with their canonical
+// trace) do not depend on how many workers ran it or on their timing;
+// only the States count does (a state reached deeper first is expanded
+// again when reached shallower) and, when a budget or MaxFindings stops
+// the search, what it covered.
+func NewParallelChecker(w Workers, cfg Config) (*Checker, error) {
+	if len(w.Systems) == 0 {
+		return nil, errors.New("explore: no System")
+	}
+	for i, s := range w.Systems {
+		if s == nil {
+			return nil, fmt.Errorf("explore: nil System %d", i)
+		}
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return &Checker{sys: sys, cfg: cfg}, nil
+	return &Checker{workers: Workers{Systems: slices.Clone(w.Systems), Replace: w.Replace}, cfg: cfg}, nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -123,97 +155,174 @@ type stopError struct{ reason string }
 
 func (e *stopError) Error() string { return "explore: stopped: " + e.reason }
 
-type sample struct {
-	trace []*agentv1.Request
-	key   string
-}
-
-// run is the state of one Run.
-type run struct {
-	*Checker
-	res      Result
-	root     CheckpointID
-	lanes    []string
-	visited  map[string]int // root tuple -> shallowest depth seen
-	digest   []byte
-	sigs     map[string]bool
-	samples  []sample
-	seen     int // unique states offered to the sample reservoir
-	sampler  *rand.Rand
-	progress int // States at the last Progress call
-	depth    int // depth of the state last visited
-}
-
 // Run searches the state space. The returned Result is never nil: a
 // cancelled or failed run returns what it found so far, with Stopped saying
 // why. A cancelled run and a run whose guest died leave their checkpoints
-// behind for the caller to discard with the System; any other run drops
+// behind for the caller to discard with the Systems; any other run drops
 // every checkpoint it took.
 func (c *Checker) Run(ctx context.Context) (*Result, error) {
-	r := &run{
-		Checker: c,
-		visited: map[string]int{},
-		sigs:    map[string]bool{},
-		sampler: rand.New(rand.NewPCG(c.cfg.Seed, 0x7265706c6179)), // "replay"
+	s := newSearch(c)
+	s.replace = c.workers.Replace
+	ws := make([]*worker, len(c.workers.Systems))
+	for i, sys := range c.workers.Systems {
+		ws[i] = &worker{s: s, i: i, sys: sys}
 	}
-	err := r.search(ctx)
-	r.res.Digest = r.digest
-	if r.cfg.Progress != nil {
-		r.cfg.Progress(r.snapshot())
-	}
+	err := s.run(ctx, ws)
+	res := s.result()
 	var stop *stopError
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		r.res.Stopped = StopCancelled
-		return &r.res, nil
+		res.Stopped = StopCancelled
+		return res, nil
 	case errors.Is(err, ErrGuestDied):
-		r.res.Stopped = StopGuestDied
-		return &r.res, nil
+		res.Stopped = StopGuestDied
+		return res, nil
 	case errors.As(err, &stop):
-		r.res.Stopped = stop.reason
+		res.Stopped = stop.reason
 	default:
-		return &r.res, err
+		return res, err
 	}
-	if r.root == "" {
-		return &r.res, nil
+	if ws[0].root == "" {
+		return res, nil
 	}
-	if err := r.finish(ctx); err != nil {
+	if err := s.finish(ctx, ws); err != nil {
+		res = s.result()
 		if ctx.Err() != nil {
-			r.res.Stopped = StopCancelled
-			return &r.res, nil
+			res.Stopped = StopCancelled
+			return res, nil
 		}
 		if errors.Is(err, ErrGuestDied) {
-			r.res.Stopped = StopGuestDied
-			return &r.res, nil
+			res.Stopped = StopGuestDied
+			return res, nil
 		}
-		return &r.res, err
+		return res, err
 	}
-	return &r.res, nil
+	res = s.result()
+	if stop != nil {
+		res.Stopped = stop.reason
+	}
+	return res, nil
 }
 
-// finish runs the replay checks, minimizes the findings and drops the root
-// checkpoint.
-func (r *run) finish(ctx context.Context) error {
-	for _, s := range r.samples {
-		out, err := r.replay(ctx, s.trace)
+// run starts at the root on worker 0, then runs every worker until the
+// search is over; it returns what halted it (nil: it covered everything).
+func (s *search) run(ctx context.Context, ws []*worker) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	first, err := s.start(ctx, ws[0])
+	if err != nil || first == nil {
+		return err
+	}
+	s.queue = append(s.queue, first)
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if w.root == "" {
+				if err := w.init(ctx); err != nil {
+					s.stopAll(err)
+					return
+				}
+			}
+			w.loop(ctx)
+		}()
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(s.snapshot())
+	}
+	return s.halt
+}
+
+// start checkpoints and fingerprints the root on w, visits it and
+// returns the item of its ops (nil: nothing to expand).
+func (s *search) start(ctx context.Context, w *worker) (*item, error) {
+	root, err := w.sys.Checkpoint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("explore: checkpoint root: %w", dead(err, nil, nil))
+	}
+	w.root, w.at = root, true
+	st, err := w.sys.Fingerprint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("explore: fingerprint root: %w", dead(err, nil, nil))
+	}
+	if len(st) == 0 {
+		return nil, errors.New("explore: the System has no lanes")
+	}
+	for _, l := range st {
+		s.lanes = append(s.lanes, l.Lane)
+	}
+	s.res.Root, s.rootKey = st, stateKey(st)
+	s.visited[s.rootKey] = 0
+	root0 := &item{key: s.rootKey}
+	if err := w.visit(ctx, s.rootKey, nil, nil, st); err != nil {
+		return nil, err
+	}
+	if divergent(st) || s.cfg.Depth == 0 {
+		return nil, nil // nothing to compare below a root the lanes disagree on
+	}
+	if root0.ops, err = w.draw(ctx, s.rootKey); err != nil {
+		return nil, err
+	}
+	return root0, nil
+}
+
+// result is the Result so far: the findings in the order first found,
+// duplicates (after minimization) left out.
+func (s *search) result() *Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.resolved {
+		s.resolve()
+	}
+	res := s.res
+	res.Unique = len(s.visited)
+	res.Digest = s.digest()
+	res.Findings = nil
+	for _, f := range s.order {
+		if f.DuplicateOf == 0 {
+			res.Findings = append(res.Findings, *f)
+		}
+	}
+	return &res
+}
+
+// finish runs the replay checks and minimizes the findings on worker 0,
+// then drops every worker's root checkpoint.
+func (s *search) finish(ctx context.Context, ws []*worker) error {
+	w := ws[0]
+	for _, smp := range s.samples() {
+		out, err := s.replay(ctx, w, smp.trace)
 		if err != nil {
 			return err
 		}
-		if k := stateKey(out.States); k != s.key {
-			f := Finding{Kind: KindReplay, Trace: s.trace, Lanes: lastResults(out),
-				Detail: "replayed from the root, the trace reaches a different state than the search did: " + describeRootChange(s.key, out.States)}
-			_ = r.add(f) // MaxFindings no longer matters: the search is over
+		if k := stateKey(out.States); k != smp.key {
+			f := Finding{Kind: KindReplay, Trace: smp.trace, Lanes: lastResults(out),
+				Detail: "replayed from the root, the trace reaches a different state than the search did: " + describeRootChange(smp.key, out.States)}
+			_ = s.add(f, smp.key, nil) // MaxFindings no longer matters: the search is over
 		}
 	}
-	if !r.cfg.NoMinimize {
+	s.mu.Lock()
+	s.resolve()
+	s.resolved = true
+	s.mu.Unlock()
+	if !s.cfg.NoMinimize {
+		// In signature order, not the order found: which of two findings
+		// that shrink to one trace is kept must not depend on who found
+		// them first.
+		byKey := slices.Clone(s.order)
+		slices.SortStableFunc(byKey, func(a, b *Finding) int { return strings.Compare(a.sig, b.sig) })
 		first := map[string]int{} // dedupe key -> ID of the first finding with it
-		for i := range r.res.Findings {
-			f := &r.res.Findings[i]
+		for _, f := range byKey {
 			if !minimizable(f) {
 				continue
 			}
-			if err := r.minimize(ctx, f); err != nil {
+			if err := s.minimize(ctx, w, f); err != nil {
 				return err
 			}
 			k := dedupeKey(f)
@@ -222,20 +331,79 @@ func (r *run) finish(ctx context.Context) error {
 			} else {
 				first[k] = f.ID
 			}
-			if r.cfg.Minimized != nil {
-				r.cfg.Minimized(*f)
+			if s.cfg.Minimized != nil {
+				s.cfg.Minimized(*f)
 			}
 		}
-		r.res.Findings = slices.DeleteFunc(r.res.Findings, func(f Finding) bool { return f.DuplicateOf != 0 })
 	}
-	if err := r.sys.Drop(ctx, r.root); err != nil {
-		return fmt.Errorf("explore: drop root checkpoint: %w", err)
+	for _, w := range ws {
+		if w.root == "" {
+			continue
+		}
+		if err := w.sys.Drop(ctx, w.root); err != nil {
+			return fmt.Errorf("explore: worker %d: drop root checkpoint: %w", w.i, err)
+		}
 	}
 	return nil
 }
 
-func (r *run) snapshot() Progress {
-	return Progress{States: r.res.States, Unique: r.res.Unique, Depth: r.depth, MaxDepth: r.res.MaxDepthReached, Findings: len(r.res.Findings)}
+// sample is a state the replay check replays: its canonical trace and key.
+type sample struct {
+	trace []*agentv1.Request
+	key   string
+}
+
+// samples are Config.ReplaySample states other than the root whose lanes
+// agree, drawn with the seed from the set of states alone (those whose
+// keyed hash is least), each with its canonical trace.
+func (s *search) samples() []sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.cfg.ReplaySample
+	if n <= 0 {
+		return nil
+	}
+	type scored struct {
+		h uint64
+		sample
+	}
+	var all []scored
+	var seed [8]byte
+	binary.BigEndian.PutUint64(seed[:], s.cfg.Seed)
+	for k, t := range s.canonical() {
+		if len(t) == 0 || keyDivergent(k) {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write(seed[:])
+		h.Write([]byte(k))
+		all = append(all, scored{h.Sum64(), sample{t, k}})
+	}
+	slices.SortFunc(all, func(a, b scored) int { return cmp.Or(cmp.Compare(a.h, b.h), strings.Compare(a.key, b.key)) })
+	out := make([]sample, 0, min(n, len(all)))
+	for _, a := range all[:min(n, len(all))] {
+		out = append(out, a.sample)
+	}
+	return out
+}
+
+// keyDivergent reports whether the lanes' roots in a state key differ.
+func keyDivergent(key string) bool {
+	var first string
+	for i := 0; len(key) >= 4; i++ {
+		n := int(binary.BigEndian.Uint32([]byte(key[:4])))
+		if n > len(key)-4 {
+			return true // not a key stateKey made
+		}
+		root := key[4 : 4+n]
+		if i == 0 {
+			first = root
+		} else if root != first {
+			return true
+		}
+		key = key[4+n:]
+	}
+	return false
 }
 
 // stateKey is the visited-set key: the tuple of lane roots.
@@ -246,117 +414,6 @@ func stateKey(st []LaneState) string {
 		b = append(b, s.Root...)
 	}
 	return string(b)
-}
-
-// rng returns the generator for the state at pos (child ordinals from the
-// root): reproducible from the seed and the position alone.
-func (r *run) rng(pos []int) *rand.Rand {
-	h := fnv.New64a()
-	var b [8]byte
-	for _, p := range pos {
-		binary.BigEndian.PutUint64(b[:], uint64(p))
-		h.Write(b[:])
-	}
-	return rand.New(rand.NewPCG(r.cfg.Seed, h.Sum64()))
-}
-
-func (r *run) search(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	root, err := r.sys.Checkpoint(ctx)
-	if err != nil {
-		return fmt.Errorf("explore: checkpoint root: %w", err)
-	}
-	r.root = root
-	st, err := r.sys.Fingerprint(ctx)
-	if err != nil {
-		return fmt.Errorf("explore: fingerprint root: %w", err)
-	}
-	if len(st) == 0 {
-		return errors.New("explore: the System has no lanes")
-	}
-	for _, s := range st {
-		r.lanes = append(r.lanes, s.Lane)
-	}
-	r.res.Root = st
-	if err := r.visit(ctx, nil, nil, st, 0); err != nil {
-		return err
-	}
-	if divergent(st) {
-		return nil // nothing to compare below a root the lanes disagree on
-	}
-	return r.expand(ctx, 0, nil, nil, root, stateKey(st))
-}
-
-// visit records a state reached for the first time and runs the checks on
-// it; it returns after recording a finding when the lanes disagree. results
-// are the lanes' errnos for the last op of trace (nil at the root): the
-// findings made here carry them from the moment they are reported.
-func (r *run) visit(ctx context.Context, trace []*agentv1.Request, results []LaneResult, st []LaneState, depth int) error {
-	key := stateKey(st)
-	r.visited[key] = depth
-	r.res.Unique++
-	sum := sha256.Sum256(append(append([]byte(nil), r.digest...), key...))
-	r.digest = sum[:]
-	if divergent(st) {
-		f, err := r.localize(ctx, st)
-		if err != nil {
-			return err
-		}
-		f.Kind, f.Trace, f.Lanes = KindState, trace, results
-		return r.add(f)
-	}
-	if n := r.cfg.ReplaySample; n > 0 && len(trace) > 0 {
-		// Reservoir sampling, seeded: every state has the same chance.
-		r.seen++
-		if len(r.samples) < n {
-			r.samples = append(r.samples, sample{trace, key})
-		} else if j := r.sampler.IntN(r.seen); j < n {
-			r.samples[j] = sample{trace, key}
-		}
-	}
-	for i, check := range r.cfg.Checks {
-		f, err := check(ctx, r.sys, trace)
-		if err != nil {
-			return fmt.Errorf("explore: check %d: %w", i, err)
-		}
-		if f != nil {
-			g := *f
-			g.check = i + 1
-			if g.Trace == nil {
-				g.Trace = trace
-			}
-			if g.Lanes == nil {
-				g.Lanes = results
-			}
-			if err := r.add(g); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// add records a finding unless one with the same signature exists, and
-// reports it to Config.Found at once.
-func (r *run) add(f Finding) error {
-	f.Seed = r.cfg.Seed
-	f.OriginalLen = len(f.Trace)
-	f.sig = signature(f)
-	if r.sigs[f.sig] {
-		return nil
-	}
-	r.sigs[f.sig] = true
-	f.ID = len(r.sigs)
-	r.res.Findings = append(r.res.Findings, f)
-	if r.cfg.Found != nil {
-		r.cfg.Found(f)
-	}
-	if r.cfg.MaxFindings > 0 && len(r.res.Findings) >= r.cfg.MaxFindings {
-		return &stopError{StopFindings}
-	}
-	return nil
 }
 
 // signature groups findings that are most likely the same bug: the kind,
@@ -390,145 +447,25 @@ func opKinds(trace []*agentv1.Request) []string {
 	return out
 }
 
-// step is called before every op: it enforces budgets and reports progress.
-func (r *run) step(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if r.cfg.MaxStates > 0 && r.res.States >= r.cfg.MaxStates {
-		return &stopError{StopBudget}
-	}
-	if r.cfg.Stop != nil && r.cfg.Stop() {
-		return &stopError{StopRequested}
-	}
-	if r.cfg.Progress != nil && r.res.States-r.progress >= r.cfg.ProgressEvery {
-		r.progress = r.res.States
-		r.cfg.Progress(r.snapshot())
-	}
-	return nil
-}
-
-// expand tries the ops drawn for the state at depth (reached by trace, at
-// position pos, saved as checkpoint cp; the System is in that state).
-func (r *run) expand(ctx context.Context, depth int, pos []int, trace []*agentv1.Request, cp CheckpointID, self string) error {
-	if depth >= r.cfg.Depth {
-		return nil
-	}
-	var ops []*agentv1.Request
-	if sg, ok := r.cfg.Generator.(StateAwareGenerator); ok {
-		// Ops are drawn knowing what exists in the first lane, so that most
-		// of them do something; the rest still probe the errno paths.
-		leaves, err := r.sys.Leaves(ctx, r.lanes[0])
-		if err != nil {
-			return fmt.Errorf("explore: leaves for the op draw: %w", err)
-		}
-		ops = sg.DrawAt(r.rng(pos), r.cfg.Branching, leaves)
-	} else {
-		ops = r.cfg.Generator.Draw(r.rng(pos), r.cfg.Branching)
-	}
-	dirty := false // the System has moved past cp
-	for i, op := range ops {
-		if err := r.step(ctx); err != nil {
-			return err
-		}
-		if dirty {
-			if err := r.sys.Restore(ctx, cp); err != nil {
-				return fmt.Errorf("explore: restore: %w", err)
-			}
-		}
-		dirty = true
-		child := append(slices.Clip(trace), op)
-		r.depth = depth + 1
-		r.res.MaxDepthReached = max(r.res.MaxDepthReached, depth+1)
-		results, err := r.sys.Apply(ctx, op)
-		if errors.Is(err, ErrGuestDied) {
-			_ = r.add(Finding{Kind: KindGuestDied, Trace: child, Detail: err.Error()})
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("explore: apply %s: %w", OpKind(op), err)
-		}
-		r.res.States++
-		if err := r.checkLanes(results); err != nil {
-			return err
-		}
-		if errnoDiverge(results) {
-			if err := r.add(Finding{Kind: KindErrno, Trace: child, Lanes: results, Detail: describeErrnos(op, results)}); err != nil {
-				return err
-			}
-		}
-		st, err := r.sys.Fingerprint(ctx)
-		if errors.Is(err, ErrGuestDied) {
-			_ = r.add(Finding{Kind: KindGuestDied, Trace: child, Lanes: results, Detail: err.Error()})
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("explore: fingerprint: %w", err)
-		}
-		if err := r.checkStates(st); err != nil {
-			return err
-		}
-		key := stateKey(st)
-		if r.cfg.LazyRestore && key == self && allFailed(results) {
-			// The op failed on every lane and left the abstract state as
-			// it was: the next op runs from here without a restore.
-			dirty = false
-			r.res.RestoresSkipped++
-		}
-		d, seen := r.visited[key]
-		if seen && d <= depth+1 {
-			continue
-		}
-		if !seen {
-			if err := r.visit(ctx, child, results, st, depth+1); err != nil {
-				return err
-			}
-		}
-		if divergent(st) {
-			continue // reported by visit; nothing to compare below it
-		}
-		r.visited[key] = depth + 1
-		if depth+1 >= r.cfg.Depth {
-			continue
-		}
-		childCP, err := r.sys.Checkpoint(ctx)
-		if err != nil {
-			return fmt.Errorf("explore: checkpoint: %w", err)
-		}
-		err = r.expand(ctx, depth+1, append(slices.Clip(pos), i), child, childCP, key)
-		var stop *stopError
-		if err != nil && !errors.As(err, &stop) {
-			return err
-		}
-		if derr := r.sys.Drop(ctx, childCP); derr != nil {
-			return fmt.Errorf("explore: drop checkpoint: %w", derr)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *run) checkLanes(results []LaneResult) error {
-	if len(results) != len(r.lanes) {
-		return fmt.Errorf("explore: apply returned %d lane results, want %d", len(results), len(r.lanes))
+func (s *search) checkLanes(results []LaneResult) error {
+	if len(results) != len(s.lanes) {
+		return fmt.Errorf("explore: apply returned %d lane results, want %d", len(results), len(s.lanes))
 	}
 	for i, l := range results {
-		if l.Lane != r.lanes[i] {
-			return fmt.Errorf("explore: apply returned lane %q at %d, want %q", l.Lane, i, r.lanes[i])
+		if l.Lane != s.lanes[i] {
+			return fmt.Errorf("explore: apply returned lane %q at %d, want %q", l.Lane, i, s.lanes[i])
 		}
 	}
 	return nil
 }
 
-func (r *run) checkStates(st []LaneState) error {
-	if len(st) != len(r.lanes) {
-		return fmt.Errorf("explore: fingerprint returned %d lanes, want %d", len(st), len(r.lanes))
+func (s *search) checkStates(st []LaneState) error {
+	if len(st) != len(s.lanes) {
+		return fmt.Errorf("explore: fingerprint returned %d lanes, want %d", len(st), len(s.lanes))
 	}
-	for i, s := range st {
-		if s.Lane != r.lanes[i] {
-			return fmt.Errorf("explore: fingerprint returned lane %q at %d, want %q", s.Lane, i, r.lanes[i])
+	for i, l := range st {
+		if l.Lane != s.lanes[i] {
+			return fmt.Errorf("explore: fingerprint returned lane %q at %d, want %q", l.Lane, i, s.lanes[i])
 		}
 	}
 	return nil
@@ -570,25 +507,25 @@ func describeRootChange(key string, st []LaneState) string {
 
 // localize finds the first path and field where the first lane and the first
 // lane that differs from it disagree.
-func (r *run) localize(ctx context.Context, st []LaneState) (Finding, error) {
+func localize(ctx context.Context, sys System, mode agentv1.TimeMode, st []LaneState) (Finding, error) {
 	j := 1
 	for ; j < len(st) && bytes.Equal(st[j].Root, st[0].Root); j++ {
 	}
 	a, b := st[0].Lane, st[j].Lane
-	la, err := r.sys.Leaves(ctx, a)
+	la, err := sys.Leaves(ctx, a)
 	if err != nil {
 		return Finding{}, fmt.Errorf("explore: leaves of %s: %w", a, err)
 	}
-	lb, err := r.sys.Leaves(ctx, b)
+	lb, err := sys.Leaves(ctx, b)
 	if err != nil {
 		return Finding{}, fmt.Errorf("explore: leaves of %s: %w", b, err)
 	}
-	path, ok := oracle.FirstDiff(la, lb, r.cfg.TimeMode)
+	path, ok := oracle.FirstDiff(la, lb, mode)
 	if !ok {
-		return Finding{Field: "root", Detail: fmt.Sprintf("lanes %s and %s have different roots but equal leaves under %v (the System's roots and leaves disagree on time mode or policy)", a, b, r.cfg.TimeMode)}, nil
+		return Finding{Field: "root", Detail: fmt.Sprintf("lanes %s and %s have different roots but equal leaves under %v (the System's roots and leaves disagree on time mode or policy)", a, b, mode)}, nil
 	}
 	ea, eb := find(la, path), find(lb, path)
-	field, va, vb := FieldDiff(ea, eb, r.cfg.TimeMode)
+	field, va, vb := FieldDiff(ea, eb, mode)
 	shown := path
 	if shown == "" {
 		shown = "/"
@@ -658,17 +595,17 @@ func lastResults(out *Outcome) []LaneResult {
 	return out.Results[len(out.Results)-1]
 }
 
-// replay is Replay, counting the ops.
-func (r *run) replay(ctx context.Context, trace []*agentv1.Request) (*Outcome, error) {
-	out, err := Replay(ctx, r.sys, r.root, trace)
-	r.res.Replays += len(trace)
+// replay is Replay on w, counting the ops.
+func (s *search) replay(ctx context.Context, w *worker, trace []*agentv1.Request) (*Outcome, error) {
+	out, err := Replay(ctx, w.sys, w.root, trace)
+	s.count(func(r *Result) { r.Replays += len(trace) })
 	return out, err
 }
 
 // reproduce replays trace and returns the finding of f's kind it shows, or
 // nil.
-func (r *run) reproduce(ctx context.Context, f *Finding, trace []*agentv1.Request) (*Finding, error) {
-	out, err := r.replay(ctx, trace)
+func (s *search) reproduce(ctx context.Context, w *worker, f *Finding, trace []*agentv1.Request) (*Finding, error) {
+	out, err := s.replay(ctx, w, trace)
 	if err != nil {
 		return nil, err
 	}
@@ -687,7 +624,7 @@ func (r *run) reproduce(ctx context.Context, f *Finding, trace []*agentv1.Reques
 		if !divergent(out.States) {
 			return nil, nil
 		}
-		loc, err := r.localize(ctx, out.States)
+		loc, err := localize(ctx, w.sys, s.cfg.TimeMode, out.States)
 		if err != nil {
 			return nil, err
 		}
@@ -695,7 +632,7 @@ func (r *run) reproduce(ctx context.Context, f *Finding, trace []*agentv1.Reques
 		g.Trace, g.Lanes, g.Path, g.Field, g.Detail = trace, lastResults(out), loc.Path, loc.Field, loc.Detail
 		return &g, nil
 	case f.check > 0:
-		h, err := r.cfg.Checks[f.check-1](ctx, r.sys, trace)
+		h, err := s.cfg.Checks[f.check-1](ctx, w.sys, trace)
 		if err != nil || h == nil || h.Kind != f.Kind {
 			return nil, err
 		}
@@ -715,13 +652,13 @@ func minimizable(f *Finding) bool {
 }
 
 // minimize shrinks f's trace in place when its kind can be replayed.
-func (r *run) minimize(ctx context.Context, f *Finding) error {
+func (s *search) minimize(ctx context.Context, w *worker, f *Finding) error {
 	if !minimizable(f) {
 		return nil
 	}
 	var best *Finding
 	fails := func(ctx context.Context, cand []*agentv1.Request) (bool, error) {
-		g, err := r.reproduce(ctx, f, cand)
+		g, err := s.reproduce(ctx, w, f, cand)
 		if err != nil {
 			return false, err
 		}
@@ -730,7 +667,7 @@ func (r *run) minimize(ctx context.Context, f *Finding) error {
 		}
 		return g != nil, nil
 	}
-	_, err := Minimize(ctx, f.Trace, fails, r.cfg.MinimizeBudget)
+	_, err := Minimize(ctx, f.Trace, fails, s.cfg.MinimizeBudget)
 	complete := err == nil
 	if err != nil && !errors.Is(err, ErrBudget) {
 		return fmt.Errorf("explore: minimize %s: %w", f.Kind, err)
@@ -738,7 +675,7 @@ func (r *run) minimize(ctx context.Context, f *Finding) error {
 	if best == nil {
 		// No proper subsequence reproduces: the trace is minimal as found,
 		// provided it reproduces at all.
-		g, err := r.reproduce(ctx, f, f.Trace)
+		g, err := s.reproduce(ctx, w, f, f.Trace)
 		if err != nil {
 			return fmt.Errorf("explore: minimize %s: %w", f.Kind, err)
 		}
@@ -752,7 +689,7 @@ func (r *run) minimize(ctx context.Context, f *Finding) error {
 	*f = *best
 	f.OriginalLen, f.ID, f.Minimized = orig, id, true
 	if !complete {
-		f.Detail += fmt.Sprintf(" (minimization budget of %d replays ran out: the trace may not be 1-minimal)", r.cfg.MinimizeBudget)
+		f.Detail += fmt.Sprintf(" (minimization budget of %d replays ran out: the trace may not be 1-minimal)", s.cfg.MinimizeBudget)
 	}
 	return nil
 }

@@ -148,11 +148,12 @@ func TestMinimizeFinding(t *testing.T) {
 	}
 	ctx := context.Background()
 	root, _ := sys.Checkpoint(ctx)
-	r := &run{Checker: c, root: root}
+	s := newSearch(c)
+	w := &worker{s: s, sys: sys, root: root}
 	trace := []*agentv1.Request{chmod("f-00", 0o600), create("f-00", 0o644), write("f-00", 4, 100),
 		chmod("f-00", 0o777), truncate("f-00", 65537), chmod("f-01", 0o600)}
 	f := Finding{Kind: KindState, Trace: trace, OriginalLen: len(trace)}
-	if err := r.minimize(ctx, &f); err != nil {
+	if err := s.minimize(ctx, w, &f); err != nil {
 		t.Fatal(err)
 	}
 	if got := opKinds(f.Trace); !slices.Equal(got, []string{OpCreateFile, OpTruncate}) || !f.Minimized || f.OriginalLen != 6 {

@@ -87,8 +87,10 @@ type Config struct {
 	// NoMinimize keeps findings' traces as found.
 	NoMinimize bool
 	// Found is called with every distinct finding the moment the search
-	// records it, its Trace as found (Minimized false, ID set). It runs on
-	// the search's goroutine, between System calls.
+	// records it, its Trace as found (Minimized false, ID set). Result
+	// and Minimized report it with its canonical trace, which may differ
+	// from the one found first (see the package doc, "Workers"). Called
+	// under the search's lock, from the worker that found it.
 	Found func(Finding)
 	// Minimized is called after the search, once per finding Found
 	// reported whose kind can be replayed, as soon as delta debugging is

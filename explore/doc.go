@@ -5,15 +5,15 @@
 // It drives a [System] (the session implements one over a real guest with
 // one or more lanes) and never does I/O, reads the clock or spawns anything
 // of its own: time budgets come in as Config.Stop, randomness from
-// Config.Seed. Given the same seed and a deterministic System, a run visits
-// the same sequence of states.
+// Config.Seed. Given the same seed and a deterministic System, a run reaches
+// the same set of states and findings, over one System or several.
 //
 // # Search
 //
 // From the root the Checker takes a checkpoint, fingerprints every lane and
 // marks the tuple of lane roots visited. At each state above Config.Depth it
 // draws distinct operations with a PCG generator seeded from Config.Seed and
-// the state's position in the search tree — the Metis generator one of every
+// the state itself (its tuple of roots) — the Metis generator one of every
 // enabled kind (in an order drawn from that generator, arguments from the
 // bins on paths that fit the state), then more drawn by weight up to
 // Config.Branching, so max(Branching, kinds) in all — and for each: restores
@@ -25,6 +25,25 @@
 // before its own children run and dropped when the search leaves it.
 // Checkpoints are used strictly as a stack: Restore and Drop always name the
 // most recent checkpoint still held.
+//
+// # Workers
+//
+// NewParallelChecker runs one search over several Systems, one goroutine
+// each. Work is split by subtree: a worker that finds the queue empty and
+// another worker idle hands it the second half of the ops it has left at a
+// state whose children are expanded further, as an item (the trace from the
+// root and the ops); the taker replays the trace from its own root
+// checkpoint and goes on from there. Because what is tried at a state
+// depends on the state alone, the states reached do not depend on which
+// worker reached a state first or along which trace; the digest hashes the
+// set of states, and every finding is reported, in the end, with the least
+// trace (shorter first, then by the ops' keys) that reaches its state over
+// the edges the search applied (the canonical trace) — so for a
+// deterministic System the unique states, digest and findings are the same
+// for any number of workers and any timing. A worker whose System dies
+// (ErrGuestDied) takes back what its item marked visited, puts the item
+// back and gets a fresh System from Workers.Replace; an item that kills
+// two Systems is a "guest-died" finding that ends the search.
 //
 // # Findings
 //
@@ -49,8 +68,11 @@
 //
 // # Concurrency
 //
-// A Checker runs one search at a time and calls its System from the
-// goroutine that called Run. Config callbacks are called from that goroutine.
+// A Checker runs one search at a time. Each System is called from one
+// goroutine (its worker's; the one that called Run for a single System).
+// Config callbacks (Found, Progress, Stop) are called one at a time, under
+// the search's lock, from any worker; the Generator is called by one worker
+// at a time.
 //
 // This package must not import vmm, grpc or os/exec (internal/arch checks).
 package explore

@@ -146,13 +146,14 @@ func TestFindingsDuplicateAfterMinimize(t *testing.T) {
 	}
 	ctx := context.Background()
 	root, _ := sys.Checkpoint(ctx)
-	r := &run{Checker: c, root: root, sigs: map[string]bool{}}
+	s := newSearch(c)
+	w := &worker{s: s, sys: sys, root: root}
 	a := []*agentv1.Request{create("f-00", 0o644), chmod("f-00", 0o600), truncate("f-00", 70000)}
 	b := []*agentv1.Request{chmod("f-01", 0o600), create("f-00", 0o644), truncate("f-00", 70000)}
 	for i, tr := range [][]*agentv1.Request{a, b} {
-		r.res.Findings = append(r.res.Findings, Finding{ID: i + 1, Kind: KindState, Trace: tr, OriginalLen: len(tr)})
+		s.order = append(s.order, &Finding{ID: i + 1, Kind: KindState, Trace: tr, OriginalLen: len(tr)})
 	}
-	if err := r.finish(ctx); err != nil {
+	if err := s.finish(ctx, []*worker{w}); err != nil {
 		t.Fatal(err)
 	}
 	if len(mins) != 2 || mins[0].ID != 1 || mins[0].DuplicateOf != 0 || mins[1].ID != 2 || mins[1].DuplicateOf != 1 {
@@ -161,8 +162,8 @@ func TestFindingsDuplicateAfterMinimize(t *testing.T) {
 	if !slices.Equal(opKinds(mins[1].Trace), []string{OpCreateFile, OpTruncate}) {
 		t.Errorf("minimized trace %v", opKinds(mins[1].Trace))
 	}
-	if len(r.res.Findings) != 1 || r.res.Findings[0].ID != 1 {
-		t.Errorf("result findings %+v: want only id 1", r.res.Findings)
+	if res := s.result(); len(res.Findings) != 1 || res.Findings[0].ID != 1 {
+		t.Errorf("result findings %+v: want only id 1", res.Findings)
 	}
 }
 

@@ -129,8 +129,8 @@ type Summary struct {
 	Elapsed, Boot time.Duration
 	// MaxDepth is the deepest depth reached.
 	MaxDepth int
-	// Digest is hex sha256 over the roots of the unique states in the order
-	// found: equal digests mean the same sequence of states.
+	// Digest is hex sha256 over the sorted root tuples of the unique
+	// states: equal digests mean the same set of states.
 	Digest string
 	// Roots are every lane's root (under the run's time mode and policy) at
 	// the root state.

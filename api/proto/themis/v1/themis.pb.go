@@ -3123,7 +3123,7 @@ type ExploreSummary struct {
 	Stopped  string  `protobuf:"bytes,7,opt,name=stopped,proto3" json:"stopped,omitempty"`
 	ElapsedS float64 `protobuf:"fixed64,8,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
 	MaxDepth int32   `protobuf:"varint,9,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
-	// Digest of the unique states in discovery order: equal for equal runs.
+	// Digest of the set of unique states (sha256 over their sorted root tuples): equal for equal runs, whatever the number of workers.
 	Digest          string      `protobuf:"bytes,10,opt,name=digest,proto3" json:"digest,omitempty"`
 	Roots           []*LaneRoot `protobuf:"bytes,11,rep,name=roots,proto3" json:"roots,omitempty"`
 	OpS             float64     `protobuf:"fixed64,12,opt,name=op_s,json=opS,proto3" json:"op_s,omitempty"`

@@ -1,0 +1,286 @@
+package explore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// maxAttempts is how often workers may die running one item: past it the
+// death is a finding ("guest-died") and the search ends, as with one
+// worker without Replace.
+const maxAttempts = 2
+
+// guestDeath is a worker's System dying: where (the trace of the op, or
+// the item's prefix) and with which results.
+type guestDeath struct {
+	trace []*agentv1.Request
+	lanes []LaneResult
+	err   error
+}
+
+func (e *guestDeath) Error() string { return e.err.Error() }
+func (e *guestDeath) Unwrap() error { return e.err }
+
+// dead wraps err, a System error, when it is the guest dying.
+func dead(err error, trace []*agentv1.Request, lanes []LaneResult) error {
+	var gd *guestDeath
+	if errors.Is(err, ErrGuestDied) && !errors.As(err, &gd) {
+		return &guestDeath{trace: slices.Clone(trace), lanes: lanes, err: err}
+	}
+	return err
+}
+
+// init takes the worker's root checkpoint and checks that its System
+// starts where worker 0's did.
+func (w *worker) init(ctx context.Context) error {
+	root, err := w.sys.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("explore: worker %d: checkpoint root: %w", w.i, dead(err, nil, nil))
+	}
+	w.root, w.at = root, true
+	st, err := w.sys.Fingerprint(ctx)
+	if err != nil {
+		return fmt.Errorf("explore: worker %d: fingerprint root: %w", w.i, dead(err, nil, nil))
+	}
+	if k := stateKey(st); k != w.s.rootKey {
+		return fmt.Errorf("explore: worker %d starts in another state than worker 0: %s", w.i, describeRootChange(w.s.rootKey, st))
+	}
+	return nil
+}
+
+// loop runs items until the search is over. A death of its System puts
+// the item back (at most maxAttempts times) and replaces the System.
+func (w *worker) loop(ctx context.Context) {
+	for {
+		it := w.s.take()
+		if it == nil {
+			return
+		}
+		err := w.runItem(ctx, it)
+		var gd *guestDeath
+		if err == nil || errors.Is(err, errHalted) || !errors.As(err, &gd) {
+			w.s.done(it, err, false)
+			continue
+		}
+		it.attempts++
+		retry := w.s.replace != nil && it.attempts < maxAttempts && ctx.Err() == nil
+		if retry {
+			if rerr := w.replaceSystem(ctx); rerr != nil {
+				err, retry = errors.Join(err, rerr), false
+			}
+		}
+		if !retry {
+			// A finding, not an error: the search ends with what it has.
+			_ = w.s.add(Finding{Kind: KindGuestDied, Trace: gd.trace, Lanes: gd.lanes, Detail: gd.err.Error()}, "", nil)
+		}
+		w.s.done(it, err, retry)
+		if !retry {
+			return
+		}
+	}
+}
+
+// replaceSystem swaps a dead System for a fresh one (Workers.Replace).
+func (w *worker) replaceSystem(ctx context.Context) error {
+	sys, err := w.s.replace(ctx, w.i, w.sys)
+	if err != nil {
+		return fmt.Errorf("explore: replace worker %d: %w", w.i, err)
+	}
+	w.sys = sys
+	return w.init(ctx)
+}
+
+// runItem brings the System to the item's state (the root, or its prefix
+// replayed from the root) and tries the item's ops there.
+func (w *worker) runItem(ctx context.Context, it *item) error {
+	cp := w.root
+	switch {
+	case len(it.prefix) > 0:
+		out, err := Replay(ctx, w.sys, w.root, it.prefix)
+		w.s.count(func(r *Result) { r.Replays += len(it.prefix) })
+		if err != nil {
+			return dead(err, it.prefix, nil)
+		}
+		if k := stateKey(out.States); k != it.key {
+			return w.s.add(Finding{Kind: KindReplay, Trace: it.prefix, Lanes: lastResults(out),
+				Detail: "replayed from the root to run " + describeItem(it) + ", the trace reaches a different state than the search did: " + describeRootChange(it.key, out.States)}, "", nil)
+		}
+		if cp, err = w.sys.Checkpoint(ctx); err != nil {
+			return fmt.Errorf("explore: checkpoint: %w", dead(err, it.prefix, nil))
+		}
+	case !w.at:
+		if err := w.sys.Restore(ctx, w.root); err != nil {
+			return fmt.Errorf("explore: restore root: %w", dead(err, nil, nil))
+		}
+	}
+	w.at = false
+	err := w.try(ctx, it, len(it.prefix), it.prefix, it.ops, cp, it.key)
+	if cp == w.root || errors.Is(err, ErrGuestDied) {
+		return err
+	}
+	if derr := w.sys.Drop(ctx, cp); derr != nil {
+		return errors.Join(err, fmt.Errorf("explore: drop checkpoint: %w", dead(derr, it.prefix, nil)))
+	}
+	return err
+}
+
+// expand tries the ops drawn for the state at depth (reached by trace,
+// saved as checkpoint cp, root tuple self; the System is in that state).
+func (w *worker) expand(ctx context.Context, it *item, depth int, trace []*agentv1.Request, cp CheckpointID, self string) error {
+	if depth >= w.s.cfg.Depth {
+		return nil
+	}
+	ops, err := w.draw(ctx, self)
+	if err != nil {
+		return err
+	}
+	return w.try(ctx, it, depth, trace, ops, cp, self)
+}
+
+// draw is the ops tried at the state self, the System in it. The
+// generator is called by one worker at a time.
+func (w *worker) draw(ctx context.Context, self string) ([]*agentv1.Request, error) {
+	if sg, ok := w.s.cfg.Generator.(StateAwareGenerator); ok {
+		// Ops are drawn knowing what exists in the first lane, so that most
+		// of them do something; the rest still probe the errno paths.
+		leaves, err := w.sys.Leaves(ctx, w.s.lanes[0])
+		if err != nil {
+			return nil, fmt.Errorf("explore: leaves for the op draw: %w", dead(err, nil, nil))
+		}
+		w.s.genMu.Lock()
+		defer w.s.genMu.Unlock()
+		return sg.DrawAt(w.s.rng(self), w.s.cfg.Branching, leaves), nil
+	}
+	w.s.genMu.Lock()
+	defer w.s.genMu.Unlock()
+	return w.s.cfg.Generator.Draw(w.s.rng(self), w.s.cfg.Branching), nil
+}
+
+// try applies each of ops at the state cp holds and recurses into the
+// children the search has not expanded yet. Before each op the rest may
+// go to an idle worker (search.split).
+func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.Request, ops []*agentv1.Request, cp CheckpointID, self string) error {
+	dirty := false // the System has moved past cp
+	for i := 0; i < len(ops); i++ {
+		ops = ops[:i+len(w.s.split(trace, self, ops[i:], depth))]
+		if err := w.s.step(ctx); err != nil {
+			return err
+		}
+		if dirty {
+			if err := w.sys.Restore(ctx, cp); err != nil {
+				return fmt.Errorf("explore: restore: %w", dead(err, trace, nil))
+			}
+		}
+		dirty = true
+		child := append(slices.Clip(trace), ops[i])
+		key, st, results, err := w.apply(ctx, depth, child, self)
+		if err != nil {
+			return err
+		}
+		if w.s.cfg.LazyRestore && key == self && allFailed(results) {
+			// The op failed on every lane and left the abstract state as
+			// it was: the next op runs from here without a restore.
+			dirty = false
+			w.s.count(func(r *Result) { r.RestoresSkipped++ })
+		}
+		isNew, expand := w.s.seen(it, self, ops[i], key, depth+1)
+		if !expand {
+			continue
+		}
+		if isNew {
+			if err := w.visit(ctx, key, child, results, st); err != nil {
+				return err
+			}
+		}
+		if divergent(st) || depth+1 >= w.s.cfg.Depth {
+			continue // a divergence is reported by visit; nothing to compare below it
+		}
+		if err := w.descend(ctx, it, depth+1, child, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply runs the last op of child (at depth+1, from the state self) and
+// fingerprints the state it leads to, recording an errno divergence.
+func (w *worker) apply(ctx context.Context, depth int, child []*agentv1.Request, self string) (string, []LaneState, []LaneResult, error) {
+	op := child[len(child)-1]
+	results, err := w.sys.Apply(ctx, op)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("explore: apply %s: %w", OpKind(op), dead(err, child, nil))
+	}
+	w.s.applied(depth + 1)
+	if err := w.s.checkLanes(results); err != nil {
+		return "", nil, nil, err
+	}
+	if errnoDiverge(results) {
+		if err := w.s.add(Finding{Kind: KindErrno, Trace: child, Lanes: results, Detail: describeErrnos(op, results)}, self, op); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	st, err := w.sys.Fingerprint(ctx)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("explore: fingerprint: %w", dead(err, child, results))
+	}
+	if err := w.s.checkStates(st); err != nil {
+		return "", nil, nil, err
+	}
+	return stateKey(st), st, results, nil
+}
+
+// descend checkpoints the state child leads to, expands it and drops the
+// checkpoint again (also when a stop ends the expansion).
+func (w *worker) descend(ctx context.Context, it *item, depth int, child []*agentv1.Request, key string) error {
+	childCP, err := w.sys.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("explore: checkpoint: %w", dead(err, child, nil))
+	}
+	err = w.expand(ctx, it, depth, child, childCP, key)
+	if errors.Is(err, ErrGuestDied) {
+		return err
+	}
+	if derr := w.sys.Drop(ctx, childCP); derr != nil {
+		return errors.Join(err, fmt.Errorf("explore: drop checkpoint: %w", dead(derr, child, nil)))
+	}
+	return err
+}
+
+// visit runs the checks on a state reached for the first time (root
+// tuple key); it returns after recording a finding when the lanes
+// disagree. results are the lanes' errnos for the last op of trace (nil
+// at the root).
+func (w *worker) visit(ctx context.Context, key string, trace []*agentv1.Request, results []LaneResult, st []LaneState) error {
+	if divergent(st) {
+		f, err := localize(ctx, w.sys, w.s.cfg.TimeMode, st)
+		if err != nil {
+			return dead(err, trace, results)
+		}
+		f.Kind, f.Trace, f.Lanes = KindState, trace, results
+		return w.s.add(f, key, nil)
+	}
+	for i, check := range w.s.cfg.Checks {
+		f, err := check(ctx, w.sys, trace)
+		if err != nil {
+			return fmt.Errorf("explore: check %d: %w", i, dead(err, trace, results))
+		}
+		if f != nil {
+			g := *f
+			g.check = i + 1
+			if g.Trace == nil {
+				g.Trace = trace
+			}
+			if g.Lanes == nil {
+				g.Lanes = results
+			}
+			if err := w.s.add(g, key, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
