@@ -314,12 +314,15 @@ func (s *search) count(f func(r *Result)) {
 	f(&s.res)
 }
 
+// minLeafSplit is the fewest ops left at a state whose children are not
+// expanded further (leaves) that split hands out half of: the taker
+// first replays the state's trace, which costs about what a leaf op does.
+const minLeafSplit = 4
+
 // split hands the second half of ops to an idle worker when the queue is
-// empty, and returns what the caller keeps. Only states whose children
-// are expanded further are split: a leaf op costs less than the replay
-// of the prefix an item needs.
+// empty, and returns what the caller keeps.
 func (s *search) split(prefix []*agentv1.Request, key string, ops []*agentv1.Request, depth int) []*agentv1.Request {
-	if len(ops) < 2 || depth+1 >= s.cfg.Depth {
+	if len(ops) < 2 || (depth+1 >= s.cfg.Depth && len(ops) < minLeafSplit) {
 		return ops
 	}
 	s.mu.Lock()

@@ -476,6 +476,22 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	return &in, nil
 }
 
+// Free is how many more sessions of memoryMiB each (0: the default, 128)
+// Create would admit now under the session and memory limits (the
+// budgets aside). It is a snapshot: a concurrent Create may take a slot.
+func (m *Manager) Free(memoryMiB int) int {
+	if memoryMiB <= 0 {
+		memoryMiB = 128
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0
+	}
+	slots := m.cfg.MaxSessions - len(m.sessions) - m.reserved
+	return max(0, min(slots, (m.cfg.MaxMemoryMiB-m.memory)/memoryMiB))
+}
+
 // guestImage builds (or finds cached) the guest image once per Manager.
 func (m *Manager) guestImage(ctx context.Context) (*guest.Image, error) {
 	m.imageMu.Lock()

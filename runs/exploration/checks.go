@@ -19,7 +19,7 @@ import (
 // single-lane run.
 func (x *system) remountCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
 	t0 := time.Now()
-	defer func() { x.checkTime += time.Since(t0) }()
+	defer since(&x.t.check, t0)
 	lane := x.lanes[0]
 	before, err := x.laneLeaves(ctx, lane)
 	if err != nil {
@@ -77,7 +77,7 @@ type layerSeen struct {
 func (x *system) layersCheck(lane string) explore.Check {
 	return func(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
 		t0 := time.Now()
-		defer func() { x.checkTime += time.Since(t0) }()
+		defer since(&x.t.check, t0)
 		below, err := x.belowLeaves(ctx, lane)
 		if err != nil {
 			return nil, err
@@ -145,7 +145,7 @@ func (x *system) countLayers(lane string, root []byte, below []*agentv1.Entry) {
 // clean unless the filesystem is not.
 func (x *system) fsckCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
 	t0 := time.Now()
-	defer func() { x.checkTime += time.Since(t0) }()
+	defer since(&x.t.check, t0)
 	if _, err := x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}); err != nil {
 		return nil, err
 	}

@@ -81,6 +81,12 @@ type Options struct {
 	// Revert is how the search returns to a state: RevertMachine,
 	// RevertRemount, or "" / RevertAuto for the backend's (Revert).
 	Revert string
+	// Workers is how many guests explore the one search, each in a
+	// session of its own (0: one; AutoWorkers: AutoWorkerCount; never
+	// more than the session manager has room for; at most MaxWorkers).
+	// The unique states, digest and findings do not depend on it
+	// (explore.NewParallelChecker).
+	Workers int
 }
 
 // Progress is a snapshot of a running exploration.
@@ -106,8 +112,15 @@ type Progress struct {
 
 // Summary is how far an exploration got.
 type Summary struct {
-	// Session is the session the run created (ended when Run returns).
-	Session string
+	// Session is the run's session (worker 0's first; ended when Run
+	// returns): it holds the run's events and findings. Sessions are every
+	// session the run used, Session first (a replaced worker's included).
+	Session  string
+	Sessions []string
+	// Workers is how many workers ran the search, and WorkersWhy why that
+	// many ("asked", "auto: 2 CPUs", "asked 4, room for 2 sessions").
+	Workers    int
+	WorkersWhy string
 	// Revert is the revert strategy the run used (auto resolved).
 	Revert string
 	// RestoresSkipped counts restores LazyRestore left out.
@@ -182,6 +195,9 @@ func validate(o *Options) (oracle.Policy, error) {
 	}
 	if o.MaxStates < 0 {
 		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
+	}
+	if (o.Workers < 0 && o.Workers != AutoWorkers) || o.Workers > MaxWorkers {
+		return oracle.Policy{}, session.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
 	}
 	if _, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops}); err != nil {
 		return oracle.Policy{}, session.Invalid("ops", "%v", err)

@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/session"
@@ -40,22 +40,19 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	if err != nil {
 		return nil, err
 	}
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}, "explore")
+	n, why := workerCount(m, o)
+	c, err := newCrew(ctx, m, o, policy, n)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("explore: %w", err)
 	}
-	defer run.Close()
-	ctx = run.Context() // ends on Delete and at the daemon's max run duration
-	revert := o.Revert
-	if revert == "" || revert == RevertAuto {
-		revert, _ = Revert(run.Backend())
-	}
-	sys := newSystem(run, revert, o.TimeMode, policy)
+	defer c.close()
+	run := c.primary()
+	ctx = c.ctx // ends on Delete of any worker's session and at the daemon's max run duration
 	// Findings are kept whatever happens to the run.
-	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: revert, send: found, byID: make(map[int]*session.Finding)}
-	cfg, cleanup, err := checkerConfig(o, sys, rec)
+	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, send: found, byID: make(map[int]*session.Finding)}
+	cfg, cleanup, err := checkerConfig(o, c, rec)
 	if err != nil {
-		return nil, errors.Join(err, run.End(session.StateEnded, "explore failed: fsck scratch dir"))
+		return nil, errors.Join(err, c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: fsck scratch dir"))
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 	start := time.Now()
@@ -63,28 +60,30 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		cfg.Stop = func() bool { return time.Since(start) >= o.MaxDuration }
 	}
 	if progress != nil {
-		cfg.Progress = func(p explore.Progress) { progress(sys.progress(p, time.Since(start))) }
+		cfg.Progress = func(p explore.Progress) { progress(progressOf(p, time.Since(start), c.all())) }
 	}
-	chk, err := explore.NewChecker(sys, cfg)
+	chk, err := explore.NewParallelChecker(explore.Workers{Systems: c.explorers(), Replace: c.replace}, cfg)
 	if err != nil { // validate let through what explore refuses
-		return nil, errors.Join(fmt.Errorf("explore: %w", err), run.End(session.StateEnded, "explore failed: "+err.Error()))
+		return nil, errors.Join(fmt.Errorf("explore: %w", err), c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))
 	}
 	run.Event(ctx, "explore.started", fmt.Sprintf(
-		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s",
-		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, revert), nil)
+		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s, workers %d (%s): %s",
+		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, c.revert, n, why, strings.Join(c.sessions(), ",")), nil)
 	res, runErr := chk.Run(ctx)
-	sum := summarize(run, sys, res, time.Since(start))
+	sum := summarize(run, c, res, time.Since(start))
+	sum.Workers, sum.WorkersWhy = n, why
 	if sum.Stopped == explore.StopCancelled && errors.Is(context.Cause(ctx), session.ErrRunTimeLimit) {
 		sum.Stopped = StopMaxRunDuration
 	}
 	sum.Findings = rec.distinct()
-	return sum, end(ctx, run, sum, res, runErr, rec.errs)
+	return sum, end(ctx, c, sum, res, runErr, rec.errs)
 }
 
 // checkerConfig is the Checker's configuration for o: the search bounds,
-// the recorder's callbacks and the self-references o asks for. cleanup
-// removes the fsck scratch directory, if any.
-func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config, func() error, error) {
+// the recorder's callbacks and the self-references o asks for, each run
+// on whichever worker's system explore passes. cleanup removes the fsck
+// scratch directory, if any.
+func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, func() error, error) {
 	cfg := explore.Config{
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed, Ops: o.Ops,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
@@ -92,7 +91,7 @@ func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config
 	}
 	cleanup := func() error { return nil }
 	if o.Remount {
-		cfg.Checks = append(cfg.Checks, sys.remountCheck)
+		cfg.Checks = append(cfg.Checks, onSystem((*system).remountCheck))
 	}
 	if o.Fsck {
 		// Owned (internal/scratch): a daemon that dies mid-run leaves it
@@ -102,15 +101,30 @@ func checkerConfig(o Options, sys *system, rec *findingRecorder) (explore.Config
 			return cfg, cleanup, fmt.Errorf("explore: fsck scratch dir: %w", err)
 		}
 		cleanup = func() error { return sd.Remove() }
-		sys.fsckImage = filepath.Join(sd.Path, "lane.img")
-		cfg.Checks = append(cfg.Checks, sys.fsckCheck)
+		c.setFsckDir(sd.Path)
+		cfg.Checks = append(cfg.Checks, onSystem((*system).fsckCheck))
 	}
-	for _, l := range sys.lanes {
-		if sys.overlay[l] {
-			cfg.Checks = append(cfg.Checks, sys.layersCheck(l))
+	x := c.all()[0]
+	for _, l := range x.lanes {
+		if x.overlay[l] {
+			cfg.Checks = append(cfg.Checks, onSystem(func(x *system, ctx context.Context, s explore.System, t []*agentv1.Request) (*explore.Finding, error) {
+				return x.layersCheck(l)(ctx, s, t)
+			}))
 		}
 	}
 	return cfg, cleanup, nil
+}
+
+// onSystem makes a check of the run's system a check of whichever
+// worker's system explore passes it.
+func onSystem(check func(x *system, ctx context.Context, s explore.System, trace []*agentv1.Request) (*explore.Finding, error)) explore.Check {
+	return func(ctx context.Context, s explore.System, trace []*agentv1.Request) (*explore.Finding, error) {
+		x, ok := s.(*system)
+		if !ok {
+			return nil, fmt.Errorf("exploration: a check given a %T, not a run's system", s)
+		}
+		return check(x, ctx, s, trace)
+	}
 }
 
 // describeOps says which op kinds every state tries and how many ops that
@@ -125,26 +139,32 @@ func describeOps(cfg explore.Config) string {
 }
 
 // summarize is the run's summary from the Checker's result (Findings left
-// to the caller).
-func summarize(run *session.Run, sys *system, res *explore.Result, elapsed time.Duration) *Summary {
+// to the caller): the times and layer counts of every worker's systems.
+func summarize(run *session.Run, c *crew, res *explore.Result, elapsed time.Duration) *Summary {
 	sum := &Summary{
-		Session: run.ID(), Revert: sys.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(),
+		Session: run.ID(), Sessions: c.sessions(), Revert: c.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(),
 		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached,
-		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)),
-		OpTime: sys.opTime, FingerprintTime: sys.fpTime, RestoreTime: sys.restoreTime,
-		CheckpointTime: sys.cpTime, CheckTime: sys.checkTime, RestoresSkipped: res.RestoresSkipped,
+		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)), RestoresSkipped: res.RestoresSkipped,
 	}
+	systems := c.all()
+	sum.OpTime, sum.FingerprintTime, sum.RestoreTime, sum.CheckpointTime, sum.CheckTime = sumTimes(systems)
 	if sum.Stopped == explore.StopRequested {
 		sum.Stopped = StopMaxDuration
 	}
 	if secs := elapsed.Seconds(); secs > 0 {
 		sum.StatesPerSec = float64(res.States) / secs
 	}
-	for l, seen := range sys.layers {
-		if sum.Layers == nil {
-			sum.Layers = make(map[string]LayerCounts)
+	for _, x := range systems {
+		for l, seen := range x.layers {
+			if sum.Layers == nil {
+				sum.Layers = make(map[string]LayerCounts)
+			}
+			lc := sum.Layers[l]
+			lc.Checked += seen.counts.Checked
+			lc.Whiteouts += seen.counts.Whiteouts
+			lc.Opaque += seen.counts.Opaque
+			sum.Layers[l] = lc
 		}
-		sum.Layers[l] = seen.counts
 	}
 	for _, r := range res.Root {
 		sum.Roots[r.Lane] = r.Root
@@ -161,7 +181,8 @@ func summarize(run *session.Run, sys *system, res *explore.Result, elapsed time.
 // end records the run's end and ends its session with a state and reason
 // from how the search stopped; it returns the run's errors (runErr first,
 // then the recorder's).
-func end(ctx context.Context, run *session.Run, sum *Summary, res *explore.Result, runErr error, recErrs []error) error {
+func end(ctx context.Context, c *crew, sum *Summary, res *explore.Result, runErr error, recErrs []error) error {
+	run := c.primary()
 	errs := recErrs
 	st, reason := session.StateEnded, "explore finished"
 	switch {
@@ -176,8 +197,8 @@ func end(ctx context.Context, run *session.Run, sum *Summary, res *explore.Resul
 		reason = "explore finished (stopped: " + sum.Stopped + ")"
 	}
 	run.Event(context.WithoutCancel(ctx), "explore.finished", fmt.Sprintf(
-		"%d states, %d unique, %d findings, %.1f states/s, stopped %q", sum.States, sum.Unique, sum.Findings, sum.StatesPerSec, sum.Stopped), nil)
-	if err := run.End(st, reason); err != nil {
+		"%d states, %d unique, %d findings, %.1f states/s, stopped %q, %d workers", sum.States, sum.Unique, sum.Findings, sum.StatesPerSec, sum.Stopped, sum.Workers), nil)
+	if err := errors.Join(c.end(st, reason), run.End(st, reason)); err != nil {
 		if len(errs) == 0 {
 			// The run itself is complete; a failure to stop its guest does
 			// not undo it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -41,7 +42,27 @@ type system struct {
 
 	fsckImage string // scratch file for the fsck check
 
-	opTime, fpTime, restoreTime, cpTime, checkTime time.Duration
+	t timers
+}
+
+// timers are a system's cumulative times: op, fingerprint, restore,
+// checkpoint, check. Atomic: progress sums every worker's from whichever
+// worker reports.
+type timers struct{ op, fp, restore, cp, check atomic.Int64 }
+
+// since adds the time since t0 to d.
+func since(d *atomic.Int64, t0 time.Time) { d.Add(int64(time.Since(t0))) }
+
+// sumTimes is the times of systems added up, into out's fields.
+func sumTimes(systems []*system) (op, fp, restore, cp, check time.Duration) {
+	for _, x := range systems {
+		op += time.Duration(x.t.op.Load())
+		fp += time.Duration(x.t.fp.Load())
+		restore += time.Duration(x.t.restore.Load())
+		cp += time.Duration(x.t.cp.Load())
+		check += time.Duration(x.t.check.Load())
+	}
+	return
 }
 
 var _ explore.System = (*system)(nil)
@@ -89,7 +110,7 @@ func (x *system) callOK(ctx context.Context, what string, req *agentv1.Request) 
 // Checkpoint implements explore.System.
 func (x *system) Checkpoint(ctx context.Context) (explore.CheckpointID, error) {
 	t0 := time.Now()
-	defer func() { x.cpTime += time.Since(t0) }()
+	defer since(&x.t.cp, t0)
 	if x.revert == RevertRemount {
 		return x.remountCheckpoint(ctx)
 	}
@@ -113,7 +134,7 @@ func (x *system) vmmID(id explore.CheckpointID) (vmm.CheckpointID, error) {
 // Restore implements explore.System.
 func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
 	t0 := time.Now()
-	defer func() { x.restoreTime += time.Since(t0) }()
+	defer since(&x.t.restore, t0)
 	if x.revert == RevertRemount {
 		return x.remountRestore(ctx, id)
 	}
@@ -128,7 +149,7 @@ func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
 // Drop implements explore.System.
 func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 	t0 := time.Now()
-	defer func() { x.cpTime += time.Since(t0) }()
+	defer since(&x.t.cp, t0)
 	if x.revert == RevertRemount {
 		return x.remountDrop(ctx, id)
 	}
@@ -148,7 +169,7 @@ func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 // sync, drop_caches, set_clock — once, their result given to every lane).
 func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
 	t0 := time.Now()
-	defer func() { x.opTime += time.Since(t0) }()
+	defer since(&x.t.op, t0)
 	if x.revert == RevertRemount && !x.disks.fresh {
 		// A replay or a lazily skipped restore: the search ran every op
 		// on freshly mounted lanes.
@@ -182,7 +203,7 @@ func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 // agent's own root is the plain Fold, without the policy).
 func (x *system) Fingerprint(ctx context.Context) ([]explore.LaneState, error) {
 	t0 := time.Now()
-	defer func() { x.fpTime += time.Since(t0) }()
+	defer since(&x.t.fp, t0)
 	return x.fingerprint(ctx)
 }
 
@@ -293,15 +314,15 @@ func (x *system) laneLeaves(ctx context.Context, lane string) ([]*agentv1.Entry,
 // Leaves implements explore.System.
 func (x *system) Leaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
 	t0 := time.Now()
-	defer func() { x.fpTime += time.Since(t0) }()
+	defer since(&x.t.fp, t0)
 	return x.laneLeaves(ctx, lane)
 }
 
-// progress converts explore's progress, adding rates and the time split.
-func (x *system) progress(p explore.Progress, elapsed time.Duration) Progress {
-	out := Progress{States: p.States, Unique: p.Unique, Depth: p.MaxDepth, Findings: p.Findings,
-		Elapsed: elapsed, OpTime: x.opTime, FingerprintTime: x.fpTime, RestoreTime: x.restoreTime,
-		CheckpointTime: x.cpTime, CheckTime: x.checkTime}
+// progressOf converts explore's progress, adding rates and the time split
+// of every worker's system.
+func progressOf(p explore.Progress, elapsed time.Duration, systems []*system) Progress {
+	out := Progress{States: p.States, Unique: p.Unique, Depth: p.MaxDepth, Findings: p.Findings, Elapsed: elapsed}
+	out.OpTime, out.FingerprintTime, out.RestoreTime, out.CheckpointTime, out.CheckTime = sumTimes(systems)
 	if secs := elapsed.Seconds(); secs > 0 {
 		out.StatesPerSec = float64(p.States) / secs
 	}
