@@ -30,6 +30,12 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		return toStatus(session.Invalid("max_states", "must not be negative, got %d", req.GetMaxStates()))
 	case req.GetMaxSeconds() < 0:
 		return toStatus(session.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
+	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
+		return toStatus(session.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
+	}
+	workers := int(req.GetWorkers())
+	if workers == 0 {
+		workers = exploration.AutoWorkers
 	}
 	opts := exploration.Options{
 		Lanes:       req.GetLanes(),
@@ -47,6 +53,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Remount:     req.GetRemount(),
 		LazyRestore: req.GetLazyRestore(),
 		Revert:      req.GetRevert(),
+		Workers:     workers,
 	}
 	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
@@ -117,6 +124,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
 		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
 		RestoresSkipped: int64(s.RestoresSkipped), Revert: s.Revert,
+		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)

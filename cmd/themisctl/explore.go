@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -28,6 +29,9 @@ type exploreJSON struct {
 	StatesPerSec float64            `json:"states_per_sec"`
 	Backend      string             `json:"backend"`
 	Revert       string             `json:"revert"`
+	Workers      int32              `json:"workers"`
+	WorkersWhy   string             `json:"workers_why"`
+	Sessions     []string           `json:"sessions"`
 	Stopped      string             `json:"stopped,omitempty"`
 	ElapsedS     float64            `json:"elapsed_s"`
 	MaxDepth     int32              `json:"max_depth"`
@@ -135,6 +139,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
 	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	fl.StringVar(&req.Revert, "revert", "auto", "how the search returns to a state: auto (remount on qemu, machine on kvm), machine (restore memory, devices and disks) or remount (umount, pop the overlays, mount: a state is its disk image)")
+	fl.Int32Var(&req.Workers, "workers", 0, "guests exploring the one search, each a session (0: auto, one per CPU of the daemon's host, at most 8, as many as the daemon has room for); the states, digest and findings do not depend on it")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	return cmd
 }
@@ -201,6 +206,7 @@ func exploreView(sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
 	out := exploreJSON{
 		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
 		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
+		Workers: sum.GetWorkers(), WorkersWhy: sum.GetWorkersWhy(), Sessions: sum.GetSessions(),
 		MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
 		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
 		FindingList: found.json(),
@@ -228,6 +234,7 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	fmt.Fprintf(w, "states\t%d\nunique states\t%d\nfindings\t%d\nstates/s\t%.1f\nbackend\t%s\nelapsed\t%.1f s\nmax depth\t%d\n",
 		sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
 	fmt.Fprintf(w, "revert\t%s\n", sum.GetRevert())
+	fmt.Fprintf(w, "workers\t%d (%s)\n", sum.GetWorkers(), sum.GetWorkersWhy())
 	fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())
 	if sum.GetRestoresSkipped() > 0 {
 		fmt.Fprintf(w, "restores skipped (lazy)\t%d\n", sum.GetRestoresSkipped())
@@ -242,5 +249,8 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 		fmt.Fprintf(w, "%s: lower ⊕ upper checked\t%d states, %d with whiteouts, %d with opaque dirs\n", l.GetLane(), l.GetChecked(), l.GetWhiteouts(), l.GetOpaque())
 	}
 	fmt.Fprintf(w, "digest\t%s\nsession\t%s (ended; `themisctl events %s`)\n", sum.GetDigest(), sum.GetSessionId(), sum.GetSessionId())
+	if len(sum.GetSessions()) > 1 {
+		fmt.Fprintf(w, "worker sessions\t%s\n", strings.Join(sum.GetSessions()[1:], ", "))
+	}
 	return w.Flush()
 }

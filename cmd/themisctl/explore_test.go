@@ -60,7 +60,7 @@ func TestFindingStream(t *testing.T) {
 // lanes, and finding_list never null.
 func TestExploreJSON(t *testing.T) {
 	t.Parallel()
-	sum := &themisv1.ExploreSummary{SessionId: "s-1", States: 12, UniqueStates: 2, StatesPerSec: 5.5, Backend: "qemu", Revert: "remount", ElapsedS: 2.25,
+	sum := &themisv1.ExploreSummary{SessionId: "s-1", States: 12, UniqueStates: 2, StatesPerSec: 5.5, Backend: "qemu", Revert: "remount", ElapsedS: 2.25, Workers: 2, WorkersWhy: "auto: 2 CPUs", Sessions: []string{"s-1", "s-9"},
 		MaxDepth: 1, Digest: "d", Roots: []*themisv1.LaneRoot{{Lane: "ext2", Root: []byte{0xab, 0x01}}}, OpS: 1, FingerprintS: 0.5, RestoreS: 0.25}
 	overlay := &themisv1.ExploreSummary{SessionId: "s-2", Stopped: "budget", RestoresSkipped: 3,
 		BelowRoots: []*themisv1.LaneRoot{{Lane: "overlay", Root: []byte{0xff}}},
@@ -74,9 +74,9 @@ func TestExploreJSON(t *testing.T) {
 		want  string
 	}{
 		{name: "plain", sum: sum, found: &findingLog{},
-			want: `{"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","revert":"remount","elapsed_s":2.25,"max_depth":1,"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[]}`},
+			want: `{"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","revert":"remount","workers":2,"workers_why":"auto: 2 CPUs","sessions":["s-1","s-9"],"elapsed_s":2.25,"max_depth":1,"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[]}`},
 		{name: "overlay and a finding", sum: overlay, found: &found,
-			want: `{"session_id":"s-2","states":0,"unique_states":0,"findings":0,"states_per_sec":0,"backend":"","revert":"","stopped":"budget","elapsed_s":0,"max_depth":0,"digest":"","roots":{},"op_s":0,"fingerprint_s":0,"restore_s":0,"restores_skipped":3,"below_roots":{"overlay":"ff"},"layers":[{"lane":"overlay","checked":4,"whiteouts":1,"opaque":2}],"finding_list":[{"id":"f-1","kind":"errno-divergence","detail":"x","trace":["mkdir d 0755"],"found_trace":["mkdir d 0755"],"minimized":false}]}`},
+			want: `{"session_id":"s-2","states":0,"unique_states":0,"findings":0,"states_per_sec":0,"backend":"","revert":"","workers":0,"workers_why":"","sessions":null,"stopped":"budget","elapsed_s":0,"max_depth":0,"digest":"","roots":{},"op_s":0,"fingerprint_s":0,"restore_s":0,"restores_skipped":3,"below_roots":{"overlay":"ff"},"layers":[{"lane":"overlay","checked":4,"whiteouts":1,"opaque":2}],"finding_list":[{"id":"f-1","kind":"errno-divergence","detail":"x","trace":["mkdir d 0755"],"found_trace":["mkdir d 0755"],"minimized":false}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

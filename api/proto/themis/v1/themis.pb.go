@@ -2694,7 +2694,12 @@ type ExploreRequest struct {
 	// The op kinds tried at every state (explore.AllOps: the fourteen Metis
 	// kinds create_file ... symlink, and fsync, fdatasync, sync), or the sets
 	// "metis" and "persistence"; empty: the Metis set.
-	Ops           []string `protobuf:"bytes,15,rep,name=ops,proto3" json:"ops,omitempty"`
+	Ops []string `protobuf:"bytes,15,rep,name=ops,proto3" json:"ops,omitempty"`
+	// How many guests explore the one search, each in a session of its own:
+	// 0 is auto (one per CPU of the daemon's host, at most 8), never more
+	// than the daemon has room for; at most 64. The unique states, digest
+	// and findings do not depend on it.
+	Workers       int32 `protobuf:"varint,16,opt,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2832,6 +2837,13 @@ func (x *ExploreRequest) GetOps() []string {
 		return x.Ops
 	}
 	return nil
+}
+
+func (x *ExploreRequest) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
 }
 
 type ExploreProgress struct {
@@ -3137,7 +3149,14 @@ type ExploreSummary struct {
 	// ("self-reference:layers") checked.
 	Layers []*LaneLayers `protobuf:"bytes,17,rep,name=layers,proto3" json:"layers,omitempty"`
 	// The revert strategy used ("machine" or "remount"; auto resolved).
-	Revert        string `protobuf:"bytes,18,opt,name=revert,proto3" json:"revert,omitempty"`
+	Revert string `protobuf:"bytes,18,opt,name=revert,proto3" json:"revert,omitempty"`
+	// How many workers ran the search, and why that many ("auto: 2 CPUs",
+	// "asked", "asked 4, room for 2 sessions").
+	Workers    int32  `protobuf:"varint,19,opt,name=workers,proto3" json:"workers,omitempty"`
+	WorkersWhy string `protobuf:"bytes,20,opt,name=workers_why,json=workersWhy,proto3" json:"workers_why,omitempty"`
+	// Every session the run used, session_id first (a replaced worker's
+	// included).
+	Sessions      []string `protobuf:"bytes,21,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3296,6 +3315,27 @@ func (x *ExploreSummary) GetRevert() string {
 		return x.Revert
 	}
 	return ""
+}
+
+func (x *ExploreSummary) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetWorkersWhy() string {
+	if x != nil {
+		return x.WorkersWhy
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
 }
 
 // LaneLayers is what the lower ⊕ upper reference saw of one overlay lane
@@ -5608,7 +5648,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xb2\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xcc\x03\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -5628,7 +5668,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\flazy_restore\x18\f \x01(\bR\vlazyRestore\x12\x18\n" +
 	"\abackend\x18\r \x01(\tR\abackend\x12\x16\n" +
 	"\x06revert\x18\x0e \x01(\tR\x06revert\x12\x10\n" +
-	"\x03ops\x18\x0f \x03(\tR\x03ops\"\x98\x02\n" +
+	"\x03ops\x18\x0f \x03(\tR\x03ops\x12\x18\n" +
+	"\aworkers\x18\x10 \x01(\x05R\aworkers\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -5659,7 +5700,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vfound_trace\x18\r \x03(\tR\n" +
 	"foundTrace\x12!\n" +
 	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
-	"\x06revert\x18\x0f \x01(\tR\x06revert\"\xdc\x04\n" +
+	"\x06revert\x18\x0f \x01(\tR\x06revert\"\xb3\x05\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5681,7 +5722,11 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vbelow_roots\x18\x10 \x03(\v2\x13.themis.v1.LaneRootR\n" +
 	"belowRoots\x12-\n" +
 	"\x06layers\x18\x11 \x03(\v2\x15.themis.v1.LaneLayersR\x06layers\x12\x16\n" +
-	"\x06revert\x18\x12 \x01(\tR\x06revert\"p\n" +
+	"\x06revert\x18\x12 \x01(\tR\x06revert\x12\x18\n" +
+	"\aworkers\x18\x13 \x01(\x05R\aworkers\x12\x1f\n" +
+	"\vworkers_why\x18\x14 \x01(\tR\n" +
+	"workersWhy\x12\x1a\n" +
+	"\bsessions\x18\x15 \x03(\tR\bsessions\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
