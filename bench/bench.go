@@ -176,7 +176,8 @@ func render(runs []Comparison, b *BaselineResult) string {
 }
 
 // columnName names an explore run's column: "themis (qemu)", or with its
-// revert "themis (qemu, remount)".
+// revert "themis (qemu, remount)", its channel and, past one, its workers
+// "themis (qemu, remount, virtio, 2 workers)".
 func columnName(e *ExploreBench) string {
 	switch {
 	case e.Summary == nil:
@@ -185,6 +186,8 @@ func columnName(e *ExploreBench) string {
 		return fmt.Sprintf("themis (%s)", e.Summary.Backend)
 	case e.Channel == "":
 		return fmt.Sprintf("themis (%s, %s)", e.Summary.Backend, e.Summary.Revert)
+	case e.Summary.Workers > 1:
+		return fmt.Sprintf("themis (%s, %s, %s, %d workers)", e.Summary.Backend, e.Summary.Revert, e.Channel, e.Summary.Workers)
 	}
 	return fmt.Sprintf("themis (%s, %s, %s)", e.Summary.Backend, e.Summary.Revert, e.Channel)
 }
@@ -213,6 +216,9 @@ type Options struct {
 	// DefaultChannels); Run asks its manager function for one manager per
 	// channel.
 	Channels []vmm.AgentChannel
+	// Workers are the worker counts to measure, one explore run each per
+	// channel and revert (default 1; exploration.Options.Workers).
+	Workers []int
 	// Baseline is the baseline to put beside it; an empty Lane takes the
 	// explore run's first lane spec, so both use the same filesystem and
 	// image size.
@@ -243,6 +249,10 @@ func Run(ctx context.Context, managers Managers, o Options) (*Report, error) {
 	if len(channels) == 0 {
 		channels = DefaultChannels
 	}
+	workers := o.Workers
+	if len(workers) == 0 {
+		workers = []int{1}
+	}
 	b, err := Baseline(ctx, o.Baseline)
 	if err != nil {
 		return nil, err
@@ -254,14 +264,16 @@ func Run(ctx context.Context, managers Managers, o Options) (*Report, error) {
 			return nil, fmt.Errorf("bench: channel %s: %w", ch, err)
 		}
 		for _, rv := range reverts {
-			eo := o.Explore
-			eo.Revert = rv
-			e, err := Explore(ctx, m, eo)
-			if err != nil {
-				return nil, fmt.Errorf("%w (channel %s, revert %s)", err, ch, rv)
+			for _, n := range workers {
+				eo := o.Explore
+				eo.Revert, eo.Workers = rv, n
+				e, err := Explore(ctx, m, eo)
+				if err != nil {
+					return nil, fmt.Errorf("%w (channel %s, revert %s, %d workers)", err, ch, rv, n)
+				}
+				e.Channel = string(ch)
+				r.Runs = append(r.Runs, Compare(e, b))
 			}
-			e.Channel = string(ch)
-			r.Runs = append(r.Runs, Compare(e, b))
 		}
 	}
 	return r, nil

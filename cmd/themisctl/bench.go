@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/bench"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -25,7 +27,7 @@ func newBench(g *globals) *cobra.Command {
 // remount baseline (bench.Run). It runs in-process: no daemon.
 func newBenchExplore(g *globals) *cobra.Command {
 	var o bench.Options
-	var lanes, reverts, channels string
+	var lanes, reverts, channels, workers string
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "explore",
@@ -39,6 +41,13 @@ func newBenchExplore(g *globals) *cobra.Command {
 			o.Explore.Lanes, o.Explore.Seed, o.Reverts = splitList(lanes), seed, splitList(reverts)
 			for _, ch := range splitList(channels) {
 				o.Channels = append(o.Channels, vmm.AgentChannel(ch))
+			}
+			for _, w := range splitList(workers) {
+				n, err := strconv.Atoi(w)
+				if err != nil || n < 1 || n > exploration.MaxWorkers {
+					return fmt.Errorf("--workers: %q: want a list of counts from 1 to %d", w, exploration.MaxWorkers)
+				}
+				o.Workers = append(o.Workers, n)
 			}
 			o.Baseline.CacheDir = cache
 			cmp, err := runBenchExplore(cmd.Context(), g, cache, o)
@@ -61,6 +70,7 @@ func newBenchExplore(g *globals) *cobra.Command {
 	f.IntVar(&o.Baseline.States, "baseline-states", 100, "baseline states")
 	f.StringVar(&reverts, "revert", "machine,remount", "revert strategies to measure, one explore run each per channel, side by side")
 	f.StringVar(&channels, "channel", "virtio,uart", "agent channels to measure (virtio: virtio-serial on QEMU; uart: the 16550)")
+	f.StringVar(&workers, "workers", "1", "worker counts to measure, one explore run each per channel and revert (e.g. 1,2)")
 	return cmd
 }
 
