@@ -65,6 +65,10 @@ type Finding struct {
 	// found.
 	Minimized   bool
 	OriginalLen int
+	// Found is the canonical trace before minimization (the least trace
+	// reaching the finding's state, with its op); Merge compares shards'
+	// findings by it. Set once the search has resolved its findings.
+	Found []*agentv1.Request
 	// DuplicateOf is the ID of an earlier finding of the same kind whose
 	// minimized trace this one's equals (0: none). Result.Findings leaves
 	// duplicates out; Config.Minimized reports them with it set.
@@ -84,6 +88,9 @@ type Result struct {
 	MaxDepthReached int
 	// Findings are the distinct findings, in the order found.
 	Findings []Finding
+	// Duplicates are the findings left out of Findings after
+	// minimization (DuplicateOf set), which Merge needs.
+	Duplicates []Finding
 	// Stopped says why the search ended early, StopDone if it did not.
 	Stopped string
 	// Replays counts ops applied by minimization and replay checks.
@@ -95,6 +102,9 @@ type Result struct {
 	// Digest is sha256 over the sorted root tuples of the unique states:
 	// equal digests mean the same set of states.
 	Digest []byte
+	// StateKeys are the unique states' root tuples, sorted (with
+	// Config.KeepStates or a Shard; nil otherwise): what Merge unites.
+	StateKeys []string
 }
 
 // Checker runs a bounded search over one System, or over several in
@@ -283,10 +293,15 @@ func (s *search) result() *Result {
 	res := s.res
 	res.Unique = len(s.visited)
 	res.Digest = s.digest()
-	res.Findings = nil
+	if s.cfg.KeepStates || s.cfg.Shard.active() {
+		res.StateKeys = s.sortedKeys()
+	}
+	res.Findings, res.Duplicates = nil, nil
 	for _, f := range s.order {
 		if f.DuplicateOf == 0 {
 			res.Findings = append(res.Findings, *f)
+		} else {
+			res.Duplicates = append(res.Duplicates, *f)
 		}
 	}
 	return &res
@@ -414,6 +429,16 @@ func stateKey(st []LaneState) string {
 		b = append(b, s.Root...)
 	}
 	return string(b)
+}
+
+// Signature is what groups findings that are most likely the same bug
+// (the kind, the kind of the last op, what differs): Merge keeps one per
+// signature, as a run does.
+func (f Finding) Signature() string {
+	if f.sig == "" {
+		return signature(f)
+	}
+	return f.sig
 }
 
 // signature groups findings that are most likely the same bug: the kind,

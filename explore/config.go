@@ -112,6 +112,12 @@ type Config struct {
 	// (default 256).
 	MinimizeBudget int
 
+	// Shard makes this run one part of a search split over several runs
+	// (Shard.Count > 1); Merge puts the parts together.
+	Shard Shard
+	// KeepStates fills Result.StateKeys (always on for a shard).
+	KeepStates bool
+
 	// Stop is polled before every op; returning true ends the search with
 	// Stopped "stopped" (the caller's wall-clock budget).
 	Stop func() bool
@@ -120,6 +126,48 @@ type Config struct {
 	Progress      func(Progress)
 	ProgressEvery int
 }
+
+// Shard is one part of a search split over Count runs. Every part
+// searches the levels above Depth in full; of the ops tried at the states
+// of depth Depth-1 it applies those whose (state, op) hash falls to
+// Index, and everything below them. A state's shortest path, and every op
+// the whole search applies, lies in some part, so the parts' state sets
+// and findings (by signature, the least canonical trace of each) put
+// together (Merge) are the whole search's.
+type Shard struct {
+	Index, Count int
+	// Depth is the level whose ops are divided: 1 divides the root's ops
+	// (at most as many non-empty parts as the root has ops), 2 the ops of
+	// the states one op deep, ... (1..Config.Depth; 0: DefaultShardDepth
+	// or Config.Depth when smaller).
+	Depth int
+}
+
+// DefaultShardDepth is Shard.Depth when unset.
+const DefaultShardDepth = 2
+
+// active reports whether the shard divides the search.
+func (sh Shard) active() bool { return sh.Count > 1 }
+
+// withDefaults checks sh against the search depth and fills its Depth.
+func (sh Shard) withDefaults(depth int) (Shard, error) {
+	switch {
+	case sh.Count == 0 && sh.Index == 0 && sh.Depth == 0:
+		return sh, nil
+	case sh.Count < 1 || sh.Count > MaxShards:
+		return sh, fmt.Errorf("explore: shard count %d: want 1..%d", sh.Count, MaxShards)
+	case sh.Index < 0 || sh.Index >= sh.Count:
+		return sh, fmt.Errorf("explore: shard %d of %d: want 0..%d", sh.Index, sh.Count, sh.Count-1)
+	case sh.Depth < 0 || sh.Depth > depth:
+		return sh, fmt.Errorf("explore: shard depth %d: want 1..%d (the search depth)", sh.Depth, depth)
+	case sh.Depth == 0:
+		sh.Depth = min(DefaultShardDepth, depth)
+	}
+	return sh, nil
+}
+
+// MaxShards bounds Shard.Count.
+const MaxShards = 1 << 16
 
 // withDefaults returns cfg with zero fields set to defaults and checks it.
 func (cfg Config) withDefaults() (Config, error) {
@@ -156,6 +204,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ProgressEvery < 0 {
 		return cfg, fmt.Errorf("explore: progress interval %d: want > 0", cfg.ProgressEvery)
 	}
+	sh, err := cfg.Shard.withDefaults(cfg.Depth)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Shard = sh
 	for i, c := range cfg.Checks {
 		if c == nil {
 			return cfg, fmt.Errorf("explore: check %d is nil", i)

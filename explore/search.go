@@ -86,14 +86,22 @@ func (s *search) rng(key string) *rand.Rand {
 	return rand.New(rand.NewPCG(s.cfg.Seed, h.Sum64()))
 }
 
-// digest is sha256 over the sorted root tuples of the unique states: equal
-// digests mean the same set of states. s.mu is held.
-func (s *search) digest() []byte {
+// sortedKeys are the visited root tuples, sorted. s.mu is held.
+func (s *search) sortedKeys() []string {
 	keys := make([]string, 0, len(s.visited))
 	for k := range s.visited {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	return keys
+}
+
+// digest is sha256 over the sorted root tuples of the unique states: equal
+// digests mean the same set of states. s.mu is held.
+func (s *search) digest() []byte { return Digest(s.sortedKeys()) }
+
+// Digest is a search's digest of its sorted state keys.
+func Digest(keys []string) []byte {
 	h := sha256.New()
 	for _, k := range keys {
 		var n [4]byte
@@ -265,6 +273,7 @@ func (s *search) resolve() {
 		id := f.ID
 		*f = best.f
 		f.ID, f.Trace, f.OriginalLen = id, bestTrace, len(bestTrace)
+		f.Found = slices.Clone(bestTrace)
 	}
 }
 
@@ -289,6 +298,20 @@ func (s *search) step(ctx context.Context) error {
 		s.cfg.Progress(s.snapshot())
 	}
 	return nil
+}
+
+// mine reports whether op at the state self, of depth depth, is this
+// shard's to apply (always, but at the divided level).
+func (s *search) mine(self string, op *agentv1.Request, depth int) bool {
+	sh := s.cfg.Shard
+	if !sh.active() || depth != sh.Depth-1 {
+		return true
+	}
+	h := fnv.New64a()
+	h.Write([]byte(self))
+	h.Write([]byte{0})
+	h.Write([]byte(opKey(op)))
+	return h.Sum64()%uint64(sh.Count) == uint64(sh.Index)
 }
 
 // errHalted ends a worker's item because another worker halted the search.

@@ -167,6 +167,9 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 	dirty := false // the System has moved past cp
 	for i := 0; i < len(ops); i++ {
 		ops = ops[:i+len(w.s.split(trace, self, ops[i:], depth))]
+		if !w.s.mine(self, ops[i], depth) {
+			continue
+		}
 		if err := w.s.step(ctx); err != nil {
 			return err
 		}
