@@ -54,6 +54,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		LazyRestore: req.GetLazyRestore(),
 		Revert:      req.GetRevert(),
 		Workers:     workers,
+		Shard:       explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
 	}
 	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
@@ -114,6 +115,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 		Id: f.ID, SessionId: f.Session, Kind: f.Kind, Detail: f.Detail, Trace: f.Trace,
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
 		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert,
+		Signature: f.Signature,
 	}
 }
 
@@ -125,6 +127,10 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
 		RestoresSkipped: int64(s.RestoresSkipped), Revert: s.Revert,
 		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
+		ShardIndex: int32(s.Shard.Index), ShardCount: int32(s.Shard.Count), ShardDepth: int32(s.Shard.Depth),
+	}
+	for _, k := range s.StateKeys {
+		out.StateKeys = append(out.StateKeys, []byte(k))
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)

@@ -23,8 +23,13 @@ type Finding struct {
 	// is the trace as found until minimization replaces it with the
 	// minimized one (Minimized).
 	Trace []string
-	// FoundTrace is the trace as the search found it.
+	// FoundTrace is the trace as the search found it: first as first
+	// seen, then, with the minimized one, the search's canonical trace
+	// (the least reaching the finding's state; explore.Finding.Found).
 	FoundTrace []string
+	// Signature groups findings of one bug (explore.Finding.Signature):
+	// what a merge of shards keeps one finding of.
+	Signature string
 	// Lanes holds every lane's errno for the last op of Trace.
 	Lanes []LaneResult
 	// Path is the first differing path of a state divergence ("" is the lane

@@ -379,6 +379,7 @@ func (l *ledger) events(ctx context.Context, session string, afterSeq int64, lim
 type findingOps struct {
 	Trace       []string     `json:"trace"`
 	FoundTrace  []string     `json:"found_trace,omitempty"`
+	Signature   string       `json:"signature,omitempty"`
 	Lanes       []LaneResult `json:"lanes,omitempty"`
 	Path        string       `json:"path"`
 	Field       string       `json:"field,omitempty"`
@@ -390,7 +391,7 @@ type findingOps struct {
 }
 
 func opsOf(f *Finding) findingOps {
-	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
+	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Signature: f.Signature, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
 		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
@@ -439,6 +440,7 @@ func scanFinding(sc interface{ Scan(...any) error }) (*Finding, error) {
 	}
 	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert =
 		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert
+	f.Signature = o.Signature
 	return &f, nil
 }
 

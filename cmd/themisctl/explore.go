@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/clock"
 )
 
 // isTerminal reports whether f is a terminal (progress redraws one line there).
@@ -22,6 +23,8 @@ func isTerminal(f *os.File) bool {
 // exploreJSON is the --json output of explore: the summary's fields at the
 // top level, and the findings.
 type exploreJSON struct {
+	Search       *searchJSON        `json:"search,omitempty"`
+	Shard        *shardJSON         `json:"shard,omitempty"`
 	SessionID    string             `json:"session_id"`
 	States       int64              `json:"states"`
 	UniqueStates int64              `json:"unique_states"`
@@ -44,6 +47,27 @@ type exploreJSON struct {
 	BelowRoots   map[string]string  `json:"below_roots,omitempty"`
 	Layers       []layersJSON       `json:"layers,omitempty"`
 	FindingList  []*findingJSONView `json:"finding_list"`
+	// StateKeys are a shard's unique states (hex), for explore merge.
+	StateKeys []string `json:"state_keys,omitempty"`
+}
+
+// searchJSON is what defines a search, as the CLI asked for it: the
+// parts explore merge joins must agree on it.
+type searchJSON struct {
+	Lanes     []string `json:"lanes"`
+	Depth     int32    `json:"depth"`
+	Branching int32    `json:"branching"`
+	Ops       []string `json:"ops"`
+	Seed      uint64   `json:"seed"`
+	TimeMode  string   `json:"time_mode"`
+	Policy    string   `json:"policy"`
+}
+
+// shardJSON is the part of a search a shard's run was.
+type shardJSON struct {
+	Index int32 `json:"index"`
+	Count int32 `json:"count"`
+	Depth int32 `json:"depth"`
 }
 
 // layersJSON is what the lower ⊕ upper reference checked of one overlay
@@ -68,6 +92,7 @@ type findingJSONView struct {
 	Field       string   `json:"field,omitempty"`
 	Minimized   bool     `json:"minimized"`
 	DuplicateOf string   `json:"duplicate_of,omitempty"`
+	Signature   string   `json:"signature,omitempty"`
 }
 
 // findingLog keeps the findings of an explore stream by id, in the order
@@ -99,7 +124,7 @@ func (l *findingLog) json() []*findingJSONView {
 			found = f.GetTrace()
 		}
 		out = append(out, &findingJSONView{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Trace: f.GetTrace(), FoundTrace: found,
-			Path: f.GetPath(), Field: f.GetField(), Minimized: f.GetMinimized(), DuplicateOf: f.GetDuplicateOf()})
+			Path: f.GetPath(), Field: f.GetField(), Minimized: f.GetMinimized(), DuplicateOf: f.GetDuplicateOf(), Signature: f.GetSignature()})
 	}
 	return out
 }
@@ -107,7 +132,7 @@ func (l *findingLog) json() []*findingJSONView {
 // newExplore is `themisctl explore`.
 func newExplore(g *globals) *cobra.Command {
 	var req themisv1.ExploreRequest
-	var lanes, timeMode, ops string
+	var lanes, timeMode, ops, shard string
 	cmd := &cobra.Command{
 		Use:   "explore",
 		Short: "Drive real filesystems through their state space (bounded DFS) and report where they misbehave",
@@ -119,6 +144,13 @@ func newExplore(g *globals) *cobra.Command {
 				return err
 			}
 			req.TimeMode = mode
+			if shard != "" {
+				i, n, err := clock.ParseShard(shard)
+				if err != nil {
+					return fmt.Errorf("--shard: %w", err)
+				}
+				req.ShardIndex, req.ShardCount = int32(i), int32(n)
+			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				return runExplore(ctx, g, c, &req)
 			})
@@ -139,8 +171,11 @@ func newExplore(g *globals) *cobra.Command {
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
 	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	fl.StringVar(&req.Revert, "revert", "auto", "how the search returns to a state: auto (remount on qemu, machine on kvm), machine (restore memory, devices and disks) or remount (umount, pop the overlays, mount: a state is its disk image)")
+	fl.StringVar(&shard, "shard", "", "run shard i/n of the search (0-based, e.g. 0/4): the levels above --shard-depth in full, a 1/n share of the ops below; `themisctl explore merge` joins the shards' --json")
+	fl.Int32Var(&req.ShardDepth, "shard-depth", 0, "the level whose ops --shard divides (1: the root's ops; 0: 2, or --depth when smaller)")
 	fl.Int32Var(&req.Workers, "workers", 0, "guests exploring the one search, each a session (0: auto, one per CPU of the daemon's host, at most 8, as many as the daemon has room for); the states, digest and findings do not depend on it")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
+	cmd.AddCommand(newExploreMerge(g))
 	return cmd
 }
 
@@ -196,14 +231,16 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 		return errors.New("explore: the daemon ended the stream without a summary")
 	}
 	if g.json {
-		return writeJSON(os.Stdout, exploreView(run.sum, &run.found))
+		return writeJSON(os.Stdout, exploreView(req, run.sum, &run.found))
 	}
 	return printExploreSummary(run.sum)
 }
 
 // exploreView is explore's --json output for a summary and the findings.
-func exploreView(sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
+func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
 	out := exploreJSON{
+		Search: &searchJSON{Lanes: req.GetLanes(), Depth: req.GetDepth(), Branching: req.GetBranching(), Ops: req.GetOps(),
+			Seed: req.GetSeed(), TimeMode: req.GetTimeMode().String(), Policy: req.GetPolicy()},
 		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
 		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
 		Workers: sum.GetWorkers(), WorkersWhy: sum.GetWorkersWhy(), Sessions: sum.GetSessions(),
@@ -213,6 +250,13 @@ func exploreView(sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
 	}
 	if len(sum.GetBelowRoots()) > 0 {
 		out.BelowRoots = hexRoots(sum.GetBelowRoots())
+	}
+	if sum.GetShardCount() > 1 {
+		out.Shard = &shardJSON{Index: sum.GetShardIndex(), Count: sum.GetShardCount(), Depth: sum.GetShardDepth()}
+		out.StateKeys = make([]string, 0, len(sum.GetStateKeys()))
+		for _, k := range sum.GetStateKeys() {
+			out.StateKeys = append(out.StateKeys, hex.EncodeToString(k))
+		}
 	}
 	for _, l := range sum.GetLayers() {
 		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})

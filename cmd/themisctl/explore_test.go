@@ -74,15 +74,15 @@ func TestExploreJSON(t *testing.T) {
 		want  string
 	}{
 		{name: "plain", sum: sum, found: &findingLog{},
-			want: `{"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","revert":"remount","workers":2,"workers_why":"auto: 2 CPUs","sessions":["s-1","s-9"],"elapsed_s":2.25,"max_depth":1,"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[]}`},
+			want: `{"search":{"lanes":["ext2"],"depth":2,"branching":0,"ops":null,"seed":7,"time_mode":"TIME_MODE_UNSPECIFIED","policy":""},"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","revert":"remount","workers":2,"workers_why":"auto: 2 CPUs","sessions":["s-1","s-9"],"elapsed_s":2.25,"max_depth":1,"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[]}`},
 		{name: "overlay and a finding", sum: overlay, found: &found,
-			want: `{"session_id":"s-2","states":0,"unique_states":0,"findings":0,"states_per_sec":0,"backend":"","revert":"","workers":0,"workers_why":"","sessions":null,"stopped":"budget","elapsed_s":0,"max_depth":0,"digest":"","roots":{},"op_s":0,"fingerprint_s":0,"restore_s":0,"restores_skipped":3,"below_roots":{"overlay":"ff"},"layers":[{"lane":"overlay","checked":4,"whiteouts":1,"opaque":2}],"finding_list":[{"id":"f-1","kind":"errno-divergence","detail":"x","trace":["mkdir d 0755"],"found_trace":["mkdir d 0755"],"minimized":false}]}`},
+			want: `{"search":{"lanes":["ext2"],"depth":2,"branching":0,"ops":null,"seed":7,"time_mode":"TIME_MODE_UNSPECIFIED","policy":""},"session_id":"s-2","states":0,"unique_states":0,"findings":0,"states_per_sec":0,"backend":"","revert":"","workers":0,"workers_why":"","sessions":null,"stopped":"budget","elapsed_s":0,"max_depth":0,"digest":"","roots":{},"op_s":0,"fingerprint_s":0,"restore_s":0,"restores_skipped":3,"below_roots":{"overlay":"ff"},"layers":[{"lane":"overlay","checked":4,"whiteouts":1,"opaque":2}],"finding_list":[{"id":"f-1","kind":"errno-divergence","detail":"x","trace":["mkdir d 0755"],"found_trace":["mkdir d 0755"],"minimized":false}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var b bytes.Buffer
-			if err := writeJSON(&b, exploreView(tt.sum, tt.found)); err != nil {
+			if err := writeJSON(&b, exploreView(&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Depth: 2, Seed: 7}, tt.sum, tt.found)); err != nil {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -43,7 +44,7 @@ func (r *findingRecorder) found(f explore.Finding) {
 		ID: "f-" + hex.EncodeToString(b[:]), Kind: f.Kind, Detail: f.Detail,
 		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
 		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
-		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert,
+		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert, Signature: f.Signature(),
 	}
 	if err := r.run.RecordFinding(r.ctx, fd); err != nil {
 		r.errs = append(r.errs, err)
@@ -62,6 +63,9 @@ func (r *findingRecorder) minimized(f explore.Finding) {
 	}
 	fd.Detail, fd.Trace, fd.Path, fd.Field, fd.Lanes = f.Detail, FormatTrace(f.Trace), f.Path, f.Field, laneResults(f.Lanes)
 	fd.Minimized, fd.DuplicateOf = f.Minimized, ""
+	if f.Found != nil {
+		fd.FoundTrace, fd.OriginalLen = FormatTrace(f.Found), len(f.Found)
+	}
 	if dup := r.byID[f.DuplicateOf]; f.DuplicateOf != 0 && dup != nil {
 		fd.DuplicateOf = dup.ID
 	}
@@ -125,4 +129,25 @@ func FormatTrace(trace []*agentv1.Request) []string {
 		out[i] = opspec.Format(op)
 	}
 	return out
+}
+
+// ParseTrace reads back what FormatTrace wrote.
+func ParseTrace(trace []string) ([]*agentv1.Request, error) {
+	out := make([]*agentv1.Request, len(trace))
+	for i, s := range trace {
+		if strings.HasPrefix(s, "{") {
+			r := new(agentv1.Request)
+			if err := protojson.Unmarshal([]byte(s), r); err != nil {
+				return nil, fmt.Errorf("op %d %q: %w", i+1, s, err)
+			}
+			out[i] = r
+			continue
+		}
+		r, err := opspec.ParseRequest(s)
+		if err != nil {
+			return nil, fmt.Errorf("op %d %q: %w", i+1, s, err)
+		}
+		out[i] = r
+	}
+	return out, nil
 }

@@ -87,6 +87,10 @@ type Options struct {
 	// The unique states, digest and findings do not depend on it
 	// (explore.NewParallelChecker).
 	Workers int
+	// Shard makes the run one part of a search divided among several
+	// (explore.Shard; Count 0: the whole search): its Summary carries
+	// StateKeys, and explore.Merge of every part's is the whole search.
+	Shard explore.Shard
 }
 
 // Progress is a snapshot of a running exploration.
@@ -121,6 +125,11 @@ type Summary struct {
 	// many ("asked", "auto: 2 CPUs", "asked 4, room for 2 sessions").
 	Workers    int
 	WorkersWhy string
+	// Shard is the part of the search the run was (Count 0: all of it),
+	// its Depth resolved; StateKeys are its unique states' root tuples,
+	// sorted (a shard's only).
+	Shard     explore.Shard
+	StateKeys []string
 	// Revert is the revert strategy the run used (auto resolved).
 	Revert string
 	// RestoresSkipped counts restores LazyRestore left out.
@@ -195,6 +204,9 @@ func validate(o *Options) (oracle.Policy, error) {
 	}
 	if o.MaxStates < 0 {
 		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
+	}
+	if sh := o.Shard; sh != (explore.Shard{}) && (sh.Count < 1 || sh.Count > explore.MaxShards || sh.Index < 0 || sh.Index >= sh.Count || sh.Depth < 0 || sh.Depth > o.Depth) {
+		return oracle.Policy{}, session.Invalid("shard", "%d/%d at depth %d: want index 0..count-1, count 1..%d, depth 0..%d (the search depth)", sh.Index, sh.Count, sh.Depth, explore.MaxShards, o.Depth)
 	}
 	if (o.Workers < 0 && o.Workers != AutoWorkers) || o.Workers > MaxWorkers {
 		return oracle.Policy{}, session.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)

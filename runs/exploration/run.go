@@ -67,11 +67,15 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		return nil, errors.Join(fmt.Errorf("explore: %w", err), c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))
 	}
 	run.Event(ctx, "explore.started", fmt.Sprintf(
-		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s, workers %d (%s): %s",
-		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, c.revert, n, why, strings.Join(c.sessions(), ",")), nil)
+		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s, workers %d (%s): %s%s",
+		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, c.revert, n, why,
+		strings.Join(c.sessions(), ","), describeShard(chk.Config().Shard)), nil)
 	res, runErr := chk.Run(ctx)
 	sum := summarize(run, c, res, time.Since(start))
 	sum.Workers, sum.WorkersWhy = n, why
+	if sh := chk.Config().Shard; sh.Count > 1 {
+		sum.Shard, sum.StateKeys = sh, res.StateKeys
+	}
 	if sum.Stopped == explore.StopCancelled && errors.Is(context.Cause(ctx), session.ErrRunTimeLimit) {
 		sum.Stopped = StopMaxRunDuration
 	}
@@ -87,7 +91,7 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 	cfg := explore.Config{
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed, Ops: o.Ops,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
-		Found: rec.found, Minimized: rec.minimized,
+		Found: rec.found, Minimized: rec.minimized, Shard: o.Shard,
 	}
 	cleanup := func() error { return nil }
 	if o.Remount {
@@ -125,6 +129,15 @@ func onSystem(check func(x *system, ctx context.Context, s explore.System, trace
 		}
 		return check(x, ctx, s, trace)
 	}
+}
+
+// describeShard says which part of the search a shard is ("" for the
+// whole search).
+func describeShard(sh explore.Shard) string {
+	if sh.Count <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", shard %d/%d at depth %d", sh.Index, sh.Count, sh.Depth)
 }
 
 // describeOps says which op kinds every state tries and how many ops that

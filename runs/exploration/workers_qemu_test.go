@@ -2,12 +2,14 @@ package exploration
 
 import (
 	"context"
+	"encoding/hex"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
@@ -64,4 +66,49 @@ func TestExploreWorkersRealGuest(t *testing.T) {
 		t.Errorf("findings differ: 1 worker %v, 2 workers %v", traces(fa), traces(fb))
 	}
 	t.Logf("two workers: %.2fx the states/s of one", b.StatesPerSec/a.StatesPerSec)
+
+	// Shards 0/2 and 1/2, merged, are the whole search.
+	var parts []explore.Part
+	states := 0
+	for i := range 2 {
+		s, err := Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 2, Seed: 7, Workers: 1, Shard: explore.Shard{Index: i, Count: 2}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("shard %d/2 at depth %d: %d states, %d unique, %d findings", i, s.Shard.Depth, s.States, s.Unique, s.Findings)
+		if len(s.StateKeys) != s.Unique || s.Shard.Count != 2 {
+			t.Fatalf("shard %d: %d state keys for %d unique, shard %+v", i, len(s.StateKeys), s.Unique, s.Shard)
+		}
+		fs, err := m.Findings(ctx, s.Session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, explore.Part{StateKeys: s.StateKeys, Findings: partFindings(t, fs)})
+		states += s.States
+	}
+	merged := explore.Merge(parts)
+	if merged.Unique != a.Unique || hex.EncodeToString(merged.Digest) != a.Digest || len(merged.Findings) != a.Findings {
+		t.Errorf("shards merged: %d unique, digest %x, %d findings; whole: %d, %s, %d", merged.Unique, merged.Digest, len(merged.Findings), a.Unique, a.Digest, a.Findings)
+	}
+	if states < a.States {
+		t.Errorf("the shards applied %d ops, the whole search %d", states, a.States)
+	}
+}
+
+// partFindings are a shard's recorded findings as explore.Merge takes them.
+func partFindings(t *testing.T, fs []session.Finding) []explore.PartFinding {
+	t.Helper()
+	var out []explore.PartFinding
+	for _, f := range fs {
+		trace, err := ParseTrace(f.Trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, err := ParseTrace(f.FoundTrace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, explore.PartFinding{Signature: f.Signature, Finding: explore.Finding{Kind: f.Kind, Trace: trace, Found: found}})
+	}
+	return out
 }

@@ -2699,7 +2699,16 @@ type ExploreRequest struct {
 	// 0 is auto (one per CPU of the daemon's host, at most 8), never more
 	// than the daemon has room for; at most 64. The unique states, digest
 	// and findings do not depend on it.
-	Workers       int32 `protobuf:"varint,16,opt,name=workers,proto3" json:"workers,omitempty"`
+	Workers int32 `protobuf:"varint,16,opt,name=workers,proto3" json:"workers,omitempty"`
+	// Run one shard of the search (shard_count > 1): the levels above
+	// shard_depth in full, of the ops at depth shard_depth-1 those whose
+	// (state, op) hash falls to shard_index, and everything below them
+	// (explore.Shard). The summary then carries state_keys, and
+	// `themisctl explore merge` puts the shards together. shard_depth 0: 2,
+	// or the depth when smaller.
+	ShardIndex    int32 `protobuf:"varint,17,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount    int32 `protobuf:"varint,18,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ShardDepth    int32 `protobuf:"varint,19,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2846,6 +2855,27 @@ func (x *ExploreRequest) GetWorkers() int32 {
 	return 0
 }
 
+func (x *ExploreRequest) GetShardIndex() int32 {
+	if x != nil {
+		return x.ShardIndex
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetShardCount() int32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetShardDepth() int32 {
+	if x != nil {
+		return x.ShardDepth
+	}
+	return 0
+}
+
 type ExploreProgress struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	States       int64                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
@@ -2983,7 +3013,10 @@ type Finding struct {
 	// The revert strategy of the run that found it ("machine" or "remount";
 	// empty for findings recorded before there was a choice: machine).
 	// Under "remount" every op of the trace runs on freshly mounted lanes.
-	Revert        string `protobuf:"bytes,15,opt,name=revert,proto3" json:"revert,omitempty"`
+	Revert string `protobuf:"bytes,15,opt,name=revert,proto3" json:"revert,omitempty"`
+	// What groups findings of one bug (kind, last op kind, what differs):
+	// `themisctl explore merge` keeps one finding per signature.
+	Signature     string `protobuf:"bytes,16,opt,name=signature,proto3" json:"signature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3123,6 +3156,13 @@ func (x *Finding) GetRevert() string {
 	return ""
 }
 
+func (x *Finding) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
 type ExploreSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3156,7 +3196,14 @@ type ExploreSummary struct {
 	WorkersWhy string `protobuf:"bytes,20,opt,name=workers_why,json=workersWhy,proto3" json:"workers_why,omitempty"`
 	// Every session the run used, session_id first (a replaced worker's
 	// included).
-	Sessions      []string `protobuf:"bytes,21,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions []string `protobuf:"bytes,21,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// A shard's unique states (their root tuples, sorted), for the merge;
+	// empty when the run is not a shard.
+	StateKeys [][]byte `protobuf:"bytes,22,rep,name=state_keys,json=stateKeys,proto3" json:"state_keys,omitempty"`
+	// The shard this run was (count 0: not a shard), its depth resolved.
+	ShardIndex    int32 `protobuf:"varint,23,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount    int32 `protobuf:"varint,24,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ShardDepth    int32 `protobuf:"varint,25,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3336,6 +3383,34 @@ func (x *ExploreSummary) GetSessions() []string {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *ExploreSummary) GetStateKeys() [][]byte {
+	if x != nil {
+		return x.StateKeys
+	}
+	return nil
+}
+
+func (x *ExploreSummary) GetShardIndex() int32 {
+	if x != nil {
+		return x.ShardIndex
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetShardCount() int32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetShardDepth() int32 {
+	if x != nil {
+		return x.ShardDepth
+	}
+	return 0
 }
 
 // LaneLayers is what the lower ⊕ upper reference saw of one overlay lane
@@ -5648,7 +5723,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xcc\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xaf\x04\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -5669,7 +5744,13 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\abackend\x18\r \x01(\tR\abackend\x12\x16\n" +
 	"\x06revert\x18\x0e \x01(\tR\x06revert\x12\x10\n" +
 	"\x03ops\x18\x0f \x03(\tR\x03ops\x12\x18\n" +
-	"\aworkers\x18\x10 \x01(\x05R\aworkers\"\x98\x02\n" +
+	"\aworkers\x18\x10 \x01(\x05R\aworkers\x12\x1f\n" +
+	"\vshard_index\x18\x11 \x01(\x05R\n" +
+	"shardIndex\x12\x1f\n" +
+	"\vshard_count\x18\x12 \x01(\x05R\n" +
+	"shardCount\x12\x1f\n" +
+	"\vshard_depth\x18\x13 \x01(\x05R\n" +
+	"shardDepth\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -5679,7 +5760,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xbb\x03\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xd9\x03\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -5700,7 +5781,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vfound_trace\x18\r \x03(\tR\n" +
 	"foundTrace\x12!\n" +
 	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
-	"\x06revert\x18\x0f \x01(\tR\x06revert\"\xb3\x05\n" +
+	"\x06revert\x18\x0f \x01(\tR\x06revert\x12\x1c\n" +
+	"\tsignature\x18\x10 \x01(\tR\tsignature\"\xb5\x06\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5726,7 +5808,15 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aworkers\x18\x13 \x01(\x05R\aworkers\x12\x1f\n" +
 	"\vworkers_why\x18\x14 \x01(\tR\n" +
 	"workersWhy\x12\x1a\n" +
-	"\bsessions\x18\x15 \x03(\tR\bsessions\"p\n" +
+	"\bsessions\x18\x15 \x03(\tR\bsessions\x12\x1d\n" +
+	"\n" +
+	"state_keys\x18\x16 \x03(\fR\tstateKeys\x12\x1f\n" +
+	"\vshard_index\x18\x17 \x01(\x05R\n" +
+	"shardIndex\x12\x1f\n" +
+	"\vshard_count\x18\x18 \x01(\x05R\n" +
+	"shardCount\x12\x1f\n" +
+	"\vshard_depth\x18\x19 \x01(\x05R\n" +
+	"shardDepth\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
