@@ -1,6 +1,7 @@
-// Package k8s holds the Kubernetes manifests for batch clock sweeps; this test
-// strictly decodes them with the real API types and checks that they agree
-// with each other (shard count, index variable, shared results claim).
+// Package k8s holds the Kubernetes manifests for sharded clock sweeps and
+// explorations; this test strictly decodes them with the real API types
+// and checks that they agree with each other (shard count, index
+// variable, shared results claim).
 package k8s
 
 import (
@@ -179,8 +180,60 @@ func TestPVC(t *testing.T) {
 	}
 }
 
-func TestSweepJob(t *testing.T) {
-	j := oneJob(t, "sweep-job.yaml")
+// batch is one sharded Job and its merge Job.
+type batch struct {
+	name, job, merge string
+	// jobWants and mergeWants must appear in the scripts; lanes are the
+	// env vars the Job's container sets.
+	jobWants, mergeWants, env []string
+	// shard is the file pod i writes; run is what the stand-in themisctl
+	// prints for pod i of n (its argv); mergeRun for the merge of files;
+	// merged the merge's output file.
+	shard    func(i int) string
+	run      func(i, n int) string
+	mergeRun func(files []string) string
+	merged   string
+}
+
+var batches = []batch{
+	{
+		name: "sweep", job: "sweep-job.yaml", merge: "sweep-merge-job.yaml",
+		jobWants:   []string{"themisctl --json sweep clock", `--fs "$LANES"`, "JOB_COMPLETION_INDEX", "/results/shard-$JOB_COMPLETION_INDEX.jsonl", "set -eu"},
+		mergeWants: []string{"themisctl sweep merge /results/shard-*.jsonl --json", "/results/merged.jsonl", "set -eu"},
+		env:        []string{"LANES"},
+		shard:      func(i int) string { return "shard-" + strconv.Itoa(i) + ".jsonl" },
+		run: func(i, n int) string {
+			return "--json sweep clock --fs ext2,ext4 --shard " + strconv.Itoa(i) + "/" + strconv.Itoa(n)
+		},
+		mergeRun: func(files []string) string { return "sweep merge " + strings.Join(files, " ") + " --json" },
+		merged:   "merged.jsonl",
+	},
+	{
+		name: "explore", job: "explore-job.yaml", merge: "explore-merge-job.yaml",
+		jobWants: []string{"themisctl --json explore", `--fs "$LANES"`, `--depth "$DEPTH"`, `--seed "$SEED"`, "JOB_COMPLETION_INDEX",
+			"/results/explore-shard-$JOB_COMPLETION_INDEX.json", "set -eu"},
+		mergeWants: []string{"themisctl --json explore merge /results/explore-shard-*.json", "/results/explore-merged.json", "set -eu"},
+		env:        []string{"LANES", "DEPTH", "SEED"},
+		shard:      func(i int) string { return "explore-shard-" + strconv.Itoa(i) + ".json" },
+		run: func(i, n int) string {
+			return "--json explore --fs ext2,ext4 --depth 3 --seed 7 --shard " + strconv.Itoa(i) + "/" + strconv.Itoa(n)
+		},
+		mergeRun: func(files []string) string { return "--json explore merge " + strings.Join(files, " ") },
+		merged:   "explore-merged.json",
+	},
+}
+
+func TestShardJobs(t *testing.T) {
+	for _, b := range batches {
+		t.Run(b.name, func(t *testing.T) { checkShardJob(t, b) })
+	}
+}
+
+// checkShardJob checks an Indexed Job: its shard count agrees with its
+// completions and parallelism, its script has what it needs, it asks for
+// KVM on a labelled node and mounts the results claim.
+func checkShardJob(t *testing.T, b batch) {
+	j := oneJob(t, b.job)
 	s := j.Spec
 	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
 		t.Fatalf("completionMode %v, want Indexed", s.CompletionMode)
@@ -194,19 +247,19 @@ func TestSweepJob(t *testing.T) {
 	if n < 1 || int(*s.Completions) != n || int(*s.Parallelism) != n {
 		t.Errorf("completions %d, parallelism %d, shards in command %d: must be equal", *s.Completions, *s.Parallelism, n)
 	}
-	for _, want := range []string{"themisctl --json sweep clock", `--fs "$LANES"`, "JOB_COMPLETION_INDEX", "/results/shard-$JOB_COMPLETION_INDEX.jsonl", "set -eu"} {
+	for _, want := range b.jobWants {
 		if !strings.Contains(sc, want) {
-			t.Errorf("sweep script lacks %q: %q", want, sc)
+			t.Errorf("%s script lacks %q: %q", b.name, want, sc)
 		}
 	}
-	lanes := ""
+	env := map[string]string{}
 	for _, e := range c.Env {
-		if e.Name == "LANES" {
-			lanes = e.Value
-		}
+		env[e.Name] = e.Value
 	}
-	if lanes == "" {
-		t.Error("env LANES not set")
+	for _, name := range b.env {
+		if env[name] == "" {
+			t.Errorf("env %s not set", name)
+		}
 	}
 	ps := j.Spec.Template.Spec
 	if ps.RestartPolicy != corev1.RestartPolicyNever {
@@ -221,19 +274,26 @@ func TestSweepJob(t *testing.T) {
 	resultsClaim(t, j, c)
 }
 
-func TestMergeJob(t *testing.T) {
-	sweep := oneJob(t, "sweep-job.yaml")
-	n := sweepShards(t, script(t, oneContainer(t, sweep)))
-	j := oneJob(t, "sweep-merge-job.yaml")
+func TestMergeJobs(t *testing.T) {
+	for _, b := range batches {
+		t.Run(b.name, func(t *testing.T) { checkMergeJob(t, b) })
+	}
+}
+
+// checkMergeJob checks a merge Job against its sharded Job.
+func checkMergeJob(t *testing.T, b batch) {
+	sharded := oneJob(t, b.job)
+	n := sweepShards(t, script(t, oneContainer(t, sharded)))
+	j := oneJob(t, b.merge)
 	if j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion {
 		t.Error("merge job must not be Indexed")
 	}
-	if j.Name == sweep.Name {
-		t.Errorf("merge and sweep jobs share the name %s", j.Name)
+	if j.Name == sharded.Name {
+		t.Errorf("merge and sharded jobs share the name %s", j.Name)
 	}
 	c := oneContainer(t, j)
 	sc := script(t, c)
-	for _, want := range []string{"themisctl sweep merge /results/shard-*.jsonl --json", "/results/merged.jsonl", "set -eu"} {
+	for _, want := range b.mergeWants {
 		if !strings.Contains(sc, want) {
 			t.Errorf("merge script lacks %q: %q", want, sc)
 		}
@@ -243,10 +303,23 @@ func TestMergeJob(t *testing.T) {
 		t.Fatalf("merge script does not check the shard count: %q", sc)
 	}
 	if got, _ := strconv.Atoi(m[1]); got != n {
-		t.Errorf("merge expects %d shards, sweep runs %d", got, n)
+		t.Errorf("merge expects %d shards, %s runs %d", got, b.name, n)
 	}
 	resultsClaim(t, j, c)
-	resultsClaim(t, sweep, oneContainer(t, sweep))
+}
+
+// TestJobNames: no two Jobs share a name.
+func TestJobNames(t *testing.T) {
+	seen := map[string]string{}
+	for _, b := range batches {
+		for _, f := range []string{b.job, b.merge} {
+			j := oneJob(t, f)
+			if seen[j.Name] != "" {
+				t.Errorf("%s and %s both name a Job %s", seen[j.Name], f, j.Name)
+			}
+			seen[j.Name] = f
+		}
+	}
 }
 
 // TestStrictRejectsTypos makes sure the decoder would catch a misspelt field.
@@ -262,13 +335,20 @@ func TestStrictRejectsTypos(t *testing.T) {
 	}
 }
 
-// TestScripts runs the two shell scripts with a stand-in themisctl and
-// /results pointed at a temporary directory: every index writes its shard,
-// a failing sweep leaves no shard file, and the merge sees all shards.
+// TestScripts runs each batch's two shell scripts with a stand-in
+// themisctl and /results pointed at a temporary directory: every index
+// writes its shard, a failing shard leaves no shard file, and the merge
+// sees all shards.
 func TestScripts(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
+	for _, b := range batches {
+		t.Run(b.name, func(t *testing.T) { runScripts(t, b) })
+	}
+}
+
+func runScripts(t *testing.T, b batch) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	res := filepath.Join(dir, "results")
@@ -281,54 +361,54 @@ func TestScripts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "themisctl"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := func(sc string, env ...string) ([]byte, error) {
+	env := []string{"LANES=ext2,ext4", "DEPTH=3", "SEED=7"}
+	run := func(sc string, extra ...string) ([]byte, error) {
 		cmd := exec.Command("sh", "-c", strings.ReplaceAll(sc, resultsPath, res))
 		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-		cmd.Env = append(cmd.Env, env...)
+		cmd.Env = append(append(cmd.Env, env...), extra...)
 		return cmd.CombinedOutput()
 	}
-	sweep := oneJob(t, "sweep-job.yaml")
-	sc := script(t, oneContainer(t, sweep))
+	sc := script(t, oneContainer(t, oneJob(t, b.job)))
 	n := sweepShards(t, sc)
-	merge := script(t, oneContainer(t, oneJob(t, "sweep-merge-job.yaml")))
+	merge := script(t, oneContainer(t, oneJob(t, b.merge)))
 
 	if out, err := run(merge); err == nil {
 		t.Fatalf("merge with no shards succeeded: %s", out)
 	}
-	if out, err := run(sc, "LANES=ext2,ext4", "JOB_COMPLETION_INDEX=0", "FAIL=1"); err == nil {
-		t.Fatalf("failing sweep reported success: %s", out)
+	if out, err := run(sc, "JOB_COMPLETION_INDEX=0", "FAIL=1"); err == nil {
+		t.Fatalf("failing shard reported success: %s", out)
 	}
-	if _, err := os.Stat(filepath.Join(res, "shard-0.jsonl")); !os.IsNotExist(err) {
-		t.Fatalf("failing sweep left a shard file (stat: %v)", err)
+	if _, err := os.Stat(filepath.Join(res, b.shard(0))); !os.IsNotExist(err) {
+		t.Fatalf("failing shard left a shard file (stat: %v)", err)
 	}
 	var want []string
 	for i := 0; i < n; i++ {
-		if out, err := run(sc, "LANES=ext2,ext4", "JOB_COMPLETION_INDEX="+strconv.Itoa(i)); err != nil {
+		if out, err := run(sc, "JOB_COMPLETION_INDEX="+strconv.Itoa(i)); err != nil {
 			t.Fatalf("shard %d: %v: %s", i, err, out)
 		}
-		b, err := os.ReadFile(filepath.Join(res, "shard-"+strconv.Itoa(i)+".jsonl"))
+		bs, err := os.ReadFile(filepath.Join(res, b.shard(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, w := strings.TrimSpace(string(b)), "--json sweep clock --fs ext2,ext4 --shard "+strconv.Itoa(i)+"/"+strconv.Itoa(n); got != w {
+		if got, w := strings.TrimSpace(string(bs)), b.run(i, n); got != w {
 			t.Errorf("shard %d ran themisctl %q, want %q", i, got, w)
 		}
-		want = append(want, filepath.Join(res, "shard-"+strconv.Itoa(i)+".jsonl"))
+		want = append(want, filepath.Join(res, b.shard(i)))
 	}
 	if out, err := run(merge); err != nil {
 		t.Fatalf("merge: %v: %s", err, out)
 	}
-	b, err := os.ReadFile(filepath.Join(res, "merged.jsonl"))
+	bs, err := os.ReadFile(filepath.Join(res, b.merged))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(want)
-	if got, w := strings.TrimSpace(string(b)), "sweep merge "+strings.Join(want, " ")+" --json"; got != w {
+	if got, w := strings.TrimSpace(string(bs)), b.mergeRun(want); got != w {
 		t.Errorf("merge ran themisctl %q, want %q", got, w)
 	}
 	left, _ := filepath.Glob(filepath.Join(res, "*.tmp"))
 	if len(left) != 0 {
-		// The failed try's shard-0.jsonl.tmp was replaced by the retry's.
+		// The failed try's shard file was replaced by the retry's.
 		t.Errorf("temporary files left: %v", left)
 	}
 }
