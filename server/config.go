@@ -87,6 +87,11 @@ type Limits struct {
 	// MaxBaseCacheMiB bounds the disk the cached base images take, in MiB
 	// (baseimage.Maker; default 8192): the least recently used go first.
 	MaxBaseCacheMiB int `toml:"max_base_cache_mib"`
+	// StreamStallS is how long, in seconds, a run waits for room in its
+	// stream's full buffer (DefaultStreamBuffer messages) before it is
+	// cancelled: a client that does not read its stream (default 30,
+	// DefaultStreamWait).
+	StreamStallS int `toml:"stream_stall_s"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -232,6 +237,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.call_timeout_s", c.Limits.CallTimeoutS},
 		{"limits.max_run_seconds", c.Limits.MaxRunSeconds},
 		{"limits.max_base_cache_mib", c.Limits.MaxBaseCacheMiB},
+		{"limits.stream_stall_s", c.Limits.StreamStallS},
 		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {
