@@ -43,8 +43,9 @@ const (
 	// NegSize makes every later Fingerprint report each regular file with
 	// size -1.
 	NegSize Mode = "negsize"
-	// Log starts an endless log: console lines, every eighth one
-	// Options.LongLine bytes long, and kernel log lines; answers go on.
+	// Log starts an endless log: console lines, the first and every
+	// eighth one Options.LongLine bytes long, and kernel log lines;
+	// answers go on.
 	Log Mode = "log"
 )
 
@@ -61,7 +62,7 @@ const (
 // Defaults of Options.
 const (
 	DefaultDelay    = 2 * time.Second
-	DefaultLongLine = 2 << 20
+	DefaultLongLine = 1<<20 + 4<<10 // past the 1 MiB token of a bufio.Scanner
 	defaultKmsg     = "/dev/kmsg"
 )
 
@@ -344,7 +345,7 @@ func (c *Channel) flood() {
 		default:
 		}
 		line := []byte(fmt.Sprintf("themis-fault: log line %d\n", i))
-		if i%8 == 7 {
+		if i%8 == 0 {
 			line = long
 		}
 		if _, err := c.opt.Console.Write(line); err != nil {
