@@ -42,6 +42,10 @@ const (
 	bootWithin = 3 * time.Minute
 	// laneSpec is every session's one lane.
 	laneSpec = "ext2"
+	// maxSessions is the in-process daemon's limits.max_sessions: the
+	// bystander and the cycles at once of create-delete-50, so that a slot
+	// any earlier case failed to free fails the cycles (RESOURCE_EXHAUSTED).
+	maxSessions = 1 + cyclesAtOnce
 )
 
 // fault is one case of the suite: it does its fault to the daemon and
@@ -135,12 +139,12 @@ func newSuite(t *testing.T, env *vmmtest.Env) *suite {
 	img := faultImage(t, env)
 	s := &suite{env: env, themisd: filepath.Join(dirs.Work, "themisd"),
 		scope: Scope{PID: os.Getpid(), Scratch: dirs.Scratch, Temp: dirs.Temp}}
-	goBuild(t, "./cmd/themisd", s.themisd, nil)
+	goBuild(t, "./cmd/themisd", s.themisd, nil, raceFlags...)
 
 	state := filepath.Join(dirs.Work, "daemon")
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	mgr, err := session.Open(context.Background(), session.Config{StateDir: state, CacheDir: env.CacheDir,
-		MakeBase: baseimage.Make, Image: img, CallTimeout: callTimeout, Log: log.Named("session")})
+		MakeBase: baseimage.Make, Image: img, CallTimeout: callTimeout, MaxSessions: maxSessions, Log: log.Named("session")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,15 +169,44 @@ func newSuite(t *testing.T, env *vmmtest.Env) *suite {
 		Op: &themisv1.Op{Op: &themisv1.Op_Mkdir{Mkdir: &agentv1.Mkdir{Path: "kept", Mode: 0o755}}}}); err != nil {
 		t.Fatal(err)
 	}
-	// Warm what is opened lazily and kept (the ledger's connection pool)
-	// before the baseline: a burst of views and calls, as the checks make.
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() { s.probe(t, &result{}) })
-	}
-	wg.Wait()
+	s.warm(t)
 	s.base = s.settle(t, func(Census) bool { return true })
 	return s
+}
+
+// warm fills, before the baseline, what the daemon opens on demand and
+// keeps: the ledger's connection pool (database/sql keeps up to two idle
+// connections, two fds each), which a case's concurrent ledger reads
+// would otherwise grow for good. It sends bursts of concurrent ledger
+// reads and the checks' calls until the daemon's fds stop growing.
+func (s *suite) warm(t *testing.T) {
+	t.Helper()
+	last, stable := -1, 0
+	for i := 0; i < 30 && stable < 3; i++ {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				ctx := ctxFor(t, 10*time.Second)
+				if _, err := s.c.ListSessions(ctx, &themisv1.ListSessionsRequest{All: true}); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.c.ListEvents(ctx, &themisv1.ListEventsRequest{SessionId: s.bystander}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Go(func() { s.probe(t, &result{}) })
+		wg.Wait()
+		c, err := s.scope.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(c.FDs); n > last {
+			last, stable = n, 0
+		} else {
+			stable++
+		}
+	}
 }
 
 // shutdown stops the in-process daemon (once) and checks that it left

@@ -48,6 +48,10 @@ func startThemisd(t *testing.T, bin, config, sock, log string) *themisd {
 	}
 	d := &themisd{cmd: exec.Command(bin, "--config", config, "--drain", drain.String()), addr: "unix://" + sock, log: log, exited: make(chan struct{})}
 	d.cmd.Stdout, d.cmd.Stderr = out, out
+	if os.Getenv("GORACE") == "" {
+		// A -race build (raceFlags) sleeps a second at exit by default.
+		d.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
