@@ -6,13 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/vmm/qemu"
 )
 
 // dirs are the suite's private dirs, made by TestMain (see the package
-// doc). Names start with "faultsuite-", never "themis-": no daemon's sweep
-// takes them for its own leftovers.
+// doc), in two owned dirs (internal/scratch) named "faultsuite-*", never
+// "themis-*": no daemon's sweep takes them for its own leftovers.
 var dirs struct {
 	// Scratch is $THEMIS_SCRATCH_DIR of this process and its themisd
 	// children (in /dev/shm where there is one).
@@ -23,6 +25,14 @@ var dirs struct {
 	// sockets, configs, logs): neither counted nor swept.
 	Work string
 }
+
+// ownedPrefix names the suite's owned dirs.
+const ownedPrefix = "faultsuite-"
+
+// leftoverGrace is how old the owned dirs of a suite that is gone (killed
+// at a timeout, say) must be before a later run removes them: longer than
+// the instant between making one and locking it.
+const leftoverGrace = time.Minute
 
 func TestMain(m *testing.M) {
 	code, err := runMain(m)
@@ -35,24 +45,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runMain makes the private dirs, points the environment at them, runs
-// the tests and removes the dirs.
+// runMain sweeps what runs that are gone left, makes the private dirs,
+// points the environment at them, runs the tests and removes the dirs.
 func runMain(m *testing.M) (code int, err error) {
-	root, err := os.MkdirTemp("", "faultsuite-")
-	if err != nil {
-		return 1, err
-	}
-	shm := root
+	shm := os.TempDir()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		shm = "/dev/shm"
 	}
-	scratch, err := os.MkdirTemp(shm, "faultsuite-")
-	if err != nil {
-		return 1, errors.Join(err, os.RemoveAll(root))
+	for _, parent := range []string{shm, os.TempDir()} {
+		if _, err := scratch.Sweep(parent, ownedPrefix, ownedPrefix, leftoverGrace, nil); err != nil {
+			return 1, err
+		}
 	}
-	defer func() { err = errors.Join(err, os.RemoveAll(scratch), os.RemoveAll(root)) }()
-	dirs.Scratch, dirs.Temp, dirs.Work = scratch, filepath.Join(root, "tmp"), filepath.Join(root, "work")
-	for _, d := range []string{dirs.Temp, dirs.Work} {
+	root, err := scratch.MkdirTemp(os.TempDir(), ownedPrefix)
+	if err != nil {
+		return 1, err
+	}
+	defer func() { err = errors.Join(err, root.Remove()) }()
+	shmRoot, err := scratch.MkdirTemp(shm, ownedPrefix)
+	if err != nil {
+		return 1, err
+	}
+	defer func() { err = errors.Join(err, shmRoot.Remove()) }()
+	dirs.Scratch = filepath.Join(shmRoot.Path, "scratch")
+	dirs.Temp, dirs.Work = filepath.Join(root.Path, "tmp"), filepath.Join(root.Path, "work")
+	for _, d := range []string{dirs.Scratch, dirs.Temp, dirs.Work} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return 1, err
 		}
