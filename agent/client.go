@@ -22,8 +22,9 @@ import (
 var ErrBroken = errors.New("agent: client broken")
 
 // ErrBadResponse reports a response the agent could not honestly have
-// sent: a length, size or count that is negative, beyond what was asked
-// for or beyond a host bound. Nothing from the guest is trusted; a caller
+// sent: a frame that does not decode or is longer than MaxFrame, an id
+// not yet asked for, a length, size or count that is negative, beyond
+// what was asked for or beyond a host bound. Nothing from the guest is trusted; a caller
 // that finds such a response wraps ErrBadResponse, and a session treats
 // it like a dead guest (it fails that session, never the daemon).
 var ErrBadResponse = errors.New("agent: bad response")
@@ -183,8 +184,12 @@ func (c *Client) exchange(req *agentv1.Request) (*agentv1.Response, error) {
 		}
 		resp := new(agentv1.Response)
 		if err := ReadFrame(c.rw, resp); err != nil {
-			if errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(err, io.EOF):
 				err = fmt.Errorf("agent: stream closed: %w", io.ErrUnexpectedEOF)
+			case errors.Is(err, ErrDecode), errors.Is(err, ErrFrameTooLarge):
+				// Our agent frames only messages, within MaxFrame.
+				err = fmt.Errorf("%w: %w", err, ErrBadResponse)
 			}
 			return nil, err
 		}
@@ -202,7 +207,7 @@ func (c *Client) exchange(req *agentv1.Request) (*agentv1.Response, error) {
 		case id < req.Id:
 			c.log.Debug("agent: discard stale response", zap.Uint64("id", id), zap.Uint64("want", req.Id))
 		default:
-			return nil, fmt.Errorf("agent: response id %d from the future (want %d)", id, req.Id)
+			return nil, fmt.Errorf("agent: response id %d from the future (want %d): %w", id, req.Id, ErrBadResponse)
 		}
 	}
 }

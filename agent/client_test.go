@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -159,12 +160,16 @@ func mustFrame(t testing.TB, w io.Writer, m proto.Message) {
 // TestClientHostileReplies: an agent that answers with stale ids forever,
 // or with an error text of megabytes, cannot hold a call for longer than
 // a bounded number of frames, nor hand the host an unbounded string.
+// answerID answers each request with an empty response of its id.
+func answerID(id uint64) []*agentv1.Response { return []*agentv1.Response{{Id: id}} }
+
 func TestClientHostileReplies(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("e", 1<<20)
 	cases := []struct {
 		name    string
 		answer  func(id uint64) []*agentv1.Response // the frames sent for request id
+		raw     []byte                              // sent instead for the second request, when set
 		wantErr error                               // nil: the call succeeds
 	}{
 		{"endless stale", func(id uint64) []*agentv1.Response {
@@ -176,20 +181,25 @@ func TestClientHostileReplies(t *testing.T) {
 				out[i] = &agentv1.Response{Id: 1}
 			}
 			return out
-		}, ErrBadResponse},
+		}, nil, ErrBadResponse},
 		{"a few stale", func(id uint64) []*agentv1.Response {
 			if id == 1 {
 				return []*agentv1.Response{{Id: 1}}
 			}
 			return []*agentv1.Response{{Id: id - 1}, {Id: id - 1}, {Id: id}}
-		}, nil},
+		}, nil, nil},
+		{"a frame that does not decode", answerID, []byte{0, 0, 0, 3, 0xff, 0xff, 0xff}, ErrBadResponse},
+		{"a frame longer than MaxFrame", answerID, binary.BigEndian.AppendUint32(nil, MaxFrame+1), ErrBadResponse},
+		{"an id from the future", func(id uint64) []*agentv1.Response {
+			return []*agentv1.Response{{Id: id + 1}}
+		}, nil, ErrBadResponse},
 		{"long error", func(id uint64) []*agentv1.Response {
 			return []*agentv1.Response{{Id: id, Errno: 5, Error: long}}
-		}, nil},
+		}, nil, nil},
 		{"long error in a batch", func(id uint64) []*agentv1.Response {
 			return []*agentv1.Response{{Id: id, Result: &agentv1.Response_Batch{Batch: &agentv1.BatchResult{
 				Responses: []*agentv1.Response{{Errno: 5, Error: long}}}}}}
-		}, nil},
+		}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,6 +212,12 @@ func TestClientHostileReplies(t *testing.T) {
 					req := new(agentv1.Request)
 					if err := ReadFrame(guest, req); err != nil {
 						return
+					}
+					if tc.raw != nil && req.GetId() == 2 {
+						if _, err := guest.Write(tc.raw); err != nil {
+							return
+						}
+						continue
 					}
 					for _, r := range tc.answer(req.GetId()) {
 						if err := WriteFrame(guest, r); err != nil {

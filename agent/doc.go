@@ -12,8 +12,11 @@
 // response with the same id. A call that times out or fails on the stream
 // leaves the stream in an unknown position, so the client is then broken:
 // every later call fails with [ErrBroken] and the machine should be treated
-// as failed. A non-zero errno in a response is the operation's result, not
-// a failure of the call; [ResponseError] turns it into an [Error].
+// as failed. A reply the agent could not honestly have sent (a frame that
+// does not decode or is longer than MaxFrame, an id not yet asked for,
+// more than 64 stale replies) wraps [ErrBadResponse], which a session takes
+// for a dead guest. A non-zero errno in a response is the operation's
+// result, not a failure of the call; [ResponseError] turns it into an [Error].
 //
 // The guest side, the Server that cmd/themis-agent runs as PID 1, is package
 // agent/inguest; this package does not import it, so the host reaches none of

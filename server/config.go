@@ -97,6 +97,11 @@ type Limits struct {
 	// DaemonBudgetMiB bounds the same over all sessions together, in MiB
 	// (default: half the host's memory less max_memory_mib, at least 256).
 	DaemonBudgetMiB int `toml:"daemon_budget_mib"`
+	// StreamStallS is how long, in seconds, a run waits for room in its
+	// stream's full buffer (DefaultStreamBuffer messages) before it is
+	// cancelled: a client that does not read its stream (default 30,
+	// DefaultStreamWait).
+	StreamStallS int `toml:"stream_stall_s"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -244,6 +249,7 @@ func (c Config) validate() (listenAddr, error) {
 		{"limits.max_base_cache_mib", c.Limits.MaxBaseCacheMiB},
 		{session.SessionBudgetKey, c.Limits.SessionBudgetMiB},
 		{session.DaemonBudgetKey, c.Limits.DaemonBudgetMiB},
+		{"limits.stream_stall_s", c.Limits.StreamStallS},
 		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {

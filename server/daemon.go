@@ -147,6 +147,9 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 
 	d.srv = New(d.dom, log)
 	d.srv.metrics = m
+	if cfg.Limits.StreamStallS > 0 {
+		d.srv.streamWait = time.Duration(cfg.Limits.StreamStallS) * time.Second
+	}
 	d.grpc = newGRPCServer(creds, m, auth, log)
 	Register(d.grpc, d.srv)
 	d.serve(netutil.LimitListener(lis, MaxConnections), mlis, m, auth)

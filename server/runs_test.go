@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -265,5 +266,41 @@ func TestExploreClientNotReadingFreesSession(t *testing.T) {
 	}
 	if _, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}}); err != nil {
 		t.Errorf("Create after the stalled run (max_sessions 1): %v", err)
+	}
+}
+
+// TestStreamStallConfig checks limits.stream_stall_s: a negative value is
+// refused naming the key, and a daemon with it set cancels the run of a
+// client that does not read its stream after that long instead of
+// DefaultStreamWait.
+func TestStreamStallConfig(t *testing.T) {
+	t.Parallel()
+	_, err := startDaemon(t.Context(), Config{Listen: "unix:///tmp/x.sock", StateDir: t.TempDir(), Limits: Limits{StreamStallS: -1}},
+		zaptest.NewLogger(t), fakeOpen(&fakeDomain{}))
+	if err == nil || !strings.Contains(err.Error(), "limits.stream_stall_s") {
+		t.Errorf("stream_stall_s -1: err = %v, want it to name limits.stream_stall_s", err)
+	}
+
+	f := &floodDomain{fakeDomain: &fakeDomain{}, ended: make(chan error, 1)}
+	sock := filepath.Join(sockDir(t), "themisd.sock")
+	d, err := startDaemon(t.Context(), Config{Listen: "unix://" + sock, StateDir: t.TempDir(), Limits: Limits{StreamStallS: 1}},
+		zaptest.NewLogger(t), func(context.Context, Config, func(time.Duration), *zap.Logger) (managedDomain, error) { return f, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownAtEnd(t, d)
+	c := dial(t, d.Addr(), client.Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel() // the unread stream, before the daemon's shutdown
+	if _, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"ext2"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-f.ended:
+		if !errors.Is(cause, session.ErrExhausted) || !strings.Contains(cause.Error(), "queued for 1s") {
+			t.Errorf("run's context ended with %v, want client not reading after 1s (ErrExhausted)", cause)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run still going 20s after its client stopped reading (stream_stall_s 1)")
 	}
 }

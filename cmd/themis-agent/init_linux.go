@@ -63,7 +63,7 @@ func runInit(log *zap.Logger) {
 		}
 		fmt.Fprintf(os.Stderr, "%s on %s\n", agent.ReadyLine, dev.Path)
 		start := time.Now()
-		err = srv.Serve(ch)
+		err = srv.Serve(faultChannel(ch, log))
 		if cerr := ch.Close(); cerr != nil {
 			log.Warn("close agent channel", zap.Error(cerr))
 		}

@@ -22,8 +22,9 @@ import (
 	"github.com/themisfs/themis/server"
 )
 
-// shutdownTimeout bounds how long in-flight calls may finish after a signal.
-const shutdownTimeout = 30 * time.Second
+// defaultDrain bounds how long in-flight calls may finish after a signal
+// (--drain); then they are cancelled (server.Daemon.Shutdown).
+const defaultDrain = 30 * time.Second
 
 func main() {
 	if err := run(); err != nil {
@@ -39,10 +40,14 @@ func run() error {
 		stateDir      = flag.String("state-dir", "", "state directory holding the ledger (overrides the config)")
 		metricsListen = flag.String("metrics-listen", "", "Prometheus endpoint host:port (overrides the config)")
 		verbose       = flag.Bool("v", false, "debug logging")
+		drain         = flag.Duration("drain", defaultDrain, "on SIGTERM, how long in-flight calls and runs may finish before they are cancelled")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", flag.Args())
+	}
+	if *drain <= 0 {
+		return fmt.Errorf("--drain %v: must be positive", *drain)
 	}
 
 	cfg := server.Config{}
@@ -87,7 +92,7 @@ func run() error {
 	}
 	stop() // a second signal kills the process the default way
 
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	return errors.Join(serveErr, d.Shutdown(sctx))
 }

@@ -1,9 +1,11 @@
 // Package qemu implements vmm.Machine on QEMU (TCG, or KVM where the host has
 // hardware virtualization) driven over QMP with our own small client.
 //
-// Layout of one machine: guest RAM is a memory-backend-file in /dev/shm that
-// the host maps too (to hash it and, in the devices-only restore mode, to put
-// changed pages back); each lane's disk is an overlay.Device exported over NBD
+// Layout of one machine: guest RAM is a memory-backend-file in ScratchDir
+// (/dev/shm, or $THEMIS_SCRATCH_DIR: ScratchEnv) that the host maps too
+// (to hash it and, in the devices-only restore mode, to put changed pages
+// back), beside the machine's work dir (its sockets and state image);
+// each lane's disk is an overlay.Device exported over NBD
 // on a unix socket, so every sector the guest reads or writes passes through
 // the host; the agent channel is a unix socket chardev on a virtio-serial
 // port named themis.agent (agent.PortName; virtio-serial-pci with

@@ -171,12 +171,21 @@ const (
 	RAMFilePrefix = "themis-ram-"
 )
 
-// ScratchDir is where machines keep RAM files and work dirs: /dev/shm when
-// there is one, else the temp dir.
+// ScratchEnv names the environment variable that sets ScratchDir: an
+// absolute path, best on a tmpfs (guest RAM is a file there). The fault
+// suite (internal/faultsuite) points it at a private dir to count what its
+// machines leave.
+const ScratchEnv = "THEMIS_SCRATCH_DIR"
+
+// ScratchDir is where machines keep RAM files and work dirs: $THEMIS_SCRATCH_DIR
+// when set (ScratchEnv), else /dev/shm when there is one, else the temp dir.
 func ScratchDir() string { return shmDir() }
 
 // shmDir is where RAM and scratch state live: tmpfs when there is one.
 func shmDir() string {
+	if d := os.Getenv(ScratchEnv); d != "" {
+		return d
+	}
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"
 	}

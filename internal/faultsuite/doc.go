@@ -1,0 +1,24 @@
+// Package faultsuite is the fault suite of issue 14: in one `go test` run
+// it does to a daemon, with real QEMU guests, what a hung, hostile or huge
+// guest and a careless client can do — SIGSTOP and SIGKILL a session's
+// QEMU mid-call, an agent that replies garbage, oversized frames, stale
+// ids, negative sizes and an endless log (the themisfault agent,
+// internal/faultagent), a client that never reads its Explore stream,
+// SIGTERM to a themisd process mid-explore and its restart, 50 create and
+// delete cycles — and after each checks that the daemon answers, that a
+// bystander session answers within a second, and that the QEMU processes,
+// the daemon's fds and the entries of its scratch and temp dirs are back
+// to their baseline. docs/reliability.md ("The fault suite") has what it
+// measured.
+//
+// The suite is its tests (TestFaultSuite, a table of cases: one more case
+// is one more row and one function); this file and census.go are what
+// they count with. To count only what the suite's own daemons leave while
+// other packages' tests run their guests beside it, TestMain points
+// $THEMIS_SCRATCH_DIR (qemu.ScratchEnv) and $TMPDIR at private dirs, named
+// so that no daemon's startup sweep of themis-* entries reaches them:
+// QEMU processes are those whose command line names that scratch dir.
+//
+// It skips in -short mode and where there is no QEMU or guest image
+// (vmmtest.Setup), and fails under CI=true without them.
+package faultsuite
