@@ -69,6 +69,7 @@ var faults = []fault{
 	{"agent-negsize", "the agent reports a regular file of size -1 to a Fork", hostile(negSize)},
 	{"agent-log", "the agent floods the console (lines of 1 MiB + 4 KiB among short ones) and /dev/kmsg for 10 s", endlessLog},
 	{"client-not-reading", "a client opens an Explore stream and never reads it", neverReads},
+	{"over-budget", "ask for 4096 MiB of guest RAM; write 4 × 32 MiB into a lane under a 64 MiB session budget; fork a 128 MiB guest under it", overBudget},
 	{"sigterm-themisd", "SIGTERM to a themisd process mid-explore, then a restart on its state dir", sigtermThemisd},
 	{"create-delete-50", "50 create/delete cycles with real guests", createDelete},
 }
@@ -144,7 +145,8 @@ func newSuite(t *testing.T, env *vmmtest.Env) *suite {
 	state := filepath.Join(dirs.Work, "daemon")
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	mgr, err := session.Open(context.Background(), session.Config{StateDir: state, CacheDir: env.CacheDir,
-		MakeBase: baseimage.Make, Image: img, CallTimeout: callTimeout, MaxSessions: maxSessions, Log: log.Named("session")})
+		MakeBase: baseimage.Make, Image: img, CallTimeout: callTimeout, MaxSessions: maxSessions,
+		SessionBudget: sessionBudget, DaemonBudget: daemonBudget, Log: log.Named("session")})
 	if err != nil {
 		t.Fatal(err)
 	}
