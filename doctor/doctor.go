@@ -47,6 +47,10 @@ type Report struct {
 	// Revert is the explore revert strategy auto picks on Backend, and why.
 	Revert    string `json:"revert"`
 	RevertWhy string `json:"revert_why"`
+	// ExploreWorkers is how many workers an explore run gets by default
+	// here (exploration.AutoWorkerCount: one per CPU, at most 8; fewer
+	// when the daemon has no room for them).
+	ExploreWorkers int `json:"explore_workers"`
 	// HostToolIsolation is how the host checkers (e2fsck, btrfs check,
 	// debugfs) run over guest-written images: "namespaces", or "none: "
 	// and why (internal/sandbox).
@@ -118,6 +122,7 @@ func Check(ctx context.Context, cacheDir string) *Report {
 	auto, _ := launch.Choose(host, launch.Auto)
 	r.Backend, r.BackendWhy = auto.Backend, auto.Why
 	r.Revert, r.RevertWhy = exploration.Revert(auto.Backend)
+	r.ExploreWorkers = exploration.AutoWorkerCount()
 	r.HostToolIsolation = "namespaces"
 	if !sandbox.Isolated() {
 		r.HostToolIsolation = "none: " + sandbox.Why()

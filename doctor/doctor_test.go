@@ -34,6 +34,9 @@ func TestCheckBackend(t *testing.T) {
 	if r.KVMKind == "" || r.KVMWhy == "" || r.KVMDevice != (r.KVMKind != "absent") || r.KVMHardware != (r.KVMKind == "hardware") {
 		t.Errorf("Check: KVM %q (%s), device %v, hardware %v: inconsistent", r.KVMKind, r.KVMWhy, r.KVMDevice, r.KVMHardware)
 	}
+	if r.ExploreWorkers != exploration.AutoWorkerCount() || r.ExploreWorkers < 1 {
+		t.Errorf("Check: explore workers %d, want %d", r.ExploreWorkers, exploration.AutoWorkerCount())
+	}
 	if iso := r.HostToolIsolation; (iso == "namespaces") != sandbox.Isolated() || (iso != "namespaces" && iso != "none: "+sandbox.Why()) {
 		t.Errorf("Check: host tool isolation %q; sandbox isolated %v (%s)", iso, sandbox.Isolated(), sandbox.Why())
 	}
