@@ -141,10 +141,11 @@ func TestOverlaySeededExploreRealGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// An opaque directory takes rmdir d-01 then mkdir d-01 among the
-	// ops drawn: with every op kind at every state, depth 2, seed 2 of
-	// 1..7 does it (140 unique states, 54 with whiteouts, 1 with an opaque
-	// directory; 2026-12-01). Pick another if the generator changes.
-	const seed = 2
+	// ops drawn: with every op kind at every state, depth 2, seed 6 is the
+	// first of 1..8 that does it since the draws are seeded by the state
+	// (111 unique states, 44 with whiteouts, 1 with an opaque directory;
+	// 2026-12-01). Pick another if the generator changes.
+	const seed = 6
 	logRun := func(t *testing.T, s *Summary, fs []session.Finding) {
 		t.Helper()
 		t.Logf("%d states, %d unique, %d findings, %.1f states/s in %s (boot %s), layers %+v",
