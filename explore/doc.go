@@ -30,8 +30,9 @@
 //
 // NewParallelChecker runs one search over several Systems, one goroutine
 // each. Work is split by subtree: a worker that finds the queue empty and
-// another worker idle hands it the second half of the ops it has left at a
-// state whose children are expanded further, as an item (the trace from the
+// another worker idle hands it half of the ops not started yet at the
+// shallowest state of its path that has some (at a state whose children
+// are leaves, only with 4 or more left), as an item (the trace from the
 // root and the ops); the taker replays the trace from its own root
 // checkpoint and goes on from there. Because what is tried at a state
 // depends on the state alone, the states reached do not depend on which

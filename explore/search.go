@@ -63,11 +63,12 @@ type mark struct {
 // worker drives one System. root is its root checkpoint; at is true while
 // the System is in the root state.
 type worker struct {
-	s    *search
-	i    int
-	sys  System
-	root CheckpointID
-	at   bool
+	s      *search
+	i      int
+	sys    System
+	root   CheckpointID
+	at     bool
+	frames []*frame // the states of its path whose ops it is trying, shallowest first
 }
 
 func newSearch(c *Checker) *search {
@@ -338,25 +339,48 @@ func (s *search) count(f func(r *Result)) {
 }
 
 // minLeafSplit is the fewest ops left at a state whose children are not
-// expanded further (leaves) that split hands out half of: the taker
+// expanded further (leaves) that offer hands out half of: the taker
 // first replays the state's trace, which costs about what a leaf op does.
 const minLeafSplit = 4
 
-// split hands the second half of ops to an idle worker when the queue is
-// empty, and returns what the caller keeps.
-func (s *search) split(prefix []*agentv1.Request, key string, ops []*agentv1.Request, depth int) []*agentv1.Request {
-	if len(ops) < 2 || (depth+1 >= s.cfg.Depth && len(ops) < minLeafSplit) {
-		return ops
-	}
+// frame is one state of a worker's depth-first path whose ops are being
+// tried: ops[next:] have not started, and an idle worker may take some.
+type frame struct {
+	trace []*agentv1.Request // from the root to the state
+	self  string             // its root tuple
+	depth int
+	ops   []*agentv1.Request
+	next  int
+}
+
+// offer hands ops not started yet to an idle worker when the queue is
+// empty: half of those left at the shallowest state of the path that has
+// enough (the shortest trace to replay, the largest subtrees). The
+// innermost state keeps the op about to start. frames are the worker's,
+// shallowest first; only it changes them.
+func (s *search) offer(frames []*frame) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.idle == 0 || len(s.queue) > 0 || s.halt != nil {
-		return ops
+		return
 	}
-	mid := len(ops) / 2
-	s.queue = append(s.queue, &item{prefix: slices.Clone(prefix), key: key, ops: slices.Clone(ops[mid:])})
-	s.wake.Signal()
-	return ops[:mid]
+	for k, f := range frames {
+		left := len(f.ops) - f.next
+		if left < 1 || (f.depth+1 >= s.cfg.Depth && left < minLeafSplit) {
+			continue
+		}
+		keep := f.next + left/2
+		if k == len(frames)-1 {
+			keep = max(keep, f.next+1)
+		}
+		if keep >= len(f.ops) {
+			continue
+		}
+		s.queue = append(s.queue, &item{prefix: slices.Clone(f.trace), key: f.self, ops: slices.Clone(f.ops[keep:])})
+		f.ops = f.ops[:keep]
+		s.wake.Signal()
+		return
+	}
 }
 
 // take waits for an item; nil when the search is over (nothing queued

@@ -161,13 +161,19 @@ func (w *worker) draw(ctx context.Context, self string) ([]*agentv1.Request, err
 }
 
 // try applies each of ops at the state cp holds and recurses into the
-// children the search has not expanded yet. Before each op the rest may
-// go to an idle worker (search.split).
+// children the search has not expanded yet. Before each op, an idle
+// worker may take ops not started yet here or at a shallower state of
+// the path (search.offer).
 func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.Request, ops []*agentv1.Request, cp CheckpointID, self string) error {
+	f := &frame{trace: trace, self: self, depth: depth, ops: ops}
+	w.frames = append(w.frames, f)
+	defer func() { w.frames = w.frames[:len(w.frames)-1] }()
 	dirty := false // the System has moved past cp
-	for i := 0; i < len(ops); i++ {
-		ops = ops[:i+len(w.s.split(trace, self, ops[i:], depth))]
-		if !w.s.mine(self, ops[i], depth) {
+	for i := 0; i < len(f.ops); i++ {
+		f.next = i
+		w.s.offer(w.frames)
+		f.next = i + 1
+		if !w.s.mine(self, f.ops[i], depth) {
 			continue
 		}
 		if err := w.s.step(ctx); err != nil {
@@ -179,7 +185,7 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 			}
 		}
 		dirty = true
-		child := append(slices.Clip(trace), ops[i])
+		child := append(slices.Clip(trace), f.ops[i])
 		key, st, results, err := w.apply(ctx, depth, child, self)
 		if err != nil {
 			return err
@@ -190,7 +196,7 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 			dirty = false
 			w.s.count(func(r *Result) { r.RestoresSkipped++ })
 		}
-		isNew, expand := w.s.seen(it, self, ops[i], key, depth+1)
+		isNew, expand := w.s.seen(it, self, f.ops[i], key, depth+1)
 		if !expand {
 			continue
 		}
