@@ -33,6 +33,14 @@ done
 [ $# -eq 1 ] || usage
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
+# OUT's entries are replaced: refuse a directory that holds anything else.
+for e in "$out"/* "$out"/.[!.]*; do
+  [ -e "$e" ] || continue
+  case ${e##*/} in
+    context | context-dir | rootfs.tar | rootfs.tar.tmp | oci | themis-oci.tar | themis-oci.tar.tmp | bundle | smoke) ;;
+    *) echo "$out holds $e, which this script did not make: give an empty or new OUT" >&2; exit 1 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 image=${THEMIS_IMAGE:-ghcr.io/themisfs/themis:latest}
 tag=latest

@@ -21,6 +21,11 @@ if [ $# -ne 1 ]; then
 fi
 mkdir -p "$1"
 ctx=$(cd "$1" && pwd)
+# DIR/root is replaced: refuse a directory that is something else.
+if [ -n "$(ls -A "$ctx")" ] && [ ! -f "$ctx/packages" ]; then
+  echo "$ctx is not empty and not a context made before (no packages file): give an empty or new DIR" >&2
+  exit 1
+fi
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 if ! command -v go >/dev/null; then
