@@ -33,6 +33,9 @@ done
 [ $# -eq 1 ] || usage
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
+if [ -n "$ctx" ]; then
+  ctx=$(cd "$ctx" && pwd)
+fi
 # OUT's entries are replaced: refuse a directory that holds anything else.
 for e in "$out"/* "$out"/.[!.]*; do
   [ -e "$e" ] || continue
@@ -76,7 +79,6 @@ if [ -z "$ctx" ]; then
   ctx=$out/context
   scripts/image-context.sh "$ctx"
 fi
-ctx=$(cd "$ctx" && pwd)
 echo "$ctx" >"$out/context-dir"  # for image-smoke.sh --compare-host
 for f in "$ctx/packages" "$ctx/root/usr/local/bin/themisctl" "$ctx/root/usr/lib/themis/guest/manifest.json"; do
   [ -e "$f" ] || { echo "context $ctx lacks $f: make it with scripts/image-context.sh" >&2; exit 1; }
