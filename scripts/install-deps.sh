@@ -5,8 +5,15 @@
 # protobuf-compiler, libprotobuf-dev (google/protobuf/*.proto): scripts/gen-proto.sh;
 # chromium: the report tests load the HTML page in headless Chromium.
 # The guest kernel is fetched by `themisctl guest build` with apt-get download.
+# --image adds what scripts/build-image.sh and scripts/image-smoke.sh use:
+# mmdebstrap, umoci, runc, jq (docs/image.md).
 set -euo pipefail
 pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs protobuf-compiler libprotobuf-dev ca-certificates chromium)
+case "${1:-}" in
+  "") ;;
+  --image) pkgs+=(mmdebstrap umoci runc jq) ;;
+  *) echo "usage: $0 [--image]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
