@@ -74,7 +74,7 @@ func printDoctor(r *doctor.Report) error {
 	fmt.Fprintf(w, "guest cache\t%s\t%d image(s)\n", r.CacheDir, r.CachedImages)
 	fmt.Fprintf(w, "backend (auto)\t%s\t%s\n", r.Backend, r.BackendWhy)
 	fmt.Fprintf(w, "explore revert (auto)\t%s\t%s\n", r.Revert, r.RevertWhy)
-	fmt.Fprintf(w, "explore workers (auto)\t%d\tone per CPU (%d), at most 8, as many as the daemon has room for\n", r.ExploreWorkers, runtime.NumCPU())
+	fmt.Fprintf(w, "explore workers (auto)\t%d\tone per CPU this process may use (%d), at most 8, as many as the daemon has room for\n", r.ExploreWorkers, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "host checkers\t%s\t%s\n", "sandbox", r.HostToolIsolation)
 	if b := r.Boot; b != nil {
 		fmt.Fprintf(w, "kernel\t%s\t\n", b.KernelVersion)

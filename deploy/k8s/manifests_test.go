@@ -210,13 +210,13 @@ var batches = []batch{
 	},
 	{
 		name: "explore", job: "explore-job.yaml", merge: "explore-merge-job.yaml",
-		jobWants: []string{"themisctl --json explore", `--fs "$LANES"`, `--depth "$DEPTH"`, `--seed "$SEED"`, "JOB_COMPLETION_INDEX",
+		jobWants: []string{"themisctl --json explore", `--fs "$LANES"`, `--depth "$DEPTH"`, `--seed "$SEED"`, `--workers "$WORKERS"`, "JOB_COMPLETION_INDEX",
 			"/results/explore-shard-$JOB_COMPLETION_INDEX.json", "set -eu"},
 		mergeWants: []string{"themisctl --json explore merge /results/explore-shard-*.json", "/results/explore-merged.json", "set -eu"},
-		env:        []string{"LANES", "DEPTH", "SEED"},
+		env:        []string{"LANES", "DEPTH", "SEED", "WORKERS"},
 		shard:      func(i int) string { return "explore-shard-" + strconv.Itoa(i) + ".json" },
 		run: func(i, n int) string {
-			return "--json explore --fs ext2,ext4 --depth 3 --seed 7 --shard " + strconv.Itoa(i) + "/" + strconv.Itoa(n)
+			return "--json explore --fs ext2,ext4 --depth 3 --seed 7 --workers 2 --shard " + strconv.Itoa(i) + "/" + strconv.Itoa(n)
 		},
 		mergeRun: func(files []string) string { return "--json explore merge " + strings.Join(files, " ") },
 		merged:   "explore-merged.json",
@@ -259,6 +259,11 @@ func checkShardJob(t *testing.T, b batch) {
 	for _, name := range b.env {
 		if env[name] == "" {
 			t.Errorf("env %s not set", name)
+		}
+	}
+	if w := env["WORKERS"]; w != "" {
+		if cpu := c.Resources.Requests.Cpu(); strconv.Itoa(int(cpu.Value())) != w {
+			t.Errorf("WORKERS %s, but the pod requests %s CPUs: one guest per CPU asked for", w, cpu)
 		}
 	}
 	ps := j.Spec.Template.Spec
@@ -361,7 +366,7 @@ func runScripts(t *testing.T, b batch) {
 	if err := os.WriteFile(filepath.Join(bin, "themisctl"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"LANES=ext2,ext4", "DEPTH=3", "SEED=7"}
+	env := []string{"LANES=ext2,ext4", "DEPTH=3", "SEED=7", "WORKERS=2"}
 	run := func(sc string, extra ...string) ([]byte, error) {
 		cmd := exec.Command("sh", "-c", strings.ReplaceAll(sc, resultsPath, res))
 		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))

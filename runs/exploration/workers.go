@@ -22,9 +22,11 @@ const (
 	AutoWorkers = -1
 )
 
-// AutoWorkerCount is the number of workers AutoWorkers means: one per CPU,
-// at most 8; Run then takes no more than the session manager has room for.
-func AutoWorkerCount() int { return max(1, min(runtime.NumCPU(), 8)) }
+// AutoWorkerCount is the number of workers AutoWorkers means: one per CPU
+// the process may use (GOMAXPROCS: the cgroup's CPU limit, in a
+// container), at most 8; Run then takes no more than the session manager
+// has room for.
+func AutoWorkerCount() int { return max(1, min(runtime.GOMAXPROCS(0), 8)) }
 
 // crew is the sessions and systems of one explore run. Worker 0's first
 // session is the run's: it records the events and findings and names the
@@ -56,7 +58,7 @@ func workerCount(m *session.Manager, o Options) (int, string) {
 	case 0:
 		want, why = 1, "default"
 	case AutoWorkers:
-		want, why = AutoWorkerCount(), fmt.Sprintf("auto: %d CPUs", runtime.NumCPU())
+		want, why = AutoWorkerCount(), fmt.Sprintf("auto: %d CPUs", runtime.GOMAXPROCS(0))
 	}
 	if free := m.Free(o.MemoryMiB); free < want {
 		return max(1, free), fmt.Sprintf("%s %d, room for %d sessions", why, want, free)
