@@ -163,3 +163,22 @@ func TestBudgetConfig(t *testing.T) {
 		t.Errorf("DefaultDaemonBudget = %d, %v", d, err)
 	}
 }
+
+// TestFree: the room Create has left, by session slots and guest memory.
+func TestFree(t *testing.T) {
+	m, _ := newWriterManager(t, session.Config{MaxSessions: 3, MaxMemoryMiB: 512}, 0)
+	for _, tc := range []struct {
+		mib, want int
+	}{{0, 3}, {128, 3}, {256, 2}, {1024, 0}} {
+		if got := m.Free(tc.mib); got != tc.want {
+			t.Errorf("Free(%d) = %d, want %d", tc.mib, got, tc.want)
+		}
+	}
+	create(t, m)
+	if got := m.Free(128); got != 2 {
+		t.Errorf("Free(128) with one session = %d, want 2", got)
+	}
+	if got := m.Free(192); got != 2 {
+		t.Errorf("Free(192) with 384 MiB left = %d, want 2", got)
+	}
+}
