@@ -409,7 +409,11 @@ func compareExplore(ctx context.Context, rep *report, o options, out *nested.Out
 	switch {
 	case k.Backend != "kvm":
 		rep.problem("explore there ran on backend %q, want kvm", k.Backend)
-	case k.Digest != q.Digest || k.UniqueStates != q.UniqueStates || k.States != q.States || k.Findings != q.Findings:
+	// Not the states count: with several workers a state first reached
+	// deep may be expanded again when reached shallower, as timing has it
+	// (explore.NewParallelChecker); the set of states and the findings
+	// do not depend on it.
+	case k.Digest != q.Digest || k.UniqueStates != q.UniqueStates || k.Findings != q.Findings:
 		rep.problem("explore differs between backends: kvm digest %s, %d states, %d unique, %d findings; qemu digest %s, %d states, %d unique, %d findings",
 			k.Digest, k.States, k.UniqueStates, k.Findings, q.Digest, q.States, q.UniqueStates, q.Findings)
 	}
