@@ -95,7 +95,7 @@ type Limits struct {
 	// fork past it is refused (default 2048, at most the daemon budget).
 	SessionBudgetMiB int `toml:"session_budget_mib"`
 	// DaemonBudgetMiB bounds the same over all sessions together, in MiB
-	// (default: half the host's memory less max_memory_mib, at least 256).
+	// (default: half the host's memory, at least 256).
 	DaemonBudgetMiB int `toml:"daemon_budget_mib"`
 	// StreamStallS is how long, in seconds, a run waits for room in its
 	// stream's full buffer (DefaultStreamBuffer messages) before it is

@@ -34,14 +34,16 @@ const (
 )
 
 // DefaultDaemonBudget is Config.DaemonBudget when unset: half the host's
-// memory less the guest RAM the daemon may hand out (maxMemoryMiB), and at
-// least 256 MiB.
-func DefaultDaemonBudget(maxMemoryMiB int) (int64, error) {
+// memory, at least 256 MiB. (Guest RAM, bounded by MaxMemoryMiB, is not
+// taken off: that is a cap, not what runs; on a small host, say an
+// emulated one of 2 GiB, the rest would leave no room for two guests'
+// checkpoints.)
+func DefaultDaemonBudget() (int64, error) {
 	total, err := hostMemory()
 	if err != nil {
 		return 0, err
 	}
-	return max(total/2-int64(maxMemoryMiB)<<20, minDaemonBudget), nil
+	return max(total/2, minDaemonBudget), nil
 }
 
 // hostMemory is MemTotal of /proc/meminfo, in bytes.
@@ -75,10 +77,10 @@ func newBudgets(cfg *Config) (*budget.Budget, error) {
 	case cfg.SessionBudget < 0:
 		return nil, fmt.Errorf("session: Config.SessionBudget %d: want >= 0 (0: %d MiB)", cfg.SessionBudget, DefaultSessionBudget>>20)
 	case cfg.DaemonBudget < 0:
-		return nil, fmt.Errorf("session: Config.DaemonBudget %d: want >= 0 (0: half the host's memory less MaxMemoryMiB)", cfg.DaemonBudget)
+		return nil, fmt.Errorf("session: Config.DaemonBudget %d: want >= 0 (0: half the host's memory)", cfg.DaemonBudget)
 	}
 	if cfg.DaemonBudget == 0 {
-		d, err := DefaultDaemonBudget(cfg.MaxMemoryMiB)
+		d, err := DefaultDaemonBudget()
 		if err != nil {
 			return nil, err
 		}

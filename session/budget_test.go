@@ -158,7 +158,7 @@ func TestBudgetConfig(t *testing.T) {
 			t.Errorf("budgets %d/%d: %v, want an error naming the budget", cfg.SessionBudget, cfg.DaemonBudget, err)
 		}
 	}
-	d, err := session.DefaultDaemonBudget(2048)
+	d, err := session.DefaultDaemonBudget()
 	if err != nil || d < 256<<20 {
 		t.Errorf("DefaultDaemonBudget = %d, %v", d, err)
 	}
