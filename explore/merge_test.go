@@ -20,7 +20,7 @@ func partOf(res *Result) Part {
 func mergedOutcome(m Merged) outcome {
 	o := outcome{unique: m.Unique, digest: fmt.Sprintf("%x", m.Digest)}
 	for _, f := range m.Findings {
-		o.findings = append(o.findings, fmt.Sprintf("%s %s %s", f.Finding.Kind, f.Signature, strings.Join(opKeys(f.Finding.Trace), ";")))
+		o.findings = append(o.findings, fmt.Sprintf("%s %s %s", f.Finding.Kind, f.Signature, strings.Join(opKeysOf(f.Finding.Trace), ";")))
 	}
 	slices.Sort(o.findings)
 	return o

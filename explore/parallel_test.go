@@ -50,18 +50,10 @@ type outcome struct {
 func summarize(res *Result) outcome {
 	o := outcome{unique: res.Unique, digest: fmt.Sprintf("%x", res.Digest), stopped: res.Stopped}
 	for _, f := range res.Findings {
-		o.findings = append(o.findings, fmt.Sprintf("%s %s %s", f.Kind, f.sig, strings.Join(opKeys(f.Trace), ";")))
+		o.findings = append(o.findings, fmt.Sprintf("%s %s %s", f.Kind, f.sig, strings.Join(opKeysOf(f.Trace), ";")))
 	}
 	sort.Strings(o.findings)
 	return o
-}
-
-func opKeys(trace []*agentv1.Request) []string {
-	out := make([]string, len(trace))
-	for i, op := range trace {
-		out[i] = opKey(op)
-	}
-	return out
 }
 
 // runWorkers runs cfg over n jittered toy Systems of bugs, each worker's
