@@ -275,3 +275,39 @@ func TestValueOps(t *testing.T) {
 		t.Error("duplicate op accepted")
 	}
 }
+
+// TestExpectCellClockRefused: a clock-driven op at a time the guest
+// kernel's settimeofday refuses (negative, past 2232) is expected
+// rejected(errno 22) on every lane; utimensat of the same value is not
+// (it sets the field, not the clock).
+func TestExpectCellClockRefused(t *testing.T) {
+	for _, tc := range []struct {
+		fs    string
+		op    string
+		steps []Timespec
+		want  string
+	}{
+		{"ext4", OpCreate, []Timespec{{Sec: -1}}, "rejected(errno 22)"},
+		{"ext2", OpTouch, []Timespec{{Sec: 1 << 34}}, "rejected(errno 22)"},
+		{"vfat", OpMkdir, []Timespec{{Sec: SettodSecMax}}, "rejected(errno 22)"},
+		{"ext4", OpCreate, []Timespec{{Sec: SettodSecMax - 1}}, "represented"}, // 256-byte inodes reach 2486
+		{"ext4", OpTouch, []Timespec{{Sec: 5}, {Sec: -1}}, "rejected(errno 22)"},
+		{"ext4", OpUtimensat, []Timespec{{Sec: -1}}, "represented"},
+		{"ext2", OpUtimensat, []Timespec{{Sec: 1 << 34}}, "clamped(2147483647)"},
+		{"ext4", OpCreate, []Timespec{{Sec: 0}}, "represented"},
+	} {
+		e, err := ExpectCell(tc.fs, 0, tc.op, tc.steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Verdict.String(); got != tc.want {
+			t.Errorf("%s %s %v: expected %s, want %s", tc.fs, tc.op, tc.steps, got, tc.want)
+		}
+	}
+	if _, err := ExpectCell("ext4", 0, "nope", []Timespec{{}}); err == nil {
+		t.Error("an unknown op has an expectation")
+	}
+	if SettodSecMax != 8277292036 {
+		t.Errorf("SettodSecMax %d, want 8277292036 (KTIME_SEC_MAX 9223372036 less 30 years)", SettodSecMax)
+	}
+}

@@ -2,6 +2,7 @@ package clock
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -148,6 +149,38 @@ func Expect(fs string, inodeSize int, f Field, value Timespec) (Expectation, err
 		v.Granularity = r.Granularity
 	}
 	return Expectation{Stored: s, Verdict: v}, nil
+}
+
+// Limits of the guest kernel's settimeofday(2), timespec64_valid_settod in
+// include/linux/time64.h: a negative time, nanoseconds outside [0, 1e9)
+// and seconds from SettodSecMax on are refused with EINVAL. SettodSecMax
+// is KTIME_SEC_MAX (2^63-1 ns in seconds) less 30 years of uptime, in
+// 2232: past it CLOCK_REALTIME would overflow.
+const (
+	ktimeSecMax  = math.MaxInt64 / int64(time.Second)
+	SettodSecMax = ktimeSecMax - 30*365*24*3600
+	// errnoEINVAL is what settimeofday refuses with.
+	errnoEINVAL = 22
+)
+
+// ClockRefuses reports whether the guest kernel refuses to set its clock
+// to t.
+func ClockRefuses(t Timespec) bool {
+	return t.Sec < 0 || t.Nsec < 0 || t.Nsec >= int64(time.Second) || t.Sec >= SettodSecMax
+}
+
+// ExpectCell is Expect for one cell of a sweep: op applied after setting
+// the value's steps. A clock-driven op (UsesClock) whose clock the kernel
+// refuses to set to a step is expected rejected (EINVAL) on every lane.
+func ExpectCell(fs string, inodeSize int, op string, steps []Timespec) (Expectation, error) {
+	f, ok := OpField(op)
+	if !ok || len(steps) == 0 {
+		return Expectation{}, fmt.Errorf("clock: no expectation for op %q with %d steps", op, len(steps))
+	}
+	if UsesClock(op) && slices.ContainsFunc(steps, ClockRefuses) {
+		return Expectation{Verdict: Reject(errnoEINVAL)}, nil
+	}
+	return Expect(fs, inodeSize, f, steps[len(steps)-1])
 }
 
 // Bounds are the seconds a clamp lands on, over every rule: upper then lower.

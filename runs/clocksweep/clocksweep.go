@@ -372,7 +372,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 	for i, sp := range w.specs {
 		cells[i] = Cell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
 			Value: set.Sec, ValueNs: set.Nsec, Op: op, Field: f}
-		if e, err := clock.Expect(sp.FS, sp.InodeSize, f, set); err == nil {
+		if e, err := clock.ExpectCell(sp.FS, sp.InodeSize, op, steps); err == nil {
 			cells[i].Expected = e.Verdict.String()
 		}
 	}

@@ -63,8 +63,8 @@ func TestClockSweepRealGuest(t *testing.T) {
 	}
 	// settimeofday refuses a negative time; utimensat stores it.
 	for _, l := range lanes {
-		if c := cells[[3]string{l, "-1", clock.OpTouch}]; c.Verdict != "rejected(errno 22)" {
-			t.Errorf("%s touch at -1: %s, want rejected(errno 22)", l, c.Verdict)
+		if c := cells[[3]string{l, "-1", clock.OpTouch}]; c.Verdict != "rejected(errno 22)" || c.Expected != c.Verdict {
+			t.Errorf("%s touch at -1: %s (expected %s), want rejected(errno 22), as predicted", l, c.Verdict, c.Expected)
 		}
 		if c := cells[[3]string{l, "-1", clock.OpUtimensat}]; c.Verdict != "represented" {
 			t.Errorf("%s utimensat -1: %s, want represented", l, c.Verdict)
