@@ -149,8 +149,9 @@ const DefaultShardDepth = 2
 // active reports whether the shard divides the search.
 func (sh Shard) active() bool { return sh.Count > 1 }
 
-// withDefaults checks sh against the search depth and fills its Depth.
-func (sh Shard) withDefaults(depth int) (Shard, error) {
+// Resolve checks sh against the search depth and fills its Depth (the
+// zero Shard is the whole search).
+func (sh Shard) Resolve(depth int) (Shard, error) {
 	switch {
 	case sh.Count == 0 && sh.Index == 0 && sh.Depth == 0:
 		return sh, nil
@@ -204,7 +205,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ProgressEvery < 0 {
 		return cfg, fmt.Errorf("explore: progress interval %d: want > 0", cfg.ProgressEvery)
 	}
-	sh, err := cfg.Shard.withDefaults(cfg.Depth)
+	sh, err := cfg.Shard.Resolve(cfg.Depth)
 	if err != nil {
 		return cfg, err
 	}

@@ -56,6 +56,9 @@ func TestExploreBadInput(t *testing.T) {
 		{"fsck with two lanes", Options{Lanes: []string{"ext2", "ext4"}, Fsck: true}, "fsck"},
 		{"fsck on vfat", Options{Lanes: []string{"vfat"}, Fsck: true}, "fsck"},
 		{"revert", Options{Lanes: []string{"ext2"}, Revert: "snapshot"}, "revert"},
+		{"shard past its count", Options{Lanes: []string{"ext2"}, Shard: explore.Shard{Index: 2, Count: 2}}, "shard"},
+		{"shard below the depth", Options{Lanes: []string{"ext2"}, Depth: 2, Shard: explore.Shard{Count: 2, Depth: 3}}, "shard"},
+		{"workers", Options{Lanes: []string{"ext2"}, Workers: MaxWorkers + 1}, "workers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

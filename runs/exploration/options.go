@@ -205,8 +205,8 @@ func validate(o *Options) (oracle.Policy, error) {
 	if o.MaxStates < 0 {
 		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
 	}
-	if sh := o.Shard; sh != (explore.Shard{}) && (sh.Count < 1 || sh.Count > explore.MaxShards || sh.Index < 0 || sh.Index >= sh.Count || sh.Depth < 0 || sh.Depth > o.Depth) {
-		return oracle.Policy{}, session.Invalid("shard", "%d/%d at depth %d: want index 0..count-1, count 1..%d, depth 0..%d (the search depth)", sh.Index, sh.Count, sh.Depth, explore.MaxShards, o.Depth)
+	if _, err := o.Shard.Resolve(o.Depth); err != nil {
+		return oracle.Policy{}, session.Invalid("shard", "%v", err)
 	}
 	if (o.Workers < 0 && o.Workers != AutoWorkers) || o.Workers > MaxWorkers {
 		return oracle.Policy{}, session.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
