@@ -89,6 +89,12 @@ var tools = []Tool{
 	{Name: "mkfs.vfat", Package: "dosfstools"},
 	{Name: "mkfs.btrfs", Package: "btrfs-progs"},
 	{Name: "btrfs", Package: "btrfs-progs"},
+	{Name: "mkfs.xfs", Package: "xfsprogs"},
+	{Name: "xfs_repair", Package: "xfsprogs"},
+	{Name: "mkfs.exfat", Package: "exfatprogs"},
+	{Name: "tune.exfat", Package: "exfatprogs"},
+	{Name: "fsck.exfat", Package: "exfatprogs"},
+	{Name: "mkfs.udf", Package: "udftools"},
 	{Name: "dpkg-deb", Package: "dpkg"},
 	{Name: "apt-get", Package: "apt"},
 }

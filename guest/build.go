@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -336,6 +337,9 @@ func imageKey(kernel []byte, mods []*module, agent []byte) string {
 		field(sum(m.Data))
 		if m.Lazy {
 			field([]byte("lazy"))
+			for _, f := range m.For {
+				field([]byte("lazy." + f))
+			}
 		}
 	}
 	field([]byte("agent"))
@@ -397,14 +401,29 @@ func writeInitramfs(w io.Writer, mods []*module, agent []byte) error {
 		return err
 	}
 	var order, lazy bytes.Buffer
+	lazyFor := make(map[string]*bytes.Buffer)
+	var roots []string
 	for _, m := range mods {
 		if err := a.File("modules/"+m.FileName(), 0o644, m.Data); err != nil {
 			return err
 		}
-		if m.Lazy {
-			lazy.WriteString(m.FileName() + "\n")
-		} else {
+		if !m.Lazy {
 			order.WriteString(m.FileName() + "\n")
+			continue
+		}
+		lazy.WriteString(m.FileName() + "\n")
+		for _, f := range m.For {
+			if lazyFor[f] == nil {
+				lazyFor[f] = new(bytes.Buffer)
+				roots = append(roots, f)
+			}
+			lazyFor[f].WriteString(m.FileName() + "\n")
+		}
+	}
+	sort.Strings(roots)
+	for _, f := range roots {
+		if err := a.File("modules/lazy."+f, 0o644, lazyFor[f].Bytes()); err != nil {
+			return err
 		}
 	}
 	if err := a.File("modules/order", 0o644, order.Bytes()); err != nil {

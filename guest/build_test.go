@@ -22,7 +22,7 @@ import (
 var wantDefaultOrder = []string{
 	"virtio_ring", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_pci",
 	"virtio_blk", "virtio_console", "fat", "vfat", "nls_cp437", "nls_ascii", "overlay",
-	"zstd_compress", "raid6_pq", "xor", "libcrc32c", "btrfs",
+	"zstd_compress", "raid6_pq", "xor", "libcrc32c", "btrfs", "xfs", "exfat", "cdrom", "crc_itu_t", "udf",
 }
 
 // TestBuildRealDeb builds the guest from the real Debian kernel package,
@@ -63,8 +63,10 @@ func TestBuildRealDeb(t *testing.T) {
 		t.Error("kernel is not a bzImage (no HdrS)")
 	}
 	checkInitramfs(t, initramfs, mustRead(t, agent), img.Modules, img.Lazy)
-	if len(img.Lazy) > 0 && img.Lazy[len(img.Lazy)-1] != "btrfs" {
-		t.Errorf("Lazy = %q, want btrfs and what only it needs", img.Lazy)
+	for _, m := range LazyModules {
+		if len(img.Lazy) > 0 && !slices.Contains(img.Lazy, m) {
+			t.Errorf("Lazy = %q, want %s and what only the deferred filesystems need", img.Lazy, m)
+		}
 	}
 
 	var m manifest
@@ -197,6 +199,22 @@ func checkInitramfs(t *testing.T, b, agent []byte, modules, lazy []string) {
 	want := 7 + 1 + 1 + 1 + len(modules)
 	if len(deferred) > 0 {
 		want++
+	}
+	for _, n := range names {
+		fsName, ok := strings.CutPrefix(n, "modules/lazy.")
+		if !ok {
+			continue
+		}
+		want++
+		list := strings.Fields(string(byName[n].Data))
+		if len(list) == 0 || list[len(list)-1] != fsName+".ko" {
+			t.Errorf("/%s = %q: want the filesystem's module last", n, list)
+		}
+		for _, m := range list {
+			if !slices.Contains(deferred, m) {
+				t.Errorf("/%s lists %s, which is not deferred", n, m)
+			}
+		}
 	}
 	if len(recs) != want {
 		t.Errorf("%d entries %q, want %d", len(recs), names, want)

@@ -20,13 +20,16 @@ import (
 // empty; their dependencies are added automatically. ext2/ext4 need none:
 // the cloud kernel has ext4 built in and serves ext2 with it. btrfs brings
 // zstd_compress, raid6_pq, xor and libcrc32c (crc32c itself is built in).
-var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfat", "nls_cp437", "nls_ascii", "overlay", "btrfs"}
+// xfs brings libcrc32c; udf brings cdrom and crc_itu_t; exfat needs none.
+var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfat", "nls_cp437", "nls_ascii", "overlay", "btrfs", "xfs", "exfat", "udf"}
 
 // LazyModules are wanted modules the guest does not load at boot: they and
-// the dependencies only they need go to /modules/lazy, which the agent loads
-// the first time a mount fails with ENODEV (btrfs and its four dependencies
-// cost about a second of every boot otherwise).
-var LazyModules = []string{"btrfs"}
+// the dependencies only they need go to /modules/lazy (all of them) and
+// /modules/lazy.<name> (one's, in load order), which the agent loads the
+// first time a mount of filesystem <name> fails with ENODEV (btrfs and its
+// four dependencies cost about a second of every boot otherwise, xfs as
+// much). Each is named like its filesystem type.
+var LazyModules = []string{"btrfs", "xfs", "exfat", "udf"}
 
 // moduleSuffixes are the file name endings of kernel modules, plain first.
 // Debian bookworm's cloud kernel ships plain .ko files; later kernels ship
@@ -93,6 +96,7 @@ type module struct {
 	Data    []byte   // uncompressed ELF object
 	Depends []string // normalized names from .modinfo depends=
 	Lazy    bool     // loaded on first need (/modules/lazy), not at boot
+	For     []string // the LazyModules that need it (/modules/lazy.<name>), when Lazy
 }
 
 // FileName is the module's name inside the initramfs.
@@ -268,8 +272,31 @@ func markLazy(mods, boot []*module) {
 	for _, m := range boot {
 		need[m.Name] = true
 	}
+	byName := make(map[string]*module, len(mods))
 	for _, m := range mods {
 		m.Lazy = !need[m.Name]
+		m.For = nil
+		byName[m.Name] = m
+	}
+	for _, root := range LazyModules {
+		root = normModName(root)
+		if byName[root] == nil {
+			continue
+		}
+		seen := make(map[string]bool)
+		var mark func(name string)
+		mark = func(name string) {
+			m := byName[name]
+			if m == nil || seen[name] || !m.Lazy {
+				return
+			}
+			seen[name] = true
+			m.For = append(m.For, root)
+			for _, d := range m.Depends {
+				mark(d)
+			}
+		}
+		mark(root)
 	}
 }
 

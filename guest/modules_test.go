@@ -262,23 +262,36 @@ func TestLazySplit(t *testing.T) {
 	mk := func(names ...string) []*module {
 		var out []*module
 		for _, n := range names {
-			out = append(out, &module{Name: n})
+			name, deps, _ := strings.Cut(n, ":")
+			m := &module{Name: name}
+			if deps != "" {
+				m.Depends = strings.Split(deps, "+")
+			}
+			out = append(out, m)
 		}
 		return out
 	}
-	all := mk("virtio_ring", "virtio", "virtio_blk", "libcrc32c", "xor", "btrfs")
+	all := mk("virtio_ring", "virtio", "virtio_blk", "libcrc32c", "xor", "btrfs:xor+libcrc32c", "cdrom", "crc_itu_t", "udf:cdrom+crc_itu_t", "xfs:libcrc32c", "exfat")
 	boot := mk("virtio_ring", "virtio", "virtio_blk", "libcrc32c")
 	markLazy(all, boot)
 	var lazy []string
+	lazyFor := make(map[string][]string)
 	for _, m := range all {
 		if m.Lazy {
 			lazy = append(lazy, m.Name)
 		}
+		for _, f := range m.For {
+			lazyFor[f] = append(lazyFor[f], m.Name)
+		}
 	}
-	if want := []string{"xor", "btrfs"}; !reflect.DeepEqual(lazy, want) {
+	if want := []string{"xor", "btrfs", "cdrom", "crc_itu_t", "udf", "xfs", "exfat"}; !reflect.DeepEqual(lazy, want) {
 		t.Errorf("lazy = %v, want %v (shared dependencies stay at boot)", lazy, want)
 	}
-	if got := withoutLazy([]string{"virtio-blk", "btrfs", "vfat"}); !reflect.DeepEqual(got, []string{"virtio-blk", "vfat"}) {
+	want := map[string][]string{"btrfs": {"xor", "btrfs"}, "udf": {"cdrom", "crc_itu_t", "udf"}, "xfs": {"xfs"}, "exfat": {"exfat"}}
+	if !reflect.DeepEqual(lazyFor, want) {
+		t.Errorf("per filesystem = %v, want %v (each lists only what it needs, in load order)", lazyFor, want)
+	}
+	if got := withoutLazy([]string{"virtio-blk", "btrfs", "vfat", "xfs"}); !reflect.DeepEqual(got, []string{"virtio-blk", "vfat"}) {
 		t.Errorf("withoutLazy = %v", got)
 	}
 }

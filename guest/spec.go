@@ -11,14 +11,16 @@ import (
 // LaneSpec is one lane's filesystem: a filesystem type and its mkfs
 // settings. The textual form is "<fs>[:<key>=<value>]...", e.g. "ext2",
 // "ext4:inode_size=128", "ext4:size=64", "vfat", "ext2:name=old:inode_size=256",
-// "ext2:seed=1", "overlay", "overlay:seed=1", "btrfs", "btrfs:mixed=0:size=128".
+// "ext2:seed=1", "overlay", "overlay:seed=1", "btrfs", "btrfs:mixed=0:size=128",
+// "xfs", "xfs:bigtime=0", "exfat", "udf".
 //
 // Keys: inode_size (ext*: bytes per inode, a power of two 128..4096),
 // size (MiB; for overlay the size of each layer), block_size (ext*: 1024,
 // 2048 or 4096; default mke2fs's choice for the size), fat (vfat: 12, 16 or
 // 32; default mkfs.fat's choice), mixed (btrfs: 1, the default, mixes data
 // and metadata in one block group, mkfs.btrfs --mixed, for images from
-// 16 MiB; 0 separates them, DUP metadata, from 109 MiB), seed (ext* and
+// 16 MiB; 0 separates them, DUP metadata, from 109 MiB), bigtime (xfs:
+// 1, the default, stores times to 2486; 0 to 2038), seed (ext* and
 // overlay: 0, the default, leaves the filesystem empty; 1 to [MaxSeed] puts
 // [SeedTree]'s files and directories into the base image, for an overlay
 // lane into its lower layer) and name (the lane's name; default the spec
@@ -30,10 +32,10 @@ import (
 // docs/explore.md.
 type LaneSpec struct {
 	Name      string            // lane name, used as /lanes/<Name> in the guest
-	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs" or "overlay"
-	InodeSize int               // bytes per inode (ext* only; 0 for vfat, btrfs and overlay)
+	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs", "xfs", "exfat", "udf" or "overlay"
+	InodeSize int               // bytes per inode (ext* only; 0 for the others)
 	SizeMiB   int               // image size in MiB (overlay: of each layer)
-	Options   map[string]string // further settings without a field: block_size, fat, mixed (btrfs: always set), seed (when not 0)
+	Options   map[string]string // further settings without a field: block_size, fat, mixed (btrfs: always set), bigtime (xfs: always set), seed (when not 0)
 }
 
 // Filesystem defaults. ext2 uses 128-byte inodes, as in the paper (and so
@@ -49,6 +51,14 @@ var fsDefaults = map[string]struct {
 	// btrfs: mixed block groups by default (mkfs.btrfs --mixed), which
 	// take 16 MiB and up; 32 MiB leaves room for the runs' files.
 	"btrfs": {0, 32, []string{"mixed"}},
+	// xfs: v5 (CRCs), mkfs.xfs's smallest, 300 MiB (64 MiB allocated, most
+	// of it the log; sparse under the overlay); bigtime 1 (the default)
+	// stores times to 2486, 0 to 2038.
+	"xfs": {0, xfsMinMiB, []string{"bigtime"}},
+	"exfat": {0, 16, nil},
+	// udf: UDF 2.01 for hard disks (mkudffs --media-type=hd), 512-byte
+	// blocks.
+	"udf": {0, 16, nil},
 	// overlay: two ext2 layers of size MiB each (see Layer and Lower);
 	// seed goes to the lower layer.
 	"overlay": {0, 8, []string{"seed"}},
@@ -98,6 +108,9 @@ func (l LaneSpec) Lower() LaneSpec {
 const (
 	btrfsMinMixedMiB = 16
 	btrfsMinMiB      = 109
+	// xfsMinMiB is mkfs.xfs 6.x's smallest filesystem ("must be larger
+	// than 300MB").
+	xfsMinMiB = 300
 )
 
 // MaxSizeMiB bounds size= (1 TiB): base images are sparse but are hashed and
@@ -163,9 +176,9 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: fat=%d: want 12, 16 or 32", s, n)
 			}
 			spec.setOption(key, strconv.Itoa(n))
-		case "mixed":
+		case "mixed", "bigtime":
 			if n != 0 && n != 1 {
-				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: mixed=%d: want 0 or 1", s, n)
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: %s=%d: want 0 or 1", s, key, n)
 			}
 			spec.setOption(key, strconv.Itoa(n))
 		case "seed":
@@ -187,6 +200,14 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 		}
 		if spec.SizeMiB < least {
 			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: size=%d: mkfs.btrfs needs at least %d MiB with mixed=%s", s, spec.SizeMiB, least, spec.Options["mixed"])
+		}
+	}
+	if fsName == "xfs" {
+		if _, ok := spec.Options["bigtime"]; !ok {
+			spec.setOption("bigtime", "1")
+		}
+		if spec.SizeMiB < xfsMinMiB {
+			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: size=%d: mkfs.xfs needs at least %d MiB", s, spec.SizeMiB, xfsMinMiB)
 		}
 	}
 	if blockSize != 0 && spec.InodeSize > blockSize {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,9 +48,10 @@ func runInit(log *zap.Logger) {
 	path := channelFromCmdline(string(cmdline))
 	srv := &inguest.Server{Root: lanesDir, Layers: layersDir, Log: log.Named("server"), Version: version, Machine: true,
 		LoadFS: func(fstype string) error {
-			log.Info("loading deferred modules", zap.String("for", fstype))
-			if n := pid1.LoadModules(log, modulesDir, "lazy"); n == 0 {
-				return fmt.Errorf("no deferred module loaded")
+			list := lazyList(fstype)
+			log.Info("loading deferred modules", zap.String("for", fstype), zap.String("list", list))
+			if n := pid1.LoadModules(log, modulesDir, list); n == 0 {
+				return fmt.Errorf("no deferred module loaded from %s", list)
 			}
 			return nil
 		}}
@@ -136,4 +138,20 @@ func makeRaw(f *os.File) error {
 		return err
 	}
 	return ioErr
+}
+
+// lazyList is the module list to load for a filesystem the kernel does not
+// know: /modules/lazy.<fstype> (its module and what only it needs) when the
+// image has one, else /modules/lazy (every deferred module).
+func lazyList(fstype string) string {
+	valid := fstype != ""
+	for _, r := range fstype {
+		valid = valid && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}
+	if valid {
+		if _, err := os.Stat(filepath.Join(modulesDir, "lazy."+fstype)); err == nil {
+			return "lazy." + fstype
+		}
+	}
+	return "lazy"
 }

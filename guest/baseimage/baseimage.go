@@ -30,8 +30,12 @@ const (
 	// UUID is the filesystem UUID and directory hash seed of ext* base
 	// images.
 	UUID = "7e3a1500-0000-4000-8000-000000000001"
-	// VolumeID is the volume id of vfat base images.
+	// VolumeID is the volume id of vfat base images and (as
+	// 0x7e3a1500, set with tune.exfat -I) the volume serial of exfat ones.
 	VolumeID = "7e3a1500"
+	// UDFUUID is the first 16 characters of a udf base image's volume set
+	// identifier (mkudffs --uuid).
+	UDFUUID = "7e3a150000000001"
 	// BtrfsDevUUID, BtrfsChunkTreeUUID and BtrfsSubvolUUID are
 	// what btrfs base images get for the UUIDs mkfs.btrfs draws at random
 	// (its -U sets only the filesystem UUID, UUID); their times are
@@ -97,6 +101,7 @@ type baseRecipe struct {
 	tree      []guest.SeedEntry // nil for an empty image
 	debugfs   string            // debugfs's path when tree is set
 	recipe    []string
+	after     pinFunc // rewrites what mkfs drew at random, or nil
 }
 
 // planBase checks spec (a single layer) and finds the tools that make its
@@ -118,9 +123,13 @@ func planBase(ctx context.Context, spec guest.LaneSpec) (*baseRecipe, error) {
 		return nil, err
 	}
 	r.recipe = []string{baseFormat, spec.String(), ident}
-	if spec.FS == "btrfs" {
-		r.recipe = append(r.recipe, btrfsPinFormat)
+	pins, err := planPins(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
+	r.recipe = append(r.recipe, pins.recipe...)
+	r.env = append(r.env, pins.env...)
+	r.after = pins.after
 	r.tree = guest.SeedTree(spec.Seed())
 	if r.tree != nil {
 		if !strings.HasPrefix(spec.FS, "ext") {
@@ -212,8 +221,8 @@ func (r *baseRecipe) format(ctx context.Context, bases, img string, size int64) 
 	if err := runMkfs(ctx, r.bin, append(r.args, img), r.env); err != nil {
 		return fmt.Errorf("baseimage: %s: %w", spec, err)
 	}
-	if spec.FS == "btrfs" {
-		if err := pinBtrfs(img, size); err != nil {
+	if r.after != nil {
+		if err := r.after(ctx, img, size); err != nil {
 			return fmt.Errorf("baseimage: %s: %w", spec, err)
 		}
 	}
@@ -267,6 +276,16 @@ func mkfsArgs(spec guest.LaneSpec) (args, env []string, err error) {
 			args = append(args, "-F", ft)
 		}
 		return args, nil, nil
+	case "xfs":
+		// -K: no TRIM. v5 (crc=1) is mkfs.xfs's default; bigtime is
+		// always set. The inode times come from the (frozen) clock.
+		return []string{"-q", "-f", "-K", "-m", "crc=1,uuid=" + UUID + ",bigtime=" + spec.Options["bigtime"]}, nil, nil
+	case "exfat":
+		// The volume serial mkfs.exfat draws from the clock is pinned
+		// afterwards (tune.exfat -I).
+		return nil, nil, nil
+	case "udf":
+		return []string{"--media-type=hd", "--blocksize=512", "--uuid=" + UDFUUID}, nil, nil
 	}
 	return nil, nil, fmt.Errorf("baseimage: unknown filesystem %q", spec.FS)
 }
@@ -295,7 +314,7 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 	}
 	sum := blake3.Sum256(b)
 	id := []string{"binary=" + hex.EncodeToString(sum[:])}
-	if fsName == "vfat" {
+	if fsName == "vfat" || fsName == "udf" { // no version option
 		return strings.Join(id, "\n"), nil
 	}
 	out, err := version(ctx, bin)
@@ -303,7 +322,7 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 		return "", fmt.Errorf("baseimage: %s -V: %w", bin, err)
 	}
 	id = append(id, "version="+out)
-	if fsName == "btrfs" {
+	if fsName != "ext2" && fsName != "ext3" && fsName != "ext4" {
 		return strings.Join(id, "\n"), nil // no config file
 	}
 	conf := os.Getenv("MKE2FS_CONFIG")
@@ -379,8 +398,13 @@ func syncFile(p string) error {
 	return nil
 }
 
-// version is a tool's -V banner, trimmed.
+// version is a tool's -V banner, trimmed. exfatprogs prints it and exits
+// 1.
 func version(ctx context.Context, bin string) (string, error) {
 	out, err := hosttool.Output(ctx, "", nil, bin, "-V")
+	var te *hosttool.Error
+	if errors.As(err, &te) && strings.HasPrefix(te.Stderr, "exfatprogs version") {
+		return te.Stderr, nil
+	}
 	return strings.TrimSpace(out), err
 }

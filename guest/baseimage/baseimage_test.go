@@ -35,6 +35,10 @@ func TestMakeBaseReproducible(t *testing.T) {
 		{"vfat:fat=32:size=64", 0},
 		{"btrfs", 0},
 		{"btrfs:mixed=0:size=128", 0},
+		{"xfs", 0},
+		{"xfs:bigtime=0", 0},
+		{"exfat", 0},
+		{"udf", 0},
 		{"ext2:seed=1", 128},
 		{"ext3:seed=2", 256},
 		{"ext4:seed=3", 256},
@@ -86,6 +90,9 @@ func TestMakeBaseReproducible(t *testing.T) {
 				return
 			case "btrfs":
 				checkBtrfs(t, paths[0], spec)
+				return
+			case "xfs", "exfat", "udf":
+				checkPinned(t, paths[0], spec)
 				return
 			}
 			checkExt(t, paths[0], spec, tt.inodeSize)
@@ -301,8 +308,8 @@ func TestMakeBaseCached(t *testing.T) {
 
 func TestMakeBaseErrors(t *testing.T) {
 	t.Parallel()
-	if _, err := Make(context.Background(), t.TempDir(), guest.LaneSpec{FS: "xfs", SizeMiB: 300}); err == nil || !strings.Contains(err.Error(), `unknown filesystem "xfs"`) {
-		t.Errorf("xfs: err = %v", err)
+	if _, err := Make(context.Background(), t.TempDir(), guest.LaneSpec{FS: "ntfs", SizeMiB: 300}); err == nil || !strings.Contains(err.Error(), `unknown filesystem "ntfs"`) {
+		t.Errorf("ntfs: err = %v", err)
 	}
 	if _, err := Make(context.Background(), t.TempDir(), guest.LaneSpec{FS: "ext2", InodeSize: 128}); err == nil || !strings.Contains(err.Error(), "size 0 MiB") {
 		t.Errorf("size 0: err = %v", err)
@@ -322,4 +329,49 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// checkPinned reads back, with the filesystem's own tools, what the base
+// image pins: the xfs UUID, bigtime flag and root inode time; the exfat
+// volume serial; the udf UUID and recording time.
+func checkPinned(t *testing.T, img string, spec guest.LaneSpec) {
+	t.Helper()
+	type probe struct {
+		tool string
+		args []string
+		want []string
+	}
+	var probes []probe
+	switch spec.FS {
+	case "xfs":
+		probes = []probe{
+			{"xfs_db", []string{"-r", "-c", "sb 0", "-c", "print uuid", img}, []string{"uuid = " + UUID}},
+			{"xfs_db", []string{"-r", "-c", "version", img}, nil},
+			{"xfs_db", []string{"-r", "-c", "inode 128", "-c", "print core.mtime.sec v3.crtime.sec", img},
+				[]string{"core.mtime.sec = Sun Sep  9 01:46:40 2001", "v3.crtime.sec = Sun Sep  9 01:46:40 2001"}},
+			{"xfs_repair", []string{"-n", img}, nil},
+		}
+		if spec.Options["bigtime"] == "1" {
+			probes[1].want = []string{"BIGTIME"}
+		}
+	case "exfat":
+		probes = []probe{{"tune.exfat", []string{"-i", img}, []string{"0x" + VolumeID}}, {"fsck.exfat", []string{"-n", img}, []string{"clean"}}}
+	case "udf":
+		probes = []probe{{"udfinfo", []string{img}, []string{"uuid=" + UDFUUID, "blocksize=512"}}}
+	}
+	for _, p := range probes {
+		bin, err := hosttool.Look(p.tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, p.args...).CombinedOutput()
+		if err != nil && p.tool != "tune.exfat" { // tune.exfat -i exits 1 after printing
+			t.Fatalf("%s %v: %v\n%s", p.tool, p.args, err, out)
+		}
+		for _, w := range p.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s %v: no %q in:\n%s", p.tool, p.args, w, out)
+			}
+		}
+	}
 }

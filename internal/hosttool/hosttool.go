@@ -107,6 +107,12 @@ func Package(name string) string {
 		return "dosfstools"
 	case name == "mkfs.btrfs", name == "btrfs":
 		return "btrfs-progs"
+	case name == "mkfs.xfs", name == "xfs_repair", name == "xfs_db":
+		return "xfsprogs"
+	case name == "mkfs.exfat", name == "fsck.exfat", name == "tune.exfat":
+		return "exfatprogs"
+	case name == "mkfs.udf", name == "mkudffs", name == "udfinfo":
+		return "udftools"
 	case name == "apt-get", name == "apt-cache":
 		return "apt"
 	case name == "dpkg-deb":
