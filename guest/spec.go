@@ -54,7 +54,7 @@ var fsDefaults = map[string]struct {
 	// xfs: v5 (CRCs), mkfs.xfs's smallest, 300 MiB (64 MiB allocated, most
 	// of it the log; sparse under the overlay); bigtime 1 (the default)
 	// stores times to 2486, 0 to 2038.
-	"xfs": {0, xfsMinMiB, []string{"bigtime"}},
+	"xfs":   {0, xfsMinMiB, []string{"bigtime"}},
 	"exfat": {0, 16, nil},
 	// udf: UDF 2.01 for hard disks (mkudffs --media-type=hd), 512-byte
 	// blocks.
