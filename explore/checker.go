@@ -105,6 +105,12 @@ type Result struct {
 	// StateKeys are the unique states' root tuples, sorted (with
 	// Config.KeepStates or a Shard; nil otherwise): what Merge unites.
 	StateKeys []string
+	// DeclaredOps counts applied ops whose lanes disagreed on errno only
+	// as Config.Declared allows; DeclaredStates counts unique states whose
+	// lanes agree under the run's canonicalization and differ without it
+	// (LaneState.Exact). Neither is a finding; both say how much a
+	// declared difference decided.
+	DeclaredOps, DeclaredStates int
 }
 
 // Checker runs a bounded search over one System, or over several in
@@ -494,6 +500,37 @@ func (s *search) checkStates(st []LaneState) error {
 		}
 	}
 	return nil
+}
+
+// declaredOnly reports whether the lanes' errnos for op differ only as
+// declared: every lane that gives its declared errno for the op's kind is
+// set aside, and the others agree.
+func declaredOnly(declared map[string]map[string]int32, op *agentv1.Request, results []LaneResult) bool {
+	if declared == nil {
+		return false
+	}
+	kind := OpKind(op)
+	var rest []LaneResult
+	excused := false
+	for _, l := range results {
+		if e, ok := declared[l.Lane][kind]; ok && e == l.Errno {
+			excused = true
+			continue
+		}
+		rest = append(rest, l)
+	}
+	return excused && (len(rest) < 2 || !errnoDiverge(rest))
+}
+
+// exactDivergent reports whether the lanes' exact roots (where the System
+// computes them) differ.
+func exactDivergent(st []LaneState) bool {
+	for _, s := range st[1:] {
+		if s.Exact != nil && st[0].Exact != nil && !bytes.Equal(s.Exact, st[0].Exact) {
+			return true
+		}
+	}
+	return false
 }
 
 func errnoDiverge(results []LaneResult) bool {

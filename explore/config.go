@@ -77,6 +77,12 @@ type Config struct {
 	// Checks run on every new state whose lanes agree (root state
 	// included).
 	Checks []Check
+	// Declared are errnos the lanes' filesystems are declared to give
+	// (lane → op kind → errno; package family): an op whose lanes
+	// disagree only in that some give their declared errno is counted in
+	// Result.DeclaredOps, not reported. nil: every disagreement is a
+	// finding.
+	Declared map[string]map[string]int32
 	// ReplaySample is how many states, drawn evenly with the seed, are
 	// replayed from the root after the search and compared with the roots
 	// the search recorded ("self-reference:replay"). 0: none.

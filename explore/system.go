@@ -32,6 +32,11 @@ type LaneState struct {
 	// reported, not compared: the visited set, the digest and divergence
 	// checks use Root only.
 	Below []byte
+	// Exact is the lane's root without the run's canonicalization, nil
+	// when the System does not compute it. Lanes whose Roots agree and
+	// whose Exacts differ are a state judged by a declared difference
+	// (Result.DeclaredStates).
+	Exact []byte
 }
 
 // System is what the Checker drives; the session implements it over a real

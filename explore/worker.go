@@ -227,7 +227,9 @@ func (w *worker) apply(ctx context.Context, depth int, child []*agentv1.Request,
 	if err := w.s.checkLanes(results); err != nil {
 		return "", nil, nil, err
 	}
-	if errnoDiverge(results) {
+	if errnoDiverge(results) && declaredOnly(w.s.cfg.Declared, op, results) {
+		w.s.count(func(r *Result) { r.DeclaredOps++ })
+	} else if errnoDiverge(results) {
 		if err := w.s.add(Finding{Kind: KindErrno, Trace: child, Lanes: results, Detail: describeErrnos(op, results)}, self, op); err != nil {
 			return "", nil, nil, err
 		}
@@ -271,6 +273,9 @@ func (w *worker) visit(ctx context.Context, key string, trace []*agentv1.Request
 		}
 		f.Kind, f.Trace, f.Lanes = KindState, trace, results
 		return w.s.add(f, key, nil)
+	}
+	if exactDivergent(st) {
+		w.s.count(func(r *Result) { r.DeclaredStates++ })
 	}
 	for i, check := range w.s.cfg.Checks {
 		f, err := check(ctx, w.sys, trace)

@@ -46,6 +46,12 @@ type Policy struct {
 	// reports nlink 1 for each ([MergedDirNlink]); a plain filesystem
 	// counts subdirectories. Non-directories keep their link counts.
 	IgnoreDirNlink bool
+	// IgnoreOwner sets every entry's uid and gid to 0: vfat and exfat
+	// store no owner (every file has the mount's).
+	IgnoreOwner bool
+	// IgnoreMode sets every entry's permission bits to 0: vfat and exfat
+	// store a read-only bit, the mode is the mount's masks.
+	IgnoreMode bool
 }
 
 // Exact is the identity policy: the walk is folded as it is.
@@ -124,6 +130,12 @@ func (p Policy) String() string {
 	if p.IgnoreDirNlink {
 		rules = append(rules, "directory nlink 0")
 	}
+	if p.IgnoreOwner {
+		rules = append(rules, "uid and gid 0")
+	}
+	if p.IgnoreMode {
+		rules = append(rules, "mode 0")
+	}
 	name := p.Name
 	if name == "" {
 		name = Exact.Name
@@ -175,6 +187,12 @@ func Canonicalize(entries []*agentv1.Entry, p Policy) []*agentv1.Entry {
 		}
 		if p.IgnoreDirNlink && e.GetKind() == agentv1.Kind_KIND_DIRECTORY && e.GetNlink() != 0 {
 			edit().Nlink = 0
+		}
+		if p.IgnoreOwner && (e.GetUid() != 0 || e.GetGid() != 0) {
+			edit().Uid, edit().Gid = 0, 0
+		}
+		if p.IgnoreMode && e.GetMode() != 0 {
+			edit().Mode = 0
 		}
 		if c != nil {
 			out = append(out, c)

@@ -37,6 +37,12 @@ func refCanonicalize(in []*agentv1.Entry, p Policy) []*agentv1.Entry {
 		if p.IgnoreDirNlink && e.Kind == agentv1.Kind_KIND_DIRECTORY {
 			e.Nlink = 0
 		}
+		if p.IgnoreOwner {
+			e.Uid, e.Gid = 0, 0
+		}
+		if p.IgnoreMode {
+			e.Mode = 0
+		}
 		out = append(out, e)
 	}
 	return out
@@ -74,6 +80,9 @@ func TestCanonicalize(t *testing.T) {
 		{"root nlink only", nested, Policy{Name: "r", IgnoreRootNlink: true}, len(nested)},
 		{"overlay-dirs drops lost+found subtree", withLF, MetisOverlayDirs, len(withLF) - 2},
 		{"directory nlink only", nested, Policy{Name: "d", IgnoreDirNlink: true}, len(nested)},
+		{"owner only", withLF, Policy{Name: "o", IgnoreOwner: true}, len(withLF)},
+		{"mode only", withoutLF, Policy{Name: "m", IgnoreMode: true}, len(withoutLF)},
+		{"fat: metis, owner and mode", withLF, Policy{Name: "f", NonRegularSizeZero: true, SkipRootLostFound: true, AdjustRootNlink: true, IgnoreOwner: true, IgnoreMode: true}, len(withLF) - 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

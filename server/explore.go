@@ -128,6 +128,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		RestoresSkipped: int64(s.RestoresSkipped), Revert: s.Revert,
 		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
 		ShardIndex: int32(s.Shard.Index), ShardCount: int32(s.Shard.Count), ShardDepth: int32(s.Shard.Depth),
+		Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
 	}
 	for _, k := range s.StateKeys {
 		out.StateKeys = append(out.StateKeys, []byte(k))

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -47,6 +48,13 @@ type exploreJSON struct {
 	BelowRoots   map[string]string  `json:"below_roots,omitempty"`
 	Layers       []layersJSON       `json:"layers,omitempty"`
 	FindingList  []*findingJSONView `json:"finding_list"`
+	// Policy, Judged, OpsLeftOut, DeclaredOps and DeclaredStates are how
+	// the run was judged (ExploreSummary's fields of those names).
+	Policy         string   `json:"policy,omitempty"`
+	Judged         string   `json:"judged,omitempty"`
+	OpsLeftOut     []string `json:"ops_left_out,omitempty"`
+	DeclaredOps    int64    `json:"declared_ops"`
+	DeclaredStates int64    `json:"declared_states"`
 	// StateKeys are a shard's unique states (hex), for explore merge.
 	StateKeys []string `json:"state_keys,omitempty"`
 }
@@ -165,7 +173,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.Int32Var(&req.MaxSeconds, "max-seconds", 0, "wall-clock budget (0: no limit)")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the operation policy: the same seed gives the same run")
 	fl.StringVar(&timeMode, "time-mode", "none", "timestamps in the abstract state: none (Metis parity), mtime, all")
-	fl.StringVar(&req.Policy, "policy", "metis", "canonicalization policy: metis, exact, overlay (metis without the root's nlink, to compare an overlay lane with a plain one) or overlay-dirs (metis without any directory's nlink: an overlay lane over a seeded lower layer has merged directories, nlink 1)")
+	fl.StringVar(&req.Policy, "policy", "auto", "canonicalization policy: auto (metis plus the differences the lanes' filesystem families declare, docs/filesystems.md), exact (none, every op generated, every errno compared), metis, overlay (metis without the root's nlink) or overlay-dirs (metis without any directory's nlink)")
 	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: check the resolved image on the host at every new state (e2fsck -fn; btrfs check --readonly --check-data-csum)")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
@@ -247,6 +255,8 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
 		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
 		FindingList: found.json(),
+		Policy:      sum.GetPolicy(), Judged: sum.GetJudged(), OpsLeftOut: sum.GetOpsLeftOut(),
+		DeclaredOps: sum.GetDeclaredOps(), DeclaredStates: sum.GetDeclaredStates(),
 	}
 	if len(sum.GetBelowRoots()) > 0 {
 		out.BelowRoots = hexRoots(sum.GetBelowRoots())
@@ -262,6 +272,25 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
 	}
 	return out
+}
+
+// printJudged prints the run's canonicalization, its declared rules, the
+// ops left out and what a declared difference judged.
+func printJudged(w io.Writer, sum *themisv1.ExploreSummary) {
+	if sum.GetPolicy() == "" {
+		return
+	}
+	rules := strings.Split(sum.GetJudged(), "\n")
+	fmt.Fprintf(w, "policy\t%s\n", rules[0])
+	for _, r := range rules[1:] {
+		fmt.Fprintf(w, "  declared\t%s\n", strings.TrimSpace(r))
+	}
+	if len(sum.GetOpsLeftOut()) > 0 {
+		fmt.Fprintf(w, "ops left out\t%s (unsupported on a lane; --policy exact keeps them)\n", strings.Join(sum.GetOpsLeftOut(), ", "))
+	}
+	if sum.GetDeclaredOps() > 0 || sum.GetDeclaredStates() > 0 {
+		fmt.Fprintf(w, "judged by a declared difference\t%d ops (errno), %d unique states (equal only canonicalized)\n", sum.GetDeclaredOps(), sum.GetDeclaredStates())
+	}
 }
 
 // hexRoots maps each lane to its root in hex.
@@ -286,6 +315,7 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	if sum.GetStopped() != "" {
 		fmt.Fprintf(w, "stopped early\t%s\n", sum.GetStopped())
 	}
+	printJudged(w, sum)
 	for _, r := range sum.GetBelowRoots() {
 		fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
 	}

@@ -81,10 +81,14 @@ type rlimit struct {
 // already has (raising it needs a capability the tool must not rely on).
 func rlimitsOf(lim Limits) ([]rlimit, error) {
 	cpu := uint64((lim.CPU + time.Second - 1) / time.Second)
+	fsize := uint64(lim.FileSize)
+	if lim.FileSize == NoFileSizeLimit {
+		fsize = unix.RLIM_INFINITY
+	}
 	out := []rlimit{
 		{"--cpu", unix.RLIMIT_CPU, cpu},
 		{"--as", unix.RLIMIT_AS, uint64(lim.Memory)},
-		{"--fsize", unix.RLIMIT_FSIZE, uint64(lim.FileSize)},
+		{"--fsize", unix.RLIMIT_FSIZE, fsize},
 		{"--nofile", unix.RLIMIT_NOFILE, uint64(lim.Files)},
 	}
 	for i, r := range out {
@@ -105,7 +109,11 @@ func rlimitArgs(lim Limits) ([]string, error) {
 	}
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, r.opt+"="+strconv.FormatUint(r.value, 10))
+		v := strconv.FormatUint(r.value, 10)
+		if r.value == unix.RLIM_INFINITY {
+			v = "unlimited"
+		}
+		out = append(out, r.opt+"="+v)
 	}
 	return out, nil
 }

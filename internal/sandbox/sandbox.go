@@ -25,10 +25,15 @@ type Limits struct {
 	Timeout  time.Duration // wall clock for the whole run
 	CPU      time.Duration // RLIMIT_CPU (rounded up to whole seconds)
 	Memory   int64         // RLIMIT_AS, bytes
-	FileSize int64         // RLIMIT_FSIZE, bytes: the largest file the tool may write
+	FileSize int64         // RLIMIT_FSIZE, bytes: the largest file the tool may write (NoFileSizeLimit: none)
 	Files    int           // RLIMIT_NOFILE
 	Output   int           // bytes of stdout and stderr kept (head and tail)
 }
+
+// NoFileSizeLimit as Limits.FileSize leaves RLIMIT_FSIZE unlimited:
+// xfs_repair refuses to start under any limit (it raises RLIMIT_FSIZE to
+// infinity and exits when it cannot); with -n it writes nothing.
+const NoFileSizeLimit = -1
 
 // Default is what a zero field of Limits means: generous for e2fsck and
 // btrfs check over lane images of a few GiB, and still bounded.
@@ -46,7 +51,7 @@ func (l Limits) orDefault() Limits {
 	if l.Memory > 0 {
 		d.Memory = l.Memory
 	}
-	if l.FileSize > 0 {
+	if l.FileSize > 0 || l.FileSize == NoFileSizeLimit {
 		d.FileSize = l.FileSize
 	}
 	if l.Files > 0 {

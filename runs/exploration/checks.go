@@ -9,6 +9,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
@@ -137,16 +138,44 @@ func (x *system) countLayers(lane string, root []byte, below []*agentv1.Entry) {
 	}
 }
 
+// quiesce makes the single lane's image consistent for the host checker
+// as its family says (family.Quiesce): sync, or umount and mount again
+// (xfs: sync leaves metadata in the log, which xfs_repair -n cannot
+// replay). A remount leaves the abstract state as it was.
+func (x *system) quiesce(ctx context.Context) error {
+	fam, err := family.Of(x.run.Specs()[0].Layer().FS)
+	if err != nil {
+		return fmt.Errorf("fsck: %w", err)
+	}
+	reqs := []*agentv1.Request{{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}}
+	if fam.Quiesce == family.Remount {
+		lane := x.lanes[0]
+		x.forget()
+		reqs = []*agentv1.Request{
+			{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: lane}}},
+			{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: lane}}},
+		}
+	}
+	for _, req := range reqs {
+		what := strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", req.GetOp()), "*agentv1.Request_"))
+		if _, err := x.callOK(ctx, what+" before fsck", req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fsckCheck is the "host fsck clean" self-reference of a single ext*,
 // overlay or btrfs lane (fsckFor): sync in the guest, write the lane's
 // resolved overlay image to a scratch file and check it on the host. The
-// image is of a mounted filesystem after sync; ext2 writes its superblock
-// and group counters on sync, and btrfs commits its transaction, so it is
-// clean unless the filesystem is not.
+// image is of a mounted filesystem after sync (xfs: after umount+mount,
+// quiesce); ext2 writes its superblock and group counters on sync, and
+// btrfs commits its transaction, so it is clean unless the filesystem is
+// not.
 func (x *system) fsckCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
 	t0 := time.Now()
 	defer since(&x.t.check, t0)
-	if _, err := x.callOK(ctx, "sync", &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}); err != nil {
+	if err := x.quiesce(ctx); err != nil {
 		return nil, err
 	}
 	if err := x.run.Disk(ctx, 0, "fsck image", func(d *overlay.Device) error {

@@ -1,11 +1,12 @@
 package exploration
 
 import (
+	"strings"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
-	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/session"
 )
@@ -32,8 +33,9 @@ const (
 const (
 	// exploreProgressEvery is how many states pass between progress calls.
 	exploreProgressEvery = 16
-	// defaultPolicy is the canonicalization policy of an explore run.
-	defaultPolicy = "metis"
+	// defaultPolicy is the canonicalization policy of an explore run:
+	// picked from the lanes' families (family.Judge).
+	defaultPolicy = family.AutoPolicy
 )
 
 // Options are the inputs of Run.
@@ -62,7 +64,10 @@ type Options struct {
 	Seed uint64
 	// TimeMode is the fingerprint time mode (default NONE, Metis parity).
 	TimeMode agentv1.TimeMode
-	// Policy is the canonicalization policy (oracle.PolicyByName; default "metis").
+	// Policy is the canonicalization policy: "auto" (the default: Metis's
+	// rules and every difference the lanes' families declare,
+	// family.Judge), "exact" (none, and no op rule either) or another
+	// oracle.PolicyByName.
 	Policy string
 	// MaxDuration is the wall-clock budget of the search (0: none). Boot and
 	// the minimization of findings after the search are not counted.
@@ -164,6 +169,16 @@ type Summary struct {
 	// Layers says, per overlay lane, what the lower ⊕ upper reference
 	// (KindLayers) checked.
 	Layers map[string]LayerCounts
+	// Policy is the canonicalization the run used and Judged its rules
+	// with the families that declared them (family.Judgement.String);
+	// OpsLeftOut are the op kinds a lane's family does not support that
+	// the run did not generate. DeclaredOps counts ops whose errno
+	// difference a family declares, DeclaredStates unique states equal
+	// only under the canonicalization (explore.Result).
+	Policy                      string
+	Judged                      string
+	OpsLeftOut                  []string
+	DeclaredOps, DeclaredStates int
 	// The cumulative time split, as in Progress.
 	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
 }
@@ -179,71 +194,85 @@ type LayerCounts struct {
 	Whiteouts, Opaque int
 }
 
-// validate checks o, fills its defaults and returns the policy.
-func validate(o *Options) (oracle.Policy, error) {
+// validate checks o, fills its defaults and returns how the run is
+// judged (family.Judge of its lanes and policy).
+func validate(o *Options) (family.Judgement, error) {
 	co := session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
 	specs, err := session.ValidateCreate(&co)
 	if err != nil {
-		return oracle.Policy{}, err
+		return family.Judgement{}, err
 	}
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	switch {
 	case o.Depth == 0:
 		o.Depth = explore.DefaultDepth
 	case o.Depth < 1 || o.Depth > explore.MaxDepth:
-		return oracle.Policy{}, session.Invalid("depth", "%d: want 1..%d", o.Depth, explore.MaxDepth)
+		return family.Judgement{}, session.Invalid("depth", "%d: want 1..%d", o.Depth, explore.MaxDepth)
 	}
 	switch {
 	case o.Branching == 0:
 		o.Branching = explore.DefaultBranching
 	case o.Branching < 1 || o.Branching > explore.MaxBranching:
-		return oracle.Policy{}, session.Invalid("branching", "%d: want 1..%d", o.Branching, explore.MaxBranching)
+		return family.Judgement{}, session.Invalid("branching", "%d: want 1..%d", o.Branching, explore.MaxBranching)
 	}
 	if !validRevert(o.Revert) {
-		return oracle.Policy{}, session.Invalid("revert", "%q: want auto, machine or remount", o.Revert)
+		return family.Judgement{}, session.Invalid("revert", "%q: want auto, machine or remount", o.Revert)
 	}
 	if o.MaxStates < 0 {
-		return oracle.Policy{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
+		return family.Judgement{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
 	}
 	if _, err := o.Shard.Resolve(o.Depth); err != nil {
-		return oracle.Policy{}, session.Invalid("shard", "%v", err)
+		return family.Judgement{}, session.Invalid("shard", "%v", err)
 	}
 	if (o.Workers < 0 && o.Workers != AutoWorkers) || o.Workers > MaxWorkers {
-		return oracle.Policy{}, session.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
+		return family.Judgement{}, session.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
 	}
 	if _, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops}); err != nil {
-		return oracle.Policy{}, session.Invalid("ops", "%v", err)
+		return family.Judgement{}, session.Invalid("ops", "%v", err)
 	}
 	if o.MaxDuration < 0 {
-		return oracle.Policy{}, session.Invalid("max_duration", "%s: negative", o.MaxDuration)
+		return family.Judgement{}, session.Invalid("max_duration", "%s: negative", o.MaxDuration)
 	}
 	if _, ok := agentv1.TimeMode_name[int32(o.TimeMode)]; !ok {
-		return oracle.Policy{}, session.Invalid("time_mode", "unknown time mode %d", o.TimeMode)
+		return family.Judgement{}, session.Invalid("time_mode", "unknown time mode %d", o.TimeMode)
 	}
 	if o.Policy == "" {
 		o.Policy = defaultPolicy
 	}
-	policy, err := oracle.PolicyByName(o.Policy)
+	lanes := make([]family.Lane, len(specs))
+	for i, sp := range specs {
+		lanes[i] = family.Lane{Name: sp.Name, FS: sp.FS, Seeded: sp.Seed() != 0}
+	}
+	judged, err := family.Judge(lanes, o.Policy)
 	if err != nil {
-		return oracle.Policy{}, session.Invalid("policy", "%v", err)
+		return family.Judgement{}, session.Invalid("policy", "%v", err)
+	}
+	if len(judged.Excluded) > 0 {
+		g, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops})
+		if err != nil {
+			return family.Judgement{}, session.Invalid("ops", "%v", err)
+		}
+		if o.Ops = family.Without(g.Kinds(), judged.Excluded); len(o.Ops) == 0 {
+			return family.Judgement{}, session.Invalid("ops", "every op kind asked is one a lane's filesystem does not support (%s); --policy exact compares them anyway", strings.Join(judged.Excluded, ", "))
+		}
 	}
 	for _, c := range []struct {
 		on    bool
 		field string
 	}{{o.Remount, "remount"}, {o.Fsck, "fsck"}} {
 		if c.on && len(specs) != 1 {
-			return oracle.Policy{}, session.Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
+			return family.Judgement{}, session.Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
 		}
 	}
 	if o.Fsck {
 		// An overlay lane's upper layer is checked.
 		tool, err := hostfsck.For(specs[0].Layer().FS)
 		if err != nil {
-			return oracle.Policy{}, session.Invalid("fsck", "lane %s: %v", specs[0].Name, err)
+			return family.Judgement{}, session.Invalid("fsck", "lane %s: %v", specs[0].Name, err)
 		}
 		if err := tool.Installed(); err != nil {
-			return oracle.Policy{}, session.Invalid("fsck", "%v", err)
+			return family.Judgement{}, session.Invalid("fsck", "%v", err)
 		}
 	}
-	return policy, nil
+	return judged, nil
 }

@@ -36,10 +36,11 @@ import (
 // it with ErrState. It ends with reason "explore finished", "explore
 // cancelled", ...
 func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progress), found func(session.Finding)) (_ *Summary, err error) {
-	policy, err := validate(&o)
+	judged, err := validate(&o)
 	if err != nil {
 		return nil, err
 	}
+	policy := judged.Policy
 	n, why := workerCount(m, o)
 	c, err := newCrew(ctx, m, o, policy, n)
 	if err != nil {
@@ -51,6 +52,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	// Findings are kept whatever happens to the run.
 	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, send: found, byID: make(map[int]*session.Finding)}
 	cfg, cleanup, err := checkerConfig(o, c, rec)
+	cfg.Declared = judged.Declared
 	if err != nil {
 		return nil, errors.Join(err, c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: fsck scratch dir"))
 	}
@@ -73,6 +75,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	res, runErr := chk.Run(ctx)
 	sum := summarize(run, c, res, time.Since(start))
 	sum.Workers, sum.WorkersWhy = n, why
+	sum.Policy, sum.Judged, sum.OpsLeftOut = policy.Name, judged.String(), judged.Excluded
 	if sh := chk.Config().Shard; sh.Count > 1 {
 		sum.Shard, sum.StateKeys = sh, res.StateKeys
 	}
@@ -158,6 +161,7 @@ func summarize(run *session.Run, c *crew, res *explore.Result, elapsed time.Dura
 		Session: run.ID(), Sessions: c.sessions(), Revert: c.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(),
 		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached,
 		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)), RestoresSkipped: res.RestoresSkipped,
+		DeclaredOps: res.DeclaredOps, DeclaredStates: res.DeclaredStates,
 	}
 	systems := c.all()
 	sum.OpTime, sum.FingerprintTime, sum.RestoreTime, sum.CheckpointTime, sum.CheckTime = sumTimes(systems)

@@ -38,7 +38,8 @@ type system struct {
 	// holds the overlay lanes' lower layers as walked: they are mounted
 	// read-only and never change, so each is walked once.
 	leaves, below, lower map[string][]*agentv1.Entry
-	layers               map[string]*layerSeen // per overlay lane, for LayerCounts
+	raw                  map[string][]*agentv1.Entry // leaves as walked, for LaneState.Exact
+	layers               map[string]*layerSeen       // per overlay lane, for LayerCounts
 
 	fsckImage string // scratch file for the fsck check
 
@@ -72,7 +73,7 @@ func newSystem(run *session.Run, revert string, mode agentv1.TimeMode, policy or
 		disks: diskStack{fresh: true},
 		ids:   make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
 		below: make(map[string][]*agentv1.Entry), lower: make(map[string][]*agentv1.Entry),
-		layers: make(map[string]*layerSeen)}
+		raw: make(map[string][]*agentv1.Entry), layers: make(map[string]*layerSeen)}
 	for _, sp := range run.Specs() {
 		x.overlay[sp.Name] = sp.IsOverlay()
 	}
@@ -215,6 +216,9 @@ func (x *system) fingerprint(ctx context.Context) ([]explore.LaneState, error) {
 			return nil, err
 		}
 		st := explore.LaneState{Lane: l, Root: oracle.Root(leaves, x.mode)}
+		if x.policy != oracle.Exact && len(x.lanes) > 1 {
+			st.Exact = oracle.Root(x.raw[l], x.mode)
+		}
 		if x.overlay[l] {
 			b, err := x.belowLeaves(ctx, l)
 			if err != nil {
@@ -239,7 +243,7 @@ func (x *system) fingerprintRequests() ([]*agentv1.Request, []func(*agentv1.Resp
 		reqs = append(reqs, x.fingerprintReq(l, false))
 		keep = append(keep, func(r *agentv1.Response) {
 			if r.GetErrno() == 0 {
-				x.leaves[l] = oracle.Canonicalize(r.GetFingerprint().GetLeaves(), x.policy)
+				x.keep(l, r.GetFingerprint().GetLeaves())
 			}
 		})
 		if x.overlay[l] {
@@ -263,7 +267,17 @@ func (x *system) fingerprintReq(lane string, below bool) *agentv1.Request {
 // forget drops the leaves of the current state (the state may change).
 func (x *system) forget() {
 	clear(x.leaves)
+	clear(x.raw)
 	clear(x.below)
+}
+
+// keep records a lane's leaves in the current state, as walked and
+// canonicalized (the two share the entries the policy leaves alone).
+func (x *system) keep(lane string, walked []*agentv1.Entry) []*agentv1.Entry {
+	x.raw[lane] = walked
+	ls := oracle.Canonicalize(walked, x.policy)
+	x.leaves[lane] = ls
+	return ls
 }
 
 // belowLeaves returns an overlay lane's upper layer seen from below in the
@@ -306,9 +320,7 @@ func (x *system) laneLeaves(ctx context.Context, lane string) ([]*agentv1.Entry,
 	if err != nil {
 		return nil, err
 	}
-	ls := oracle.Canonicalize(resp.GetFingerprint().GetLeaves(), x.policy)
-	x.leaves[lane] = ls
-	return ls, nil
+	return x.keep(lane, resp.GetFingerprint().GetLeaves()), nil
 }
 
 // Leaves implements explore.System.

@@ -14,7 +14,9 @@ import (
 
 // Tool is the host's read-only checker of one lane filesystem's image:
 // e2fsck -fn for ext2/3/4, btrfs check --readonly for btrfs (with
-// --check-data-csum, so a flipped data bit is caught too). Explore's fsck
+// --check-data-csum, so a flipped data bit is caught too), xfs_repair -n
+// for xfs, fsck.exfat -n for exfat (Debian has no checker of udf or vfat
+// images besides fsck.fat, which repairs). Explore's fsck
 // self-reference and Corrupt's per-target check run it on the lane's
 // resolved overlay, written to a scratch file.
 type Tool struct {
@@ -35,8 +37,13 @@ func For(fs string) (Tool, error) {
 	case fs == "btrfs":
 		return Tool{Name: "btrfs check --readonly --check-data-csum", bin: "btrfs", args: []string{"check", "--readonly", "--check-data-csum"},
 			pkg: "btrfs-progs"}, nil
+	case fs == "xfs":
+		return Tool{Name: "xfs_repair -n", bin: "xfs_repair", args: []string{"-n"}, pkg: "xfsprogs",
+			Limits: sandbox.Limits{FileSize: sandbox.NoFileSizeLimit}}, nil
+	case fs == "exfat":
+		return Tool{Name: "fsck.exfat -n", bin: "fsck.exfat", args: []string{"-n"}, pkg: "exfatprogs"}, nil
 	}
-	return Tool{}, fmt.Errorf("a host fsck is not supported for %s (ext2/3/4: e2fsck, btrfs: btrfs check)", fs)
+	return Tool{}, fmt.Errorf("a host fsck is not supported for %s (ext2/3/4: e2fsck, btrfs: btrfs check, xfs: xfs_repair, exfat: fsck.exfat)", fs)
 }
 
 // Installed checks the checker is on the host's PATH.
@@ -82,16 +89,30 @@ func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byt
 
 // verdict maps a non-zero exit status of the checker.
 func (f Tool) verdict(code int, out []byte) (Verdict, []byte, error) {
-	if filepath.Base(f.bin) == "e2fsck" {
+	switch filepath.Base(f.bin) {
+	case "e2fsck", "fsck.exfat":
 		// e2fsck's exit status is a bit set: 1 and 2 corrected (not with
-		// -n), 4 left uncorrected, 8 operational error.
+		// -n), 4 left uncorrected, 8 operational error; fsck.exfat
+		// uses the same bits.
 		switch {
 		case code >= 1 && code <= 7:
 			return Dirty, out, nil
 		case code >= 8 && code <= 15:
 			return Broken, out, nil
 		}
-	} else if code == 1 {
+	case "xfs_repair":
+		// xfs_repair -n exits 1 when it finds corruption, and when it
+		// finds no superblock at all.
+		if code == 1 && bytes.Contains(out, []byte("could not find valid secondary superblock")) {
+			return Broken, out, nil
+		}
+		if code == 1 {
+			return Dirty, out, nil
+		}
+	default:
+		if code != 1 {
+			break
+		}
 		// btrfs check exits 1 both for errors found and for a filesystem
 		// it cannot open (bad superblock, unreadable tree root).
 		if bytes.Contains(out, []byte("cannot open file system")) {

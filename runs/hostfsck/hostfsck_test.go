@@ -13,7 +13,10 @@ func TestFor(t *testing.T) {
 		{"ext2", "e2fsck -fn", ""},
 		{"ext4", "e2fsck -fn", ""},
 		{"btrfs", "btrfs check --readonly --check-data-csum", ""},
+		{"xfs", "xfs_repair -n", ""},
+		{"exfat", "fsck.exfat -n", ""},
 		{"vfat", "", "not supported for vfat"},
+		{"udf", "", "not supported for udf"},
 	} {
 		got, err := For(tt.fs)
 		switch {

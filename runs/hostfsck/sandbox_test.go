@@ -147,6 +147,11 @@ func TestRealChecker(t *testing.T) {
 		{"ext2", "mkfs.ext2", 8 << 20, -1, Clean},
 		{"ext2", "mkfs.ext2", 8 << 20, 1024 + 56, Broken},
 		{"btrfs", "mkfs.btrfs", 128 << 20, -1, Clean},
+		{"xfs", "mkfs.xfs", 300 << 20, -1, Clean},
+		{"xfs", "mkfs.xfs", 300 << 20, 0, Dirty}, // primary superblock magic: the secondaries are found
+		{"exfat", "mkfs.exfat", 16 << 20, -1, Clean},
+		{"exfat", "mkfs.exfat", 16 << 20, 11 * 512, Dirty}, // the boot region's checksum
+		{"exfat", "mkfs.exfat", 16 << 20, 3, Broken},       // its file system name
 	} {
 		tool, err := For(tt.fs)
 		if err != nil {
@@ -164,7 +169,11 @@ func TestRealChecker(t *testing.T) {
 		if err := os.Truncate(image, tt.size); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command(mkfs, "-q", image).CombinedOutput(); err != nil {
+		quiet := []string{"-q"}
+		if tt.fs == "exfat" {
+			quiet = nil // mkfs.exfat has no -q
+		}
+		if out, err := exec.Command(mkfs, append(quiet, image)...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", tt.mkfs, err, out)
 		}
 		if tt.wreck >= 0 {

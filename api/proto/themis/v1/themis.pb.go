@@ -3201,11 +3201,26 @@ type ExploreSummary struct {
 	// empty when the run is not a shard.
 	StateKeys [][]byte `protobuf:"bytes,22,rep,name=state_keys,json=stateKeys,proto3" json:"state_keys,omitempty"`
 	// The shard this run was (count 0: not a shard), its depth resolved.
-	ShardIndex    int32 `protobuf:"varint,23,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
-	ShardCount    int32 `protobuf:"varint,24,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
-	ShardDepth    int32 `protobuf:"varint,25,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShardIndex int32 `protobuf:"varint,23,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount int32 `protobuf:"varint,24,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ShardDepth int32 `protobuf:"varint,25,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
+	// The canonicalization the run used ("auto": Metis's rules and the
+	// differences its lanes' filesystem families declare; "exact": none),
+	// and its rules, one a line after the first, with the families that
+	// declared them (docs/filesystems.md).
+	Policy string `protobuf:"bytes,26,opt,name=policy,proto3" json:"policy,omitempty"`
+	Judged string `protobuf:"bytes,27,opt,name=judged,proto3" json:"judged,omitempty"`
+	// Op kinds a lane's filesystem does not support (a vfat symlink) that
+	// the run did not generate.
+	OpsLeftOut []string `protobuf:"bytes,28,rep,name=ops_left_out,json=opsLeftOut,proto3" json:"ops_left_out,omitempty"`
+	// Ops whose lanes disagreed on errno only as their families declare
+	// (a vfat chmod's EPERM), and unique states whose lanes agree only
+	// under the canonicalization: judged by a declared difference, not
+	// findings.
+	DeclaredOps    int64 `protobuf:"varint,29,opt,name=declared_ops,json=declaredOps,proto3" json:"declared_ops,omitempty"`
+	DeclaredStates int64 `protobuf:"varint,30,opt,name=declared_states,json=declaredStates,proto3" json:"declared_states,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
@@ -3409,6 +3424,41 @@ func (x *ExploreSummary) GetShardCount() int32 {
 func (x *ExploreSummary) GetShardDepth() int32 {
 	if x != nil {
 		return x.ShardDepth
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetJudged() string {
+	if x != nil {
+		return x.Judged
+	}
+	return ""
+}
+
+func (x *ExploreSummary) GetOpsLeftOut() []string {
+	if x != nil {
+		return x.OpsLeftOut
+	}
+	return nil
+}
+
+func (x *ExploreSummary) GetDeclaredOps() int64 {
+	if x != nil {
+		return x.DeclaredOps
+	}
+	return 0
+}
+
+func (x *ExploreSummary) GetDeclaredStates() int64 {
+	if x != nil {
+		return x.DeclaredStates
 	}
 	return 0
 }
@@ -5782,7 +5832,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"foundTrace\x12!\n" +
 	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
 	"\x06revert\x18\x0f \x01(\tR\x06revert\x12\x1c\n" +
-	"\tsignature\x18\x10 \x01(\tR\tsignature\"\xb5\x06\n" +
+	"\tsignature\x18\x10 \x01(\tR\tsignature\"\xd3\a\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5816,7 +5866,13 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vshard_count\x18\x18 \x01(\x05R\n" +
 	"shardCount\x12\x1f\n" +
 	"\vshard_depth\x18\x19 \x01(\x05R\n" +
-	"shardDepth\"p\n" +
+	"shardDepth\x12\x16\n" +
+	"\x06policy\x18\x1a \x01(\tR\x06policy\x12\x16\n" +
+	"\x06judged\x18\x1b \x01(\tR\x06judged\x12 \n" +
+	"\fops_left_out\x18\x1c \x03(\tR\n" +
+	"opsLeftOut\x12!\n" +
+	"\fdeclared_ops\x18\x1d \x01(\x03R\vdeclaredOps\x12'\n" +
+	"\x0fdeclared_states\x18\x1e \x01(\x03R\x0edeclaredStates\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
