@@ -82,4 +82,3 @@ func faketime() (lib, id string, err error) {
 	}
 	return "", "", fmt.Errorf("baseimage: libfaketime not found (%s): install the Debian package %s", filepath.Base(faketimeLibs[0]), hosttool.Package("libfaketime"))
 }
-
