@@ -41,7 +41,7 @@ func decodeExtra(lo int32, extra uint32) (sec, nsec int64) {
 
 func TestExtraRoundTripsExactlyOnTheRange(t *testing.T) {
 	t.Parallel()
-	r, err := RuleFor("ext4", 256, Mtime)
+	r, err := RuleFor(Lane{FS: "ext4", InodeSize: 256}, Mtime)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,23 @@ func TestExpect(t *testing.T) {
 		{"vfat", 0, Mtime, ts(0, 0), ts(VfatMin, 0), "clamped(315532800)"},
 		{"vfat", 0, Mtime, ts(1<<32, 0), ts(1<<32, 0), "represented"},
 		{"vfat", 0, Mtime, ts(1<<34, 0), ts(VfatMax, 0), "clamped(4354819198)"},
+		{"exfat", 0, Mtime, ts(1_700_000_001, 123456789), ts(1_700_000_001, 120000000), "rounded(10ms)"},
+		{"exfat", 0, Atime, ts(1_700_000_001, 7), ts(1_700_000_000, 0), "rounded(2s)"},
+		{"exfat", 0, Mtime, ts(1<<34, 0), ts(ExfatMax, 0), "clamped(4354819199)"},
+		{"exfat", 0, Ctime, ts(-1, 0), ts(VfatMin, 0), "clamped(315532800)"},
+		{"xfs", 0, Mtime, ts(1<<31, 5), ts(1<<31, 5), "represented"},
+		{"xfs", 0, Mtime, ts(1<<34, 5), ts(XfsBigtimeMax, 0), "clamped(16299260424)"},
+		{"xfs", 0, Mtime, ts(S32Min-1, 0), ts(S32Min, 0), "clamped(-2147483648)"},
+		{"xfs:bigtime=0", 0, Mtime, ts(1<<31, 5), ts(S32Max, 0), "clamped(2147483647)"},
+		{"xfs:bigtime=0", 0, Atime, ts(-1, 5), ts(-1, 5), "represented"},
+		{"btrfs", 0, Mtime, ts(1<<34, 5), ts(1<<34, 5), "represented"},
+		{"btrfs", 0, Ctime, ts(-1<<40, 0), ts(-1<<40, 0), "represented"},
 	} {
-		e, err := Expect(c.fs, c.inode, c.f, c.set)
+		l := Lane{FS: c.fs, InodeSize: c.inode}
+		if fs, ok := strings.CutSuffix(c.fs, ":bigtime=0"); ok {
+			l = Lane{FS: fs, Options: map[string]string{"bigtime": "0"}}
+		}
+		e, err := Expect(l, c.f, c.set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,8 +114,11 @@ func TestExpect(t *testing.T) {
 			t.Errorf("Expect(%s, %d, %s, %v) = %v %s, want %v %s", c.fs, c.inode, c.f, c.set, e.Stored, e.Verdict, c.want, c.vd)
 		}
 	}
-	if _, err := Expect("xfs", 0, Mtime, Timespec{}); err == nil {
-		t.Error("Expect(xfs): no error")
+	if _, err := Expect(Lane{FS: "ntfs"}, Mtime, Timespec{}); err == nil {
+		t.Error("Expect(ntfs): no error")
+	}
+	if XfsBigtimeMax != 16299260424 {
+		t.Errorf("XfsBigtimeMax = %d, want 16299260424 (2486-07-02, as the guest kernel stores it)", XfsBigtimeMax)
 	}
 }
 
@@ -294,9 +312,12 @@ func TestExpectCellClockRefused(t *testing.T) {
 		{"ext4", OpTouch, []Timespec{{Sec: 5}, {Sec: -1}}, "rejected(errno 22)"},
 		{"ext4", OpUtimensat, []Timespec{{Sec: -1}}, "represented"},
 		{"ext2", OpUtimensat, []Timespec{{Sec: 1 << 34}}, "clamped(2147483647)"},
-		{"ext4", OpCreate, []Timespec{{Sec: 0}}, "represented"},
+		{"ext4", OpCreate, []Timespec{{Sec: 0}}, "rejected(errno 22)"}, // before the guest's uptime
+		{"ext4", OpTouch, []Timespec{{Sec: 1}}, "rejected(errno 22)"},
+		{"ext4", OpUtimensat, []Timespec{{Sec: 0}}, "represented"},
+		{"xfs", OpTouch, []Timespec{{Sec: SettodSecMin}}, "represented"},
 	} {
-		e, err := ExpectCell(tc.fs, 0, tc.op, tc.steps)
+		e, err := ExpectCell(Lane{FS: tc.fs}, tc.op, tc.steps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +325,7 @@ func TestExpectCellClockRefused(t *testing.T) {
 			t.Errorf("%s %s %v: expected %s, want %s", tc.fs, tc.op, tc.steps, got, tc.want)
 		}
 	}
-	if _, err := ExpectCell("ext4", 0, "nope", []Timespec{{}}); err == nil {
+	if _, err := ExpectCell(Lane{FS: "ext4"}, "nope", []Timespec{{}}); err == nil {
 		t.Error("an unknown op has an expectation")
 	}
 	if SettodSecMax != 8277292036 {

@@ -70,17 +70,41 @@ var (
 	VfatMax = time.Date(2107, 12, 31, 23, 59, 58, 0, time.UTC).Unix()
 )
 
-// RuleFor returns the rule of one field on a filesystem. inodeSize is for
-// ext2/3/4 (0 means the lane default: 128 for ext2, 256 otherwise); it is
-// ignored for vfat. ext2 lanes are mounted by the ext4 driver (Debian's
-// CONFIG_EXT4_USE_FOR_EXT2), so ext2 with 256-byte inodes gets the extra
-// fields too.
-func RuleFor(fs string, inodeSize int, f Field) (Rule, error) {
-	switch fs {
+// Lane is what a lane's timestamp rules depend on: its filesystem, its
+// inode size (ext2/3/4; 0 means the lane default: 128 for ext2, 256
+// otherwise) and its settings (xfs: bigtime, "1" unless "0").
+type Lane struct {
+	FS        string
+	InodeSize int
+	Options   map[string]string
+}
+
+// Bounds of the filesystems' timestamp ranges (their superblocks'
+// s_time_min and s_time_max in the guest kernel).
+var (
+	// XfsBigtimeMax is the last second the guest kernel's xfs stores with
+	// bigtime (unsigned 64-bit nanoseconds from 1901-12-13), 2486-07-02:
+	// one less than the format's last whole second, as measured (a sweep
+	// at 2^34 reads back 16299260424).
+	XfsBigtimeMax = int64(math.MaxUint64/uint64(time.Second)) + S32Min - 1
+	// ExfatMax is 2107-12-31 23:59:59, the last second of exFAT's 7-bit
+	// year (from 1980); exFAT's first is VfatMin.
+	ExfatMax = time.Date(2107, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+)
+
+// RuleFor returns the rule of one field on a lane's filesystem. ext2 lanes
+// are mounted by the ext4 driver (Debian's CONFIG_EXT4_USE_FOR_EXT2), so
+// ext2 with 256-byte inodes gets the extra fields too.
+func RuleFor(l Lane, f Field) (Rule, error) {
+	if f != Atime && f != Mtime && f != Ctime {
+		return Rule{}, fmt.Errorf("clock: unknown field %q", f)
+	}
+	switch l.FS {
 	case "ext2", "ext3", "ext4":
+		inodeSize := l.InodeSize
 		if inodeSize == 0 {
 			inodeSize = 256
-			if fs == "ext2" {
+			if l.FS == "ext2" {
 				inodeSize = 128
 			}
 		}
@@ -94,12 +118,22 @@ func RuleFor(fs string, inodeSize int, f Field) (Rule, error) {
 			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 2 * time.Second}, nil
 		case Ctime:
 			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 10 * time.Millisecond}, nil
-		case Atime:
-			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 24 * time.Hour, DateOnly: true}, nil
 		}
-		return Rule{}, fmt.Errorf("clock: unknown field %q", f)
+		return Rule{Min: VfatMin, Max: VfatMax, Granularity: 24 * time.Hour, DateOnly: true}, nil
+	case "exfat":
+		if f == Atime {
+			return Rule{Min: VfatMin, Max: ExfatMax, Granularity: 2 * time.Second}, nil
+		}
+		return Rule{Min: VfatMin, Max: ExfatMax, Granularity: 10 * time.Millisecond}, nil
+	case "xfs":
+		if l.Options["bigtime"] == "0" {
+			return Rule{Min: S32Min, Max: S32Max, Granularity: time.Nanosecond}, nil
+		}
+		return Rule{Min: S32Min, Max: XfsBigtimeMax, Granularity: time.Nanosecond}, nil
+	case "btrfs":
+		return Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Nanosecond}, nil
 	}
-	return Rule{}, fmt.Errorf("clock: no timestamp rule for filesystem %q", fs)
+	return Rule{}, fmt.Errorf("clock: no timestamp rule for filesystem %q", l.FS)
 }
 
 // Store applies the rule as timestamp_truncate does: clamp the seconds
@@ -136,10 +170,10 @@ type Expectation struct {
 	Verdict Verdict
 }
 
-// Expect returns what fs (with inodeSize, for ext*) stores in field f when
-// value is set, and the verdict that has.
-func Expect(fs string, inodeSize int, f Field, value Timespec) (Expectation, error) {
-	r, err := RuleFor(fs, inodeSize, f)
+// Expect returns what lane l stores in field f when value is set, and the
+// verdict that has.
+func Expect(l Lane, f Field, value Timespec) (Expectation, error) {
+	r, err := RuleFor(l, f)
 	if err != nil {
 		return Expectation{}, err
 	}
@@ -155,10 +189,15 @@ func Expect(fs string, inodeSize int, f Field, value Timespec) (Expectation, err
 // include/linux/time64.h: a negative time, nanoseconds outside [0, 1e9)
 // and seconds from SettodSecMax on are refused with EINVAL. SettodSecMax
 // is KTIME_SEC_MAX (2^63-1 ns in seconds) less 30 years of uptime, in
-// 2232: past it CLOCK_REALTIME would overflow.
+// 2232: past it CLOCK_REALTIME would overflow. do_settimeofday64 also
+// refuses a time earlier than the guest's uptime (the wall clock may not
+// go below CLOCK_MONOTONIC); SettodSecMin assumes an uptime under an hour,
+// which a sweep's guest, booted for it, keeps (values 0 and 1 are refused,
+// as measured).
 const (
 	ktimeSecMax  = math.MaxInt64 / int64(time.Second)
 	SettodSecMax = ktimeSecMax - 30*365*24*3600
+	SettodSecMin = 3600
 	// errnoEINVAL is what settimeofday refuses with.
 	errnoEINVAL = 22
 )
@@ -166,13 +205,13 @@ const (
 // ClockRefuses reports whether the guest kernel refuses to set its clock
 // to t.
 func ClockRefuses(t Timespec) bool {
-	return t.Sec < 0 || t.Nsec < 0 || t.Nsec >= int64(time.Second) || t.Sec >= SettodSecMax
+	return t.Sec < SettodSecMin || t.Nsec < 0 || t.Nsec >= int64(time.Second) || t.Sec >= SettodSecMax
 }
 
 // ExpectCell is Expect for one cell of a sweep: op applied after setting
 // the value's steps. A clock-driven op (UsesClock) whose clock the kernel
 // refuses to set to a step is expected rejected (EINVAL) on every lane.
-func ExpectCell(fs string, inodeSize int, op string, steps []Timespec) (Expectation, error) {
+func ExpectCell(l Lane, op string, steps []Timespec) (Expectation, error) {
 	f, ok := OpField(op)
 	if !ok || len(steps) == 0 {
 		return Expectation{}, fmt.Errorf("clock: no expectation for op %q with %d steps", op, len(steps))
@@ -180,12 +219,12 @@ func ExpectCell(fs string, inodeSize int, op string, steps []Timespec) (Expectat
 	if UsesClock(op) && slices.ContainsFunc(steps, ClockRefuses) {
 		return Expectation{Verdict: Reject(errnoEINVAL)}, nil
 	}
-	return Expect(fs, inodeSize, f, steps[len(steps)-1])
+	return Expect(l, f, steps[len(steps)-1])
 }
 
 // Bounds are the seconds a clamp lands on, over every rule: upper then lower.
 func Bounds() (upper, lower []int64) {
-	return []int64{S32Max, ExtExtraMax, VfatMax}, []int64{S32Min, VfatMin}
+	return []int64{S32Max, ExtExtraMax, VfatMax, ExfatMax, XfsBigtimeMax}, []int64{S32Min, VfatMin}
 }
 
 func isUpper(s int64) bool { u, _ := Bounds(); return slices.Contains(u, s) }

@@ -137,7 +137,7 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 	}
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	for _, sp := range specs {
-		if _, err := clock.RuleFor(sp.FS, sp.InodeSize, clock.Mtime); err != nil {
+		if _, err := clock.RuleFor(clock.Lane{FS: sp.FS, InodeSize: sp.InodeSize, Options: sp.Options}, clock.Mtime); err != nil {
 			return nil, clock.Plan{}, session.Invalid("lanes", "lane %s: %v", sp.Name, err)
 		}
 	}
@@ -372,7 +372,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 	for i, sp := range w.specs {
 		cells[i] = Cell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
 			Value: set.Sec, ValueNs: set.Nsec, Op: op, Field: f}
-		if e, err := clock.ExpectCell(sp.FS, sp.InodeSize, op, steps); err == nil {
+		if e, err := clock.ExpectCell(clock.Lane{FS: sp.FS, InodeSize: sp.InodeSize, Options: sp.Options}, op, steps); err == nil {
 			cells[i].Expected = e.Verdict.String()
 		}
 	}
