@@ -73,12 +73,9 @@ type Family struct {
 	Fsck    string   // the host checker, "" where Debian has none
 	Package string   // Debian packages of both
 	Quiesce Quiesce
-	// MountOptions are the guest's mount options for a lane ("": the
-	// defaults).
-	MountOptions string
-	Fields       []FieldRule
-	Ops          []OpRule
-	Time         string // the clock rule, in words (clock.RuleFor is the code)
+	Fields  []FieldRule
+	Ops     []OpRule
+	Time    string // the clock rule, in words (clock.RuleFor is the code)
 }
 
 // FieldRule is a declared field with its reason.

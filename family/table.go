@@ -43,11 +43,8 @@ var Table = []Family{
 	},
 	{
 		Name: "xfs", FS: []string{"xfs"}, Module: "xfs", Mkfs: "mkfs.xfs", Fsck: "xfs_repair -n", Package: "xfsprogs", Quiesce: Remount,
-		// Every xfs base image has the pinned UUID, and xfs refuses a
-		// second filesystem with a mounted one's.
-		MountOptions: "nouuid",
-		Fields:       []FieldRule{dirSize},
-		Time:         "bigtime=1: 1901-12-13 to 2486-07-02 at 1 ns; bigtime=0: to 2038-01-19 at 1 ns",
+		Fields: []FieldRule{dirSize},
+		Time:   "bigtime=1: 1901-12-13 to 2486-07-02 at 1 ns; bigtime=0: to 2038-01-19 at 1 ns",
 	},
 	{
 		Name: "vfat", FS: []string{"vfat"}, Module: "vfat", Mkfs: "mkfs.vfat", Package: "dosfstools", Quiesce: Sync,

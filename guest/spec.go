@@ -89,6 +89,16 @@ func (l LaneSpec) Layer() LaneSpec {
 	return LaneSpec{Name: l.Name, FS: overlayLayerFS, InodeSize: overlayLayerInodeSize, SizeMiB: l.SizeMiB}
 }
 
+// MountOptions are the guest's mount options for the lane ("" the
+// defaults): "nouuid" for xfs, whose base images all carry the pinned UUID
+// (xfs refuses a second filesystem with a mounted one's UUID).
+func (l LaneSpec) MountOptions() string {
+	if l.FS == "xfs" {
+		return "nouuid"
+	}
+	return ""
+}
+
 // Lower returns the spec of an overlay lane's lower layer: Layer with the
 // lane's seed, so that "overlay:seed=1" has the lower layer of an
 // "ext2:seed=1" lane's image. For any other lane it returns l.

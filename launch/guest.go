@@ -8,7 +8,6 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
-	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
@@ -269,14 +268,11 @@ const OverlayMountOptions = "metacopy=off,redirect_dir=off,index=off"
 func LaneSerial(i int) string  { return fmt.Sprintf("lane%d", i) }
 func LowerSerial(i int) string { return fmt.Sprintf("lower%d", i) }
 
-// Mount is the agent Mount request of lane i: its disk with its family's
-// mount options (family.Family.MountOptions), or for an overlay lane its
+// Mount is the agent Mount request of lane i: its disk with the lane's
+// mount options (guest.LaneSpec.MountOptions), or for an overlay lane its
 // upper (lane<i>) and lower (lower<i>) disks with OverlayMountOptions.
 func Mount(i int, sp guest.LaneSpec) *agentv1.Mount {
-	m := &agentv1.Mount{Lane: sp.Name, Device: "serial:" + LaneSerial(i), Fstype: sp.FS}
-	if f, err := family.Of(sp.FS); err == nil {
-		m.Options = f.MountOptions
-	}
+	m := &agentv1.Mount{Lane: sp.Name, Device: "serial:" + LaneSerial(i), Fstype: sp.FS, Options: sp.MountOptions()}
 	if sp.IsOverlay() {
 		m.LowerDevice = "serial:" + LowerSerial(i)
 		m.LayerFstype = sp.Layer().FS
