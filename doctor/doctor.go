@@ -55,6 +55,9 @@ type Report struct {
 	// debugfs) run over guest-written images: "namespaces", or "none: "
 	// and why (internal/sandbox).
 	HostToolIsolation string `json:"host_tool_isolation"`
+	// Lanes are the lane filesystems this host and image can run, and
+	// why not for the rest.
+	Lanes []Lane `json:"lanes"`
 	// Boot is set by --boot; its fields appear at the top level of the JSON.
 	*Boot
 	BootError string   `json:"boot_error,omitempty"`
@@ -133,6 +136,7 @@ func Check(ctx context.Context, cacheDir string) *Report {
 	if !sandbox.Isolated() {
 		r.HostToolIsolation = "none: " + sandbox.Why()
 	}
+	r.Lanes = checkLanes(ctx, cacheDir)
 	return r
 }
 

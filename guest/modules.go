@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/themisfs/themis/internal/hosttool"
 )
@@ -313,4 +314,34 @@ func withoutLazy(wanted []string) []string {
 		}
 	}
 	return out
+}
+
+// KernelModules returns the modules (files and built-ins, names
+// normalized) of the newest kernel unpacked in cacheDir's kernel cache and
+// its version; ok is false when none is cached yet.
+func KernelModules(cacheDir string) (mods map[string]bool, version string, ok bool) {
+	dirs, err := filepath.Glob(filepath.Join(cacheDir, "kernels", "*", "lib", "modules", "*"))
+	if err != nil {
+		return nil, "", false
+	}
+	var newest time.Time
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil || !st.ModTime().After(newest) {
+			continue
+		}
+		idx, err := indexModules(d)
+		if err != nil {
+			continue
+		}
+		mods = make(map[string]bool, len(idx.files)+len(idx.builtin))
+		for n := range idx.files {
+			mods[n] = true
+		}
+		for n := range idx.builtin {
+			mods[n] = true
+		}
+		newest, version, ok = st.ModTime(), filepath.Base(d), true
+	}
+	return mods, version, ok
 }

@@ -76,6 +76,13 @@ func printDoctor(r *doctor.Report) error {
 	fmt.Fprintf(w, "explore revert (auto)\t%s\t%s\n", r.Revert, r.RevertWhy)
 	fmt.Fprintf(w, "explore workers (auto)\t%d\tone per CPU this process may use (%d), at most 8, as many as the daemon has room for\n", r.ExploreWorkers, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "host checkers\t%s\t%s\n", "sandbox", r.HostToolIsolation)
+	for _, l := range r.Lanes {
+		state := "ready"
+		if !l.Ready {
+			state = "not ready: " + l.Why
+		}
+		fmt.Fprintf(w, "lane %s\t%s\tfamily %s, checker %s\n", l.FS, state, l.Family, l.Checker)
+	}
 	if b := r.Boot; b != nil {
 		fmt.Fprintf(w, "kernel\t%s\t\n", b.KernelVersion)
 		fmt.Fprintf(w, "guest image\t%.0f ms\tcached=%v\n", b.ImageMs, b.ImageCached)

@@ -82,3 +82,11 @@ func faketime() (lib, id string, err error) {
 	}
 	return "", "", fmt.Errorf("baseimage: libfaketime not found (%s): install the Debian package %s", filepath.Base(faketimeLibs[0]), hosttool.Package("libfaketime"))
 }
+
+// CanMake reports whether this host has every tool Make needs for spec's
+// image (a single layer: an overlay lane's is spec.Layer()), without
+// making it.
+func CanMake(ctx context.Context, spec guest.LaneSpec) error {
+	_, err := planBase(ctx, spec)
+	return err
+}
