@@ -433,8 +433,9 @@ func (fs *FS) node(l uint64, level uint8) ([]byte, int64, error) {
 type Item struct {
 	Key  Key
 	Data []byte // the item's bytes (a slice of the leaf)
-	// Phys is the image offset of Data[0] in the leaf's first copy.
-	Phys int64
+	// Phys is the image offset of Data[0] in the leaf's first copy, Leaf
+	// that of the leaf itself (its header).
+	Phys, Leaf int64
 }
 
 // nritems checks a node's item count against what fits.
@@ -478,7 +479,7 @@ func (fs *FS) walk(root uint64, level uint8, lo, hi Key, fn func(Item) error) er
 				if count++; count > maxItems {
 					return fmt.Errorf("btrfs: %w: walk over %d items", fsimage.ErrTooLarge, maxItems)
 				}
-				if err := fn(Item{Key: k, Data: b[start : start+sz : start+sz], Phys: phys + int64(start)}); err != nil {
+				if err := fn(Item{Key: k, Data: b[start : start+sz : start+sz], Phys: phys + int64(start), Leaf: phys}); err != nil {
 					return err
 				}
 			}

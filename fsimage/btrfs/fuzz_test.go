@@ -78,6 +78,7 @@ func exercise(t *testing.T, r *patched, size int64, verify bool) {
 			}
 		}
 	}
+	exerciseFields(t, fs, size)
 	var next uint64
 	for _, reg := range fs.Layout() {
 		if reg.FirstLBA != next || reg.Sectors == 0 {
@@ -86,6 +87,33 @@ func exercise(t *testing.T, r *patched, size int64, verify bool) {
 		next = reg.End()
 	}
 	_ = fs.Locate(1 << 40)
+}
+
+// exerciseFields locates every field the corruption targets use: each
+// found lies inside the image.
+func exerciseFields(t *testing.T, fs *FS, size int64) {
+	inside := func(what string, f Field, err error) {
+		t.Helper()
+		if err == nil && (f.Phys < 0 || f.Phys+int64(f.Size) > size) {
+			t.Fatalf("%s = %+v, outside the image", what, f)
+		}
+	}
+	for name := range SuperFields {
+		f, err := fs.SuperField(name)
+		inside("SuperField", f, err)
+	}
+	for _, p := range []string{"d/f", "d", "small"} {
+		for name := range InodeFields {
+			f, err := fs.InodeField(p, name)
+			inside("InodeField", f, err)
+		}
+		f, err := fs.HeaderField(p, "bytenr")
+		inside("HeaderField", f, err)
+		f, err = fs.DirItemField("d", "f", "name_len")
+		inside("DirItemField", f, err)
+	}
+	f, err := fs.BlockGroupField("used")
+	inside("BlockGroupField", f, err)
 }
 
 // FuzzImage patches a real image (checksums not verified, so the parsers

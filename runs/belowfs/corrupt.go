@@ -361,6 +361,11 @@ type flip struct {
 	LBA           uint64
 	Offset, Bit   int
 	Region, Field string
+	// again, when set, resolves the target once more on the stopped
+	// lane's image just before the flip: btrfs's umount commits, and a
+	// commit moves the metadata it rewrites (copy on write), so a tree
+	// item found at the checkpoint may lie in a freed block by then.
+	again func(d *overlay.Device) (flip, error)
 }
 
 // at makes a flip of bit of the image byte at off.
@@ -478,14 +483,17 @@ var extOnly = map[string]string{
 
 // AppliesTo reports whether filesystem fs ("ext2", "btrfs", ...) has the
 // structure t names: every kind on ext2/3/4; on btrfs a file's data (found
-// in the default subvolume's file extents) and raw bits, nothing else.
+// in the default subvolume's file extents), raw bits, and the metadata
+// fields btrfsFields maps (superblock, block group item, inode item,
+// directory item); bitmaps are not btrfs structures.
 func (t Target) AppliesTo(fs string) error {
 	noun, ok := extOnly[t.Kind]
 	switch {
 	case strings.HasPrefix(fs, "ext"), !ok:
 		return nil
 	case fs == "btrfs":
-		return fmt.Errorf("an ext2/3/4 %s is not a btrfs structure (btrfs lanes take data:… and lba:… targets)", noun)
+		_, err := btrfsField(t)
+		return err
 	}
 	return fmt.Errorf("an ext2/3/4 %s is not a %s structure", noun, fs)
 }
@@ -520,6 +528,8 @@ func resolveBtrfs(t Target, fs *btrfs.FS, size int64) (flip, error) {
 			return flip{}, fmt.Errorf("lba %d: past the disk's %d sectors", t.LBA, size/overlay.SectorSize)
 		}
 		return locate(int64(t.LBA)*overlay.SectorSize+t.Offset, t.Bit, "raw"), nil
+	case targetSuper, targetGD, targetInode, targetDirent:
+		return resolveBtrfsField(t, fs)
 	}
 	return flip{}, fmt.Errorf("unknown target kind %q", t.Kind)
 }
@@ -758,7 +768,17 @@ func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.
 	if err != nil {
 		return nil, fmt.Errorf("lane %s: %w", c.lanes[i], err)
 	}
-	return func(t Target, d *overlay.Device) (flip, error) { return resolveBtrfs(t, fs, d.Size()) }, nil
+	return func(t Target, d *overlay.Device) (flip, error) {
+		f, err := resolveBtrfs(t, fs, d.Size())
+		f.again = func(d *overlay.Device) (flip, error) {
+			fs, err := btrfs.Open(d, d.Size())
+			if err != nil {
+				return flip{}, err
+			}
+			return resolveBtrfs(t, fs, d.Size())
+		}
+		return f, err
+	}, nil
 }
 
 // state is lane i's disk hash and fingerprint root (TIME_MODE_NONE).
@@ -819,6 +839,13 @@ func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, 
 	}
 	if f != nil {
 		err := c.dev(ctx, i, "flip", func(d *overlay.Device) error {
+			if f.again != nil {
+				nf, err := f.again(d)
+				if err != nil {
+					return fmt.Errorf("resolve on the stopped image: %w", err)
+				}
+				*f = nf
+			}
 			var sec [overlay.SectorSize]byte
 			off := int64(f.LBA) * overlay.SectorSize
 			if _, err := d.ReadAt(sec[:], off); err != nil {
@@ -881,6 +908,7 @@ func (c *corrupter) one(ctx context.Context, i int, text string, f flip, cf *obs
 	if err != nil {
 		return r, err
 	}
+	r.LBA, r.Offset, r.Bit, r.Region, r.Field = f.LBA, f.Offset, f.Bit, f.Region, f.Field // as flipped
 	r.Mounted, r.MountError = o.mounted, o.mountError
 	var vanished, meta, content bool
 	if o.mounted {

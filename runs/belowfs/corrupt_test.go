@@ -192,11 +192,14 @@ func TestTargetAppliesTo(t *testing.T) {
 		{"bitmap.inode", "ext4", ""},
 		{"data:d/f:0:0", "btrfs", ""},
 		{"lba:128:64:0", "btrfs", ""},
-		{"superblock.magic", "btrfs", "an ext2/3/4 superblock field is not a btrfs structure (btrfs lanes take data:… and lba:… targets)"},
-		{"gd.bg_inode_table", "btrfs", "group descriptor is not a btrfs structure"},
-		{"inode:d/f:i_size", "btrfs", "inode field is not a btrfs structure"},
-		{"dirent:d:f:rec_len", "btrfs", "directory entry is not a btrfs structure"},
-		{"bitmap.block", "btrfs", "bitmap is not a btrfs structure"},
+		{"superblock.magic", "btrfs", ""},
+		{"superblock.inodes_count", "btrfs", ""},
+		{"gd.bg_inode_table", "btrfs", ""},
+		{"inode:d/f:i_size", "btrfs", ""},
+		{"dirent:d:f:rec_len", "btrfs", ""},
+		{"superblock.first_ino", "btrfs", "superblock field first_ino has no btrfs counterpart"},
+		{"gd.bg_used_dirs_count", "btrfs", "group descriptor bg_used_dirs_count has no btrfs counterpart"},
+		{"bitmap.block", "btrfs", "bitmap is not a btrfs structure (btrfs keeps no allocation bitmaps"},
 		{"inode:d/f:i_size", "vfat", "not a vfat structure"},
 	} {
 		tg, err := ParseTarget(c.target)
@@ -224,11 +227,11 @@ func TestValidateCorruptBtrfs(t *testing.T) {
 	if ts, _, err := validateCorrupt(&o); err != nil || len(ts) != 2 || ts[0].implicit {
 		t.Errorf("data and lba on btrfs: %v, %v", ts, err)
 	}
-	o = CorruptOptions{Lanes: []string{"ext2", "btrfs"}, Targets: []string{"data:d/f:0:0", "superblock.magic"}}
+	o = CorruptOptions{Lanes: []string{"ext2", "btrfs"}, Targets: []string{"data:d/f:0:0", "bitmap.block"}}
 	_, _, err := validateCorrupt(&o)
 	var fe *session.FieldError
-	if !errors.As(err, &fe) || fe.Field != "targets[1]" || !strings.Contains(err.Error(), "superblock.magic on lane btrfs (btrfs): an ext2/3/4 superblock field is not a btrfs structure") {
-		t.Errorf("superblock.magic on btrfs: %v", err)
+	if !errors.As(err, &fe) || fe.Field != "targets[1]" || !strings.Contains(err.Error(), "bitmap.block on lane btrfs (btrfs): an ext2/3/4 block group bitmap is not a btrfs structure") {
+		t.Errorf("bitmap.block on btrfs: %v", err)
 	}
 	for _, o := range []CorruptOptions{{Lanes: []string{"btrfs"}, Sweep: true}, {Lanes: []string{"btrfs"}}} {
 		ts, _, err := validateCorrupt(&o)
@@ -242,7 +245,7 @@ func TestValidateCorruptBtrfs(t *testing.T) {
 		}
 	}
 	// Given by name alongside the sweep: checked.
-	o = CorruptOptions{Lanes: []string{"btrfs"}, Sweep: true, Targets: []string{"inode:d/f:i_size"}}
+	o = CorruptOptions{Lanes: []string{"btrfs"}, Sweep: true, Targets: []string{"bitmap.inode"}}
 	if _, _, err := validateCorrupt(&o); !errors.As(err, &fe) || fe.Field != "targets[0]" {
 		t.Errorf("named ext target with --sweep on btrfs: %v", err)
 	}
@@ -309,6 +312,10 @@ func TestResolveTargetBtrfs(t *testing.T) {
 		{"data:d/f:4096:0", btrfs.KindMixed, "data of inode", 0, 'B'},
 		{"data:small:2:7", btrfs.KindMixed, "inline data of inode", 7, 'n'},
 		{"lba:128:64:0", btrfs.KindSuperblock, "raw", 0, '_'},
+		{"superblock.magic", btrfs.KindSuperblock, "magic as superblock magic", 0, '_'},
+		{"inode:d/f:i_size", btrfs.KindMixed, "i_size as inode item ", 0, 0x01},                    // 4097 bytes
+		{"dirent:d:f:name_len", btrfs.KindMixed, "name_len as dir item ", 0, 1},                    // "f"
+		{"gd.bg_block_bitmap", btrfs.KindMixed, "bg_block_bitmap as block group item at", 0, 0x02}, // the system block group first
 	} {
 		tg, err := ParseTarget(c.target)
 		if err != nil {
@@ -323,7 +330,7 @@ func TestResolveTargetBtrfs(t *testing.T) {
 			t.Errorf("%s: %+v (byte %q), want region %s, field %s..., bit %d, byte %q", c.target, got, byteAt(got), c.region, c.field, c.bit, c.value)
 		}
 	}
-	for _, s := range []string{"data:nope:0:0", "data:d/f:4097:0", "lba:65536:0:0", "superblock.magic"} {
+	for _, s := range []string{"data:nope:0:0", "data:d/f:4097:0", "lba:65536:0:0", "bitmap.block", "inode:nope:i_mode", "dirent:d:nope:inode"} {
 		tg, _ := ParseTarget(s)
 		if got, err := resolveBtrfs(tg, fs, dev.Size()); err == nil {
 			t.Errorf("%s: %+v, want an error", s, got)
