@@ -148,7 +148,10 @@ func buildBlast(p *page, results []BlastResult) {
 				d.Mount += ": " + b.MountError
 			}
 		}
-		if !b.FsckClean {
+		switch {
+		case b.FsckTool == "" && strings.HasPrefix(b.FsckSummary, "no host checker"):
+			d.Fsck = "no checker" // results before fsck_tool carry neither
+		case !b.FsckClean:
 			d.Fsck = "errors"
 		}
 		if b.ReadErrno != 0 {

@@ -75,6 +75,8 @@ type BlastResult struct {
 	// --readonly --check-data-csum); FsckSummary its last lines.
 	FsckClean   bool   `json:"fsck_clean"`
 	FsckSummary string `json:"fsck_summary,omitempty"`
+	// FsckTool is the checker that ran; "" where the lane has none.
+	FsckTool string `json:"fsck_tool,omitempty"`
 	// Class is the blast-radius class: one of Classes.
 	Class string `json:"class"`
 }

@@ -41,7 +41,7 @@ func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_Co
 		out.send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
 			Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
 			Mounted: r.Mounted, MountError: r.MountError, KernelLog: r.KernelLog, Affected: r.Affected, ReadErrno: r.ReadErrno,
-			FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, Class: r.Class,
+			FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, FsckTool: r.FsckTool, Class: r.Class,
 		}}})
 	})
 	return out.end(err, func() *themisv1.CorruptResponse {

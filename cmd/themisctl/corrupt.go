@@ -18,7 +18,10 @@ func writeCorruptRow(w io.Writer, res *themisv1.CorruptResult) {
 		return
 	}
 	fsck := "clean"
-	if !res.GetFsckClean() {
+	switch {
+	case res.GetFsckTool() == "" && strings.HasPrefix(res.GetFsckSummary(), "no host checker"):
+		fsck = "-" // the lane's filesystem has none
+	case !res.GetFsckClean():
 		fsck = "errors"
 	}
 	affected := strings.Join(res.GetAffected(), " ")

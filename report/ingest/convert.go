@@ -29,5 +29,5 @@ func ProfileRow(r *themisv1.ProfileRow) report.ProfileRow {
 func BlastResult(r *themisv1.CorruptResult) report.BlastResult {
 	return report.BlastResult{Lane: r.GetLane(), Target: r.GetTarget(), LBA: r.GetLba(), Offset: int(r.GetOffset()), Bit: int(r.GetBit()),
 		Region: r.GetRegion(), Field: r.GetField(), Mounted: r.GetMounted(), MountError: r.GetMountError(), KernelLog: r.GetKernelLog(),
-		Affected: r.GetAffected(), ReadErrno: r.GetReadErrno(), FsckClean: r.GetFsckClean(), FsckSummary: r.GetFsckSummary(), Class: r.GetClass()}
+		Affected: r.GetAffected(), ReadErrno: r.GetReadErrno(), FsckClean: r.GetFsckClean(), FsckSummary: r.GetFsckSummary(), FsckTool: r.GetFsckTool(), Class: r.GetClass()}
 }

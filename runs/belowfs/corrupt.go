@@ -103,6 +103,9 @@ type CorruptResult struct {
 	// lines (btrfs: its error lines).
 	FsckClean   bool
 	FsckSummary string
+	// FsckTool is the checker that ran ("" where the lane's filesystem
+	// has none: FsckClean is false and means nothing).
+	FsckTool string
 	// Class is one of the Class* constants.
 	Class string
 }
@@ -489,13 +492,17 @@ var extOnly = map[string]string{
 func (t Target) AppliesTo(fs string) error {
 	noun, ok := extOnly[t.Kind]
 	switch {
-	case strings.HasPrefix(fs, "ext"), !ok:
+	case strings.HasPrefix(fs, "ext"), !ok && (fs == "btrfs" || t.Kind == targetLBA):
 		return nil
 	case fs == "btrfs":
 		_, err := btrfsField(t)
 		return err
+	case t.Kind == targetLBA:
+		return nil
+	case !ok:
+		return fmt.Errorf("no parser reads %s images yet: a file's data cannot be found (lba:… targets apply)", fs)
 	}
-	return fmt.Errorf("an ext2/3/4 %s is not a %s structure", noun, fs)
+	return fmt.Errorf("an ext2/3/4 %s is not a %s structure (no parser reads %s images yet; lba:… targets apply)", noun, fs, fs)
 }
 
 // resolveBtrfs finds t's bit on the btrfs image fs (size bytes): a file
@@ -534,6 +541,17 @@ func resolveBtrfs(t Target, fs *btrfs.FS, size int64) (flip, error) {
 	return flip{}, fmt.Errorf("unknown target kind %q", t.Kind)
 }
 
+// resolveRaw finds an lba target's bit on an image no parser reads.
+func resolveRaw(t Target, size int64) (flip, error) {
+	if t.Kind != targetLBA {
+		return flip{}, fmt.Errorf("target kind %q needs a parser of the lane's filesystem", t.Kind)
+	}
+	if t.LBA >= uint64(size/overlay.SectorSize) {
+		return flip{}, fmt.Errorf("lba %d: past the disk's %d sectors", t.LBA, size/overlay.SectorSize)
+	}
+	return flip{LBA: t.LBA, Offset: int(t.Offset), Bit: t.Bit, Region: RegionUnparsed, Field: "raw"}, nil
+}
+
 type corruptTarget struct {
 	text string
 	t    Target
@@ -543,8 +561,9 @@ type corruptTarget struct {
 	implicit bool
 }
 
-// validateCorruptLanes fills the default lane and checks every lane is
-// ext2/3/4 or btrfs with its host checker installed.
+// validateCorruptLanes fills the default lane and checks every lane's host
+// checker is installed where its filesystem has one (hostfsck.For; vfat,
+// udf and overlay have none, and their results say so).
 func validateCorruptLanes(o *CorruptOptions) ([]guest.LaneSpec, error) {
 	if len(o.Lanes) == 0 {
 		o.Lanes = []string{"ext2"}
@@ -556,14 +575,11 @@ func validateCorruptLanes(o *CorruptOptions) ([]guest.LaneSpec, error) {
 	}
 	o.MemoryMiB = co.MemoryMiB
 	for i, sp := range specs {
-		if !strings.HasPrefix(sp.FS, "ext") && sp.FS != "btrfs" {
-			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: corruption targets are resolved on ext2/3/4 and btrfs images", sp.Name, sp.FS)
-		}
 		tool, err := hostfsck.For(sp.FS)
-		if err == nil {
-			err = tool.Installed()
-		}
 		if err != nil {
+			continue // no checker: the results say so
+		}
+		if err := tool.Installed(); err != nil {
 			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
 	}
@@ -692,8 +708,11 @@ func (c *corrupter) corrupt(ctx context.Context, setup []profileOp, targets []co
 		flips := make([]flip, len(targets))
 		na := make([]string, len(targets)) // why target j does not apply here
 		for j, t := range targets {
-			if t.t.AppliesTo(fsName) != nil {
+			if err := t.t.AppliesTo(fsName); err != nil {
 				na[j] = fmt.Sprintf("%s has no ext2/3/4 %s", fsName, extOnly[t.t.Kind])
+				if fsName != "btrfs" {
+					na[j] = fmt.Sprintf("%s: %v", fsName, err)
+				}
 				continue
 			}
 			var f flip
@@ -752,6 +771,9 @@ func (c *corrupter) corrupt(ctx context.Context, setup []profileOp, targets []co
 // btrfs) and returns how to resolve a target on it; call what it returns
 // inside c.dev (it reads the device).
 func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.Device) (flip, error), error) {
+	if fsName := c.specs[i].FS; fsName != "btrfs" && !strings.HasPrefix(fsName, "ext") {
+		return func(t Target, d *overlay.Device) (flip, error) { return resolveRaw(t, d.Size()) }, nil
+	}
 	if c.specs[i].FS != "btrfs" {
 		fs, err := c.image(ctx, i)
 		if err != nil {
@@ -922,6 +944,9 @@ func (c *corrupter) one(ctx context.Context, i int, text string, f flip, cf *obs
 	if r.FsckClean, r.FsckSummary, err = c.fsck(ctx, i, o.mounted); err != nil {
 		return r, err
 	}
+	if tool, err := hostfsck.For(c.specs[i].FS); err == nil {
+		r.FsckTool = tool.Name
+	}
 	detected := r.ReadErrno == errnoEIO || r.ReadErrno == errnoEUCLEAN || r.ReadErrno == errnoEBADMSG
 	for _, l := range r.KernelLog {
 		detected = detected || fsErrorLine.MatchString(l)
@@ -1040,7 +1065,7 @@ const maxFsckSummary = 1024
 func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string, error) {
 	tool, err := hostfsck.For(c.specs[i].FS)
 	if err != nil {
-		return false, "", err
+		return false, "no host checker: " + err.Error(), nil
 	}
 	if mounted {
 		if err := c.sync(ctx); err != nil {

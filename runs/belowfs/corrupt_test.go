@@ -96,15 +96,36 @@ func TestValidateCorrupt(t *testing.T) {
 	}{
 		{CorruptOptions{Targets: []string{"superblock.magic", "inode:f:bogus"}}, "targets[1]"},
 		{CorruptOptions{Targets: []string{"nope"}}, "targets[0]"},
-		{CorruptOptions{Lanes: []string{"ext2", "vfat"}}, "lanes[1]"},
+		{CorruptOptions{Lanes: []string{"ext2", "vfat"}, Targets: []string{"data:d/f:0:0"}}, "targets[0]"},
 		{CorruptOptions{Setup: []string{"frobnicate f"}}, "setup[0]"},
-		{CorruptOptions{Lanes: []string{"overlay"}}, "lanes[0]"},
+		{CorruptOptions{Lanes: []string{"overlay"}, Targets: []string{"inode:d/f:i_size"}}, "targets[0]"},
 	} {
 		_, _, err := validateCorrupt(&c.o)
 		var fe *session.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, session.ErrInvalid) {
 			t.Errorf("validateCorrupt(%+v) = %v, want a session.FieldError on %s", c.o, err, c.field)
 		}
+	}
+}
+
+// TestValidateCorruptEveryLane: every lane filesystem takes the sweep (its
+// unparsed structures n/a at run time) and lba targets.
+func TestValidateCorruptEveryLane(t *testing.T) {
+	t.Parallel()
+	for _, lanes := range [][]string{{"ext2", "vfat"}, {"overlay"}, {"udf", "exfat"}} {
+		o := CorruptOptions{Lanes: lanes, Sweep: true, Targets: []string{"lba:2:0:0"}}
+		if _, _, err := validateCorrupt(&o); err != nil {
+			t.Errorf("%v: %v", lanes, err)
+		}
+	}
+	if _, err := resolveRaw(Target{Kind: targetLBA, LBA: 3, Offset: 7, Bit: 2}, 8<<20); err != nil {
+		t.Error(err)
+	}
+	if _, err := resolveRaw(Target{Kind: targetLBA, LBA: 1 << 20}, 8<<20); err == nil {
+		t.Error("lba past the disk resolved")
+	}
+	if _, err := resolveRaw(Target{Kind: targetData, Path: "d/f"}, 8<<20); err == nil {
+		t.Error("data resolved without a parser")
 	}
 }
 

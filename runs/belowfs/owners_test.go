@@ -97,7 +97,7 @@ func TestBlockOwners(t *testing.T) {
 		}
 	}
 	// Labelled runs split where the owner changes.
-	runs := labelRuns([]uint64{2, 3, 2 * meta[0], 2*meta[0] + 1}, fs, own)
+	runs := labelRuns([]uint64{2, 3, 2 * meta[0], 2*meta[0] + 1}, extLayout{fs}, own)
 	if len(runs) != 2 || runs[0].Path != "" || runs[1].Path != "/d/g" || runs[1].Count != 2 {
 		t.Errorf("labelRuns = %+v", runs)
 	}

@@ -199,8 +199,10 @@ func parseOps(field string, ops []string, laneOnly bool) ([]profileOp, error) {
 	return out, nil
 }
 
-// validateExtLanes fills the default lane and checks every lane is ext*.
-func validateExtLanes(lanes *[]string, mem *int) ([]guest.LaneSpec, error) {
+// validateLanes fills the default lane (ext2) and checks the lanes: every
+// lane filesystem is profiled, its layout parsed where a parser reads it
+// (ext2/3/4, btrfs) and labelled unparsed elsewhere.
+func validateLanes(lanes *[]string, mem *int) ([]guest.LaneSpec, error) {
 	if len(*lanes) == 0 {
 		*lanes = []string{"ext2"}
 	}
@@ -210,11 +212,6 @@ func validateExtLanes(lanes *[]string, mem *int) ([]guest.LaneSpec, error) {
 		return nil, err
 	}
 	*mem = co.MemoryMiB
-	for i, sp := range specs {
-		if !strings.HasPrefix(sp.FS, "ext") {
-			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%s is %s: only ext2/3/4 images are parsed below the filesystem", sp.Name, sp.FS)
-		}
-	}
 	return specs, nil
 }
 
@@ -252,7 +249,7 @@ func parseProfileOps(field string, ops []string) ([]profileOp, error) {
 }
 
 func validateProfile(o *ProfileOptions) (ops, setup []profileOp, err error) {
-	if _, err := validateExtLanes(&o.Lanes, &o.MemoryMiB); err != nil {
+	if _, err := validateLanes(&o.Lanes, &o.MemoryMiB); err != nil {
 		return nil, nil, err
 	}
 	for _, c := range []struct {
@@ -474,18 +471,18 @@ func (b *below) profileLane(ctx context.Context, i int, lane string, ops []profi
 			err = terr
 		}
 	}()
-	fs, err := b.image(ctx, i)
+	lay, fs, err := b.layoutOf(ctx, i)
 	if err != nil {
 		return err
 	}
-	for _, r := range fs.Layout() {
-		sum.Layout[lane] = append(sum.Layout[lane], LBARange{First: r.FirstLBA, Count: r.Sectors, Region: r.Kind})
-	}
-	// Which file each block is: read now, through the device, with the
-	// session locked and outside every measured window.
-	lab := labels{fs: fs}
-	if err := b.dev(ctx, i, "block owners", func(*overlay.Device) error { lab.own = blockOwners(fs); return nil }); err != nil {
-		return err
+	sum.Layout[lane] = lay.Regions()
+	// Which file each block is (ext2/3/4): read now, through the device,
+	// with the session locked and outside every measured window.
+	lab := labels{lay: lay}
+	if fs != nil {
+		if err := b.dev(ctx, i, "block owners", func(*overlay.Device) error { lab.own = blockOwners(fs); return nil }); err != nil {
+			return err
+		}
 	}
 	// The mount baseline: a bare cold remount of the checkpoint's state.
 	if err := b.restore(ctx); err != nil {
@@ -530,7 +527,7 @@ func (b *below) profileLane(ctx context.Context, i int, lane string, ops []profi
 	for l := range written {
 		set = append(set, l)
 	}
-	sum.Inferred[lane] = labelRuns(sortedLBAs(set), fs, nil)
+	sum.Inferred[lane] = labelRuns(sortedLBAs(set), lay, nil)
 	return nil
 }
 
@@ -725,21 +722,21 @@ func sortedLBAs(s []uint64) []uint64 {
 }
 
 // labels names the sectors of one lane's image as it was at the
-// checkpoint: the region (fsimage.Locate) and the owning file.
+// checkpoint: the region (its layout) and the owning file (ext2/3/4).
 type labels struct {
-	fs  *fsimage.FS
+	lay layout
 	own owners
 }
 
-func (l labels) runs(lbas []uint64) []LBARange { return labelRuns(lbas, l.fs, l.own) }
+func (l labels) runs(lbas []uint64) []LBARange { return labelRuns(lbas, l.lay, l.own) }
 
 // labelRuns groups sorted sectors into runs of consecutive sectors that lie
-// in one region of fs's layout and belong to one owner (nil owners: none),
+// in one region of lay and belong to one owner (nil owners: none),
 // labelled with the region's kind and the owner's path.
-func labelRuns(lbas []uint64, fs *fsimage.FS, own owners) []LBARange {
+func labelRuns(lbas []uint64, lay layout, own owners) []LBARange {
 	var out []LBARange
 	for _, l := range lbas {
-		kind, p := fs.Locate(l).Kind, own.of(l)
+		kind, p := lay.Kind(l), own.of(l)
 		if n := len(out); n > 0 && out[n-1].First+out[n-1].Count == l && out[n-1].Region == kind && out[n-1].Path == p {
 			out[n-1].Count++
 			continue

@@ -42,7 +42,7 @@ func TestValidateProfile(t *testing.T) {
 		{ProfileOptions{Ops: []string{"chmod f 0600", "bogus"}}, "ops[1]"},
 		{ProfileOptions{Ops: []string{"sync"}}, "ops[0]"},
 		{ProfileOptions{Ops: []string{"write ../f 0 1"}}, "ops[0]"},
-		{ProfileOptions{Lanes: []string{"vfat"}}, "lanes[0]"},
+		{ProfileOptions{Lanes: []string{"zfs"}}, "lanes[0]"},
 		{ProfileOptions{Setup: []string{"create f", "nope"}}, "setup[1]"},
 		{ProfileOptions{MemoryMiB: 1}, "memory_mib"},
 		{ProfileOptions{Ops: []string{"ls a b"}}, "ops[0]"},

@@ -5017,9 +5017,13 @@ type CorruptResult struct {
 	FsckClean   bool     `protobuf:"varint,13,opt,name=fsck_clean,json=fsckClean,proto3" json:"fsck_clean,omitempty"`
 	FsckSummary string   `protobuf:"bytes,14,opt,name=fsck_summary,json=fsckSummary,proto3" json:"fsck_summary,omitempty"`
 	// silent-content, silent-metadata, namespace-loss, detected, fatal, none;
-	// n/a for a sweep target naming an ext2/3/4 structure on btrfs (field
-	// says why; nothing was flipped).
-	Class         string `protobuf:"bytes,15,opt,name=class,proto3" json:"class,omitempty"`
+	// n/a for a sweep target naming a structure the lane's filesystem has
+	// not, or no parser reads (field says why; nothing was flipped).
+	Class string `protobuf:"bytes,15,opt,name=class,proto3" json:"class,omitempty"`
+	// The host checker that gave fsck_clean ("e2fsck -fn", ...); empty
+	// where the lane's filesystem has none (vfat, udf): fsck_clean is then
+	// false and means nothing.
+	FsckTool      string `protobuf:"bytes,16,opt,name=fsck_tool,json=fsckTool,proto3" json:"fsck_tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5155,6 +5159,13 @@ func (x *CorruptResult) GetFsckSummary() string {
 func (x *CorruptResult) GetClass() string {
 	if x != nil {
 		return x.Class
+	}
+	return ""
+}
+
+func (x *CorruptResult) GetFsckTool() string {
+	if x != nil {
+		return x.FsckTool
 	}
 	return ""
 }
@@ -6005,7 +6016,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05setup\x18\x03 \x03(\tR\x05setup\x12\x14\n" +
 	"\x05sweep\x18\x04 \x01(\bR\x05sweep\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\"\x92\x03\n" +
+	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\"\xaf\x03\n" +
 	"\rCorruptResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x10\n" +
@@ -6026,7 +6037,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"fsck_clean\x18\r \x01(\bR\tfsckClean\x12!\n" +
 	"\ffsck_summary\x18\x0e \x01(\tR\vfsckSummary\x12\x14\n" +
-	"\x05class\x18\x0f \x01(\tR\x05class\"\xe5\x01\n" +
+	"\x05class\x18\x0f \x01(\tR\x05class\x12\x1b\n" +
+	"\tfsck_tool\x18\x10 \x01(\tR\bfsckTool\"\xe5\x01\n" +
 	"\x0eCorruptSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
