@@ -27,13 +27,20 @@ var btrfsFields = map[string]map[string]string{
 // btrfsField is the btrfs field t's ext field maps to, or an error saying
 // btrfs has none.
 func btrfsField(t Target) (string, error) {
-	m, ok := btrfsFields[t.Kind]
+	return mappedField(t, "btrfs", btrfsFields, "btrfs keeps no allocation bitmaps: its free space is a tree")
+}
+
+// mappedField is the field of filesystem fs that t's ext field maps to in
+// fields, or an error saying fs has none (noBitmaps: why its structures
+// hold no bitmap).
+func mappedField(t Target, fs string, fields map[string]map[string]string, noBitmaps string) (string, error) {
+	m, ok := fields[t.Kind]
 	if !ok {
-		return "", fmt.Errorf("an ext2/3/4 %s is not a btrfs structure (btrfs keeps no allocation bitmaps: its free space is a tree)", extOnly[t.Kind])
+		return "", fmt.Errorf("an ext2/3/4 %s is not a %s structure (%s)", extOnly[t.Kind], fs, noBitmaps)
 	}
 	f, ok := m[t.Field]
 	if !ok {
-		return "", fmt.Errorf("ext2/3/4 %s %s has no btrfs counterpart (btrfs takes %s)", extOnly[t.Kind], t.Field, mappedNames(m))
+		return "", fmt.Errorf("ext2/3/4 %s %s has no %s counterpart (%s takes %s)", extOnly[t.Kind], t.Field, fs, fs, mappedNames(m))
 	}
 	return f, nil
 }

@@ -15,8 +15,10 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/fsimage/btrfs"
+	"github.com/themisfs/themis/fsimage/xfs"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
@@ -492,10 +494,13 @@ var extOnly = map[string]string{
 func (t Target) AppliesTo(fs string) error {
 	noun, ok := extOnly[t.Kind]
 	switch {
-	case strings.HasPrefix(fs, "ext"), !ok && (fs == "btrfs" || t.Kind == targetLBA):
+	case strings.HasPrefix(fs, "ext"), !ok && (fs == "btrfs" || fs == "xfs" || t.Kind == targetLBA):
 		return nil
 	case fs == "btrfs":
 		_, err := btrfsField(t)
+		return err
+	case fs == "xfs":
+		_, err := xfsField(t)
 		return err
 	case t.Kind == targetLBA:
 		return nil
@@ -771,7 +776,20 @@ func (c *corrupter) corrupt(ctx context.Context, setup []profileOp, targets []co
 // btrfs) and returns how to resolve a target on it; call what it returns
 // inside c.dev (it reads the device).
 func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.Device) (flip, error), error) {
-	if fsName := c.specs[i].FS; fsName != "btrfs" && !strings.HasPrefix(fsName, "ext") {
+	switch fsName := c.specs[i].FS; {
+	case fsName == "xfs":
+		// Resolved on the stopped image only: after a sync xfs keeps
+		// metadata in its log, written in place at umount.
+		return func(t Target, _ *overlay.Device) (flip, error) {
+			return flip{Region: RegionUnparsed, Field: "(resolved at the flip)", again: func(d *overlay.Device) (flip, error) {
+				fs, err := xfs.Open(d, d.Size())
+				if err != nil {
+					return flip{}, err
+				}
+				return resolveXfs(t, fs, d.Size())
+			}}, nil
+		}, nil
+	case fsName != "btrfs" && !strings.HasPrefix(fsName, "ext"):
 		return func(t Target, d *overlay.Device) (flip, error) { return resolveRaw(t, d.Size()) }, nil
 	}
 	if c.specs[i].FS != "btrfs" {
@@ -1061,14 +1079,21 @@ func keys(m map[string]bool) []string {
 const maxFsckSummary = 1024
 
 // fsck runs the lane's host checker (hostfsck.For) on lane i's resolved image
-// (synced first when mounted).
+// (quiesced first when mounted: synced, or for xfs unmounted).
 func (c *corrupter) fsck(ctx context.Context, i int, mounted bool) (bool, string, error) {
 	tool, err := hostfsck.For(c.specs[i].FS)
 	if err != nil {
 		return false, "no host checker: " + err.Error(), nil
 	}
 	if mounted {
-		if err := c.sync(ctx); err != nil {
+		// As the family says (xfs: sync leaves metadata in the log,
+		// which xfs_repair -n cannot replay; umount writes it in place).
+		// The branch is restored after, mounted.
+		quiesce := c.sync
+		if fam, err := family.Of(c.specs[i].FS); err == nil && fam.Quiesce == family.Remount {
+			quiesce = func(ctx context.Context) error { return c.umount(ctx, c.lanes[i]) }
+		}
+		if err := quiesce(ctx); err != nil {
 			return false, "", err
 		}
 	}

@@ -222,6 +222,13 @@ func TestTargetAppliesTo(t *testing.T) {
 		{"gd.bg_used_dirs_count", "btrfs", "group descriptor bg_used_dirs_count has no btrfs counterpart"},
 		{"bitmap.block", "btrfs", "bitmap is not a btrfs structure (btrfs keeps no allocation bitmaps"},
 		{"inode:d/f:i_size", "vfat", "not a vfat structure"},
+		{"data:d/f:0:0", "vfat", "no parser reads vfat images yet"},
+		{"lba:2:0:0", "udf", ""},
+		{"inode:d/f:i_size", "xfs", ""},
+		{"gd.bg_inode_table", "xfs", ""},
+		{"data:d/f:0:0", "xfs", ""},
+		{"bitmap.inode", "xfs", "not a xfs structure (xfs keeps no allocation bitmaps"},
+		{"superblock.first_ino", "xfs", "has no xfs counterpart"},
 	} {
 		tg, err := ParseTarget(c.target)
 		if err != nil {
