@@ -101,6 +101,8 @@ func TestExpect(t *testing.T) {
 		{"xfs:bigtime=0", 0, Atime, ts(-1, 5), ts(-1, 5), "represented"},
 		{"btrfs", 0, Mtime, ts(1<<34, 5), ts(1<<34, 5), "represented"},
 		{"btrfs", 0, Ctime, ts(-1<<40, 0), ts(-1<<40, 0), "represented"},
+		{"udf", 0, Mtime, ts(1<<34, 123456789), ts(1<<34, 123456000), "rounded(1µs)"},
+		{"udf", 0, Atime, ts(S32Min, 0), ts(S32Min, 0), "represented"},
 	} {
 		l := Lane{FS: c.fs, InodeSize: c.inode}
 		if fs, ok := strings.CutSuffix(c.fs, ":bigtime=0"); ok {
@@ -119,6 +121,23 @@ func TestExpect(t *testing.T) {
 	}
 	if XfsBigtimeMax != 16299260424 {
 		t.Errorf("XfsBigtimeMax = %d, want 16299260424 (2486-07-02, as the guest kernel stores it)", XfsBigtimeMax)
+	}
+}
+
+func TestPrefer(t *testing.T) {
+	t.Parallel()
+	set, got := Timespec{Sec: 10, Nsec: 500_001_234}, Timespec{Sec: 10, Nsec: 500_000_000}
+	v := Verdict{Kind: Rounded, Granularity: 10 * time.Millisecond}
+	if p := v.Prefer(time.Microsecond, set, got); p.Granularity != 10*time.Millisecond {
+		t.Errorf("1 µs keeps .500001234 as .500001, not .5: want 10ms kept, got %s", p)
+	}
+	set = Timespec{Sec: 10, Nsec: 500_000_000}
+	v = Verdict{Kind: Rounded, Granularity: 10 * time.Millisecond}
+	if p := v.Prefer(time.Microsecond, Timespec{Sec: 10, Nsec: 500_000_900}, got); p.Granularity != time.Microsecond {
+		t.Errorf("both truncate .500000900 to .5: want the rule's 1µs, got %s", p)
+	}
+	if p := (Verdict{Kind: Clamped, ClampedTo: 5}).Prefer(time.Second, set, got); p.Kind != Clamped || p.Granularity != 0 {
+		t.Errorf("a clamp changed: %s", p)
 	}
 }
 

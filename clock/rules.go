@@ -132,6 +132,12 @@ func RuleFor(l Lane, f Field) (Rule, error) {
 		return Rule{Min: S32Min, Max: XfsBigtimeMax, Granularity: time.Nanosecond}, nil
 	case "btrfs":
 		return Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Nanosecond}, nil
+	case "udf":
+		// The kernel's udf keeps microseconds and sets no range of its
+		// own; its on-disk stamp holds a 16-bit year, so a time past
+		// year 65535 (or before year 1) would wrap, which no sweep value
+		// reaches.
+		return Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Microsecond}, nil
 	}
 	return Rule{}, fmt.Errorf("clock: no timestamp rule for filesystem %q", l.FS)
 }
@@ -284,6 +290,17 @@ func Classify(set, guest Timespec, onDisk *Timespec, afterRemount Timespec) Verd
 	}
 	if afterRemount != guest {
 		return Verdict{Kind: Diverged, Detail: fmt.Sprintf("guest %s, after remount %s", guest, afterRemount)}
+	}
+	return v
+}
+
+// Prefer names granularity g for a Rounded verdict of set stored as got
+// when truncating set to g gives got too: one sample cannot tell 1 µs from
+// 10 ms when set has nothing below 10 ms, and the lane's rule says which
+// it is. Other verdicts are returned as they are.
+func (v Verdict) Prefer(g time.Duration, set, got Timespec) Verdict {
+	if v.Kind == Rounded && g > 0 && (Rule{Min: -1 << 62, Max: 1 << 62, Granularity: g}).Store(set) == got {
+		v.Granularity = g
 	}
 	return v
 }

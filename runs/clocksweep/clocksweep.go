@@ -137,7 +137,7 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 	}
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	for _, sp := range specs {
-		if _, err := clock.RuleFor(clock.Lane{FS: sp.FS, InodeSize: sp.InodeSize, Options: sp.Options}, clock.Mtime); err != nil {
+		if _, err := clock.RuleFor(laneOf(sp), clock.Mtime); err != nil {
 			return nil, clock.Plan{}, session.Invalid("lanes", "lane %s: %v", sp.Name, err)
 		}
 	}
@@ -372,7 +372,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 	for i, sp := range w.specs {
 		cells[i] = Cell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
 			Value: set.Sec, ValueNs: set.Nsec, Op: op, Field: f}
-		if e, err := clock.ExpectCell(clock.Lane{FS: sp.FS, InodeSize: sp.InodeSize, Options: sp.Options}, op, steps); err == nil {
+		if e, err := clock.ExpectCell(laneOf(sp), op, steps); err == nil {
 			cells[i].Expected = e.Verdict.String()
 		}
 	}
@@ -447,9 +447,17 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 			eff = c.Guest // the clock ran between SetClock and the op
 		}
 		vd := clock.Classify(eff, c.Guest, c.OnDisk, c.AfterRemount)
+		if r, err := clock.RuleFor(laneOf(sp), f); err == nil {
+			vd = vd.Prefer(r.Granularity, eff, c.Guest)
+		}
 		c.Verdict, c.ClampedTo = vd.String(), vd.ClampedTo
 	}
 	return cells, nil
+}
+
+// laneOf is what clock's rules need of a lane spec.
+func laneOf(sp guest.LaneSpec) clock.Lane {
+	return clock.Lane{FS: sp.FS, InodeSize: sp.InodeSize, Options: sp.Options}
 }
 
 // probe makes v.Touches rapid touches at v's clock and counts distinct

@@ -94,7 +94,7 @@ func TestClockSweepRealGuest(t *testing.T) {
 
 // TestClockRulesRealGuest checks the rules of the other families on the
 // real kernel: every cell's verdict is the one clock.ExpectCell predicts
-// (xfs with and without bigtime and btrfs with touch, utimensat and create,
+// (xfs with and without bigtime, btrfs and udf with touch, utimensat and create,
 // the kernel's refusals of clock-driven ops at 0 and 2^34 included; exfat
 // with utimensat: a file exFAT creates at the clock's time may read back
 // 10 ms earlier after remount than the guest saw, now and then, which is
@@ -110,7 +110,7 @@ func TestClockRulesRealGuest(t *testing.T) {
 		lanes []string
 		ops   []string
 	}{
-		{[]string{"xfs", "xfs:bigtime=0", "btrfs"}, []string{clock.OpTouch, clock.OpUtimensat, clock.OpCreate}},
+		{[]string{"xfs", "xfs:bigtime=0", "btrfs", "udf"}, []string{clock.OpTouch, clock.OpUtimensat, clock.OpCreate}},
 		{[]string{"exfat"}, []string{clock.OpUtimensat}},
 	} {
 		n := 0

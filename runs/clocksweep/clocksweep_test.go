@@ -20,7 +20,7 @@ func TestClockSweepOptionsRejected(t *testing.T) {
 		field string
 	}{
 		{"no lanes", Options{}, "lanes"},
-		{"fs without a clock rule", Options{Lanes: []string{"udf"}}, "lanes"},
+		{"fs without a clock rule", Options{Lanes: []string{"overlay"}}, "lanes"},
 		{"unknown op", Options{Lanes: []string{"ext2"}, Ops: []string{"fly"}}, "ops"},
 		{"shard 4/3", Options{Lanes: []string{"ext2"}, Shard: 4, Shards: 3}, "shard"},
 		{"shard -1", Options{Lanes: []string{"ext2"}, Shard: -1, Shards: 2}, "shard"},
