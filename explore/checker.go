@@ -109,8 +109,10 @@ type Result struct {
 	// as Config.Declared allows; DeclaredStates counts unique states whose
 	// lanes agree under the run's canonicalization and differ without it
 	// (LaneState.Exact). Neither is a finding; both say how much a
-	// declared difference decided.
+	// declared difference decided. DeclaredKeys are the latter's root
+	// tuples, sorted (with StateKeys only), for Merge.
 	DeclaredOps, DeclaredStates int
+	DeclaredKeys                []string
 }
 
 // Checker runs a bounded search over one System, or over several in
@@ -298,9 +300,11 @@ func (s *search) result() *Result {
 	}
 	res := s.res
 	res.Unique = len(s.visited)
+	res.DeclaredStates = len(s.declared)
 	res.Digest = s.digest()
 	if s.cfg.KeepStates || s.cfg.Shard.active() {
 		res.StateKeys = s.sortedKeys()
+		res.DeclaredKeys = sortedSet(s.declared)
 	}
 	res.Findings, res.Duplicates = nil, nil
 	for _, f := range s.order {

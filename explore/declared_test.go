@@ -111,3 +111,38 @@ func TestDeclaredOnly(t *testing.T) {
 		t.Error("nil Declared excused a difference")
 	}
 }
+
+// TestDeclaredShardsMerge: the shards' declared states, merged, are the
+// whole search's.
+func TestDeclaredShardsMerge(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Depth: 3, Branching: 10, Seed: 5, Ops: []string{OpCreateFile, OpChmod, OpUnlink},
+		Pool: PathPool{Files: 2, Depth: 1}, Declared: map[string]map[string]int32{"lane1": {OpChmod: 1}}, KeepStates: true}
+	run := func(cfg Config) *Result {
+		t.Helper()
+		c, err := NewChecker(declaredToy{newToy("", "")}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	whole := run(cfg)
+	if whole.DeclaredStates == 0 || len(whole.DeclaredKeys) != whole.DeclaredStates {
+		t.Fatalf("whole: %d declared states, %d keys", whole.DeclaredStates, len(whole.DeclaredKeys))
+	}
+	var parts []Part
+	for i := range 3 {
+		c := cfg
+		c.Shard = Shard{Index: i, Count: 3, Depth: 2}
+		res := run(c)
+		parts = append(parts, Part{StateKeys: res.StateKeys, DeclaredKeys: res.DeclaredKeys})
+	}
+	m := Merge(parts)
+	if m.Unique != whole.Unique || m.DeclaredStates != whole.DeclaredStates {
+		t.Errorf("merged %d unique, %d declared; whole %d, %d", m.Unique, m.DeclaredStates, whole.Unique, whole.DeclaredStates)
+	}
+}

@@ -13,6 +13,9 @@ import (
 type Part struct {
 	StateKeys []string
 	Findings  []PartFinding
+	// DeclaredKeys are the part's states judged by a declared difference
+	// (Result.DeclaredKeys).
+	DeclaredKeys []string
 }
 
 // PartFinding is one finding of a part: its Signature (Finding.Signature
@@ -29,6 +32,9 @@ type Merged struct {
 	Unique    int
 	Digest    []byte
 	StateKeys []string
+	// DeclaredStates counts the unique states judged by a declared
+	// difference, over every part.
+	DeclaredStates int
 	// Findings are one per signature (the part's whose Found is least),
 	// in signature order, without those whose kind and minimized trace an
 	// earlier one has (as a run leaves duplicates out).
@@ -40,10 +46,14 @@ type Merged struct {
 // does not check that (the caller compares the parts' configs).
 func Merge(parts []Part) Merged {
 	keys := map[string]bool{}
+	declared := map[string]bool{}
 	best := map[string]PartFinding{}
 	for _, p := range parts {
 		for _, k := range p.StateKeys {
 			keys[k] = true
+		}
+		for _, k := range p.DeclaredKeys {
+			declared[k] = true
 		}
 		for _, f := range p.Findings {
 			if b, ok := best[f.Signature]; !ok || traceLess(f.Finding.Found, b.Finding.Found) {
@@ -57,6 +67,7 @@ func Merge(parts []Part) Merged {
 	}
 	slices.Sort(m.StateKeys)
 	m.Unique, m.Digest = len(m.StateKeys), Digest(m.StateKeys)
+	m.DeclaredStates = len(declared)
 	sigs := make([]string, 0, len(best))
 	for s := range best {
 		sigs = append(sigs, s)
@@ -83,5 +94,15 @@ func opKeysOf(trace []*agentv1.Request) []string {
 	for i, op := range trace {
 		out[i] = opKey(op)
 	}
+	return out
+}
+
+// sortedSet is a set's members, sorted.
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }

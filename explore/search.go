@@ -29,6 +29,7 @@ type search struct {
 	wake     *sync.Cond // an item queued, an item done, or the search stopping
 	res      Result
 	visited  map[string]int      // root tuple -> shallowest depth seen
+	declared map[string]bool     // root tuples judged by a declared difference
 	edges    map[string][]edge   // root tuple -> the ops that led to it
 	cands    map[string][]cand   // signature -> every sighting of it
 	sigs     map[string]*Finding // signature -> its finding (canonical once resolved)
@@ -72,7 +73,7 @@ type worker struct {
 }
 
 func newSearch(c *Checker) *search {
-	s := &search{Checker: c, visited: map[string]int{}, edges: map[string][]edge{}, cands: map[string][]cand{}, sigs: map[string]*Finding{}}
+	s := &search{Checker: c, visited: map[string]int{}, declared: map[string]bool{}, edges: map[string][]edge{}, cands: map[string][]cand{}, sigs: map[string]*Finding{}}
 	s.wake = sync.NewCond(&s.mu)
 	return s
 }
@@ -329,6 +330,13 @@ func (s *search) applied(depth int) {
 	s.res.States++
 	s.depth = depth
 	s.res.MaxDepthReached = max(s.res.MaxDepthReached, depth)
+}
+
+// judged records that the state key's lanes agree only canonicalized.
+func (s *search) judged(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.declared[key] = true
 }
 
 // count adds to a counter of the result under the lock.

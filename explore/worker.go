@@ -275,7 +275,7 @@ func (w *worker) visit(ctx context.Context, key string, trace []*agentv1.Request
 		return w.s.add(f, key, nil)
 	}
 	if exactDivergent(st) {
-		w.s.count(func(r *Result) { r.DeclaredStates++ })
+		w.s.judged(key)
 	}
 	for i, check := range w.s.cfg.Checks {
 		f, err := check(ctx, w.sys, trace)

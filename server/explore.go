@@ -133,6 +133,9 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 	for _, k := range s.StateKeys {
 		out.StateKeys = append(out.StateKeys, []byte(k))
 	}
+	for _, k := range s.DeclaredKeys {
+		out.DeclaredStateKeys = append(out.DeclaredStateKeys, []byte(k))
+	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)
 	for lane, c := range s.Layers {

@@ -55,8 +55,10 @@ type exploreJSON struct {
 	OpsLeftOut     []string `json:"ops_left_out,omitempty"`
 	DeclaredOps    int64    `json:"declared_ops"`
 	DeclaredStates int64    `json:"declared_states"`
-	// StateKeys are a shard's unique states (hex), for explore merge.
-	StateKeys []string `json:"state_keys,omitempty"`
+	// StateKeys are a shard's unique states (hex), for explore merge, and
+	// DeclaredKeys those judged by a declared difference.
+	StateKeys    []string `json:"state_keys,omitempty"`
+	DeclaredKeys []string `json:"declared_state_keys,omitempty"`
 }
 
 // searchJSON is what defines a search, as the CLI asked for it: the
@@ -266,6 +268,9 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		out.StateKeys = make([]string, 0, len(sum.GetStateKeys()))
 		for _, k := range sum.GetStateKeys() {
 			out.StateKeys = append(out.StateKeys, hex.EncodeToString(k))
+		}
+		for _, k := range sum.GetDeclaredStateKeys() {
+			out.DeclaredKeys = append(out.DeclaredKeys, hex.EncodeToString(k))
 		}
 	}
 	for _, l := range sum.GetLayers() {

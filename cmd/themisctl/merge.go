@@ -29,7 +29,12 @@ type mergedJSON struct {
 	Digest       string             `json:"digest"`
 	Findings     int                `json:"findings"`
 	States       int64              `json:"states"` // ops applied by all the shards together
-	FindingList  []*findingJSONView `json:"finding_list"`
+	// DeclaredStates counts the unique states judged by a declared
+	// difference; DeclaredOps the ops whose errno was, applied by all the
+	// shards together (as States).
+	DeclaredStates int                `json:"declared_states"`
+	DeclaredOps    int64              `json:"declared_ops"`
+	FindingList    []*findingJSONView `json:"finding_list"`
 }
 
 // newExploreMerge is `themisctl explore merge`.
@@ -120,12 +125,12 @@ func mergeShards(names []string, parts []exploreJSON) (*mergedJSON, error) {
 	m := &mergedJSON{Search: parts[0].Search, Shards: parts[0].Shard.Count, ShardDepth: parts[0].Shard.Depth, FindingList: []*findingJSONView{}}
 	for i, p := range parts {
 		ep := explore.Part{}
-		for _, k := range p.StateKeys {
-			b, err := hex.DecodeString(k)
-			if err != nil {
-				return nil, fmt.Errorf("merge: %s: state key %q: %w", names[i], k, err)
-			}
-			ep.StateKeys = append(ep.StateKeys, string(b))
+		var err error
+		if ep.StateKeys, err = hexKeys(p.StateKeys); err != nil {
+			return nil, fmt.Errorf("merge: %s: state key %w", names[i], err)
+		}
+		if ep.DeclaredKeys, err = hexKeys(p.DeclaredKeys); err != nil {
+			return nil, fmt.Errorf("merge: %s: declared state key %w", names[i], err)
 		}
 		for _, f := range p.FindingList {
 			pf, err := partFinding(f, len(views))
@@ -136,10 +141,11 @@ func mergeShards(names []string, parts []exploreJSON) (*mergedJSON, error) {
 			ep.Findings = append(ep.Findings, pf)
 		}
 		m.States += p.States
+		m.DeclaredOps += p.DeclaredOps
 		eparts = append(eparts, ep)
 	}
 	merged := explore.Merge(eparts)
-	m.UniqueStates, m.Digest = merged.Unique, hex.EncodeToString(merged.Digest)
+	m.UniqueStates, m.Digest, m.DeclaredStates = merged.Unique, hex.EncodeToString(merged.Digest), merged.DeclaredStates
 	for _, f := range merged.Findings {
 		v := *views[f.Finding.ID]
 		v.DuplicateOf = ""
@@ -147,6 +153,19 @@ func mergeShards(names []string, parts []exploreJSON) (*mergedJSON, error) {
 	}
 	m.Findings = len(m.FindingList)
 	return m, nil
+}
+
+// hexKeys decodes hex state keys.
+func hexKeys(keys []string) ([]string, error) {
+	var out []string
+	for _, k := range keys {
+		b, err := hex.DecodeString(k)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", k, err)
+		}
+		out = append(out, string(b))
+	}
+	return out, nil
 }
 
 // partFinding is a finding view as explore.Merge takes it; its ID indexes
@@ -170,6 +189,7 @@ func printMerged(m *mergedJSON) error {
 	w := newTable()
 	fmt.Fprintf(w, "shards\t%d (at depth %d)\nunique states\t%d\nfindings\t%d\nstates (all shards)\t%d\ndigest\t%s\n",
 		m.Shards, m.ShardDepth, m.UniqueStates, m.Findings, m.States, m.Digest)
+	fmt.Fprintf(w, "judged by a declared difference\t%d ops (all shards), %d unique states\n", m.DeclaredOps, m.DeclaredStates)
 	for _, f := range m.FindingList {
 		fmt.Fprintf(w, "finding\t%s [%s]: %s\n", f.Kind, strings.Join(f.Trace, "; "), f.Detail)
 	}

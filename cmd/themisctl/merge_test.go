@@ -25,9 +25,15 @@ func TestMergeShards(t *testing.T) {
 	// The same signature, found by the other shard along a longer trace.
 	b := finding("f-b", "errno|0|mkdir|0|17", []string{"create f-00 0644", "mkdir d-00 0755", "mkdir d-00 0755"}, []string{"mkdir d-00 0755", "mkdir d-00 0755"})
 	parts := []exploreJSON{shardView(1, 2, []string{"r", "x", "y"}, b), shardView(0, 2, []string{"r", "y", "z"}, a)}
+	// Both shards judged y by a declared difference, one x too.
+	parts[0].DeclaredKeys, parts[0].DeclaredOps = []string{hex.EncodeToString([]byte("x")), hex.EncodeToString([]byte("y"))}, 2
+	parts[1].DeclaredKeys, parts[1].DeclaredOps = []string{hex.EncodeToString([]byte("y"))}, 1
 	m, err := mergeShards([]string{"s1.json", "s0.json"}, parts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.DeclaredStates != 2 || m.DeclaredOps != 3 {
+		t.Errorf("declared: %d states, %d ops; want 2 (x and y, once each) and 3", m.DeclaredStates, m.DeclaredOps)
 	}
 	if m.UniqueStates != 4 || m.States != 20 || m.Findings != 1 || m.FindingList[0].ID != "f-a" || m.Shards != 2 {
 		t.Errorf("merged %+v (findings %+v): want 4 unique, 20 states, one finding, f-a's (the shorter found trace)", m, m.FindingList)
@@ -48,6 +54,7 @@ func TestMergeShards(t *testing.T) {
 		{"stopped early", []exploreJSON{shardView(0, 2, nil), func() exploreJSON { p := shardView(1, 2, nil); p.Stopped = "budget"; return p }()}, "stopped early"},
 		{"not a shard", []exploreJSON{{}}, "not the --json of an explore --shard run"},
 		{"a bad key", []exploreJSON{func() exploreJSON { p := shardView(0, 1, nil); p.StateKeys = []string{"zz"}; return p }()}, "state key"},
+		{"a bad declared key", []exploreJSON{func() exploreJSON { p := shardView(0, 1, nil); p.DeclaredKeys = []string{"q"}; return p }()}, "declared state key"},
 		{"no signature", []exploreJSON{shardView(0, 1, nil, finding("f-c", "", nil, nil))}, "no signature"},
 	} {
 		names := []string{"a.json", "b.json", "c.json"}[:len(tc.parts)]

@@ -179,6 +179,9 @@ type Summary struct {
 	Judged                      string
 	OpsLeftOut                  []string
 	DeclaredOps, DeclaredStates int
+	// DeclaredKeys are a shard's declared states' root tuples, sorted
+	// (a shard's only), for the merge.
+	DeclaredKeys []string
 	// The cumulative time split, as in Progress.
 	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
 }

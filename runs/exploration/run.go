@@ -77,7 +77,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	sum.Workers, sum.WorkersWhy = n, why
 	sum.Policy, sum.Judged, sum.OpsLeftOut = policy.Name, judged.String(), judged.Excluded
 	if sh := chk.Config().Shard; sh.Count > 1 {
-		sum.Shard, sum.StateKeys = sh, res.StateKeys
+		sum.Shard, sum.StateKeys, sum.DeclaredKeys = sh, res.StateKeys, res.DeclaredKeys
 	}
 	if sum.Stopped == explore.StopCancelled && errors.Is(context.Cause(ctx), session.ErrRunTimeLimit) {
 		sum.Stopped = StopMaxRunDuration

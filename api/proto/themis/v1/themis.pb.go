@@ -3219,8 +3219,11 @@ type ExploreSummary struct {
 	// findings.
 	DeclaredOps    int64 `protobuf:"varint,29,opt,name=declared_ops,json=declaredOps,proto3" json:"declared_ops,omitempty"`
 	DeclaredStates int64 `protobuf:"varint,30,opt,name=declared_states,json=declaredStates,proto3" json:"declared_states,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A shard's declared states (root tuples, sorted, a subset of
+	// state_keys), for the merge; empty when the run is not a shard.
+	DeclaredStateKeys [][]byte `protobuf:"bytes,31,rep,name=declared_state_keys,json=declaredStateKeys,proto3" json:"declared_state_keys,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
@@ -3461,6 +3464,13 @@ func (x *ExploreSummary) GetDeclaredStates() int64 {
 		return x.DeclaredStates
 	}
 	return 0
+}
+
+func (x *ExploreSummary) GetDeclaredStateKeys() [][]byte {
+	if x != nil {
+		return x.DeclaredStateKeys
+	}
+	return nil
 }
 
 // LaneLayers is what the lower ⊕ upper reference saw of one overlay lane
@@ -5843,7 +5853,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"foundTrace\x12!\n" +
 	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
 	"\x06revert\x18\x0f \x01(\tR\x06revert\x12\x1c\n" +
-	"\tsignature\x18\x10 \x01(\tR\tsignature\"\xd3\a\n" +
+	"\tsignature\x18\x10 \x01(\tR\tsignature\"\x83\b\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5883,7 +5893,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\fops_left_out\x18\x1c \x03(\tR\n" +
 	"opsLeftOut\x12!\n" +
 	"\fdeclared_ops\x18\x1d \x01(\x03R\vdeclaredOps\x12'\n" +
-	"\x0fdeclared_states\x18\x1e \x01(\x03R\x0edeclaredStates\"p\n" +
+	"\x0fdeclared_states\x18\x1e \x01(\x03R\x0edeclaredStates\x12.\n" +
+	"\x13declared_state_keys\x18\x1f \x03(\fR\x11declaredStateKeys\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
