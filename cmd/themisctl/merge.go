@@ -22,13 +22,13 @@ const maxShardJSON = 512 << 20
 // mergedJSON is explore merge's --json output: what the whole search run
 // at once reports of its states and findings.
 type mergedJSON struct {
-	Search       *searchJSON        `json:"search"`
-	Shards       int32              `json:"shards"`
-	ShardDepth   int32              `json:"shard_depth"`
-	UniqueStates int                `json:"unique_states"`
-	Digest       string             `json:"digest"`
-	Findings     int                `json:"findings"`
-	States       int64              `json:"states"` // ops applied by all the shards together
+	Search       *searchJSON `json:"search"`
+	Shards       int32       `json:"shards"`
+	ShardDepth   int32       `json:"shard_depth"`
+	UniqueStates int         `json:"unique_states"`
+	Digest       string      `json:"digest"`
+	Findings     int         `json:"findings"`
+	States       int64       `json:"states"` // ops applied by all the shards together
 	// DeclaredStates counts the unique states judged by a declared
 	// difference; DeclaredOps the ops whose errno was, applied by all the
 	// shards together (as States).
