@@ -28,7 +28,6 @@ func TestFamiliesRealGuest(t *testing.T) {
 	}{
 		{lane: "btrfs"},
 		{lane: "xfs"},
-		{lane: "xfs:bigtime=0"},
 		{lane: "vfat", excluded: []string{"link", "symlink"}},
 		{lane: "exfat", excluded: []string{"link", "symlink"}},
 		{lane: "udf"},
