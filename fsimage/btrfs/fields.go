@@ -4,21 +4,16 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"path"
-	"sort"
-	"strings"
+
+	"github.com/themisfs/themis/fsimage"
 )
 
-// Field is where one metadata field lies in the image: the offset of its
-// first (least significant) byte in the first copy, its width, and the
-// structure holding it. Every field but the superblock's sits in a tree
-// block whose checksum covers it.
-type Field struct {
-	Phys  int64
-	Size  int
-	Where string // e.g. "superblock", "inode item 257", "dir item 256 \"f\"", "block group item at 13631488"
-}
+// Field is where one metadata field lies in the image (its first copy);
+// every field but the superblock's sits in a tree block whose checksum
+// covers it.
+type Field = fsimage.Field
 
-// fieldOff is a field's offset and width in its structure.
+// fieldOff is a field's byte offset and width in its structure.
 type fieldOff struct{ off, size int }
 
 // SuperFields are the primary superblock's fields Field names (struct
@@ -47,20 +42,10 @@ var BlockGroupFields = map[string]fieldOff{"used": {0, 8}, "chunk_objectid": {8,
 var HeaderFields = map[string]fieldOff{"csum": {0, 4}, "fsid": {32, 16}, "bytenr": {48, 8}, "generation": {80, 8},
 	"owner": {88, 8}, "nritems": {96, 4}, "level": {100, 1}}
 
-// FieldNames lists a field table's names, sorted, for messages.
-func FieldNames(m map[string]fieldOff) string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
-}
-
 func pick(m map[string]fieldOff, what, name string) (fieldOff, error) {
-	f, ok := m[name]
-	if !ok {
-		return fieldOff{}, fmt.Errorf("btrfs: %s field %q: want one of %s", what, name, FieldNames(m))
+	f, err := fsimage.PickField(m, what, name)
+	if err != nil {
+		return fieldOff{}, fmt.Errorf("btrfs: %w", err)
 	}
 	return f, nil
 }

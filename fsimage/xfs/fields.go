@@ -3,19 +3,15 @@ package xfs
 import (
 	"fmt"
 	"path"
-	"sort"
-	"strings"
+
+	"github.com/themisfs/themis/fsimage"
 )
 
-// Field is where one field lies in the image: the offset of its least
-// significant byte (fields are big-endian), its width, and the structure
-// holding it.
-type Field struct {
-	Phys  int64
-	Size  int
-	Where string // e.g. "superblock", "inode 131", "AGF 0", "short-form entry \"f\" in 128"
-}
+// Field is where one field lies in the image; Phys is its least
+// significant (last: xfs is big-endian) byte.
+type Field = fsimage.Field
 
+// fieldOff is a field's byte offset and width in its structure.
 type fieldOff struct{ off, size int }
 
 // SuperFields are the primary superblock's fields (struct xfs_dsb).
@@ -49,20 +45,10 @@ var InodeFields = map[string]fieldOff{
 // its offset tag, its file type and its inode number.
 var EntryFields = map[string]bool{"namelen": true, "offset": true, "ftype": true, "inumber": true}
 
-// FieldNames lists a field table's names, sorted, for messages.
-func FieldNames[V any](m map[string]V) string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
-}
-
 func pick(m map[string]fieldOff, what, name string) (fieldOff, error) {
-	f, ok := m[name]
-	if !ok {
-		return fieldOff{}, fmt.Errorf("xfs: %s field %q: want one of %s", what, name, FieldNames(m))
+	f, err := fsimage.PickField(m, what, name)
+	if err != nil {
+		return fieldOff{}, fmt.Errorf("xfs: %w", err)
 	}
 	return f, nil
 }
@@ -115,7 +101,7 @@ func (fs *FS) InodeField(p, name string) (Field, error) {
 // EntryField locates a field of name's short-form entry in directory dir.
 func (fs *FS) EntryField(dir, name, field string) (Field, error) {
 	if !EntryFields[field] {
-		return Field{}, fmt.Errorf("xfs: short-form entry field %q: want one of %s", field, FieldNames(EntryFields))
+		return Field{}, fmt.Errorf("xfs: short-form entry field %q: want one of %s", field, fsimage.FieldNames(EntryFields))
 	}
 	d, err := fs.Lookup(dir)
 	if err != nil {
@@ -129,20 +115,20 @@ func (fs *FS) EntryField(dir, name, field string) (Field, error) {
 	var f fieldOff
 	switch field {
 	case "namelen":
-		f = fieldOff{0, 1}
+		f = fieldOff{off: 0, size: 1}
 	case "offset":
-		f = fieldOff{1, 2}
+		f = fieldOff{off: 1, size: 2}
 	case "ftype":
 		if !e.ftype {
 			return Field{}, unsupported("no file type in directory entries (ftype=0)")
 		}
-		f = fieldOff{3 + len(e.Name), 1}
+		f = fieldOff{off: 3 + len(e.Name), size: 1}
 	case "inumber":
 		off := 3 + len(e.Name)
 		if e.ftype {
 			off++
 		}
-		f = fieldOff{off, e.inoLen}
+		f = fieldOff{off: off, size: e.inoLen}
 	}
 	return lsb(e.Offset, f, where), nil
 }
