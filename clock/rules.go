@@ -130,8 +130,12 @@ func RuleFor(l Lane, f Field) (Rule, error) {
 			return Rule{Min: S32Min, Max: S32Max, Granularity: time.Nanosecond}, nil
 		}
 		return Rule{Min: S32Min, Max: XfsBigtimeMax, Granularity: time.Nanosecond}, nil
-	case "btrfs":
+	case "btrfs", "f2fs":
 		return Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Nanosecond}, nil
+	case "minix":
+		// minix v3 keeps unsigned 32-bit seconds (s_time_min 0,
+		// s_time_max U32_MAX).
+		return Rule{Min: 0, Max: math.MaxUint32, Granularity: time.Second}, nil
 	case "udf":
 		// The kernel's udf keeps microseconds and sets no range of its
 		// own; its on-disk stamp holds a 16-bit year, so a time past
@@ -230,7 +234,7 @@ func ExpectCell(l Lane, op string, steps []Timespec) (Expectation, error) {
 
 // Bounds are the seconds a clamp lands on, over every rule: upper then lower.
 func Bounds() (upper, lower []int64) {
-	return []int64{S32Max, ExtExtraMax, VfatMax, ExfatMax, XfsBigtimeMax}, []int64{S32Min, VfatMin}
+	return []int64{S32Max, ExtExtraMax, VfatMax, ExfatMax, XfsBigtimeMax, math.MaxUint32}, []int64{S32Min, VfatMin, 0}
 }
 
 func isUpper(s int64) bool { u, _ := Bounds(); return slices.Contains(u, s) }

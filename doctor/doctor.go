@@ -98,6 +98,10 @@ var tools = []Tool{
 	{Name: "tune.exfat", Package: "exfatprogs"},
 	{Name: "fsck.exfat", Package: "exfatprogs"},
 	{Name: "mkfs.udf", Package: "udftools"},
+	{Name: "mkfs.f2fs", Package: "f2fs-tools"},
+	{Name: "fsck.f2fs", Package: "f2fs-tools"},
+	{Name: "mkfs.minix", Package: "util-linux"},
+	{Name: "fsck.minix", Package: "util-linux"},
 	{Name: "dpkg-deb", Package: "dpkg"},
 	{Name: "apt-get", Package: "apt"},
 }

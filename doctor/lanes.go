@@ -24,15 +24,16 @@ type Lane struct {
 	// Checker is the host checker of --fsck and corrupt: its command,
 	// "none" where Debian has none, or what is missing.
 	Checker string `json:"checker"`
+	// Flavor is the guest kernel flavour its lanes boot (guest.Flavors).
+	Flavor string `json:"kernel_flavor,omitempty"`
 }
 
 // checkLanes lists every lane filesystem (guest.SupportedFS): its base
 // image's tools on the host (baseimage.CanMake), its kernel module
-// (family.Family.Module) among the default image's (guest.DefaultModules)
-// and in the cached kernel (not checked before a kernel is fetched), and
-// its host checker.
+// (family.Family.Module) among its kernel flavour's default modules
+// (guest.DefaultModulesFor) and in that flavour's cached kernel (not
+// checked before one is fetched), and its host checker.
 func checkLanes(ctx context.Context, cacheDir string) []Lane {
-	mods, kernel, fetched := guest.KernelModules(cacheDir)
 	var out []Lane
 	for _, fs := range guest.SupportedFS() {
 		l := Lane{FS: fs, Ready: true}
@@ -51,8 +52,10 @@ func checkLanes(ctx context.Context, cacheDir string) []Lane {
 			why = append(why, hosttool.Unwrap(err).Error())
 		}
 		if fam != nil && fam.Module != "" {
-			if !slices.Contains(guest.DefaultModules, fam.Module) {
-				why = append(why, fmt.Sprintf("kernel module %s is not among the guest image's default modules", fam.Module))
+			l.Flavor = spec.Flavor()
+			mods, kernel, fetched := guest.KernelModules(cacheDir, l.Flavor)
+			if !slices.Contains(guest.DefaultModulesFor(l.Flavor), fam.Module) {
+				why = append(why, fmt.Sprintf("kernel module %s is not among the %s image's default modules", fam.Module, l.Flavor))
 			}
 			if fetched && !mods[fam.Module] {
 				why = append(why, fmt.Sprintf("kernel %s has no module %s", kernel, fam.Module))

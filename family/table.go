@@ -69,6 +69,17 @@ var Table = []Family{
 		Time:   "year 1 to 9999 (a 16-bit year), 1 µs",
 	},
 	{
+		Name: "f2fs", FS: []string{"f2fs"}, Module: "f2fs", Mkfs: "mkfs.f2fs", Fsck: "fsck.f2fs --dry-run", Package: "f2fs-tools", Quiesce: Sync,
+		Fields: []FieldRule{dirSize},
+		Time:   "signed 64-bit seconds at 1 ns (the generic kernel flavour)",
+	},
+	{
+		Name: "minix", FS: []string{"minix"}, Module: "minix", Mkfs: "mkfs.minix -3", Fsck: "fsck.minix -f", Package: "util-linux", Quiesce: Sync,
+		Fields: []FieldRule{dirSize},
+		Ops:    noXattrs,
+		Time:   "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
+	},
+	{
 		Name: "overlay", FS: []string{"overlay"}, Module: "overlay", Mkfs: "mkfs.ext2 (both layers)", Fsck: "e2fsck -fn (upper layer)", Package: "e2fsprogs", Quiesce: Sync,
 		Fields: []FieldRule{dirSize, {Field: LostFound, Why: "the ext2 lower layer's /lost+found shows through"},
 			{Field: RootNlink, Why: "overlayfs reports nlink 1 for a merged directory, and the root always is one"},

@@ -39,8 +39,12 @@ type Options struct {
 	CacheDir string
 	// Deb is a linux-image .deb to use instead of downloading one.
 	Deb string
+	// Flavor is the kernel flavour, FlavorCloud ("" too) or FlavorGeneric:
+	// which metapackage names the kernel, and the default modules
+	// (DefaultModulesFor).
+	Flavor string
 	// KernelPackage is the package to `apt-get download`. Default: the
-	// linux-image-*-cloud-amd64 that linux-image-cloud-amd64 depends on.
+	// linux-image-*[-cloud]-amd64 the flavour's metapackage depends on.
 	KernelPackage string
 	// Kernel is a kernel image (bzImage) to use instead of a package;
 	// ModulesDir must then be its module tree (lib/modules/<version>),
@@ -48,7 +52,8 @@ type Options struct {
 	Kernel     string
 	ModulesDir string
 	// Modules are the module names to load; '-' and '_' are equal and
-	// dependencies are added automatically. Default: DefaultModules.
+	// dependencies are added automatically. Default: DefaultModulesFor
+	// the flavour.
 	Modules []string
 	// Agent is a prebuilt static agent binary. Default: build
 	// InitPackage from the source tree (see SourceDir) with
@@ -129,6 +134,9 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		log = zap.NewNop()
 	}
 	log = log.Named("guest")
+	if _, _, err := flavorOf(o.Flavor); err != nil {
+		return nil, err
+	}
 	if dir := os.Getenv(PrebuiltEnv); dir != "" && o.isDefault() {
 		img, err := Open(dir)
 		if err != nil {
@@ -210,7 +218,7 @@ func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cache
 	}
 	wanted := o.Modules
 	if len(wanted) == 0 {
-		wanted = DefaultModules
+		wanted = DefaultModulesFor(o.Flavor)
 	}
 	mods, err := resolveModules(ctx, idx, wanted)
 	if err != nil {

@@ -80,7 +80,7 @@ func realDeb(t *testing.T) string {
 			debErr = err
 			return
 		}
-		debPath, debErr = downloadKernel(context.Background(), zaptest.NewLogger(t), "", cache)
+		debPath, debErr = downloadKernel(context.Background(), zaptest.NewLogger(t), "", "", cache)
 	})
 	if debErr != nil {
 		if os.Getenv("CI") != "" {

@@ -19,11 +19,40 @@ import (
 	"go.uber.org/zap"
 )
 
-// kernelMetaPackage is the Debian metapackage whose dependency names the
-// current cloud kernel package.
-const kernelMetaPackage = "linux-image-cloud-amd64"
+// Kernel flavours: Debian's cloud kernel (small, the default) and its
+// generic one, which carries more filesystems (f2fs, nilfs2, jfs, minix,
+// ...) as modules, ext4 among them.
+const (
+	FlavorCloud   = "cloud"
+	FlavorGeneric = "generic"
+)
 
-var cloudKernelPkg = regexp.MustCompile(`^linux-image-[0-9].*-cloud-amd64$`)
+// kernelFlavor is a flavour's Debian metapackage, whose dependency names
+// the current kernel package, and that package's name pattern.
+type kernelFlavor struct {
+	meta string
+	pkg  *regexp.Regexp
+}
+
+var kernelFlavors = map[string]kernelFlavor{
+	FlavorCloud:   {"linux-image-cloud-amd64", regexp.MustCompile(`^linux-image-[0-9].*-cloud-amd64$`)},
+	FlavorGeneric: {"linux-image-amd64", regexp.MustCompile(`^linux-image-[0-9][^-]*-[0-9]+-amd64$`)},
+}
+
+// Flavors lists the kernel flavours, for flags and messages.
+func Flavors() []string { return []string{FlavorCloud, FlavorGeneric} }
+
+// flavorOf checks a flavour name ("" is FlavorCloud).
+func flavorOf(name string) (string, kernelFlavor, error) {
+	if name == "" {
+		name = FlavorCloud
+	}
+	f, ok := kernelFlavors[name]
+	if !ok {
+		return "", kernelFlavor{}, fmt.Errorf("guest: unknown kernel flavor %q (want %s)", name, strings.Join(Flavors(), " or "))
+	}
+	return name, f, nil
+}
 
 // kernelTree is an unpacked kernel: the image and its module directory.
 type kernelTree struct {
@@ -56,7 +85,7 @@ func resolveKernel(ctx context.Context, log *zap.Logger, o Options, cacheDir str
 	deb := o.Deb
 	if deb == "" {
 		var err error
-		if deb, err = downloadKernel(ctx, log, o.KernelPackage, cacheDir); err != nil {
+		if deb, err = downloadKernel(ctx, log, o.Flavor, o.KernelPackage, cacheDir); err != nil {
 			return nil, err
 		}
 	}
@@ -72,13 +101,17 @@ func aptArgs() []string {
 	return nil
 }
 
-// resolveKernelPackage returns the linux-image-<version>-cloud-amd64 that
-// the cloud kernel metapackage currently depends on.
-func resolveKernelPackage(ctx context.Context) (string, error) {
+// resolveKernelPackage returns the linux-image-<version>[-cloud]-amd64
+// that the flavour's metapackage currently depends on.
+func resolveKernelPackage(ctx context.Context, flavor string) (string, error) {
+	_, kf, err := flavorOf(flavor)
+	if err != nil {
+		return "", err
+	}
 	if _, err := hosttool.Look("apt-cache"); err != nil {
 		return "", fmt.Errorf("guest: %w, or pass a kernel package with Options.Deb", err)
 	}
-	out, err := hosttool.Run(ctx, "", "apt-cache", "depends", kernelMetaPackage)
+	out, err := hosttool.Run(ctx, "", "apt-cache", "depends", kf.meta)
 	if err != nil {
 		return "", fmt.Errorf("guest: resolve kernel package: %w; run apt-get update", err)
 	}
@@ -87,11 +120,11 @@ func resolveKernelPackage(ctx context.Context) (string, error) {
 		if !ok {
 			continue
 		}
-		if dep = strings.Trim(strings.TrimSpace(dep), "<>"); cloudKernelPkg.MatchString(dep) {
+		if dep = strings.Trim(strings.TrimSpace(dep), "<>"); kf.pkg.MatchString(dep) {
 			return dep, nil
 		}
 	}
-	return "", fmt.Errorf("guest: resolve kernel package: apt-cache depends %s names no linux-image-*-cloud-amd64:\n%s", kernelMetaPackage, out)
+	return "", fmt.Errorf("guest: resolve kernel package: apt-cache depends %s names no %s:\n%s", kf.meta, kf.pkg, out)
 }
 
 // aptURI is one line of `apt-get download --print-uris`.
@@ -129,14 +162,14 @@ func parsePrintURIs(out []byte) (aptURI, error) {
 // downloadKernel fetches the kernel package into <cache>/debs with
 // `apt-get download`, unless a copy with the expected hash is already there,
 // and returns the .deb path.
-func downloadKernel(ctx context.Context, log *zap.Logger, pkg, cacheDir string) (string, error) {
+func downloadKernel(ctx context.Context, log *zap.Logger, flavor, pkg, cacheDir string) (string, error) {
 	debs := filepath.Join(cacheDir, "debs")
 	if err := os.MkdirAll(debs, 0o755); err != nil {
 		return "", fmt.Errorf("guest: %w", err)
 	}
 	// Asking apt costs seconds; its answer only changes with the package
 	// lists, so remember it per state of the lists.
-	memo, err := aptMemoPath(debs, pkg)
+	memo, err := aptMemoPath(debs, flavor, pkg)
 	if err != nil {
 		return "", err
 	}
@@ -148,7 +181,7 @@ func downloadKernel(ctx context.Context, log *zap.Logger, pkg, cacheDir string) 
 	}
 	if pkg == "" {
 		var err error
-		if pkg, err = resolveKernelPackage(ctx); err != nil {
+		if pkg, err = resolveKernelPackage(ctx, flavor); err != nil {
 			return "", err
 		}
 	}
@@ -209,13 +242,17 @@ const aptListsDir = "/var/lib/apt/lists"
 // aptMemoPath returns the file that remembers which .deb apt resolves pkg
 // to, for the current state of the package lists; "" when the lists cannot
 // be read (then apt is asked every time).
-func aptMemoPath(debs, pkg string) (string, error) {
+func aptMemoPath(debs, flavor, pkg string) (string, error) {
+	_, kf, err := flavorOf(flavor)
+	if err != nil {
+		return "", err
+	}
 	entries, err := os.ReadDir(aptListsDir)
 	if err != nil {
 		return "", nil // no lists: nothing to key on; apt itself will explain
 	}
 	h := blake3.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", imageFormat, kernelMetaPackage, pkg)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", imageFormat, kf.meta, pkg)
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
 			continue

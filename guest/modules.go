@@ -30,7 +30,23 @@ var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfa
 // first time a mount of filesystem <name> fails with ENODEV (btrfs and its
 // four dependencies cost about a second of every boot otherwise, xfs as
 // much). Each is named like its filesystem type.
-var LazyModules = []string{"btrfs", "xfs", "exfat", "udf"}
+var LazyModules = []string{"btrfs", "xfs", "exfat", "udf", "f2fs", "minix"}
+
+// genericModules are what the generic flavour's image adds to
+// DefaultModules: ext4 (a module there; it serves the ext2 and ext3 lanes
+// too) with the crc32c its checksums use, the crc32 f2fs asks for by name
+// (a softdep, which module resolution does not follow; the cloud kernel
+// has both built in), and the filesystems only it has.
+var genericModules = []string{"crc32c_generic", "crc32_generic", "ext4", "f2fs", "minix"}
+
+// DefaultModulesFor returns the default modules of a kernel flavour
+// (FlavorCloud or "": DefaultModules).
+func DefaultModulesFor(flavor string) []string {
+	if flavor == FlavorGeneric {
+		return append(append([]string(nil), DefaultModules...), genericModules...)
+	}
+	return DefaultModules
+}
 
 // moduleSuffixes are the file name endings of kernel modules, plain first.
 // Debian bookworm's cloud kernel ships plain .ko files; later kernels ship
@@ -317,9 +333,13 @@ func withoutLazy(wanted []string) []string {
 }
 
 // KernelModules returns the modules (files and built-ins, names
-// normalized) of the newest kernel unpacked in cacheDir's kernel cache and
-// its version; ok is false when none is cached yet.
-func KernelModules(cacheDir string) (mods map[string]bool, version string, ok bool) {
+// normalized) of the newest kernel of a flavour unpacked in cacheDir's
+// kernel cache and its version; ok is false when none is cached yet.
+func KernelModules(cacheDir, flavor string) (mods map[string]bool, version string, ok bool) {
+	_, kf, err := flavorOf(flavor)
+	if err != nil {
+		return nil, "", false
+	}
 	dirs, err := filepath.Glob(filepath.Join(cacheDir, "kernels", "*", "lib", "modules", "*"))
 	if err != nil {
 		return nil, "", false
@@ -327,7 +347,7 @@ func KernelModules(cacheDir string) (mods map[string]bool, version string, ok bo
 	var newest time.Time
 	for _, d := range dirs {
 		st, err := os.Stat(d)
-		if err != nil || !st.ModTime().After(newest) {
+		if err != nil || !st.ModTime().After(newest) || !kf.pkg.MatchString("linux-image-"+filepath.Base(d)) {
 			continue
 		}
 		idx, err := indexModules(d)

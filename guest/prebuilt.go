@@ -22,7 +22,7 @@ const maxManifest = 1 << 20
 // the only request a prebuilt image can answer.
 func (o Options) isDefault() bool {
 	return o.Deb == "" && o.KernelPackage == "" && o.Kernel == "" && o.ModulesDir == "" &&
-		len(o.Modules) == 0 && o.Agent == "" && o.InitPackage == ""
+		len(o.Modules) == 0 && o.Agent == "" && o.InitPackage == "" && (o.Flavor == "" || o.Flavor == FlavorCloud)
 }
 
 // Open returns the image built earlier in dir (an images/<key> directory

@@ -32,7 +32,7 @@ import (
 // docs/explore.md.
 type LaneSpec struct {
 	Name      string            // lane name, used as /lanes/<Name> in the guest
-	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs", "xfs", "exfat", "udf" or "overlay"
+	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs", "xfs", "exfat", "udf", "f2fs", "minix" or "overlay"
 	InodeSize int               // bytes per inode (ext* only; 0 for the others)
 	SizeMiB   int               // image size in MiB (overlay: of each layer)
 	Options   map[string]string // further settings without a field: block_size, fat, mixed (btrfs: always set), bigtime (xfs: always set), seed (when not 0)
@@ -59,6 +59,10 @@ var fsDefaults = map[string]struct {
 	// udf: UDF 2.01 for hard disks (mkudffs --media-type=hd), 512-byte
 	// blocks.
 	"udf": {0, 16, nil},
+	// f2fs and minix (v3) need the generic kernel flavour (Flavor).
+	// mkfs.f2fs makes nothing under 64 MiB here.
+	"f2fs":  {0, 64, nil},
+	"minix": {0, 8, nil},
 	// overlay: two ext2 layers of size MiB each (see Layer and Lower);
 	// seed goes to the lower layer.
 	"overlay": {0, 8, []string{"seed"}},
@@ -87,6 +91,37 @@ func (l LaneSpec) Layer() LaneSpec {
 		return l
 	}
 	return LaneSpec{Name: l.Name, FS: overlayLayerFS, InodeSize: overlayLayerInodeSize, SizeMiB: l.SizeMiB}
+}
+
+// genericFS are the lane filesystems only the generic kernel flavour has.
+var genericFS = []string{"f2fs", "minix"}
+
+// Flavor is the kernel flavour the lane needs: FlavorGeneric for the
+// filesystems only the generic kernel carries, else FlavorCloud.
+func (l LaneSpec) Flavor() string {
+	if slices.Contains(genericFS, l.FS) {
+		return FlavorGeneric
+	}
+	return FlavorCloud
+}
+
+// FlavorOf is the kernel flavour a guest with these lanes boots: generic
+// when a lane needs it, else cloud.
+func FlavorOf(specs []LaneSpec) string {
+	for _, sp := range specs {
+		if sp.Flavor() == FlavorGeneric {
+			return FlavorGeneric
+		}
+	}
+	return FlavorCloud
+}
+
+// FlavorName is a flavour's canonical name ("" is FlavorCloud).
+func FlavorName(f string) string {
+	if f == "" {
+		return FlavorCloud
+	}
+	return f
 }
 
 // MountOptions are the guest's mount options for the lane ("" the

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -273,5 +274,41 @@ func TestSeedTree(t *testing.T) {
 	}
 	if !reflect.DeepEqual(SeedTree(2), SeedTree(2)) || reflect.DeepEqual(SeedTree(1), SeedTree(2)) {
 		t.Error("SeedTree is not a function of n")
+	}
+}
+
+func TestFlavors(t *testing.T) {
+	t.Parallel()
+	specs, err := ParseLaneSpecs("ext2,btrfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FlavorOf(specs); got != FlavorCloud {
+		t.Errorf("ext2,btrfs boot %s, want cloud", got)
+	}
+	specs, err = ParseLaneSpecs("ext2,f2fs,minix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FlavorOf(specs); got != FlavorGeneric || specs[0].Flavor() != FlavorCloud || specs[1].Flavor() != FlavorGeneric {
+		t.Errorf("ext2,f2fs,minix boot %s (lanes %s, %s), want generic", got, specs[0].Flavor(), specs[1].Flavor())
+	}
+	if FlavorName("") != FlavorCloud || FlavorName(FlavorGeneric) != FlavorGeneric {
+		t.Error("FlavorName")
+	}
+	if _, _, err := flavorOf("rt"); err == nil || !strings.Contains(err.Error(), `unknown kernel flavor "rt"`) {
+		t.Errorf("flavorOf(rt) = %v", err)
+	}
+	for _, m := range genericModules {
+		if !slices.Contains(DefaultModulesFor(FlavorGeneric), m) || slices.Contains(DefaultModulesFor(FlavorCloud), m) {
+			t.Errorf("module %s: want it in the generic defaults only", m)
+		}
+	}
+	for flavor, pkg := range map[string]string{FlavorCloud: "linux-image-6.1.0-57-cloud-amd64", FlavorGeneric: "linux-image-6.1.0-57-amd64"} {
+		for other, kf := range kernelFlavors {
+			if got := kf.pkg.MatchString(pkg); got != (other == flavor) {
+				t.Errorf("flavour %s's pattern matches %s: %v", other, pkg, got)
+			}
+		}
 	}
 }

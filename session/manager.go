@@ -34,7 +34,9 @@ type Config struct {
 	// Guest are the image build options; CacheDir is filled from CacheDir.
 	Guest guest.Options
 	// Image, when set, is the guest image to boot instead of building one
-	// (a test whose Start double boots nothing passes an empty one).
+	// (a test whose Start double boots nothing passes an empty one), for
+	// lanes of Guest's kernel flavour; a session with a lane that needs
+	// the other flavour (guest.FlavorOf) builds that one.
 	Image *guest.Image
 	// MaxSessions bounds concurrently running sessions (default 4).
 	MaxSessions int
@@ -150,7 +152,7 @@ type Manager struct {
 	budget *budget.Budget // the daemon's: every session's is under it
 
 	imageMu sync.Mutex
-	image   *guest.Image // built once, on first Create
+	images  map[string]*guest.Image // per kernel flavour, built once, on first need
 
 	mu           sync.Mutex
 	closed       bool                // no new sessions (StopSessions)
@@ -216,7 +218,10 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, budget: daemonBudget, sessions: make(map[string]*session), image: cfg.Image, boots: newBoots()}
+	m := &Manager{cfg: cfg, log: log.Named("session"), ledger: l, budget: daemonBudget, sessions: make(map[string]*session), images: map[string]*guest.Image{}, boots: newBoots()}
+	if cfg.Image != nil {
+		m.images[guest.FlavorName(cfg.Guest.Flavor)] = cfg.Image
+	}
 	stale, err := l.runningSessions(ctx)
 	if err != nil {
 		l.close()
@@ -492,14 +497,20 @@ func (m *Manager) Free(memoryMiB int) int {
 	return max(0, min(slots, (m.cfg.MaxMemoryMiB-m.memory)/memoryMiB))
 }
 
-// guestImage builds (or finds cached) the guest image once per Manager.
-func (m *Manager) guestImage(ctx context.Context) (*guest.Image, error) {
+// guestImage builds (or finds cached) the guest image of a kernel flavour
+// once per Manager: cfg.Guest's, or for the other flavour cfg.Guest
+// without its kernel and module choices (the flavour picks them).
+func (m *Manager) guestImage(ctx context.Context, flavor string) (*guest.Image, error) {
 	m.imageMu.Lock()
 	defer m.imageMu.Unlock()
-	if m.image != nil {
-		return m.image, nil
+	flavor = guest.FlavorName(flavor)
+	if img := m.images[flavor]; img != nil {
+		return img, nil
 	}
 	o := m.cfg.Guest
+	if guest.FlavorName(o.Flavor) != flavor {
+		o.Flavor, o.Deb, o.KernelPackage, o.Kernel, o.ModulesDir, o.Modules = flavor, "", "", "", "", nil
+	}
 	if o.Log == nil {
 		o.Log = m.log
 	}
@@ -507,7 +518,7 @@ func (m *Manager) guestImage(ctx context.Context) (*guest.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.image = img
+	m.images[flavor] = img
 	return img, nil
 }
 
@@ -515,7 +526,7 @@ func (m *Manager) guestImage(ctx context.Context) (*guest.Image, error) {
 // over its base image, the machine on the chosen backend or cfg.Start,
 // every lane mounted) and records the backend that booted.
 func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) error {
-	img, err := m.guestImage(ctx)
+	img, err := m.guestImage(ctx, guest.FlavorOf(s.specs))
 	if err != nil {
 		return err
 	}

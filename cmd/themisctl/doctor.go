@@ -81,7 +81,7 @@ func printDoctor(r *doctor.Report) error {
 		if !l.Ready {
 			state = "not ready: " + l.Why
 		}
-		fmt.Fprintf(w, "lane %s\t%s\tfamily %s, checker %s\n", l.FS, state, l.Family, l.Checker)
+		fmt.Fprintf(w, "lane %s\t%s\tfamily %s, checker %s, kernel %s\n", l.FS, state, l.Family, l.Checker, guest.FlavorName(l.Flavor))
 	}
 	if b := r.Boot; b != nil {
 		fmt.Fprintf(w, "kernel\t%s\t\n", b.KernelVersion)

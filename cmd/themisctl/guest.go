@@ -37,7 +37,8 @@ func newGuest(g *globals) *cobra.Command {
 		},
 	}
 	build.Flags().StringVar(&o.Deb, "deb", "", "a linux-image .deb to use instead of apt-get download")
-	build.Flags().StringVar(&o.KernelPackage, "kernel-package", "", "Debian package to download (default: what linux-image-cloud-amd64 depends on)")
+	build.Flags().StringVar(&o.Flavor, "flavor", guest.FlavorCloud, "kernel flavour: cloud (Debian's cloud kernel) or generic (the generic kernel, with f2fs, nilfs2, jfs and minix; lanes of those boot it themselves)")
+	build.Flags().StringVar(&o.KernelPackage, "kernel-package", "", "Debian package to download (default: what linux-image-cloud-amd64, or linux-image-amd64 for --flavor generic, depends on)")
 	build.Flags().StringVar(&o.Kernel, "kernel", "", "a kernel image (bzImage) instead of a .deb (with --modules-dir)")
 	build.Flags().StringVar(&o.ModulesDir, "modules-dir", "", "the kernel's module directory (lib/modules/<version>)")
 	build.Flags().StringVar(&o.Agent, "agent", "", "a prebuilt static agent binary (default: go build ./cmd/themis-agent)")

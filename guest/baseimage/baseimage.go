@@ -286,6 +286,12 @@ func mkfsArgs(spec guest.LaneSpec) (args, env []string, err error) {
 		return nil, nil, nil
 	case "udf":
 		return []string{"--media-type=hd", "--blocksize=512", "--uuid=" + UDFUUID}, nil, nil
+	case "f2fs":
+		// -T: the inodes' times; the checkpoint's come from the
+		// (frozen) clock.
+		return []string{"-q", "-f", "-U", UUID, "-T", strconv.Itoa(FakeTime)}, nil, nil
+	case "minix":
+		return []string{"-3"}, nil, nil // v3: 60-byte names, 32-bit times
 	}
 	return nil, nil, fmt.Errorf("baseimage: unknown filesystem %q", spec.FS)
 }
@@ -314,7 +320,7 @@ func toolIdentity(ctx context.Context, fsName, bin string) (string, error) {
 	}
 	sum := blake3.Sum256(b)
 	id := []string{"binary=" + hex.EncodeToString(sum[:])}
-	if fsName == "vfat" || fsName == "udf" { // no version option
+	if fsName == "vfat" || fsName == "udf" || fsName == "minix" { // no version option (mkfs.minix's is util-linux's)
 		return strings.Join(id, "\n"), nil
 	}
 	out, err := version(ctx, bin)

@@ -39,6 +39,8 @@ func TestMakeBaseReproducible(t *testing.T) {
 		{"xfs:bigtime=0", 0},
 		{"exfat", 0},
 		{"udf", 0},
+		{"f2fs", 0},
+		{"minix", 0},
 		{"ext2:seed=1", 128},
 		{"ext3:seed=2", 256},
 		{"ext4:seed=3", 256},
@@ -91,7 +93,7 @@ func TestMakeBaseReproducible(t *testing.T) {
 			case "btrfs":
 				checkBtrfs(t, paths[0], spec)
 				return
-			case "xfs", "exfat", "udf":
+			case "xfs", "exfat", "udf", "f2fs", "minix":
 				checkPinned(t, paths[0], spec)
 				return
 			}
@@ -358,6 +360,10 @@ func checkPinned(t *testing.T, img string, spec guest.LaneSpec) {
 		probes = []probe{{"tune.exfat", []string{"-i", img}, []string{"0x" + VolumeID}}, {"fsck.exfat", []string{"-n", img}, []string{"clean"}}}
 	case "udf":
 		probes = []probe{{"udfinfo", []string{img}, []string{"uuid=" + UDFUUID, "blocksize=512"}}}
+	case "f2fs":
+		probes = []probe{{"fsck.f2fs", []string{"--dry-run", img}, nil}}
+	case "minix":
+		probes = []probe{{"fsck.minix", []string{"-f", img}, nil}}
 	}
 	for _, p := range probes {
 		bin, err := hosttool.Look(p.tool)

@@ -34,8 +34,9 @@ var faketimeLibs = []string{"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 // planPins returns the pins of spec's filesystem:
 //   - btrfs: btrfs.Pin after mkfs (device, chunk tree and subvolume UUIDs,
 //     times);
-//   - xfs, udf: mkfs runs with its clock frozen at FakeTime (libfaketime),
-//     the only thing they take from the host besides their options;
+//   - xfs, udf, f2fs, minix: mkfs runs with its clock frozen at FakeTime
+//     (libfaketime), the only thing they take from the host besides their
+//     options;
 //   - exfat: tune.exfat -I sets the volume serial mkfs.exfat took from the
 //     clock (it rewrites the boot checksum too);
 //   - ext*: mke2fs reads E2FSPROGS_FAKE_TIME (mkfsArgs); vfat: --invariant.
@@ -44,7 +45,7 @@ func planPins(ctx context.Context, spec guest.LaneSpec) (pins, error) {
 	case "btrfs":
 		return pins{after: func(_ context.Context, img string, size int64) error { return pinBtrfs(img, size) },
 			recipe: []string{btrfsPinFormat}}, nil
-	case "xfs", "udf":
+	case "xfs", "udf", "f2fs", "minix":
 		lib, id, err := faketime()
 		if err != nil {
 			return pins{}, err

@@ -113,6 +113,10 @@ func Package(name string) string {
 		return "exfatprogs"
 	case name == "mkfs.udf", name == "mkudffs", name == "udfinfo":
 		return "udftools"
+	case name == "mkfs.f2fs", name == "fsck.f2fs":
+		return "f2fs-tools"
+	case name == "mkfs.minix", name == "fsck.minix":
+		return "util-linux"
 	case name == "apt-get", name == "apt-cache":
 		return "apt"
 	case name == "dpkg-deb":

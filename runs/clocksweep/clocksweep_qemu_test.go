@@ -112,6 +112,7 @@ func TestClockRulesRealGuest(t *testing.T) {
 	}{
 		{[]string{"xfs", "xfs:bigtime=0", "btrfs", "udf"}, []string{clock.OpTouch, clock.OpUtimensat, clock.OpCreate}},
 		{[]string{"exfat"}, []string{clock.OpUtimensat}},
+		{[]string{"f2fs", "minix"}, []string{clock.OpTouch, clock.OpUtimensat, clock.OpCreate}}, // the generic kernel
 	} {
 		n := 0
 		_, err := Run(ctx, m, Options{Lanes: run.lanes, Plan: plan, Ops: run.ops},

@@ -72,9 +72,10 @@ func TestExploreRealGuest(t *testing.T) {
 	// The self-references on a healthy filesystem find nothing: ext2 with
 	// e2fsck -fn, btrfs with btrfs check --readonly --check-data-csum.
 	// xfs with xfs_repair -n (the image quiesced by umount+mount), exfat
-	// with fsck.exfat -n.
+	// with fsck.exfat -n; f2fs (fsck.f2fs --dry-run) and minix (fsck.minix
+	// -f) on the generic kernel flavour.
 	for _, c := range []struct{ lane, name string }{{"ext2", "Ext2SelfReferences"}, {"btrfs", "BtrfsSelfReferences"},
-		{"xfs", "XfsSelfReferences"}, {"exfat", "ExfatSelfReferences"}} {
+		{"xfs", "XfsSelfReferences"}, {"exfat", "ExfatSelfReferences"}, {"f2fs", "F2fsSelfReferences"}, {"minix", "MinixSelfReferences"}} {
 		lane := c.lane
 		t.Run(c.name, func(t *testing.T) {
 			s, err := Run(ctx, m, Options{Lanes: []string{lane}, Depth: 1, Branching: 10, Seed: 7, Remount: true, Fsck: true}, nil, nil)

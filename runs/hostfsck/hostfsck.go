@@ -42,8 +42,12 @@ func For(fs string) (Tool, error) {
 			Limits: sandbox.Limits{FileSize: sandbox.NoFileSizeLimit}}, nil
 	case fs == "exfat":
 		return Tool{Name: "fsck.exfat -n", bin: "fsck.exfat", args: []string{"-n"}, pkg: "exfatprogs"}, nil
+	case fs == "f2fs":
+		return Tool{Name: "fsck.f2fs --dry-run", bin: "fsck.f2fs", args: []string{"--dry-run"}, pkg: "f2fs-tools"}, nil
+	case fs == "minix":
+		return Tool{Name: "fsck.minix -f", bin: "fsck.minix", args: []string{"-f"}, pkg: "util-linux"}, nil
 	}
-	return Tool{}, fmt.Errorf("a host fsck is not supported for %s (ext2/3/4: e2fsck, btrfs: btrfs check, xfs: xfs_repair, exfat: fsck.exfat)", fs)
+	return Tool{}, fmt.Errorf("a host fsck is not supported for %s (ext2/3/4: e2fsck, btrfs: btrfs check, xfs: xfs_repair, exfat: fsck.exfat, f2fs: fsck.f2fs, minix: fsck.minix)", fs)
 }
 
 // Installed checks the checker is on the host's PATH.
@@ -90,7 +94,7 @@ func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byt
 // verdict maps a non-zero exit status of the checker.
 func (f Tool) verdict(code int, out []byte) (Verdict, []byte, error) {
 	switch filepath.Base(f.bin) {
-	case "e2fsck", "fsck.exfat":
+	case "e2fsck", "fsck.exfat", "fsck.minix":
 		// e2fsck's exit status is a bit set: 1 and 2 corrected (not with
 		// -n), 4 left uncorrected, 8 operational error; fsck.exfat
 		// uses the same bits.

@@ -15,6 +15,8 @@ func TestFor(t *testing.T) {
 		{"btrfs", "btrfs check --readonly --check-data-csum", ""},
 		{"xfs", "xfs_repair -n", ""},
 		{"exfat", "fsck.exfat -n", ""},
+		{"f2fs", "fsck.f2fs --dry-run", ""},
+		{"minix", "fsck.minix -f", ""},
 		{"vfat", "", "not supported for vfat"},
 		{"udf", "", "not supported for udf"},
 	} {

@@ -152,6 +152,8 @@ func TestRealChecker(t *testing.T) {
 		{"exfat", "mkfs.exfat", 16 << 20, -1, Clean},
 		{"exfat", "mkfs.exfat", 16 << 20, 11 * 512, Dirty}, // the boot region's checksum
 		{"exfat", "mkfs.exfat", 16 << 20, 3, Broken},       // its file system name
+		{"f2fs", "mkfs.f2fs", 64 << 20, -1, Clean},
+		{"minix", "mkfs.minix", 8 << 20, -1, Clean},
 	} {
 		tool, err := For(tt.fs)
 		if err != nil {
@@ -170,8 +172,9 @@ func TestRealChecker(t *testing.T) {
 			t.Fatal(err)
 		}
 		quiet := []string{"-q"}
-		if tt.fs == "exfat" {
-			quiet = nil // mkfs.exfat has no -q
+		switch tt.fs {
+		case "exfat", "minix":
+			quiet = nil // no -q
 		}
 		if out, err := exec.Command(mkfs, append(quiet, image)...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", tt.mkfs, err, out)
