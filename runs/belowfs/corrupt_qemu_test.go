@@ -67,16 +67,19 @@ func TestCorruptRealGuest(t *testing.T) {
 }
 
 // TestCorruptLanesRealGuest runs the default targets (Table11Targets) on
-// ext2, ext4 (metadata_csum) and btrfs side by side in one real guest: a
-// flipped data bit is silent on ext2 and ext4 and detected on btrfs, whose
-// data checksum makes the read fail with EIO and the kernel log a csum
-// failure; the ext2/3/4 structures are n/a on btrfs.
+// ext2, ext4 (metadata_csum), btrfs and xfs side by side in one real
+// guest: a flipped data bit is silent on ext2, ext4 and xfs and detected
+// on btrfs, whose data checksum makes the read fail with EIO and the
+// kernel log a csum failure; btrfs's metadata flips (its inode item, dir
+// item and superblock for the ext targets) fail their tree block's or
+// superblock's checksum and the mount (one copy: fatal); xfs's refuse the
+// inode (EUCLEAN) or the mount.
 func TestCorruptLanesRealGuest(t *testing.T) {
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	got := map[[2]string]CorruptResult{}
-	sum, err := Corrupt(ctx, m, CorruptOptions{Lanes: []string{"ext2", "ext4", "btrfs"}}, func(r CorruptResult) {
+	sum, err := Corrupt(ctx, m, CorruptOptions{Lanes: []string{"ext2", "ext4", "btrfs", "xfs"}}, func(r CorruptResult) {
 		t.Logf("%-5s %-20s lba %d+%d bit %d %-14s %-40s mounted %v %q -> %-15s affected %v read errno %d fsck clean %v (%s) kmsg %q",
 			r.Lane, r.Target, r.LBA, r.Offset, r.Bit, r.Region, r.Field, r.Mounted, r.MountError, r.Class, r.Affected, r.ReadErrno, r.FsckClean, r.FsckSummary, r.KernelLog)
 		got[[2]string{r.Lane, r.Target}] = r
@@ -85,10 +88,10 @@ func TestCorruptLanesRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("corrupt: %d results in %s: %v", sum.Results, sum.Elapsed, sum.ByClass)
-	if want := 3 * len(Table11Targets); sum.Results != want {
+	if want := 4 * len(Table11Targets); sum.Results != want {
 		t.Errorf("%d results, want %d", sum.Results, want)
 	}
-	for _, lane := range []string{"ext2", "ext4"} {
+	for _, lane := range []string{"ext2", "ext4", "xfs"} {
 		if r := got[[2]string{lane, "data:d/f:0:0"}]; r.Class != ClassSilentContent || r.ReadErrno != 0 {
 			t.Errorf("%s data bit: class %s, read errno %d; want silent-content, 0", lane, r.Class, r.ReadErrno)
 		}
@@ -108,8 +111,15 @@ func TestCorruptLanesRealGuest(t *testing.T) {
 		t.Errorf("btrfs data bit: kernel log %q (want a csum failure), fsck clean %v (want errors), region %q", r.KernelLog, r.FsckClean, r.Region)
 	}
 	for _, tg := range Table11Targets[1:] {
-		if r := got[[2]string{"btrfs", tg}]; r.Class != ClassNotApplicable || !strings.HasPrefix(r.Field, "btrfs has no ext2/3/4 ") {
-			t.Errorf("btrfs %s: class %s (%s), want n/a", tg, r.Class, r.Field)
+		if r := got[[2]string{"btrfs", tg}]; r.Class != ClassFatal || r.Mounted || r.FsckClean || !strings.Contains(r.Field, " as ") {
+			t.Errorf("btrfs %s: class %s (%s), mounted %v, fsck clean %v; want fatal, the mapped field flipped", tg, r.Class, r.Field, r.Mounted, r.FsckClean)
+		}
+	}
+	for _, tg := range Table11Targets[1:] {
+		r := got[[2]string{"xfs", tg}]
+		refused := r.Class == ClassFatal || (r.Class == ClassNamespaceLoss && r.ReadErrno == errnoEUCLEAN)
+		if !refused || r.FsckClean || r.FsckTool != "xfs_repair -n" || !strings.Contains(r.Field, " as ") {
+			t.Errorf("xfs %s: class %s (%s), read errno %d, fsck %q clean %v; want refused, reported by xfs_repair", tg, r.Class, r.Field, r.ReadErrno, r.FsckTool, r.FsckClean)
 		}
 	}
 }
