@@ -124,6 +124,49 @@ func TestExpect(t *testing.T) {
 	}
 }
 
+// TestUnstoredUntouched: the ctime rules of exFAT, FAT and minix predict
+// unstored and untouched cells, and Explain names such a divergence.
+func TestUnstoredUntouched(t *testing.T) {
+	t.Parallel()
+	steps := []Timespec{{Sec: 1 << 31}}
+	for _, tc := range []struct {
+		fs, op, want string
+	}{
+		{"exfat", OpChmod, "unstored"}, {"exfat", OpRename, "untouched"}, {"vfat", OpChmod, "untouched"},
+		{"vfat", OpRename, "untouched"}, {"minix", OpRename, "untouched"}, {"minix", OpChmod, "represented"},
+		{"ext4", OpRename, "represented"}, {"exfat", OpTouch, "represented"},
+	} {
+		e, err := ExpectCell(Lane{FS: tc.fs}, tc.op, steps)
+		if err != nil || e.Verdict.String() != tc.want {
+			t.Errorf("%s %s: expected %s, %v; want %s", tc.fs, tc.op, e.Verdict, err, tc.want)
+		}
+	}
+	r, err := RuleFor(Lane{FS: "exfat"}, Ctime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, prep := Timespec{Sec: 1 << 31}, Timespec{Sec: 1_796_000_000, Nsec: 630_000_000}
+	div := Verdict{Kind: Diverged, Detail: "x"}
+	for _, tc := range []struct {
+		name           string
+		op             string
+		guest, remount Timespec
+		want           VerdictKind
+	}{
+		{"chmod kept in memory, lost at remount", OpChmod, set, prep, Unstored},
+		{"rename never set it", OpRename, prep, prep, Untouched},
+		{"rename set it after all", OpRename, set, set, Diverged},
+		{"chmod lost in memory too", OpChmod, prep, prep, Diverged},
+	} {
+		if got := r.Explain(tc.op, div, set, tc.guest, tc.remount); got.Kind != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if got := r.Explain(OpChmod, Verdict{Kind: Clamped, ClampedTo: 1}, set, set, prep); got.Kind != Clamped {
+		t.Errorf("a clamp explained away: %s", got)
+	}
+}
+
 func TestPrefer(t *testing.T) {
 	t.Parallel()
 	set, got := Timespec{Sec: 10, Nsec: 500_001_234}, Timespec{Sec: 10, Nsec: 500_000_000}

@@ -17,6 +17,8 @@ const (
 	Wrapped     VerdictKind = "wrapped"     // stored modulo 2^32 (or the epoch width): a silent wrong time
 	Rounded     VerdictKind = "rounded"     // truncated to Verdict.Granularity
 	Rejected    VerdictKind = "rejected"    // the op or the clock refused the value (Verdict.Errno)
+	Unstored    VerdictKind = "unstored"    // the guest shows it until a remount, which reads back another field (the filesystem stores none)
+	Untouched   VerdictKind = "untouched"   // the op leaves the field as it was
 	Diverged    VerdictKind = "diverged"    // the views disagree, or a change none of the above explains
 )
 
@@ -61,6 +63,13 @@ type Rule struct {
 	Granularity time.Duration
 	// DateOnly truncates to the day (vfat atime).
 	DateOnly bool
+	// NotStored: the filesystem has no such field on disk; the guest
+	// keeps what was set until a remount reads back another (exFAT's
+	// ctime is its mtime, FAT's its creation time).
+	NotStored bool
+	// UntouchedBy are the ops that leave the field as it was (minix's
+	// rename and the ctime).
+	UntouchedBy []string
 }
 
 // vfat bounds with tz=UTC (the guest's): FAT_DATE_MIN 1980-01-01 and
@@ -117,14 +126,22 @@ func RuleFor(l Lane, f Field) (Rule, error) {
 		case Mtime:
 			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 2 * time.Second}, nil
 		case Ctime:
-			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 10 * time.Millisecond}, nil
+			// FAT's "ctime" is the creation time: chmod and rename
+			// leave it, and nothing else sets it after the create.
+			return Rule{Min: VfatMin, Max: VfatMax, Granularity: 10 * time.Millisecond, NotStored: true, UntouchedBy: []string{OpChmod, OpRename}}, nil
 		}
 		return Rule{Min: VfatMin, Max: VfatMax, Granularity: 24 * time.Hour, DateOnly: true}, nil
 	case "exfat":
-		if f == Atime {
-			return Rule{Min: VfatMin, Max: ExfatMax, Granularity: 2 * time.Second}, nil
+		r := Rule{Min: VfatMin, Max: ExfatMax, Granularity: 10 * time.Millisecond}
+		switch f {
+		case Atime:
+			r.Granularity = 2 * time.Second
+		case Ctime:
+			// exFAT stores no change time (an inode's reads back as its
+			// mtime), and its rename leaves the in-memory one alone.
+			r.NotStored, r.UntouchedBy = true, []string{OpRename}
 		}
-		return Rule{Min: VfatMin, Max: ExfatMax, Granularity: 10 * time.Millisecond}, nil
+		return r, nil
 	case "xfs":
 		if l.Options["bigtime"] == "0" {
 			return Rule{Min: S32Min, Max: S32Max, Granularity: time.Nanosecond}, nil
@@ -134,8 +151,12 @@ func RuleFor(l Lane, f Field) (Rule, error) {
 		return Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Nanosecond}, nil
 	case "minix":
 		// minix v3 keeps unsigned 32-bit seconds (s_time_min 0,
-		// s_time_max U32_MAX).
-		return Rule{Min: 0, Max: math.MaxUint32, Granularity: time.Second}, nil
+		// s_time_max U32_MAX); its rename leaves the ctime alone.
+		r := Rule{Min: 0, Max: math.MaxUint32, Granularity: time.Second}
+		if f == Ctime {
+			r.UntouchedBy = []string{OpRename}
+		}
+		return r, nil
 	case "udf":
 		// The kernel's udf keeps microseconds and sets no range of its
 		// own; its on-disk stamp holds a 16-bit year, so a time past
@@ -229,6 +250,16 @@ func ExpectCell(l Lane, op string, steps []Timespec) (Expectation, error) {
 	if UsesClock(op) && slices.ContainsFunc(steps, ClockRefuses) {
 		return Expectation{Verdict: Reject(errnoEINVAL)}, nil
 	}
+	r, err := RuleFor(l, f)
+	if err != nil {
+		return Expectation{}, err
+	}
+	switch {
+	case slices.Contains(r.UntouchedBy, op):
+		return Expectation{Verdict: Verdict{Kind: Untouched}}, nil
+	case r.NotStored:
+		return Expectation{Verdict: Verdict{Kind: Unstored}}, nil
+	}
 	return Expect(l, f, steps[len(steps)-1])
 }
 
@@ -305,6 +336,24 @@ func Classify(set, guest Timespec, onDisk *Timespec, afterRemount Timespec) Verd
 func (v Verdict) Prefer(g time.Duration, set, got Timespec) Verdict {
 	if v.Kind == Rounded && g > 0 && (Rule{Min: -1 << 62, Max: 1 << 62, Granularity: g}).Store(set) == got {
 		v.Granularity = g
+	}
+	return v
+}
+
+// Explain turns a Diverged verdict of op on r's field into what r says of
+// it: Untouched when op is among r.UntouchedBy and the guest and the
+// remount agree on a time other than set's; Unstored when r.NotStored and
+// the guest kept set (as the rule stores it) while the remount read back
+// another. Other verdicts are returned as they are.
+func (r Rule) Explain(op string, v Verdict, set, guest, remount Timespec) Verdict {
+	if v.Kind != Diverged {
+		return v
+	}
+	switch {
+	case slices.Contains(r.UntouchedBy, op) && guest == remount && guest != r.Store(set):
+		return Verdict{Kind: Untouched}
+	case r.NotStored && guest == r.Store(set) && remount != guest:
+		return Verdict{Kind: Unstored}
 	}
 	return v
 }

@@ -289,7 +289,9 @@ func opReq(op, lane string, t clock.Timespec) *agentv1.Request {
 	case clock.OpChmod:
 		return agent.NewRequest(&agentv1.Chmod{Lane: lane, Path: sweepFile, Mode: 0o600})
 	case clock.OpRead:
-		return agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: sweepFile})
+		// A byte: a read of none returns before the kernel touches the
+		// atime (file_accessed), and the cell measured nothing.
+		return agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: sweepFile, Length: 1})
 	}
 	panic("sweep: unknown op " + op)
 }
@@ -448,7 +450,7 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 		}
 		vd := clock.Classify(eff, c.Guest, c.OnDisk, c.AfterRemount)
 		if r, err := clock.RuleFor(laneOf(sp), f); err == nil {
-			vd = vd.Prefer(r.Granularity, eff, c.Guest)
+			vd = r.Explain(op, vd.Prefer(r.Granularity, eff, c.Guest), eff, c.Guest, c.AfterRemount)
 		}
 		c.Verdict, c.ClampedTo = vd.String(), vd.ClampedTo
 	}
