@@ -1,7 +1,9 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 
@@ -57,6 +59,9 @@ func Probe() Host {
 // probeKVM tells whether /dev/kvm is hardware virtualization.
 func probeKVM() (KVMKind, string) {
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return KVMAbsent, "no /dev/kvm: this host offers no hardware virtualization (nor PVM) to its guests"
+	}
 	if err != nil {
 		return KVMAbsent, fmt.Sprintf("/dev/kvm: %v", err)
 	}

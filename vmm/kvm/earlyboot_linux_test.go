@@ -24,6 +24,7 @@ func TestLinuxEarlyBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a kernel")
 	}
+	kvm.NeedKVM(t)
 	env := vmmtest.SetupImage(t)
 	const mib = 256
 	cfg := vmm.Config{

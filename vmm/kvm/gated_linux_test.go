@@ -109,6 +109,7 @@ func TestStartBadKernel(t *testing.T) {
 // frees everything; it must never panic in the cleanup (it did: the
 // deferred Close ran on the named result after `return nil, err`).
 func TestFailedBootReturnsError(t *testing.T) {
+	kvm.NeedKVM(t)
 	env := vmmtest.SetupImage(t)
 	leaks := vmmtest.Leaks(t)
 	cfg := env.Config(t)

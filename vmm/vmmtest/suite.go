@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
@@ -25,7 +26,9 @@ const Y2038 = 1 << 31
 // several KiB).
 const (
 	DefaultCycles = 200
-	CycleFiles    = 40
+	// CycleCallTimeout is the deadline of each agent call in Cycles.
+	CycleCallTimeout = 2 * time.Minute
+	CycleFiles       = 40
 )
 
 // SuiteOption changes what the conformance suite runs.
@@ -268,7 +271,10 @@ func (s *suite) testCycles(t *testing.T) {
 	// The explore loop's pattern, many times: checkpoint, one op, a
 	// fingerprint with leaves (a reply of several KiB), restore. On the
 	// KVM backend this hung intermittently; every call has a deadline,
-	// so a hang fails here with the cycle it stopped in. No verify gate
+	// so a hang fails here with the cycle it stopped in. The deadline of
+	// the op and the fingerprint is CycleCallTimeout: a hang never ends,
+	// but on a loaded 2-core CI host, next to other guests, one call has
+	// taken over 30 s; the slowest call is logged. No verify gate
 	// (it hashes all RAM twice a cycle): every tenth restore is checked
 	// by the fingerprint instead, and the last one by both.
 	if s.sc.skipCycles != "" {
@@ -282,13 +288,21 @@ func (s *suite) testCycles(t *testing.T) {
 	r0 := Root(t, m, lane)
 	c0 := checkpoint(t, m)
 	start := time.Now()
+	var slowest time.Duration
+	call := func(req *agentv1.Request) *agentv1.Response {
+		t.Helper()
+		t0 := time.Now()
+		resp := DoWithin(t, m, req, CycleCallTimeout)
+		slowest = max(slowest, time.Since(t0))
+		return resp
+	}
 	for i := range s.sc.cycles {
 		if i%50 == 0 {
-			t.Logf("cycle %d of %d after %v", i, s.sc.cycles, time.Since(start).Round(time.Millisecond))
+			t.Logf("cycle %d of %d after %v (slowest call %v)", i, s.sc.cycles, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond))
 		}
 		c := checkpoint(t, m)
-		Do(t, m, chmod(lane, fmt.Sprintf("file-with-a-longer-name-%02d", i%CycleFiles), 0o600))
-		fp := Do(t, m, fingerprintLeaves(lane)).GetFingerprint()
+		call(chmod(lane, fmt.Sprintf("file-with-a-longer-name-%02d", i%CycleFiles), 0o600))
+		fp := call(fingerprintLeaves(lane)).GetFingerprint()
 		if n := proto.Size(fp); n < 2<<10 {
 			t.Fatalf("cycle %d: fingerprint reply of %d bytes, want several KiB", i, n)
 		}
@@ -312,7 +326,7 @@ func (s *suite) testCycles(t *testing.T) {
 		t.Errorf("after %d cycles and a restore: root %x, want %x", s.sc.cycles, got, r0)
 	}
 	el := time.Since(start)
-	t.Logf("%d cycles in %v (%v per cycle)", s.sc.cycles, el.Round(time.Millisecond), (el / time.Duration(s.sc.cycles)).Round(time.Microsecond))
+	t.Logf("%d cycles in %v (%v per cycle, slowest call %v)", s.sc.cycles, el.Round(time.Millisecond), (el / time.Duration(s.sc.cycles)).Round(time.Microsecond), slowest.Round(time.Millisecond))
 }
 
 func (s *suite) testHungGuestCleansUp(t *testing.T) {

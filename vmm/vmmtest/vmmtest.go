@@ -141,7 +141,13 @@ func (e *Env) Config(t testing.TB, devs ...*overlay.Device) vmm.Config {
 // Do runs one request and fails the test on a transport error or a non-zero errno.
 func Do(t testing.TB, m vmm.Machine, req *agentv1.Request) *agentv1.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return DoWithin(t, m, req, 30*time.Second)
+}
+
+// DoWithin is Do with its own deadline.
+func DoWithin(t testing.TB, m vmm.Machine, req *agentv1.Request, d time.Duration) *agentv1.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	resp, err := m.Call(ctx, req)
 	if err != nil {
