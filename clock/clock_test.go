@@ -135,6 +135,7 @@ func TestUnstoredUntouched(t *testing.T) {
 		{"exfat", OpChmod, "unstored"}, {"exfat", OpRename, "untouched"}, {"vfat", OpChmod, "untouched"},
 		{"vfat", OpRename, "untouched"}, {"minix", OpRename, "untouched"}, {"minix", OpChmod, "represented"},
 		{"ext4", OpRename, "represented"}, {"exfat", OpTouch, "represented"},
+		{"nilfs2", OpRead, "untouched"}, {"nilfs2", OpTouch, "represented"}, {"f2fs", OpRead, "represented"},
 	} {
 		e, err := ExpectCell(Lane{FS: tc.fs}, tc.op, steps)
 		if err != nil || e.Verdict.String() != tc.want {
@@ -164,6 +165,19 @@ func TestUnstoredUntouched(t *testing.T) {
 	}
 	if got := r.Explain(OpChmod, Verdict{Kind: Clamped, ClampedTo: 1}, set, set, prep); got.Kind != Clamped {
 		t.Errorf("a clamp explained away: %s", got)
+	}
+	// nilfs2's atime: a read leaves it, and a remount reads back another
+	// (no atime on disk).
+	n, err := RuleFor(Lane{FS: "nilfs2"}, Atime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := Timespec{Sec: prep.Sec, Nsec: prep.Nsec + 12_000_000}
+	if got := n.Explain(OpRead, div, set, prep, later); got.Kind != Untouched {
+		t.Errorf("nilfs2 read, atime left and not stored: %s, want untouched", got)
+	}
+	if got := n.Explain(OpRead, div, set, set, later); got.Kind != Unstored {
+		t.Errorf("nilfs2 read that did set the atime: %s, want unstored", got)
 	}
 }
 

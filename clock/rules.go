@@ -149,6 +149,15 @@ func RuleFor(l Lane, f Field) (Rule, error) {
 		return Rule{Min: S32Min, Max: XfsBigtimeMax, Granularity: time.Nanosecond}, nil
 	case "btrfs", "f2fs":
 		return Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Nanosecond}, nil
+	case "nilfs2":
+		// nilfs2's on-disk inode has no atime (a loaded inode's reads
+		// back as another time), and a read leaves the in-memory one as
+		// it was (measured: docs/filesystems.md).
+		r := Rule{Min: math.MinInt64, Max: math.MaxInt64, Granularity: time.Nanosecond}
+		if f == Atime {
+			r.NotStored, r.UntouchedBy = true, []string{OpRead}
+		}
+		return r, nil
 	case "minix":
 		// minix v3 keeps unsigned 32-bit seconds (s_time_min 0,
 		// s_time_max U32_MAX); its rename leaves the ctime alone.
@@ -341,8 +350,9 @@ func (v Verdict) Prefer(g time.Duration, set, got Timespec) Verdict {
 }
 
 // Explain turns a Diverged verdict of op on r's field into what r says of
-// it: Untouched when op is among r.UntouchedBy and the guest and the
-// remount agree on a time other than set's; Unstored when r.NotStored and
+// it: Untouched when op is among r.UntouchedBy and the guest shows a time
+// other than set's that the remount agrees with (or, when r.NotStored,
+// need not); Unstored when r.NotStored and
 // the guest kept set (as the rule stores it) while the remount read back
 // another. Other verdicts are returned as they are.
 func (r Rule) Explain(op string, v Verdict, set, guest, remount Timespec) Verdict {
@@ -350,7 +360,7 @@ func (r Rule) Explain(op string, v Verdict, set, guest, remount Timespec) Verdic
 		return v
 	}
 	switch {
-	case slices.Contains(r.UntouchedBy, op) && guest == remount && guest != r.Store(set):
+	case slices.Contains(r.UntouchedBy, op) && (guest == remount || r.NotStored) && guest != r.Store(set):
 		return Verdict{Kind: Untouched}
 	case r.NotStored && guest == r.Store(set) && remount != guest:
 		return Verdict{Kind: Unstored}

@@ -100,6 +100,7 @@ var tools = []Tool{
 	{Name: "mkfs.udf", Package: "udftools"},
 	{Name: "mkfs.f2fs", Package: "f2fs-tools"},
 	{Name: "fsck.f2fs", Package: "f2fs-tools"},
+	{Name: "mkfs.nilfs2", Package: "nilfs-tools"},
 	{Name: "mkfs.minix", Package: "util-linux"},
 	{Name: "fsck.minix", Package: "util-linux"},
 	{Name: "dpkg-deb", Package: "dpkg"},

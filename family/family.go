@@ -17,6 +17,9 @@ const (
 	// LostFound: mkfs makes /lost+found (ext*): it is skipped, and the
 	// root's nlink lowered for it.
 	LostFound Field = "lost+found"
+	// Sketch: mkfs.nilfs2 makes the regular file /.nilfs (nilfs2's
+	// sketch file): it is skipped.
+	Sketch Field = "/.nilfs"
 	// DirSize: a directory's size is an allocation artifact (every
 	// family); symlink sizes follow from the target, compared anyway.
 	DirSize Field = "directory size"
@@ -130,6 +133,8 @@ func fieldPolicy(p *oracle.Policy, field Field) {
 	switch field {
 	case LostFound:
 		p.SkipRootLostFound, p.AdjustRootNlink = true, true
+	case Sketch:
+		p.SkipRootSketch = true
 	case DirSize:
 		p.NonRegularSizeZero = true
 	case RootNlink:

@@ -80,6 +80,12 @@ var Table = []Family{
 		Time:   "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
 	},
 	{
+		Name: "nilfs2", FS: []string{"nilfs2"}, Module: "nilfs2", Mkfs: "mkfs.nilfs2", Package: "nilfs-tools", Quiesce: Sync,
+		Fields: []FieldRule{dirSize, {Field: Sketch, Why: "mkfs.nilfs2 makes /.nilfs, the sketch file each checkpoint records"}},
+		Ops:    noXattrs,
+		Time:   "signed 64-bit seconds at 1 ns (the generic kernel flavour)",
+	},
+	{
 		Name: "overlay", FS: []string{"overlay"}, Module: "overlay", Mkfs: "mkfs.ext2 (both layers)", Fsck: "e2fsck -fn (upper layer)", Package: "e2fsprogs", Quiesce: Sync,
 		Fields: []FieldRule{dirSize, {Field: LostFound, Why: "the ext2 lower layer's /lost+found shows through"},
 			{Field: RootNlink, Why: "overlayfs reports nlink 1 for a merged directory, and the root always is one"},

@@ -30,14 +30,14 @@ var DefaultModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "vfa
 // first time a mount of filesystem <name> fails with ENODEV (btrfs and its
 // four dependencies cost about a second of every boot otherwise, xfs as
 // much). Each is named like its filesystem type.
-var LazyModules = []string{"btrfs", "xfs", "exfat", "udf", "f2fs", "minix"}
+var LazyModules = []string{"btrfs", "xfs", "exfat", "udf", "f2fs", "minix", "nilfs2"}
 
 // genericModules are what the generic flavour's image adds to
 // DefaultModules: ext4 (a module there; it serves the ext2 and ext3 lanes
 // too) with the crc32c its checksums use, the crc32 f2fs asks for by name
 // (a softdep, which module resolution does not follow; the cloud kernel
 // has both built in), and the filesystems only it has.
-var genericModules = []string{"crc32c_generic", "crc32_generic", "ext4", "f2fs", "minix"}
+var genericModules = []string{"crc32c_generic", "crc32_generic", "ext4", "f2fs", "minix", "nilfs2"}
 
 // DefaultModulesFor returns the default modules of a kernel flavour
 // (FlavorCloud or "": DefaultModules).

@@ -32,7 +32,7 @@ import (
 // docs/explore.md.
 type LaneSpec struct {
 	Name      string            // lane name, used as /lanes/<Name> in the guest
-	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs", "xfs", "exfat", "udf", "f2fs", "minix" or "overlay"
+	FS        string            // "ext2", "ext3", "ext4", "vfat", "btrfs", "xfs", "exfat", "udf", "f2fs", "minix", "nilfs2" or "overlay"
 	InodeSize int               // bytes per inode (ext* only; 0 for the others)
 	SizeMiB   int               // image size in MiB (overlay: of each layer)
 	Options   map[string]string // further settings without a field: block_size, fat, mixed (btrfs: always set), bigtime (xfs: always set), seed (when not 0)
@@ -63,6 +63,8 @@ var fsDefaults = map[string]struct {
 	// mkfs.f2fs makes nothing under 64 MiB here.
 	"f2fs":  {0, 64, nil},
 	"minix": {0, 8, nil},
+	// nilfs2: mkfs.nilfs2's default 8 MiB segments need more than 128 MiB.
+	"nilfs2": {0, 256, nil},
 	// overlay: two ext2 layers of size MiB each (see Layer and Lower);
 	// seed goes to the lower layer.
 	"overlay": {0, 8, []string{"seed"}},
@@ -94,7 +96,7 @@ func (l LaneSpec) Layer() LaneSpec {
 }
 
 // genericFS are the lane filesystems only the generic kernel flavour has.
-var genericFS = []string{"f2fs", "minix"}
+var genericFS = []string{"f2fs", "minix", "nilfs2"}
 
 // Flavor is the kernel flavour the lane needs: FlavorGeneric for the
 // filesystems only the generic kernel carries, else FlavorCloud.

@@ -13,6 +13,11 @@ import (
 // root of a new filesystem.
 const LostFound = "lost+found"
 
+// NilfsSketch is the name of the regular file mkfs.nilfs2 makes at the root
+// of a nilfs2 filesystem (its "sketch file", inode 10, whose contents each
+// checkpoint records).
+const NilfsSketch = ".nilfs"
+
 // Policy is a named canonicalization applied to a walk before it is folded:
 // the differences between filesystems that a comparison is told to ignore.
 // Every rule is spelled out as a field and the policy has a name that
@@ -34,6 +39,11 @@ type Policy struct {
 	// SkipRootLostFound removed a lost+found directory (its ".." link), so
 	// that a lane with lost+found and one without agree.
 	AdjustRootNlink bool
+	// SkipRootSketch leaves the regular file NilfsSketch directly under the
+	// lane root out of the walk: mkfs.nilfs2 makes it, the other
+	// filesystems have none. A file of that name elsewhere, or one of
+	// another kind, is kept.
+	SkipRootSketch bool
 	// IgnoreRootNlink sets the root's link count to 0. An overlay lane's
 	// root is a merged directory (the upper directory over the lower
 	// layer's root), and overlayfs reports nlink 1 for merged directories
@@ -124,6 +134,9 @@ func (p Policy) String() string {
 	if p.AdjustRootNlink {
 		rules = append(rules, "root nlink -1 for a skipped lost+found")
 	}
+	if p.SkipRootSketch {
+		rules = append(rules, "/"+NilfsSketch+" skipped")
+	}
 	if p.IgnoreRootNlink {
 		rules = append(rules, "root nlink 0")
 	}
@@ -167,6 +180,9 @@ func Canonicalize(entries []*agentv1.Entry, p Policy) []*agentv1.Entry {
 	out := make([]*agentv1.Entry, 0, len(entries))
 	for _, e := range entries {
 		if p.SkipRootLostFound && underLostFound(e.GetPath()) {
+			continue
+		}
+		if p.SkipRootSketch && e.GetPath() == NilfsSketch && e.GetKind() == agentv1.Kind_KIND_REGULAR {
 			continue
 		}
 		var c *agentv1.Entry

@@ -25,6 +25,9 @@ func refCanonicalize(in []*agentv1.Entry, p Policy) []*agentv1.Entry {
 		if p.SkipRootLostFound && (e.Path == "lost+found" || len(e.Path) > 11 && e.Path[:11] == "lost+found/") {
 			continue
 		}
+		if p.SkipRootSketch && e.Path == ".nilfs" && e.Kind == agentv1.Kind_KIND_REGULAR {
+			continue
+		}
 		if p.NonRegularSizeZero && e.Kind != agentv1.Kind_KIND_REGULAR {
 			e.Size = 0
 		}
@@ -63,12 +66,22 @@ func TestCanonicalize(t *testing.T) {
 		{Path: "d/lost+found", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 2},
 		{Path: "lost+found.txt", Kind: agentv1.Kind_KIND_REGULAR, Size: 3},
 	}
+	sketch := []*agentv1.Entry{
+		{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 3},
+		{Path: ".nilfs", Kind: agentv1.Kind_KIND_REGULAR, Nlink: 1},
+		{Path: "d", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 2},
+		{Path: "d/.nilfs", Kind: agentv1.Kind_KIND_REGULAR, Nlink: 1},
+	}
+	sketchDir := []*agentv1.Entry{{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 3}, {Path: ".nilfs", Kind: agentv1.Kind_KIND_DIRECTORY, Nlink: 2}}
 	tests := []struct {
 		name    string
 		in      []*agentv1.Entry
 		p       Policy
 		wantLen int
 	}{
+		{"sketch file dropped at the root only", sketch, Policy{Name: "k", SkipRootSketch: true}, len(sketch) - 1},
+		{"a directory named like the sketch file kept", sketchDir, Policy{Name: "k", SkipRootSketch: true}, len(sketchDir)},
+		{"metis keeps the sketch file", sketch, MetisParity, len(sketch)},
 		{"exact keeps all", withLF, Exact, len(withLF)},
 		{"zero policy keeps all", withLF, Policy{}, len(withLF)},
 		{"metis drops lost+found subtree", withLF, MetisParity, len(withLF) - 2},

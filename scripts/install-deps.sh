@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Themis needs on the host (run as root).
 # qemu-system-x86, qemu-utils: the QEMU backend; e2fsprogs, dosfstools,
-# btrfs-progs, xfsprogs, exfatprogs, udftools, f2fs-tools: base images, e2fsck,
+# btrfs-progs, xfsprogs, exfatprogs, udftools, f2fs-tools, nilfs-tools: base images, e2fsck,
 # debugfs, btrfs check, xfs_repair, fsck.exfat, fsck.f2fs (mkfs.minix and
 # fsck.minix are util-linux's); libfaketime: the frozen clock the xfs
 # and udf base images are made under;
@@ -11,7 +11,7 @@
 # --image adds what scripts/build-image.sh and scripts/image-smoke.sh use:
 # mmdebstrap, umoci, runc, jq (docs/image.md).
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs xfsprogs exfatprogs udftools f2fs-tools libfaketime protobuf-compiler libprotobuf-dev ca-certificates chromium)
+pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs xfsprogs exfatprogs udftools f2fs-tools nilfs-tools libfaketime protobuf-compiler libprotobuf-dev ca-certificates chromium)
 case "${1:-}" in
   "") ;;
   --image) pkgs+=(mmdebstrap umoci runc jq) ;;

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/themisfs/themis/fsimage/btrfs"
+	"github.com/themisfs/themis/fsimage/nilfs2"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/hosttool"
 	"github.com/zeebo/blake3"
@@ -48,6 +49,10 @@ const (
 // btrfsPinFormat versions the rewrite of btrfs base images after mkfs
 // (btrfs.Pin); it is part of their cache key.
 const btrfsPinFormat = "btrfs-pin/v1"
+
+// nilfs2PinFormat versions the rewrite of nilfs2 base images (their UUID,
+// UUID's value) after mkfs.
+const nilfs2PinFormat = "nilfs2-pin/v1 " + UUID
 
 // Make returns the path of the filesystem image for spec under
 // <cacheDir>/bases/, making it with the host's mkfs if it is not cached:
@@ -292,6 +297,10 @@ func mkfsArgs(spec guest.LaneSpec) (args, env []string, err error) {
 		return []string{"-q", "-f", "-U", UUID, "-T", strconv.Itoa(FakeTime)}, nil, nil
 	case "minix":
 		return []string{"-3"}, nil, nil // v3: 60-byte names, 32-bit times
+	case "nilfs2":
+		// No UUID option: pinNilfs2 writes it afterwards. The times
+		// come from the (frozen) clock.
+		return []string{"-q", "-f"}, nil, nil
 	}
 	return nil, nil, fmt.Errorf("baseimage: unknown filesystem %q", spec.FS)
 }
@@ -371,18 +380,42 @@ func pinBtrfs(p string, size int64) error {
 		s   string
 		dst *[16]byte
 	}{{BtrfsDevUUID, &pins.DevUUID}, {BtrfsChunkTreeUUID, &pins.ChunkTreeUUID}, {BtrfsSubvolUUID, &pins.SubvolUUID}} {
-		b, err := hex.DecodeString(strings.ReplaceAll(u.s, "-", ""))
-		if err != nil || len(b) != 16 {
-			return fmt.Errorf("pin: bad UUID %q", u.s)
+		var err error
+		if *u.dst, err = parseUUID(u.s); err != nil {
+			return err
 		}
-		copy(u.dst[:], b)
 	}
 	pins.Time = FakeTime
+	return rewrite(p, func(f *os.File) error { return btrfs.Pin(f, size, pins) })
+}
+
+// pinNilfs2 writes UUID into the image at p (see nilfs2.Pin).
+func pinNilfs2(p string, size int64) error {
+	uuid, err := parseUUID(UUID)
+	if err != nil {
+		return err
+	}
+	return rewrite(p, func(f *os.File) error { return nilfs2.Pin(f, size, uuid) })
+}
+
+// parseUUID parses a UUID in its dashed text form.
+func parseUUID(s string) ([16]byte, error) {
+	var u [16]byte
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err != nil || len(b) != 16 {
+		return u, fmt.Errorf("pin: bad UUID %q", s)
+	}
+	copy(u[:], b)
+	return u, nil
+}
+
+// rewrite opens the image at p for writing, runs pin on it and closes it.
+func rewrite(p string, pin func(*os.File) error) error {
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	if err := btrfs.Pin(f, size, pins); err != nil {
+	if err := pin(f); err != nil {
 		f.Close()
 		return err
 	}

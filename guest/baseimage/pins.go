@@ -34,9 +34,10 @@ var faketimeLibs = []string{"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 // planPins returns the pins of spec's filesystem:
 //   - btrfs: btrfs.Pin after mkfs (device, chunk tree and subvolume UUIDs,
 //     times);
-//   - xfs, udf, f2fs, minix: mkfs runs with its clock frozen at FakeTime
-//     (libfaketime), the only thing they take from the host besides their
-//     options;
+//   - xfs, udf, f2fs, minix, nilfs2: mkfs runs with its clock frozen at
+//     FakeTime (libfaketime), the only thing they take from the host
+//     besides their options and, for nilfs2, the UUID nilfs2.Pin writes
+//     after;
 //   - exfat: tune.exfat -I sets the volume serial mkfs.exfat took from the
 //     clock (it rewrites the boot checksum too);
 //   - ext*: mke2fs reads E2FSPROGS_FAKE_TIME (mkfsArgs); vfat: --invariant.
@@ -45,13 +46,18 @@ func planPins(ctx context.Context, spec guest.LaneSpec) (pins, error) {
 	case "btrfs":
 		return pins{after: func(_ context.Context, img string, size int64) error { return pinBtrfs(img, size) },
 			recipe: []string{btrfsPinFormat}}, nil
-	case "xfs", "udf", "f2fs", "minix":
+	case "xfs", "udf", "f2fs", "minix", "nilfs2":
 		lib, id, err := faketime()
 		if err != nil {
 			return pins{}, err
 		}
 		at := time.Unix(FakeTime, 0).UTC().Format("2006-01-02 15:04:05")
-		return pins{env: []string{"LD_PRELOAD=" + lib, "FAKETIME=" + at, "TZ=UTC"}, recipe: []string{"faketime " + at, id}}, nil
+		p := pins{env: []string{"LD_PRELOAD=" + lib, "FAKETIME=" + at, "TZ=UTC"}, recipe: []string{"faketime " + at, id}}
+		if spec.FS == "nilfs2" {
+			p.after = func(_ context.Context, img string, size int64) error { return pinNilfs2(img, size) }
+			p.recipe = append(p.recipe, nilfs2PinFormat)
+		}
+		return p, nil
 	case "exfat":
 		bin, err := hosttool.Look("tune.exfat")
 		if err != nil {

@@ -115,6 +115,8 @@ func Package(name string) string {
 		return "udftools"
 	case name == "mkfs.f2fs", name == "fsck.f2fs":
 		return "f2fs-tools"
+	case name == "mkfs.nilfs2", name == "nilfs-tune":
+		return "nilfs-tools"
 	case name == "mkfs.minix", name == "fsck.minix":
 		return "util-linux"
 	case name == "apt-get", name == "apt-cache":

@@ -28,7 +28,7 @@ func TestFamiliesRealGuest(t *testing.T) {
 	}{
 		{lanes: []string{"ext2", "btrfs", "xfs", "udf"}},
 		{lanes: []string{"ext2", "vfat", "exfat"}, excluded: []string{"link", "symlink"}},
-		{lanes: []string{"ext2", "f2fs", "minix"}}, // boots the generic kernel flavour
+		{lanes: []string{"ext2", "f2fs", "minix", "nilfs2"}}, // boots the generic kernel flavour
 		{lanes: []string{"ext2", "btrfs"}, policy: "exact", findings: true},
 	} {
 		t.Run(strings.Join(tt.lanes, ",")+"/"+tt.policy, func(t *testing.T) {
