@@ -55,6 +55,10 @@ type Finding struct {
 	// "remount" every op of the trace ran on freshly mounted lanes, and a
 	// replay does the same.
 	Revert string
+	// Policy is the canonicalization policy the run judged it under
+	// (family.AutoPolicy, "exact", a named policy; "" for findings
+	// recorded before it was kept).
+	Policy string
 }
 
 // Findings lists the findings of one session ("" = every session), oldest

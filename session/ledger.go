@@ -388,11 +388,12 @@ type findingOps struct {
 	DuplicateOf string       `json:"duplicate_of,omitempty"`
 	LaneSpecs   []string     `json:"lane_specs"`
 	Revert      string       `json:"revert,omitempty"`
+	Policy      string       `json:"policy,omitempty"`
 }
 
 func opsOf(f *Finding) findingOps {
 	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Signature: f.Signature, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
-		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert}
+		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert, Policy: f.Policy}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
@@ -438,8 +439,8 @@ func scanFinding(sc interface{ Scan(...any) error }) (*Finding, error) {
 	if err := json.Unmarshal([]byte(ops), &o); err != nil {
 		return nil, fmt.Errorf("ledger: finding %s: ops: %w", f.ID, err)
 	}
-	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert =
-		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert
+	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert, f.Policy =
+		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert, o.Policy
 	f.Signature = o.Signature
 	return &f, nil
 }

@@ -45,6 +45,7 @@ func newFindings(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "only this session's findings")
+	cmd.AddCommand(newFindingsExport(g))
 	return cmd
 }
 

@@ -26,6 +26,7 @@ type findingRecorder struct {
 	ctx    context.Context // not cancelled with the run: findings are kept
 	specs  []string
 	revert string                // the run's revert strategy, recorded with each finding
+	policy string                // the name of the run's canonicalization policy, too
 	send   func(session.Finding) // the caller's found; may be nil
 
 	byID map[int]*session.Finding // by explore's Finding.ID
@@ -44,7 +45,7 @@ func (r *findingRecorder) found(f explore.Finding) {
 		ID: "f-" + hex.EncodeToString(b[:]), Kind: f.Kind, Detail: f.Detail,
 		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
 		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
-		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert, Signature: f.Signature(),
+		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert, Policy: r.policy, Signature: f.Signature(),
 	}
 	if err := r.run.RecordFinding(r.ctx, fd); err != nil {
 		r.errs = append(r.errs, err)

@@ -50,7 +50,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	run := c.primary()
 	ctx = c.ctx // ends on Delete of any worker's session and at the daemon's max run duration
 	// Findings are kept whatever happens to the run.
-	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, send: found, byID: make(map[int]*session.Finding)}
+	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, policy: policy.Name, send: found, byID: make(map[int]*session.Finding)}
 	cfg, cleanup, err := checkerConfig(o, c, rec)
 	cfg.Declared = judged.Declared
 	if err != nil {

@@ -3016,7 +3016,10 @@ type Finding struct {
 	Revert string `protobuf:"bytes,15,opt,name=revert,proto3" json:"revert,omitempty"`
 	// What groups findings of one bug (kind, last op kind, what differs):
 	// `themisctl explore merge` keeps one finding per signature.
-	Signature     string `protobuf:"bytes,16,opt,name=signature,proto3" json:"signature,omitempty"`
+	Signature string `protobuf:"bytes,16,opt,name=signature,proto3" json:"signature,omitempty"`
+	// The canonicalization policy the run judged it under ("auto", "exact",
+	// "metis", ...; empty for findings recorded before it was kept).
+	Policy        string `protobuf:"bytes,17,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3159,6 +3162,13 @@ func (x *Finding) GetRevert() string {
 func (x *Finding) GetSignature() string {
 	if x != nil {
 		return x.Signature
+	}
+	return ""
+}
+
+func (x *Finding) GetPolicy() string {
+	if x != nil {
+		return x.Policy
 	}
 	return ""
 }
@@ -5831,7 +5841,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xd9\x03\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xf1\x03\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -5853,7 +5863,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"foundTrace\x12!\n" +
 	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
 	"\x06revert\x18\x0f \x01(\tR\x06revert\x12\x1c\n" +
-	"\tsignature\x18\x10 \x01(\tR\tsignature\"\x83\b\n" +
+	"\tsignature\x18\x10 \x01(\tR\tsignature\x12\x16\n" +
+	"\x06policy\x18\x11 \x01(\tR\x06policy\"\x83\b\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+
+	"github.com/spf13/cobra"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/family"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/repro"
+)
+
+// newFindingsExport is `themisctl findings export`.
+func newFindingsExport(g *globals) *cobra.Command {
+	var out, policy string
+	cmd := &cobra.Command{
+		Use:   "export FINDING",
+		Short: "Write a standalone reproducer of a finding (repro.c, repro.sh, README) that runs without Themis",
+		Long: "Write a directory a kernel developer runs as root on any Linux with loop devices and the lanes' mkfs tools:\n" +
+			"repro.sh makes the base images with the exact mkfs commands, loop-mounts them, builds and runs repro.c\n" +
+			"(the trace as plain syscalls) and prints what each lane returned, the state it left, and expected vs observed.\n" +
+			"Exit status of repro.sh: 0 reproduced, 1 not on this kernel, 2 could not run, 3 a filesystem this kernel cannot mount.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
+				if err != nil {
+					return err
+				}
+				dir := out
+				if dir == "" {
+					dir = fr.GetFinding().GetId()
+				}
+				files, err := exportFinding(ctx, g, fr.GetFinding(), policy)
+				if err != nil {
+					return err
+				}
+				if err := writeExport(dir, files); err != nil {
+					return err
+				}
+				if g.json {
+					return writeJSON(os.Stdout, map[string]any{"finding": fr.GetFinding().GetId(), "dir": dir, "files": sortedNames(files)})
+				}
+				fmt.Printf("wrote %s/{repro.c,repro.sh,README}; run: sudo %s\n", dir, filepath.Join(dir, "repro.sh"))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "directory to write (default: ./FINDING); its files are replaced")
+	cmd.Flags().StringVar(&policy, "policy", "", "canonicalization of the state listing (default: the one the finding was judged under; auto for findings that did not record it; exact, metis, overlay, overlay-dirs)")
+	return cmd
+}
+
+// exportFinding builds the reproducer's files of f.
+func exportFinding(ctx context.Context, g *globals, f *themisv1.Finding, policy string) (repro.Files, error) {
+	in := repro.Input{
+		Finding: repro.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Path: f.GetPath(), Field: f.GetField(),
+			Trace: f.GetTrace(), Revert: f.GetRevert()},
+		Version: themisVersion(),
+	}
+	specs := make([]guest.LaneSpec, len(f.GetLaneSpecs()))
+	fams := make([]family.Lane, len(specs))
+	for i, s := range f.GetLaneSpecs() {
+		sp, err := guest.ParseLaneSpec(s)
+		if err != nil {
+			return nil, fmt.Errorf("finding %s: lane %q: %w", f.GetId(), s, err)
+		}
+		specs[i], fams[i] = sp, family.Lane{Name: sp.Name, FS: sp.FS, Seeded: sp.Seed() != 0}
+		cmd, err := baseimage.ShellCommand(ctx, sp)
+		if err != nil {
+			return nil, fmt.Errorf("finding %s: %w", f.GetId(), err)
+		}
+		fam, err := family.Of(sp.FS)
+		if err != nil {
+			return nil, err
+		}
+		in.Lanes = append(in.Lanes, repro.Lane{Spec: s, FS: sp.FS, SizeMiB: sp.SizeMiB, MountOptions: sp.MountOptions(), Package: fam.Package, Mkfs: cmd})
+	}
+	if policy == "" {
+		policy = f.GetPolicy()
+	}
+	if policy == "" {
+		policy = family.AutoPolicy
+	}
+	j, err := family.Judge(fams, policy)
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	in.Policy = j.Policy
+	in.Kernel = guestKernel(g, guest.FlavorOf(specs))
+	return repro.Generate(in)
+}
+
+// guestKernel names the newest guest kernel of a flavour in the image
+// cache: the finding does not record the kernel it was made on, so this is
+// the kernel this host's Themis boots (said as such).
+func guestKernel(g *globals, flavor string) string {
+	dir, err := cacheDir(g)
+	if err != nil {
+		return ""
+	}
+	if _, version, ok := guest.KernelModules(dir, flavor); ok {
+		return version + " (the " + guest.FlavorName(flavor) + " kernel this host's Themis boots; the finding does not record its own)"
+	}
+	return ""
+}
+
+// themisVersion is the module version or VCS revision of this binary.
+func themisVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return v
+}
+
+// writeExport writes files into dir (created 0755 if missing), repro.sh
+// executable.
+func writeExport(dir string, files repro.Files) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	for name, b := range files {
+		mode := os.FileMode(0o644)
+		if name == "repro.sh" {
+			mode = 0o755
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, mode); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // an existing file keeps its mode on WriteFile
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	return nil
+}
+
+func sortedNames(files repro.Files) []string {
+	var out []string
+	for n := range files {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

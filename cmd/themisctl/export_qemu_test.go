@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/vmm/vmmtest"
+)
+
+// TestFindingsExportRealGuest finds a real divergence (ext2 against btrfs
+// under --policy exact: btrfs counts no subdirectories in a directory's
+// nlink), exports it with `themisctl findings export`, and runs the
+// reproducer on this host's kernel, as root: it must reproduce, and the
+// policy the finding was judged under must be the listing's.
+func TestFindingsExportRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
+	if os.Geteuid() != 0 {
+		t.Skip("repro.sh loop-mounts images: root only")
+	}
+	bin := themisctl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	sock := startDaemon(t, bin, dir, env.CacheDir)
+	run := func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--addr", "unix://" + sock, "--json"}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("themisctl %v: %v\n%s", args, err, stderr.Bytes())
+		}
+		return out
+	}
+	var sum struct {
+		Findings []struct {
+			ID string `json:"id"`
+		} `json:"finding_list"`
+	}
+	if err := json.Unmarshal(run("explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1"), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Findings) == 0 {
+		t.Fatal("ext2 against btrfs under exact: no finding")
+	}
+	out := filepath.Join(dir, "export")
+	run("findings", "export", sum.Findings[0].ID, "--out", out)
+	st, err := os.Stat(filepath.Join(out, "repro.sh"))
+	if err != nil || st.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("repro.sh: %v, mode %v: want an executable", err, st)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(out, "repro.sh"))
+	cmd.Env = append(os.Environ(), "REPRO_WORK="+filepath.Join(dir, "work"))
+	got, err := cmd.CombinedOutput()
+	t.Logf("repro.sh:\n%s", got)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 3 {
+		t.Skip("this kernel cannot mount a lane's filesystem (said by repro.sh)")
+	}
+	if err != nil || !strings.Contains(string(got), "REPRODUCED on") || !strings.Contains(string(got), "canonicalized: exact") {
+		t.Errorf("repro.sh: %v; want it reproduced under the exact policy", err)
+	}
+}
