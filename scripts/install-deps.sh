@@ -6,12 +6,13 @@
 # fsck.minix are util-linux's); libfaketime: the frozen clock the xfs
 # and udf base images are made under;
 # protobuf-compiler, libprotobuf-dev (google/protobuf/*.proto): scripts/gen-proto.sh;
-# chromium: the report tests load the HTML page in headless Chromium.
+# chromium: the report tests load the HTML page in headless Chromium;
+# libxml2-utils (xmllint): the JUnit report's schema check.
 # The guest kernel is fetched by `themisctl guest build` with apt-get download.
 # --image adds what scripts/build-image.sh and scripts/image-smoke.sh use:
 # mmdebstrap, umoci, runc, jq (docs/image.md).
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs xfsprogs exfatprogs udftools f2fs-tools nilfs-tools libfaketime protobuf-compiler libprotobuf-dev ca-certificates chromium)
+pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs xfsprogs exfatprogs udftools f2fs-tools nilfs-tools libfaketime protobuf-compiler libprotobuf-dev ca-certificates chromium libxml2-utils)
 case "${1:-}" in
   "") ;;
   --image) pkgs+=(mmdebstrap umoci runc jq) ;;

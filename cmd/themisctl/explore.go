@@ -143,6 +143,7 @@ func (l *findingLog) json() []*findingJSONView {
 func newExplore(g *globals) *cobra.Command {
 	var req themisv1.ExploreRequest
 	var lanes, timeMode, ops, shard string
+	var out exploreOutputs
 	cmd := &cobra.Command{
 		Use:   "explore",
 		Short: "Drive real filesystems through their state space (bounded DFS) and report where they misbehave",
@@ -162,11 +163,13 @@ func newExplore(g *globals) *cobra.Command {
 				req.ShardIndex, req.ShardCount = int32(i), int32(n)
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				return runExplore(ctx, g, c, &req)
+				return runExplore(ctx, g, c, &req, out)
 			})
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&out.junit, "junit", "", "also write the outcome as a JUnit XML report to this file: one test case per finding signature, one per lane (docs/remote-ci.md)")
+	fl.BoolVar(&out.failOnFindings, "fail-on-findings", false, "exit 1 when the run found anything (errors exit 2)")
 	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
 	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state: one of every --ops kind, then more drawn by the seeded policy up to B (so max(B, kinds): 14 by default)")
@@ -224,7 +227,7 @@ func (e *exploreRun) event(r *themisv1.ExploreResponse) error {
 }
 
 // runExplore streams one explore run and prints its summary.
-func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreRequest) error {
+func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreRequest, out exploreOutputs) error {
 	stream, err := c.Explore(ctx, req)
 	if err != nil {
 		return err
@@ -240,10 +243,23 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 	if run.sum == nil {
 		return errors.New("explore: the daemon ended the stream without a summary")
 	}
-	if g.json {
-		return writeJSON(os.Stdout, exploreView(req, run.sum, &run.found))
+	if out.junit != "" {
+		if err := writeJUnit(out.junit, req, run.sum, &run.found); err != nil {
+			return err
+		}
 	}
-	return printExploreSummary(run.sum)
+	if g.json {
+		err = writeJSON(os.Stdout, exploreView(req, run.sum, &run.found))
+	} else {
+		err = printExploreSummary(run.sum)
+	}
+	if err != nil {
+		return err
+	}
+	if n := run.sum.GetFindings(); out.failOnFindings && n > 0 {
+		return &exitError{code: exitFindings, err: fmt.Errorf("explore: %d finding(s) (--fail-on-findings)", n)}
+	}
+	return nil
 }
 
 // exploreView is explore's --json output for a summary and the findings.

@@ -17,9 +17,11 @@ import (
 
 // TestFindingsExportRealGuest finds a real divergence (ext2 against btrfs
 // under --policy exact: btrfs counts no subdirectories in a directory's
-// nlink), exports it with `themisctl findings export`, and runs the
-// reproducer on this host's kernel, as root: it must reproduce, and the
-// policy the finding was judged under must be the listing's.
+// nlink) with --junit and --fail-on-findings (exit 1, a report with the
+// finding's case failing), exports it with `themisctl findings export`,
+// and runs the reproducer on this host's kernel, as root: it must
+// reproduce, and the policy the finding was judged under must be the
+// listing's.
 func TestFindingsExportRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
 	if os.Geteuid() != 0 {
@@ -46,8 +48,23 @@ func TestFindingsExportRealGuest(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"finding_list"`
 	}
-	if err := json.Unmarshal(run("explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1"), &sum); err != nil {
+	report := filepath.Join(dir, "junit.xml")
+	explore := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1",
+		"--junit", report, "--fail-on-findings")
+	stdout, err := explore.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFindings {
+		t.Fatalf("explore --fail-on-findings with a finding: %v, want exit status %d", err, exitFindings)
+	}
+	if err := json.Unmarshal(stdout, &sum); err != nil {
 		t.Fatal(err)
+	}
+	xmlReport, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(xmlReport), "<failure") || !strings.Contains(string(xmlReport), `name="lane btrfs"`) {
+		t.Errorf("--junit: no failing finding case or no lane case:\n%s", xmlReport)
 	}
 	if len(sum.Findings) == 0 {
 		t.Fatal("ext2 against btrfs under exact: no finding")
@@ -62,7 +79,6 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	cmd.Env = append(os.Environ(), "REPRO_WORK="+filepath.Join(dir, "work"))
 	got, err := cmd.CombinedOutput()
 	t.Logf("repro.sh:\n%s", got)
-	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 3 {
 		t.Skip("this kernel cannot mount a lane's filesystem (said by repro.sh)")
 	}

@@ -28,7 +28,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "themisctl:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +71,21 @@ func TestDoctorJSON(t *testing.T) {
 	for _, k := range []string{"backend", "backend_why", "kvm_kind", "tools", "cache_dir"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("doctor --json lacks %q", k)
+		}
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{errors.New("no daemon"), exitFailed},
+		{&exitError{code: exitFindings, err: errors.New("2 findings")}, exitFindings},
+		{fmt.Errorf("wrapped: %w", &exitError{code: exitFindings, err: errors.New("x")}), exitFindings},
+	} {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
 }

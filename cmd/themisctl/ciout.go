@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/junit"
+)
+
+// Exit statuses of themisctl (docs/remote-ci.md).
+const (
+	// exitFindings: the run went through and found something, with
+	// --fail-on-findings.
+	exitFindings = 1
+	// exitFailed: the command failed (bad input, no daemon, a run that
+	// broke).
+	exitFailed = 2
+)
+
+// exitError is an error with its own exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is err's exit status: its own, or exitError.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitFailed
+}
+
+// exploreOutputs are explore's outputs for CI besides stdout.
+type exploreOutputs struct {
+	junit          string // --junit FILE
+	failOnFindings bool
+}
+
+// singleLane reports whether a finding kind is about one lane alone.
+func singleLane(kind string) bool { return strings.HasPrefix(kind, "self-reference:") }
+
+// writeJUnit writes the run as a JUnit XML report to path.
+func writeJUnit(path string, req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, found *findingLog) error {
+	r := junit.Run{
+		Name:    fmt.Sprintf("explore %s depth %d seed %d", strings.Join(req.GetLanes(), ","), req.GetDepth(), req.GetSeed()),
+		Lanes:   req.GetLanes(),
+		Seconds: sum.GetElapsedS(),
+		Properties: map[string]string{"policy": sum.GetPolicy(), "digest": sum.GetDigest(), "backend": sum.GetBackend(),
+			"states": fmt.Sprint(sum.GetStates()), "unique_states": fmt.Sprint(sum.GetUniqueStates()), "session": sum.GetSessionId()},
+	}
+	for _, id := range found.order {
+		f := found.byID[id]
+		if f.GetDuplicateOf() != "" {
+			continue // its minimal trace is an earlier finding's
+		}
+		jf := junit.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Signature: f.GetSignature(), Trace: f.GetTrace()}
+		if singleLane(f.GetKind()) && len(req.GetLanes()) == 1 {
+			jf.Lane = req.GetLanes()[0]
+		}
+		r.Findings = append(r.Findings, jf)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--junit: %w", err)
+	}
+	if err := junit.Write(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("--junit: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--junit: %w", err)
+	}
+	return nil
+}
