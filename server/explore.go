@@ -111,12 +111,16 @@ func progressProto(p exploration.Progress) *themisv1.ExploreProgress {
 }
 
 func findingProto(f *session.Finding) *themisv1.Finding {
-	return &themisv1.Finding{
+	p := &themisv1.Finding{
 		Id: f.ID, SessionId: f.Session, Kind: f.Kind, Detail: f.Detail, Trace: f.Trace,
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
 		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert, Policy: f.Policy,
-		Signature: f.Signature,
+		Signature: f.Signature, TimesSeen: int32(f.Seen.Times), FirstId: f.Seen.FirstID,
 	}
+	if f.Seen.Times > 0 {
+		p.FirstSeen, p.LastSeen = timestamppb.New(f.Seen.First), timestamppb.New(f.Seen.Last)
+	}
+	return p
 }
 
 func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {

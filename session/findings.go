@@ -59,6 +59,16 @@ type Finding struct {
 	// (family.AutoPolicy, "exact", a named policy; "" for findings
 	// recorded before it was kept).
 	Policy string
+	// Seen is how often runs found it (the same signature, lanes and
+	// policy), over every session the ledger has held.
+	Seen Seen
+}
+
+// Seen counts a finding across runs.
+type Seen struct {
+	FirstID     string    // the first finding of it
+	First, Last time.Time // when it was first and last found
+	Times       int       // in how many sessions (zero: not counted, a finding stored before)
 }
 
 // Findings lists the findings of one session ("" = every session), oldest

@@ -389,23 +389,71 @@ type findingOps struct {
 	LaneSpecs   []string     `json:"lane_specs"`
 	Revert      string       `json:"revert,omitempty"`
 	Policy      string       `json:"policy,omitempty"`
+	SeenKey     string       `json:"seen_key,omitempty"`
 }
 
 func opsOf(f *Finding) findingOps {
 	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Signature: f.Signature, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
-		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert, Policy: f.Policy}
+		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert, Policy: f.Policy,
+		SeenKey: seenKey(f)}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
 	return ops
 }
 
+// insertFinding stores a new finding and counts it in finding_seen, in one
+// transaction: a session that finds it again counts once.
 func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
-	// SQLite integers are signed: the seed is stored as its two's complement.
-	_, err := l.findingsDB().ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(opsOf(f)), nanos(f.Created))
+	tx, err := l.findingsDB().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
+	}
+	// SQLite integers are signed: the seed is stored as its two's complement.
+	_, err = tx.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(opsOf(f)), nanos(f.Created))
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO finding_seen (key, first_id, first_seen, last_seen, last_session, times)
+			VALUES (?, ?, ?, ?, ?, 1)
+			ON CONFLICT (key) DO UPDATE SET last_seen = excluded.last_seen,
+				times = times + (last_session != excluded.last_session), last_session = excluded.last_session`,
+			seenKey(f), f.ID, nanos(f.Created), nanos(f.Created), f.Session)
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("ledger: insert finding %s: %w", f.ID, err), tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+// seenKey is what makes two findings the same across runs: the signature,
+// the lane specs and the policy (one without a signature is its own).
+func seenKey(f *Finding) string {
+	sig := f.Signature
+	if sig == "" {
+		sig = f.Kind + " " + f.ID
+	}
+	return sig + "\x00" + strings.Join(f.LaneSpecs, ",") + "\x00" + f.Policy
+}
+
+// fillSeen sets each finding's Seen from finding_seen.
+func (l *ledger) fillSeen(ctx context.Context, fs []*Finding, keys []string) error {
+	for i, f := range fs {
+		if keys[i] == "" {
+			continue // stored before findings were counted across runs
+		}
+		var first, last int64
+		err := l.db.QueryRowContext(ctx, `SELECT first_id, first_seen, last_seen, times FROM finding_seen WHERE key = ?`, keys[i]).
+			Scan(&f.Seen.FirstID, &first, &last, &f.Seen.Times)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: finding %s: seen: %w", f.ID, err)
+		}
+		f.Seen.First, f.Seen.Last = fromNanos(first), fromNanos(last)
 	}
 	return nil
 }
@@ -427,32 +475,37 @@ func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
 
 const findingCols = `id, session, kind, detail, seed, ops, created`
 
-func scanFinding(sc interface{ Scan(...any) error }) (*Finding, error) {
-	var f Finding
+// scanFinding reads a finding row; key is its finding_seen key ("" for
+// findings stored before there was one).
+func scanFinding(sc interface{ Scan(...any) error }) (f *Finding, key string, err error) {
+	f = &Finding{}
 	var seed, created int64
 	var ops string
 	if err := sc.Scan(&f.ID, &f.Session, &f.Kind, &f.Detail, &seed, &ops, &created); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	f.Seed, f.Created = uint64(seed), fromNanos(created)
 	var o findingOps
 	if err := json.Unmarshal([]byte(ops), &o); err != nil {
-		return nil, fmt.Errorf("ledger: finding %s: ops: %w", f.ID, err)
+		return nil, "", fmt.Errorf("ledger: finding %s: ops: %w", f.ID, err)
 	}
 	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert, f.Policy =
 		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert, o.Policy
 	f.Signature = o.Signature
-	return &f, nil
+	return f, o.SeenKey, nil
 }
 
 // finding returns one finding, or an error wrapping ErrNotFound.
 func (l *ledger) finding(ctx context.Context, id string) (*Finding, error) {
-	f, err := scanFinding(l.db.QueryRowContext(ctx, `SELECT `+findingCols+` FROM findings WHERE id = ?`, id))
+	f, key, err := scanFinding(l.db.QueryRowContext(ctx, `SELECT `+findingCols+` FROM findings WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("finding %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: finding %s: %w", id, err)
+	}
+	if err := l.fillSeen(ctx, []*Finding{f}, []string{key}); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -473,16 +526,26 @@ func (l *ledger) findingsPage(ctx context.Context, session string, after PageKey
 	if err != nil {
 		return nil, fmt.Errorf("ledger: findings: %w", err)
 	}
-	defer rows.Close()
-	var out []Finding
+	var fs []*Finding
+	var keys []string
 	for rows.Next() {
-		f, err := scanFinding(rows)
+		f, key, err := scanFinding(rows)
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(err, rows.Close())
 		}
-		out = append(out, *f)
+		fs, keys = append(fs, f), append(keys, key)
 	}
-	return out, rows.Err()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("ledger: findings: %w", err)
+	}
+	if err := l.fillSeen(ctx, fs, keys); err != nil {
+		return nil, err
+	}
+	out := make([]Finding, len(fs))
+	for i, f := range fs {
+		out[i] = *f
+	}
+	return out, nil
 }
 
 // prune deletes, in one transaction, the sessions that ended or failed

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -206,7 +207,10 @@ func printFinding(w io.Writer, f *themisv1.Finding) {
 	if d := f.GetDuplicateOf(); d != "" {
 		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
 	}
-	fmt.Fprintf(w, "  reproduce: themisctl replay %s\n", f.GetId())
+	if n := f.GetTimesSeen(); n > 1 {
+		fmt.Fprintf(w, "  seen in %d runs: first %s (%s), last %s\n", n, f.GetFirstSeen().AsTime().Format(time.DateTime), f.GetFirstId(), f.GetLastSeen().AsTime().Format(time.DateTime))
+	}
+	fmt.Fprintf(w, "  reproduce: themisctl replay %s; without Themis: themisctl findings export %s\n", f.GetId(), f.GetId())
 }
 
 // printStreamed shows a finding as explore streams it: when found, with the

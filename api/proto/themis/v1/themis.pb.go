@@ -3019,7 +3019,14 @@ type Finding struct {
 	Signature string `protobuf:"bytes,16,opt,name=signature,proto3" json:"signature,omitempty"`
 	// The canonicalization policy the run judged it under ("auto", "exact",
 	// "metis", ...; empty for findings recorded before it was kept).
-	Policy        string `protobuf:"bytes,17,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy string `protobuf:"bytes,17,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The finding across runs (the same signature, lane specs and policy):
+	// in how many sessions it was found (0 for findings stored before they
+	// were counted), the first finding of it, when first and last.
+	TimesSeen     int32                  `protobuf:"varint,18,opt,name=times_seen,json=timesSeen,proto3" json:"times_seen,omitempty"`
+	FirstId       string                 `protobuf:"bytes,19,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	FirstSeen     *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3171,6 +3178,34 @@ func (x *Finding) GetPolicy() string {
 		return x.Policy
 	}
 	return ""
+}
+
+func (x *Finding) GetTimesSeen() int32 {
+	if x != nil {
+		return x.TimesSeen
+	}
+	return 0
+}
+
+func (x *Finding) GetFirstId() string {
+	if x != nil {
+		return x.FirstId
+	}
+	return ""
+}
+
+func (x *Finding) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *Finding) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
 }
 
 type ExploreSummary struct {
@@ -5841,7 +5876,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xf1\x03\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\x9f\x05\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -5864,7 +5899,13 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\fduplicate_of\x18\x0e \x01(\tR\vduplicateOf\x12\x16\n" +
 	"\x06revert\x18\x0f \x01(\tR\x06revert\x12\x1c\n" +
 	"\tsignature\x18\x10 \x01(\tR\tsignature\x12\x16\n" +
-	"\x06policy\x18\x11 \x01(\tR\x06policy\"\x83\b\n" +
+	"\x06policy\x18\x11 \x01(\tR\x06policy\x12\x1d\n" +
+	"\n" +
+	"times_seen\x18\x12 \x01(\x05R\ttimesSeen\x12\x19\n" +
+	"\bfirst_id\x18\x13 \x01(\tR\afirstId\x129\n" +
+	"\n" +
+	"first_seen\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
+	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\x83\b\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -6282,80 +6323,82 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	89, // 44: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	24, // 45: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
 	68, // 46: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	12, // 47: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	12, // 48: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	42, // 49: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	39, // 50: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	40, // 51: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	41, // 52: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	40, // 53: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	40, // 54: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	92, // 55: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	92, // 56: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	92, // 57: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	66, // 58: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	50, // 59: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	49, // 60: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	51, // 61: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	54, // 62: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	54, // 63: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	54, // 64: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	54, // 65: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	56, // 66: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	55, // 67: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	57, // 68: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	67, // 69: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	60, // 70: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	61, // 71: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	64, // 72: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	64, // 73: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,  // 74: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 75: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 76: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 77: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 78: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 79: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 80: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 81: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 82: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 83: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 84: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 85: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 86: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 87: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 88: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	44, // 89: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	46, // 90: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	48, // 91: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	53, // 92: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	59, // 93: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	63, // 94: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,  // 95: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 96: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 97: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 98: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 99: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 100: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 101: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 102: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 103: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 104: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 105: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 106: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 107: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 108: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	43, // 109: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	45, // 110: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	47, // 111: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	52, // 112: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	58, // 113: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	62, // 114: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	65, // 115: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	95, // [95:116] is the sub-list for method output_type
-	74, // [74:95] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	68, // 47: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	68, // 48: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	12, // 49: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	12, // 50: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	42, // 51: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	39, // 52: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	40, // 53: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	41, // 54: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	40, // 55: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	40, // 56: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	92, // 57: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	92, // 58: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	92, // 59: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	66, // 60: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	50, // 61: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	49, // 62: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	51, // 63: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	54, // 64: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	54, // 65: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	54, // 66: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	54, // 67: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	56, // 68: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	55, // 69: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	57, // 70: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	67, // 71: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	60, // 72: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	61, // 73: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	64, // 74: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	64, // 75: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,  // 76: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 77: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 78: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 79: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 80: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 81: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 82: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 83: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 84: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 85: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 86: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 87: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 88: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 89: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 90: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	44, // 91: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	46, // 92: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	48, // 93: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	53, // 94: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	59, // 95: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	63, // 96: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,  // 97: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 98: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 99: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 100: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 101: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 102: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 103: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 104: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 105: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 106: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 107: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 108: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 109: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 110: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	43, // 111: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	45, // 112: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	47, // 113: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	52, // 114: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	58, // 115: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	62, // 116: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	65, // 117: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	97, // [97:118] is the sub-list for method output_type
+	76, // [76:97] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
