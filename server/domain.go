@@ -28,6 +28,7 @@ type Sessions interface {
 
 	Apply(ctx context.Context, sessionID string, op *agentv1.Request) ([]session.LaneResult, error)
 	Fingerprint(ctx context.Context, sessionID string, mode agentv1.TimeMode, leaves bool, lanes []string) ([]session.LaneFingerprint, error)
+	Hashes(ctx context.Context, sessionID string) (session.Hashes, error)
 	Stat(ctx context.Context, sessionID, lane, path string, follow bool) (*agentv1.StatResult, session.LaneResult, error)
 	ReadFile(ctx context.Context, sessionID, lane, path string, off, length int64) ([]byte, bool, session.LaneResult, error)
 	RestoreFile(ctx context.Context, sessionID, checkpoint, lane, path string) (removed bool, size int64, err error)

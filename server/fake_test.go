@@ -227,6 +227,13 @@ func (f *fakeDomain) Fingerprint(_ context.Context, _ string, mode agentv1.TimeM
 	return []session.LaneFingerprint{fp}, nil
 }
 
+func (f *fakeDomain) Hashes(context.Context, string) (session.Hashes, error) {
+	if err := f.record("Hashes"); err != nil {
+		return session.Hashes{}, err
+	}
+	return session.Hashes{Disks: map[string][32]byte{"a": {0xd1}}, RAM: [32]byte{0xaa}, HasRAM: true}, nil
+}
+
 func (f *fakeDomain) Stat(_ context.Context, _, lane, path string, _ bool) (*agentv1.StatResult, session.LaneResult, error) {
 	if err := f.record("Stat"); err != nil {
 		return nil, session.LaneResult{}, err

@@ -260,6 +260,20 @@ func (s *Server) Fingerprint(ctx context.Context, req *themisv1.FingerprintReque
 		out.Lanes = append(out.Lanes, &themisv1.LaneFingerprint{Lane: fp.Lane, Root: fp.Root, Entries: fp.Entries, Leaves: fp.Leaves,
 			BelowRoot: fp.BelowRoot, BelowEntries: fp.BelowEntries, BelowLeaves: fp.BelowLeaves})
 	}
+	if !req.GetHashes() {
+		return out, nil
+	}
+	h, err := s.d.Hashes(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	for _, fp := range fps {
+		sum := h.Disks[fp.Lane]
+		out.DiskHashes = append(out.DiskHashes, &themisv1.LaneRoot{Lane: fp.Lane, Root: sum[:]})
+	}
+	if h.HasRAM {
+		out.RamHash = h.RAM[:]
+	}
 	return out, nil
 }
 

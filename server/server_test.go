@@ -180,6 +180,11 @@ func TestConversions(t *testing.T) {
 	check("Fingerprint", fp, &themisv1.FingerprintResponse{Lanes: []*themisv1.LaneFingerprint{{
 		Lane: "a", Root: []byte{0xab}, Entries: 2, Leaves: []*agentv1.Entry{{Path: ""}, {Path: "f", Size: 3}},
 	}}}, err)
+	fp, err = c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: "s-1", Hashes: true})
+	disk := [32]byte{0xd1}
+	ram := [32]byte{0xaa}
+	check("Fingerprint with hashes", fp, &themisv1.FingerprintResponse{Lanes: []*themisv1.LaneFingerprint{{Lane: "a", Root: []byte{0xab}, Entries: 2}},
+		DiskHashes: []*themisv1.LaneRoot{{Lane: "a", Root: disk[:]}}, RamHash: ram[:]}, err)
 
 	sr, err := c.Stat(ctx, &themisv1.StatRequest{SessionId: "s-1", Lane: "a", Path: "f"})
 	check("Stat", sr, &themisv1.StatResponse{Stat: &agentv1.StatResult{Kind: agentv1.Kind_KIND_REGULAR, Size: 3}}, err)

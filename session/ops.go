@@ -9,6 +9,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/vmm"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -367,4 +368,48 @@ func (m *Manager) Events(ctx context.Context, sessionID string, afterSeq int64, 
 		return nil, err
 	}
 	return m.ledger.events(ctx, sessionID, afterSeq, limit)
+}
+
+// Hashes are a session's whole-machine digests at one moment: each lane's
+// disk as the guest has written it (the overlay-resolved image; an overlay
+// lane's upper layer), and all guest RAM where the backend can hash it.
+type Hashes struct {
+	Disks map[string][32]byte // by lane name
+	// RAM is the blake3-256 of guest RAM; HasRAM is false where the
+	// backend does not expose it (vmm.Hasher).
+	RAM    [32]byte
+	HasRAM bool
+}
+
+// Hashes returns the session's disk and RAM digests (replay fidelity:
+// runs of one trace from one checkpoint leave equal digests only where
+// nothing but the trace decides them). The disks are hashed as written:
+// what the guest still caches is not in them (sync first).
+func (m *Manager) Hashes(ctx context.Context, sessionID string) (Hashes, error) {
+	s, err := m.lookup(ctx, sessionID)
+	if err != nil {
+		return Hashes{}, err
+	}
+	defer s.unlock()
+	h := Hashes{Disks: make(map[string][32]byte, len(s.specs))}
+	for i, sp := range s.specs {
+		sum, err := s.devs[i].Hash()
+		if err != nil {
+			return Hashes{}, fmt.Errorf("session %s: lane %s: %w", sessionID, sp.Name, err)
+		}
+		h.Disks[sp.Name] = sum
+	}
+	if _, ok := s.mach.(vmm.Hasher); !ok {
+		return h, nil
+	}
+	err = m.guestCall(ctx, s, "ram hash", func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		h.RAM, err = mach.(vmm.Hasher).RAMHash(ctx)
+		return err
+	})
+	if err != nil {
+		return Hashes{}, err
+	}
+	h.HasRAM = true
+	return h, nil
 }

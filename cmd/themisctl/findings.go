@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,13 +53,34 @@ func newFindings(g *globals) *cobra.Command {
 
 // newReplay is `themisctl replay`.
 func newReplay(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use: "replay FINDING", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.ExactArgs(1),
+	var passes int
+	var clockMode, trace, lanes string
+	cmd := &cobra.Command{
+		Use: "replay FINDING | replay --passes N --fs LANES --trace 'OP; OP'", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (trace != "") {
+				return errors.New("replay: name a finding or give --trace (with --passes), not both")
+			}
+			if trace != "" && !cmd.Flags().Changed("passes") {
+				return errors.New("--trace: only with --passes")
+			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
-				if err != nil {
-					return err
+				fr := &themisv1.GetFindingResponse{Finding: &themisv1.Finding{Id: "trace", LaneSpecs: splitList(lanes), Trace: splitTrace(trace)}}
+				if len(args) == 1 {
+					var err error
+					if fr, err = c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]}); err != nil {
+						return err
+					}
+				}
+				if cmd.Flags().Changed("passes") {
+					r, err := replayPasses(ctx, c, fr.GetFinding(), passes, clockMode)
+					if err != nil {
+						return err
+					}
+					if g.json {
+						return writeJSON(os.Stdout, r)
+					}
+					return printPasses(r)
 				}
 				rep, err := replay(ctx, c, fr.GetFinding())
 				if err != nil {
@@ -71,6 +93,11 @@ func newReplay(g *globals) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().IntVar(&passes, "passes", 9, "replay fidelity: run the trace this many times from one checkpoint and count the distinct whole-disk (after a sync) and RAM hashes they leave (docs/replay.md)")
+	cmd.Flags().StringVar(&clockMode, "clock", "both", "with --passes: the guest clock free, pinned (set by the agent before every op), or both")
+	cmd.Flags().StringVar(&trace, "trace", "", "with --passes and no finding: the ops to replay, ';'-separated, in the short form of `themisctl apply`")
+	cmd.Flags().StringVar(&lanes, "fs", "ext2", "with --trace: the lane specs")
+	return cmd
 }
 
 // replay runs a finding's trace on a fresh session with its lanes (removed
@@ -263,4 +290,15 @@ func printTrace(w io.Writer, trace []string) {
 	for i, op := range trace {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, op)
 	}
+}
+
+// splitTrace splits a ';'-separated trace into its ops.
+func splitTrace(s string) []string {
+	var out []string
+	for _, op := range strings.Split(s, ";") {
+		if op = strings.TrimSpace(op); op != "" {
+			out = append(out, op)
+		}
+	}
+	return out
 }

@@ -1859,7 +1859,11 @@ type FingerprintRequest struct {
 	// Return every entry, not only the roots.
 	Leaves bool `protobuf:"varint,3,opt,name=leaves,proto3" json:"leaves,omitempty"`
 	// Lanes to fingerprint; empty means all.
-	Lanes         []string `protobuf:"bytes,4,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	Lanes []string `protobuf:"bytes,4,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Also hash every lane's whole disk as written (the overlay-resolved
+	// image, not what the guest still caches) and, where the backend can,
+	// all guest RAM: replay fidelity (`themisctl replay --passes`).
+	Hashes        bool `protobuf:"varint,5,opt,name=hashes,proto3" json:"hashes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1920,6 +1924,13 @@ func (x *FingerprintRequest) GetLanes() []string {
 		return x.Lanes
 	}
 	return nil
+}
+
+func (x *FingerprintRequest) GetHashes() bool {
+	if x != nil {
+		return x.Hashes
+	}
+	return false
 }
 
 type LaneFingerprint struct {
@@ -2018,8 +2029,12 @@ func (x *LaneFingerprint) GetBelowLeaves() []*v1.Entry {
 }
 
 type FingerprintResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lanes         []*LaneFingerprint     `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lanes []*LaneFingerprint     `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// With hashes: each lane's disk digest (blake3-256), and the RAM digest
+	// (empty where the backend does not expose RAM).
+	DiskHashes    []*LaneRoot `protobuf:"bytes,2,rep,name=disk_hashes,json=diskHashes,proto3" json:"disk_hashes,omitempty"`
+	RamHash       []byte      `protobuf:"bytes,3,opt,name=ram_hash,json=ramHash,proto3" json:"ram_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2057,6 +2072,20 @@ func (*FingerprintResponse) Descriptor() ([]byte, []int) {
 func (x *FingerprintResponse) GetLanes() []*LaneFingerprint {
 	if x != nil {
 		return x.Lanes
+	}
+	return nil
+}
+
+func (x *FingerprintResponse) GetDiskHashes() []*LaneRoot {
+	if x != nil {
+		return x.DiskHashes
+	}
+	return nil
+}
+
+func (x *FingerprintResponse) GetRamHash() []byte {
+	if x != nil {
+		return x.RamHash
 	}
 	return nil
 }
@@ -5773,13 +5802,14 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x03ret\x18\x04 \x01(\x03R\x03ret\"\\\n" +
 	"\rApplyResponse\x12/\n" +
 	"\aresults\x18\x01 \x03(\v2\x15.themis.v1.LaneResultR\aresults\x12\x1a\n" +
-	"\bdiverged\x18\x02 \x01(\bR\bdiverged\"\x99\x01\n" +
+	"\bdiverged\x18\x02 \x01(\bR\bdiverged\"\xb1\x01\n" +
 	"\x12FingerprintRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x126\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
 	"\x06leaves\x18\x03 \x01(\bR\x06leaves\x12\x14\n" +
-	"\x05lanes\x18\x04 \x03(\tR\x05lanes\"\x82\x02\n" +
+	"\x05lanes\x18\x04 \x03(\tR\x05lanes\x12\x16\n" +
+	"\x06hashes\x18\x05 \x01(\bR\x06hashes\"\x82\x02\n" +
 	"\x0fLaneFingerprint\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\fR\x04root\x12\x18\n" +
@@ -5788,9 +5818,12 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"below_root\x18\x05 \x01(\fR\tbelowRoot\x12#\n" +
 	"\rbelow_entries\x18\x06 \x01(\x04R\fbelowEntries\x129\n" +
-	"\fbelow_leaves\x18\a \x03(\v2\x16.themis.agent.v1.EntryR\vbelowLeaves\"G\n" +
+	"\fbelow_leaves\x18\a \x03(\v2\x16.themis.agent.v1.EntryR\vbelowLeaves\"\x98\x01\n" +
 	"\x13FingerprintResponse\x120\n" +
-	"\x05lanes\x18\x01 \x03(\v2\x1a.themis.v1.LaneFingerprintR\x05lanes\"l\n" +
+	"\x05lanes\x18\x01 \x03(\v2\x1a.themis.v1.LaneFingerprintR\x05lanes\x124\n" +
+	"\vdisk_hashes\x18\x02 \x03(\v2\x13.themis.v1.LaneRootR\n" +
+	"diskHashes\x12\x19\n" +
+	"\bram_hash\x18\x03 \x01(\fR\aramHash\"l\n" +
 	"\vStatRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -6316,89 +6349,90 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	90, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
 	90, // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	27, // 39: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	91, // 40: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	68, // 41: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	24, // 42: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	35, // 43: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	89, // 44: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	24, // 45: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	68, // 46: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	68, // 47: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	68, // 48: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	12, // 49: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	12, // 50: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	42, // 51: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	39, // 52: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	40, // 53: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	41, // 54: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	40, // 55: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	40, // 56: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	92, // 57: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	92, // 58: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	92, // 59: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	66, // 60: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	50, // 61: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	49, // 62: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	51, // 63: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	54, // 64: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	54, // 65: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	54, // 66: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	54, // 67: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	56, // 68: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	55, // 69: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	57, // 70: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	67, // 71: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	60, // 72: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	61, // 73: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	64, // 74: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	64, // 75: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,  // 76: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 77: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 78: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 79: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 80: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 81: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 82: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 83: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 84: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 85: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 86: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 87: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 88: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 89: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 90: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	44, // 91: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	46, // 92: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	48, // 93: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	53, // 94: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	59, // 95: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	63, // 96: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,  // 97: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 98: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 99: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 100: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 101: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 102: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 103: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 104: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 105: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 106: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 107: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 108: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 109: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 110: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	43, // 111: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	45, // 112: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	47, // 113: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	52, // 114: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	58, // 115: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	62, // 116: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	65, // 117: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	97, // [97:118] is the sub-list for method output_type
-	76, // [76:97] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	12, // 40: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
+	91, // 41: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	68, // 42: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	24, // 43: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	35, // 44: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	89, // 45: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	24, // 46: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	68, // 47: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	68, // 48: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	68, // 49: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	12, // 50: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	12, // 51: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	42, // 52: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	39, // 53: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	40, // 54: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	41, // 55: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	40, // 56: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	40, // 57: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	92, // 58: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	92, // 59: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	92, // 60: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	66, // 61: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	50, // 62: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	49, // 63: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	51, // 64: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	54, // 65: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	54, // 66: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	54, // 67: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	54, // 68: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	56, // 69: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	55, // 70: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	57, // 71: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	67, // 72: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	60, // 73: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	61, // 74: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	64, // 75: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	64, // 76: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,  // 77: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,  // 78: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,  // 79: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10, // 80: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14, // 81: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16, // 82: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18, // 83: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20, // 84: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23, // 85: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26, // 86: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29, // 87: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31, // 88: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33, // 89: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36, // 90: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38, // 91: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	44, // 92: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	46, // 93: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	48, // 94: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	53, // 95: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	59, // 96: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	63, // 97: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,  // 98: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,  // 99: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,  // 100: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11, // 101: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15, // 102: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17, // 103: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19, // 104: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21, // 105: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25, // 106: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28, // 107: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30, // 108: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32, // 109: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34, // 110: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37, // 111: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	43, // 112: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	45, // 113: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	47, // 114: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	52, // 115: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	58, // 116: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	62, // 117: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	65, // 118: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	98, // [98:119] is the sub-list for method output_type
+	77, // [77:98] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
