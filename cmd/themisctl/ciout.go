@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/junit"
+	"github.com/themisfs/themis/runreport"
 )
 
 // Exit statuses of themisctl (docs/remote-ci.md).
@@ -41,6 +43,7 @@ func exitCode(err error) int {
 // exploreOutputs are explore's outputs for CI besides stdout.
 type exploreOutputs struct {
 	junit          string // --junit FILE
+	report         string // --report FILE
 	failOnFindings bool
 }
 
@@ -79,4 +82,49 @@ func writeJUnit(path string, req *themisv1.ExploreRequest, sum *themisv1.Explore
 		return fmt.Errorf("--junit: %w", err)
 	}
 	return nil
+}
+
+// maxReportPoints bounds the progress points a run report keeps.
+const maxReportPoints = 10000
+
+// writeRunReport writes the run as one HTML page to path.
+func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun) error {
+	sum := run.sum
+	r := &runreport.Run{
+		Title: fmt.Sprintf("explore %s depth %d seed %d", strings.Join(req.GetLanes(), ","), req.GetDepth(), req.GetSeed()),
+		Config: [][2]string{{"lanes", strings.Join(req.GetLanes(), ", ")}, {"depth", fmt.Sprint(req.GetDepth())}, {"seed", fmt.Sprint(req.GetSeed())},
+			{"ops", orDefault(strings.Join(req.GetOps(), ", "), "metis")}, {"policy", sum.GetPolicy()}, {"judged", sum.GetJudged()},
+			{"backend", sum.GetBackend()}, {"revert", sum.GetRevert()}, {"workers", fmt.Sprintf("%d (%s)", sum.GetWorkers(), sum.GetWorkersWhy())}},
+		Figures: [][2]string{{"states", fmt.Sprint(sum.GetStates())}, {"unique states", fmt.Sprint(sum.GetUniqueStates())},
+			{"findings", fmt.Sprint(sum.GetFindings())}, {"states/s", fmt.Sprintf("%.1f", sum.GetStatesPerSec())},
+			{"elapsed", fmt.Sprintf("%.1f s", sum.GetElapsedS())}, {"max depth", fmt.Sprint(sum.GetMaxDepth())}, {"digest", sum.GetDigest()},
+			{"session", sum.GetSessionId()}},
+	}
+	for _, p := range run.progress {
+		r.Progress = append(r.Progress, runreport.Point{Seconds: p.GetElapsedS(), States: p.GetStates(), Unique: p.GetUniqueStates()})
+	}
+	for _, id := range run.found.order {
+		f := run.found.byID[id]
+		rf := runreport.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Path: f.GetPath(), Field: f.GetField(),
+			Trace: f.GetTrace(), Minimized: f.GetMinimized(), DuplicateOf: f.GetDuplicateOf()}
+		for _, l := range f.GetLanes() {
+			rf.Lanes = append(rf.Lanes, runreport.LaneErrno{Lane: l.GetLane(), Errno: l.GetErrno()})
+		}
+		r.Findings = append(r.Findings, rf)
+	}
+	var b bytes.Buffer
+	if err := runreport.Render(&b, r); err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

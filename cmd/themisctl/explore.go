@@ -170,6 +170,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&out.junit, "junit", "", "also write the outcome as a JUnit XML report to this file: one test case per finding signature, one per lane (docs/remote-ci.md)")
 	fl.BoolVar(&out.failOnFindings, "fail-on-findings", false, "exit 1 when the run found anything (errors exit 2)")
+	fl.StringVar(&out.report, "report", "", "also write the run as one self-contained HTML page to this file: configuration, states over time, every finding with its trace, errnos and first difference")
 	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
 	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state: one of every --ops kind, then more drawn by the seeded policy up to B (so max(B, kinds): 14 by default)")
@@ -199,12 +200,16 @@ type exploreRun struct {
 	json, tty bool
 	found     findingLog
 	sum       *themisv1.ExploreSummary
+	progress  []*themisv1.ExploreProgress // for --report
 }
 
 func (e *exploreRun) event(r *themisv1.ExploreResponse) error {
 	switch ev := r.GetEvent().(type) {
 	case *themisv1.ExploreResponse_Progress:
 		p := ev.Progress
+		if len(e.progress) < maxReportPoints {
+			e.progress = append(e.progress, p)
+		}
 		line := fmt.Sprintf("states %d  unique %d  depth %d  findings %d  %.1f states/s  restore %.1fs  %.0fs",
 			p.GetStates(), p.GetUniqueStates(), p.GetDepth(), p.GetFindings(), p.GetStatesPerSec(), p.GetRestoreS(), p.GetElapsedS())
 		if e.tty {
@@ -245,6 +250,11 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 	}
 	if out.junit != "" {
 		if err := writeJUnit(out.junit, req, run.sum, &run.found); err != nil {
+			return err
+		}
+	}
+	if out.report != "" {
+		if err := writeRunReport(out.report, req, run); err != nil {
 			return err
 		}
 	}

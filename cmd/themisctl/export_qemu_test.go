@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
@@ -19,7 +20,8 @@ import (
 // under --policy exact: btrfs counts no subdirectories in a directory's
 // nlink) with --junit and --fail-on-findings (exit 1, a report with the
 // finding's case failing), exports it with `themisctl findings export`,
-// and runs the reproducer on this host's kernel, as root: it must
+// (--report: every finding on the page Chromium loads), and runs the
+// reproducer on this host's kernel, as root: it must
 // reproduce, and the policy the finding was judged under must be the
 // listing's.
 func TestFindingsExportRealGuest(t *testing.T) {
@@ -50,7 +52,7 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	}
 	report := filepath.Join(dir, "junit.xml")
 	explore := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1",
-		"--junit", report, "--fail-on-findings")
+		"--junit", report, "--fail-on-findings", "--report", filepath.Join(dir, "run.html"))
 	stdout, err := explore.Output()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitFindings {
@@ -65,6 +67,20 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	}
 	if !strings.Contains(string(xmlReport), "<failure") || !strings.Contains(string(xmlReport), `name="lane btrfs"`) {
 		t.Errorf("--junit: no failing finding case or no lane case:\n%s", xmlReport)
+	}
+	// The run report, in Chromium where it is installed: every finding on it.
+	if chromium, ok := reporttest.LookChromium(); ok {
+		dom := reporttest.DumpDOM(t, chromium, filepath.Join(dir, "run.html"))
+		for _, f := range sum.Findings {
+			if !strings.Contains(dom, `data-id="`+f.ID+`"`) {
+				t.Errorf("--report: finding %s not on the page", f.ID)
+			}
+		}
+		if !strings.Contains(dom, `id="states-over-time"`) && !strings.Contains(dom, "No progress was reported.") {
+			t.Error("--report: no states-over-time chart")
+		}
+	} else if os.Getenv("CI") != "" {
+		t.Error("chromium not installed (Debian chromium)")
 	}
 	if len(sum.Findings) == 0 {
 		t.Fatal("ext2 against btrfs under exact: no finding")
