@@ -104,16 +104,12 @@ func newReplay(g *globals) *cobra.Command {
 // after) and compares the lanes' errnos and final fingerprints.
 func replay(ctx context.Context, c *conn, f *themisv1.Finding) (*replayResult, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs()})
+	cs, remove, err := replaySession(ctx, c, f)
 	if err != nil {
 		return nil, err
 	}
-	id := cs.GetSession().GetId()
-	defer func() {
-		if _, err := c.DeleteSession(context.WithoutCancel(ctx), &themisv1.DeleteSessionRequest{SessionId: id}); err != nil {
-			fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
-		}
-	}()
+	defer remove()
+	id := cs.GetId()
 	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert()}
 	for i, s := range f.GetTrace() {
 		if i > 0 && f.GetRevert() == "remount" {
@@ -301,4 +297,19 @@ func splitTrace(s string) []string {
 		}
 	}
 	return out
+}
+
+// replaySession creates a fresh session with f's lanes; remove deletes it
+// (a failure is said on stderr: the replay's result stands).
+func replaySession(ctx context.Context, c *conn, f *themisv1.Finding) (s *themisv1.Session, remove func(), err error) {
+	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs()})
+	if err != nil {
+		return nil, nil, err
+	}
+	id := cs.GetSession().GetId()
+	return cs.GetSession(), func() {
+		if _, err := c.DeleteSession(context.WithoutCancel(ctx), &themisv1.DeleteSessionRequest{SessionId: id}); err != nil {
+			fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
+		}
+	}, nil
 }

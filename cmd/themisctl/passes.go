@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -50,21 +49,17 @@ func replayPasses(ctx context.Context, c *conn, f *themisv1.Finding, n int, cloc
 	if modes == nil {
 		return nil, fmt.Errorf("--clock %q: want free, pinned or both", clockMode)
 	}
-	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs()})
+	cs, remove, err := replaySession(ctx, c, f)
 	if err != nil {
 		return nil, err
 	}
-	id := cs.GetSession().GetId()
-	defer func() {
-		if _, err := c.DeleteSession(context.WithoutCancel(ctx), &themisv1.DeleteSessionRequest{SessionId: id}); err != nil {
-			fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
-		}
-	}()
+	defer remove()
+	id := cs.GetId()
 	root, err := c.Fork(ctx, &themisv1.ForkRequest{SessionId: id, Name: "passes-root"})
 	if err != nil {
 		return nil, err
 	}
-	res := &passesResult{Finding: f.GetId(), Session: id, Backend: cs.GetSession().GetBackend(), Trace: f.GetTrace()}
+	res := &passesResult{Finding: f.GetId(), Session: id, Backend: cs.GetBackend(), Trace: f.GetTrace()}
 	for _, mode := range modes {
 		row := passesRow{Clock: mode, Passes: n, Disks: map[string]int{}}
 		disks, rams := map[string]map[string]bool{}, map[string]bool{}
