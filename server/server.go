@@ -116,6 +116,7 @@ func (s *Server) CreateSession(ctx context.Context, req *themisv1.CreateSessionR
 		Restore:   mode,
 		Verify:    req.GetVerify(),
 		Backend:   req.GetBackend(),
+		Image:     req.GetImage(),
 	})
 	if err != nil {
 		return nil, toStatus(err)

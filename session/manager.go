@@ -129,6 +129,10 @@ type CreateOptions struct {
 	Restore   vmm.RestoreMode // "" (devices), "devices" or "full"
 	Verify    bool            // verify every restore against RAM and disk hashes
 	Backend   string          // "", "auto", "qemu" or "kvm"
+	// Image is a guest image directory to boot instead of the lanes'
+	// flavour's (replay on another kernel): one that `themisctl guest
+	// build` made, under CacheDir's images directory ("" the default).
+	Image string
 }
 
 // Stats are the Manager's counters.
@@ -326,6 +330,9 @@ type session struct {
 	// exhausted is the refusal of a write to its overlays, once there was
 	// one (overBudget).
 	exhausted error
+	// image is the guest image CreateOptions.Image named (nil: the lanes'
+	// flavour's).
+	image *guest.Image
 }
 
 func newSessionID() (string, error) {
@@ -429,11 +436,16 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		}
 	}()
 
+	img, err := m.imageAt(o.Image)
+	if err != nil {
+		return nil, err
+	}
 	id, err := newSessionID()
 	if err != nil {
 		return nil, fmt.Errorf("session id: %w", err)
 	}
 	s := &session{
+		image: img,
 		mu: newLock(),
 		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
 			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
@@ -526,9 +538,12 @@ func (m *Manager) guestImage(ctx context.Context, flavor string) (*guest.Image, 
 // over its base image, the machine on the chosen backend or cfg.Start,
 // every lane mounted) and records the backend that booted.
 func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) error {
-	img, err := m.guestImage(ctx, guest.FlavorOf(s.specs))
-	if err != nil {
-		return err
+	img := s.image
+	if img == nil {
+		var err error
+		if img, err = m.guestImage(ctx, guest.FlavorOf(s.specs)); err != nil {
+			return err
+		}
 	}
 	s.info.Backend = choice.Backend
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
@@ -747,4 +762,29 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	return m.shut(s, "deleted", true)
+}
+
+// imageAt opens the guest image directory dir ("": nil), which must lie in
+// the image cache (a client names one `themisctl guest build` made; the
+// daemon opens nothing else of the host's).
+func (m *Manager) imageAt(dir string) (*guest.Image, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	root, err := filepath.EvalSymlinks(filepath.Join(m.cfg.CacheDir, "images"))
+	if err != nil {
+		return nil, Invalid("image", "%q: the image cache: %v", dir, err)
+	}
+	abs, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, Invalid("image", "%q: %v", dir, err)
+	}
+	if filepath.Dir(abs) != root {
+		return nil, Invalid("image", "%q is not an image of the cache %s (themisctl guest build prints where it put one)", dir, root)
+	}
+	img, err := guest.Open(abs)
+	if err != nil {
+		return nil, Invalid("image", "%v", err)
+	}
+	return img, nil
 }

@@ -54,7 +54,7 @@ func newFindings(g *globals) *cobra.Command {
 // newReplay is `themisctl replay`.
 func newReplay(g *globals) *cobra.Command {
 	var passes int
-	var clockMode, trace, lanes string
+	var clockMode, trace, lanes, image string
 	cmd := &cobra.Command{
 		Use: "replay FINDING | replay --passes N --fs LANES --trace 'OP; OP'", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,7 +73,7 @@ func newReplay(g *globals) *cobra.Command {
 					}
 				}
 				if cmd.Flags().Changed("passes") {
-					r, err := replayPasses(ctx, c, fr.GetFinding(), passes, clockMode)
+					r, err := replayPasses(ctx, c, fr.GetFinding(), passes, clockMode, image)
 					if err != nil {
 						return err
 					}
@@ -82,7 +82,7 @@ func newReplay(g *globals) *cobra.Command {
 					}
 					return printPasses(r)
 				}
-				rep, err := replay(ctx, c, fr.GetFinding())
+				rep, err := replay(ctx, c, fr.GetFinding(), image)
 				if err != nil {
 					return err
 				}
@@ -97,20 +97,21 @@ func newReplay(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&clockMode, "clock", "both", "with --passes: the guest clock free, pinned (set by the agent before every op), or both")
 	cmd.Flags().StringVar(&trace, "trace", "", "with --passes and no finding: the ops to replay, ';'-separated, in the short form of `themisctl apply`")
 	cmd.Flags().StringVar(&lanes, "fs", "ext2", "with --trace: the lane specs")
+	cmd.Flags().StringVar(&image, "image", "", "replay on this guest image (a directory `themisctl guest build` printed: another kernel or flavour) instead of the lanes' own")
 	return cmd
 }
 
 // replay runs a finding's trace on a fresh session with its lanes (removed
 // after) and compares the lanes' errnos and final fingerprints.
-func replay(ctx context.Context, c *conn, f *themisv1.Finding) (*replayResult, error) {
+func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*replayResult, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	cs, remove, err := replaySession(ctx, c, f)
+	cs, remove, err := replaySession(ctx, c, f, image)
 	if err != nil {
 		return nil, err
 	}
 	defer remove()
 	id := cs.GetId()
-	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert()}
+	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert(), Image: image}
 	for i, s := range f.GetTrace() {
 		if i > 0 && f.GetRevert() == "remount" {
 			if err := remountLanes(ctx, c, id); err != nil {
@@ -211,6 +212,7 @@ type replayResult struct {
 	Session       string            `json:"session"`
 	Kind          string            `json:"kind"`
 	Revert        string            `json:"revert,omitempty"`
+	Image         string            `json:"image,omitempty"`
 	Steps         []replayStep      `json:"steps"`
 	Roots         map[string]string `json:"roots"`
 	ErrnoDiverged bool              `json:"errno_diverged"`
@@ -299,10 +301,11 @@ func splitTrace(s string) []string {
 	return out
 }
 
-// replaySession creates a fresh session with f's lanes; remove deletes it
+// replaySession creates a fresh session with f's lanes (on the guest image
+// dir, "" the lanes' flavour's); remove deletes it
 // (a failure is said on stderr: the replay's result stands).
-func replaySession(ctx context.Context, c *conn, f *themisv1.Finding) (s *themisv1.Session, remove func(), err error) {
-	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs()})
+func replaySession(ctx context.Context, c *conn, f *themisv1.Finding, image string) (s *themisv1.Session, remove func(), err error) {
+	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs(), Image: image})
 	if err != nil {
 		return nil, nil, err
 	}

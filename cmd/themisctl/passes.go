@@ -41,7 +41,7 @@ type passesResult struct {
 // replayPasses runs f's trace n times from one checkpoint of a fresh
 // session per clock mode ("free", "pinned" or "both"), a sync after it,
 // and counts the distinct disk and RAM hashes (the paper's §8, Table 13).
-func replayPasses(ctx context.Context, c *conn, f *themisv1.Finding, n int, clockMode string) (*passesResult, error) {
+func replayPasses(ctx context.Context, c *conn, f *themisv1.Finding, n int, clockMode, image string) (*passesResult, error) {
 	if n < 2 || n > maxPasses {
 		return nil, fmt.Errorf("--passes %d: want 2 to %d", n, maxPasses)
 	}
@@ -49,7 +49,7 @@ func replayPasses(ctx context.Context, c *conn, f *themisv1.Finding, n int, cloc
 	if modes == nil {
 		return nil, fmt.Errorf("--clock %q: want free, pinned or both", clockMode)
 	}
-	cs, remove, err := replaySession(ctx, c, f)
+	cs, remove, err := replaySession(ctx, c, f, image)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +36,55 @@ func TestReplayPassesRealGuest(t *testing.T) {
 	t.Logf("%+v", r)
 	if len(r.Rows) != 1 || r.Rows[0].Clock != "pinned" || r.Rows[0].Passes != 4 || r.Rows[0].Disks["ext2:seed=1"] < 1 || r.Rows[0].Disks["ext2:seed=1"] >= 4 || r.Rows[0].RAM < 1 {
 		t.Errorf("rows %+v: want one pinned row, fewer distinct ext2 disks than 4 passes, RAM hashed", r.Rows)
+	}
+}
+
+// TestBisectRealGuest replays a real finding (ext2 against btrfs under
+// exact) on the cloud and the generic kernel's images with `themisctl
+// bisect`: it reproduces on both, so no image differs; an image outside
+// the daemon's cache is refused by name.
+func TestBisectRealGuest(t *testing.T) {
+	env := vmmtest.Setup(t)
+	bin := themisctl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	sock := startDaemon(t, bin, t.TempDir(), env.CacheDir)
+	var images []string
+	for _, flavor := range []string{"cloud", "generic"} {
+		out, err := exec.CommandContext(ctx, bin, "--cache-dir", env.CacheDir, "--json", "guest", "build", "--flavor", flavor).Output()
+		if err != nil {
+			t.Fatalf("guest build --flavor %s: %v", flavor, err)
+		}
+		var img struct{ Kernel string }
+		if err := json.Unmarshal(out, &img); err != nil {
+			t.Fatal(err)
+		}
+		images = append(images, filepath.Dir(img.Kernel))
+	}
+	cli := func(args ...string) ([]byte, error) {
+		return exec.CommandContext(ctx, bin, append([]string{"--addr", "unix://" + sock, "--json"}, args...)...).Output()
+	}
+	out, _ := cli("explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1")
+	var sum struct {
+		Findings []struct{ ID string } `json:"finding_list"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil || len(sum.Findings) == 0 {
+		t.Fatalf("explore: %v, %s: want a finding", err, out)
+	}
+	out, err := cli("bisect", sum.Findings[0].ID, "--images", strings.Join(images, ","))
+	if err != nil {
+		t.Fatalf("bisect: %v", err)
+	}
+	var r bisectResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+	if len(r.Rows) != 2 || !r.Rows[0].Reproduced || !r.Rows[1].Reproduced || r.FirstDiffer != "" || r.Rows[0].Kernel == r.Rows[1].Kernel {
+		t.Errorf("bisect %+v: want both kernels to reproduce, none differing", r)
+	}
+	cmd := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "replay", sum.Findings[0].ID, "--image", t.TempDir())
+	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "image") {
+		t.Errorf("replay --image outside the cache: %v, %s; want it refused naming image", err, msg)
 	}
 }

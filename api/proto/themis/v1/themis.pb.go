@@ -339,7 +339,11 @@ type CreateSessionRequest struct {
 	// Verify every restore against RAM and disk hashes.
 	Verify bool `protobuf:"varint,4,opt,name=verify,proto3" json:"verify,omitempty"`
 	// "auto" (default), "qemu" or "kvm".
-	Backend       string `protobuf:"bytes,5,opt,name=backend,proto3" json:"backend,omitempty"`
+	Backend string `protobuf:"bytes,5,opt,name=backend,proto3" json:"backend,omitempty"`
+	// A guest image directory to boot instead of the lanes' kernel flavour's
+	// (another kernel): one `themisctl guest build` made in the daemon's
+	// image cache; anything else is INVALID_ARGUMENT.
+	Image         string `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -405,6 +409,13 @@ func (x *CreateSessionRequest) GetVerify() bool {
 func (x *CreateSessionRequest) GetBackend() string {
 	if x != nil {
 		return x.Backend
+	}
+	return ""
+}
+
+func (x *CreateSessionRequest) GetImage() string {
+	if x != nil {
+		return x.Image
 	}
 	return ""
 }
@@ -5683,14 +5694,15 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04Lane\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x0e\n" +
-	"\x02fs\x18\x03 \x01(\tR\x02fs\"\xa0\x01\n" +
+	"\x02fs\x18\x03 \x01(\tR\x02fs\"\xb6\x01\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x02 \x01(\x05R\tmemoryMib\x12!\n" +
 	"\frestore_mode\x18\x03 \x01(\tR\vrestoreMode\x12\x16\n" +
 	"\x06verify\x18\x04 \x01(\bR\x06verify\x12\x18\n" +
-	"\abackend\x18\x05 \x01(\tR\abackend\"E\n" +
+	"\abackend\x18\x05 \x01(\tR\abackend\x12\x14\n" +
+	"\x05image\x18\x06 \x01(\tR\x05image\"E\n" +
 	"\x15CreateSessionResponse\x12,\n" +
 	"\asession\x18\x01 \x01(\v2\x12.themis.v1.SessionR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +

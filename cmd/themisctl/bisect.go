@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/guest"
+)
+
+// bisectRow is one image's replay of a finding.
+type bisectRow struct {
+	Image      string `json:"image"`
+	Kernel     string `json:"kernel_version,omitempty"` // read here from the image's manifest, where this host has it
+	Reproduced bool   `json:"reproduced"`
+	Detail     string `json:"detail"`
+}
+
+// bisectResult is `themisctl bisect`: the finding replayed on each image
+// in order, and the first whose outcome differs from the first image's.
+type bisectResult struct {
+	Finding     string      `json:"finding"`
+	Rows        []bisectRow `json:"rows"`
+	FirstDiffer string      `json:"first_differing_image,omitempty"`
+}
+
+// newBisect is `themisctl bisect`.
+func newBisect(g *globals) *cobra.Command {
+	var images string
+	cmd := &cobra.Command{
+		Use:   "bisect FINDING --images A,B,...",
+		Short: "Replay a finding on an ordered list of guest images (kernels) and name the first whose outcome differs from the first's",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			list := splitList(images)
+			if len(list) < 2 {
+				return fmt.Errorf("--images: %d given, want two or more image directories in order", len(list))
+			}
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
+				if err != nil {
+					return err
+				}
+				r, err := bisect(ctx, c, fr.GetFinding(), list)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeJSON(os.Stdout, r)
+				}
+				return printBisect(r)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&images, "images", "", "guest image directories, comma-separated, in order (each as `themisctl guest build` printed it)")
+	return cmd
+}
+
+// bisect replays f on every image in order (each a fresh session) and
+// names the first whose outcome (reproduced or not) differs from the
+// first image's. The list is the user's order, not a search: every image
+// is replayed, so a flaky outcome shows too.
+func bisect(ctx context.Context, c *conn, f *themisv1.Finding, images []string) (*bisectResult, error) {
+	r := &bisectResult{Finding: f.GetId()}
+	for _, img := range images {
+		rep, err := replay(ctx, c, f, img)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", img, err)
+		}
+		row := bisectRow{Image: img, Kernel: imageKernel(img), Reproduced: rep.Reproduced, Detail: fmt.Sprintf("errno differs %v, state differs %v", rep.ErrnoDiverged, rep.StateDiverged)}
+		if r.FirstDiffer == "" && len(r.Rows) > 0 && row.Reproduced != r.Rows[0].Reproduced {
+			r.FirstDiffer = img
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	return r, nil
+}
+
+func printBisect(r *bisectResult) error {
+	w := newTable()
+	fmt.Fprintf(w, "image\tkernel\treproduced\t\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", row.Image, row.Kernel, row.Reproduced, row.Detail)
+	}
+	if r.FirstDiffer != "" {
+		fmt.Fprintf(w, "first image that differs\t\t%s\t\n", r.FirstDiffer)
+	} else {
+		fmt.Fprintf(w, "first image that differs\t\tnone: every image gives the first one's outcome\t\n")
+	}
+	return w.Flush()
+}
+
+// imageKernel is the kernel version in an image directory's manifest, ""
+// where this host cannot read it (a remote daemon's path).
+func imageKernel(dir string) string {
+	img, err := guest.Open(dir)
+	if err != nil {
+		return ""
+	}
+	return img.KernelVersion
+}
