@@ -761,7 +761,15 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return m.shut(s, "deleted", true)
+	err = m.shut(s, "deleted", true)
+	if err != nil && s.lease.Load() != nil {
+		// A run leased the session between cancelRun and shut (Acquire
+		// registers it before it leases it): cancel that run.
+		if leased, err := m.cancelRun(ctx, id); leased {
+			return err
+		}
+	}
+	return err
 }
 
 // imageAt opens the guest image directory dir ("": nil), which must lie in
