@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
@@ -39,10 +40,11 @@ func TestReplayPassesRealGuest(t *testing.T) {
 	}
 }
 
-// TestBisectRealGuest replays a real finding (ext2 against btrfs under
-// exact) on the cloud and the generic kernel's images with `themisctl
-// bisect`: it reproduces on both, so no image differs; an image outside
-// the daemon's cache is refused by name.
+// TestBisectRealGuest replays a real finding (ext2 against vfat under
+// exact, its run report loaded in Chromium with every finding on it) on
+// the cloud and the generic kernel's images with `themisctl bisect`: it
+// reproduces on both, so no image differs; an image outside the daemon's
+// cache is refused by name.
 func TestBisectRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
 	bin := themisctl(t)
@@ -64,12 +66,21 @@ func TestBisectRealGuest(t *testing.T) {
 	cli := func(args ...string) ([]byte, error) {
 		return exec.CommandContext(ctx, bin, append([]string{"--addr", "unix://" + sock, "--json"}, args...)...).Output()
 	}
-	out, _ := cli("explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1")
+	page := filepath.Join(t.TempDir(), "run.html")
+	out, _ := cli("explore", "--fs", "ext2,vfat", "--policy", "exact", "--depth", "1", "--report", page)
 	var sum struct {
 		Findings []struct{ ID string } `json:"finding_list"`
 	}
 	if err := json.Unmarshal(out, &sum); err != nil || len(sum.Findings) == 0 {
 		t.Fatalf("explore: %v, %s: want a finding", err, out)
+	}
+	if chromium, ok := reporttest.LookChromium(); ok {
+		dom := reporttest.DumpDOM(t, chromium, page)
+		for _, f := range sum.Findings {
+			if !strings.Contains(dom, `data-id="`+f.ID+`"`) {
+				t.Errorf("--report: finding %s of the ext2,vfat run not on the page", f.ID)
+			}
+		}
 	}
 	out, err := cli("bisect", sum.Findings[0].ID, "--images", strings.Join(images, ","))
 	if err != nil {
