@@ -446,7 +446,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	}
 	s := &session{
 		image: img,
-		mu: newLock(),
+		mu:    newLock(),
 		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
 			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
 		specs: specs, vmmID: make(map[string]vmm.CheckpointID),
