@@ -149,6 +149,11 @@ func TestExploreFake(t *testing.T) {
 		t.Errorf("stored %+v, found %+v", f, got[0])
 	}
 	f.Created = got[0].Created
+	// Seen is the ledger's count across runs, read with the finding.
+	if f.Seen.Times != 1 || f.Seen.FirstID != f.ID {
+		t.Errorf("stored %s seen %+v, want once, first itself", f.ID, f.Seen)
+	}
+	f.Seen = got[0].Seen
 	if !reflect.DeepEqual(*f, got[0]) {
 		t.Errorf("Finding round trip:\n got %+v\nwant %+v", *f, got[0])
 	}
@@ -276,6 +281,10 @@ func TestExploreFindingsStreamed(t *testing.T) {
 			t.Fatal(err)
 		}
 		stored.Created = f.Created
+		if stored.Seen.Times != 1 {
+			t.Errorf("stored %s seen %+v, want once", f.ID, stored.Seen)
+		}
+		stored.Seen = f.Seen // the ledger's count across runs, read with the finding
 		if !reflect.DeepEqual(*stored, f) {
 			t.Errorf("Finding(%s) after the run:\n got %+v\nwant %+v", f.ID, *stored, f)
 		}
