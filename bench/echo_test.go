@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/vmm/kvm"
 )
 
@@ -38,7 +39,7 @@ func TestEchoOptions(t *testing.T) {
 // checks the report's shape and the exit counts (deterministic enough:
 // the UART takes three exits per byte, the console a few per round trip).
 func TestEchoKVM(t *testing.T) {
-	needKVM(t)
+	kvmtest.Need(t)
 	var steps []string
 	r, err := Echo(t.Context(), EchoOptions{Sizes: []int{64, 1 << 10}, Messages: 10, UARTMessages: 2,
 		Progress: func(s string) { steps = append(steps, s) }})

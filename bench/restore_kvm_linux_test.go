@@ -2,27 +2,16 @@ package bench
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
-)
 
-// needKVM skips without /dev/kvm, except under CI=true or
-// THEMIS_REQUIRE_KVM=1, where a skip would hide a broken backend.
-func needKVM(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
-			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
-		}
-		t.Skipf("no /dev/kvm: %v", err)
-	}
-}
+	"github.com/themisfs/themis/internal/kvmtest"
+)
 
 // TestRestoreKVM runs the KVM part for real with tiny settings and checks
 // the report's shape, not its speed.
 func TestRestoreKVM(t *testing.T) {
-	needKVM(t)
+	kvmtest.Need(t)
 	var steps []string
 	r, err := Restore(t.Context(), RestoreOptions{RAM: []int64{64 << 20}, Pages: []int{1, 100}, Iterations: 5,
 		Progress: func(s string) { steps = append(steps, s) }})

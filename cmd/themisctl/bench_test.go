@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/themisfs/themis/internal/kvmtest"
 )
 
 // TestBenchRestore runs `bench restore --json` with the KVM part only and
@@ -26,12 +27,7 @@ func TestBenchRestore(t *testing.T) {
 		}
 	}
 
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
-			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
-		}
-		t.Skipf("no /dev/kvm: %v", err)
-	}
+	kvmtest.Need(t)
 	cmd := exec.Command(bin, "--json", "bench", "restore", "--ram", "64M", "--pages", "1,100", "--iterations", "3", "--qemu=false", "--baseline=false")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -101,12 +97,7 @@ func TestBenchEcho(t *testing.T) {
 		}
 	}
 
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
-			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
-		}
-		t.Skipf("no /dev/kvm: %v", err)
-	}
+	kvmtest.Need(t)
 	cmd := exec.Command(bin, "--json", "bench", "echo", "--sizes", "1K", "--messages", "5", "--uart-messages", "1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

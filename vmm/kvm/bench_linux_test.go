@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/themisfs/themis/internal/kvmtest"
 )
 
 // BenchmarkRestore: restore time against pages dirtied since the checkpoint,
@@ -104,7 +106,7 @@ func BenchmarkArm(b *testing.B) {
 			var copied int64
 			for range b.N {
 				b.StopTimer()
-				needKVM(b)
+				kvmtest.Need(b)
 				m, err := NewVM(VMConfig{MemoryBytes: tc.ram})
 				if err != nil {
 					b.Fatal(err)
@@ -139,7 +141,7 @@ func BenchmarkChannel(b *testing.B) {
 	for _, size := range []int{64, 1 << 10, 16 << 10} {
 		for _, ch := range []EchoChannel{EchoUART, EchoConsole} {
 			b.Run(fmt.Sprintf("size=%d/%s", size, ch), func(b *testing.B) {
-				needKVM(b)
+				kvmtest.Need(b)
 				e, err := newEchoMachine(EchoConfig{Channel: ch, Size: size}, nil, false)
 				if err != nil {
 					b.Fatal(err)

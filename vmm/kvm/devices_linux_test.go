@@ -11,6 +11,7 @@ import (
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm/devices"
@@ -288,7 +289,7 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 // TestLinuxMachineCloseReleases: Close of a running Linux machine (its
 // runner in KVM_RUN) frees every fd and mapping; a second Close is a no-op.
 func TestLinuxMachineCloseReleases(t *testing.T) {
-	needKVM(t)
+	kvmtest.Need(t)
 	disk := testDisk(t, 1<<20)
 	fds, maps := countFDs(t), countMaps(t)
 	depth := disk.Device.Depth()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
 	"github.com/themisfs/themis/vmm/vmmtest"
@@ -24,7 +25,7 @@ func TestLinuxEarlyBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a kernel")
 	}
-	kvm.NeedKVM(t)
+	kvmtest.Need(t)
 	env := vmmtest.SetupImage(t)
 	const mib = 256
 	cfg := vmm.Config{

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/themisfs/themis/internal/kvmtest"
 	"go.uber.org/zap/zaptest"
 )
 
 func newEcho(t *testing.T, cfg EchoConfig, verify bool) *echoMachine {
 	t.Helper()
-	needKVM(t)
+	kvmtest.Need(t)
 	e, err := newEchoMachine(cfg, zaptest.NewLogger(t), verify)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,3 @@ func StartNoWait(ctx context.Context, cfg vmm.Config) (*Machine, error) {
 
 // Dead is why the guest stopped for good, or nil while it runs.
 func (m *Machine) Dead() error { return m.deadErr() }
-
-// NeedKVM is needKVM for the external tests (package kvm_test).
-var NeedKVM = needKVM

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/internal/nested"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
@@ -109,7 +110,7 @@ func TestStartBadKernel(t *testing.T) {
 // frees everything; it must never panic in the cleanup (it did: the
 // deferred Close ran on the named result after `return nil, err`).
 func TestFailedBootReturnsError(t *testing.T) {
-	kvm.NeedKVM(t)
+	kvmtest.Need(t)
 	env := vmmtest.SetupImage(t)
 	leaks := vmmtest.Leaks(t)
 	cfg := env.Config(t)

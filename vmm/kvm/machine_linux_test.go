@@ -11,25 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap/zaptest"
 )
 
-// needKVM skips without /dev/kvm, except under CI=true (the CI hosts have
-// it) or THEMIS_REQUIRE_KVM=1, where a skip would hide a broken backend.
-func needKVM(t testing.TB) {
-	t.Helper()
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_KVM") == "1" {
-			t.Fatalf("/dev/kvm is required under CI=true or THEMIS_REQUIRE_KVM=1: %v", err)
-		}
-		t.Skipf("no /dev/kvm: %v", err)
-	}
-}
-
 func newVM(t testing.TB, cfg VMConfig) *VM {
 	t.Helper()
-	needKVM(t)
+	kvmtest.Need(t)
 	if tt, ok := t.(*testing.T); ok && cfg.Log == nil {
 		cfg.Log = zaptest.NewLogger(tt)
 	}
@@ -474,7 +463,7 @@ func TestPause(t *testing.T) {
 }
 
 func TestMemoryLimits(t *testing.T) {
-	needKVM(t)
+	kvmtest.Need(t)
 	tests := []struct {
 		bytes int64
 		want  error
@@ -499,7 +488,7 @@ func TestMemoryLimits(t *testing.T) {
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
-	needKVM(t)
+	kvmtest.Need(t)
 	for _, mode := range dirtyModes {
 		t.Run(mode.name, func(t *testing.T) {
 			fds, maps := countFDs(t), countMaps(t)
