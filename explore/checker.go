@@ -86,6 +86,9 @@ type Result struct {
 	Unique int
 	// MaxDepthReached is the depth of the deepest state applied.
 	MaxDepthReached int
+	// UniqueByDepth counts the unique states by the shallowest depth the
+	// search reached each at: [0] is the root (1), its sum is Unique.
+	UniqueByDepth []int
 	// Findings are the distinct findings, in the order found.
 	Findings []Finding
 	// Duplicates are the findings left out of Findings after
@@ -105,6 +108,8 @@ type Result struct {
 	// StateKeys are the unique states' root tuples, sorted (with
 	// Config.KeepStates or a Shard; nil otherwise): what Merge unites.
 	StateKeys []string
+	// StateDepths are the shallowest depths of StateKeys, index by index.
+	StateDepths []int
 	// DeclaredOps counts applied ops whose lanes disagreed on errno only
 	// as Config.Declared allows; DeclaredStates counts unique states whose
 	// lanes agree under the run's canonicalization and differ without it
@@ -300,10 +305,15 @@ func (s *search) result() *Result {
 	}
 	res := s.res
 	res.Unique = len(s.visited)
+	res.UniqueByDepth = s.uniqueByDepth()
 	res.DeclaredStates = len(s.declared)
 	res.Digest = s.digest()
 	if s.cfg.KeepStates || s.cfg.Shard.active() {
 		res.StateKeys = s.sortedKeys()
+		res.StateDepths = make([]int, len(res.StateKeys))
+		for i, k := range res.StateKeys {
+			res.StateDepths[i] = s.visited[k]
+		}
 		res.DeclaredKeys = sortedSet(s.declared)
 	}
 	res.Findings, res.Duplicates = nil, nil

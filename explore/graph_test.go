@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -90,16 +91,17 @@ func (e edgeGen) Draw(rng *rand.Rand, n int) []*agentv1.Request {
 	return out
 }
 
-// bfs is the naive model: nodes within depth edges of node 0.
-func bfs(adj [][]int, depth int) map[int]bool {
-	seen := map[int]bool{0: true}
+// bfs is the naive model: nodes within depth edges of node 0, each with
+// its distance from it.
+func bfs(adj [][]int, depth int) map[int]int {
+	seen := map[int]int{0: 0}
 	frontier := []int{0}
 	for d := 0; d < depth; d++ {
 		var next []int
 		for _, u := range frontier {
 			for _, v := range adj[u] {
-				if !seen[v] {
-					seen[v] = true
+				if _, ok := seen[v]; !ok {
+					seen[v] = d + 1
 					next = append(next, v)
 				}
 			}
@@ -107,6 +109,18 @@ func bfs(adj [][]int, depth int) map[int]bool {
 		frontier = next
 	}
 	return seen
+}
+
+// byLevel counts the nodes of a bfs result at each distance.
+func byLevel(seen map[int]int) []int {
+	var by []int
+	for _, d := range seen {
+		for len(by) <= d {
+			by = append(by, 0)
+		}
+		by[d]++
+	}
+	return by
 }
 
 func randomGraph(rng *rand.Rand, n, k int) [][]int {
@@ -144,6 +158,9 @@ func TestDFSMatchesBFS(t *testing.T) {
 				if !g.reached[v] {
 					t.Fatalf("graph %v depth %d: DFS missed node %d", adj, depth, v)
 				}
+			}
+			if lv := byLevel(want); !slices.Equal(res.UniqueByDepth, lv) {
+				t.Errorf("graph %v depth %d: unique by depth %v, BFS levels %v", adj, depth, res.UniqueByDepth, lv)
 			}
 			if res.Stopped != StopDone || len(res.Findings) != 0 || len(g.stack) != 0 {
 				t.Errorf("stopped %q, findings %v, checkpoints left %d", res.Stopped, res.Findings, len(g.stack))

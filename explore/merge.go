@@ -12,7 +12,10 @@ import (
 // signatures, canonical traces as found (Found) and minimized traces.
 type Part struct {
 	StateKeys []string
-	Findings  []PartFinding
+	// StateDepths are the part's Result.StateDepths: its states' depths,
+	// index by index (nil from a shard that did not report them).
+	StateDepths []int
+	Findings    []PartFinding
 	// DeclaredKeys are the part's states judged by a declared difference
 	// (Result.DeclaredKeys).
 	DeclaredKeys []string
@@ -32,6 +35,10 @@ type Merged struct {
 	Unique    int
 	Digest    []byte
 	StateKeys []string
+	// UniqueByDepth counts the unique states by the shallowest depth any
+	// part reached each at (Result.UniqueByDepth of the whole search); nil
+	// when a part did not report its depths.
+	UniqueByDepth []int
 	// DeclaredStates counts the unique states judged by a declared
 	// difference, over every part.
 	DeclaredStates int
@@ -45,12 +52,20 @@ type Merged struct {
 // of one search (seed, depth, ops, lanes) with every shard present; Merge
 // does not check that (the caller compares the parts' configs).
 func Merge(parts []Part) Merged {
-	keys := map[string]bool{}
+	keys := map[string]int{} // key -> shallowest depth
+	depths := true
 	declared := map[string]bool{}
 	best := map[string]PartFinding{}
 	for _, p := range parts {
-		for _, k := range p.StateKeys {
-			keys[k] = true
+		depths = depths && len(p.StateDepths) == len(p.StateKeys)
+		for i, k := range p.StateKeys {
+			d := 0
+			if i < len(p.StateDepths) {
+				d = p.StateDepths[i]
+			}
+			if old, ok := keys[k]; !ok || d < old {
+				keys[k] = d
+			}
 		}
 		for _, k := range p.DeclaredKeys {
 			declared[k] = true
@@ -62,8 +77,11 @@ func Merge(parts []Part) Merged {
 		}
 	}
 	var m Merged
-	for k := range keys {
+	for k, d := range keys {
 		m.StateKeys = append(m.StateKeys, k)
+		if depths {
+			m.UniqueByDepth = countAt(m.UniqueByDepth, d)
+		}
 	}
 	slices.Sort(m.StateKeys)
 	m.Unique, m.Digest = len(m.StateKeys), Digest(m.StateKeys)

@@ -10,7 +10,7 @@ import (
 
 // partOf is a run's result as Merge takes it.
 func partOf(res *Result) Part {
-	p := Part{StateKeys: res.StateKeys}
+	p := Part{StateKeys: res.StateKeys, StateDepths: res.StateDepths}
 	for _, f := range slices.Concat(res.Findings, res.Duplicates) {
 		p.Findings = append(p.Findings, PartFinding{Signature: f.Signature(), Finding: f})
 	}
@@ -18,7 +18,7 @@ func partOf(res *Result) Part {
 }
 
 func mergedOutcome(m Merged) outcome {
-	o := outcome{unique: m.Unique, digest: fmt.Sprintf("%x", m.Digest)}
+	o := outcome{unique: m.Unique, byDepth: m.UniqueByDepth, digest: fmt.Sprintf("%x", m.Digest)}
 	for _, f := range m.Findings {
 		o.findings = append(o.findings, fmt.Sprintf("%s %s %s", f.Finding.Kind, f.Signature, strings.Join(opKeysOf(f.Finding.Trace), ";")))
 	}

@@ -42,13 +42,14 @@ func (j *jitterSystem) Apply(ctx context.Context, op *agentv1.Request) ([]LaneRe
 // outcome is what must not depend on the number of workers.
 type outcome struct {
 	unique   int
+	byDepth  []int
 	digest   string
 	findings []string // kind, signature and minimized trace of each, sorted
 	stopped  string
 }
 
 func summarize(res *Result) outcome {
-	o := outcome{unique: res.Unique, digest: fmt.Sprintf("%x", res.Digest), stopped: res.Stopped}
+	o := outcome{unique: res.Unique, byDepth: res.UniqueByDepth, digest: fmt.Sprintf("%x", res.Digest), stopped: res.Stopped}
 	for _, f := range res.Findings {
 		o.findings = append(o.findings, fmt.Sprintf("%s %s %s", f.Kind, f.sig, strings.Join(opKeysOf(f.Trace), ";")))
 	}
@@ -149,7 +150,7 @@ func TestParallelSameSearch(t *testing.T) {
 }
 
 func equalOutcome(a, b outcome) bool {
-	return a.unique == b.unique && a.digest == b.digest && a.stopped == b.stopped && slices.Equal(a.findings, b.findings)
+	return a.unique == b.unique && slices.Equal(a.byDepth, b.byDepth) && a.digest == b.digest && a.stopped == b.stopped && slices.Equal(a.findings, b.findings)
 }
 
 // TestParallelWorkerDies: a worker whose guest dies mid-search hands its

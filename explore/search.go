@@ -98,6 +98,25 @@ func (s *search) sortedKeys() []string {
 	return keys
 }
 
+// uniqueByDepth counts the visited states by their shallowest depth.
+// s.mu is held.
+func (s *search) uniqueByDepth() []int {
+	var by []int
+	for _, d := range s.visited {
+		by = countAt(by, d)
+	}
+	return by
+}
+
+// countAt adds one to by[d], growing by as needed.
+func countAt(by []int, d int) []int {
+	for len(by) <= d {
+		by = append(by, 0)
+	}
+	by[d]++
+	return by
+}
+
 // digest is sha256 over the sorted root tuples of the unique states: equal
 // digests mean the same set of states. s.mu is held.
 func (s *search) digest() []byte { return Digest(s.sortedKeys()) }

@@ -16,7 +16,10 @@ type Run struct {
 	// Figures are its results, in order (name, value).
 	Figures  [][2]string
 	Progress []Point
-	Findings []Finding
+	// UniqueByDepth counts the unique states by the shallowest depth the
+	// run reached each at ([0]: the root); nil when not known.
+	UniqueByDepth []int64
+	Findings      []Finding
 }
 
 // Point is one progress report of the run.
@@ -32,6 +35,26 @@ type Finding struct {
 	Minimized                     bool
 	Lanes                         []LaneErrno // each lane's errno at the last op
 	DuplicateOf                   string
+	// Footprint is the last op's writes below the filesystem on each lane
+	// (a profile of the trace: the ops before it as setup, then it alone);
+	// FootprintNote says why there is none ("not measured: ...").
+	Footprint     []LaneFootprint
+	FootprintNote string
+}
+
+// LaneFootprint is what one lane wrote to its disk for an op, after a
+// sync: sectors in all and by the structure holding them.
+type LaneFootprint struct {
+	Lane     string
+	Errno    int32
+	Sectors  int64
+	ByRegion []RegionSectors // largest first
+}
+
+// RegionSectors is a structure's share of a footprint.
+type RegionSectors struct {
+	Region  string
+	Sectors int64
 }
 
 // LaneErrno is one lane's result of a finding's last op.
@@ -74,6 +97,28 @@ func chart(ps []Point) pointsView {
 	return v
 }
 
+// depthBar is one depth's row of the unique-by-depth table.
+type depthBar struct {
+	Depth int
+	Count int64
+	Width float64 // of barW
+}
+
+// barW is the width of the longest bar.
+const barW = 320.0
+
+func depthBars(by []int64) []depthBar {
+	var most int64
+	for _, n := range by {
+		most = max(most, n)
+	}
+	bars := make([]depthBar, len(by))
+	for d, n := range by {
+		bars[d] = depthBar{Depth: d, Count: n, Width: barW * float64(n) / float64(max(most, 1))}
+	}
+	return bars
+}
+
 var page = template.Must(template.New("run").Parse(pageTemplate))
 
 // Render writes r as one HTML page to w.
@@ -81,8 +126,10 @@ func Render(w io.Writer, r *Run) error {
 	data := struct {
 		*Run
 		Chart                    pointsView
+		Depths                   []depthBar
 		W, H, Left, Bottom, Base float64
-	}{Run: r, Chart: chart(r.Progress), W: chartW, H: chartH, Left: left, Bottom: bottom, Base: chartH - bottom}
+		BarW                     float64
+	}{Run: r, Chart: chart(r.Progress), Depths: depthBars(r.UniqueByDepth), W: chartW, H: chartH, Left: left, Bottom: bottom, Base: chartH - bottom, BarW: barW}
 	if err := page.Execute(w, data); err != nil {
 		return fmt.Errorf("runreport: %w", err)
 	}

@@ -42,12 +42,23 @@ svg text { font: 11px sans-serif; fill: #444; }
 <text x="{{.Left}}" y="26" dx="8" fill="#d62728">unique states</text>
 </svg>
 {{- end}}
+<h2>Unique states by depth</h2>
+{{- if not .Depths}}
+<p>The run did not report its states by depth.</p>
+{{- else}}
+<table id="unique-by-depth">
+<tr><th>depth</th><th>unique states first reached there</th><th></th></tr>
+{{- range .Depths}}
+<tr class="depth" data-depth="{{.Depth}}"><td>{{.Depth}}</td><td>{{.Count}}</td><td><svg width="{{$.BarW}}" height="12" role="img" aria-label="{{.Count}} states"><rect width="{{printf "%.1f" .Width}}" height="12" fill="#d62728"/></svg></td></tr>
+{{- end}}
+</table>
+{{- end}}
 <h2>Findings ({{len .Findings}})</h2>
 {{- if not .Findings}}
 <p>None: every lane agreed at every state the run visited.</p>
 {{- else}}
 <table id="findings">
-<tr><th>finding</th><th>kind</th><th>what differs</th><th>first difference</th><th>last op, per lane</th><th>trace</th><th>reproduce</th></tr>
+<tr><th>finding</th><th>kind</th><th>what differs</th><th>first difference</th><th>last op, per lane</th><th>last op below the filesystem (sectors written)</th><th>trace</th><th>reproduce</th></tr>
 {{- range .Findings}}
 <tr class="finding" data-id="{{.ID}}" id="{{.ID}}">
 <td>{{.ID}}{{if .DuplicateOf}}<br>duplicate of <a href="#{{.DuplicateOf}}">{{.DuplicateOf}}</a>{{end}}</td>
@@ -55,6 +66,7 @@ svg text { font: 11px sans-serif; fill: #444; }
 <td>{{.Detail}}</td>
 <td>{{if or .Path .Field}}/{{.Path}}{{end}} {{.Field}}</td>
 <td>{{range .Lanes}}{{.Lane}}: errno {{.Errno}}<br>{{end}}</td>
+<td class="footprint">{{range .Footprint}}<div class="lane-footprint" data-lane="{{.Lane}}">{{.Lane}}: {{.Sectors}}{{if .Errno}} (errno {{.Errno}}){{end}}{{range .ByRegion}}<br>&nbsp;&nbsp;{{.Region}} {{.Sectors}}{{end}}</div>{{else}}{{.FootprintNote}}{{end}}</td>
 <td><pre>{{range $i, $op := .Trace}}{{$i}}  {{$op}}
 {{end}}</pre>{{if not .Minimized}}(as found){{end}}</td>
 <td><pre>themisctl replay {{.ID}}
@@ -63,7 +75,6 @@ themisctl findings export {{.ID}}</pre></td>
 {{- end}}
 </table>
 {{- end}}
-<p>Not on this page yet: unique states by depth, and the divergent op's footprint below the filesystem (themisctl profile, report).</p>
 </body>
 </html>
 `

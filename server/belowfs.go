@@ -14,7 +14,7 @@ import (
 func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_ProfileServer) error {
 	out, ctx := newRunStream[*themisv1.ProfileResponse](s, "profile", stream, nil)
 	sum, err := s.d.Profile(ctx, belowfs.ProfileOptions{
-		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), MemoryMiB: int(req.GetMemoryMib()),
+		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), SetupMayFail: req.GetSetupMayFail(), MemoryMiB: int(req.GetMemoryMib()),
 		LsFiles: int(req.GetLsFiles()), TreeEntries: int(req.GetTreeEntries()),
 	}, func(r belowfs.ProfileRow) {
 		out.send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{

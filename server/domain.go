@@ -47,6 +47,8 @@ type Runs interface {
 	Profile(ctx context.Context, o belowfs.ProfileOptions, row func(belowfs.ProfileRow)) (*belowfs.ProfileSummary, error)
 	Corrupt(ctx context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error)
 	Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error)
+	// ExploreRecord is what a finished explore run of session id kept.
+	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
 }
 
 // Domain is what the adapters call, so tests can substitute a fake. It
@@ -74,6 +76,11 @@ func NewDomain(m *session.Manager) ManagedDomain { return managerDomain{Manager:
 type managerDomain struct{ *session.Manager }
 
 var _ managedDomain = managerDomain{}
+
+// ExploreRecord implements Runs.
+func (d managerDomain) ExploreRecord(ctx context.Context, id string) (*exploration.Record, error) {
+	return exploration.LoadRecord(ctx, d.Manager, id)
+}
 
 // Explore implements Runs.
 func (d managerDomain) Explore(ctx context.Context, o exploration.Options, progress func(exploration.Progress), found func(session.Finding)) (*exploration.Summary, error) {

@@ -102,6 +102,37 @@ func (s *Server) GetFinding(ctx context.Context, req *themisv1.GetFindingRequest
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
+// GetExploreRun implements themisv1.ThemisServer.
+func (s *Server) GetExploreRun(ctx context.Context, req *themisv1.GetExploreRunRequest) (*themisv1.GetExploreRunResponse, error) {
+	if err := required("session_id", req.GetSessionId()); err != nil {
+		return nil, toStatus(err)
+	}
+	r, err := s.d.ExploreRecord(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &themisv1.GetExploreRunResponse{Request: requestProto(&r.Options), Summary: summaryProto(&r.Summary)}
+	for _, p := range r.Progress {
+		out.Progress = append(out.Progress, progressProto(p))
+	}
+	return out, nil
+}
+
+// requestProto is the request of a run's options, as the run resolved them.
+func requestProto(o *exploration.Options) *themisv1.ExploreRequest {
+	workers := int32(o.Workers)
+	if o.Workers == exploration.AutoWorkers {
+		workers = 0
+	}
+	return &themisv1.ExploreRequest{
+		Lanes: o.Lanes, MemoryMib: int32(o.MemoryMiB), Backend: o.Backend, Depth: int32(o.Depth), Branching: int32(o.Branching),
+		Ops: o.Ops, MaxStates: int64(o.MaxStates), Seed: o.Seed, TimeMode: o.TimeMode, Policy: o.Policy,
+		MaxSeconds: int32(o.MaxDuration / time.Second), Fsck: o.Fsck, Remount: o.Remount, LazyRestore: o.LazyRestore,
+		Revert: o.Revert, Workers: workers,
+		ShardIndex: int32(o.Shard.Index), ShardCount: int32(o.Shard.Count), ShardDepth: int32(o.Shard.Depth),
+	}
+}
+
 func progressProto(p exploration.Progress) *themisv1.ExploreProgress {
 	return &themisv1.ExploreProgress{
 		States: int64(p.States), UniqueStates: int64(p.Unique), Depth: int32(p.Depth), Findings: int64(p.Findings),
@@ -136,6 +167,12 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 	}
 	for _, k := range s.StateKeys {
 		out.StateKeys = append(out.StateKeys, []byte(k))
+	}
+	for _, d := range s.StateDepths {
+		out.StateDepths = append(out.StateDepths, int32(d))
+	}
+	for _, n := range s.UniqueByDepth {
+		out.UniqueByDepth = append(out.UniqueByDepth, int64(n))
 	}
 	for _, k := range s.DeclaredKeys {
 		out.DeclaredStateKeys = append(out.DeclaredStateKeys, []byte(k))

@@ -62,6 +62,50 @@ func TestExploreStream(t *testing.T) {
 	}
 }
 
+// TestGetExploreRun: the run's record comes back as the request it ran,
+// its summary and progress; no session id is INVALID_ARGUMENT naming the
+// field, a session without a record NOT_FOUND.
+func TestGetExploreRun(t *testing.T) {
+	t.Parallel()
+	d := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, d))
+	ctx := context.Background()
+	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"a", "b"}, Depth: 2, Seed: 9, Ops: []string{"metis"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := stream.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.GetExploreRun(ctx, &themisv1.GetExploreRunRequest{SessionId: "s-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := r.GetRequest(); !slices.Equal(q.GetLanes(), []string{"a", "b"}) || q.GetDepth() != 2 || q.GetSeed() != 9 {
+		t.Errorf("request %v, want lanes a,b depth 2 seed 9", q)
+	}
+	if s := r.GetSummary(); s.GetUniqueStates() != 2 || !slices.Equal(s.GetUniqueByDepth(), []int64{1, 1}) {
+		t.Errorf("summary %v", s)
+	}
+	if p := r.GetProgress(); len(p) != 2 || p[1].GetElapsedS() != 1 {
+		t.Errorf("progress %v", p)
+	}
+	for _, tt := range []struct {
+		id   string
+		code codes.Code
+		want string
+	}{{"", codes.InvalidArgument, "session_id"}, {"s-9", codes.NotFound, "s-9"}} {
+		_, err := c.GetExploreRun(ctx, &themisv1.GetExploreRunRequest{SessionId: tt.id})
+		if status.Code(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("session %q: %v, want %v naming %q", tt.id, err, tt.code, tt.want)
+		}
+	}
+}
+
 func TestExploreBadInput(t *testing.T) {
 	t.Parallel()
 	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))

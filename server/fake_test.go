@@ -330,6 +330,20 @@ func (f *fakeDomain) Explore(_ context.Context, o exploration.Options, progress 
 	return &exploration.Summary{Session: "s-1", States: 2, Unique: 2, Findings: 1, Backend: "qemu", Roots: map[string][]byte{"b": {2}, "a": {1}}}, nil
 }
 
+// ExploreRecord is the last Explore's options and summary under "s-1".
+func (f *fakeDomain) ExploreRecord(_ context.Context, id string) (*exploration.Record, error) {
+	if err := f.record("ExploreRecord"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != "s-1" || f.explore.Lanes == nil {
+		return nil, fmt.Errorf("run record of session %q: %w", id, session.ErrNotFound)
+	}
+	return &exploration.Record{Options: f.explore, Summary: exploration.Summary{Session: "s-1", Unique: 2, UniqueByDepth: []int{1, 1}},
+		Progress: []exploration.Progress{{States: 1, Unique: 1}, {States: 2, Unique: 2, Elapsed: time.Second}}}, nil
+}
+
 func (f *fakeDomain) Findings(_ context.Context, id string) ([]session.Finding, error) {
 	if err := f.record("Findings"); err != nil {
 		return nil, err

@@ -567,6 +567,7 @@ func (l *ledger) prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	}{
 		{`DELETE FROM checkpoints WHERE session IN (` + ended + `)`, args, nil},
 		{`DELETE FROM events WHERE time < ? OR session IN (` + ended + `)`, append([]any{nanos(cutoff)}, args...), &p.Events},
+		{`DELETE FROM run_records WHERE session IN (` + ended + `)`, args, nil},
 		{`DELETE FROM sessions WHERE id IN (` + ended + `)`, args, &p.Sessions},
 	}
 	for _, st := range steps {

@@ -48,6 +48,9 @@ func TestLedgerPrune(t *testing.T) {
 		if err := l.insertFinding(ctx, &Finding{ID: "f-" + s.id, Session: s.id, Created: old}); err != nil {
 			t.Fatal(err)
 		}
+		if err := l.saveRecord(ctx, s.id, "explore", []byte(`{}`), old); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, err := l.prune(ctx, cutoff)
 	if err != nil {
@@ -71,6 +74,9 @@ func TestLedgerPrune(t *testing.T) {
 		}
 		if len(evs) != wantEvents {
 			t.Errorf("%s: %d events left, want %d", s.id, len(evs), wantEvents)
+		}
+		if _, _, err := l.record(ctx, s.id); (err == nil) != s.kept {
+			t.Errorf("%s: run record: %v; want kept %v", s.id, err, s.kept)
 		}
 		cps, err := l.checkpoints(ctx, s.id, true)
 		if err != nil || (len(cps) == 1) != s.kept {

@@ -44,6 +44,7 @@ func exitCode(err error) int {
 type exploreOutputs struct {
 	junit          string // --junit FILE
 	report         string // --report FILE
+	footprints     int    // --report-footprints N
 	failOnFindings bool
 }
 
@@ -87,8 +88,9 @@ func writeJUnit(path string, req *themisv1.ExploreRequest, sum *themisv1.Explore
 // maxReportPoints bounds the progress points a run report keeps.
 const maxReportPoints = 10000
 
-// writeRunReport writes the run as one HTML page to path.
-func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun) error {
+// writeRunReport writes the run as one HTML page to path, with the
+// findings' footprints (by id; nil: none measured).
+func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun, fps map[string]footprint) error {
 	sum := run.sum
 	r := &runreport.Run{
 		Title: fmt.Sprintf("explore %s depth %d seed %d", strings.Join(req.GetLanes(), ","), req.GetDepth(), req.GetSeed()),
@@ -99,6 +101,7 @@ func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun) 
 			{"findings", fmt.Sprint(sum.GetFindings())}, {"states/s", fmt.Sprintf("%.1f", sum.GetStatesPerSec())},
 			{"elapsed", fmt.Sprintf("%.1f s", sum.GetElapsedS())}, {"max depth", fmt.Sprint(sum.GetMaxDepth())}, {"digest", sum.GetDigest()},
 			{"session", sum.GetSessionId()}},
+		UniqueByDepth: sum.GetUniqueByDepth(),
 	}
 	for _, p := range run.progress {
 		r.Progress = append(r.Progress, runreport.Point{Seconds: p.GetElapsedS(), States: p.GetStates(), Unique: p.GetUniqueStates()})
@@ -110,11 +113,16 @@ func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun) 
 		for _, l := range f.GetLanes() {
 			rf.Lanes = append(rf.Lanes, runreport.LaneErrno{Lane: l.GetLane(), Errno: l.GetErrno()})
 		}
+		rf.Footprint, rf.FootprintNote = fps[id].lanes, orDefault(fps[id].note, "not measured (--report-footprints 0)")
 		r.Findings = append(r.Findings, rf)
 	}
 	var b bytes.Buffer
 	if err := runreport.Render(&b, r); err != nil {
 		return fmt.Errorf("--report: %w", err)
+	}
+	if path == "-" {
+		_, err := os.Stdout.Write(b.Bytes())
+		return err
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("--report: %w", err)

@@ -24,30 +24,33 @@ func isTerminal(f *os.File) bool {
 // exploreJSON is the --json output of explore: the summary's fields at the
 // top level, and the findings.
 type exploreJSON struct {
-	Search       *searchJSON        `json:"search,omitempty"`
-	Shard        *shardJSON         `json:"shard,omitempty"`
-	SessionID    string             `json:"session_id"`
-	States       int64              `json:"states"`
-	UniqueStates int64              `json:"unique_states"`
-	Findings     int64              `json:"findings"`
-	StatesPerSec float64            `json:"states_per_sec"`
-	Backend      string             `json:"backend"`
-	Revert       string             `json:"revert"`
-	Workers      int32              `json:"workers"`
-	WorkersWhy   string             `json:"workers_why"`
-	Sessions     []string           `json:"sessions"`
-	Stopped      string             `json:"stopped,omitempty"`
-	ElapsedS     float64            `json:"elapsed_s"`
-	MaxDepth     int32              `json:"max_depth"`
-	Digest       string             `json:"digest"`
-	Roots        map[string]string  `json:"roots"`
-	OpS          float64            `json:"op_s"`
-	FingerprintS float64            `json:"fingerprint_s"`
-	RestoreS     float64            `json:"restore_s"`
-	Skipped      int64              `json:"restores_skipped"`
-	BelowRoots   map[string]string  `json:"below_roots,omitempty"`
-	Layers       []layersJSON       `json:"layers,omitempty"`
-	FindingList  []*findingJSONView `json:"finding_list"`
+	Search       *searchJSON `json:"search,omitempty"`
+	Shard        *shardJSON  `json:"shard,omitempty"`
+	SessionID    string      `json:"session_id"`
+	States       int64       `json:"states"`
+	UniqueStates int64       `json:"unique_states"`
+	Findings     int64       `json:"findings"`
+	StatesPerSec float64     `json:"states_per_sec"`
+	Backend      string      `json:"backend"`
+	Revert       string      `json:"revert"`
+	Workers      int32       `json:"workers"`
+	WorkersWhy   string      `json:"workers_why"`
+	Sessions     []string    `json:"sessions"`
+	Stopped      string      `json:"stopped,omitempty"`
+	ElapsedS     float64     `json:"elapsed_s"`
+	MaxDepth     int32       `json:"max_depth"`
+	// UniqueByDepth counts the unique states by the shallowest depth the
+	// run reached each at ([0]: the root).
+	UniqueByDepth []int64            `json:"unique_by_depth,omitempty"`
+	Digest        string             `json:"digest"`
+	Roots         map[string]string  `json:"roots"`
+	OpS           float64            `json:"op_s"`
+	FingerprintS  float64            `json:"fingerprint_s"`
+	RestoreS      float64            `json:"restore_s"`
+	Skipped       int64              `json:"restores_skipped"`
+	BelowRoots    map[string]string  `json:"below_roots,omitempty"`
+	Layers        []layersJSON       `json:"layers,omitempty"`
+	FindingList   []*findingJSONView `json:"finding_list"`
 	// Policy, Judged, OpsLeftOut, DeclaredOps and DeclaredStates are how
 	// the run was judged (ExploreSummary's fields of those names).
 	Policy         string   `json:"policy,omitempty"`
@@ -58,6 +61,7 @@ type exploreJSON struct {
 	// StateKeys are a shard's unique states (hex), for explore merge, and
 	// DeclaredKeys those judged by a declared difference.
 	StateKeys    []string `json:"state_keys,omitempty"`
+	StateDepths  []int32  `json:"state_depths,omitempty"`
 	DeclaredKeys []string `json:"declared_state_keys,omitempty"`
 }
 
@@ -155,6 +159,9 @@ func newExplore(g *globals) *cobra.Command {
 				return err
 			}
 			req.TimeMode = mode
+			if err := checkFootprints("report-footprints", out.footprints); err != nil {
+				return err
+			}
 			if shard != "" {
 				i, n, err := clock.ParseShard(shard)
 				if err != nil {
@@ -171,6 +178,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.StringVar(&out.junit, "junit", "", "also write the outcome as a JUnit XML report to this file: one test case per finding signature, one per lane (docs/remote-ci.md)")
 	fl.BoolVar(&out.failOnFindings, "fail-on-findings", false, "exit 1 when the run found anything (errors exit 2)")
 	fl.StringVar(&out.report, "report", "", "also write the run as one self-contained HTML page to this file: configuration, states over time, every finding with its trace, errnos and first difference")
+	fl.IntVar(&out.footprints, "report-footprints", defaultFootprints, "with --report: profile the last op of this many findings below the filesystem (sectors written by structure, per lane; each a fresh guest)")
 	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
 	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state: one of every --ops kind, then more drawn by the seeded policy up to B (so max(B, kinds): 14 by default)")
@@ -254,7 +262,7 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 		}
 	}
 	if out.report != "" {
-		if err := writeRunReport(out.report, req, run); err != nil {
+		if err := writeRunReport(out.report, req, run, footprints(ctx, c, req, run, out.footprints)); err != nil {
 			return err
 		}
 	}
@@ -280,7 +288,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
 		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
 		Workers: sum.GetWorkers(), WorkersWhy: sum.GetWorkersWhy(), Sessions: sum.GetSessions(),
-		MaxDepth: sum.GetMaxDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
+		MaxDepth: sum.GetMaxDepth(), UniqueByDepth: sum.GetUniqueByDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
 		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
 		FindingList: found.json(),
 		Policy:      sum.GetPolicy(), Judged: sum.GetJudged(), OpsLeftOut: sum.GetOpsLeftOut(),
@@ -295,6 +303,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		for _, k := range sum.GetStateKeys() {
 			out.StateKeys = append(out.StateKeys, hex.EncodeToString(k))
 		}
+		out.StateDepths = sum.GetStateDepths()
 		for _, k := range sum.GetDeclaredStateKeys() {
 			out.DeclaredKeys = append(out.DeclaredKeys, hex.EncodeToString(k))
 		}
@@ -324,6 +333,15 @@ func printJudged(w io.Writer, sum *themisv1.ExploreSummary) {
 	}
 }
 
+// joinCounts writes counts by depth as "1 6 35 (depth 0..2)".
+func joinCounts[T int | int64](by []T) string {
+	parts := make([]string, len(by))
+	for i, n := range by {
+		parts[i] = fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%s (depth 0..%d)", strings.Join(parts, " "), len(by)-1)
+}
+
 // hexRoots maps each lane to its root in hex.
 func hexRoots(roots []*themisv1.LaneRoot) map[string]string {
 	out := map[string]string{}
@@ -337,6 +355,9 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	w := newTable()
 	fmt.Fprintf(w, "states\t%d\nunique states\t%d\nfindings\t%d\nstates/s\t%.1f\nbackend\t%s\nelapsed\t%.1f s\nmax depth\t%d\n",
 		sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
+	if by := sum.GetUniqueByDepth(); len(by) > 0 {
+		fmt.Fprintf(w, "unique by depth\t%s\n", joinCounts(by))
+	}
 	fmt.Fprintf(w, "revert\t%s\n", sum.GetRevert())
 	fmt.Fprintf(w, "workers\t%d (%s)\n", sum.GetWorkers(), sum.GetWorkersWhy())
 	fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())

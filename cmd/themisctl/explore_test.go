@@ -61,7 +61,7 @@ func TestFindingStream(t *testing.T) {
 func TestExploreJSON(t *testing.T) {
 	t.Parallel()
 	sum := &themisv1.ExploreSummary{SessionId: "s-1", States: 12, UniqueStates: 2, StatesPerSec: 5.5, Backend: "qemu", Revert: "remount", ElapsedS: 2.25, Workers: 2, WorkersWhy: "auto: 2 CPUs", Sessions: []string{"s-1", "s-9"},
-		MaxDepth: 1, Digest: "d", Roots: []*themisv1.LaneRoot{{Lane: "ext2", Root: []byte{0xab, 0x01}}}, OpS: 1, FingerprintS: 0.5, RestoreS: 0.25,
+		MaxDepth: 1, UniqueByDepth: []int64{1, 1}, Digest: "d", Roots: []*themisv1.LaneRoot{{Lane: "ext2", Root: []byte{0xab, 0x01}}}, OpS: 1, FingerprintS: 0.5, RestoreS: 0.25,
 		Policy: "auto", Judged: "auto (...)\n  directory nlink ignored: btrfs (...)", OpsLeftOut: []string{"symlink"}, DeclaredOps: 3, DeclaredStates: 4}
 	overlay := &themisv1.ExploreSummary{SessionId: "s-2", Stopped: "budget", RestoresSkipped: 3,
 		BelowRoots: []*themisv1.LaneRoot{{Lane: "overlay", Root: []byte{0xff}}},
@@ -75,7 +75,7 @@ func TestExploreJSON(t *testing.T) {
 		want  string
 	}{
 		{name: "plain", sum: sum, found: &findingLog{},
-			want: `{"search":{"lanes":["ext2"],"depth":2,"branching":0,"ops":null,"seed":7,"time_mode":"TIME_MODE_UNSPECIFIED","policy":""},"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","revert":"remount","workers":2,"workers_why":"auto: 2 CPUs","sessions":["s-1","s-9"],"elapsed_s":2.25,"max_depth":1,"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[],"policy":"auto","judged":"auto (...)\n  directory nlink ignored: btrfs (...)","ops_left_out":["symlink"],"declared_ops":3,"declared_states":4}`},
+			want: `{"search":{"lanes":["ext2"],"depth":2,"branching":0,"ops":null,"seed":7,"time_mode":"TIME_MODE_UNSPECIFIED","policy":""},"session_id":"s-1","states":12,"unique_states":2,"findings":0,"states_per_sec":5.5,"backend":"qemu","revert":"remount","workers":2,"workers_why":"auto: 2 CPUs","sessions":["s-1","s-9"],"elapsed_s":2.25,"max_depth":1,"unique_by_depth":[1,1],"digest":"d","roots":{"ext2":"ab01"},"op_s":1,"fingerprint_s":0.5,"restore_s":0.25,"restores_skipped":0,"finding_list":[],"policy":"auto","judged":"auto (...)\n  directory nlink ignored: btrfs (...)","ops_left_out":["symlink"],"declared_ops":3,"declared_states":4}`},
 		{name: "overlay and a finding", sum: overlay, found: &found,
 			want: `{"search":{"lanes":["ext2"],"depth":2,"branching":0,"ops":null,"seed":7,"time_mode":"TIME_MODE_UNSPECIFIED","policy":""},"session_id":"s-2","states":0,"unique_states":0,"findings":0,"states_per_sec":0,"backend":"","revert":"","workers":0,"workers_why":"","sessions":null,"stopped":"budget","elapsed_s":0,"max_depth":0,"digest":"","roots":{},"op_s":0,"fingerprint_s":0,"restore_s":0,"restores_skipped":3,"below_roots":{"overlay":"ff"},"layers":[{"lane":"overlay","checked":4,"whiteouts":1,"opaque":2}],"finding_list":[{"id":"f-1","kind":"errno-divergence","detail":"x","trace":["mkdir d 0755"],"found_trace":["mkdir d 0755"],"minimized":false}],"declared_ops":0,"declared_states":0}`},
 	}

@@ -46,7 +46,10 @@ func TestFindingsExportRealGuest(t *testing.T) {
 		return out
 	}
 	var sum struct {
-		Findings []struct {
+		SessionID     string  `json:"session_id"`
+		Unique        int64   `json:"unique_states"`
+		UniqueByDepth []int64 `json:"unique_by_depth"`
+		Findings      []struct {
 			ID string `json:"id"`
 		} `json:"finding_list"`
 	}
@@ -84,6 +87,32 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	}
 	if len(sum.Findings) == 0 {
 		t.Fatal("ext2 against btrfs under exact: no finding")
+	}
+	var byDepth int64
+	for _, n := range sum.UniqueByDepth {
+		byDepth += n
+	}
+	if len(sum.UniqueByDepth) == 0 || sum.UniqueByDepth[0] != 1 || byDepth != sum.Unique {
+		t.Errorf("unique by depth %v, want the root's 1 first, adding up to the %d unique states", sum.UniqueByDepth, sum.Unique)
+	}
+	// The same run's page afterwards, from the ledger (report --run).
+	again := filepath.Join(dir, "again.html")
+	if err := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "report", "--run", sum.SessionID, "-o", again).Run(); err != nil {
+		t.Fatalf("report --run %s: %v", sum.SessionID, err)
+	}
+	page, err := os.ReadFile(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="unique-by-depth"`, sum.SessionID, "found at the root state"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report --run: the page lacks %s", want)
+		}
+	}
+	for _, f := range sum.Findings {
+		if !strings.Contains(string(page), `data-id="`+f.ID+`"`) {
+			t.Errorf("report --run: finding %s not on the page", f.ID)
+		}
 	}
 	out := filepath.Join(dir, "export")
 	run("findings", "export", sum.Findings[0].ID, "--out", out)

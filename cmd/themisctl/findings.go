@@ -24,18 +24,11 @@ func newFindings(g *globals) *cobra.Command {
 		Use: "findings", Short: "List stored findings", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				resp := &themisv1.ListFindingsResponse{}
-				req := &themisv1.ListFindingsRequest{SessionId: session, PageSize: server.MaxPageSize}
-				for {
-					page, err := c.ListFindings(ctx, req)
-					if err != nil {
-						return err
-					}
-					resp.Findings = append(resp.Findings, page.GetFindings()...)
-					if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
-						break
-					}
+				all, err := listFindings(ctx, c, session)
+				if err != nil {
+					return err
 				}
+				resp := &themisv1.ListFindingsResponse{Findings: all}
 				if g.json {
 					return writeProtoJSON(resp)
 				}
@@ -49,6 +42,23 @@ func newFindings(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&session, "session", "", "only this session's findings")
 	cmd.AddCommand(newFindingsExport(g))
 	return cmd
+}
+
+// listFindings lists every stored finding of session ("": all), page by
+// page.
+func listFindings(ctx context.Context, c *conn, session string) ([]*themisv1.Finding, error) {
+	var all []*themisv1.Finding
+	req := &themisv1.ListFindingsRequest{SessionId: session, PageSize: server.MaxPageSize}
+	for {
+		page, err := c.ListFindings(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.GetFindings()...)
+		if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+			return all, nil
+		}
+	}
 }
 
 // newReplay is `themisctl replay`.

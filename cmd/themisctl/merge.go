@@ -26,9 +26,11 @@ type mergedJSON struct {
 	Shards       int32       `json:"shards"`
 	ShardDepth   int32       `json:"shard_depth"`
 	UniqueStates int         `json:"unique_states"`
-	Digest       string      `json:"digest"`
-	Findings     int         `json:"findings"`
-	States       int64       `json:"states"` // ops applied by all the shards together
+	// UniqueByDepth is absent when a shard did not report its depths.
+	UniqueByDepth []int  `json:"unique_by_depth,omitempty"`
+	Digest        string `json:"digest"`
+	Findings      int    `json:"findings"`
+	States        int64  `json:"states"` // ops applied by all the shards together
 	// DeclaredStates counts the unique states judged by a declared
 	// difference; DeclaredOps the ops whose errno was, applied by all the
 	// shards together (as States).
@@ -129,6 +131,12 @@ func mergeShards(names []string, parts []exploreJSON) (*mergedJSON, error) {
 		if ep.StateKeys, err = hexKeys(p.StateKeys); err != nil {
 			return nil, fmt.Errorf("merge: %s: state key %w", names[i], err)
 		}
+		for _, d := range p.StateDepths {
+			if d < 0 || d > explore.MaxDepth {
+				return nil, fmt.Errorf("merge: %s: state_depths: %d is not a depth (0..%d)", names[i], d, explore.MaxDepth)
+			}
+			ep.StateDepths = append(ep.StateDepths, int(d))
+		}
 		if ep.DeclaredKeys, err = hexKeys(p.DeclaredKeys); err != nil {
 			return nil, fmt.Errorf("merge: %s: declared state key %w", names[i], err)
 		}
@@ -146,6 +154,7 @@ func mergeShards(names []string, parts []exploreJSON) (*mergedJSON, error) {
 	}
 	merged := explore.Merge(eparts)
 	m.UniqueStates, m.Digest, m.DeclaredStates = merged.Unique, hex.EncodeToString(merged.Digest), merged.DeclaredStates
+	m.UniqueByDepth = merged.UniqueByDepth
 	for _, f := range merged.Findings {
 		v := *views[f.Finding.ID]
 		v.DuplicateOf = ""

@@ -55,6 +55,7 @@ func TestMergeShards(t *testing.T) {
 		{"not a shard", []exploreJSON{{}}, "not the --json of an explore --shard run"},
 		{"a bad key", []exploreJSON{func() exploreJSON { p := shardView(0, 1, nil); p.StateKeys = []string{"zz"}; return p }()}, "state key"},
 		{"a bad declared key", []exploreJSON{func() exploreJSON { p := shardView(0, 1, nil); p.DeclaredKeys = []string{"q"}; return p }()}, "declared state key"},
+		{"a bad depth", []exploreJSON{func() exploreJSON { p := shardView(0, 1, nil); p.StateDepths = []int32{1 << 30}; return p }()}, "state_depths"},
 		{"no signature", []exploreJSON{shardView(0, 1, nil, finding("f-c", "", nil, nil))}, "no signature"},
 	} {
 		names := []string{"a.json", "b.json", "c.json"}[:len(tc.parts)]

@@ -24,6 +24,8 @@ const defaultWriteSizes = "1,512,4K,16K,64K,256K,1M"
 // reportFlags are report's flags.
 type reportFlags struct {
 	lanes, out, from, sizes string
+	runSession              string // --run S: an explore run's page
+	footprints              int    // --footprints N, with --run
 	metadata                bool
 	targets                 []string
 	memory                  int32
@@ -57,6 +59,12 @@ alone give the layout map's written view only).`,
 			if o.out == "-" && g.json {
 				return errors.New("-o - and --json both write to stdout: pick one")
 			}
+			if o.runSession != "" {
+				return o.renderRun(cmd, g)
+			}
+			if cmd.Flags().Changed("footprints") {
+				return errors.New("--footprints goes with --run")
+			}
 			if o.from != "" {
 				return o.renderSaved(cmd, g)
 			}
@@ -67,11 +75,44 @@ alone give the layout map's written view only).`,
 	f.StringVar(&o.lanes, "fs", "ext2", "ext* lane specs, comma-separated")
 	f.StringVarP(&o.out, "output", "o", "report.html", "the HTML file to write (- for stdout)")
 	f.StringVar(&o.from, "from", "", "render saved JSON (a file or a directory) instead of running the jobs")
+	f.IntVar(&o.footprints, "footprints", defaultFootprints, "with --run: profile the last op of this many findings below the filesystem (each a fresh guest)")
+	f.StringVar(&o.runSession, "run", "", "instead: the page of the finished explore run of this session (as explore --report draws it), from the ledger")
 	f.StringVar(&o.sizes, "write-sizes", defaultWriteSizes, "the write sizes of the amplification curve, in bytes (K and M suffixes: KiB, MiB)")
 	f.BoolVar(&o.metadata, "metadata", true, "also profile the metadata ops of Table 2 (create, mkdir, chmod, chown, link, rename, unlink)")
 	f.StringArrayVar(&o.targets, "target", nil, "corruption targets as for corrupt (repeatable; default: the sweep, every class)")
 	f.Int32Var(&o.memory, "memory", 128, "guest RAM in MiB")
 	return cmd
+}
+
+// renderRun is report --run S: the explore run's page (explore --report)
+// from what the run kept in the ledger and its findings.
+func (o *reportFlags) renderRun(cmd *cobra.Command, g *globals) error {
+	for _, f := range []string{"fs", "from", "write-sizes", "metadata", "target", "memory"} {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--run draws a finished explore run: --%s does not apply", f)
+		}
+	}
+	if g.json {
+		return errors.New("--run writes a page: for the data, themisctl --json findings --session " + o.runSession)
+	}
+	if err := checkFootprints("footprints", o.footprints); err != nil {
+		return err
+	}
+	return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+		rec, err := c.GetExploreRun(ctx, &themisv1.GetExploreRunRequest{SessionId: o.runSession})
+		if err != nil {
+			return err
+		}
+		fs, err := listFindings(ctx, c, o.runSession)
+		if err != nil {
+			return err
+		}
+		run := &exploreRun{sum: rec.GetSummary(), progress: rec.GetProgress()}
+		for _, f := range fs {
+			run.found.add(f)
+		}
+		return writeRunReport(o.out, rec.GetRequest(), run, footprints(ctx, c, rec.GetRequest(), run, o.footprints))
+	})
 }
 
 // renderSaved is report --from: the page of saved results, no guest.

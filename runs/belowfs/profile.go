@@ -100,6 +100,10 @@ type ProfileOptions struct {
 	// DefaultProfileSetup, then ProfileTree(LsFiles, TreeEntries)); a
 	// trailing sync is always added.
 	Setup []string
+	// SetupMayFail lets a Setup op fail on a lane (a finding's trace up to
+	// its last op, which may hold ops that fail alike everywhere): its
+	// errno is recorded as an event instead of failing the profile.
+	SetupMayFail bool
 	// LsFiles and TreeEntries size the default setup's tree (default
 	// DefaultLsFiles and DefaultTreeEntries, at most 4096 each); with an
 	// explicit Setup they must be 0.
@@ -304,6 +308,7 @@ func Profile(ctx context.Context, m *session.Manager, o ProfileOptions, row func
 	defer run.Close()
 	ctx = run.Context() // ends on Delete and at the daemon's max run duration
 	b := newBelow(run)
+	b.setupMayFail = o.SetupMayFail
 	sum := &ProfileSummary{Session: run.ID(), Layout: map[string][]LBARange{}, Inferred: map[string][]LBARange{}}
 	start := time.Now()
 	run.Event(ctx, "profile.started", fmt.Sprintf("%d ops, setup %s", len(ops), strings.Join(o.Setup, "; ")), nil)
@@ -321,10 +326,11 @@ func Profile(ctx context.Context, m *session.Manager, o ProfileOptions, row func
 // below drives a profile or corruption run's machine through its run's
 // locked calls.
 type below struct {
-	run   *session.Run
-	lanes []string
-	specs []guest.LaneSpec
-	root  vmm.CheckpointID
+	run          *session.Run
+	lanes        []string
+	specs        []guest.LaneSpec
+	root         vmm.CheckpointID
+	setupMayFail bool // ProfileOptions.SetupMayFail
 }
 
 func newBelow(run *session.Run) *below {
@@ -339,9 +345,13 @@ func (b *below) setup(ctx context.Context, ops []profileOp) error {
 			return fmt.Errorf("setup %q: %w", op.text, err)
 		}
 		for _, r := range res {
-			if r.Errno != 0 {
+			if r.Errno == 0 {
+				continue
+			}
+			if !b.setupMayFail {
 				return fmt.Errorf("setup %q on lane %s: errno %d", op.text, r.Lane, r.Errno)
 			}
+			b.run.Event(ctx, "profile.setup.errno", fmt.Sprintf("setup %q on lane %s: errno %d (setup may fail)", op.text, r.Lane, r.Errno), nil)
 		}
 	}
 	if err := b.sync(ctx); err != nil {

@@ -133,8 +133,9 @@ type Summary struct {
 	// Shard is the part of the search the run was (Count 0: all of it),
 	// its Depth resolved; StateKeys are its unique states' root tuples,
 	// sorted (a shard's only).
-	Shard     explore.Shard
-	StateKeys []string
+	Shard       explore.Shard
+	StateKeys   []string
+	StateDepths []int
 	// Revert is the revert strategy the run used (auto resolved).
 	Revert string
 	// RestoresSkipped counts restores LazyRestore left out.
@@ -154,8 +155,10 @@ type Summary struct {
 	// Elapsed is the search's wall time, minimization included, boot
 	// excluded; Boot is the time to boot the guest and mount the lanes.
 	Elapsed, Boot time.Duration
-	// MaxDepth is the deepest depth reached.
-	MaxDepth int
+	// MaxDepth is the deepest depth reached; UniqueByDepth counts the
+	// unique states by the shallowest depth the run reached each at.
+	MaxDepth      int
+	UniqueByDepth []int
 	// Digest is hex sha256 over the sorted root tuples of the unique
 	// states: equal digests mean the same set of states.
 	Digest string

@@ -61,8 +61,13 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	if o.MaxDuration > 0 {
 		cfg.Stop = func() bool { return time.Since(start) >= o.MaxDuration }
 	}
-	if progress != nil {
-		cfg.Progress = func(p explore.Progress) { progress(progressOf(p, time.Since(start), c.all())) }
+	var tr trail
+	cfg.Progress = func(p explore.Progress) {
+		pr := progressOf(p, time.Since(start), c.all())
+		tr.add(pr)
+		if progress != nil {
+			progress(pr)
+		}
 	}
 	chk, err := explore.NewParallelChecker(explore.Workers{Systems: c.explorers(), Replace: c.replace}, cfg)
 	if err != nil { // validate let through what explore refuses
@@ -77,12 +82,13 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	sum.Workers, sum.WorkersWhy = n, why
 	sum.Policy, sum.Judged, sum.OpsLeftOut = policy.Name, judged.String(), judged.Excluded
 	if sh := chk.Config().Shard; sh.Count > 1 {
-		sum.Shard, sum.StateKeys, sum.DeclaredKeys = sh, res.StateKeys, res.DeclaredKeys
+		sum.Shard, sum.StateKeys, sum.StateDepths, sum.DeclaredKeys = sh, res.StateKeys, res.StateDepths, res.DeclaredKeys
 	}
 	if sum.Stopped == explore.StopCancelled && errors.Is(context.Cause(ctx), session.ErrRunTimeLimit) {
 		sum.Stopped = StopMaxRunDuration
 	}
 	sum.Findings = rec.distinct()
+	saveRecord(ctx, run, o, sum, &tr)
 	return sum, end(ctx, c, sum, res, runErr, rec.errs)
 }
 
@@ -159,7 +165,7 @@ func describeOps(cfg explore.Config) string {
 func summarize(run *session.Run, c *crew, res *explore.Result, elapsed time.Duration) *Summary {
 	sum := &Summary{
 		Session: run.ID(), Sessions: c.sessions(), Revert: c.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(),
-		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached,
+		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached, UniqueByDepth: res.UniqueByDepth,
 		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)), RestoresSkipped: res.RestoresSkipped,
 		DeclaredOps: res.DeclaredOps, DeclaredStates: res.DeclaredStates,
 	}

@@ -3307,8 +3307,14 @@ type ExploreSummary struct {
 	// A shard's declared states (root tuples, sorted, a subset of
 	// state_keys), for the merge; empty when the run is not a shard.
 	DeclaredStateKeys [][]byte `protobuf:"bytes,31,rep,name=declared_state_keys,json=declaredStateKeys,proto3" json:"declared_state_keys,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Unique states by the shallowest depth the run reached each at: [0]
+	// is the root; the sum is unique_states.
+	UniqueByDepth []int64 `protobuf:"varint,32,rep,packed,name=unique_by_depth,json=uniqueByDepth,proto3" json:"unique_by_depth,omitempty"`
+	// A shard's state_keys' depths, index by index, for the merge's
+	// unique_by_depth; empty when the run is not a shard.
+	StateDepths   []int32 `protobuf:"varint,33,rep,packed,name=state_depths,json=stateDepths,proto3" json:"state_depths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
@@ -3554,6 +3560,20 @@ func (x *ExploreSummary) GetDeclaredStates() int64 {
 func (x *ExploreSummary) GetDeclaredStateKeys() [][]byte {
 	if x != nil {
 		return x.DeclaredStateKeys
+	}
+	return nil
+}
+
+func (x *ExploreSummary) GetUniqueByDepth() []int64 {
+	if x != nil {
+		return x.UniqueByDepth
+	}
+	return nil
+}
+
+func (x *ExploreSummary) GetStateDepths() []int32 {
+	if x != nil {
+		return x.StateDepths
 	}
 	return nil
 }
@@ -3894,6 +3914,114 @@ func (x *GetFindingRequest) GetFindingId() string {
 	return ""
 }
 
+type GetExploreRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's session (ExploreSummary.session_id).
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExploreRunRequest) Reset() {
+	*x = GetExploreRunRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExploreRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExploreRunRequest) ProtoMessage() {}
+
+func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExploreRunRequest.ProtoReflect.Descriptor instead.
+func (*GetExploreRunRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetExploreRunRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type GetExploreRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request as the run resolved it (defaults filled in).
+	Request *ExploreRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Summary *ExploreSummary `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Its progress reports, thinned evenly to at most about a thousand, the
+	// last one included.
+	Progress      []*ExploreProgress `protobuf:"bytes,3,rep,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExploreRunResponse) Reset() {
+	*x = GetExploreRunResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExploreRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExploreRunResponse) ProtoMessage() {}
+
+func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
+func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *GetExploreRunResponse) GetSummary() *ExploreSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *GetExploreRunResponse) GetProgress() []*ExploreProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
 type GetFindingResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Finding       *Finding               `protobuf:"bytes,1,opt,name=finding,proto3" json:"finding,omitempty"`
@@ -3903,7 +4031,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4043,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4056,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -3959,7 +4087,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4099,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4112,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -4066,7 +4194,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4078,7 +4206,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4091,7 +4219,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -4245,7 +4373,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4385,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4398,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -4344,7 +4472,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4484,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4497,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -4434,7 +4562,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4446,7 +4574,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4459,7 +4587,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -4520,14 +4648,18 @@ type ProfileRequest struct {
 	LsFiles int32 `protobuf:"varint,5,opt,name=ls_files,json=lsFiles,proto3" json:"ls_files,omitempty"`
 	// Entries in the default setup's nested tree "tree" (default 8, at most
 	// 4096). Only with the default setup.
-	TreeEntries   int32 `protobuf:"varint,6,opt,name=tree_entries,json=treeEntries,proto3" json:"tree_entries,omitempty"`
+	TreeEntries int32 `protobuf:"varint,6,opt,name=tree_entries,json=treeEntries,proto3" json:"tree_entries,omitempty"`
+	// Let a setup op fail on a lane (its errno becomes an event,
+	// "profile.setup.errno"), as a finding's trace up to its last op may:
+	// the run report's footprint of a finding's divergent op.
+	SetupMayFail  bool `protobuf:"varint,7,opt,name=setup_may_fail,json=setupMayFail,proto3" json:"setup_may_fail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4539,7 +4671,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4552,7 +4684,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -4597,6 +4729,13 @@ func (x *ProfileRequest) GetTreeEntries() int32 {
 	return 0
 }
 
+func (x *ProfileRequest) GetSetupMayFail() bool {
+	if x != nil {
+		return x.SetupMayFail
+	}
+	return false
+}
+
 type LBARange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// First 512-byte sector and count.
@@ -4614,7 +4753,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4626,7 +4765,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4639,7 +4778,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -4695,7 +4834,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4707,7 +4846,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4720,7 +4859,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -4813,7 +4952,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4964,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4977,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -4874,7 +5013,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +5025,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5038,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -4943,7 +5082,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4955,7 +5094,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4968,7 +5107,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -5031,7 +5170,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5043,7 +5182,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5056,7 +5195,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -5125,7 +5264,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5137,7 +5276,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5150,7 +5289,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -5277,7 +5416,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5289,7 +5428,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5302,7 +5441,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -5346,7 +5485,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5358,7 +5497,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5371,7 +5510,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -5435,7 +5574,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5447,7 +5586,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5460,7 +5599,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -5526,7 +5665,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5538,7 +5677,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5551,7 +5690,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -5602,7 +5741,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5614,7 +5753,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5627,7 +5766,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -5950,7 +6089,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bfirst_id\x18\x13 \x01(\tR\afirstId\x129\n" +
 	"\n" +
 	"first_seen\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
-	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\x83\b\n" +
+	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xce\b\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5991,7 +6130,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"opsLeftOut\x12!\n" +
 	"\fdeclared_ops\x18\x1d \x01(\x03R\vdeclaredOps\x12'\n" +
 	"\x0fdeclared_states\x18\x1e \x01(\x03R\x0edeclaredStates\x12.\n" +
-	"\x13declared_state_keys\x18\x1f \x03(\fR\x11declaredStateKeys\"p\n" +
+	"\x13declared_state_keys\x18\x1f \x03(\fR\x11declaredStateKeys\x12&\n" +
+	"\x0funique_by_depth\x18  \x03(\x03R\runiqueByDepth\x12!\n" +
+	"\fstate_depths\x18! \x03(\x05R\vstateDepths\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
@@ -6014,7 +6155,14 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
 	"\x11GetFindingRequest\x12\x1d\n" +
 	"\n" +
-	"finding_id\x18\x01 \x01(\tR\tfindingId\"B\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\"5\n" +
+	"\x14GetExploreRunRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xb9\x01\n" +
+	"\x15GetExploreRunResponse\x123\n" +
+	"\arequest\x18\x01 \x01(\v2\x19.themis.v1.ExploreRequestR\arequest\x123\n" +
+	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ExploreSummaryR\asummary\x126\n" +
+	"\bprogress\x18\x03 \x03(\v2\x1a.themis.v1.ExploreProgressR\bprogress\"B\n" +
 	"\x12GetFindingResponse\x12,\n" +
 	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding\"\xbf\x01\n" +
 	"\x11ClockSweepRequest\x12\x14\n" +
@@ -6075,7 +6223,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x12ClockSweepResponse\x12*\n" +
 	"\x04cell\x18\x01 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.SweepSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\xab\x01\n" +
+	"\x05event\"\xd1\x01\n" +
 	"\x0eProfileRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x10\n" +
 	"\x03ops\x18\x02 \x03(\tR\x03ops\x12\x14\n" +
@@ -6083,7 +6231,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\x12\x19\n" +
 	"\bls_files\x18\x05 \x01(\x05R\alsFiles\x12!\n" +
-	"\ftree_entries\x18\x06 \x01(\x05R\vtreeEntries\"b\n" +
+	"\ftree_entries\x18\x06 \x01(\x05R\vtreeEntries\x12$\n" +
+	"\x0esetup_may_fail\x18\a \x01(\bR\fsetupMayFail\"b\n" +
 	"\bLBARange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x16\n" +
@@ -6183,7 +6332,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"normalized\x18\x03 \x01(\bR\n" +
 	"normalized\x12,\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x14.themis.v1.DiffRangeR\x06ranges\x12,\n" +
-	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked2\x8d\f\n" +
+	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked2\xe1\f\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -6204,7 +6353,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aExplore\x12\x19.themis.v1.ExploreRequest\x1a\x1a.themis.v1.ExploreResponse0\x01\x12O\n" +
 	"\fListFindings\x12\x1e.themis.v1.ListFindingsRequest\x1a\x1f.themis.v1.ListFindingsResponse\x12I\n" +
 	"\n" +
-	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponse\x12K\n" +
+	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponse\x12R\n" +
+	"\rGetExploreRun\x12\x1f.themis.v1.GetExploreRunRequest\x1a .themis.v1.GetExploreRunResponse\x12K\n" +
 	"\n" +
 	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01\x12B\n" +
 	"\aProfile\x12\x19.themis.v1.ProfileRequest\x1a\x1a.themis.v1.ProfileResponse0\x01\x12B\n" +
@@ -6224,7 +6374,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -6273,178 +6423,185 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ListFindingsRequest)(nil),      // 44: themis.v1.ListFindingsRequest
 	(*ListFindingsResponse)(nil),     // 45: themis.v1.ListFindingsResponse
 	(*GetFindingRequest)(nil),        // 46: themis.v1.GetFindingRequest
-	(*GetFindingResponse)(nil),       // 47: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 48: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 49: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 50: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 51: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 52: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 53: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 54: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 55: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 56: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 57: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 58: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 59: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 60: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 61: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 62: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 63: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 64: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 65: themis.v1.DiffResponse
-	nil,                              // 66: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 67: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 68: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 69: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 70: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 71: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 72: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 73: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 74: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 75: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 76: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 77: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 78: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 79: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 80: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 81: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 82: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 83: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 84: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 85: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 86: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 87: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 88: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 89: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 90: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 91: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 92: themis.agent.v1.Timespec
+	(*GetExploreRunRequest)(nil),     // 47: themis.v1.GetExploreRunRequest
+	(*GetExploreRunResponse)(nil),    // 48: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 49: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 50: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 51: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 52: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 53: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 54: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 55: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 56: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 57: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 58: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 59: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 60: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 61: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 62: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 63: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 64: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 65: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 66: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 67: themis.v1.DiffResponse
+	nil,                              // 68: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 69: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 70: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 71: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 72: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 73: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 74: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 75: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 76: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 77: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 78: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 79: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 80: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 81: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 82: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 83: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 84: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 85: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 86: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 87: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 88: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 89: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 90: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 91: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 92: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 93: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 94: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
-	0,  // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
-	3,  // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	68, // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	68, // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
-	2,  // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
-	2,  // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
-	1,  // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	68, // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	12, // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
-	1,  // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
-	13, // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	13, // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	13, // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	69, // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	70, // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	71, // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	72, // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	73, // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	74, // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	75, // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	76, // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	77, // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	78, // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	79, // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	80, // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	81, // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	82, // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	83, // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	84, // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	85, // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	86, // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	87, // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	88, // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
-	22, // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
-	24, // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	89, // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	90, // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	90, // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
-	27, // 39: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	12, // 40: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	91, // 41: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	68, // 42: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	24, // 43: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	35, // 44: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	89, // 45: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	24, // 46: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	68, // 47: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	68, // 48: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	68, // 49: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	12, // 50: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	12, // 51: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	42, // 52: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	39, // 53: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	40, // 54: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	41, // 55: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	40, // 56: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	40, // 57: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	92, // 58: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	92, // 59: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	92, // 60: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	66, // 61: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	50, // 62: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	49, // 63: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	51, // 64: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	54, // 65: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	54, // 66: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	54, // 67: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	54, // 68: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	56, // 69: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	55, // 70: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	57, // 71: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	67, // 72: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	60, // 73: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	61, // 74: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	64, // 75: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	64, // 76: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,  // 77: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,  // 78: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,  // 79: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10, // 80: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14, // 81: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16, // 82: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18, // 83: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20, // 84: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23, // 85: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26, // 86: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29, // 87: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31, // 88: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33, // 89: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36, // 90: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38, // 91: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	44, // 92: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	46, // 93: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	48, // 94: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	53, // 95: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	59, // 96: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	63, // 97: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,  // 98: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,  // 99: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,  // 100: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11, // 101: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15, // 102: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17, // 103: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19, // 104: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21, // 105: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25, // 106: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28, // 107: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30, // 108: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32, // 109: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34, // 110: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37, // 111: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	43, // 112: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	45, // 113: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	47, // 114: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	52, // 115: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	58, // 116: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	62, // 117: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	65, // 118: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	98, // [98:119] is the sub-list for method output_type
-	77, // [77:98] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	0,   // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
+	3,   // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
+	70,  // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	70,  // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	2,   // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
+	2,   // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
+	2,   // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
+	1,   // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
+	70,  // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	12,  // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
+	1,   // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
+	13,  // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	13,  // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	13,  // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
+	71,  // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	72,  // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	73,  // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	74,  // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	75,  // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	76,  // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	77,  // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	78,  // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	79,  // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	80,  // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	81,  // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	82,  // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	83,  // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	84,  // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	85,  // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	86,  // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	87,  // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	88,  // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	89,  // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	90,  // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	22,  // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
+	24,  // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
+	91,  // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	92,  // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	92,  // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	27,  // 39: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
+	12,  // 40: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
+	93,  // 41: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	70,  // 42: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	24,  // 43: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	35,  // 44: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	91,  // 45: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	24,  // 46: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	70,  // 47: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	70,  // 48: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	70,  // 49: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	12,  // 50: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	12,  // 51: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	42,  // 52: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	39,  // 53: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	40,  // 54: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	41,  // 55: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	40,  // 56: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	38,  // 57: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	41,  // 58: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	39,  // 59: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	40,  // 60: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	94,  // 61: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	94,  // 62: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	94,  // 63: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	68,  // 64: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	52,  // 65: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	51,  // 66: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	53,  // 67: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	56,  // 68: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	56,  // 69: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	56,  // 70: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	56,  // 71: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	58,  // 72: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	57,  // 73: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	59,  // 74: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	69,  // 75: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	62,  // 76: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	63,  // 77: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	66,  // 78: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	66,  // 79: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	4,   // 80: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	6,   // 81: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	8,   // 82: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	10,  // 83: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	14,  // 84: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	16,  // 85: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	18,  // 86: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	20,  // 87: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	23,  // 88: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	26,  // 89: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	29,  // 90: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	31,  // 91: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	33,  // 92: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	36,  // 93: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	38,  // 94: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	44,  // 95: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	46,  // 96: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	47,  // 97: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	50,  // 98: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	55,  // 99: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	61,  // 100: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	65,  // 101: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	5,   // 102: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	7,   // 103: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	9,   // 104: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	11,  // 105: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	15,  // 106: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	17,  // 107: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	19,  // 108: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	21,  // 109: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	25,  // 110: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	28,  // 111: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	30,  // 112: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	32,  // 113: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	34,  // 114: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	37,  // 115: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	43,  // 116: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	45,  // 117: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	49,  // 118: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	48,  // 119: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	54,  // 120: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	60,  // 121: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	64,  // 122: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	67,  // 123: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	102, // [102:124] is the sub-list for method output_type
+	80,  // [80:102] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -6479,15 +6636,15 @@ func file_themis_v1_themis_proto_init() {
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[50].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[52].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[56].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[58].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[60].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[62].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -6497,7 +6654,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,7 @@ const (
 	Themis_Explore_FullMethodName          = "/themis.v1.Themis/Explore"
 	Themis_ListFindings_FullMethodName     = "/themis.v1.Themis/ListFindings"
 	Themis_GetFinding_FullMethodName       = "/themis.v1.Themis/GetFinding"
+	Themis_GetExploreRun_FullMethodName    = "/themis.v1.Themis/GetExploreRun"
 	Themis_ClockSweep_FullMethodName       = "/themis.v1.Themis/ClockSweep"
 	Themis_Profile_FullMethodName          = "/themis.v1.Themis/Profile"
 	Themis_Corrupt_FullMethodName          = "/themis.v1.Themis/Corrupt"
@@ -82,6 +83,9 @@ type ThemisClient interface {
 	// ListFindings lists stored findings, newest first.
 	ListFindings(ctx context.Context, in *ListFindingsRequest, opts ...grpc.CallOption) (*ListFindingsResponse, error)
 	GetFinding(ctx context.Context, in *GetFindingRequest, opts ...grpc.CallOption) (*GetFindingResponse, error)
+	// GetExploreRun returns what a finished explore run kept of itself: its
+	// request, summary and progress over time (its findings: ListFindings).
+	GetExploreRun(ctx context.Context, in *GetExploreRunRequest, opts ...grpc.CallOption) (*GetExploreRunResponse, error)
 	// ClockSweep boots a session with the given lanes and, for each lane x
 	// value x op, sets the clock (or the explicit time), runs the op, and reads
 	// back the guest's view, the inode on disk and the view after remount.
@@ -288,6 +292,16 @@ func (c *themisClient) GetFinding(ctx context.Context, in *GetFindingRequest, op
 	return out, nil
 }
 
+func (c *themisClient) GetExploreRun(ctx context.Context, in *GetExploreRunRequest, opts ...grpc.CallOption) (*GetExploreRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetExploreRunResponse)
+	err := c.cc.Invoke(ctx, Themis_GetExploreRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *themisClient) ClockSweep(ctx context.Context, in *ClockSweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClockSweepResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[1], Themis_ClockSweep_FullMethodName, cOpts...)
@@ -388,6 +402,9 @@ type ThemisServer interface {
 	// ListFindings lists stored findings, newest first.
 	ListFindings(context.Context, *ListFindingsRequest) (*ListFindingsResponse, error)
 	GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error)
+	// GetExploreRun returns what a finished explore run kept of itself: its
+	// request, summary and progress over time (its findings: ListFindings).
+	GetExploreRun(context.Context, *GetExploreRunRequest) (*GetExploreRunResponse, error)
 	// ClockSweep boots a session with the given lanes and, for each lane x
 	// value x op, sets the clock (or the explicit time), runs the op, and reads
 	// back the guest's view, the inode on disk and the view after remount.
@@ -465,6 +482,9 @@ func (UnimplementedThemisServer) ListFindings(context.Context, *ListFindingsRequ
 }
 func (UnimplementedThemisServer) GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFinding not implemented")
+}
+func (UnimplementedThemisServer) GetExploreRun(context.Context, *GetExploreRunRequest) (*GetExploreRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetExploreRun not implemented")
 }
 func (UnimplementedThemisServer) ClockSweep(*ClockSweepRequest, grpc.ServerStreamingServer[ClockSweepResponse]) error {
 	return status.Error(codes.Unimplemented, "method ClockSweep not implemented")
@@ -798,6 +818,24 @@ func _Themis_GetFinding_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_GetExploreRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExploreRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).GetExploreRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_GetExploreRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).GetExploreRun(ctx, req.(*GetExploreRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Themis_ClockSweep_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(ClockSweepRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -919,6 +957,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFinding",
 			Handler:    _Themis_GetFinding_Handler,
+		},
+		{
+			MethodName: "GetExploreRun",
+			Handler:    _Themis_GetExploreRun_Handler,
 		},
 		{
 			MethodName: "Diff",
