@@ -37,6 +37,19 @@
 // sector: a write that needs new sectors is refused whole when the charger
 // refuses, and Pop, PopTo, Merge and Close give back what they drop.
 //
+// # Write log and crash views
+//
+// StartLog, right after a Push, records every write (as whole sectors) and
+// every Flush the device receives, in order, until StopLog or any change
+// of the layers (Pop, PopTo, Merge: the writes may be undone). While it
+// runs, a write never changes a sector in place: it puts a fresh sector in
+// the top layer and the log keeps the old one, so each entry's sectors
+// stay as that write left them without a copy (the versions only the log
+// holds are billed to the charger; at most MaxLogEntries entries, past
+// which the log is dropped and says so). CrashView(keep) reads as the
+// image at the log's start with the kept writes laid over it in log
+// order: the disk a power cut could leave (package crash chooses which).
+//
 // # Concurrency and ownership
 //
 // All methods are safe for concurrent use; one mutex serializes them, so Hash,

@@ -70,6 +70,8 @@ type Device struct {
 	readSet map[uint64]struct{}
 	// charger is billed SectorCost for every sector the layers hold (nil: none).
 	charger Charger
+	// log is the running write log (StartLog), nil when none.
+	log *writeLog
 }
 
 // SectorCost is the host memory a held sector is billed: its 512 bytes
@@ -262,40 +264,69 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("overlay: write %d bytes at %d (size %d): %w", len(p), off, d.size, ErrOutOfRange)
 	}
 	top := d.layers[len(d.layers)-1]
-	if err := d.charge(top, off, len(p)); err != nil {
+	logging := d.logging()
+	if err := d.charge(top, off, len(p), logging); err != nil {
 		return 0, err
 	}
+	rec := logRecord{LogEntry: LogEntry{LBA: uint64(off / SectorSize)}}
 	total := len(p)
 	for len(p) > 0 {
 		lba := uint64(off / SectorSize)
 		in := int(off % SectorSize)
 		n := min(SectorSize-in, len(p))
-		s, ok := top.sectors[lba]
-		if !ok {
-			s = new(sector)
-			if n < SectorSize {
-				if err := d.resolve(s[:], int64(lba)*SectorSize, false); err != nil {
-					return total - len(p), err
-				}
-			}
-			top.sectors[lba] = s
+		s, err := d.sectorToWrite(top, lba, n < SectorSize, logging)
+		if err != nil {
+			return total - len(p), err
 		}
 		copy(s[in:in+n], p[:n])
 		top.written++
+		if logging {
+			rec.secs = append(rec.secs, s)
+		}
 		p, off = p[n:], off+int64(n)
+	}
+	if logging && len(rec.secs) > 0 {
+		rec.Sectors = len(rec.secs)
+		d.logAppend(rec)
 	}
 	return total, nil
 }
 
+// sectorToWrite returns top's sector lba to write into, made if top does
+// not hold it (filled from below when partial). While logging, the sector
+// is always a fresh one (the old one stays the log's) filled with the
+// current contents when partial. d.mu is held.
+func (d *Device) sectorToWrite(top *layer, lba uint64, partial, logging bool) (*sector, error) {
+	s, ok := top.sectors[lba]
+	if ok && !logging {
+		return s, nil
+	}
+	fresh := new(sector)
+	switch {
+	case ok && partial:
+		*fresh = *s
+	case !ok && partial:
+		if err := d.resolve(fresh[:], int64(lba)*SectorSize, false); err != nil {
+			return nil, err
+		}
+	}
+	if ok { // logging: the replaced sector is the log's alone now
+		d.log.extra++
+	}
+	top.sectors[lba] = fresh
+	return fresh, nil
+}
+
 // charge bills the charger for the sectors of [off, off+n) that top does
-// not hold yet. d.mu is held.
-func (d *Device) charge(top *layer, off int64, n int) error {
+// not hold yet, and, while logging, for those it does (the old ones stay
+// the log's). d.mu is held.
+func (d *Device) charge(top *layer, off int64, n int, logging bool) error {
 	if d.charger == nil || n == 0 {
 		return nil
 	}
 	fresh := int64(0)
 	for lba := uint64(off / SectorSize); lba <= uint64((off+int64(n)-1)/SectorSize); lba++ {
-		if _, ok := top.sectors[lba]; !ok {
+		if _, ok := top.sectors[lba]; !ok || logging {
 			fresh++
 		}
 	}
@@ -305,13 +336,17 @@ func (d *Device) charge(top *layer, off int64, n int) error {
 	return nil
 }
 
-// Flush implements the optional flusher of block backends; the device holds
-// everything in memory, so it is a no-op.
+// Flush implements the optional flusher of block backends: the device holds
+// everything in memory, so it only records the flush in the write log, if
+// one runs.
 func (d *Device) Flush() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return ErrClosed
+	}
+	if d.logging() {
+		d.logAppend(logRecord{LogEntry: LogEntry{Flush: true}})
 	}
 	return nil
 }
@@ -335,6 +370,7 @@ func (d *Device) Pop() error {
 	if len(d.layers) == 1 {
 		return ErrBaseLayer
 	}
+	d.dropLog()
 	d.release(len(d.layers[len(d.layers)-1].sectors))
 	d.layers[len(d.layers)-1] = nil
 	d.layers = d.layers[:len(d.layers)-1]
@@ -350,6 +386,9 @@ func (d *Device) PopTo(depth int) error {
 	}
 	if depth < 1 || depth > len(d.layers) {
 		return fmt.Errorf("overlay: pop to %d with depth %d: %w", depth, len(d.layers), ErrDepth)
+	}
+	if depth < len(d.layers) {
+		d.dropLog()
 	}
 	for _, l := range d.layers[depth:] {
 		d.release(len(l.sectors))
@@ -371,6 +410,7 @@ func (d *Device) Merge(i int) error {
 	if i < 2 || i > len(d.layers) {
 		return fmt.Errorf("overlay: merge layer %d with depth %d: %w", i, len(d.layers), ErrDepth)
 	}
+	d.dropLog()
 	upper, lower := d.layers[i-1], d.layers[i-2]
 	dup := 0
 	for lba, sec := range upper.sectors {
@@ -564,6 +604,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	d.dropLog()
 	for _, l := range d.layers {
 		d.release(len(l.sectors))
 	}
