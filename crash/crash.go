@@ -2,6 +2,7 @@ package crash
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/themisfs/themis/overlay"
@@ -46,21 +47,19 @@ type State struct {
 
 // String describes s: "after 1 flush, prefix 2 of writes 4..7".
 func (s State) String() string {
-	kept := s.Keep[len(s.Keep)-s.inFlight():]
-	return fmt.Sprintf("after %d flush(es), %s: in-flight writes %s of %s", s.Flushes, s.Kind, ints(kept), ints(s.Epoch))
+	return fmt.Sprintf("after %d flush(es), %s: in-flight writes %s of %s", s.Flushes, s.Kind, ints(s.InFlight()), ints(s.Epoch))
 }
 
-// inFlight is how many of Keep are of the crash's epoch.
-func (s State) inFlight() int {
+// InFlight is the writes of the crash's epoch the state keeps: the end of
+// Keep past its durable part.
+func (s State) InFlight() []int {
 	n := 0
 	for _, k := range s.Keep {
-		for _, e := range s.Epoch {
-			if k == e {
-				n++
-			}
+		if slices.Contains(s.Epoch, k) {
+			n++
 		}
 	}
-	return n
+	return s.Keep[len(s.Keep)-n:]
 }
 
 func ints(v []int) string {

@@ -137,7 +137,7 @@ func TestEnumerateBounds(t *testing.T) {
 			t.Errorf("%+v: %d states (truncated %v), last %s; want %d (%v), last %s", tt.o, len(states), truncated, last, tt.n, tt.truncated, tt.string)
 		}
 		for _, s := range states {
-			if s.Kind == KindSubset && s.inFlight() > max(tt.o.MaxSubset, 0) {
+			if s.Kind == KindSubset && len(s.InFlight()) > max(tt.o.MaxSubset, 0) {
 				t.Errorf("%+v: %s keeps more than %d in-flight writes", tt.o, s, tt.o.MaxSubset)
 			}
 		}

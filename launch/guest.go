@@ -39,10 +39,11 @@ type Spec struct {
 	// Charger, when set, is billed for the sectors every lane's overlay
 	// holds (overlay.Device.SetCharger), from before the machine starts.
 	Charger overlay.Charger
-	// Restore, Verify and AgentChannel are vmm.Config's.
+	// Restore, Verify, AgentChannel and ICount are vmm.Config's.
 	Restore      vmm.RestoreMode
 	Verify       bool
 	AgentChannel vmm.AgentChannel
+	ICount       bool
 	// Backend is the choice to boot on (Choose).
 	Backend Choice
 	// Start, when set, boots the machine instead of Backend's backend (a
@@ -121,7 +122,7 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 		}
 	}()
 	cfg := vmm.Config{Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, MemoryMiB: s.MemoryMiB,
-		Restore: s.Restore, Verify: s.Verify, AgentChannel: s.AgentChannel, Log: s.Log}
+		Restore: s.Restore, Verify: s.Verify, AgentChannel: s.AgentChannel, ICount: s.ICount, Log: s.Log}
 	if cfg.Disks, err = g.openLanes(ctx, s); err != nil {
 		return nil, err
 	}

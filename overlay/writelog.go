@@ -212,6 +212,26 @@ func (v *CrashView) ReadAt(p []byte, off int64) (int, error) {
 	return n, eof
 }
 
+// WriteTo writes the whole view to w, in chunks. It implements
+// io.WriterTo.
+func (v *CrashView) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, min(chunkSize, v.d.size))
+	var written int64
+	for off := int64(0); off < v.d.size; {
+		chunk := buf[:min(int64(len(buf)), v.d.size-off)]
+		if _, err := v.ReadAt(chunk, off); err != nil && err != io.EOF {
+			return written, err
+		}
+		n, err := w.Write(chunk)
+		written += int64(n)
+		if err != nil {
+			return written, fmt.Errorf("overlay: write crash view at %d: %w", off, err)
+		}
+		off += int64(n)
+	}
+	return written, nil
+}
+
 // readBelow reads p at off (inside one sector) through the bottom n layers
 // and the base. d.mu is held.
 func (d *Device) readBelow(p []byte, off int64, n int) error {

@@ -113,6 +113,10 @@ func TestCrashViewModel(t *testing.T) {
 			if trial == 1 && !bytes.Equal(readAll(t, v, size), readAll(t, d, size)) {
 				t.Fatalf("seed %d: the view of every write is not the device's image", seed)
 			}
+			var streamed bytes.Buffer
+			if n, err := v.WriteTo(&streamed); err != nil || n != size || !bytes.Equal(streamed.Bytes(), crashModel(start, writes, chosen)) {
+				t.Fatalf("seed %d trial %d: WriteTo wrote %d bytes (%v), not the view", seed, trial, n, err)
+			}
 		}
 	}
 }

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
+	"slices"
 	"testing"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -37,5 +40,46 @@ func TestDiffRPCSides(t *testing.T) {
 				t.Errorf("domain got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCrashRPC: the request's fields reach the domain (crash_writes as
+// the subset bound), each state streams with its in-flight writes, then
+// the summary per lane.
+func TestCrashRPC(t *testing.T) {
+	t.Parallel()
+	f := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, f))
+	stream, err := c.Crash(context.Background(), &themisv1.CrashRequest{Lanes: []string{"ext2"}, Trace: []string{"fsync"}, CrashWrites: -1, MaxStates: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res []*themisv1.CrashResult
+	var sum *themisv1.CrashSummary
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x := r.GetResult(); x != nil {
+			res = append(res, x)
+		}
+		if s := r.GetSummary(); s != nil {
+			sum = s
+		}
+	}
+	if len(res) != 1 || !slices.Equal(res[0].GetInFlight(), []int32{5}) || res[0].GetVerdict() != "dirty" || res[0].GetFlushes() != 1 {
+		t.Errorf("results %v: want one dirty state keeping in-flight write 5", res)
+	}
+	if sum == nil || len(sum.GetLanes()) != 1 || sum.GetLanes()[0].GetNotClean() != 1 || sum.GetLanes()[0].GetWrites() != 6 {
+		t.Errorf("summary %v", sum)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crash.Crash.MaxSubset != -1 || f.crash.Crash.MaxStates != 9 || !slices.Equal(f.crash.Trace, []string{"fsync"}) {
+		t.Errorf("domain got %+v", f.crash)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/runs/belowfs"
 	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/diskdiff"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
@@ -47,6 +48,7 @@ type Runs interface {
 	Profile(ctx context.Context, o belowfs.ProfileOptions, row func(belowfs.ProfileRow)) (*belowfs.ProfileSummary, error)
 	Corrupt(ctx context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error)
 	Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error)
+	Crash(ctx context.Context, o crashcheck.Options, res func(crashcheck.Result)) (*crashcheck.Summary, error)
 	// ExploreRecord is what a finished explore run of session id kept.
 	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
 }
@@ -76,6 +78,11 @@ func NewDomain(m *session.Manager) ManagedDomain { return managerDomain{Manager:
 type managerDomain struct{ *session.Manager }
 
 var _ managedDomain = managerDomain{}
+
+// Crash implements Runs.
+func (d managerDomain) Crash(ctx context.Context, o crashcheck.Options, res func(crashcheck.Result)) (*crashcheck.Summary, error) {
+	return crashcheck.Run(ctx, d.Manager, o, res)
+}
 
 // ExploreRecord implements Runs.
 func (d managerDomain) ExploreRecord(ctx context.Context, id string) (*exploration.Record, error) {

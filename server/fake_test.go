@@ -8,9 +8,11 @@ import (
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/runs/belowfs"
 	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
@@ -31,6 +33,7 @@ type fakeDomain struct {
 	onRestore func(time.Duration)
 	diff      [2]session.DiffSide // the last Diff's sides
 	explore   exploration.Options // the last Explore's options
+	crash     crashcheck.Options  // the last Crash's options
 
 	// When block is set, Apply signals entered and waits for block to close
 	// or for its context to end.
@@ -413,6 +416,19 @@ func (f *fakeDomain) Corrupt(_ context.Context, o belowfs.CorruptOptions, res fu
 	}
 	res(belowfs.CorruptResult{Lane: "ext2", Target: "superblock.magic", LBA: 2, Offset: 56, Class: "fatal"})
 	return &belowfs.CorruptSummary{Session: "s-1", Results: 1, ByClass: map[string]int{"fatal": 1}}, nil
+}
+
+// Crash records the options and sends one dirty state of lane "ext2".
+func (f *fakeDomain) Crash(_ context.Context, o crashcheck.Options, res func(crashcheck.Result)) (*crashcheck.Summary, error) {
+	if err := f.record("Crash"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.crash = o
+	f.mu.Unlock()
+	res(crashcheck.Result{Lane: "ext2", Index: 3, Verdict: crashcheck.Dirty, Output: "Inode bitmap differences",
+		State: crash.State{Keep: []int{0, 2, 5}, Flushes: 1, Kind: crash.KindSubset, Epoch: []int{4, 5, 6}}})
+	return &crashcheck.Summary{Session: "s-1", Lanes: map[string]*crashcheck.LaneSummary{"ext2": {Writes: 6, Flushes: 2, States: 9, Dirty: 1}}}, nil
 }
 
 func (f *fakeDomain) Diff(_ context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {

@@ -117,6 +117,7 @@ func (s *Server) CreateSession(ctx context.Context, req *themisv1.CreateSessionR
 		Verify:    req.GetVerify(),
 		Backend:   req.GetBackend(),
 		Image:     req.GetImage(),
+		ICount:    req.GetIcount(),
 	})
 	if err != nil {
 		return nil, toStatus(err)

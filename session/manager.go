@@ -133,6 +133,9 @@ type CreateOptions struct {
 	// flavour's (replay on another kernel): one that `themisctl guest
 	// build` made, under CacheDir's images directory ("" the default).
 	Image string
+	// ICount boots under QEMU's instruction counting (vmm.Config.ICount):
+	// QEMU only, so "auto" picks QEMU and "kvm" is refused.
+	ICount bool
 }
 
 // Stats are the Manager's counters.
@@ -333,6 +336,8 @@ type session struct {
 	// image is the guest image CreateOptions.Image named (nil: the lanes'
 	// flavour's).
 	image *guest.Image
+	// icount is CreateOptions.ICount.
+	icount bool
 }
 
 func newSessionID() (string, error) {
@@ -384,6 +389,9 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 		o.Backend = "auto"
 	case "qemu":
 	case "kvm": // checked against the host by Create
+		if o.ICount {
+			return nil, Invalid("icount", "instruction counting is QEMU TCG's: not with backend \"kvm\"")
+		}
 	default:
 		return nil, Invalid("backend", "%q: want \"auto\", \"qemu\" or \"kvm\"", o.Backend)
 	}
@@ -397,7 +405,11 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	choice, err := launch.Choose(launch.Probe(), o.Backend)
+	backend := o.Backend
+	if o.ICount {
+		backend = "qemu" // ValidateCreate refused "kvm"
+	}
+	choice, err := launch.Choose(launch.Probe(), backend)
 	var fe *launch.FieldError
 	if errors.As(err, &fe) {
 		return nil, Invalid(fe.Field, "%q: %s", fe.Value, fe.Reason)
@@ -445,8 +457,9 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		return nil, fmt.Errorf("session id: %w", err)
 	}
 	s := &session{
-		image: img,
-		mu:    newLock(),
+		image:  img,
+		icount: o.ICount,
+		mu:     newLock(),
 		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
 			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
 		specs: specs, vmmID: make(map[string]vmm.CheckpointID),
@@ -547,7 +560,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 	}
 	s.info.Backend = choice.Backend
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
-		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, Backend: choice,
+		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, ICount: s.icount, Backend: choice,
 		Charger: s.budget.Account(kindOverlay),
 		Start:   m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {

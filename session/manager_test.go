@@ -53,6 +53,10 @@ func TestBadInputs(t *testing.T) {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm2"})
 			return err
 		}, session.ErrInvalid, "backend"},
+		{"icount on kvm", func() error {
+			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm", ICount: true})
+			return err
+		}, session.ErrInvalid, "icount"},
 		{"empty session", func() error { _, err := m.Apply(ctx, "", mk("d")); return err }, session.ErrInvalid, "session_id"},
 		{"unknown session", func() error { _, err := m.Apply(ctx, "s-nope", mk("d")); return err }, session.ErrNotFound, ""},
 		{"unknown session get", func() error { _, err := m.Get(ctx, "s-nope"); return err }, session.ErrNotFound, ""},

@@ -87,6 +87,10 @@ type Config struct {
 	// both backends; KVM keeps the UART when the guest does not open the
 	// port). AgentUART offers the guest no virtio port.
 	AgentChannel AgentChannel
+	// ICount runs the guest under QEMU TCG's instruction counting
+	// (-icount shift=0,sleep=off): guest time follows the instructions
+	// executed, not the host clock. QEMU only; the KVM backend refuses it.
+	ICount bool
 	// BootTimeout bounds boot to agent-ready (default 60 s).
 	BootTimeout time.Duration
 	// Console receives the guest's serial console output (nil: discarded, last lines kept for errors).

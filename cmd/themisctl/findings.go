@@ -63,8 +63,8 @@ func listFindings(ctx context.Context, c *conn, session string) ([]*themisv1.Fin
 
 // newReplay is `themisctl replay`.
 func newReplay(g *globals) *cobra.Command {
-	var passes int
-	var clockMode, trace, lanes, image string
+	var po passesOptions
+	var trace, lanes, image string
 	cmd := &cobra.Command{
 		Use: "replay FINDING | replay --passes N --fs LANES --trace 'OP; OP'", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -83,7 +83,8 @@ func newReplay(g *globals) *cobra.Command {
 					}
 				}
 				if cmd.Flags().Changed("passes") {
-					r, err := replayPasses(ctx, c, fr.GetFinding(), passes, clockMode, image)
+					po.image = image
+					r, err := replayPasses(ctx, c, fr.GetFinding(), po)
 					if err != nil {
 						return err
 					}
@@ -103,8 +104,9 @@ func newReplay(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().IntVar(&passes, "passes", 9, "replay fidelity: run the trace this many times from one checkpoint and count the distinct whole-disk (after a sync) and RAM hashes they leave (docs/replay.md)")
-	cmd.Flags().StringVar(&clockMode, "clock", "both", "with --passes: the guest clock free, pinned (set by the agent before every op), or both")
+	cmd.Flags().IntVar(&po.n, "passes", 9, "replay fidelity: run the trace this many times from one checkpoint and count the distinct whole-disk (after a sync) and RAM hashes they leave (docs/replay.md)")
+	cmd.Flags().StringVar(&po.clock, "clock", "both", "with --passes: the guest clock free, pinned (set by the agent before every op), or both")
+	cmd.Flags().StringVar(&po.icount, "icount", "off", "with --passes: QEMU's instruction counting (-icount shift=0,sleep=off: guest time follows instructions) off, on, or both (a session each)")
 	cmd.Flags().StringVar(&trace, "trace", "", "with --passes and no finding: the ops to replay, ';'-separated, in the short form of `themisctl apply`")
 	cmd.Flags().StringVar(&lanes, "fs", "ext2", "with --trace: the lane specs")
 	cmd.Flags().StringVar(&image, "image", "", "replay on this guest image (a directory `themisctl guest build` printed: another kernel or flavour) instead of the lanes' own")
@@ -115,7 +117,7 @@ func newReplay(g *globals) *cobra.Command {
 // after) and compares the lanes' errnos and final fingerprints.
 func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*replayResult, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	cs, remove, err := replaySession(ctx, c, f, image)
+	cs, remove, err := replaySession(ctx, c, f, image, false)
 	if err != nil {
 		return nil, err
 	}
@@ -314,8 +316,8 @@ func splitTrace(s string) []string {
 // replaySession creates a fresh session with f's lanes (on the guest image
 // dir, "" the lanes' flavour's); remove deletes it
 // (a failure is said on stderr: the replay's result stands).
-func replaySession(ctx context.Context, c *conn, f *themisv1.Finding, image string) (s *themisv1.Session, remove func(), err error) {
-	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs(), Image: image})
+func replaySession(ctx context.Context, c *conn, f *themisv1.Finding, image string, icount bool) (s *themisv1.Session, remove func(), err error) {
+	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs(), Image: image, Icount: icount})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -62,7 +62,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newDoctor(g), newGuest(g))
 	root.AddCommand(newExplore(g), newFindings(g), newReplay(g), newBisect(g))
 	root.AddCommand(newSweep(g), newBench(g))
-	root.AddCommand(newProfile(g), newCorrupt(g))
+	root.AddCommand(newProfile(g), newCorrupt(g), newCrash(g))
 	root.AddCommand(newDiff(g), newReport(g))
 	root.AddCommand(newSession(g), newFork(g), newRestore(g), newCheckpoints(g), newApply(g), newFingerprint(g),
 		newStat(g), newRestoreFile(g), newEvents(g), newDaemon(g))

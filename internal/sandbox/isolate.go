@@ -25,12 +25,13 @@ const (
 
 // setupScript builds the private root in the new mount namespace and
 // execs the tool there (see the package doc). $1 the root dir, $2 the
-// image, $3 the tool on the host, $4 the tool inside; the rest the command
+// image, $3 the tool on the host, $4 the tool inside, $5 "rw" when the
+// tool may write the image (else it is read-only); the rest the command
 // to exec inside the root. It writes "ok" on fd 3 once all is mounted, so a
 // failure before is told from the tool's own exit.
 const setupScript = `set -eu
-root=$1 image=$2 bin=$3 inbin=$4
-shift 4
+root=$1 image=$2 bin=$3 inbin=$4 imagemode=$5
+shift 5
 robind() { mount --bind "$1" "$2"; mount -o remount,bind,ro,nosuid,nodev "$2"; }
 mount -t tmpfs -o size=1m,mode=0755,nosuid,nodev themis-sandbox "$root"
 cd "$root"
@@ -45,7 +46,8 @@ mkdir -p proc/self
 : > etc/mtab
 : > proc/self/mounts
 touch image
-robind "$image" image
+if [ "$imagemode" = rw ]; then mount --bind "$image" image; mount -o remount,bind,nosuid,nodev image
+else robind "$image" image; fi
 if [ "$bin" != "$inbin" ]; then touch ".$inbin"; robind "$bin" ".$inbin"; fi
 mount -t tmpfs -o size=16m,mode=1777,nosuid,nodev themis-tmp tmp
 mount -o remount,ro "$root"
@@ -57,13 +59,13 @@ exec ` + chrootBin + ` "$root" "$@"
 // isolatedArgv is the command line of an isolated run: unshare, the setup
 // script, then inside the root prlimit, setpriv (no capabilities) and the
 // tool on /image.
-func isolatedArgv(root, bin string, args []string, image string, rl []string) []string {
+func isolatedArgv(root, bin string, args []string, image string, writable bool, rl []string) []string {
 	inbin := bin
 	if !strings.HasPrefix(bin, "/usr/") {
 		inbin = "/tool/" + filepath.Base(bin)
 	}
 	argv := []string{unshareBin, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child",
-		"--", "/bin/sh", "-c", setupScript, "themis-sandbox", root, image, bin, inbin, prlimitBin}
+		"--", "/bin/sh", "-c", setupScript, "themis-sandbox", root, image, bin, inbin, map[bool]string{false: "ro", true: "rw"}[writable], prlimitBin}
 	argv = append(argv, rl...)
 	argv = append(argv, "--", setprivBin, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all",
 		"--ambient-caps=-all", "--", inbin)

@@ -28,6 +28,9 @@ type Limits struct {
 	FileSize int64         // RLIMIT_FSIZE, bytes: the largest file the tool may write (NoFileSizeLimit: none)
 	Files    int           // RLIMIT_NOFILE
 	Output   int           // bytes of stdout and stderr kept (head and tail)
+	// WritableImage lets the tool write the image (a journal replay into
+	// the caller's private copy); it is read-only otherwise.
+	WritableImage bool
 }
 
 // NoFileSizeLimit as Limits.FileSize leaves RLIMIT_FSIZE unlimited:
@@ -60,6 +63,7 @@ func (l Limits) orDefault() Limits {
 	if l.Output > 0 {
 		d.Output = l.Output
 	}
+	d.WritableImage = l.WritableImage
 	return d
 }
 
@@ -103,7 +107,7 @@ func Run(ctx context.Context, lim Limits, bin string, args []string, image strin
 			}
 		}()
 		res.Image = "/image"
-		argv = isolatedArgv(root, bin, args, image, rl)
+		argv = isolatedArgv(root, bin, args, image, lim.WritableImage, rl)
 	case hasPrlimit():
 		argv = append(append(append(append([]string{prlimitBin}, rl...), "--", bin), args...), image)
 	default:

@@ -134,3 +134,37 @@ func TestRunWithoutPrlimit(t *testing.T) {
 		t.Errorf("a plain tool: exit %d, want 3", ok.ExitCode)
 	}
 }
+
+// TestWritableImage: isolated, the tool cannot write its image unless
+// Limits.WritableImage says so, and then its writes reach the caller's
+// file.
+func TestWritableImage(t *testing.T) {
+	if !probe().ok {
+		t.Skip("skipped: this host cannot isolate (not root, or no namespaces): the image is then only as protected as its file")
+	}
+	for _, writable := range []bool{false, true} {
+		dir := t.TempDir()
+		bin, image := filepath.Join(dir, "tool"), filepath.Join(dir, "img")
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\nprintf replayed > \"$1\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(image, []byte("journal"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(context.Background(), Limits{Timeout: 10 * time.Second, WritableImage: writable}, bin, nil, image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, code := "journal", res.ExitCode != 0
+		if writable {
+			want, code = "replayed", res.ExitCode == 0
+		}
+		if string(got) != want || !code {
+			t.Errorf("writable %v: image %q, exit %d (%s); want %q", writable, got, res.ExitCode, res.Output, want)
+		}
+	}
+}

@@ -397,21 +397,21 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 	}
 	rejected := make([]int32, len(w.specs))
 	for _, st := range steps {
-		if clock.UsesClock(op) {
-			errno, err := w.setClock(ctx, st)
-			if err != nil {
-				return nil, err
-			}
-			if errno != 0 {
-				for i := range cells {
-					rejected[i] = errno
-				}
-				break
-			}
-		}
 		for i, sp := range w.specs {
 			if rejected[i] != 0 {
 				continue
+			}
+			// The clock is set right before each lane's op, not once for
+			// all: on a loaded host the lanes' round trips would add up
+			// past clockSlack.
+			if clock.UsesClock(op) {
+				errno, err := w.setClock(ctx, st)
+				if err != nil {
+					return nil, err
+				}
+				if rejected[i] = errno; errno != 0 {
+					continue
+				}
 			}
 			resp, err := w.run.Call(ctx, op+" "+sp.Name, opReq(op, sp.Name, st))
 			if err != nil {

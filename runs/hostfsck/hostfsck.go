@@ -3,7 +3,9 @@ package hostfsck
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,9 @@ type Tool struct {
 	bin  string   // executable
 	args []string // before the image path
 	pkg  string   // Debian package
+	// recover replays the filesystem's journal into the image, as a mount
+	// would (nil: the checker has no such step here).
+	recover []string
 	// Limits bound each run (internal/sandbox; zero fields: sandbox.Default).
 	Limits sandbox.Limits
 }
@@ -33,7 +38,7 @@ type Tool struct {
 func For(fs string) (Tool, error) {
 	switch {
 	case strings.HasPrefix(fs, "ext"):
-		return Tool{Name: "e2fsck -fn", bin: "e2fsck", args: []string{"-fn"}, pkg: "e2fsprogs"}, nil
+		return Tool{Name: "e2fsck -fn", bin: "e2fsck", args: []string{"-fn"}, pkg: "e2fsprogs", recover: []string{"-E", "journal_only", "-y"}}, nil
 	case fs == "btrfs":
 		return Tool{Name: "btrfs check --readonly --check-data-csum", bin: "btrfs", args: []string{"check", "--readonly", "--check-data-csum"},
 			pkg: "btrfs-progs"}, nil
@@ -90,6 +95,39 @@ func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byt
 	}
 	return f.verdict(res.ExitCode, out)
 }
+
+// Recover replays image's journal in place, as a mount would (e2fsck -E
+// journal_only -y for ext*: nothing without a journal), in the sandbox. A
+// checker without such a step (btrfs replays its log tree only at mount;
+// xfs_repair refuses a dirty log) returns ErrNoRecovery.
+func (f Tool) Recover(ctx context.Context, image string) ([]byte, error) {
+	if f.recover == nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, ErrNoRecovery)
+	}
+	bin, err := hosttool.Look(f.bin)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	st, err := os.Stat(image)
+	if err != nil {
+		return nil, fmt.Errorf("%s journal replay: %w", f.bin, err)
+	}
+	lim := f.Limits
+	lim.WritableImage, lim.FileSize = true, max(st.Size(), 1) // it writes inside the image, never past it
+	res, err := sandbox.Run(ctx, lim, bin, f.recover, image)
+	out := bytes.ReplaceAll(res.Output, []byte(res.Image), []byte("<image>"))
+	if err != nil {
+		return out, fmt.Errorf("%s journal replay (sandbox %s): %w: %s", f.bin, res.Isolation, err, Truncate(out, MaxOutput))
+	}
+	if res.ExitCode > 3 { // 1, 2: corrected (replayed); 4 and up: not
+		return out, fmt.Errorf("%s journal replay: exit status %d: %s", f.bin, res.ExitCode, Truncate(out, MaxOutput))
+	}
+	return out, nil
+}
+
+// ErrNoRecovery is Recover's error for a filesystem whose journal the host
+// cannot replay.
+var ErrNoRecovery = errors.New("no journal replay on the host")
 
 // verdict maps a non-zero exit status of the checker.
 func (f Tool) verdict(code int, out []byte) (Verdict, []byte, error) {

@@ -7,6 +7,15 @@ import (
 	"github.com/themisfs/themis/vmm"
 )
 
+// TestLinuxConfigICount: instruction counting is QEMU's; the KVM backend
+// refuses it by name before a VM exists.
+func TestLinuxConfigICount(t *testing.T) {
+	t.Parallel()
+	if _, err := linuxConfig(vmm.Config{Kernel: "/vmlinuz", ICount: true}); err == nil || !strings.Contains(err.Error(), "ICount") {
+		t.Errorf("linuxConfig(ICount) = %v, want an error naming ICount", err)
+	}
+}
+
 // TestLinuxConfigAgentChannel: the KVM backend offers the agent console
 // (virtio, the default) or only the UART; anything else fails before a VM
 // exists.

@@ -197,6 +197,8 @@ func linuxConfig(cfg vmm.Config) (vmm.Config, error) {
 		return cfg, fmt.Errorf("kvm: config: Disks: %d disks, at most %d", len(cfg.Disks), len(diskIRQs))
 	case cfg.Restore != vmm.RestoreDevices && cfg.Restore != vmm.RestoreFull:
 		return cfg, fmt.Errorf("kvm: config: Restore: unknown mode %q", cfg.Restore)
+	case cfg.ICount:
+		return cfg, errors.New("kvm: config: ICount: instruction counting is QEMU TCG's (-icount); KVM runs the guest's instructions natively")
 	case cfg.AgentChannel != "" && cfg.AgentChannel != vmm.AgentVirtio && cfg.AgentChannel != vmm.AgentUART:
 		return cfg, fmt.Errorf("kvm: config: AgentChannel: %q: want %q or %q", cfg.AgentChannel, vmm.AgentVirtio, vmm.AgentUART)
 	}

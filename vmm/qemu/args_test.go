@@ -46,6 +46,19 @@ func TestArgsAgentChannel(t *testing.T) {
 	}
 }
 
+// TestArgsICount: instruction counting is -icount with a fixed shift and
+// no sleeping, and absent unless asked for.
+func TestArgsICount(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{false, true} {
+		m := &Machine{cfg: vmm.Config{MemoryMiB: 128, ICount: on, Kernel: "/k", Initramfs: "/i"}, ram: &ramFile{path: "/dev/shm/ram"}}
+		got := flagValues(m.args("/w/qmp.sock", "/w/agent.sock", "/w/state.qcow2"), "-icount")
+		if want := map[bool][]string{true: {"shift=0,sleep=off"}}[on]; !slices.Equal(got, want) {
+			t.Errorf("ICount %v: -icount %q, want %q", on, got, want)
+		}
+	}
+}
+
 // flagValues returns the value after every occurrence of flag.
 func flagValues(args []string, flag string) []string {
 	var v []string

@@ -305,6 +305,11 @@ func (m *Machine) args(qmpPath, agentPath, statePath string) []string {
 		"-device", "isa-serial,chardev=con,index=0",
 	}
 	args = append(args, agentArgs(m.cfg.AgentChannel, agentPath)...)
+	if m.cfg.ICount {
+		// One instruction a nanosecond of guest time, and no sleeping: an
+		// idle guest's clock jumps to its next timer (docs/replay.md).
+		args = append(args, "-icount", "shift=0,sleep=off")
+	}
 	return append(args,
 		"-chardev", fmt.Sprintf("socket,id=qmp,path=%s", qmpPath),
 		"-mon", "chardev=qmp,mode=control",

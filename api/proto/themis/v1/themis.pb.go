@@ -88,7 +88,7 @@ func (x Session_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Session_State.Descriptor instead.
 func (Session_State) EnumDescriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{0, 0}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type Checkpoint_Origin int32
@@ -137,7 +137,447 @@ func (x Checkpoint_Origin) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Checkpoint_Origin.Descriptor instead.
 func (Checkpoint_Origin) EnumDescriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11, 0}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16, 0}
+}
+
+type CrashRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lane specs; each needs a host fsck (ext2/3/4, btrfs, xfs, exfat, f2fs, minix).
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Ops (short form) before the checkpoint; a sync follows them. At most 64.
+	Setup []string `protobuf:"bytes,2,rep,name=setup,proto3" json:"setup,omitempty"`
+	// Ops run with the write log on; at least one, at most 64; end it in a
+	// persistence op (fsync, fdatasync, sync).
+	Trace []string `protobuf:"bytes,3,rep,name=trace,proto3" json:"trace,omitempty"`
+	// The most writes of one flush epoch a reordered crash state keeps (0:
+	// 2; -1: prefixes only; at most 8).
+	CrashWrites int32 `protobuf:"varint,4,opt,name=crash_writes,json=crashWrites,proto3" json:"crash_writes,omitempty"`
+	// Crash states per lane (0: 64; at most 4096), prefixes first.
+	MaxStates     int32 `protobuf:"varint,5,opt,name=max_states,json=maxStates,proto3" json:"max_states,omitempty"`
+	MemoryMib     int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashRequest) Reset() {
+	*x = CrashRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashRequest) ProtoMessage() {}
+
+func (x *CrashRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashRequest.ProtoReflect.Descriptor instead.
+func (*CrashRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CrashRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *CrashRequest) GetSetup() []string {
+	if x != nil {
+		return x.Setup
+	}
+	return nil
+}
+
+func (x *CrashRequest) GetTrace() []string {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *CrashRequest) GetCrashWrites() int32 {
+	if x != nil {
+		return x.CrashWrites
+	}
+	return 0
+}
+
+func (x *CrashRequest) GetMaxStates() int32 {
+	if x != nil {
+		return x.MaxStates
+	}
+	return 0
+}
+
+func (x *CrashRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+type CrashResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*CrashResponse_Result
+	//	*CrashResponse_Summary
+	Event         isCrashResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashResponse) Reset() {
+	*x = CrashResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashResponse) ProtoMessage() {}
+
+func (x *CrashResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashResponse.ProtoReflect.Descriptor instead.
+func (*CrashResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CrashResponse) GetEvent() isCrashResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *CrashResponse) GetResult() *CrashResult {
+	if x != nil {
+		if x, ok := x.Event.(*CrashResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *CrashResponse) GetSummary() *CrashSummary {
+	if x != nil {
+		if x, ok := x.Event.(*CrashResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isCrashResponse_Event interface {
+	isCrashResponse_Event()
+}
+
+type CrashResponse_Result struct {
+	Result *CrashResult `protobuf:"bytes,1,opt,name=result,proto3,oneof"`
+}
+
+type CrashResponse_Summary struct {
+	Summary *CrashSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
+}
+
+func (*CrashResponse_Result) isCrashResponse_Event() {}
+
+func (*CrashResponse_Summary) isCrashResponse_Event() {}
+
+type CrashResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// The state's place in the lane's list (prefixes first).
+	Index int32 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// Flushes completed before the crash; "prefix" or "subset".
+	Flushes int32  `protobuf:"varint,3,opt,name=flushes,proto3" json:"flushes,omitempty"`
+	Kind    string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The in-flight writes (log entry indices) the state keeps, and those
+	// of its epoch.
+	InFlight []int32 `protobuf:"varint,5,rep,packed,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Epoch    []int32 `protobuf:"varint,6,rep,packed,name=epoch,proto3" json:"epoch,omitempty"`
+	// "clean", "dirty" or "broken" (the checker could not read it).
+	Verdict string `protobuf:"bytes,7,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// The checker's output when not clean, cut to 2 KiB.
+	Output        string `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashResult) Reset() {
+	*x = CrashResult{}
+	mi := &file_themis_v1_themis_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashResult) ProtoMessage() {}
+
+func (x *CrashResult) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashResult.ProtoReflect.Descriptor instead.
+func (*CrashResult) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CrashResult) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *CrashResult) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CrashResult) GetFlushes() int32 {
+	if x != nil {
+		return x.Flushes
+	}
+	return 0
+}
+
+func (x *CrashResult) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CrashResult) GetInFlight() []int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return nil
+}
+
+func (x *CrashResult) GetEpoch() []int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+func (x *CrashResult) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *CrashResult) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+type CrashSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lanes         []*CrashLane           `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	ElapsedS      float64                `protobuf:"fixed64,3,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	StatesPerSec  float64                `protobuf:"fixed64,4,opt,name=states_per_sec,json=statesPerSec,proto3" json:"states_per_sec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashSummary) Reset() {
+	*x = CrashSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashSummary) ProtoMessage() {}
+
+func (x *CrashSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashSummary.ProtoReflect.Descriptor instead.
+func (*CrashSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CrashSummary) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CrashSummary) GetLanes() []*CrashLane {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *CrashSummary) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *CrashSummary) GetStatesPerSec() float64 {
+	if x != nil {
+		return x.StatesPerSec
+	}
+	return 0
+}
+
+type CrashLane struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Writes    int32                  `protobuf:"varint,2,opt,name=writes,proto3" json:"writes,omitempty"`
+	Flushes   int32                  `protobuf:"varint,3,opt,name=flushes,proto3" json:"flushes,omitempty"`
+	States    int32                  `protobuf:"varint,4,opt,name=states,proto3" json:"states,omitempty"`
+	NotClean  int32                  `protobuf:"varint,5,opt,name=not_clean,json=notClean,proto3" json:"not_clean,omitempty"`
+	Truncated bool                   `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// How the states were checked ("e2fsck -fn after the journal replayed on the host").
+	Check         string `protobuf:"bytes,7,opt,name=check,proto3" json:"check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashLane) Reset() {
+	*x = CrashLane{}
+	mi := &file_themis_v1_themis_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashLane) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashLane) ProtoMessage() {}
+
+func (x *CrashLane) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashLane.ProtoReflect.Descriptor instead.
+func (*CrashLane) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CrashLane) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *CrashLane) GetWrites() int32 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *CrashLane) GetFlushes() int32 {
+	if x != nil {
+		return x.Flushes
+	}
+	return 0
+}
+
+func (x *CrashLane) GetStates() int32 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
+func (x *CrashLane) GetNotClean() int32 {
+	if x != nil {
+		return x.NotClean
+	}
+	return 0
+}
+
+func (x *CrashLane) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *CrashLane) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
 }
 
 type Session struct {
@@ -161,7 +601,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_themis_v1_themis_proto_msgTypes[0]
+	mi := &file_themis_v1_themis_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -173,7 +613,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[0]
+	mi := &file_themis_v1_themis_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -186,7 +626,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{0}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Session) GetId() string {
@@ -279,7 +719,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	mi := &file_themis_v1_themis_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +731,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	mi := &file_themis_v1_themis_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +744,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{1}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Lane) GetName() string {
@@ -343,14 +783,19 @@ type CreateSessionRequest struct {
 	// A guest image directory to boot instead of the lanes' kernel flavour's
 	// (another kernel): one `themisctl guest build` made in the daemon's
 	// image cache; anything else is INVALID_ARGUMENT.
-	Image         string `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
+	// Run the guest under QEMU TCG's instruction counting (-icount
+	// shift=0,sleep=off: guest time follows the instructions executed, not
+	// the host clock). QEMU only: "auto" picks QEMU, "kvm" is
+	// INVALID_ARGUMENT naming icount.
+	Icount        bool `protobuf:"varint,7,opt,name=icount,proto3" json:"icount,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[2]
+	mi := &file_themis_v1_themis_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +807,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[2]
+	mi := &file_themis_v1_themis_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +820,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{2}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSessionRequest) GetLanes() []string {
@@ -420,6 +865,13 @@ func (x *CreateSessionRequest) GetImage() string {
 	return ""
 }
 
+func (x *CreateSessionRequest) GetIcount() bool {
+	if x != nil {
+		return x.Icount
+	}
+	return false
+}
+
 type CreateSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -429,7 +881,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	mi := &file_themis_v1_themis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +893,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	mi := &file_themis_v1_themis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +906,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{3}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -473,7 +925,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[4]
+	mi := &file_themis_v1_themis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +937,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[4]
+	mi := &file_themis_v1_themis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +950,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{4}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -517,7 +969,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[5]
+	mi := &file_themis_v1_themis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +981,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[5]
+	mi := &file_themis_v1_themis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +994,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{5}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -567,7 +1019,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[6]
+	mi := &file_themis_v1_themis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +1031,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[6]
+	mi := &file_themis_v1_themis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +1044,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{6}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSessionsRequest) GetAll() bool {
@@ -627,7 +1079,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[7]
+	mi := &file_themis_v1_themis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +1091,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[7]
+	mi := &file_themis_v1_themis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +1104,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{7}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -678,7 +1130,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	mi := &file_themis_v1_themis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +1142,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	mi := &file_themis_v1_themis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +1155,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{8}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -721,7 +1173,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	mi := &file_themis_v1_themis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1185,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	mi := &file_themis_v1_themis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1198,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{9}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{14}
 }
 
 type LaneRoot struct {
@@ -760,7 +1212,7 @@ type LaneRoot struct {
 
 func (x *LaneRoot) Reset() {
 	*x = LaneRoot{}
-	mi := &file_themis_v1_themis_proto_msgTypes[10]
+	mi := &file_themis_v1_themis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +1224,7 @@ func (x *LaneRoot) String() string {
 func (*LaneRoot) ProtoMessage() {}
 
 func (x *LaneRoot) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[10]
+	mi := &file_themis_v1_themis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +1237,7 @@ func (x *LaneRoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRoot.ProtoReflect.Descriptor instead.
 func (*LaneRoot) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{10}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LaneRoot) GetLane() string {
@@ -822,7 +1274,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[11]
+	mi := &file_themis_v1_themis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +1286,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[11]
+	mi := &file_themis_v1_themis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1299,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Checkpoint) GetId() string {
@@ -933,7 +1385,7 @@ type ForkRequest struct {
 
 func (x *ForkRequest) Reset() {
 	*x = ForkRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[12]
+	mi := &file_themis_v1_themis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1397,7 @@ func (x *ForkRequest) String() string {
 func (*ForkRequest) ProtoMessage() {}
 
 func (x *ForkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[12]
+	mi := &file_themis_v1_themis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1410,7 @@ func (x *ForkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRequest.ProtoReflect.Descriptor instead.
 func (*ForkRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{12}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ForkRequest) GetSessionId() string {
@@ -991,7 +1443,7 @@ type ForkResponse struct {
 
 func (x *ForkResponse) Reset() {
 	*x = ForkResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[13]
+	mi := &file_themis_v1_themis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1455,7 @@ func (x *ForkResponse) String() string {
 func (*ForkResponse) ProtoMessage() {}
 
 func (x *ForkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[13]
+	mi := &file_themis_v1_themis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1468,7 @@ func (x *ForkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkResponse.ProtoReflect.Descriptor instead.
 func (*ForkResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{13}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ForkResponse) GetCheckpoint() *Checkpoint {
@@ -1037,7 +1489,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[14]
+	mi := &file_themis_v1_themis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1501,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[14]
+	mi := &file_themis_v1_themis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1514,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{14}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RestoreRequest) GetSessionId() string {
@@ -1090,7 +1542,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[15]
+	mi := &file_themis_v1_themis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1554,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[15]
+	mi := &file_themis_v1_themis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1567,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{15}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RestoreResponse) GetCheckpoint() *Checkpoint {
@@ -1143,7 +1595,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[16]
+	mi := &file_themis_v1_themis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1607,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[16]
+	mi := &file_themis_v1_themis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1620,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCheckpointsRequest) GetSessionId() string {
@@ -1194,7 +1646,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[17]
+	mi := &file_themis_v1_themis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1658,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[17]
+	mi := &file_themis_v1_themis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1671,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{17}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*Checkpoint {
@@ -1239,7 +1691,7 @@ type DeleteCheckpointRequest struct {
 
 func (x *DeleteCheckpointRequest) Reset() {
 	*x = DeleteCheckpointRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[18]
+	mi := &file_themis_v1_themis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1703,7 @@ func (x *DeleteCheckpointRequest) String() string {
 func (*DeleteCheckpointRequest) ProtoMessage() {}
 
 func (x *DeleteCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[18]
+	mi := &file_themis_v1_themis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1716,7 @@ func (x *DeleteCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteCheckpointRequest) GetSessionId() string {
@@ -1289,7 +1741,7 @@ type DeleteCheckpointResponse struct {
 
 func (x *DeleteCheckpointResponse) Reset() {
 	*x = DeleteCheckpointResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[19]
+	mi := &file_themis_v1_themis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1753,7 @@ func (x *DeleteCheckpointResponse) String() string {
 func (*DeleteCheckpointResponse) ProtoMessage() {}
 
 func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[19]
+	mi := &file_themis_v1_themis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1766,7 @@ func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{19}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{24}
 }
 
 // Op is one filesystem operation. Lane fields inside are ignored: Apply runs
@@ -1350,7 +1802,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_themis_v1_themis_proto_msgTypes[20]
+	mi := &file_themis_v1_themis_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1814,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[20]
+	mi := &file_themis_v1_themis_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1827,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -1699,7 +2151,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[21]
+	mi := &file_themis_v1_themis_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +2163,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[21]
+	mi := &file_themis_v1_themis_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +2176,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{21}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyRequest) GetSessionId() string {
@@ -1754,7 +2206,7 @@ type LaneResult struct {
 
 func (x *LaneResult) Reset() {
 	*x = LaneResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[22]
+	mi := &file_themis_v1_themis_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2218,7 @@ func (x *LaneResult) String() string {
 func (*LaneResult) ProtoMessage() {}
 
 func (x *LaneResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[22]
+	mi := &file_themis_v1_themis_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2231,7 @@ func (x *LaneResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneResult.ProtoReflect.Descriptor instead.
 func (*LaneResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{22}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LaneResult) GetLane() string {
@@ -1821,7 +2273,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[23]
+	mi := &file_themis_v1_themis_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2285,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[23]
+	mi := &file_themis_v1_themis_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2298,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{23}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApplyResponse) GetResults() []*LaneResult {
@@ -1881,7 +2333,7 @@ type FingerprintRequest struct {
 
 func (x *FingerprintRequest) Reset() {
 	*x = FingerprintRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[24]
+	mi := &file_themis_v1_themis_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2345,7 @@ func (x *FingerprintRequest) String() string {
 func (*FingerprintRequest) ProtoMessage() {}
 
 func (x *FingerprintRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[24]
+	mi := &file_themis_v1_themis_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2358,7 @@ func (x *FingerprintRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintRequest.ProtoReflect.Descriptor instead.
 func (*FingerprintRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{24}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FingerprintRequest) GetSessionId() string {
@@ -1962,7 +2414,7 @@ type LaneFingerprint struct {
 
 func (x *LaneFingerprint) Reset() {
 	*x = LaneFingerprint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[25]
+	mi := &file_themis_v1_themis_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2426,7 @@ func (x *LaneFingerprint) String() string {
 func (*LaneFingerprint) ProtoMessage() {}
 
 func (x *LaneFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[25]
+	mi := &file_themis_v1_themis_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2439,7 @@ func (x *LaneFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneFingerprint.ProtoReflect.Descriptor instead.
 func (*LaneFingerprint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{25}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LaneFingerprint) GetLane() string {
@@ -2052,7 +2504,7 @@ type FingerprintResponse struct {
 
 func (x *FingerprintResponse) Reset() {
 	*x = FingerprintResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[26]
+	mi := &file_themis_v1_themis_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2516,7 @@ func (x *FingerprintResponse) String() string {
 func (*FingerprintResponse) ProtoMessage() {}
 
 func (x *FingerprintResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[26]
+	mi := &file_themis_v1_themis_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2529,7 @@ func (x *FingerprintResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintResponse.ProtoReflect.Descriptor instead.
 func (*FingerprintResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{26}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FingerprintResponse) GetLanes() []*LaneFingerprint {
@@ -2113,7 +2565,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[27]
+	mi := &file_themis_v1_themis_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2577,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[27]
+	mi := &file_themis_v1_themis_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2590,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{27}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatRequest) GetSessionId() string {
@@ -2180,7 +2632,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[28]
+	mi := &file_themis_v1_themis_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2644,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[28]
+	mi := &file_themis_v1_themis_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2657,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{28}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatResponse) GetErrno() int32 {
@@ -2243,7 +2695,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[29]
+	mi := &file_themis_v1_themis_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2707,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[29]
+	mi := &file_themis_v1_themis_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2720,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{29}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadFileRequest) GetSessionId() string {
@@ -2318,7 +2770,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[30]
+	mi := &file_themis_v1_themis_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2782,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[30]
+	mi := &file_themis_v1_themis_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2795,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{30}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadFileResponse) GetErrno() int32 {
@@ -2386,7 +2838,7 @@ type RestoreFileRequest struct {
 
 func (x *RestoreFileRequest) Reset() {
 	*x = RestoreFileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[31]
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2850,7 @@ func (x *RestoreFileRequest) String() string {
 func (*RestoreFileRequest) ProtoMessage() {}
 
 func (x *RestoreFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[31]
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2863,7 @@ func (x *RestoreFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFileRequest.ProtoReflect.Descriptor instead.
 func (*RestoreFileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{31}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RestoreFileRequest) GetSessionId() string {
@@ -2453,7 +2905,7 @@ type RestoreFileResponse struct {
 
 func (x *RestoreFileResponse) Reset() {
 	*x = RestoreFileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[32]
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2917,7 @@ func (x *RestoreFileResponse) String() string {
 func (*RestoreFileResponse) ProtoMessage() {}
 
 func (x *RestoreFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[32]
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2930,7 @@ func (x *RestoreFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFileResponse.ProtoReflect.Descriptor instead.
 func (*RestoreFileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{32}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RestoreFileResponse) GetRemoved() bool {
@@ -2512,7 +2964,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_themis_v1_themis_proto_msgTypes[33]
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2976,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[33]
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2989,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{33}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Event) GetSeq() int64 {
@@ -2602,7 +3054,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[34]
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +3066,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[34]
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +3079,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{34}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListEventsRequest) GetSessionId() string {
@@ -2660,7 +3112,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[35]
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +3124,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[35]
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +3137,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{35}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2755,7 +3207,7 @@ type ExploreRequest struct {
 
 func (x *ExploreRequest) Reset() {
 	*x = ExploreRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +3219,7 @@ func (x *ExploreRequest) String() string {
 func (*ExploreRequest) ProtoMessage() {}
 
 func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +3232,7 @@ func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreRequest.ProtoReflect.Descriptor instead.
 func (*ExploreRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExploreRequest) GetLanes() []string {
@@ -2934,7 +3386,7 @@ type ExploreProgress struct {
 
 func (x *ExploreProgress) Reset() {
 	*x = ExploreProgress{}
-	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3398,7 @@ func (x *ExploreProgress) String() string {
 func (*ExploreProgress) ProtoMessage() {}
 
 func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3411,7 @@ func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreProgress.ProtoReflect.Descriptor instead.
 func (*ExploreProgress) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExploreProgress) GetStates() int64 {
@@ -3073,7 +3525,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3537,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3550,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Finding) GetId() string {
@@ -3319,7 +3771,7 @@ type ExploreSummary struct {
 
 func (x *ExploreSummary) Reset() {
 	*x = ExploreSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3783,7 @@ func (x *ExploreSummary) String() string {
 func (*ExploreSummary) ProtoMessage() {}
 
 func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3796,7 @@ func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreSummary.ProtoReflect.Descriptor instead.
 func (*ExploreSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ExploreSummary) GetSessionId() string {
@@ -3595,7 +4047,7 @@ type LaneLayers struct {
 
 func (x *LaneLayers) Reset() {
 	*x = LaneLayers{}
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +4059,7 @@ func (x *LaneLayers) String() string {
 func (*LaneLayers) ProtoMessage() {}
 
 func (x *LaneLayers) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +4072,7 @@ func (x *LaneLayers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayers.ProtoReflect.Descriptor instead.
 func (*LaneLayers) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LaneLayers) GetLane() string {
@@ -3669,7 +4121,7 @@ type ExploreResponse struct {
 
 func (x *ExploreResponse) Reset() {
 	*x = ExploreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +4133,7 @@ func (x *ExploreResponse) String() string {
 func (*ExploreResponse) ProtoMessage() {}
 
 func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +4146,7 @@ func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
 func (*ExploreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
@@ -3768,7 +4220,7 @@ type ListFindingsRequest struct {
 
 func (x *ListFindingsRequest) Reset() {
 	*x = ListFindingsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +4232,7 @@ func (x *ListFindingsRequest) String() string {
 func (*ListFindingsRequest) ProtoMessage() {}
 
 func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +4245,7 @@ func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListFindingsRequest) GetSessionId() string {
@@ -3828,7 +4280,7 @@ type ListFindingsResponse struct {
 
 func (x *ListFindingsResponse) Reset() {
 	*x = ListFindingsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +4292,7 @@ func (x *ListFindingsResponse) String() string {
 func (*ListFindingsResponse) ProtoMessage() {}
 
 func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +4305,7 @@ func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListFindingsResponse) GetFindings() []*Finding {
@@ -3879,7 +4331,7 @@ type GetFindingRequest struct {
 
 func (x *GetFindingRequest) Reset() {
 	*x = GetFindingRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3891,7 +4343,7 @@ func (x *GetFindingRequest) String() string {
 func (*GetFindingRequest) ProtoMessage() {}
 
 func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3904,7 +4356,7 @@ func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
 func (*GetFindingRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetFindingRequest) GetFindingId() string {
@@ -3924,7 +4376,7 @@ type GetExploreRunRequest struct {
 
 func (x *GetExploreRunRequest) Reset() {
 	*x = GetExploreRunRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4388,7 @@ func (x *GetExploreRunRequest) String() string {
 func (*GetExploreRunRequest) ProtoMessage() {}
 
 func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4401,7 @@ func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunRequest.ProtoReflect.Descriptor instead.
 func (*GetExploreRunRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetExploreRunRequest) GetSessionId() string {
@@ -3973,7 +4425,7 @@ type GetExploreRunResponse struct {
 
 func (x *GetExploreRunResponse) Reset() {
 	*x = GetExploreRunResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3985,7 +4437,7 @@ func (x *GetExploreRunResponse) String() string {
 func (*GetExploreRunResponse) ProtoMessage() {}
 
 func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3998,7 +4450,7 @@ func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
 func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
@@ -4031,7 +4483,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4043,7 +4495,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4056,7 +4508,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -4087,7 +4539,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4551,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4564,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -4194,7 +4646,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4658,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +4671,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -4373,7 +4825,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4385,7 +4837,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4398,7 +4850,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -4472,7 +4924,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4936,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4949,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -4562,7 +5014,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4574,7 +5026,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4587,7 +5039,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -4659,7 +5111,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +5123,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,7 +5136,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -4753,7 +5205,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +5217,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +5230,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -4834,7 +5286,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +5298,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5311,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -4952,7 +5404,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4964,7 +5416,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4977,7 +5429,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -5013,7 +5465,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +5477,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5038,7 +5490,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -5082,7 +5534,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5546,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5559,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -5170,7 +5622,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5182,7 +5634,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5195,7 +5647,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -5264,7 +5716,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5276,7 +5728,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5289,7 +5741,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -5416,7 +5868,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5428,7 +5880,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5441,7 +5893,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -5485,7 +5937,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5497,7 +5949,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5510,7 +5962,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -5574,7 +6026,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +6038,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +6051,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -5665,7 +6117,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5677,7 +6129,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5690,7 +6142,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -5741,7 +6193,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5753,7 +6205,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5766,7 +6218,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -5808,7 +6260,43 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xf4\x03\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xb1\x01\n" +
+	"\fCrashRequest\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
+	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x14\n" +
+	"\x05trace\x18\x03 \x03(\tR\x05trace\x12!\n" +
+	"\fcrash_writes\x18\x04 \x01(\x05R\vcrashWrites\x12\x1d\n" +
+	"\n" +
+	"max_states\x18\x05 \x01(\x05R\tmaxStates\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\"\x7f\n" +
+	"\rCrashResponse\x120\n" +
+	"\x06result\x18\x01 \x01(\v2\x16.themis.v1.CrashResultH\x00R\x06result\x123\n" +
+	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.CrashSummaryH\x00R\asummaryB\a\n" +
+	"\x05event\"\xca\x01\n" +
+	"\vCrashResult\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
+	"\aflushes\x18\x03 \x01(\x05R\aflushes\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tin_flight\x18\x05 \x03(\x05R\binFlight\x12\x14\n" +
+	"\x05epoch\x18\x06 \x03(\x05R\x05epoch\x12\x18\n" +
+	"\averdict\x18\a \x01(\tR\averdict\x12\x16\n" +
+	"\x06output\x18\b \x01(\tR\x06output\"\x9c\x01\n" +
+	"\fCrashSummary\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
+	"\x05lanes\x18\x02 \x03(\v2\x14.themis.v1.CrashLaneR\x05lanes\x12\x1b\n" +
+	"\telapsed_s\x18\x03 \x01(\x01R\belapsedS\x12$\n" +
+	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\"\xba\x01\n" +
+	"\tCrashLane\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
+	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
+	"\aflushes\x18\x03 \x01(\x05R\aflushes\x12\x16\n" +
+	"\x06states\x18\x04 \x01(\x05R\x06states\x12\x1b\n" +
+	"\tnot_clean\x18\x05 \x01(\x05R\bnotClean\x12\x1c\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x14\n" +
+	"\x05check\x18\a \x01(\tR\x05check\"\xf4\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +
@@ -5833,7 +6321,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04Lane\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x0e\n" +
-	"\x02fs\x18\x03 \x01(\tR\x02fs\"\xb6\x01\n" +
+	"\x02fs\x18\x03 \x01(\tR\x02fs\"\xce\x01\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1d\n" +
 	"\n" +
@@ -5841,7 +6329,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\frestore_mode\x18\x03 \x01(\tR\vrestoreMode\x12\x16\n" +
 	"\x06verify\x18\x04 \x01(\bR\x06verify\x12\x18\n" +
 	"\abackend\x18\x05 \x01(\tR\abackend\x12\x14\n" +
-	"\x05image\x18\x06 \x01(\tR\x05image\"E\n" +
+	"\x05image\x18\x06 \x01(\tR\x05image\x12\x16\n" +
+	"\x06icount\x18\a \x01(\bR\x06icount\"E\n" +
 	"\x15CreateSessionResponse\x12,\n" +
 	"\asession\x18\x01 \x01(\v2\x12.themis.v1.SessionR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
@@ -6332,7 +6821,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"normalized\x18\x03 \x01(\bR\n" +
 	"normalized\x12,\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x14.themis.v1.DiffRangeR\x06ranges\x12,\n" +
-	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked2\xe1\f\n" +
+	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked2\x9f\r\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -6359,7 +6848,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01\x12B\n" +
 	"\aProfile\x12\x19.themis.v1.ProfileRequest\x1a\x1a.themis.v1.ProfileResponse0\x01\x12B\n" +
 	"\aCorrupt\x12\x19.themis.v1.CorruptRequest\x1a\x1a.themis.v1.CorruptResponse0\x01\x127\n" +
-	"\x04Diff\x12\x16.themis.v1.DiffRequest\x1a\x17.themis.v1.DiffResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\x04Diff\x12\x16.themis.v1.DiffRequest\x1a\x17.themis.v1.DiffResponse\x12<\n" +
+	"\x05Crash\x12\x17.themis.v1.CrashRequest\x1a\x18.themis.v1.CrashResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -6374,234 +6864,244 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
-	(*Session)(nil),                  // 2: themis.v1.Session
-	(*Lane)(nil),                     // 3: themis.v1.Lane
-	(*CreateSessionRequest)(nil),     // 4: themis.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 5: themis.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 6: themis.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 7: themis.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 8: themis.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 9: themis.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 10: themis.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 11: themis.v1.DeleteSessionResponse
-	(*LaneRoot)(nil),                 // 12: themis.v1.LaneRoot
-	(*Checkpoint)(nil),               // 13: themis.v1.Checkpoint
-	(*ForkRequest)(nil),              // 14: themis.v1.ForkRequest
-	(*ForkResponse)(nil),             // 15: themis.v1.ForkResponse
-	(*RestoreRequest)(nil),           // 16: themis.v1.RestoreRequest
-	(*RestoreResponse)(nil),          // 17: themis.v1.RestoreResponse
-	(*ListCheckpointsRequest)(nil),   // 18: themis.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 19: themis.v1.ListCheckpointsResponse
-	(*DeleteCheckpointRequest)(nil),  // 20: themis.v1.DeleteCheckpointRequest
-	(*DeleteCheckpointResponse)(nil), // 21: themis.v1.DeleteCheckpointResponse
-	(*Op)(nil),                       // 22: themis.v1.Op
-	(*ApplyRequest)(nil),             // 23: themis.v1.ApplyRequest
-	(*LaneResult)(nil),               // 24: themis.v1.LaneResult
-	(*ApplyResponse)(nil),            // 25: themis.v1.ApplyResponse
-	(*FingerprintRequest)(nil),       // 26: themis.v1.FingerprintRequest
-	(*LaneFingerprint)(nil),          // 27: themis.v1.LaneFingerprint
-	(*FingerprintResponse)(nil),      // 28: themis.v1.FingerprintResponse
-	(*StatRequest)(nil),              // 29: themis.v1.StatRequest
-	(*StatResponse)(nil),             // 30: themis.v1.StatResponse
-	(*ReadFileRequest)(nil),          // 31: themis.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),         // 32: themis.v1.ReadFileResponse
-	(*RestoreFileRequest)(nil),       // 33: themis.v1.RestoreFileRequest
-	(*RestoreFileResponse)(nil),      // 34: themis.v1.RestoreFileResponse
-	(*Event)(nil),                    // 35: themis.v1.Event
-	(*ListEventsRequest)(nil),        // 36: themis.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),       // 37: themis.v1.ListEventsResponse
-	(*ExploreRequest)(nil),           // 38: themis.v1.ExploreRequest
-	(*ExploreProgress)(nil),          // 39: themis.v1.ExploreProgress
-	(*Finding)(nil),                  // 40: themis.v1.Finding
-	(*ExploreSummary)(nil),           // 41: themis.v1.ExploreSummary
-	(*LaneLayers)(nil),               // 42: themis.v1.LaneLayers
-	(*ExploreResponse)(nil),          // 43: themis.v1.ExploreResponse
-	(*ListFindingsRequest)(nil),      // 44: themis.v1.ListFindingsRequest
-	(*ListFindingsResponse)(nil),     // 45: themis.v1.ListFindingsResponse
-	(*GetFindingRequest)(nil),        // 46: themis.v1.GetFindingRequest
-	(*GetExploreRunRequest)(nil),     // 47: themis.v1.GetExploreRunRequest
-	(*GetExploreRunResponse)(nil),    // 48: themis.v1.GetExploreRunResponse
-	(*GetFindingResponse)(nil),       // 49: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 50: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 51: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 52: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 53: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 54: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 55: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 56: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 57: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 58: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 59: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 60: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 61: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 62: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 63: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 64: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 65: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 66: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 67: themis.v1.DiffResponse
-	nil,                              // 68: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 69: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 70: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 71: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 72: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 73: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 74: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 75: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 76: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 77: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 78: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 79: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 80: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 81: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 82: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 83: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 84: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 85: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 86: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 87: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 88: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 89: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 90: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 91: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 92: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 93: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 94: themis.agent.v1.Timespec
+	(*CrashRequest)(nil),             // 2: themis.v1.CrashRequest
+	(*CrashResponse)(nil),            // 3: themis.v1.CrashResponse
+	(*CrashResult)(nil),              // 4: themis.v1.CrashResult
+	(*CrashSummary)(nil),             // 5: themis.v1.CrashSummary
+	(*CrashLane)(nil),                // 6: themis.v1.CrashLane
+	(*Session)(nil),                  // 7: themis.v1.Session
+	(*Lane)(nil),                     // 8: themis.v1.Lane
+	(*CreateSessionRequest)(nil),     // 9: themis.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 10: themis.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 11: themis.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 12: themis.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 13: themis.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 14: themis.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 15: themis.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 16: themis.v1.DeleteSessionResponse
+	(*LaneRoot)(nil),                 // 17: themis.v1.LaneRoot
+	(*Checkpoint)(nil),               // 18: themis.v1.Checkpoint
+	(*ForkRequest)(nil),              // 19: themis.v1.ForkRequest
+	(*ForkResponse)(nil),             // 20: themis.v1.ForkResponse
+	(*RestoreRequest)(nil),           // 21: themis.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 22: themis.v1.RestoreResponse
+	(*ListCheckpointsRequest)(nil),   // 23: themis.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 24: themis.v1.ListCheckpointsResponse
+	(*DeleteCheckpointRequest)(nil),  // 25: themis.v1.DeleteCheckpointRequest
+	(*DeleteCheckpointResponse)(nil), // 26: themis.v1.DeleteCheckpointResponse
+	(*Op)(nil),                       // 27: themis.v1.Op
+	(*ApplyRequest)(nil),             // 28: themis.v1.ApplyRequest
+	(*LaneResult)(nil),               // 29: themis.v1.LaneResult
+	(*ApplyResponse)(nil),            // 30: themis.v1.ApplyResponse
+	(*FingerprintRequest)(nil),       // 31: themis.v1.FingerprintRequest
+	(*LaneFingerprint)(nil),          // 32: themis.v1.LaneFingerprint
+	(*FingerprintResponse)(nil),      // 33: themis.v1.FingerprintResponse
+	(*StatRequest)(nil),              // 34: themis.v1.StatRequest
+	(*StatResponse)(nil),             // 35: themis.v1.StatResponse
+	(*ReadFileRequest)(nil),          // 36: themis.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),         // 37: themis.v1.ReadFileResponse
+	(*RestoreFileRequest)(nil),       // 38: themis.v1.RestoreFileRequest
+	(*RestoreFileResponse)(nil),      // 39: themis.v1.RestoreFileResponse
+	(*Event)(nil),                    // 40: themis.v1.Event
+	(*ListEventsRequest)(nil),        // 41: themis.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),       // 42: themis.v1.ListEventsResponse
+	(*ExploreRequest)(nil),           // 43: themis.v1.ExploreRequest
+	(*ExploreProgress)(nil),          // 44: themis.v1.ExploreProgress
+	(*Finding)(nil),                  // 45: themis.v1.Finding
+	(*ExploreSummary)(nil),           // 46: themis.v1.ExploreSummary
+	(*LaneLayers)(nil),               // 47: themis.v1.LaneLayers
+	(*ExploreResponse)(nil),          // 48: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 49: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 50: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 51: themis.v1.GetFindingRequest
+	(*GetExploreRunRequest)(nil),     // 52: themis.v1.GetExploreRunRequest
+	(*GetExploreRunResponse)(nil),    // 53: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 54: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 55: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 56: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 57: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 58: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 59: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 60: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 61: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 62: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 63: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 64: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 65: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 66: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 67: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 68: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 69: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 70: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 71: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 72: themis.v1.DiffResponse
+	nil,                              // 73: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 74: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 75: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 76: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 77: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 78: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 79: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 80: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 81: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 82: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 83: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 84: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 85: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 86: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 87: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 88: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 89: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 90: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 91: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 92: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 93: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 94: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 95: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 96: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 97: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 98: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 99: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
-	0,   // 0: themis.v1.Session.state:type_name -> themis.v1.Session.State
-	3,   // 1: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	70,  // 2: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	70,  // 3: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
-	2,   // 4: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
-	2,   // 5: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
-	2,   // 6: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
-	1,   // 7: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	70,  // 8: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	12,  // 9: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
-	1,   // 10: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
-	13,  // 11: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	13,  // 12: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	13,  // 13: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	71,  // 14: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	72,  // 15: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	73,  // 16: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	74,  // 17: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	75,  // 18: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	76,  // 19: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	77,  // 20: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	78,  // 21: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	79,  // 22: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	80,  // 23: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	81,  // 24: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	82,  // 25: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	83,  // 26: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	84,  // 27: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	85,  // 28: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	86,  // 29: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	87,  // 30: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	88,  // 31: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	89,  // 32: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	90,  // 33: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
-	22,  // 34: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
-	24,  // 35: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	91,  // 36: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	92,  // 37: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	92,  // 38: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
-	27,  // 39: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	12,  // 40: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	93,  // 41: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	70,  // 42: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	24,  // 43: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	35,  // 44: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	91,  // 45: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	24,  // 46: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	70,  // 47: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	70,  // 48: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	70,  // 49: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	12,  // 50: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	12,  // 51: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	42,  // 52: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	39,  // 53: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	40,  // 54: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	41,  // 55: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	40,  // 56: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	38,  // 57: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	41,  // 58: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	39,  // 59: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	40,  // 60: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	94,  // 61: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	94,  // 62: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	94,  // 63: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	68,  // 64: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	52,  // 65: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	51,  // 66: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	53,  // 67: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	56,  // 68: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	56,  // 69: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	56,  // 70: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	56,  // 71: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	58,  // 72: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	57,  // 73: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	59,  // 74: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	69,  // 75: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	62,  // 76: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	63,  // 77: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	66,  // 78: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	66,  // 79: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	4,   // 80: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	6,   // 81: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	8,   // 82: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	10,  // 83: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	14,  // 84: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	16,  // 85: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	18,  // 86: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	20,  // 87: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	23,  // 88: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	26,  // 89: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	29,  // 90: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	31,  // 91: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	33,  // 92: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	36,  // 93: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	38,  // 94: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	44,  // 95: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	46,  // 96: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	47,  // 97: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	50,  // 98: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	55,  // 99: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	61,  // 100: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	65,  // 101: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	5,   // 102: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	7,   // 103: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	9,   // 104: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	11,  // 105: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	15,  // 106: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	17,  // 107: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	19,  // 108: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	21,  // 109: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	25,  // 110: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	28,  // 111: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	30,  // 112: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	32,  // 113: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	34,  // 114: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	37,  // 115: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	43,  // 116: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	45,  // 117: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	49,  // 118: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	48,  // 119: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	54,  // 120: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	60,  // 121: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	64,  // 122: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	67,  // 123: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	102, // [102:124] is the sub-list for method output_type
-	80,  // [80:102] is the sub-list for method input_type
-	80,  // [80:80] is the sub-list for extension type_name
-	80,  // [80:80] is the sub-list for extension extendee
-	0,   // [0:80] is the sub-list for field type_name
+	4,   // 0: themis.v1.CrashResponse.result:type_name -> themis.v1.CrashResult
+	5,   // 1: themis.v1.CrashResponse.summary:type_name -> themis.v1.CrashSummary
+	6,   // 2: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
+	0,   // 3: themis.v1.Session.state:type_name -> themis.v1.Session.State
+	8,   // 4: themis.v1.Session.lanes:type_name -> themis.v1.Lane
+	75,  // 5: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	75,  // 6: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	7,   // 7: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
+	7,   // 8: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
+	7,   // 9: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
+	1,   // 10: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
+	75,  // 11: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	17,  // 12: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
+	1,   // 13: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
+	18,  // 14: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	18,  // 15: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	18,  // 16: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
+	76,  // 17: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	77,  // 18: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	78,  // 19: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	79,  // 20: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	80,  // 21: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	81,  // 22: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	82,  // 23: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	83,  // 24: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	84,  // 25: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	85,  // 26: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	86,  // 27: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	87,  // 28: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	88,  // 29: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	89,  // 30: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	90,  // 31: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	91,  // 32: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	92,  // 33: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	93,  // 34: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	94,  // 35: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	95,  // 36: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	27,  // 37: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
+	29,  // 38: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
+	96,  // 39: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	97,  // 40: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	97,  // 41: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	32,  // 42: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
+	17,  // 43: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
+	98,  // 44: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	75,  // 45: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	29,  // 46: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	40,  // 47: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	96,  // 48: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	29,  // 49: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	75,  // 50: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	75,  // 51: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	75,  // 52: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	17,  // 53: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	17,  // 54: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	47,  // 55: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	44,  // 56: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	45,  // 57: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	46,  // 58: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	45,  // 59: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	43,  // 60: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	46,  // 61: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	44,  // 62: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	45,  // 63: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	99,  // 64: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	99,  // 65: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	99,  // 66: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	73,  // 67: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	57,  // 68: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	56,  // 69: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	58,  // 70: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	61,  // 71: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	61,  // 72: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	61,  // 73: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	61,  // 74: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	63,  // 75: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	62,  // 76: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	64,  // 77: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	74,  // 78: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	67,  // 79: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	68,  // 80: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	71,  // 81: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	71,  // 82: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	9,   // 83: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	11,  // 84: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	13,  // 85: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	15,  // 86: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	19,  // 87: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	21,  // 88: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	23,  // 89: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	25,  // 90: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	28,  // 91: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	31,  // 92: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	34,  // 93: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	36,  // 94: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	38,  // 95: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	41,  // 96: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	43,  // 97: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	49,  // 98: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	51,  // 99: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	52,  // 100: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	55,  // 101: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	60,  // 102: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	66,  // 103: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	70,  // 104: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 105: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	10,  // 106: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	12,  // 107: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	14,  // 108: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	16,  // 109: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	20,  // 110: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	22,  // 111: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	24,  // 112: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	26,  // 113: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	30,  // 114: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	33,  // 115: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	35,  // 116: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	37,  // 117: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	39,  // 118: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	42,  // 119: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	48,  // 120: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	50,  // 121: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	54,  // 122: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	53,  // 123: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	59,  // 124: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	65,  // 125: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	69,  // 126: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	72,  // 127: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	3,   // 128: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	106, // [106:129] is the sub-list for method output_type
+	83,  // [83:106] is the sub-list for method input_type
+	83,  // [83:83] is the sub-list for extension type_name
+	83,  // [83:83] is the sub-list for extension extendee
+	0,   // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -6609,7 +7109,11 @@ func file_themis_v1_themis_proto_init() {
 	if File_themis_v1_themis_proto != nil {
 		return
 	}
-	file_themis_v1_themis_proto_msgTypes[20].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[1].OneofWrappers = []any{
+		(*CrashResponse_Result)(nil),
+		(*CrashResponse_Summary)(nil),
+	}
+	file_themis_v1_themis_proto_msgTypes[25].OneofWrappers = []any{
 		(*Op_Create)(nil),
 		(*Op_Write)(nil),
 		(*Op_Truncate)(nil),
@@ -6631,20 +7135,20 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[41].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[46].OneofWrappers = []any{
 		(*ExploreResponse_Progress)(nil),
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[52].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[57].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[58].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[63].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[62].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[67].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -6654,7 +7158,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   68,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,7 @@ const (
 	Themis_Profile_FullMethodName          = "/themis.v1.Themis/Profile"
 	Themis_Corrupt_FullMethodName          = "/themis.v1.Themis/Corrupt"
 	Themis_Diff_FullMethodName             = "/themis.v1.Themis/Diff"
+	Themis_Crash_FullMethodName            = "/themis.v1.Themis/Crash"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -103,6 +104,11 @@ type ThemisClient interface {
 	// lane_b): differing sectors and byte ranges labelled by structure;
 	// normalize masks nuisance fields.
 	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// Crash runs setup ops and a sync, checkpoints, logs every lane's writes
+	// and flushes while the trace runs, and checks each crash state of the
+	// log (docs/crash.md) with the host's fsck after a host journal replay;
+	// one result per state, then the summary.
+	Crash(ctx context.Context, in *CrashRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CrashResponse], error)
 }
 
 type themisClient struct {
@@ -369,6 +375,25 @@ func (c *themisClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *themisClient) Crash(ctx context.Context, in *CrashRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CrashResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[4], Themis_Crash_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CrashRequest, CrashResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_CrashClient = grpc.ServerStreamingClient[CrashResponse]
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -422,6 +447,11 @@ type ThemisServer interface {
 	// lane_b): differing sectors and byte ranges labelled by structure;
 	// normalize masks nuisance fields.
 	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// Crash runs setup ops and a sync, checkpoints, logs every lane's writes
+	// and flushes while the trace runs, and checks each crash state of the
+	// log (docs/crash.md) with the host's fsck after a host journal replay;
+	// one result per state, then the summary.
+	Crash(*CrashRequest, grpc.ServerStreamingServer[CrashResponse]) error
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -497,6 +527,9 @@ func (UnimplementedThemisServer) Corrupt(*CorruptRequest, grpc.ServerStreamingSe
 }
 func (UnimplementedThemisServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedThemisServer) Crash(*CrashRequest, grpc.ServerStreamingServer[CrashResponse]) error {
+	return status.Error(codes.Unimplemented, "method Crash not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -887,6 +920,17 @@ func _Themis_Diff_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_Crash_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CrashRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).Crash(m, &grpc.GenericServerStream[CrashRequest, CrashResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_CrashServer = grpc.ServerStreamingServer[CrashResponse]
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -986,6 +1030,11 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Corrupt",
 			Handler:       _Themis_Corrupt_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Crash",
+			Handler:       _Themis_Crash_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,61 @@
+package hostfsck
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRecover: an ext4 image flagged as needing recovery loses the flag
+// once Recover replays its journal (the sandbox let it write the image);
+// a checker with no host replay says ErrNoRecovery.
+func TestRecover(t *testing.T) {
+	for _, tool := range []string{"mkfs.ext4", "debugfs", "dumpe2fs", "e2fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is required under CI=true (Debian e2fsprogs): %v", tool, err)
+			}
+			t.Skipf("skipped: %s not installed (Debian e2fsprogs)", tool)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "ext4.img")
+	for _, argv := range [][]string{{"truncate", "-s", "64M", img}, {"mkfs.ext4", "-q", "-F", img}, {"debugfs", "-w", "-R", "feature needs_recovery", img}} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	features := func() string {
+		out, err := exec.Command("dumpe2fs", "-h", img).Output()
+		if err != nil {
+			t.Fatalf("dumpe2fs: %v", err)
+		}
+		return string(out)
+	}
+	if !strings.Contains(features(), "needs_recovery") {
+		t.Fatal("debugfs did not flag the image as needing recovery")
+	}
+	tool, err := For("ext4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tool.Recover(context.Background(), img); err != nil {
+		t.Fatalf("Recover: %v\n%s", err, out)
+	}
+	if strings.Contains(features(), "needs_recovery") {
+		t.Error("Recover left the image needing recovery: the journal was not replayed into it")
+	}
+	if v, out, err := tool.Run(context.Background(), img); err != nil || v != Clean {
+		t.Errorf("after Recover: verdict %v, %v\n%s", v, err, out)
+	}
+	btrfs, err := For("btrfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := btrfs.Recover(context.Background(), img); !errors.Is(err, ErrNoRecovery) {
+		t.Errorf("btrfs Recover: %v, want ErrNoRecovery", err)
+	}
+}
