@@ -18,7 +18,10 @@ import (
 // random generation number) the passes leave the same disk — all four on
 // a quiet host (docs/replay.md); an op that a loaded host delays past the
 // pinned second stamps the next one, so the test asks for fewer distinct
-// disks than passes — and the QEMU backend hashes RAM.
+// disks than passes — and the QEMU backend hashes RAM. Then the same with
+// the clock free under QEMU's instruction counting (a session of its own):
+// guest time follows the instructions, so it too leaves fewer distinct
+// disks than passes.
 func TestReplayPassesRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
 	bin := themisctl(t)
@@ -26,6 +29,7 @@ func TestReplayPassesRealGuest(t *testing.T) {
 	defer cancel()
 	sock := startDaemon(t, bin, t.TempDir(), env.CacheDir)
 	out, err := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "replay", "--passes", "4", "--clock", "pinned",
+		"--icount", "off",
 		"--fs", "ext2:seed=1", "--trace", "write f-00 0 4096 0x55; chmod f-00 0600; truncate f-01 100").Output()
 	if err != nil {
 		t.Fatalf("replay --passes: %v", err)
@@ -37,6 +41,19 @@ func TestReplayPassesRealGuest(t *testing.T) {
 	t.Logf("%+v", r)
 	if len(r.Rows) != 1 || r.Rows[0].Clock != "pinned" || r.Rows[0].Passes != 4 || r.Rows[0].Disks["ext2:seed=1"] < 1 || r.Rows[0].Disks["ext2:seed=1"] >= 4 || r.Rows[0].RAM < 1 {
 		t.Errorf("rows %+v: want one pinned row, fewer distinct ext2 disks than 4 passes, RAM hashed", r.Rows)
+	}
+	out, err = exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "replay", "--passes", "4", "--clock", "free", "--icount", "on",
+		"--fs", "ext2:seed=1", "--trace", "write f-00 0 4096 0x55; chmod f-00 0600; truncate f-01 100").Output()
+	if err != nil {
+		t.Fatalf("replay --passes --icount on: %v", err)
+	}
+	r = passesResult{}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("icount: %+v", r)
+	if len(r.Rows) != 1 || !r.Rows[0].ICount || r.Rows[0].Clock != "free" || r.Rows[0].Disks["ext2:seed=1"] < 1 || r.Rows[0].Disks["ext2:seed=1"] >= 4 {
+		t.Errorf("rows %+v: want one icount row, clock free, fewer distinct ext2 disks than 4 passes", r.Rows)
 	}
 }
 
