@@ -36,7 +36,7 @@ func main() {
 	flag.StringVar(&o.work, "work", "", "work directory (kept); default a temporary one, removed unless the job fails")
 	flag.StringVar(&o.run, "run", defaultRun, "the vmm/kvm tests to run there (-test.run)")
 	flag.StringVar(&o.count, "count", "^TestKVMLinux", "the tests that must have run and passed: names (with subtests) matching this")
-	flag.IntVar(&o.min, "min", 9, "fail unless at least this many tests matching -count ran (top-level and subtests: the conformance suite, its 7 subtests that run there, RestorePages)")
+	flag.IntVar(&o.min, "min", 10, "fail unless at least this many tests matching -count ran (top-level and subtests: the conformance suite, its 8 subtests that run there, RestorePages)")
 	flag.BoolVar(&o.explore, "explore", true, "also run explore and a clock sweep on --backend kvm there, and explore on QEMU here, and compare")
 	flag.StringVar(&o.exploreArgs, "explore-args", "--fs ext2 --depth 2 --seed 7", "explore's arguments on both backends")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "the whole job (each of at most three attempts gets a third, less 2 minutes)")
