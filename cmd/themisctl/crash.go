@@ -34,8 +34,8 @@ or atomicity oracle, and lanes the host cannot replay (xfs) are not supported.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Lanes, req.Setup, req.Trace = splitList(lanes), splitTrace(setup), splitTrace(trace)
-			if len(req.Trace) == 0 {
-				return fmt.Errorf("--trace: want at least one op ('write f 0 4096 0x55; fsync f')")
+			if (len(req.Trace) == 0) == (req.Workload == "") {
+				return fmt.Errorf("--trace 'write f 0 4096 0x55; fsync f' or --workload ace:seq1: one of them")
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				sum, err := runCrash(ctx, g, c, &req)
@@ -53,6 +53,8 @@ or atomicity oracle, and lanes the host cannot replay (xfs) are not supported.`,
 	f.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (each needs a host fsck: ext2/3/4, btrfs, exfat, f2fs, minix)")
 	f.StringVar(&setup, "setup", "", "ops before the checkpoint, ';'-separated (a sync follows them)")
 	f.StringVar(&trace, "trace", "", "the ops to run with the write log on, ';'-separated; end them in a persistence op (fsync, fdatasync, sync)")
+	f.StringVar(&req.Workload, "workload", "", "instead of --trace: ace:seq1 or ace:seq2 (every sequence of 1 or 2 ACE core ops, each followed by a persistence op, from the files they need; docs/crash.md)")
+	f.Int32Var(&req.MaxWorkloads, "max-workloads", 0, "with --workload: run at most this many (0: all)")
 	f.Int32Var(&req.CrashWrites, "crash-writes", 0, "the most in-flight writes of one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at most 8)")
 	f.Int32Var(&req.MaxStates, "max-states", 0, "crash states per lane (0: 64; at most 4096), prefixes first")
 	f.Int32Var(&req.MemoryMib, "memory", 0, "guest RAM in MiB (default 128)")
@@ -97,8 +99,8 @@ func runCrash(ctx context.Context, g *globals, c *conn, req *themisv1.CrashReque
 }
 
 func printCrashResult(w io.Writer, r *themisv1.CrashResult) {
-	fmt.Fprintf(w, "%s state %d %s: after %d flush(es), %s, in-flight writes %v of %v\n", r.GetLane(), r.GetIndex(), r.GetVerdict(),
-		r.GetFlushes(), r.GetKind(), r.GetInFlight(), r.GetEpoch())
+	fmt.Fprintf(w, "%s workload %d state %d %s: after %d flush(es), %s, in-flight writes %v of %v\n    trace: %s\n", r.GetLane(), r.GetWorkload(),
+		r.GetIndex(), r.GetVerdict(), r.GetFlushes(), r.GetKind(), r.GetInFlight(), r.GetEpoch(), strings.Join(r.GetTrace(), "; "))
 	lines := strings.Split(strings.TrimSpace(r.GetOutput()), "\n")
 	for _, line := range lines[:min(5, len(lines))] {
 		fmt.Fprintf(w, "    %s\n", line)
@@ -115,7 +117,11 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\n", l.GetLane(), l.GetWrites(), l.GetFlushes(), states, l.GetNotClean(), l.GetCheck())
 	}
-	fmt.Fprintf(w, "\nsession\t%s\nchecked\t%.1f s (%.1f states/s)\n", s.GetSessionId(), s.GetElapsedS(), s.GetStatesPerSec())
+	workloads := fmt.Sprint(s.GetWorkloads())
+	if s.GetTruncated() {
+		workloads += " (cut at --max-workloads)"
+	}
+	fmt.Fprintf(w, "\nsession\t%s\nworkloads\t%s\nelapsed\t%.1f s (%.1f crash states/s)\n", s.GetSessionId(), workloads, s.GetElapsedS(), s.GetStatesPerSec())
 	return w.Flush()
 }
 

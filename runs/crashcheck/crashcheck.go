@@ -30,6 +30,12 @@ type Options struct {
 	// Trace runs with the write log on; it should end in a persistence
 	// op (fsync, fdatasync, sync).
 	Trace []string
+	// Workload, instead of Trace, names a generated set of traces
+	// ("ace:seq1", "ace:seq2": crash.AceWorkloads, from crash.AceSetup
+	// unless Setup is given), each run from the checkpoint in turn; at most
+	// MaxWorkloads of them (0: all).
+	Workload     string
+	MaxWorkloads int
 	// Crash bounds the states checked per lane.
 	Crash crash.Options
 	// MemoryMiB is guest RAM (default 128).
@@ -45,7 +51,11 @@ const (
 
 // Result is one crash state of one lane, checked.
 type Result struct {
-	Lane    string
+	Lane string
+	// Workload is the trace's index (0 with a single Trace) and Trace its
+	// ops.
+	Workload int
+	Trace    []string
 	Index   int // of the lane's states, in crash.Enumerate's order
 	State   crash.State
 	Verdict string
@@ -65,6 +75,10 @@ type LaneSummary struct {
 // Summary is a run's outcome.
 type Summary struct {
 	Session string
+	// Workloads is how many traces ran; Truncated says MaxWorkloads cut
+	// a generated set.
+	Workloads int
+	Truncated bool
 	Lanes   map[string]*LaneSummary
 	Elapsed time.Duration
 	// StatesPerSec is the crash states checked per second of checking.
@@ -74,7 +88,7 @@ type Summary struct {
 // Run checks o's crash states in a session of its own; emit (optional)
 // gets each result as it is made. Bad options are a FieldError.
 func Run(ctx context.Context, m *session.Manager, o Options, emit func(Result)) (*Summary, error) {
-	setup, trace, tools, err := validate(&o)
+	p, err := validate(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -84,41 +98,92 @@ func Run(ctx context.Context, m *session.Manager, o Options, emit func(Result)) 
 	}
 	defer run.Close()
 	ctx = run.Context()
-	sum := &Summary{Session: run.ID(), Lanes: map[string]*LaneSummary{}}
-	err = check(ctx, run, setup, trace, tools, o.Crash, sum, emit)
+	sum := &Summary{Session: run.ID(), Lanes: map[string]*LaneSummary{}, Truncated: p.truncated}
+	for _, lane := range run.Lanes() {
+		sum.Lanes[lane] = &LaneSummary{}
+	}
+	start := time.Now()
+	err = check(ctx, run, p, o.Crash, sum, emit)
+	sum.Elapsed = time.Since(start)
+	if s := sum.Elapsed.Seconds(); s > 0 {
+		n := 0
+		for _, ls := range sum.Lanes {
+			n += ls.States
+		}
+		sum.StatesPerSec = float64(n) / s
+	}
 	return sum, run.Finish(ctx, err)
 }
 
+// plan is a validated run: the setup, the traces (their text and ops) and
+// each lane's checker.
+type plan struct {
+	setup     []*agentv1.Request
+	traces    [][]string
+	ops       [][]*agentv1.Request
+	tools     []hostfsck.Tool
+	truncated bool
+}
+
 // validate parses the ops and finds each lane's checker.
-func validate(o *Options) (setup, trace []*agentv1.Request, tools []hostfsck.Tool, err error) {
+func validate(o *Options) (*plan, error) {
 	if len(o.Lanes) == 0 {
-		return nil, nil, nil, session.Invalid("lanes", "at least one lane spec is required")
+		return nil, session.Invalid("lanes", "at least one lane spec is required")
 	}
 	specs, err := session.ValidateCreate(&session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
+	p := &plan{}
 	for i, s := range specs {
 		t, err := hostfsck.For(s.Layer().FS)
+		if err == nil {
+			err = t.Installed()
+		}
 		if err != nil {
-			return nil, nil, nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
-		if err := t.Installed(); err != nil {
-			return nil, nil, nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
-		}
-		tools = append(tools, t)
+		p.tools = append(p.tools, t)
 	}
 	if err := o.Crash.Check(); err != nil {
-		return nil, nil, nil, session.Invalid("crash", "%v", err)
+		return nil, session.Invalid("crash", "%v", err)
 	}
-	if setup, err = parseOps("setup", o.Setup); err != nil {
-		return nil, nil, nil, err
+	if err := p.traceSet(o); err != nil {
+		return nil, err
 	}
-	if len(o.Trace) == 0 {
-		return nil, nil, nil, session.Invalid("trace", "at least one op is required")
+	if p.setup, err = parseOps("setup", o.Setup); err != nil {
+		return nil, err
 	}
-	trace, err = parseOps("trace", o.Trace)
-	return setup, trace, tools, err
+	for i, t := range p.traces {
+		ops, err := parseOps(fmt.Sprintf("trace (workload %d)", i), t)
+		if err != nil {
+			return nil, err
+		}
+		p.ops = append(p.ops, ops)
+	}
+	return p, nil
+}
+
+// traceSet fills p.traces from o's Trace or Workload (and its setup).
+func (p *plan) traceSet(o *Options) error {
+	switch {
+	case o.Workload != "" && len(o.Trace) > 0:
+		return session.Invalid("workload", "give a trace or a workload, not both")
+	case o.Workload == "" && len(o.Trace) == 0:
+		return session.Invalid("trace", "at least one op is required (or a workload)")
+	case o.Workload == "":
+		p.traces = [][]string{o.Trace}
+		return nil
+	}
+	ws, cut, err := crash.AceWorkloads(o.Workload, o.MaxWorkloads)
+	if err != nil {
+		return session.Invalid("workload", "%v", err)
+	}
+	if o.Setup == nil {
+		o.Setup = crash.AceSetup
+	}
+	p.traces, p.truncated = ws, cut
+	return nil
 }
 
 // parseOps parses short-form ops, naming the field of a bad one.
@@ -140,65 +205,76 @@ func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 	return out, nil
 }
 
-// check is Run past the session's creation.
-func check(ctx context.Context, run *session.Run, setup, trace []*agentv1.Request, tools []hostfsck.Tool, co crash.Options, sum *Summary, emit func(Result)) error {
+// check is Run past the session's creation: the setup and a sync, the
+// checkpoint, then every trace from it under a write log, its crash
+// states checked.
+func check(ctx context.Context, run *session.Run, p *plan, co crash.Options, sum *Summary, emit func(Result)) error {
 	sync := &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}
-	for _, op := range append(setup, sync) {
+	for _, op := range append(p.setup, sync) {
 		if _, err := run.Apply(ctx, op); err != nil {
 			return fmt.Errorf("setup: %w", err)
 		}
 	}
-	if _, err := run.Checkpoint(ctx, "crash: the log's start"); err != nil {
+	root, err := run.Checkpoint(ctx, "crash: the log's start")
+	if err != nil {
 		return err
-	}
-	lanes := run.Lanes()
-	for i := range lanes {
-		if err := run.Disk(ctx, i, "start write log", func(d *overlay.Device) error { return d.StartLog() }); err != nil {
-			return err
-		}
-	}
-	for _, op := range trace {
-		if _, err := run.Apply(ctx, op); err != nil {
-			return fmt.Errorf("trace: %w", err)
-		}
 	}
 	dir, err := scratch.MkdirTemp("", "themis-crash-")
 	if err != nil {
 		return err
 	}
 	defer dir.Remove()
-	start := time.Now()
-	n := 0
-	for i, lane := range lanes {
-		ls := &LaneSummary{}
-		sum.Lanes[lane] = ls
-		k, err := checkLane(ctx, run, i, tools[i], co, filepath.Join(dir.Path, fmt.Sprintf("lane-%d.img", i)), ls, func(r Result) {
-			r.Lane = lane
-			if emit != nil {
-				emit(r)
+	for w, ops := range p.ops {
+		if w > 0 {
+			if err := run.Restore(ctx, "crash: next workload", root); err != nil {
+				return err
 			}
-		})
-		n += k
-		if err != nil {
-			return fmt.Errorf("lane %s: %w", lane, err)
 		}
-	}
-	sum.Elapsed = time.Since(start)
-	if s := sum.Elapsed.Seconds(); s > 0 {
-		sum.StatesPerSec = float64(n) / s
+		if err := checkTrace(ctx, run, p, w, ops, co, dir.Path, sum, emit); err != nil {
+			return fmt.Errorf("workload %d (%s): %w", w, crash.Describe(p.traces[w]), err)
+		}
+		sum.Workloads++
 	}
 	return nil
 }
 
-// checkLane enumerates lane i's crash states and checks each; it returns
-// how many it checked.
-func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool, co crash.Options, img string, ls *LaneSummary, emit func(Result)) (int, error) {
+// checkTrace runs trace w under a write log on every lane and checks
+// every lane's crash states.
+func checkTrace(ctx context.Context, run *session.Run, p *plan, w int, ops []*agentv1.Request, co crash.Options, dir string, sum *Summary, emit func(Result)) error {
+	lanes := run.Lanes()
+	for i := range lanes {
+		if err := run.Disk(ctx, i, "start write log", func(d *overlay.Device) error { return d.StartLog() }); err != nil {
+			return err
+		}
+	}
+	for _, op := range ops {
+		if _, err := run.Apply(ctx, op); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	for i, lane := range lanes {
+		err := checkLane(ctx, run, i, p.tools[i], co, filepath.Join(dir, fmt.Sprintf("lane-%d.img", i)), sum.Lanes[lane], func(r Result) {
+			r.Lane, r.Workload, r.Trace = lane, w, p.traces[w]
+			if emit != nil {
+				emit(r)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("lane %s: %w", lane, err)
+		}
+	}
+	return nil
+}
+
+// checkLane enumerates lane i's crash states and checks each, adding to
+// ls.
+func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool, co crash.Options, img string, ls *LaneSummary, emit func(Result)) error {
 	var info overlay.LogInfo
 	if err := run.Disk(ctx, i, "read write log", func(d *overlay.Device) (err error) { info, err = d.Log(); return err }); err != nil {
-		return 0, err
+		return err
 	}
 	if info.Overflowed {
-		return 0, fmt.Errorf("the write log passed %d entries", overlay.MaxLogEntries)
+		return fmt.Errorf("the write log passed %d entries", overlay.MaxLogEntries)
 	}
 	for _, e := range info.Entries {
 		if e.Flush {
@@ -209,14 +285,14 @@ func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool,
 	}
 	states, truncated, err := crash.Enumerate(info.Entries, co)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	ls.Truncated = truncated
+	ls.Truncated = ls.Truncated || truncated
 	ls.Replay = tool.Name + " after a host journal replay"
 	for k, st := range states {
 		r, err := checkState(ctx, run, i, tool, st, img)
 		if err != nil {
-			return k, fmt.Errorf("crash state %d (%s): %w", k, st, err)
+			return fmt.Errorf("crash state %d (%s): %w", k, st, err)
 		}
 		if errors.Is(r.replayErr, hostfsck.ErrNoRecovery) {
 			ls.Replay = tool.Name + " (no journal replay on the host for this filesystem)"
@@ -228,7 +304,7 @@ func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool,
 		}
 		emit(r.Result)
 	}
-	return len(states), nil
+	return nil
 }
 
 // checked is a Result with how its journal replay went.

@@ -51,3 +51,27 @@ func TestCrashStatesRealGuest(t *testing.T) {
 		t.Errorf("ext4 (journal replayed): crash state %d (%s) is %s:\n%s", r.Index, r.State, r.Verdict, r.Output)
 	}
 }
+
+// TestAceWorkloadsRealGuest runs the first ace:seq1 workloads on ext4, each
+// from the checkpoint in turn (the restore ends the previous write log):
+// every one runs, logs writes, and leaves only clean crash states.
+func TestAceWorkloadsRealGuest(t *testing.T) {
+	m := sessiontest.Real(t, session.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	workloads := map[int]bool{}
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext4"}, Workload: "ace:seq1", MaxWorkloads: 4, Crash: crash.Options{MaxSubset: 1}}, func(r Result) {
+		workloads[r.Workload] = true
+		if r.Verdict != Clean {
+			t.Errorf("workload %d (%s), crash state %d (%s): %s\n%s", r.Workload, crash.Describe(r.Trace), r.Index, r.State, r.Verdict, r.Output)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := sum.Lanes["ext4"]
+	t.Logf("ext4, 4 ace:seq1 workloads: %d writes, %d flushes, %d crash states in %s", ls.Writes, ls.Flushes, ls.States, sum.Elapsed)
+	if sum.Workloads != 4 || !sum.Truncated || len(workloads) != 4 || ls.Writes == 0 {
+		t.Errorf("summary %+v, lane %+v, results from workloads %v: want 4 workloads run, each with crash states", sum, ls, workloads)
+	}
+}

@@ -153,8 +153,14 @@ type CrashRequest struct {
 	// 2; -1: prefixes only; at most 8).
 	CrashWrites int32 `protobuf:"varint,4,opt,name=crash_writes,json=crashWrites,proto3" json:"crash_writes,omitempty"`
 	// Crash states per lane (0: 64; at most 4096), prefixes first.
-	MaxStates     int32 `protobuf:"varint,5,opt,name=max_states,json=maxStates,proto3" json:"max_states,omitempty"`
-	MemoryMib     int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	MaxStates int32 `protobuf:"varint,5,opt,name=max_states,json=maxStates,proto3" json:"max_states,omitempty"`
+	MemoryMib int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Instead of trace: a generated set of traces, each run from the
+	// checkpoint in turn ("ace:seq1", "ace:seq2": every sequence of 1 or 2
+	// ACE core ops each followed by a persistence op; setup defaults to the
+	// files they need); at most max_workloads of them (0: all).
+	Workload      string `protobuf:"bytes,7,opt,name=workload,proto3" json:"workload,omitempty"`
+	MaxWorkloads  int32  `protobuf:"varint,8,opt,name=max_workloads,json=maxWorkloads,proto3" json:"max_workloads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +233,20 @@ func (x *CrashRequest) GetMaxStates() int32 {
 func (x *CrashRequest) GetMemoryMib() int32 {
 	if x != nil {
 		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *CrashRequest) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *CrashRequest) GetMaxWorkloads() int32 {
+	if x != nil {
+		return x.MaxWorkloads
 	}
 	return 0
 }
@@ -328,7 +348,10 @@ type CrashResult struct {
 	// "clean", "dirty" or "broken" (the checker could not read it).
 	Verdict string `protobuf:"bytes,7,opt,name=verdict,proto3" json:"verdict,omitempty"`
 	// The checker's output when not clean, cut to 2 KiB.
-	Output        string `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	Output string `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	// The trace's index in the run (0 with one trace), and its ops.
+	Workload      int32    `protobuf:"varint,9,opt,name=workload,proto3" json:"workload,omitempty"`
+	Trace         []string `protobuf:"bytes,10,rep,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,12 +442,29 @@ func (x *CrashResult) GetOutput() string {
 	return ""
 }
 
+func (x *CrashResult) GetWorkload() int32 {
+	if x != nil {
+		return x.Workload
+	}
+	return 0
+}
+
+func (x *CrashResult) GetTrace() []string {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
 type CrashSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Lanes         []*CrashLane           `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
-	ElapsedS      float64                `protobuf:"fixed64,3,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
-	StatesPerSec  float64                `protobuf:"fixed64,4,opt,name=states_per_sec,json=statesPerSec,proto3" json:"states_per_sec,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lanes        []*CrashLane           `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	ElapsedS     float64                `protobuf:"fixed64,3,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	StatesPerSec float64                `protobuf:"fixed64,4,opt,name=states_per_sec,json=statesPerSec,proto3" json:"states_per_sec,omitempty"`
+	// Traces run; truncated: max_workloads cut the generated set.
+	Workloads     int32 `protobuf:"varint,5,opt,name=workloads,proto3" json:"workloads,omitempty"`
+	Truncated     bool  `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -485,6 +525,20 @@ func (x *CrashSummary) GetStatesPerSec() float64 {
 		return x.StatesPerSec
 	}
 	return 0
+}
+
+func (x *CrashSummary) GetWorkloads() int32 {
+	if x != nil {
+		return x.Workloads
+	}
+	return 0
+}
+
+func (x *CrashSummary) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type CrashLane struct {
@@ -6260,7 +6314,7 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xb1\x01\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xf2\x01\n" +
 	"\fCrashRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x14\n" +
@@ -6269,11 +6323,13 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"max_states\x18\x05 \x01(\x05R\tmaxStates\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\"\x7f\n" +
+	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x1a\n" +
+	"\bworkload\x18\a \x01(\tR\bworkload\x12#\n" +
+	"\rmax_workloads\x18\b \x01(\x05R\fmaxWorkloads\"\x7f\n" +
 	"\rCrashResponse\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.themis.v1.CrashResultH\x00R\x06result\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.CrashSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\xca\x01\n" +
+	"\x05event\"\xfc\x01\n" +
 	"\vCrashResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -6282,13 +6338,18 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tin_flight\x18\x05 \x03(\x05R\binFlight\x12\x14\n" +
 	"\x05epoch\x18\x06 \x03(\x05R\x05epoch\x12\x18\n" +
 	"\averdict\x18\a \x01(\tR\averdict\x12\x16\n" +
-	"\x06output\x18\b \x01(\tR\x06output\"\x9c\x01\n" +
+	"\x06output\x18\b \x01(\tR\x06output\x12\x1a\n" +
+	"\bworkload\x18\t \x01(\x05R\bworkload\x12\x14\n" +
+	"\x05trace\x18\n" +
+	" \x03(\tR\x05trace\"\xd8\x01\n" +
 	"\fCrashSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
 	"\x05lanes\x18\x02 \x03(\v2\x14.themis.v1.CrashLaneR\x05lanes\x12\x1b\n" +
 	"\telapsed_s\x18\x03 \x01(\x01R\belapsedS\x12$\n" +
-	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\"\xba\x01\n" +
+	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\x12\x1c\n" +
+	"\tworkloads\x18\x05 \x01(\x05R\tworkloads\x12\x1c\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\xba\x01\n" +
 	"\tCrashLane\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
