@@ -56,9 +56,9 @@ type Result struct {
 	// ops.
 	Workload int
 	Trace    []string
-	Index   int // of the lane's states, in crash.Enumerate's order
-	State   crash.State
-	Verdict string
+	Index    int // of the lane's states, in crash.Enumerate's order
+	State    crash.State
+	Verdict  string
 	// Output is the fsck's (and the journal replay's) output, cut to
 	// hostfsck.MaxOutput, for a state that is not clean.
 	Output string
@@ -79,8 +79,8 @@ type Summary struct {
 	// a generated set.
 	Workloads int
 	Truncated bool
-	Lanes   map[string]*LaneSummary
-	Elapsed time.Duration
+	Lanes     map[string]*LaneSummary
+	Elapsed   time.Duration
 	// StatesPerSec is the crash states checked per second of checking.
 	StatesPerSec float64
 }
