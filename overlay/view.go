@@ -59,21 +59,9 @@ func (v *View) ReadAt(p []byte, off int64) (int, error) {
 	}
 	q, o := p[:n], off
 	for len(q) > 0 {
-		lba := uint64(o / SectorSize)
-		in := int(o % SectorSize)
-		k := min(SectorSize-in, len(q))
-		found := false
-		for i := v.n - 1; i >= 0; i-- {
-			if s, ok := d.layers[i].sectors[lba]; ok {
-				copy(q[:k], s[in:in+k])
-				found = true
-				break
-			}
-		}
-		if !found {
-			if _, err := d.base.ReadAt(q[:k], o); err != nil && err != io.EOF {
-				return 0, fmt.Errorf("overlay: read base at %d: %w", o, err)
-			}
+		k := min(SectorSize-int(o%SectorSize), len(q))
+		if err := d.readBelow(q[:k], o, v.n); err != nil {
+			return 0, err
 		}
 		q, o = q[k:], o+int64(k)
 	}
