@@ -49,6 +49,9 @@ type report struct {
 	SweepRows    int                 `json:"sweep_rows"`
 	SweepDiffers []string            `json:"sweep_differs,omitempty"`
 	Retried      []string            `json:"retried,omitempty"` // attempts ended by the emulated host's own crash
+	// Measured are the gated tests' measurement lines (measuredMark), as
+	// the tests logged them: the KVM backend's replay fidelity.
+	Measured []string `json:"measured,omitempty"`
 	Problems     []string            `json:"problems,omitempty"`
 }
 
@@ -205,6 +208,9 @@ func runAttempt(ctx context.Context, rep *report, o options, log *zap.Logger, ca
 	if len(out.Result.Steps) != len(plan.Steps) {
 		rep.problem("%d of %d steps ran", len(out.Result.Steps), len(plan.Steps))
 	}
+	if raw, err := out.Output("gated"); err == nil {
+		rep.Measured = measured(raw)
+	}
 	var crash string
 	if rep.Tests, crash, err = countTests(ctx, out, re); err != nil {
 		rep.problem("%v", err)
@@ -311,6 +317,23 @@ func stalledExplore(k *exploreSummary) string {
 		}
 	}
 	return "explore-kvm: the guest went silent with an exception injected and pending"
+}
+
+// measuredMark starts a gated test's log line worth reporting.
+const measuredMark = "replay fidelity:"
+
+// measured returns the log lines of the gated output that carry
+// measuredMark, trimmed, at most 32 of them.
+func measured(raw []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() && len(out) < 32 {
+		if line := strings.TrimSpace(sc.Text()); strings.Contains(line, measuredMark) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // countTests turns the test binary's -test.v=test2json output into go test
@@ -543,6 +566,9 @@ func (r *report) print(w io.Writer) {
 	}
 	for _, d := range r.SweepDiffers {
 		fmt.Fprintln(w, "  ", d)
+	}
+	for _, m := range r.Measured {
+		fmt.Fprintln(w, "measured on kvm:", m)
 	}
 	for _, a := range r.Retried {
 		fmt.Fprintln(w, "RETRIED after the emulated host's own crash (docs/kvm.md):", a)

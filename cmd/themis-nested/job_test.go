@@ -138,3 +138,15 @@ func TestStalledExplore(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasured: only the lines that carry the mark come out, trimmed.
+func TestMeasured(t *testing.T) {
+	raw := []byte("=== RUN   TestKVMLinuxConformance/ReplayPasses\n    suite.go:429: replay fidelity: 4 passes, clock pinned: 1 distinct disks, 4 distinct RAM images\n--- PASS: x\nother line\n")
+	got := measured(raw)
+	if len(got) != 1 || got[0] != "suite.go:429: replay fidelity: 4 passes, clock pinned: 1 distinct disks, 4 distinct RAM images" {
+		t.Errorf("measured = %q", got)
+	}
+	if got := measured([]byte("nothing here\n")); got != nil {
+		t.Errorf("measured of no mark = %q", got)
+	}
+}
