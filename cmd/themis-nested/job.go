@@ -52,7 +52,7 @@ type report struct {
 	// Measured are the gated tests' measurement lines (measuredMark), as
 	// the tests logged them: the KVM backend's replay fidelity.
 	Measured []string `json:"measured,omitempty"`
-	Problems     []string            `json:"problems,omitempty"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // exploreSummary is the part of explore's --json output compared.
