@@ -22,7 +22,8 @@ func (s *Server) Crash(req *themisv1.CrashRequest, stream themisv1.Themis_CrashS
 		for _, lane := range sortedKeys(sum.Lanes) {
 			l := sum.Lanes[lane]
 			cs.Lanes = append(cs.Lanes, &themisv1.CrashLane{Lane: lane, Writes: int32(l.Writes), Flushes: int32(l.Flushes),
-				States: int32(l.States), NotClean: int32(l.Dirty), Truncated: l.Truncated, Check: l.Replay})
+				States: int32(l.States), NotClean: int32(l.Dirty), Truncated: l.Truncated, Check: l.Replay,
+				Durable: int32(l.Durable), Lost: int32(l.Lost), DurableNote: l.DurableNote})
 		}
 		return &themisv1.CrashResponse{Event: &themisv1.CrashResponse_Summary{Summary: cs}}
 	})
@@ -30,7 +31,7 @@ func (s *Server) Crash(req *themisv1.CrashRequest, stream themisv1.Themis_CrashS
 
 func crashResultProto(r crashcheck.Result) *themisv1.CrashResult {
 	p := &themisv1.CrashResult{Lane: r.Lane, Index: int32(r.Index), Flushes: int32(r.State.Flushes), Kind: r.State.Kind,
-		Verdict: r.Verdict, Output: r.Output, Workload: int32(r.Workload), Trace: r.Trace}
+		Verdict: r.Verdict, Output: r.Output, Workload: int32(r.Workload), Trace: r.Trace, Durability: r.Durability}
 	for _, i := range r.State.InFlight() {
 		p.InFlight = append(p.InFlight, int32(i))
 	}

@@ -81,7 +81,7 @@ func runCrash(ctx context.Context, g *globals, c *conn, req *themisv1.CrashReque
 			return nil
 		case g.json:
 			return writeProtoJSONLine(res)
-		case res.GetVerdict() != "clean":
+		case res.GetVerdict() != "clean" || strings.HasPrefix(res.GetDurability(), "LOST"):
 			printCrashResult(os.Stdout, res)
 		}
 		return nil
@@ -101,6 +101,9 @@ func runCrash(ctx context.Context, g *globals, c *conn, req *themisv1.CrashReque
 func printCrashResult(w io.Writer, r *themisv1.CrashResult) {
 	fmt.Fprintf(w, "%s workload %d state %d %s: after %d flush(es), %s, in-flight writes %v of %v\n    trace: %s\n", r.GetLane(), r.GetWorkload(),
 		r.GetIndex(), r.GetVerdict(), r.GetFlushes(), r.GetKind(), r.GetInFlight(), r.GetEpoch(), strings.Join(r.GetTrace(), "; "))
+	if d := r.GetDurability(); d != "" {
+		fmt.Fprintf(w, "    durability: %s\n", d)
+	}
 	lines := strings.Split(strings.TrimSpace(r.GetOutput()), "\n")
 	for _, line := range lines[:min(5, len(lines))] {
 		fmt.Fprintf(w, "    %s\n", line)
@@ -109,13 +112,17 @@ func printCrashResult(w io.Writer, r *themisv1.CrashResult) {
 
 func printCrashSummary(s *themisv1.CrashSummary) error {
 	w := newTable()
-	fmt.Fprintf(w, "LANE\tWRITES\tFLUSHES\tSTATES\tNOT CLEAN\tCHECK\n")
+	fmt.Fprintf(w, "LANE\tWRITES\tFLUSHES\tSTATES\tNOT CLEAN\tDURABILITY\tCHECK\n")
 	for _, l := range s.GetLanes() {
 		states := fmt.Sprint(l.GetStates())
 		if l.GetTruncated() {
 			states += " (cut at --max-states)"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\n", l.GetLane(), l.GetWrites(), l.GetFlushes(), states, l.GetNotClean(), l.GetCheck())
+		durable := fmt.Sprintf("%d checked, %d lost", l.GetDurable(), l.GetLost())
+		if l.GetDurableNote() != "" {
+			durable = l.GetDurableNote()
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", l.GetLane(), l.GetWrites(), l.GetFlushes(), states, l.GetNotClean(), durable, l.GetCheck())
 	}
 	workloads := fmt.Sprint(s.GetWorkloads())
 	if s.GetTruncated() {
@@ -125,11 +132,12 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 	return w.Flush()
 }
 
-// notClean counts the crash states of every lane that were not clean.
+// notClean counts the crash states of every lane that were not clean or
+// lost what was made durable.
 func notClean(s *themisv1.CrashSummary) int {
 	n := 0
 	for _, l := range s.GetLanes() {
-		n += int(l.GetNotClean())
+		n += int(l.GetNotClean() + l.GetLost())
 	}
 	return n
 }

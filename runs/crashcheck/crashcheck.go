@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -62,7 +63,14 @@ type Result struct {
 	// Output is the fsck's (and the journal replay's) output, cut to
 	// hostfsck.MaxOutput, for a state that is not clean.
 	Output string
+	// Durability is, for a state after the trace's final fsync or
+	// fdatasync of a file returned, "kept" when the file holds what it
+	// held then, or what was lost; "" when not checked.
+	Durability string
 }
+
+// Kept is Result.Durability of a state that kept what was made durable.
+const Kept = "kept"
 
 // LaneSummary is one lane's log and states.
 type LaneSummary struct {
@@ -70,6 +78,10 @@ type LaneSummary struct {
 	States, Dirty   int // checked, and not clean (dirty or broken)
 	Truncated       bool
 	Replay          string // the host's journal replay step, or why none
+	// Durable counts the states checked for what the final fsync made
+	// durable, Lost those that lost it; DurableNote says why none were.
+	Durable, Lost int
+	DurableNote   string
 }
 
 // Summary is a run's outcome.
@@ -118,6 +130,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, emit func(Result)) 
 // plan is a validated run: the setup, the traces (their text and ops) and
 // each lane's checker.
 type plan struct {
+	fs        []string // each lane's filesystem
 	setup     []*agentv1.Request
 	traces    [][]string
 	ops       [][]*agentv1.Request
@@ -143,7 +156,7 @@ func validate(o *Options) (*plan, error) {
 		if err != nil {
 			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
-		p.tools = append(p.tools, t)
+		p.tools, p.fs = append(p.tools, t), append(p.fs, s.Layer().FS)
 	}
 	if err := o.Crash.Check(); err != nil {
 		return nil, session.Invalid("crash", "%v", err)
@@ -253,7 +266,11 @@ func checkTrace(ctx context.Context, run *session.Run, p *plan, w int, ops []*ag
 		}
 	}
 	for i, lane := range lanes {
-		err := checkLane(ctx, run, i, p.tools[i], co, filepath.Join(dir, fmt.Sprintf("lane-%d.img", i)), sum.Lanes[lane], func(r Result) {
+		lc := laneCheck{i: i, fs: p.fs[i], tool: p.tools[i], co: co, img: filepath.Join(dir, fmt.Sprintf("lane-%d.img", i))}
+		if err := lc.durableAfter(ctx, run, lane, ops[len(ops)-1]); err != nil {
+			return fmt.Errorf("lane %s: %w", lane, err)
+		}
+		err := lc.check(ctx, run, sum.Lanes[lane], func(r Result) {
 			r.Lane, r.Workload, r.Trace = lane, w, p.traces[w]
 			if emit != nil {
 				emit(r)
@@ -266,15 +283,47 @@ func checkTrace(ctx context.Context, run *session.Run, p *plan, w int, ops []*ag
 	return nil
 }
 
-// checkLane enumerates lane i's crash states and checks each, adding to
-// ls.
-func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool, co crash.Options, img string, ls *LaneSummary, emit func(Result)) error {
-	var info overlay.LogInfo
-	if err := run.Disk(ctx, i, "read write log", func(d *overlay.Device) (err error) { info, err = d.Log(); return err }); err != nil {
+// laneCheck is one lane's part of checking a trace.
+type laneCheck struct {
+	i    int
+	fs   string
+	tool hostfsck.Tool
+	co   crash.Options
+	img  string   // the scratch file of its crash states
+	dur  *durable // what the trace's last op made durable (nil: nothing checked)
+}
+
+// durableAfter fills lc.dur from the lane's log and the trace's last op.
+func (lc *laneCheck) durableAfter(ctx context.Context, run *session.Run, lane string, last *agentv1.Request) error {
+	info, err := lc.log(ctx, run)
+	if err != nil {
 		return err
 	}
-	if info.Overflowed {
-		return fmt.Errorf("the write log passed %d entries", overlay.MaxLogEntries)
+	flushes := 0
+	for _, e := range info.Entries {
+		if e.Flush {
+			flushes++
+		}
+	}
+	lc.dur, err = durableAfter(ctx, run, lane, last, flushes)
+	return err
+}
+
+// log is the lane's write log.
+func (lc *laneCheck) log(ctx context.Context, run *session.Run) (overlay.LogInfo, error) {
+	var info overlay.LogInfo
+	err := run.Disk(ctx, lc.i, "read write log", func(d *overlay.Device) (err error) { info, err = d.Log(); return err })
+	if err == nil && info.Overflowed {
+		err = fmt.Errorf("the write log passed %d entries", overlay.MaxLogEntries)
+	}
+	return info, err
+}
+
+// check enumerates the lane's crash states and checks each, adding to ls.
+func (lc *laneCheck) check(ctx context.Context, run *session.Run, ls *LaneSummary, emit func(Result)) error {
+	info, err := lc.log(ctx, run)
+	if err != nil {
+		return err
 	}
 	for _, e := range info.Entries {
 		if e.Flush {
@@ -283,19 +332,25 @@ func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool,
 			ls.Writes++
 		}
 	}
-	states, truncated, err := crash.Enumerate(info.Entries, co)
+	states, truncated, err := crash.Enumerate(info.Entries, lc.co)
 	if err != nil {
 		return err
 	}
 	ls.Truncated = ls.Truncated || truncated
-	ls.Replay = tool.Name + " after a host journal replay"
+	ls.Replay = lc.tool.Name + " after a host journal replay"
+	if lc.dur != nil && !strings.HasPrefix(lc.fs, "ext") {
+		ls.DurableNote = "not checked on " + lc.fs + ": no host reader of its files yet"
+	}
 	for k, st := range states {
-		r, err := checkState(ctx, run, i, tool, st, img)
+		r, err := checkState(ctx, run, lc.i, lc.tool, st, lc.img)
 		if err != nil {
 			return fmt.Errorf("crash state %d (%s): %w", k, st, err)
 		}
 		if errors.Is(r.replayErr, hostfsck.ErrNoRecovery) {
-			ls.Replay = tool.Name + " (no journal replay on the host for this filesystem)"
+			ls.Replay = lc.tool.Name + " (no journal replay on the host for this filesystem)"
+		}
+		if err := lc.checkDurable(&r.Result, ls); err != nil {
+			return fmt.Errorf("crash state %d (%s): durability: %w", k, st, err)
 		}
 		r.Index = k
 		ls.States++
@@ -303,6 +358,25 @@ func checkLane(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool,
 			ls.Dirty++
 		}
 		emit(r.Result)
+	}
+	return nil
+}
+
+// checkDurable sets r.Durability for a state after the final fsync's
+// flushes, on an ext* lane whose image opened.
+func (lc *laneCheck) checkDurable(r *Result, ls *LaneSummary) error {
+	if lc.dur == nil || r.State.Flushes < lc.dur.flushes || !strings.HasPrefix(lc.fs, "ext") || r.Verdict == Broken {
+		return nil
+	}
+	lost, err := checkDurable(lc.img, lc.dur)
+	if err != nil {
+		return err
+	}
+	ls.Durable++
+	r.Durability = Kept
+	if lost != "" {
+		ls.Lost++
+		r.Durability = "LOST " + lost
 	}
 	return nil
 }

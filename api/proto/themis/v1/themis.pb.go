@@ -350,8 +350,11 @@ type CrashResult struct {
 	// The checker's output when not clean, cut to 2 KiB.
 	Output string `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
 	// The trace's index in the run (0 with one trace), and its ops.
-	Workload      int32    `protobuf:"varint,9,opt,name=workload,proto3" json:"workload,omitempty"`
-	Trace         []string `protobuf:"bytes,10,rep,name=trace,proto3" json:"trace,omitempty"`
+	Workload int32    `protobuf:"varint,9,opt,name=workload,proto3" json:"workload,omitempty"`
+	Trace    []string `protobuf:"bytes,10,rep,name=trace,proto3" json:"trace,omitempty"`
+	// For a state after the trace's final fsync or fdatasync of a file
+	// returned (ext* lanes): "kept", or "LOST <what>"; empty when not checked.
+	Durability    string `protobuf:"bytes,11,opt,name=durability,proto3" json:"durability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -456,6 +459,13 @@ func (x *CrashResult) GetTrace() []string {
 	return nil
 }
 
+func (x *CrashResult) GetDurability() string {
+	if x != nil {
+		return x.Durability
+	}
+	return ""
+}
+
 type CrashSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -549,8 +559,13 @@ type CrashLane struct {
 	States    int32                  `protobuf:"varint,4,opt,name=states,proto3" json:"states,omitempty"`
 	NotClean  int32                  `protobuf:"varint,5,opt,name=not_clean,json=notClean,proto3" json:"not_clean,omitempty"`
 	Truncated bool                   `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	// How the states were checked ("e2fsck -fn after the journal replayed on the host").
-	Check         string `protobuf:"bytes,7,opt,name=check,proto3" json:"check,omitempty"`
+	// How the states were checked ("e2fsck -fn after a host journal replay").
+	Check string `protobuf:"bytes,7,opt,name=check,proto3" json:"check,omitempty"`
+	// States checked for what the final fsync made durable, and those that
+	// lost it; why none were, where the lane cannot be checked.
+	Durable       int32  `protobuf:"varint,8,opt,name=durable,proto3" json:"durable,omitempty"`
+	Lost          int32  `protobuf:"varint,9,opt,name=lost,proto3" json:"lost,omitempty"`
+	DurableNote   string `protobuf:"bytes,10,opt,name=durable_note,json=durableNote,proto3" json:"durable_note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +645,27 @@ func (x *CrashLane) GetTruncated() bool {
 func (x *CrashLane) GetCheck() string {
 	if x != nil {
 		return x.Check
+	}
+	return ""
+}
+
+func (x *CrashLane) GetDurable() int32 {
+	if x != nil {
+		return x.Durable
+	}
+	return 0
+}
+
+func (x *CrashLane) GetLost() int32 {
+	if x != nil {
+		return x.Lost
+	}
+	return 0
+}
+
+func (x *CrashLane) GetDurableNote() string {
+	if x != nil {
+		return x.DurableNote
 	}
 	return ""
 }
@@ -6329,7 +6365,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\rCrashResponse\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.themis.v1.CrashResultH\x00R\x06result\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.CrashSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\xfc\x01\n" +
+	"\x05event\"\x9c\x02\n" +
 	"\vCrashResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -6341,7 +6377,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06output\x18\b \x01(\tR\x06output\x12\x1a\n" +
 	"\bworkload\x18\t \x01(\x05R\bworkload\x12\x14\n" +
 	"\x05trace\x18\n" +
-	" \x03(\tR\x05trace\"\xd8\x01\n" +
+	" \x03(\tR\x05trace\x12\x1e\n" +
+	"\n" +
+	"durability\x18\v \x01(\tR\n" +
+	"durability\"\xd8\x01\n" +
 	"\fCrashSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -6349,7 +6388,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x03 \x01(\x01R\belapsedS\x12$\n" +
 	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\x12\x1c\n" +
 	"\tworkloads\x18\x05 \x01(\x05R\tworkloads\x12\x1c\n" +
-	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\xba\x01\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\x8b\x02\n" +
 	"\tCrashLane\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
@@ -6357,7 +6396,11 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06states\x18\x04 \x01(\x05R\x06states\x12\x1b\n" +
 	"\tnot_clean\x18\x05 \x01(\x05R\bnotClean\x12\x1c\n" +
 	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x14\n" +
-	"\x05check\x18\a \x01(\tR\x05check\"\xf4\x03\n" +
+	"\x05check\x18\a \x01(\tR\x05check\x12\x18\n" +
+	"\adurable\x18\b \x01(\x05R\adurable\x12\x12\n" +
+	"\x04lost\x18\t \x01(\x05R\x04lost\x12!\n" +
+	"\fdurable_note\x18\n" +
+	" \x01(\tR\vdurableNote\"\xf4\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +

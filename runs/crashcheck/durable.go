@@ -1,0 +1,99 @@
+package crashcheck
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/themisfs/themis/agent"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/session"
+)
+
+// maxDurableBytes bounds the file a durability check reads (in the guest
+// and from a crash image); readChunk is one agent read.
+const (
+	maxDurableBytes = 256 << 10
+	readChunk       = 32 << 10
+)
+
+// durable is what a trace's last op, an fsync or fdatasync of a regular
+// file, made durable on one lane: the file's content when it returned, and
+// how many flushes the lane's log held then. Every crash state after that
+// many flushes must hold the file with that content.
+type durable struct {
+	path    string
+	content []byte
+	flushes int
+}
+
+// durableAfter is what the trace's last op made durable on the lane, nil
+// when it is not an fsync or fdatasync of a path, or the path is not a
+// regular file of at most maxDurableBytes.
+func durableAfter(ctx context.Context, run *session.Run, lane string, last *agentv1.Request, flushes int) (*durable, error) {
+	path := last.GetFsync().GetPath()
+	if path == "" {
+		return nil, nil
+	}
+	st, err := run.Call(ctx, "stat "+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
+	if err != nil {
+		return nil, err
+	}
+	if st.GetErrno() != 0 || st.GetStat().GetKind() != agentv1.Kind_KIND_REGULAR || st.GetStat().GetSize() > maxDurableBytes {
+		return nil, nil
+	}
+	var content []byte
+	for off := int64(0); off < st.GetStat().GetSize(); {
+		resp, err := run.CallOK(ctx, "read "+path, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: readChunk}))
+		if err != nil {
+			return nil, err
+		}
+		data := resp.GetReadFile().GetData()
+		content = append(content, data...)
+		off += int64(len(data))
+		if len(data) == 0 || resp.GetReadFile().GetEof() {
+			break
+		}
+	}
+	return &durable{path: path, content: content, flushes: flushes}, nil
+}
+
+// checkDurable reads d.path from the ext* image img and says whether it
+// holds d.content: "" when it does, else what is lost.
+func checkDurable(img string, d *durable) (string, error) {
+	f, err := os.Open(img)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	fs, err := fsimage.Open(f, st.Size())
+	if err != nil {
+		return fmt.Sprintf("%s: the image does not open (%v)", d.path, err), nil
+	}
+	ino, err := fs.Lookup("/" + strings.TrimPrefix(d.path, "/"))
+	if err != nil {
+		return fmt.Sprintf("%s: missing (%v)", d.path, err), nil
+	}
+	got, err := fs.ReadFile(ino, maxDurableBytes)
+	if err != nil {
+		return fmt.Sprintf("%s: unreadable (%v)", d.path, err), nil
+	}
+	if bytes.Equal(got, d.content) {
+		return "", nil
+	}
+	if len(got) != len(d.content) {
+		return fmt.Sprintf("%s: %d bytes, fsync'd with %d", d.path, len(got), len(d.content)), nil
+	}
+	i := 0
+	for got[i] == d.content[i] {
+		i++
+	}
+	return fmt.Sprintf("%s: byte %d is %#02x, fsync'd as %#02x", d.path, i, got[i], d.content[i]), nil
+}
