@@ -221,11 +221,15 @@ func runAttempt(ctx context.Context, rep *report, o options, log *zap.Logger, ca
 	if o.explore {
 		for _, step := range []string{"explore-kvm", "sweep-kvm"} {
 			if stepFailed(out, step) {
+				// The same signatures as a gated test's: a triple fault,
+				// or a guest that never wrote a byte on its console (seen
+				// 2026-12-02 in the sweep step's boot, after the first
+				// attempt's host had died by itself).
 				b, _ := os.ReadFile(filepath.Join(out.OutDir, step+".err"))
-				if !strings.Contains(string(b), tripleFault) {
+				if !crashed(string(b)) {
 					explained = false
 				} else if crash == "" {
-					crash = step + ": the guest triple-faulted"
+					crash = step + ": the guest triple-faulted or never booted"
 				}
 			}
 		}

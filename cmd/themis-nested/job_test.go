@@ -150,3 +150,22 @@ func TestMeasured(t *testing.T) {
 		t.Errorf("measured of no mark = %q", got)
 	}
 }
+
+// TestStepCrashed: a run step's error reads as the emulated host's crash
+// by the same signatures as a gated test's (the sweep step's silent boot
+// of 2026-12-02), and not when the guest printed and stopped.
+func TestStepCrashed(t *testing.T) {
+	for _, tt := range []struct {
+		err  string
+		want bool
+	}{
+		{"==> clock sweep on ext2\nthemisctl: rpc error: code = DeadlineExceeded desc = sweep: session s-ae8eb81010ee: boot: kvm: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\nconsole:\n  (no console output)\n", true},
+		{"themisctl: explore: guest died: kvm: vcpu exit " + tripleFault, true},
+		{"themisctl: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\nconsole:\n  [    0.4] Kernel panic", false},
+		{"themisctl: sweep: lane ext2: errno 5", false},
+	} {
+		if got := crashed(tt.err); got != tt.want {
+			t.Errorf("crashed(%q) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
