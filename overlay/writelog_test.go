@@ -235,3 +235,31 @@ func TestWriteLogCharged(t *testing.T) {
 		t.Errorf("after Pop: billed %d, want 0", got)
 	}
 }
+
+// BenchmarkWriteLogged: 16-sector writes into a layer (the same sectors
+// again and again, as a journal's) without and with a write log, side by
+// side: the log's cost is a fresh sector per write and its record.
+func BenchmarkWriteLogged(b *testing.B) {
+	for _, logged := range []bool{false, true} {
+		b.Run(map[bool]string{false: "log=off", true: "log=on"}[logged], func(b *testing.B) {
+			d := newTestDevice(b, make([]byte, 64<<20))
+			p := make([]byte, 16*SectorSize)
+			for b.Loop() {
+				d.Push()
+				if logged {
+					if err := d.StartLog(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range 64 {
+					if _, err := d.WriteAt(p, int64(i%8)*int64(len(p))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := d.Pop(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

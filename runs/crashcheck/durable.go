@@ -23,11 +23,16 @@ const (
 // durable is what a trace's last op, an fsync or fdatasync of a regular
 // file, made durable on one lane: the file's content when it returned, and
 // how many flushes the lane's log held then. Every crash state after that
-// many flushes must hold the file with that content.
+// many flushes must hold the content: at the path after an fsync (Linux's
+// filesystems make a file's name durable with it), in the same inode after
+// an fdatasync (which promises the data, not a name: a link or rename
+// before it may be lost).
 type durable struct {
-	path    string
-	content []byte
-	flushes int
+	path     string
+	ino      uint64
+	datasync bool
+	content  []byte
+	flushes  int
 }
 
 // durableAfter is what the trace's last op made durable on the lane, nil
@@ -58,11 +63,12 @@ func durableAfter(ctx context.Context, run *session.Run, lane string, last *agen
 			break
 		}
 	}
-	return &durable{path: path, content: content, flushes: flushes}, nil
+	return &durable{path: path, ino: st.GetStat().GetIno(), datasync: last.GetFsync().GetDatasync(), content: content, flushes: flushes}, nil
 }
 
-// checkDurable reads d.path from the ext* image img and says whether it
-// holds d.content: "" when it does, else what is lost.
+// checkDurable reads d's file from the ext* image img (by path after an
+// fsync, by inode after an fdatasync) and says whether it holds d.content:
+// "" when it does, else what is lost.
 func checkDurable(img string, d *durable) (string, error) {
 	f, err := os.Open(img)
 	if err != nil {
@@ -77,9 +83,14 @@ func checkDurable(img string, d *durable) (string, error) {
 	if err != nil {
 		return fmt.Sprintf("%s: the image does not open (%v)", d.path, err), nil
 	}
-	ino, err := fs.Lookup("/" + strings.TrimPrefix(d.path, "/"))
-	if err != nil {
-		return fmt.Sprintf("%s: missing (%v)", d.path, err), nil
+	ino := uint32(d.ino)
+	if d.datasync && uint64(ino) != d.ino {
+		return fmt.Sprintf("%s: inode %d is not an ext inode number", d.path, d.ino), nil
+	}
+	if !d.datasync {
+		if ino, err = fs.Lookup("/" + strings.TrimPrefix(d.path, "/")); err != nil {
+			return fmt.Sprintf("%s: missing (%v)", d.path, err), nil
+		}
 	}
 	got, err := fs.ReadFile(ino, maxDurableBytes)
 	if err != nil {
@@ -88,12 +99,16 @@ func checkDurable(img string, d *durable) (string, error) {
 	if bytes.Equal(got, d.content) {
 		return "", nil
 	}
+	what := d.path
+	if d.datasync {
+		what = fmt.Sprintf("%s (inode %d, fdatasync'd)", d.path, d.ino)
+	}
 	if len(got) != len(d.content) {
-		return fmt.Sprintf("%s: %d bytes, fsync'd with %d", d.path, len(got), len(d.content)), nil
+		return fmt.Sprintf("%s: %d bytes, fsync'd with %d", what, len(got), len(d.content)), nil
 	}
 	i := 0
 	for got[i] == d.content[i] {
 		i++
 	}
-	return fmt.Sprintf("%s: byte %d is %#02x, fsync'd as %#02x", d.path, i, got[i], d.content[i]), nil
+	return fmt.Sprintf("%s: byte %d is %#02x, fsync'd as %#02x", what, i, got[i], d.content[i]), nil
 }

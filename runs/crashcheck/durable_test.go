@@ -1,16 +1,20 @@
 package crashcheck
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/themisfs/themis/fsimage"
 )
 
 // TestCheckDurable: a file read back from a real ext4 image is kept when
 // it holds the fsync'd bytes, and lost, saying how, when a byte, the size
-// or the file itself differs.
+// or the file itself differs; after an fdatasync the inode is read, not
+// the name.
 func TestCheckDurable(t *testing.T) {
 	for _, tool := range []string{"mkfs.ext4", "debugfs"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -31,6 +35,19 @@ func TestCheckDurable(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", argv, err, out)
 		}
 	}
+	f, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fs, err := fsimage.Open(f, 16<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, err := fs.Lookup("/g")
+	if err != nil {
+		t.Fatal(err)
+	}
 	flipped := append([]byte(nil), content...)
 	flipped[4321] ^= 1
 	for _, tt := range []struct {
@@ -42,6 +59,8 @@ func TestCheckDurable(t *testing.T) {
 		{"a byte", durable{path: "g", content: flipped}, "g: byte 4321"},
 		{"the size", durable{path: "g", content: content[:100]}, "g: 8000 bytes, fsync'd with 100"},
 		{"the file", durable{path: "d/h", content: content}, "d/h: missing"},
+		{"fdatasync: the inode's data, under any name", durable{path: "renamed", ino: uint64(ino), datasync: true, content: content}, ""},
+		{"fdatasync: a byte", durable{path: "g", ino: uint64(ino), datasync: true, content: flipped}, fmt.Sprintf("g (inode %d, fdatasync'd): byte 4321", ino)},
 	} {
 		got, err := checkDurable(img, &tt.d)
 		if err != nil || (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {
