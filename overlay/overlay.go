@@ -162,28 +162,33 @@ func (d *Device) Size() int64 { return d.size }
 func (d *Device) ReadAt(p []byte, off int64) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return 0, ErrClosed
-	}
-	if off < 0 {
-		return 0, fmt.Errorf("overlay: read at negative offset %d: %w", off, ErrOutOfRange)
-	}
-	if off >= d.size {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
-	}
-	n := len(p)
-	var eof error
-	if int64(n) > d.size-off {
-		n = int(d.size - off)
-		eof = io.EOF
-	}
-	if err := d.resolve(p[:n], off, true); err != nil {
+	q, tail, err := d.clip(p, off)
+	if err != nil {
 		return 0, err
 	}
-	return n, eof
+	if err := d.resolve(q, off, true); err != nil {
+		return 0, err
+	}
+	return len(q), tail
+}
+
+// clip checks a read of p at off and returns the part of p inside the
+// device and the error the read ends with (io.EOF when it passes the end,
+// as os.File's ReadAt). d.mu is held.
+func (d *Device) clip(p []byte, off int64) (q []byte, tail, err error) {
+	switch {
+	case d.closed:
+		return nil, nil, ErrClosed
+	case off < 0:
+		return nil, nil, fmt.Errorf("overlay: read at negative offset %d: %w", off, ErrOutOfRange)
+	case off >= d.size && len(p) == 0:
+		return nil, nil, nil
+	case off >= d.size:
+		return nil, io.EOF, nil
+	case int64(len(p)) > d.size-off:
+		return p[:d.size-off], io.EOF, nil
+	}
+	return p, nil, nil
 }
 
 // resolve fills p with the resolved image at off; the range must lie inside
@@ -526,11 +531,17 @@ func (d *Device) WriteTo(w io.Writer) (int64, error) {
 	if d.closed {
 		return 0, ErrClosed
 	}
-	buf := make([]byte, min(chunkSize, d.size))
+	return writeChunks(w, d.size, func(chunk []byte, off int64) error { return d.resolve(chunk, off, false) })
+}
+
+// writeChunks writes an image of size bytes to w in chunkSize chunks,
+// each filled by read.
+func writeChunks(w io.Writer, size int64, read func(chunk []byte, off int64) error) (int64, error) {
+	buf := make([]byte, min(chunkSize, size))
 	var written int64
-	for off := int64(0); off < d.size; {
-		chunk := buf[:min(int64(len(buf)), d.size-off)]
-		if err := d.resolve(chunk, off, false); err != nil {
+	for off := int64(0); off < size; {
+		chunk := buf[:min(int64(len(buf)), size-off)]
+		if err := read(chunk, off); err != nil {
 			return written, err
 		}
 		n, err := w.Write(chunk)

@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"fmt"
-	"io"
 )
 
 // View is a read-only image of the device as seen through the base and its
@@ -36,34 +35,20 @@ func (v *View) ReadAt(p []byte, off int64) (int, error) {
 	d := v.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return 0, ErrClosed
+	q, tail, err := d.clip(p, off)
+	if err != nil {
+		return 0, err
 	}
 	if v.n > len(d.layers) {
 		return 0, fmt.Errorf("overlay: view through %d layers, device now at depth %d: %w", v.n, len(d.layers), ErrDepth)
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("overlay: read at negative offset %d: %w", off, ErrOutOfRange)
-	}
-	if off >= d.size {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
-	}
-	n := len(p)
-	var eof error
-	if int64(n) > d.size-off {
-		n = int(d.size - off)
-		eof = io.EOF
-	}
-	q, o := p[:n], off
-	for len(q) > 0 {
+	n := len(q)
+	for o := off; len(q) > 0; {
 		k := min(SectorSize-int(o%SectorSize), len(q))
 		if err := d.readBelow(q[:k], o, v.n); err != nil {
 			return 0, err
 		}
 		q, o = q[k:], o+int64(k)
 	}
-	return n, eof
+	return n, tail
 }

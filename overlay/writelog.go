@@ -177,28 +177,15 @@ func (v *CrashView) ReadAt(p []byte, off int64) (int, error) {
 	d := v.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return 0, ErrClosed
+	q, tail, err := d.clip(p, off)
+	if err != nil {
+		return 0, err
 	}
 	if d.log != v.log {
 		return 0, ErrNoLog
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("overlay: read at negative offset %d: %w", off, ErrOutOfRange)
-	}
-	if off >= d.size {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
-	}
-	n := len(p)
-	var eof error
-	if int64(n) > d.size-off {
-		n, eof = int(d.size-off), io.EOF
-	}
-	q, o := p[:n], off
-	for len(q) > 0 {
+	n := len(q)
+	for o := off; len(q) > 0; {
 		lba := uint64(o / SectorSize)
 		in := int(o % SectorSize)
 		k := min(SectorSize-in, len(q))
@@ -209,27 +196,18 @@ func (v *CrashView) ReadAt(p []byte, off int64) (int, error) {
 		}
 		q, o = q[k:], o+int64(k)
 	}
-	return n, eof
+	return n, tail
 }
 
 // WriteTo writes the whole view to w, in chunks. It implements
 // io.WriterTo.
 func (v *CrashView) WriteTo(w io.Writer) (int64, error) {
-	buf := make([]byte, min(chunkSize, v.d.size))
-	var written int64
-	for off := int64(0); off < v.d.size; {
-		chunk := buf[:min(int64(len(buf)), v.d.size-off)]
+	return writeChunks(w, v.d.size, func(chunk []byte, off int64) error {
 		if _, err := v.ReadAt(chunk, off); err != nil && err != io.EOF {
-			return written, err
+			return err
 		}
-		n, err := w.Write(chunk)
-		written += int64(n)
-		if err != nil {
-			return written, fmt.Errorf("overlay: write crash view at %d: %w", off, err)
-		}
-		off += int64(n)
-	}
-	return written, nil
+		return nil
+	})
 }
 
 // readBelow reads p at off (inside one sector) through the bottom n layers

@@ -398,6 +398,53 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 	return specs, nil
 }
 
+// chooseBackend is the backend o boots on (launch.Choose): QEMU for an
+// instruction-counted session (ValidateCreate refused it on "kvm").
+func chooseBackend(o CreateOptions) (launch.Choice, error) {
+	backend := o.Backend
+	if o.ICount {
+		backend = "qemu"
+	}
+	choice, err := launch.Choose(launch.Probe(), backend)
+	var fe *launch.FieldError
+	if errors.As(err, &fe) {
+		return choice, Invalid(fe.Field, "%q: %s", fe.Value, fe.Reason)
+	}
+	return choice, err
+}
+
+// reserve counts one more session of memoryMiB against the limits, or
+// says which one it would pass.
+func (m *Manager) reserve(memoryMiB int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return fmt.Errorf("session: manager closed: %w", ErrState)
+	case len(m.sessions)+m.reserved+1 > m.cfg.MaxSessions:
+		return fmt.Errorf("session limit reached (max %d running): %w", m.cfg.MaxSessions, ErrExhausted)
+	case m.memory+memoryMiB > m.cfg.MaxMemoryMiB:
+		return fmt.Errorf("memory limit reached (%d MiB in use + %d MiB requested > %d MiB): %w", m.memory, memoryMiB, m.cfg.MaxMemoryMiB, ErrExhausted)
+	}
+	m.reserved++
+	m.memory += memoryMiB
+	return nil
+}
+
+// bootFailed records session s, whose boot failed with err, as failed
+// and returns the error Create returns.
+func (m *Manager) bootFailed(ctx context.Context, s *session, err error) error {
+	s.budget.Close()
+	s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
+	m.failures.Add(1)
+	if lerr := m.ledger.insertSession(context.WithoutCancel(ctx), &s.info); lerr != nil {
+		m.log.Error("record failed session", zap.String("session", s.info.ID), zap.Error(lerr))
+	} else {
+		m.event(ctx, Event{Session: s.info.ID, Kind: "session.failed", Detail: "boot: " + err.Error()})
+	}
+	return fmt.Errorf("session %s: boot: %w", s.info.ID, err)
+}
+
 // Create validates o, reserves capacity, boots a guest with one overlay disk
 // per lane and mounts every lane. The boot runs outside the manager lock.
 func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
@@ -405,15 +452,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	backend := o.Backend
-	if o.ICount {
-		backend = "qemu" // ValidateCreate refused "kvm"
-	}
-	choice, err := launch.Choose(launch.Probe(), backend)
-	var fe *launch.FieldError
-	if errors.As(err, &fe) {
-		return nil, Invalid(fe.Field, "%q: %s", fe.Value, fe.Reason)
-	}
+	choice, err := chooseBackend(o)
 	if err != nil {
 		return nil, err
 	}
@@ -422,22 +461,9 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		return nil, err
 	}
 	defer done()
-	m.mu.Lock()
-	switch {
-	case m.closed:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("session: manager closed: %w", ErrState)
-	case len(m.sessions)+m.reserved+1 > m.cfg.MaxSessions:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("session limit reached (max %d running): %w", m.cfg.MaxSessions, ErrExhausted)
-	case m.memory+o.MemoryMiB > m.cfg.MaxMemoryMiB:
-		used := m.memory
-		m.mu.Unlock()
-		return nil, fmt.Errorf("memory limit reached (%d MiB in use + %d MiB requested > %d MiB): %w", used, o.MemoryMiB, m.cfg.MaxMemoryMiB, ErrExhausted)
+	if err := m.reserve(o.MemoryMiB); err != nil {
+		return nil, err
 	}
-	m.reserved++
-	m.memory += o.MemoryMiB
-	m.mu.Unlock()
 	registered := false
 	defer func() {
 		if !registered {
@@ -472,15 +498,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		s.info.Lanes = append(s.info.Lanes, Lane{Name: sp.Name, Spec: o.Lanes[i], FS: sp.FS})
 	}
 	if err := m.boot(ctx, s, choice); err != nil {
-		s.budget.Close()
-		s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
-		m.failures.Add(1)
-		if lerr := m.ledger.insertSession(context.WithoutCancel(ctx), &s.info); lerr != nil {
-			m.log.Error("record failed session", zap.String("session", id), zap.Error(lerr))
-		} else {
-			m.event(ctx, Event{Session: id, Kind: "session.failed", Detail: "boot: " + err.Error()})
-		}
-		return nil, fmt.Errorf("session %s: boot: %w", id, err)
+		return nil, m.bootFailed(ctx, s, err)
 	}
 	if err := m.ledger.insertSession(ctx, &s.info); err != nil {
 		m.closeMachine(s)
