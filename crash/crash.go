@@ -198,3 +198,53 @@ func subsets(n, size int, f func(pick []int) bool) bool {
 		}
 	}
 }
+
+// StateOf is the state of log that keeps exactly the writes keep (a crash
+// finding's, replayed), or an error when keep is not a crash state of log
+// under the model: an index out of range or of a flush, or a write kept
+// past a flush whose epoch it does not keep whole.
+func StateOf(log []overlay.LogEntry, keep []int) (State, error) {
+	kept := make(map[int]bool, len(keep))
+	for i, k := range keep {
+		switch {
+		case k < 0 || k >= len(log):
+			return State{}, fmt.Errorf("keep[%d] = %d: the log has %d entries", i, k, len(log))
+		case log[k].Flush:
+			return State{}, fmt.Errorf("keep[%d] = %d: a flush, not a write", i, k)
+		case i > 0 && k <= keep[i-1]:
+			return State{}, fmt.Errorf("keep[%d] = %d: not ascending", i, k)
+		}
+		kept[k] = true
+	}
+	epochs := Epochs(log)
+	e := 0
+	for e < len(epochs)-1 && keepsAll(kept, epochs[e]) {
+		e++
+	}
+	var durable, inFlight []int
+	for _, ws := range epochs[:e] {
+		durable = append(durable, ws...)
+	}
+	for _, w := range epochs[e] {
+		if kept[w] {
+			inFlight = append(inFlight, w)
+		}
+	}
+	if len(durable)+len(inFlight) != len(keep) {
+		return State{}, fmt.Errorf("keeps writes after flush %d, whose epoch it does not keep whole: not a crash state of this log", e)
+	}
+	kind := KindSubset
+	if slices.Equal(inFlight, epochs[e][:len(inFlight)]) {
+		kind = KindPrefix
+	}
+	return newState(durable, inFlight, e, kind, epochs[e]), nil
+}
+
+func keepsAll(kept map[int]bool, ws []int) bool {
+	for _, w := range ws {
+		if !kept[w] {
+			return false
+		}
+	}
+	return true
+}

@@ -162,3 +162,40 @@ func TestOptionsCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestStateOfInvertsEnumerate: every enumerated state read back from its
+// Keep is itself; keeps outside the model are refused.
+func TestStateOfInvertsEnumerate(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 200 {
+		log := randomLog(r, 4)
+		states, _, err := Enumerate(log, Options{MaxSubset: MaxMaxSubset, MaxStates: MaxMaxStates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			got, err := StateOf(log, st.Keep)
+			if err != nil {
+				t.Fatalf("log %v keep %v: %v", log, st.Keep, err)
+			}
+			if !slices.Equal(got.Keep, st.Keep) || got.Flushes != st.Flushes || got.Kind != st.Kind || !slices.Equal(got.Epoch, st.Epoch) {
+				t.Fatalf("log %v: StateOf(%v) = %+v, enumerated %+v", log, st.Keep, got, st)
+			}
+		}
+	}
+	w := overlay.LogEntry{Sectors: 1}
+	log := []overlay.LogEntry{w, w, {Flush: true}, w}
+	for _, tc := range []struct {
+		keep []int
+		want string
+	}{
+		{[]int{5}, "the log has 4 entries"},
+		{[]int{2}, "a flush"},
+		{[]int{1, 0}, "not ascending"},
+		{[]int{0, 3}, "not a crash state"},
+	} {
+		if _, err := StateOf(log, tc.keep); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("StateOf(%v) = %v, want an error with %q", tc.keep, err, tc.want)
+		}
+	}
+}

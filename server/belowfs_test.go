@@ -50,12 +50,15 @@ func TestCrashRPC(t *testing.T) {
 	t.Parallel()
 	f := &fakeDomain{}
 	c := themisv1.NewThemisClient(serve(t, f))
-	stream, err := c.Crash(context.Background(), &themisv1.CrashRequest{Lanes: []string{"ext2"}, Trace: []string{"fsync"}, CrashWrites: -1, MaxStates: 9})
+	stream, err := c.Crash(context.Background(), &themisv1.CrashRequest{Lanes: []string{"ext2"}, Trace: []string{"fsync"}, CrashWrites: -1, MaxStates: 9,
+		NoSetupSync: true, Only: &themisv1.CrashKeep{Keep: []int32{0, 2}}, Image: true, Minimize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res []*themisv1.CrashResult
 	var sum *themisv1.CrashSummary
+	var fs []*themisv1.Finding
+	var chunks []*themisv1.CrashImageChunk
 	for {
 		r, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -70,6 +73,18 @@ func TestCrashRPC(t *testing.T) {
 		if s := r.GetSummary(); s != nil {
 			sum = s
 		}
+		if f := r.GetFinding(); f != nil {
+			fs = append(fs, f)
+		}
+		if x := r.GetImage(); x != nil {
+			chunks = append(chunks, x)
+		}
+	}
+	if len(fs) != 1 || fs[0].GetKind() != "crash" || !slices.Equal(fs[0].GetCrash().GetKeep(), []int32{0, 2, 5}) || sum.GetFindings() != 1 {
+		t.Errorf("findings %v (summary %v): want the crash finding with its write subset", fs, sum)
+	}
+	if len(chunks) != 1 || chunks[0].GetOffset() != 4096 || chunks[0].GetSize() != 8192 || len(chunks[0].GetData()) != 2 {
+		t.Errorf("image chunks %v", chunks)
 	}
 	if len(res) != 1 || !slices.Equal(res[0].GetInFlight(), []int32{5}) || res[0].GetVerdict() != "dirty" || res[0].GetFlushes() != 1 {
 		t.Errorf("results %v: want one dirty state keeping in-flight write 5", res)
@@ -79,7 +94,8 @@ func TestCrashRPC(t *testing.T) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.crash.Crash.MaxSubset != -1 || f.crash.Crash.MaxStates != 9 || !slices.Equal(f.crash.Trace, []string{"fsync"}) {
+	if f.crash.Crash.MaxSubset != -1 || f.crash.Crash.MaxStates != 9 || !slices.Equal(f.crash.Trace, []string{"fsync"}) ||
+		!f.crash.NoSetupSync || !slices.Equal(f.crash.Only, []int{0, 2}) || !f.crash.Image || f.crash.Minimize != -1 {
 		t.Errorf("domain got %+v", f.crash)
 	}
 }

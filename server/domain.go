@@ -48,7 +48,7 @@ type Runs interface {
 	Profile(ctx context.Context, o belowfs.ProfileOptions, row func(belowfs.ProfileRow)) (*belowfs.ProfileSummary, error)
 	Corrupt(ctx context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error)
 	Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error)
-	Crash(ctx context.Context, o crashcheck.Options, res func(crashcheck.Result)) (*crashcheck.Summary, error)
+	Crash(ctx context.Context, o crashcheck.Options, out crashcheck.Sinks) (*crashcheck.Summary, error)
 	// ExploreRecord is what a finished explore run of session id kept.
 	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
 }
@@ -80,8 +80,8 @@ type managerDomain struct{ *session.Manager }
 var _ managedDomain = managerDomain{}
 
 // Crash implements Runs.
-func (d managerDomain) Crash(ctx context.Context, o crashcheck.Options, res func(crashcheck.Result)) (*crashcheck.Summary, error) {
-	return crashcheck.Run(ctx, d.Manager, o, res)
+func (d managerDomain) Crash(ctx context.Context, o crashcheck.Options, out crashcheck.Sinks) (*crashcheck.Summary, error) {
+	return crashcheck.Run(ctx, d.Manager, o, out)
 }
 
 // ExploreRecord implements Runs.

@@ -146,7 +146,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 		Id: f.ID, SessionId: f.Session, Kind: f.Kind, Detail: f.Detail, Trace: f.Trace,
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
 		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert, Policy: f.Policy,
-		Signature: f.Signature, TimesSeen: int32(f.Seen.Times), FirstId: f.Seen.FirstID,
+		Signature: f.Signature, TimesSeen: int32(f.Seen.Times), FirstId: f.Seen.FirstID, Crash: crashPointProto(f.Crash),
 	}
 	if f.Seen.Times > 0 {
 		p.FirstSeen, p.LastSeen = timestamppb.New(f.Seen.First), timestamppb.New(f.Seen.Last)

@@ -419,16 +419,23 @@ func (f *fakeDomain) Corrupt(_ context.Context, o belowfs.CorruptOptions, res fu
 }
 
 // Crash records the options and sends one dirty state of lane "ext2".
-func (f *fakeDomain) Crash(_ context.Context, o crashcheck.Options, res func(crashcheck.Result)) (*crashcheck.Summary, error) {
+func (f *fakeDomain) Crash(_ context.Context, o crashcheck.Options, out crashcheck.Sinks) (*crashcheck.Summary, error) {
 	if err := f.record("Crash"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	f.crash = o
 	f.mu.Unlock()
-	res(crashcheck.Result{Lane: "ext2", Index: 3, Verdict: crashcheck.Dirty, Output: "Inode bitmap differences",
+	out.Result(crashcheck.Result{Lane: "ext2", Index: 3, Verdict: crashcheck.Dirty, Output: "Inode bitmap differences",
 		State: crash.State{Keep: []int{0, 2, 5}, Flushes: 1, Kind: crash.KindSubset, Epoch: []int{4, 5, 6}}})
-	return &crashcheck.Summary{Session: "s-1", Lanes: map[string]*crashcheck.LaneSummary{"ext2": {Writes: 6, Flushes: 2, States: 9, Dirty: 1}}}, nil
+	out.Finding(session.Finding{ID: "f-c", Kind: session.KindCrash, Trace: o.Trace, LaneSpecs: o.Lanes,
+		Crash: &session.CrashPoint{Lane: "ext2", Keep: []int{0, 2, 5}, Flushes: 1, Verdict: crashcheck.Dirty}})
+	if o.Image {
+		if err := out.Image("ext2", 4096, []byte{1, 2}, 8192); err != nil {
+			return nil, err
+		}
+	}
+	return &crashcheck.Summary{Findings: 1, Session: "s-1", Lanes: map[string]*crashcheck.LaneSummary{"ext2": {Writes: 6, Flushes: 2, States: 9, Dirty: 1}}}, nil
 }
 
 func (f *fakeDomain) Diff(_ context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {

@@ -62,6 +62,45 @@ type Finding struct {
 	// Seen is how often runs found it (the same signature, lanes and
 	// policy), over every session the ledger has held.
 	Seen Seen
+	// Crash is, for a finding of kind KindCrash, the crash state it is
+	// about (nil for every other kind).
+	Crash *CrashPoint
+}
+
+// KindCrash is the kind of a finding about a crash state (runs/crashcheck,
+// explore --crash): Trace is the ops that ran under the write log, the
+// last one the persistence point; LaneSpecs holds the one lane's spec.
+const KindCrash = "crash"
+
+// CrashPoint is a crash finding's disk: one crash state of a lane's write
+// log, and how it was checked.
+type CrashPoint struct {
+	// Lane is the lane's name in the run that found it.
+	Lane string `json:"lane"`
+	// Setup ran before the log's checkpoint, followed by a sync when
+	// SetupSync (crashcheck's setup) and not otherwise (explore's path).
+	Setup     []string `json:"setup,omitempty"`
+	SetupSync bool     `json:"setup_sync,omitempty"`
+	// Keep is the log entries the state keeps (crash.State), Flushes how
+	// many flushes had completed, Kind "prefix" or "subset", Epoch the
+	// crash's epoch's writes.
+	Keep    []int  `json:"keep"`
+	Flushes int    `json:"flushes"`
+	Kind    string `json:"kind"`
+	Epoch   []int  `json:"epoch,omitempty"`
+	// Writes and LogFlushes are the log's counts when the trace's last op
+	// returned: the persistence point.
+	Writes     int `json:"writes"`
+	LogFlushes int `json:"log_flushes"`
+	// Verdict is the checker's ("dirty", "broken"; "clean" when only
+	// Durability failed), Durability "LOST ..." or "kept" or "", Output the
+	// checker's output, cut.
+	Verdict    string `json:"verdict"`
+	Durability string `json:"durability,omitempty"`
+	Output     string `json:"output,omitempty"`
+	// States and NotClean count the lane's crash states of this trace.
+	States   int `json:"states"`
+	NotClean int `json:"not_clean"`
 }
 
 // Seen counts a finding across runs.

@@ -390,12 +390,13 @@ type findingOps struct {
 	Revert      string       `json:"revert,omitempty"`
 	Policy      string       `json:"policy,omitempty"`
 	SeenKey     string       `json:"seen_key,omitempty"`
+	Crash       *CrashPoint  `json:"crash,omitempty"`
 }
 
 func opsOf(f *Finding) findingOps {
 	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Signature: f.Signature, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
 		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert, Policy: f.Policy,
-		SeenKey: seenKey(f)}
+		SeenKey: seenKey(f), Crash: f.Crash}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
@@ -491,7 +492,7 @@ func scanFinding(sc interface{ Scan(...any) error }) (f *Finding, key string, er
 	}
 	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert, f.Policy =
 		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert, o.Policy
-	f.Signature = o.Signature
+	f.Signature, f.Crash = o.Signature, o.Crash
 	return f, o.SeenKey, nil
 }
 

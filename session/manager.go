@@ -340,12 +340,18 @@ type session struct {
 	icount bool
 }
 
-func newSessionID() (string, error) {
+func newSessionID() (string, error) { return newID("s-") }
+
+// NewFindingID is a fresh finding id, "f-<12 hex>".
+func NewFindingID() (string, error) { return newID("f-") }
+
+// newID is prefix and 12 random hex digits.
+func newID(prefix string) (string, error) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+		return "", fmt.Errorf("new id: %w", err)
 	}
-	return "s-" + hex.EncodeToString(b[:]), nil
+	return prefix + hex.EncodeToString(b[:]), nil
 }
 
 // ValidateCreate checks o (as Create does), fills its defaults and returns

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm"
 )
 
 // MaxTraceOps bounds Options.Setup and Options.Trace.
@@ -41,6 +43,37 @@ type Options struct {
 	Crash crash.Options
 	// MemoryMiB is guest RAM (default 128).
 	MemoryMiB int
+	// NoSetupSync leaves out the sync after Setup (a crash finding of
+	// explore --crash: its path ran unsynced before the log).
+	NoSetupSync bool
+	// Only, when not nil, is the one crash state checked (a crash
+	// finding's Keep, replayed) instead of the enumeration: one trace
+	// then, and crash.StateOf must find it a state of each lane's log.
+	Only []int
+	// Image, with Only, sends the state's disk image to Sinks.Image, per
+	// lane, before it is checked (the journal not replayed: as the crash
+	// left it).
+	Image bool
+	// Minimize is how many crash findings get their trace shrunk (0:
+	// DefaultMinimize; -1: none; at most MaxMinimize).
+	Minimize int
+}
+
+// Defaults and bounds of Options.Minimize.
+const (
+	DefaultMinimize = 4
+	MaxMinimize     = 64
+)
+
+// Sinks get a run's output as it is made; any may be nil.
+type Sinks struct {
+	Result func(Result)
+	// Finding gets each crash finding as recorded, then again once
+	// minimized (same ID).
+	Finding func(session.Finding)
+	// Image gets a checked state's image in chunks of zeros left out
+	// (Options.Image): size is the image's.
+	Image func(lane string, off int64, data []byte, size int64) error
 }
 
 // Verdicts of a Result.
@@ -95,11 +128,15 @@ type Summary struct {
 	Elapsed   time.Duration
 	// StatesPerSec is the crash states checked per second of checking.
 	StatesPerSec float64
+	// Findings is how many crash findings were recorded.
+	Findings int
 }
 
-// Run checks o's crash states in a session of its own; emit (optional)
-// gets each result as it is made. Bad options are a FieldError.
-func Run(ctx context.Context, m *session.Manager, o Options, emit func(Result)) (*Summary, error) {
+// Run checks o's crash states in a session of its own, records a crash
+// finding per lane and trace with a state not clean or that lost what was
+// made durable, and minimizes the first o.Minimize of them. Bad options
+// are a FieldError.
+func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summary, error) {
 	p, err := validate(&o)
 	if err != nil {
 		return nil, err
@@ -115,8 +152,9 @@ func Run(ctx context.Context, m *session.Manager, o Options, emit func(Result)) 
 		sum.Lanes[lane] = &LaneSummary{}
 	}
 	start := time.Now()
-	err = check(ctx, run, p, o.Crash, sum, emit)
-	sum.Elapsed = time.Since(start)
+	rec := &recorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, fs: p.fs, setup: o.Setup, setupSync: !o.NoSetupSync, send: out.Finding}
+	err = check(ctx, run, p, sum, rec, out)
+	sum.Elapsed, sum.Findings = time.Since(start), len(rec.found)
 	if s := sum.Elapsed.Seconds(); s > 0 {
 		n := 0
 		for _, ls := range sum.Lanes {
@@ -127,15 +165,20 @@ func Run(ctx context.Context, m *session.Manager, o Options, emit func(Result)) 
 	return sum, run.Finish(ctx, err)
 }
 
-// plan is a validated run: the setup, the traces (their text and ops) and
-// each lane's checker.
+// plan is a validated run: the setup, the traces (their text and ops),
+// each lane's checker, and o's choices.
 type plan struct {
 	fs        []string // each lane's filesystem
 	setup     []*agentv1.Request
+	setupSync bool
 	traces    [][]string
 	ops       [][]*agentv1.Request
 	tools     []hostfsck.Tool
 	truncated bool
+	crash     crash.Options
+	only      []int
+	image     bool
+	minimize  int
 }
 
 // validate parses the ops and finds each lane's checker.
@@ -161,6 +204,9 @@ func validate(o *Options) (*plan, error) {
 	if err := o.Crash.Check(); err != nil {
 		return nil, session.Invalid("crash", "%v", err)
 	}
+	if err := p.choices(o); err != nil {
+		return nil, err
+	}
 	if err := p.traceSet(o); err != nil {
 		return nil, err
 	}
@@ -175,6 +221,26 @@ func validate(o *Options) (*plan, error) {
 		p.ops = append(p.ops, ops)
 	}
 	return p, nil
+}
+
+// choices checks and copies o's choices that are not ops.
+func (p *plan) choices(o *Options) error {
+	switch {
+	case o.Minimize < -1 || o.Minimize > MaxMinimize:
+		return session.Invalid("minimize", "%d: want -1 (none) to %d", o.Minimize, MaxMinimize)
+	case o.Only != nil && o.Workload != "":
+		return session.Invalid("only", "checks one state of one trace, not of a workload")
+	case o.Image && o.Only == nil:
+		return session.Invalid("image", "needs only: the one state whose image to send")
+	}
+	p.crash, p.only, p.image, p.minimize, p.setupSync = o.Crash, o.Only, o.Image, o.Minimize, !o.NoSetupSync
+	switch {
+	case p.only != nil:
+		p.minimize = -1 // a replay: the trace is the finding's
+	case p.minimize == 0:
+		p.minimize = DefaultMinimize
+	}
+	return nil
 }
 
 // traceSet fills p.traces from o's Trace or Workload (and its setup).
@@ -220,10 +286,13 @@ func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 
 // check is Run past the session's creation: the setup and a sync, the
 // checkpoint, then every trace from it under a write log, its crash
-// states checked.
-func check(ctx context.Context, run *session.Run, p *plan, co crash.Options, sum *Summary, emit func(Result)) error {
-	sync := &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}
-	for _, op := range append(p.setup, sync) {
+// states checked and its findings recorded; then the minimization.
+func check(ctx context.Context, run *session.Run, p *plan, sum *Summary, rec *recorder, out Sinks) error {
+	ops := p.setup
+	if p.setupSync {
+		ops = append(slices.Clone(ops), &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+	}
+	for _, op := range ops {
 		if _, err := run.Apply(ctx, op); err != nil {
 			return fmt.Errorf("setup: %w", err)
 		}
@@ -237,190 +306,135 @@ func check(ctx context.Context, run *session.Run, p *plan, co crash.Options, sum
 		return err
 	}
 	defer dir.Remove()
+	t := &tracer{run: run, p: p, root: root, dir: dir.Path, out: out}
 	for w, ops := range p.ops {
-		if w > 0 {
-			if err := run.Restore(ctx, "crash: next workload", root); err != nil {
-				return err
-			}
-		}
-		if err := checkTrace(ctx, run, p, w, ops, co, dir.Path, sum, emit); err != nil {
+		bad, err := t.checkTrace(ctx, w, ops, sum)
+		if err != nil {
 			return fmt.Errorf("workload %d (%s): %w", w, crash.Describe(p.traces[w]), err)
+		}
+		for _, b := range bad {
+			rec.record(b)
 		}
 		sum.Workloads++
 	}
-	return nil
+	return errors.Join(rec.minimize(ctx, t, p.minimize), rec.err())
 }
 
-// checkTrace runs trace w under a write log on every lane and checks
-// every lane's crash states.
-func checkTrace(ctx context.Context, run *session.Run, p *plan, w int, ops []*agentv1.Request, co crash.Options, dir string, sum *Summary, emit func(Result)) error {
-	lanes := run.Lanes()
-	for i := range lanes {
-		if err := run.Disk(ctx, i, "start write log", func(d *overlay.Device) error { return d.StartLog() }); err != nil {
+// tracer runs traces from the checkpoint and checks their crash states.
+type tracer struct {
+	run  *session.Run
+	p    *plan
+	root vmm.CheckpointID
+	dir  string // scratch
+	out  Sinks
+	ran  bool // a trace ran since the checkpoint: restore first
+}
+
+// badLane is one lane's states of one trace that are not clean or lost
+// what was made durable.
+type badLane struct {
+	lane     int
+	name     string
+	workload int
+	trace    []string
+	ops      []*agentv1.Request
+	results  []Result
+	ls       LaneSummary // this trace's counts alone
+}
+
+// start restores the checkpoint (after the first trace) and starts a write
+// log on the lanes given (nil: all).
+func (t *tracer) start(ctx context.Context, lanes []int) error {
+	if t.ran {
+		if err := t.run.Restore(ctx, "crash: next trace", t.root); err != nil {
 			return err
 		}
 	}
+	t.ran = true
+	if lanes == nil {
+		for i := range t.run.Lanes() {
+			lanes = append(lanes, i)
+		}
+	}
+	for _, i := range lanes {
+		if err := t.run.Disk(ctx, i, "start write log", func(d *overlay.Device) error { return d.StartLog() }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply runs ops; an errno is a result, not an error.
+func (t *tracer) apply(ctx context.Context, ops []*agentv1.Request) error {
 	for _, op := range ops {
-		if _, err := run.Apply(ctx, op); err != nil {
+		if _, err := t.run.Apply(ctx, op); err != nil {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	for i, lane := range lanes {
-		lc := laneCheck{i: i, fs: p.fs[i], tool: p.tools[i], co: co, img: filepath.Join(dir, fmt.Sprintf("lane-%d.img", i))}
-		if err := lc.durableAfter(ctx, run, lane, ops[len(ops)-1]); err != nil {
-			return fmt.Errorf("lane %s: %w", lane, err)
-		}
-		err := lc.check(ctx, run, sum.Lanes[lane], func(r Result) {
-			r.Lane, r.Workload, r.Trace = lane, w, p.traces[w]
-			if emit != nil {
-				emit(r)
+	return nil
+}
+
+// checkTrace runs trace w under a write log on every lane, checks every
+// lane's crash states into sum and returns the lanes with bad ones.
+func (t *tracer) checkTrace(ctx context.Context, w int, ops []*agentv1.Request, sum *Summary) ([]badLane, error) {
+	if err := t.start(ctx, nil); err != nil {
+		return nil, err
+	}
+	if err := t.apply(ctx, ops); err != nil {
+		return nil, err
+	}
+	var bad []badLane
+	for i, lane := range t.run.Lanes() {
+		b := badLane{lane: i, name: lane, workload: w, trace: t.p.traces[w], ops: ops}
+		lc := t.laneCheck(i)
+		err := lc.run(ctx, t.run, lane, ops[len(ops)-1], &b.ls, func(r Result) bool {
+			r.Lane, r.Workload, r.Trace = lane, w, t.p.traces[w]
+			if r.Verdict != Clean || strings.HasPrefix(r.Durability, "LOST") {
+				b.results = append(b.results, r)
 			}
+			if t.out.Result != nil {
+				t.out.Result(r)
+			}
+			return false
 		})
+		sum.Lanes[lane].add(b.ls)
 		if err != nil {
-			return fmt.Errorf("lane %s: %w", lane, err)
+			return nil, fmt.Errorf("lane %s: %w", lane, err)
+		}
+		if len(b.results) > 0 {
+			bad = append(bad, b)
 		}
 	}
-	return nil
+	return bad, nil
 }
 
-// laneCheck is one lane's part of checking a trace.
-type laneCheck struct {
-	i    int
-	fs   string
-	tool hostfsck.Tool
-	co   crash.Options
-	img  string   // the scratch file of its crash states
-	dur  *durable // what the trace's last op made durable (nil: nothing checked)
+// laneCheck is lane i's checker under the run's plan.
+func (t *tracer) laneCheck(i int) *laneCheck {
+	return &laneCheck{i: i, fs: t.p.fs[i], tool: t.p.tools[i], co: t.p.crash, only: t.p.only, img: filepath.Join(t.dir, fmt.Sprintf("lane-%d.img", i)),
+		image: t.imageSink()}
 }
 
-// durableAfter fills lc.dur from the lane's log and the trace's last op.
-func (lc *laneCheck) durableAfter(ctx context.Context, run *session.Run, lane string, last *agentv1.Request) error {
-	info, err := lc.log(ctx, run)
-	if err != nil {
-		return err
-	}
-	flushes := 0
-	for _, e := range info.Entries {
-		if e.Flush {
-			flushes++
-		}
-	}
-	lc.dur, err = durableAfter(ctx, run, lane, last, flushes)
-	return err
-}
-
-// log is the lane's write log.
-func (lc *laneCheck) log(ctx context.Context, run *session.Run) (overlay.LogInfo, error) {
-	var info overlay.LogInfo
-	err := run.Disk(ctx, lc.i, "read write log", func(d *overlay.Device) (err error) { info, err = d.Log(); return err })
-	if err == nil && info.Overflowed {
-		err = fmt.Errorf("the write log passed %d entries", overlay.MaxLogEntries)
-	}
-	return info, err
-}
-
-// check enumerates the lane's crash states and checks each, adding to ls.
-func (lc *laneCheck) check(ctx context.Context, run *session.Run, ls *LaneSummary, emit func(Result)) error {
-	info, err := lc.log(ctx, run)
-	if err != nil {
-		return err
-	}
-	for _, e := range info.Entries {
-		if e.Flush {
-			ls.Flushes++
-		} else {
-			ls.Writes++
-		}
-	}
-	states, truncated, err := crash.Enumerate(info.Entries, lc.co)
-	if err != nil {
-		return err
-	}
-	ls.Truncated = ls.Truncated || truncated
-	ls.Replay = lc.tool.Name + " after a host journal replay"
-	if lc.dur != nil && !strings.HasPrefix(lc.fs, "ext") {
-		ls.DurableNote = "not checked on " + lc.fs + ": no host reader of its files yet"
-	}
-	for k, st := range states {
-		r, err := checkState(ctx, run, lc.i, lc.tool, st, lc.img)
-		if err != nil {
-			return fmt.Errorf("crash state %d (%s): %w", k, st, err)
-		}
-		if errors.Is(r.replayErr, hostfsck.ErrNoRecovery) {
-			ls.Replay = lc.tool.Name + " (no journal replay on the host for this filesystem)"
-		}
-		if err := lc.checkDurable(&r.Result, ls); err != nil {
-			return fmt.Errorf("crash state %d (%s): durability: %w", k, st, err)
-		}
-		r.Index = k
-		ls.States++
-		if r.Verdict != Clean {
-			ls.Dirty++
-		}
-		emit(r.Result)
-	}
-	return nil
-}
-
-// checkDurable sets r.Durability for a state after the final fsync's
-// flushes, on an ext* lane whose image opened.
-func (lc *laneCheck) checkDurable(r *Result, ls *LaneSummary) error {
-	if lc.dur == nil || r.State.Flushes < lc.dur.flushes || !strings.HasPrefix(lc.fs, "ext") || r.Verdict == Broken {
+// imageSink is where a checked state's image goes, nil when not asked.
+func (t *tracer) imageSink() func(lane string, off int64, data []byte, size int64) error {
+	if !t.p.image {
 		return nil
 	}
-	lost, err := checkDurable(lc.img, lc.dur)
-	if err != nil {
-		return err
-	}
-	ls.Durable++
-	r.Durability = Kept
-	if lost != "" {
-		ls.Lost++
-		r.Durability = "LOST " + lost
-	}
-	return nil
+	return t.out.Image
 }
 
-// checked is a Result with how its journal replay went.
-type checked struct {
-	Result
-	replayErr error
-}
-
-// checkState writes st's crash view to img, replays its journal and runs
-// fsck on it.
-func checkState(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool, st crash.State, img string) (checked, error) {
-	r := checked{Result: Result{State: st}}
-	err := run.Disk(ctx, i, "write crash state", func(d *overlay.Device) error {
-		v, err := d.CrashView(st.Keep)
-		if err != nil {
-			return err
-		}
-		return scratch.WriteImage(img, v, v.Size())
-	})
-	if err != nil {
-		return r, err
+// add adds one trace's counts of a lane.
+func (ls *LaneSummary) add(o LaneSummary) {
+	ls.Writes += o.Writes
+	ls.Flushes += o.Flushes
+	ls.States += o.States
+	ls.Dirty += o.Dirty
+	ls.Durable += o.Durable
+	ls.Lost += o.Lost
+	ls.Truncated = ls.Truncated || o.Truncated
+	if o.Replay != "" {
+		ls.Replay = o.Replay
 	}
-	replayOut, err := tool.Recover(ctx, img)
-	if err != nil && !errors.Is(err, hostfsck.ErrNoRecovery) {
-		r.Verdict, r.Output = Broken, err.Error()
-		return r, nil
+	if o.DurableNote != "" {
+		ls.DurableNote = o.DurableNote
 	}
-	r.replayErr = err
-	verdict, out, err := tool.Run(ctx, img)
-	if err != nil {
-		return r, err
-	}
-	switch verdict {
-	case hostfsck.Clean:
-		r.Verdict = Clean
-	case hostfsck.Dirty:
-		r.Verdict = Dirty
-	default:
-		r.Verdict = Broken
-	}
-	if r.Verdict != Clean {
-		r.Output = hostfsck.Truncate(append(replayOut, out...), hostfsck.MaxOutput)
-	}
-	return r, nil
 }

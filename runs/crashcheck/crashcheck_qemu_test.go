@@ -29,11 +29,11 @@ func TestCrashStatesRealGuest(t *testing.T) {
 	defer cancel()
 	dirty := map[string][]Result{}
 	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Setup: []string{"create seed 0644"}, Trace: workload,
-		Crash: crash.Options{MaxSubset: 1, MaxStates: 48}}, func(r Result) {
+		Crash: crash.Options{MaxSubset: 1, MaxStates: 48}}, Sinks{Result: func(r Result) {
 		if r.Verdict != Clean {
 			dirty[r.Lane] = append(dirty[r.Lane], r)
 		}
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +66,12 @@ func TestAceWorkloadsRealGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	workloads := map[int]bool{}
-	sum, err := Run(ctx, m, Options{Lanes: []string{"ext4"}, Workload: "ace:seq1", MaxWorkloads: 4, Crash: crash.Options{MaxSubset: 1}}, func(r Result) {
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext4"}, Workload: "ace:seq1", MaxWorkloads: 4, Crash: crash.Options{MaxSubset: 1}}, Sinks{Result: func(r Result) {
 		workloads[r.Workload] = true
 		if r.Verdict != Clean {
 			t.Errorf("workload %d (%s), crash state %d (%s): %s\n%s", r.Workload, crash.Describe(r.Trace), r.Index, r.State, r.Verdict, r.Output)
 		}
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

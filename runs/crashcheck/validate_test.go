@@ -33,6 +33,9 @@ func TestValidate(t *testing.T) {
 		{"too long", Options{Lanes: []string{"ext2"}, Trace: many}, "trace (workload 0)"},
 		{"bad setup", Options{Lanes: []string{"ext2"}, Setup: []string{"mkdir"}, Trace: []string{"sync"}}, "setup[0]"},
 		{"crash bounds", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Crash: crash.Options{MaxSubset: 9}}, "crash"},
+		{"minimize", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Minimize: MaxMinimize + 1}, "minimize"},
+		{"only of a workload", Options{Lanes: []string{"ext2"}, Workload: "ace:seq1", Only: []int{}}, "only"},
+		{"image without only", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Image: true}, "image"},
 	} {
 		_, err := validate(&tt.o)
 		var fe *session.FieldError

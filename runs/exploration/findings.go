@@ -2,8 +2,6 @@ package exploration
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,14 +33,14 @@ type findingRecorder struct {
 
 // found records a finding the moment the search finds it, trace as found.
 func (r *findingRecorder) found(f explore.Finding) {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		r.errs = append(r.errs, fmt.Errorf("finding id: %w", err))
+	id, err := session.NewFindingID()
+	if err != nil {
+		r.errs = append(r.errs, err)
 		return
 	}
 	trace := FormatTrace(f.Trace)
 	fd := &session.Finding{
-		ID: "f-" + hex.EncodeToString(b[:]), Kind: f.Kind, Detail: f.Detail,
+		ID: id, Kind: f.Kind, Detail: f.Detail,
 		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
 		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
 		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert, Policy: r.policy, Signature: f.Signature(),

@@ -88,7 +88,7 @@ func (x Session_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Session_State.Descriptor instead.
 func (Session_State) EnumDescriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{5, 0}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type Checkpoint_Origin int32
@@ -137,7 +137,7 @@ func (x Checkpoint_Origin) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Checkpoint_Origin.Descriptor instead.
 func (Checkpoint_Origin) EnumDescriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16, 0}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type CrashRequest struct {
@@ -159,8 +159,20 @@ type CrashRequest struct {
 	// checkpoint in turn ("ace:seq1", "ace:seq2": every sequence of 1 or 2
 	// ACE core ops each followed by a persistence op; setup defaults to the
 	// files they need); at most max_workloads of them (0: all).
-	Workload      string `protobuf:"bytes,7,opt,name=workload,proto3" json:"workload,omitempty"`
-	MaxWorkloads  int32  `protobuf:"varint,8,opt,name=max_workloads,json=maxWorkloads,proto3" json:"max_workloads,omitempty"`
+	Workload     string `protobuf:"bytes,7,opt,name=workload,proto3" json:"workload,omitempty"`
+	MaxWorkloads int32  `protobuf:"varint,8,opt,name=max_workloads,json=maxWorkloads,proto3" json:"max_workloads,omitempty"`
+	// Run setup without the sync after it (a crash finding found by explore
+	// --crash: its path ran unsynced before the log).
+	NoSetupSync bool `protobuf:"varint,9,opt,name=no_setup_sync,json=noSetupSync,proto3" json:"no_setup_sync,omitempty"`
+	// Check only this crash state of the one trace (a replay of a crash
+	// finding), instead of enumerating them.
+	Only *CrashKeep `protobuf:"bytes,10,opt,name=only,proto3" json:"only,omitempty"`
+	// With only: stream the state's disk image (image events), one per
+	// lane.
+	Image bool `protobuf:"varint,11,opt,name=image,proto3" json:"image,omitempty"`
+	// Crash findings whose trace to shrink by delta debugging (0: 4; -1:
+	// none; at most 64); the others are recorded as found.
+	Minimize      int32 `protobuf:"varint,12,opt,name=minimize,proto3" json:"minimize,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -251,12 +263,87 @@ func (x *CrashRequest) GetMaxWorkloads() int32 {
 	return 0
 }
 
+func (x *CrashRequest) GetNoSetupSync() bool {
+	if x != nil {
+		return x.NoSetupSync
+	}
+	return false
+}
+
+func (x *CrashRequest) GetOnly() *CrashKeep {
+	if x != nil {
+		return x.Only
+	}
+	return nil
+}
+
+func (x *CrashRequest) GetImage() bool {
+	if x != nil {
+		return x.Image
+	}
+	return false
+}
+
+func (x *CrashRequest) GetMinimize() int32 {
+	if x != nil {
+		return x.Minimize
+	}
+	return 0
+}
+
+// The log entries a crash state keeps (crash findings' keep).
+type CrashKeep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keep          []int32                `protobuf:"varint,1,rep,packed,name=keep,proto3" json:"keep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashKeep) Reset() {
+	*x = CrashKeep{}
+	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashKeep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashKeep) ProtoMessage() {}
+
+func (x *CrashKeep) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashKeep.ProtoReflect.Descriptor instead.
+func (*CrashKeep) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CrashKeep) GetKeep() []int32 {
+	if x != nil {
+		return x.Keep
+	}
+	return nil
+}
+
 type CrashResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
 	//
 	//	*CrashResponse_Result
 	//	*CrashResponse_Summary
+	//	*CrashResponse_Finding
+	//	*CrashResponse_Image
 	Event         isCrashResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -264,7 +351,7 @@ type CrashResponse struct {
 
 func (x *CrashResponse) Reset() {
 	*x = CrashResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	mi := &file_themis_v1_themis_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +363,7 @@ func (x *CrashResponse) String() string {
 func (*CrashResponse) ProtoMessage() {}
 
 func (x *CrashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[1]
+	mi := &file_themis_v1_themis_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +376,7 @@ func (x *CrashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashResponse.ProtoReflect.Descriptor instead.
 func (*CrashResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{1}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CrashResponse) GetEvent() isCrashResponse_Event {
@@ -317,6 +404,24 @@ func (x *CrashResponse) GetSummary() *CrashSummary {
 	return nil
 }
 
+func (x *CrashResponse) GetFinding() *Finding {
+	if x != nil {
+		if x, ok := x.Event.(*CrashResponse_Finding); ok {
+			return x.Finding
+		}
+	}
+	return nil
+}
+
+func (x *CrashResponse) GetImage() *CrashImageChunk {
+	if x != nil {
+		if x, ok := x.Event.(*CrashResponse_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
 type isCrashResponse_Event interface {
 	isCrashResponse_Event()
 }
@@ -329,9 +434,92 @@ type CrashResponse_Summary struct {
 	Summary *CrashSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
 }
 
+type CrashResponse_Finding struct {
+	// A crash finding as recorded, then again once minimized (same id).
+	Finding *Finding `protobuf:"bytes,3,opt,name=finding,proto3,oneof"`
+}
+
+type CrashResponse_Image struct {
+	// A chunk of a checked state's disk image (request image); chunks of
+	// zeros are not sent: the image is sparse, size long.
+	Image *CrashImageChunk `protobuf:"bytes,4,opt,name=image,proto3,oneof"`
+}
+
 func (*CrashResponse_Result) isCrashResponse_Event() {}
 
 func (*CrashResponse_Summary) isCrashResponse_Event() {}
+
+func (*CrashResponse_Finding) isCrashResponse_Event() {}
+
+func (*CrashResponse_Image) isCrashResponse_Event() {}
+
+type CrashImageChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lane          string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Size          int64                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashImageChunk) Reset() {
+	*x = CrashImageChunk{}
+	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashImageChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashImageChunk) ProtoMessage() {}
+
+func (x *CrashImageChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashImageChunk.ProtoReflect.Descriptor instead.
+func (*CrashImageChunk) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CrashImageChunk) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *CrashImageChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *CrashImageChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *CrashImageChunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
 
 type CrashResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -361,7 +549,7 @@ type CrashResult struct {
 
 func (x *CrashResult) Reset() {
 	*x = CrashResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[2]
+	mi := &file_themis_v1_themis_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +561,7 @@ func (x *CrashResult) String() string {
 func (*CrashResult) ProtoMessage() {}
 
 func (x *CrashResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[2]
+	mi := &file_themis_v1_themis_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +574,7 @@ func (x *CrashResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashResult.ProtoReflect.Descriptor instead.
 func (*CrashResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{2}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CrashResult) GetLane() string {
@@ -473,15 +661,18 @@ type CrashSummary struct {
 	ElapsedS     float64                `protobuf:"fixed64,3,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
 	StatesPerSec float64                `protobuf:"fixed64,4,opt,name=states_per_sec,json=statesPerSec,proto3" json:"states_per_sec,omitempty"`
 	// Traces run; truncated: max_workloads cut the generated set.
-	Workloads     int32 `protobuf:"varint,5,opt,name=workloads,proto3" json:"workloads,omitempty"`
-	Truncated     bool  `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Workloads int32 `protobuf:"varint,5,opt,name=workloads,proto3" json:"workloads,omitempty"`
+	Truncated bool  `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Crash findings recorded (one per lane and trace with a state not clean
+	// or that lost what was made durable).
+	Findings      int32 `protobuf:"varint,7,opt,name=findings,proto3" json:"findings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CrashSummary) Reset() {
 	*x = CrashSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	mi := &file_themis_v1_themis_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +684,7 @@ func (x *CrashSummary) String() string {
 func (*CrashSummary) ProtoMessage() {}
 
 func (x *CrashSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[3]
+	mi := &file_themis_v1_themis_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +697,7 @@ func (x *CrashSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashSummary.ProtoReflect.Descriptor instead.
 func (*CrashSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{3}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CrashSummary) GetSessionId() string {
@@ -551,6 +742,13 @@ func (x *CrashSummary) GetTruncated() bool {
 	return false
 }
 
+func (x *CrashSummary) GetFindings() int32 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
 type CrashLane struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -572,7 +770,7 @@ type CrashLane struct {
 
 func (x *CrashLane) Reset() {
 	*x = CrashLane{}
-	mi := &file_themis_v1_themis_proto_msgTypes[4]
+	mi := &file_themis_v1_themis_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +782,7 @@ func (x *CrashLane) String() string {
 func (*CrashLane) ProtoMessage() {}
 
 func (x *CrashLane) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[4]
+	mi := &file_themis_v1_themis_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +795,7 @@ func (x *CrashLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashLane.ProtoReflect.Descriptor instead.
 func (*CrashLane) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{4}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CrashLane) GetLane() string {
@@ -691,7 +889,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_themis_v1_themis_proto_msgTypes[5]
+	mi := &file_themis_v1_themis_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +901,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[5]
+	mi := &file_themis_v1_themis_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +914,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{5}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Session) GetId() string {
@@ -809,7 +1007,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_themis_v1_themis_proto_msgTypes[6]
+	mi := &file_themis_v1_themis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1019,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[6]
+	mi := &file_themis_v1_themis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1032,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{6}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Lane) GetName() string {
@@ -885,7 +1083,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[7]
+	mi := &file_themis_v1_themis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1095,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[7]
+	mi := &file_themis_v1_themis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1108,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{7}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSessionRequest) GetLanes() []string {
@@ -971,7 +1169,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	mi := &file_themis_v1_themis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1181,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	mi := &file_themis_v1_themis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1194,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{8}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1015,7 +1213,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	mi := &file_themis_v1_themis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1225,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	mi := &file_themis_v1_themis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1238,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{9}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1059,7 +1257,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[10]
+	mi := &file_themis_v1_themis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1269,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[10]
+	mi := &file_themis_v1_themis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1282,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{10}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1109,7 +1307,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[11]
+	mi := &file_themis_v1_themis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1319,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[11]
+	mi := &file_themis_v1_themis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1332,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSessionsRequest) GetAll() bool {
@@ -1169,7 +1367,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[12]
+	mi := &file_themis_v1_themis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1379,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[12]
+	mi := &file_themis_v1_themis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1392,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{12}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1220,7 +1418,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[13]
+	mi := &file_themis_v1_themis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1430,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[13]
+	mi := &file_themis_v1_themis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1443,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{13}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1263,7 +1461,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[14]
+	mi := &file_themis_v1_themis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1473,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[14]
+	mi := &file_themis_v1_themis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1486,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{14}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16}
 }
 
 type LaneRoot struct {
@@ -1302,7 +1500,7 @@ type LaneRoot struct {
 
 func (x *LaneRoot) Reset() {
 	*x = LaneRoot{}
-	mi := &file_themis_v1_themis_proto_msgTypes[15]
+	mi := &file_themis_v1_themis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1512,7 @@ func (x *LaneRoot) String() string {
 func (*LaneRoot) ProtoMessage() {}
 
 func (x *LaneRoot) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[15]
+	mi := &file_themis_v1_themis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1525,7 @@ func (x *LaneRoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRoot.ProtoReflect.Descriptor instead.
 func (*LaneRoot) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{15}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LaneRoot) GetLane() string {
@@ -1364,7 +1562,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[16]
+	mi := &file_themis_v1_themis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1574,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[16]
+	mi := &file_themis_v1_themis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1587,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Checkpoint) GetId() string {
@@ -1475,7 +1673,7 @@ type ForkRequest struct {
 
 func (x *ForkRequest) Reset() {
 	*x = ForkRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[17]
+	mi := &file_themis_v1_themis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1685,7 @@ func (x *ForkRequest) String() string {
 func (*ForkRequest) ProtoMessage() {}
 
 func (x *ForkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[17]
+	mi := &file_themis_v1_themis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1698,7 @@ func (x *ForkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRequest.ProtoReflect.Descriptor instead.
 func (*ForkRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{17}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ForkRequest) GetSessionId() string {
@@ -1533,7 +1731,7 @@ type ForkResponse struct {
 
 func (x *ForkResponse) Reset() {
 	*x = ForkResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[18]
+	mi := &file_themis_v1_themis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1743,7 @@ func (x *ForkResponse) String() string {
 func (*ForkResponse) ProtoMessage() {}
 
 func (x *ForkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[18]
+	mi := &file_themis_v1_themis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1756,7 @@ func (x *ForkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkResponse.ProtoReflect.Descriptor instead.
 func (*ForkResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ForkResponse) GetCheckpoint() *Checkpoint {
@@ -1579,7 +1777,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[19]
+	mi := &file_themis_v1_themis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1789,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[19]
+	mi := &file_themis_v1_themis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1802,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{19}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RestoreRequest) GetSessionId() string {
@@ -1632,7 +1830,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[20]
+	mi := &file_themis_v1_themis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1842,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[20]
+	mi := &file_themis_v1_themis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1855,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RestoreResponse) GetCheckpoint() *Checkpoint {
@@ -1685,7 +1883,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[21]
+	mi := &file_themis_v1_themis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1895,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[21]
+	mi := &file_themis_v1_themis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1908,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{21}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListCheckpointsRequest) GetSessionId() string {
@@ -1736,7 +1934,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[22]
+	mi := &file_themis_v1_themis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1946,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[22]
+	mi := &file_themis_v1_themis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1959,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{22}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*Checkpoint {
@@ -1781,7 +1979,7 @@ type DeleteCheckpointRequest struct {
 
 func (x *DeleteCheckpointRequest) Reset() {
 	*x = DeleteCheckpointRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[23]
+	mi := &file_themis_v1_themis_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1991,7 @@ func (x *DeleteCheckpointRequest) String() string {
 func (*DeleteCheckpointRequest) ProtoMessage() {}
 
 func (x *DeleteCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[23]
+	mi := &file_themis_v1_themis_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +2004,7 @@ func (x *DeleteCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{23}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteCheckpointRequest) GetSessionId() string {
@@ -1831,7 +2029,7 @@ type DeleteCheckpointResponse struct {
 
 func (x *DeleteCheckpointResponse) Reset() {
 	*x = DeleteCheckpointResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[24]
+	mi := &file_themis_v1_themis_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +2041,7 @@ func (x *DeleteCheckpointResponse) String() string {
 func (*DeleteCheckpointResponse) ProtoMessage() {}
 
 func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[24]
+	mi := &file_themis_v1_themis_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +2054,7 @@ func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{24}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{26}
 }
 
 // Op is one filesystem operation. Lane fields inside are ignored: Apply runs
@@ -1892,7 +2090,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_themis_v1_themis_proto_msgTypes[25]
+	mi := &file_themis_v1_themis_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2102,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[25]
+	mi := &file_themis_v1_themis_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2115,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{25}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -2241,7 +2439,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[26]
+	mi := &file_themis_v1_themis_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2451,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[26]
+	mi := &file_themis_v1_themis_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2464,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{26}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApplyRequest) GetSessionId() string {
@@ -2296,7 +2494,7 @@ type LaneResult struct {
 
 func (x *LaneResult) Reset() {
 	*x = LaneResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[27]
+	mi := &file_themis_v1_themis_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2506,7 @@ func (x *LaneResult) String() string {
 func (*LaneResult) ProtoMessage() {}
 
 func (x *LaneResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[27]
+	mi := &file_themis_v1_themis_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2519,7 @@ func (x *LaneResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneResult.ProtoReflect.Descriptor instead.
 func (*LaneResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{27}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LaneResult) GetLane() string {
@@ -2363,7 +2561,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[28]
+	mi := &file_themis_v1_themis_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2573,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[28]
+	mi := &file_themis_v1_themis_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2586,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{28}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyResponse) GetResults() []*LaneResult {
@@ -2423,7 +2621,7 @@ type FingerprintRequest struct {
 
 func (x *FingerprintRequest) Reset() {
 	*x = FingerprintRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[29]
+	mi := &file_themis_v1_themis_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2633,7 @@ func (x *FingerprintRequest) String() string {
 func (*FingerprintRequest) ProtoMessage() {}
 
 func (x *FingerprintRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[29]
+	mi := &file_themis_v1_themis_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2646,7 @@ func (x *FingerprintRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintRequest.ProtoReflect.Descriptor instead.
 func (*FingerprintRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{29}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FingerprintRequest) GetSessionId() string {
@@ -2504,7 +2702,7 @@ type LaneFingerprint struct {
 
 func (x *LaneFingerprint) Reset() {
 	*x = LaneFingerprint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[30]
+	mi := &file_themis_v1_themis_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2714,7 @@ func (x *LaneFingerprint) String() string {
 func (*LaneFingerprint) ProtoMessage() {}
 
 func (x *LaneFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[30]
+	mi := &file_themis_v1_themis_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2727,7 @@ func (x *LaneFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneFingerprint.ProtoReflect.Descriptor instead.
 func (*LaneFingerprint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{30}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LaneFingerprint) GetLane() string {
@@ -2594,7 +2792,7 @@ type FingerprintResponse struct {
 
 func (x *FingerprintResponse) Reset() {
 	*x = FingerprintResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[31]
+	mi := &file_themis_v1_themis_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2804,7 @@ func (x *FingerprintResponse) String() string {
 func (*FingerprintResponse) ProtoMessage() {}
 
 func (x *FingerprintResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[31]
+	mi := &file_themis_v1_themis_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2817,7 @@ func (x *FingerprintResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintResponse.ProtoReflect.Descriptor instead.
 func (*FingerprintResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{31}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FingerprintResponse) GetLanes() []*LaneFingerprint {
@@ -2655,7 +2853,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[32]
+	mi := &file_themis_v1_themis_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2865,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[32]
+	mi := &file_themis_v1_themis_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2878,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{32}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatRequest) GetSessionId() string {
@@ -2722,7 +2920,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[33]
+	mi := &file_themis_v1_themis_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2932,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[33]
+	mi := &file_themis_v1_themis_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2945,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{33}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatResponse) GetErrno() int32 {
@@ -2785,7 +2983,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[34]
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2995,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[34]
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +3008,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{34}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReadFileRequest) GetSessionId() string {
@@ -2860,7 +3058,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[35]
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +3070,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[35]
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3083,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{35}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReadFileResponse) GetErrno() int32 {
@@ -2928,7 +3126,7 @@ type RestoreFileRequest struct {
 
 func (x *RestoreFileRequest) Reset() {
 	*x = RestoreFileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3138,7 @@ func (x *RestoreFileRequest) String() string {
 func (*RestoreFileRequest) ProtoMessage() {}
 
 func (x *RestoreFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3151,7 @@ func (x *RestoreFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFileRequest.ProtoReflect.Descriptor instead.
 func (*RestoreFileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RestoreFileRequest) GetSessionId() string {
@@ -2995,7 +3193,7 @@ type RestoreFileResponse struct {
 
 func (x *RestoreFileResponse) Reset() {
 	*x = RestoreFileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3205,7 @@ func (x *RestoreFileResponse) String() string {
 func (*RestoreFileResponse) ProtoMessage() {}
 
 func (x *RestoreFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3218,7 @@ func (x *RestoreFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFileResponse.ProtoReflect.Descriptor instead.
 func (*RestoreFileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RestoreFileResponse) GetRemoved() bool {
@@ -3054,7 +3252,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3264,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3277,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Event) GetSeq() int64 {
@@ -3144,7 +3342,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3354,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3367,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListEventsRequest) GetSessionId() string {
@@ -3202,7 +3400,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3412,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3425,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -3297,7 +3495,7 @@ type ExploreRequest struct {
 
 func (x *ExploreRequest) Reset() {
 	*x = ExploreRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3507,7 @@ func (x *ExploreRequest) String() string {
 func (*ExploreRequest) ProtoMessage() {}
 
 func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3520,7 @@ func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreRequest.ProtoReflect.Descriptor instead.
 func (*ExploreRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExploreRequest) GetLanes() []string {
@@ -3476,7 +3674,7 @@ type ExploreProgress struct {
 
 func (x *ExploreProgress) Reset() {
 	*x = ExploreProgress{}
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3686,7 @@ func (x *ExploreProgress) String() string {
 func (*ExploreProgress) ProtoMessage() {}
 
 func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3699,7 @@ func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreProgress.ProtoReflect.Descriptor instead.
 func (*ExploreProgress) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ExploreProgress) GetStates() int64 {
@@ -3605,17 +3803,20 @@ type Finding struct {
 	// The finding across runs (the same signature, lane specs and policy):
 	// in how many sessions it was found (0 for findings stored before they
 	// were counted), the first finding of it, when first and last.
-	TimesSeen     int32                  `protobuf:"varint,18,opt,name=times_seen,json=timesSeen,proto3" json:"times_seen,omitempty"`
-	FirstId       string                 `protobuf:"bytes,19,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
-	FirstSeen     *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
-	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	TimesSeen int32                  `protobuf:"varint,18,opt,name=times_seen,json=timesSeen,proto3" json:"times_seen,omitempty"`
+	FirstId   string                 `protobuf:"bytes,19,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// For kind "crash": the crash state (trace is the ops run under the
+	// write log; lane_specs the one lane's spec).
+	Crash         *CrashPoint `protobuf:"bytes,22,opt,name=crash,proto3" json:"crash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3828,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3841,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Finding) GetId() string {
@@ -3790,6 +3991,168 @@ func (x *Finding) GetLastSeen() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Finding) GetCrash() *CrashPoint {
+	if x != nil {
+		return x.Crash
+	}
+	return nil
+}
+
+// A crash finding's disk: one crash state of a lane's write log.
+type CrashPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Ops run before the log's checkpoint; setup_sync: a sync followed them.
+	Setup     []string `protobuf:"bytes,2,rep,name=setup,proto3" json:"setup,omitempty"`
+	SetupSync bool     `protobuf:"varint,3,opt,name=setup_sync,json=setupSync,proto3" json:"setup_sync,omitempty"`
+	// The log entries kept, the flushes completed before the crash, "prefix"
+	// or "subset", the crash epoch's writes.
+	Keep    []int32 `protobuf:"varint,4,rep,packed,name=keep,proto3" json:"keep,omitempty"`
+	Flushes int32   `protobuf:"varint,5,opt,name=flushes,proto3" json:"flushes,omitempty"`
+	Kind    string  `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Epoch   []int32 `protobuf:"varint,7,rep,packed,name=epoch,proto3" json:"epoch,omitempty"`
+	// The log's writes and flushes when the trace's last op returned.
+	Writes     int32 `protobuf:"varint,8,opt,name=writes,proto3" json:"writes,omitempty"`
+	LogFlushes int32 `protobuf:"varint,9,opt,name=log_flushes,json=logFlushes,proto3" json:"log_flushes,omitempty"`
+	// "dirty", "broken", or "clean" when only durability failed.
+	Verdict    string `protobuf:"bytes,10,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	Durability string `protobuf:"bytes,11,opt,name=durability,proto3" json:"durability,omitempty"`
+	Output     string `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"`
+	// The lane's crash states of the trace, and how many were not clean.
+	States        int32 `protobuf:"varint,13,opt,name=states,proto3" json:"states,omitempty"`
+	NotClean      int32 `protobuf:"varint,14,opt,name=not_clean,json=notClean,proto3" json:"not_clean,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrashPoint) Reset() {
+	*x = CrashPoint{}
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrashPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrashPoint) ProtoMessage() {}
+
+func (x *CrashPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrashPoint.ProtoReflect.Descriptor instead.
+func (*CrashPoint) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CrashPoint) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *CrashPoint) GetSetup() []string {
+	if x != nil {
+		return x.Setup
+	}
+	return nil
+}
+
+func (x *CrashPoint) GetSetupSync() bool {
+	if x != nil {
+		return x.SetupSync
+	}
+	return false
+}
+
+func (x *CrashPoint) GetKeep() []int32 {
+	if x != nil {
+		return x.Keep
+	}
+	return nil
+}
+
+func (x *CrashPoint) GetFlushes() int32 {
+	if x != nil {
+		return x.Flushes
+	}
+	return 0
+}
+
+func (x *CrashPoint) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CrashPoint) GetEpoch() []int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+func (x *CrashPoint) GetWrites() int32 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *CrashPoint) GetLogFlushes() int32 {
+	if x != nil {
+		return x.LogFlushes
+	}
+	return 0
+}
+
+func (x *CrashPoint) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *CrashPoint) GetDurability() string {
+	if x != nil {
+		return x.Durability
+	}
+	return ""
+}
+
+func (x *CrashPoint) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *CrashPoint) GetStates() int32 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
+func (x *CrashPoint) GetNotClean() int32 {
+	if x != nil {
+		return x.NotClean
+	}
+	return 0
+}
+
 type ExploreSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3861,7 +4224,7 @@ type ExploreSummary struct {
 
 func (x *ExploreSummary) Reset() {
 	*x = ExploreSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +4236,7 @@ func (x *ExploreSummary) String() string {
 func (*ExploreSummary) ProtoMessage() {}
 
 func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +4249,7 @@ func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreSummary.ProtoReflect.Descriptor instead.
 func (*ExploreSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExploreSummary) GetSessionId() string {
@@ -4137,7 +4500,7 @@ type LaneLayers struct {
 
 func (x *LaneLayers) Reset() {
 	*x = LaneLayers{}
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4149,7 +4512,7 @@ func (x *LaneLayers) String() string {
 func (*LaneLayers) ProtoMessage() {}
 
 func (x *LaneLayers) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4162,7 +4525,7 @@ func (x *LaneLayers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayers.ProtoReflect.Descriptor instead.
 func (*LaneLayers) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LaneLayers) GetLane() string {
@@ -4211,7 +4574,7 @@ type ExploreResponse struct {
 
 func (x *ExploreResponse) Reset() {
 	*x = ExploreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4586,7 @@ func (x *ExploreResponse) String() string {
 func (*ExploreResponse) ProtoMessage() {}
 
 func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4599,7 @@ func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
 func (*ExploreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
@@ -4310,7 +4673,7 @@ type ListFindingsRequest struct {
 
 func (x *ListFindingsRequest) Reset() {
 	*x = ListFindingsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4322,7 +4685,7 @@ func (x *ListFindingsRequest) String() string {
 func (*ListFindingsRequest) ProtoMessage() {}
 
 func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4335,7 +4698,7 @@ func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListFindingsRequest) GetSessionId() string {
@@ -4370,7 +4733,7 @@ type ListFindingsResponse struct {
 
 func (x *ListFindingsResponse) Reset() {
 	*x = ListFindingsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4382,7 +4745,7 @@ func (x *ListFindingsResponse) String() string {
 func (*ListFindingsResponse) ProtoMessage() {}
 
 func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4395,7 +4758,7 @@ func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListFindingsResponse) GetFindings() []*Finding {
@@ -4421,7 +4784,7 @@ type GetFindingRequest struct {
 
 func (x *GetFindingRequest) Reset() {
 	*x = GetFindingRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4796,7 @@ func (x *GetFindingRequest) String() string {
 func (*GetFindingRequest) ProtoMessage() {}
 
 func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4809,7 @@ func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
 func (*GetFindingRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetFindingRequest) GetFindingId() string {
@@ -4466,7 +4829,7 @@ type GetExploreRunRequest struct {
 
 func (x *GetExploreRunRequest) Reset() {
 	*x = GetExploreRunRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4478,7 +4841,7 @@ func (x *GetExploreRunRequest) String() string {
 func (*GetExploreRunRequest) ProtoMessage() {}
 
 func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4491,7 +4854,7 @@ func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunRequest.ProtoReflect.Descriptor instead.
 func (*GetExploreRunRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetExploreRunRequest) GetSessionId() string {
@@ -4515,7 +4878,7 @@ type GetExploreRunResponse struct {
 
 func (x *GetExploreRunResponse) Reset() {
 	*x = GetExploreRunResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4527,7 +4890,7 @@ func (x *GetExploreRunResponse) String() string {
 func (*GetExploreRunResponse) ProtoMessage() {}
 
 func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4540,7 +4903,7 @@ func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
 func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
@@ -4573,7 +4936,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4585,7 +4948,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4598,7 +4961,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -4629,7 +4992,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +5004,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +5017,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -4736,7 +5099,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4748,7 +5111,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4761,7 +5124,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -4915,7 +5278,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5290,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5303,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -5014,7 +5377,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5389,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5402,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -5104,7 +5467,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5116,7 +5479,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5129,7 +5492,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -5201,7 +5564,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5576,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5589,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -5295,7 +5658,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5670,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5683,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -5376,7 +5739,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5388,7 +5751,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5401,7 +5764,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -5494,7 +5857,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5506,7 +5869,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5519,7 +5882,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -5555,7 +5918,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5567,7 +5930,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5580,7 +5943,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -5624,7 +5987,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5636,7 +5999,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5649,7 +6012,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -5712,7 +6075,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5724,7 +6087,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5737,7 +6100,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -5806,7 +6169,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5818,7 +6181,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5831,7 +6194,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -5958,7 +6321,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5970,7 +6333,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5983,7 +6346,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -6027,7 +6390,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6039,7 +6402,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6052,7 +6415,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -6116,7 +6479,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6128,7 +6491,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6141,7 +6504,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -6207,7 +6570,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6219,7 +6582,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6232,7 +6595,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -6283,7 +6646,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6295,7 +6658,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6308,7 +6671,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -6350,7 +6713,7 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xf2\x01\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xf2\x02\n" +
 	"\fCrashRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x14\n" +
@@ -6361,11 +6724,25 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x1a\n" +
 	"\bworkload\x18\a \x01(\tR\bworkload\x12#\n" +
-	"\rmax_workloads\x18\b \x01(\x05R\fmaxWorkloads\"\x7f\n" +
+	"\rmax_workloads\x18\b \x01(\x05R\fmaxWorkloads\x12\"\n" +
+	"\rno_setup_sync\x18\t \x01(\bR\vnoSetupSync\x12(\n" +
+	"\x04only\x18\n" +
+	" \x01(\v2\x14.themis.v1.CrashKeepR\x04only\x12\x14\n" +
+	"\x05image\x18\v \x01(\bR\x05image\x12\x1a\n" +
+	"\bminimize\x18\f \x01(\x05R\bminimize\"\x1f\n" +
+	"\tCrashKeep\x12\x12\n" +
+	"\x04keep\x18\x01 \x03(\x05R\x04keep\"\xe3\x01\n" +
 	"\rCrashResponse\x120\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.themis.v1.CrashResultH\x00R\x06result\x123\n" +
-	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.CrashSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\x9c\x02\n" +
+	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.CrashSummaryH\x00R\asummary\x12.\n" +
+	"\afinding\x18\x03 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x122\n" +
+	"\x05image\x18\x04 \x01(\v2\x1a.themis.v1.CrashImageChunkH\x00R\x05imageB\a\n" +
+	"\x05event\"e\n" +
+	"\x0fCrashImageChunk\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\"\x9c\x02\n" +
 	"\vCrashResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -6380,7 +6757,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x03(\tR\x05trace\x12\x1e\n" +
 	"\n" +
 	"durability\x18\v \x01(\tR\n" +
-	"durability\"\xd8\x01\n" +
+	"durability\"\xf4\x01\n" +
 	"\fCrashSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -6388,7 +6765,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x03 \x01(\x01R\belapsedS\x12$\n" +
 	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\x12\x1c\n" +
 	"\tworkloads\x18\x05 \x01(\x05R\tworkloads\x12\x1c\n" +
-	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\x8b\x02\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x1a\n" +
+	"\bfindings\x18\a \x01(\x05R\bfindings\"\x8b\x02\n" +
 	"\tCrashLane\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
@@ -6653,7 +7031,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\x9f\x05\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xcc\x05\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -6682,7 +7060,29 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bfirst_id\x18\x13 \x01(\tR\afirstId\x129\n" +
 	"\n" +
 	"first_seen\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
-	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xce\b\n" +
+	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12+\n" +
+	"\x05crash\x18\x16 \x01(\v2\x15.themis.v1.CrashPointR\x05crash\"\xed\x02\n" +
+	"\n" +
+	"CrashPoint\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
+	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x1d\n" +
+	"\n" +
+	"setup_sync\x18\x03 \x01(\bR\tsetupSync\x12\x12\n" +
+	"\x04keep\x18\x04 \x03(\x05R\x04keep\x12\x18\n" +
+	"\aflushes\x18\x05 \x01(\x05R\aflushes\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05epoch\x18\a \x03(\x05R\x05epoch\x12\x16\n" +
+	"\x06writes\x18\b \x01(\x05R\x06writes\x12\x1f\n" +
+	"\vlog_flushes\x18\t \x01(\x05R\n" +
+	"logFlushes\x12\x18\n" +
+	"\averdict\x18\n" +
+	" \x01(\tR\averdict\x12\x1e\n" +
+	"\n" +
+	"durability\x18\v \x01(\tR\n" +
+	"durability\x12\x16\n" +
+	"\x06output\x18\f \x01(\tR\x06output\x12\x16\n" +
+	"\x06states\x18\r \x01(\x05R\x06states\x12\x1b\n" +
+	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xce\b\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -6968,244 +7368,251 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
 	(*CrashRequest)(nil),             // 2: themis.v1.CrashRequest
-	(*CrashResponse)(nil),            // 3: themis.v1.CrashResponse
-	(*CrashResult)(nil),              // 4: themis.v1.CrashResult
-	(*CrashSummary)(nil),             // 5: themis.v1.CrashSummary
-	(*CrashLane)(nil),                // 6: themis.v1.CrashLane
-	(*Session)(nil),                  // 7: themis.v1.Session
-	(*Lane)(nil),                     // 8: themis.v1.Lane
-	(*CreateSessionRequest)(nil),     // 9: themis.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 10: themis.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 11: themis.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 12: themis.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 13: themis.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 14: themis.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 15: themis.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 16: themis.v1.DeleteSessionResponse
-	(*LaneRoot)(nil),                 // 17: themis.v1.LaneRoot
-	(*Checkpoint)(nil),               // 18: themis.v1.Checkpoint
-	(*ForkRequest)(nil),              // 19: themis.v1.ForkRequest
-	(*ForkResponse)(nil),             // 20: themis.v1.ForkResponse
-	(*RestoreRequest)(nil),           // 21: themis.v1.RestoreRequest
-	(*RestoreResponse)(nil),          // 22: themis.v1.RestoreResponse
-	(*ListCheckpointsRequest)(nil),   // 23: themis.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 24: themis.v1.ListCheckpointsResponse
-	(*DeleteCheckpointRequest)(nil),  // 25: themis.v1.DeleteCheckpointRequest
-	(*DeleteCheckpointResponse)(nil), // 26: themis.v1.DeleteCheckpointResponse
-	(*Op)(nil),                       // 27: themis.v1.Op
-	(*ApplyRequest)(nil),             // 28: themis.v1.ApplyRequest
-	(*LaneResult)(nil),               // 29: themis.v1.LaneResult
-	(*ApplyResponse)(nil),            // 30: themis.v1.ApplyResponse
-	(*FingerprintRequest)(nil),       // 31: themis.v1.FingerprintRequest
-	(*LaneFingerprint)(nil),          // 32: themis.v1.LaneFingerprint
-	(*FingerprintResponse)(nil),      // 33: themis.v1.FingerprintResponse
-	(*StatRequest)(nil),              // 34: themis.v1.StatRequest
-	(*StatResponse)(nil),             // 35: themis.v1.StatResponse
-	(*ReadFileRequest)(nil),          // 36: themis.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),         // 37: themis.v1.ReadFileResponse
-	(*RestoreFileRequest)(nil),       // 38: themis.v1.RestoreFileRequest
-	(*RestoreFileResponse)(nil),      // 39: themis.v1.RestoreFileResponse
-	(*Event)(nil),                    // 40: themis.v1.Event
-	(*ListEventsRequest)(nil),        // 41: themis.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),       // 42: themis.v1.ListEventsResponse
-	(*ExploreRequest)(nil),           // 43: themis.v1.ExploreRequest
-	(*ExploreProgress)(nil),          // 44: themis.v1.ExploreProgress
-	(*Finding)(nil),                  // 45: themis.v1.Finding
-	(*ExploreSummary)(nil),           // 46: themis.v1.ExploreSummary
-	(*LaneLayers)(nil),               // 47: themis.v1.LaneLayers
-	(*ExploreResponse)(nil),          // 48: themis.v1.ExploreResponse
-	(*ListFindingsRequest)(nil),      // 49: themis.v1.ListFindingsRequest
-	(*ListFindingsResponse)(nil),     // 50: themis.v1.ListFindingsResponse
-	(*GetFindingRequest)(nil),        // 51: themis.v1.GetFindingRequest
-	(*GetExploreRunRequest)(nil),     // 52: themis.v1.GetExploreRunRequest
-	(*GetExploreRunResponse)(nil),    // 53: themis.v1.GetExploreRunResponse
-	(*GetFindingResponse)(nil),       // 54: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 55: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 56: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 57: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 58: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 59: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 60: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 61: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 62: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 63: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 64: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 65: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 66: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 67: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 68: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 69: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 70: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 71: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 72: themis.v1.DiffResponse
-	nil,                              // 73: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 74: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 75: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 76: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 77: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 78: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 79: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 80: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 81: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 82: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 83: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 84: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 85: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 86: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 87: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 88: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 89: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 90: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 91: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 92: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 93: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 94: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 95: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 96: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 97: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 98: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 99: themis.agent.v1.Timespec
+	(*CrashKeep)(nil),                // 3: themis.v1.CrashKeep
+	(*CrashResponse)(nil),            // 4: themis.v1.CrashResponse
+	(*CrashImageChunk)(nil),          // 5: themis.v1.CrashImageChunk
+	(*CrashResult)(nil),              // 6: themis.v1.CrashResult
+	(*CrashSummary)(nil),             // 7: themis.v1.CrashSummary
+	(*CrashLane)(nil),                // 8: themis.v1.CrashLane
+	(*Session)(nil),                  // 9: themis.v1.Session
+	(*Lane)(nil),                     // 10: themis.v1.Lane
+	(*CreateSessionRequest)(nil),     // 11: themis.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 12: themis.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 13: themis.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 14: themis.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 15: themis.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 16: themis.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 17: themis.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 18: themis.v1.DeleteSessionResponse
+	(*LaneRoot)(nil),                 // 19: themis.v1.LaneRoot
+	(*Checkpoint)(nil),               // 20: themis.v1.Checkpoint
+	(*ForkRequest)(nil),              // 21: themis.v1.ForkRequest
+	(*ForkResponse)(nil),             // 22: themis.v1.ForkResponse
+	(*RestoreRequest)(nil),           // 23: themis.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 24: themis.v1.RestoreResponse
+	(*ListCheckpointsRequest)(nil),   // 25: themis.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 26: themis.v1.ListCheckpointsResponse
+	(*DeleteCheckpointRequest)(nil),  // 27: themis.v1.DeleteCheckpointRequest
+	(*DeleteCheckpointResponse)(nil), // 28: themis.v1.DeleteCheckpointResponse
+	(*Op)(nil),                       // 29: themis.v1.Op
+	(*ApplyRequest)(nil),             // 30: themis.v1.ApplyRequest
+	(*LaneResult)(nil),               // 31: themis.v1.LaneResult
+	(*ApplyResponse)(nil),            // 32: themis.v1.ApplyResponse
+	(*FingerprintRequest)(nil),       // 33: themis.v1.FingerprintRequest
+	(*LaneFingerprint)(nil),          // 34: themis.v1.LaneFingerprint
+	(*FingerprintResponse)(nil),      // 35: themis.v1.FingerprintResponse
+	(*StatRequest)(nil),              // 36: themis.v1.StatRequest
+	(*StatResponse)(nil),             // 37: themis.v1.StatResponse
+	(*ReadFileRequest)(nil),          // 38: themis.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),         // 39: themis.v1.ReadFileResponse
+	(*RestoreFileRequest)(nil),       // 40: themis.v1.RestoreFileRequest
+	(*RestoreFileResponse)(nil),      // 41: themis.v1.RestoreFileResponse
+	(*Event)(nil),                    // 42: themis.v1.Event
+	(*ListEventsRequest)(nil),        // 43: themis.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),       // 44: themis.v1.ListEventsResponse
+	(*ExploreRequest)(nil),           // 45: themis.v1.ExploreRequest
+	(*ExploreProgress)(nil),          // 46: themis.v1.ExploreProgress
+	(*Finding)(nil),                  // 47: themis.v1.Finding
+	(*CrashPoint)(nil),               // 48: themis.v1.CrashPoint
+	(*ExploreSummary)(nil),           // 49: themis.v1.ExploreSummary
+	(*LaneLayers)(nil),               // 50: themis.v1.LaneLayers
+	(*ExploreResponse)(nil),          // 51: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 52: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 53: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 54: themis.v1.GetFindingRequest
+	(*GetExploreRunRequest)(nil),     // 55: themis.v1.GetExploreRunRequest
+	(*GetExploreRunResponse)(nil),    // 56: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 57: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 58: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 59: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 60: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 61: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 62: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 63: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 64: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 65: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 66: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 67: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 68: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 69: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 70: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 71: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 72: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 73: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 74: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 75: themis.v1.DiffResponse
+	nil,                              // 76: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 77: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 79: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 80: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 81: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 82: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 83: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 84: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 85: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 86: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 87: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 88: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 89: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 90: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 91: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 92: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 93: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 94: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 95: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 96: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 97: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 98: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 99: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 100: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 101: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 102: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
-	4,   // 0: themis.v1.CrashResponse.result:type_name -> themis.v1.CrashResult
-	5,   // 1: themis.v1.CrashResponse.summary:type_name -> themis.v1.CrashSummary
-	6,   // 2: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
-	0,   // 3: themis.v1.Session.state:type_name -> themis.v1.Session.State
-	8,   // 4: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	75,  // 5: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	75,  // 6: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
-	7,   // 7: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
-	7,   // 8: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
-	7,   // 9: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
-	1,   // 10: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	75,  // 11: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	17,  // 12: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
-	1,   // 13: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
-	18,  // 14: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	18,  // 15: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	18,  // 16: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	76,  // 17: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	77,  // 18: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	78,  // 19: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	79,  // 20: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	80,  // 21: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	81,  // 22: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	82,  // 23: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	83,  // 24: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	84,  // 25: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	85,  // 26: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	86,  // 27: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	87,  // 28: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	88,  // 29: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	89,  // 30: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	90,  // 31: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	91,  // 32: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	92,  // 33: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	93,  // 34: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	94,  // 35: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	95,  // 36: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
-	27,  // 37: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
-	29,  // 38: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	96,  // 39: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	97,  // 40: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	97,  // 41: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
-	32,  // 42: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	17,  // 43: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	98,  // 44: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	75,  // 45: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	29,  // 46: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	40,  // 47: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	96,  // 48: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	29,  // 49: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	75,  // 50: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	75,  // 51: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	75,  // 52: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	17,  // 53: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	17,  // 54: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	47,  // 55: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	44,  // 56: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	45,  // 57: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	46,  // 58: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	45,  // 59: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	43,  // 60: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	46,  // 61: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	44,  // 62: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	45,  // 63: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	99,  // 64: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	99,  // 65: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	99,  // 66: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	73,  // 67: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	57,  // 68: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	56,  // 69: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	58,  // 70: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	61,  // 71: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	61,  // 72: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	61,  // 73: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	61,  // 74: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	63,  // 75: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	62,  // 76: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	64,  // 77: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	74,  // 78: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	67,  // 79: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	68,  // 80: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	71,  // 81: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	71,  // 82: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	9,   // 83: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	11,  // 84: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	13,  // 85: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	15,  // 86: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	19,  // 87: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	21,  // 88: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	23,  // 89: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	25,  // 90: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	28,  // 91: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	31,  // 92: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	34,  // 93: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	36,  // 94: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	38,  // 95: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	41,  // 96: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	43,  // 97: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	49,  // 98: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	51,  // 99: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	52,  // 100: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	55,  // 101: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	60,  // 102: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	66,  // 103: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	70,  // 104: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 105: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	10,  // 106: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	12,  // 107: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	14,  // 108: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	16,  // 109: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	20,  // 110: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	22,  // 111: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	24,  // 112: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	26,  // 113: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	30,  // 114: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	33,  // 115: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	35,  // 116: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	37,  // 117: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	39,  // 118: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	42,  // 119: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	48,  // 120: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	50,  // 121: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	54,  // 122: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	53,  // 123: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	59,  // 124: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	65,  // 125: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	69,  // 126: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	72,  // 127: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	3,   // 128: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	106, // [106:129] is the sub-list for method output_type
-	83,  // [83:106] is the sub-list for method input_type
-	83,  // [83:83] is the sub-list for extension type_name
-	83,  // [83:83] is the sub-list for extension extendee
-	0,   // [0:83] is the sub-list for field type_name
+	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
+	6,   // 1: themis.v1.CrashResponse.result:type_name -> themis.v1.CrashResult
+	7,   // 2: themis.v1.CrashResponse.summary:type_name -> themis.v1.CrashSummary
+	47,  // 3: themis.v1.CrashResponse.finding:type_name -> themis.v1.Finding
+	5,   // 4: themis.v1.CrashResponse.image:type_name -> themis.v1.CrashImageChunk
+	8,   // 5: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
+	0,   // 6: themis.v1.Session.state:type_name -> themis.v1.Session.State
+	10,  // 7: themis.v1.Session.lanes:type_name -> themis.v1.Lane
+	78,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	78,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	9,   // 10: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
+	9,   // 11: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
+	9,   // 12: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
+	1,   // 13: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
+	78,  // 14: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	19,  // 15: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
+	1,   // 16: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
+	20,  // 17: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	20,  // 18: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	20,  // 19: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
+	79,  // 20: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	80,  // 21: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	81,  // 22: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	82,  // 23: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	83,  // 24: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	84,  // 25: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	85,  // 26: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	86,  // 27: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	87,  // 28: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	88,  // 29: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	89,  // 30: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	90,  // 31: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	91,  // 32: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	92,  // 33: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	93,  // 34: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	94,  // 35: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	95,  // 36: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	96,  // 37: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	97,  // 38: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	98,  // 39: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	29,  // 40: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
+	31,  // 41: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
+	99,  // 42: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	100, // 43: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	100, // 44: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	34,  // 45: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
+	19,  // 46: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
+	101, // 47: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	78,  // 48: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	31,  // 49: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	42,  // 50: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	99,  // 51: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	31,  // 52: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	78,  // 53: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	78,  // 54: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	78,  // 55: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	48,  // 56: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
+	19,  // 57: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	19,  // 58: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	50,  // 59: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	46,  // 60: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	47,  // 61: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	49,  // 62: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	47,  // 63: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	45,  // 64: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	49,  // 65: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	46,  // 66: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	47,  // 67: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	102, // 68: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	102, // 69: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	102, // 70: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	76,  // 71: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	60,  // 72: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	59,  // 73: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	61,  // 74: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	64,  // 75: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	64,  // 76: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	64,  // 77: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	64,  // 78: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	66,  // 79: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	65,  // 80: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	67,  // 81: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	77,  // 82: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	70,  // 83: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	71,  // 84: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	74,  // 85: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	74,  // 86: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	11,  // 87: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	13,  // 88: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	15,  // 89: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	17,  // 90: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	21,  // 91: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	23,  // 92: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	25,  // 93: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	27,  // 94: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	30,  // 95: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	33,  // 96: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	36,  // 97: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	38,  // 98: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	40,  // 99: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	43,  // 100: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	45,  // 101: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	52,  // 102: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	54,  // 103: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	55,  // 104: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	58,  // 105: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	63,  // 106: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	69,  // 107: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	73,  // 108: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 109: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	12,  // 110: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	14,  // 111: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	16,  // 112: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	18,  // 113: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	22,  // 114: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	24,  // 115: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	26,  // 116: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	28,  // 117: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	32,  // 118: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	35,  // 119: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	37,  // 120: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	39,  // 121: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	41,  // 122: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	44,  // 123: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	51,  // 124: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	53,  // 125: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	57,  // 126: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	56,  // 127: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	62,  // 128: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	68,  // 129: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	72,  // 130: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	75,  // 131: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 132: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	110, // [110:133] is the sub-list for method output_type
+	87,  // [87:110] is the sub-list for method input_type
+	87,  // [87:87] is the sub-list for extension type_name
+	87,  // [87:87] is the sub-list for extension extendee
+	0,   // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -7213,11 +7620,13 @@ func file_themis_v1_themis_proto_init() {
 	if File_themis_v1_themis_proto != nil {
 		return
 	}
-	file_themis_v1_themis_proto_msgTypes[1].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[2].OneofWrappers = []any{
 		(*CrashResponse_Result)(nil),
 		(*CrashResponse_Summary)(nil),
+		(*CrashResponse_Finding)(nil),
+		(*CrashResponse_Image)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[25].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[27].OneofWrappers = []any{
 		(*Op_Create)(nil),
 		(*Op_Write)(nil),
 		(*Op_Truncate)(nil),
@@ -7239,20 +7648,20 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[46].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[49].OneofWrappers = []any{
 		(*ExploreResponse_Progress)(nil),
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[57].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[60].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[63].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[66].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[67].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[70].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -7262,7 +7671,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

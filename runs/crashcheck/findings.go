@@ -1,0 +1,160 @@
+package crashcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/session"
+)
+
+// Of is what a crash finding is made of.
+type Of struct {
+	// Spec is the lane's spec, FS its filesystem.
+	Spec, FS string
+	// Setup ran before the log's checkpoint, with a sync after it when
+	// SetupSync.
+	Setup     []string
+	SetupSync bool
+	// Trace ran under the log; Last is its last op (the persistence
+	// point).
+	Trace []string
+	Last  *agentv1.Request
+	// Result is the state the finding is about; Lane the counts of the
+	// lane's states of this trace.
+	Result Result
+	Lane   LaneSummary
+}
+
+// NewFinding is the crash finding of in (ID and Created set; Session left
+// to RecordFinding).
+func NewFinding(in Of) (*session.Finding, error) {
+	id, err := session.NewFindingID()
+	if err != nil {
+		return nil, err
+	}
+	f := &session.Finding{ID: id, Kind: session.KindCrash, Trace: slices.Clone(in.Trace), FoundTrace: slices.Clone(in.Trace),
+		OriginalLen: len(in.Trace), Created: time.Now().UTC(), LaneSpecs: []string{in.Spec}, Revert: "machine",
+		Signature: fmt.Sprintf("crash %s %s after %s", Class(in.Result), in.FS, lastKind(in.Last))}
+	f.Crash = &session.CrashPoint{Lane: in.Result.Lane, Setup: slices.Clone(in.Setup), SetupSync: in.SetupSync}
+	setPoint(f, in.Result, in.Lane)
+	return f, nil
+}
+
+// setPoint sets f's crash state and detail from r, of a trace whose lane
+// counts are ls.
+func setPoint(f *session.Finding, r Result, ls LaneSummary) {
+	c := f.Crash
+	c.Keep, c.Flushes, c.Kind, c.Epoch = slices.Clone(r.State.Keep), r.State.Flushes, r.State.Kind, slices.Clone(r.State.Epoch)
+	c.Writes, c.LogFlushes, c.States, c.NotClean = ls.Writes, ls.Flushes, ls.States, ls.Dirty+ls.Lost
+	c.Verdict, c.Durability, c.Output = r.Verdict, r.Durability, r.Output
+	what := firstProblem(r.Output)
+	if strings.HasPrefix(r.Durability, "LOST") {
+		what = r.Durability
+	}
+	f.Detail = fmt.Sprintf("lane %s, crash %s: %s: %s (%d of %d crash states bad)", r.Lane, r.State, r.Verdict, what, c.NotClean, c.States)
+}
+
+// Class is what a bad result is: "lost" (what was made durable is not
+// there) or "not-clean" (dirty, or the checker could not read it); "" for
+// a good one.
+func Class(r Result) string {
+	switch {
+	case strings.HasPrefix(r.Durability, "LOST"):
+		return "lost"
+	case r.Verdict != Clean:
+		return "not-clean"
+	}
+	return ""
+}
+
+func lastKind(op *agentv1.Request) string {
+	if k := explore.OpKind(op); k != "" {
+		return k
+	}
+	return "op"
+}
+
+// firstProblem is the first line of a checker's output that is not a
+// progress line, cut to 200 bytes.
+func firstProblem(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "Pass ") || strings.HasPrefix(line, "[") {
+			continue
+		}
+		if len(line) > 200 {
+			line = line[:200] + "…"
+		}
+		return line
+	}
+	return "no output"
+}
+
+// Pick is the state a finding of a lane's bad results of one trace is
+// about: one that lost what was made durable first, else the not-clean one
+// with the most flushes completed (the first of them): the crash latest
+// in the trace.
+func Pick(bad []Result) Result {
+	best := bad[0]
+	for _, r := range bad[1:] {
+		switch {
+		case Class(best) == "lost":
+			return best
+		case Class(r) == "lost" || r.State.Flushes > best.State.Flushes:
+			best = r
+		}
+	}
+	return best
+}
+
+// recorder records a run's crash findings and minimizes them.
+type recorder struct {
+	run       *session.Run
+	ctx       context.Context // not cancelled with the run: findings are kept
+	specs, fs []string
+	setup     []string
+	setupSync bool
+	send      func(session.Finding)
+	found     []found
+	errs      []error
+}
+
+// found is a recorded finding and the lane's results it came from.
+type found struct {
+	f   *session.Finding
+	bad badLane
+}
+
+// record stores the finding of b.
+func (rc *recorder) record(b badLane) {
+	f, err := NewFinding(Of{Spec: rc.specs[b.lane], FS: rc.fs[b.lane], Setup: rc.setup, SetupSync: rc.setupSync,
+		Trace: b.trace, Last: b.ops[len(b.ops)-1], Result: Pick(b.results), Lane: b.ls})
+	if err == nil {
+		err = rc.run.RecordFinding(rc.ctx, f)
+	}
+	if err != nil {
+		rc.errs = append(rc.errs, err)
+		return
+	}
+	rc.found = append(rc.found, found{f: f, bad: b})
+	rc.run.Event(rc.ctx, "finding", fmt.Sprintf("%s %s: %s", f.ID, f.Kind, f.Detail), nil)
+	rc.emit(f)
+}
+
+func (rc *recorder) emit(f *session.Finding) {
+	if rc.send != nil {
+		c := *f
+		cp := *f.Crash
+		c.Crash = &cp
+		c.Trace, c.FoundTrace, c.LaneSpecs = slices.Clone(f.Trace), slices.Clone(f.FoundTrace), slices.Clone(f.LaneSpecs)
+		rc.send(c)
+	}
+}
+
+func (rc *recorder) err() error { return errors.Join(rc.errs...) }

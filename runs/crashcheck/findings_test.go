@@ -1,0 +1,60 @@
+package crashcheck
+
+import (
+	"strings"
+	"testing"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/session"
+)
+
+// TestPick: a state that lost what was made durable wins, else the
+// not-clean one latest in the trace (most flushes), the first of those.
+func TestPick(t *testing.T) {
+	t.Parallel()
+	r := func(flushes int, verdict, durability string) Result {
+		return Result{State: crash.State{Flushes: flushes}, Verdict: verdict, Durability: durability}
+	}
+	for _, tt := range []struct {
+		name string
+		bad  []Result
+		want int
+	}{
+		{"one", []Result{r(0, Dirty, "")}, 0},
+		{"most flushes", []Result{r(0, Dirty, ""), r(2, Broken, ""), r(2, Dirty, ""), r(1, Dirty, "")}, 1},
+		{"lost wins", []Result{r(3, Dirty, ""), r(1, Clean, "LOST g"), r(4, Dirty, "")}, 1},
+		{"first lost", []Result{r(1, Clean, "LOST a"), r(2, Clean, "LOST b")}, 0},
+	} {
+		got := Pick(tt.bad)
+		if got.State.Flushes != tt.bad[tt.want].State.Flushes || got.Verdict != tt.bad[tt.want].Verdict || got.Durability != tt.bad[tt.want].Durability {
+			t.Errorf("%s: Pick = %+v, want %+v", tt.name, got, tt.bad[tt.want])
+		}
+	}
+}
+
+// TestNewFinding: a crash finding carries the trace, the lane's spec, the
+// state and its counts, a signature by class, filesystem and persistence
+// op, and a detail naming the checker's first problem line.
+func TestNewFinding(t *testing.T) {
+	t.Parallel()
+	res := Result{Lane: "ext2", State: crash.State{Keep: []int{0, 2}, Flushes: 0, Kind: crash.KindSubset, Epoch: []int{0, 1, 2}}, Verdict: Dirty,
+		Output: "Pass 1: Checking inodes\nEntry 'd' in / (2) has deleted/unused inode 13.  Clear? no\n"}
+	f, err := NewFinding(Of{Spec: "ext2", FS: "ext2", Setup: []string{"create seed 0644"}, SetupSync: true, Trace: []string{"mkdir d 0755", "fsync d"},
+		Last: &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "d"}}}, Result: res,
+		Lane: LaneSummary{Writes: 3, Flushes: 1, States: 6, Dirty: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Crash
+	switch {
+	case f.Kind != session.KindCrash || !strings.HasPrefix(f.ID, "f-") || len(f.LaneSpecs) != 1 || f.OriginalLen != 2:
+		t.Errorf("finding %+v", f)
+	case c.Lane != "ext2" || !c.SetupSync || len(c.Setup) != 1 || c.Kind != crash.KindSubset || len(c.Keep) != 2 || c.Writes != 3 || c.NotClean != 4:
+		t.Errorf("crash point %+v", c)
+	case f.Signature != "crash not-clean ext2 after fsync":
+		t.Errorf("signature %q", f.Signature)
+	case !strings.Contains(f.Detail, "has deleted/unused inode 13") || !strings.Contains(f.Detail, "4 of 6"):
+		t.Errorf("detail %q", f.Detail)
+	}
+}

@@ -1,0 +1,250 @@
+package crashcheck
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/internal/scratch"
+	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/session"
+)
+
+// LaneChecker checks one lane's crash states of a trace that ran under a
+// write log (the log still running): explore --crash uses it after a
+// persistence op, Run after each trace.
+type LaneChecker struct {
+	// Index and Name are the lane's, FS its filesystem, Tool its host
+	// checker (hostfsck.For), Crash the enumeration's bounds (checked).
+	Index int
+	Name  string
+	FS    string
+	Tool  hostfsck.Tool
+	Crash crash.Options
+	// Image is the scratch file each state is written to.
+	Image string
+}
+
+// laneCheck is a LaneChecker with a run's choices and what the trace made
+// durable.
+type laneCheck struct {
+	i     int
+	fs    string
+	tool  hostfsck.Tool
+	co    crash.Options
+	only  []int  // the one state to check (nil: enumerate)
+	img   string // the scratch file of its crash states
+	image func(lane string, off int64, data []byte, size int64) error
+	dur   *durable // what the trace's last op made durable (nil: nothing checked)
+}
+
+// Check checks the lane's crash states, adding to ls; emit gets each
+// result (Lane set; Workload and Trace left to the caller) and stops the
+// check by returning true.
+func (c LaneChecker) Check(ctx context.Context, run *session.Run, last *agentv1.Request, ls *LaneSummary, emit func(Result) bool) error {
+	lc := &laneCheck{i: c.Index, fs: c.FS, tool: c.Tool, co: c.Crash, img: c.Image}
+	return lc.run(ctx, run, c.Name, last, ls, emit)
+}
+
+// run is what the trace's last op made durable, then the check.
+func (lc *laneCheck) run(ctx context.Context, run *session.Run, lane string, last *agentv1.Request, ls *LaneSummary, emit func(Result) bool) error {
+	info, err := lc.log(ctx, run)
+	if err != nil {
+		return err
+	}
+	lc.dur, err = durableAfter(ctx, run, lane, last, flushCount(info.Entries))
+	if err != nil {
+		return err
+	}
+	return lc.check(ctx, run, lane, info, ls, emit)
+}
+
+func flushCount(log []overlay.LogEntry) int {
+	n := 0
+	for _, e := range log {
+		if e.Flush {
+			n++
+		}
+	}
+	return n
+}
+
+// log is the lane's write log.
+func (lc *laneCheck) log(ctx context.Context, run *session.Run) (overlay.LogInfo, error) {
+	var info overlay.LogInfo
+	err := run.Disk(ctx, lc.i, "read write log", func(d *overlay.Device) (err error) { info, err = d.Log(); return err })
+	if err == nil && info.Overflowed {
+		err = fmt.Errorf("the write log passed %d entries", overlay.MaxLogEntries)
+	}
+	return info, err
+}
+
+// states is the crash states to check: the one asked for, or the
+// enumeration.
+func (lc *laneCheck) states(info overlay.LogInfo) ([]crash.State, bool, error) {
+	if lc.only == nil {
+		return crash.Enumerate(info.Entries, lc.co)
+	}
+	st, err := crash.StateOf(info.Entries, lc.only)
+	if err != nil {
+		return nil, false, session.Invalid("only", "%v", err)
+	}
+	return []crash.State{st}, false, nil
+}
+
+// check checks the states of the lane's log, adding to ls.
+func (lc *laneCheck) check(ctx context.Context, run *session.Run, lane string, info overlay.LogInfo, ls *LaneSummary, emit func(Result) bool) error {
+	flushes := flushCount(info.Entries)
+	ls.Flushes += flushes
+	ls.Writes += len(info.Entries) - flushes
+	states, truncated, err := lc.states(info)
+	if err != nil {
+		return err
+	}
+	ls.Truncated = ls.Truncated || truncated
+	ls.Replay = lc.tool.Name + " after a host journal replay"
+	if lc.dur != nil && !strings.HasPrefix(lc.fs, "ext") {
+		ls.DurableNote = "not checked on " + lc.fs + ": no host reader of its files yet"
+	}
+	for k, st := range states {
+		r, err := lc.checkOne(ctx, run, lane, st, ls)
+		if err != nil {
+			return fmt.Errorf("crash state %d (%s): %w", k, st, err)
+		}
+		r.Index, r.Lane = k, lane
+		if emit(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// checkOne checks one state (its image sent first, when asked), counting
+// it in ls.
+func (lc *laneCheck) checkOne(ctx context.Context, run *session.Run, lane string, st crash.State, ls *LaneSummary) (Result, error) {
+	if lc.image != nil {
+		if err := sendImage(ctx, run, lc.i, lane, st, lc.image); err != nil {
+			return Result{}, err
+		}
+	}
+	r, err := checkState(ctx, run, lc.i, lc.tool, st, lc.img)
+	if err != nil {
+		return Result{}, err
+	}
+	if errors.Is(r.replayErr, hostfsck.ErrNoRecovery) {
+		ls.Replay = lc.tool.Name + " (no journal replay on the host for this filesystem)"
+	}
+	if err := lc.checkDurable(&r.Result, ls); err != nil {
+		return Result{}, fmt.Errorf("durability: %w", err)
+	}
+	ls.States++
+	if r.Verdict != Clean {
+		ls.Dirty++
+	}
+	return r.Result, nil
+}
+
+// imageChunk is the size of one image chunk sent.
+const imageChunk = 128 << 10 // a stream buffers up to 256 messages: 32 MiB
+
+// sendImage sends st's crash view in chunks, leaving out those of zeros,
+// then an empty chunk at its end.
+func sendImage(ctx context.Context, run *session.Run, i int, lane string, st crash.State, send func(string, int64, []byte, int64) error) error {
+	return run.Disk(ctx, i, "send crash state image", func(d *overlay.Device) error {
+		v, err := d.CrashView(st.Keep)
+		if err != nil {
+			return err
+		}
+		size := v.Size()
+		buf := make([]byte, imageChunk)
+		for off := int64(0); off < size; off += imageChunk {
+			n, err := v.ReadAt(buf[:min(imageChunk, size-off)], off)
+			if err != nil {
+				return fmt.Errorf("crash state image at %d: %w", off, err)
+			}
+			if !allZero(buf[:n]) {
+				if err := send(lane, off, bytes.Clone(buf[:n]), size); err != nil {
+					return err
+				}
+			}
+		}
+		return send(lane, size, nil, size) // the end: a chunk of zeros may have been left out there
+	})
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDurable sets r.Durability for a state after the final fsync's
+// flushes, on an ext* lane whose image opened.
+func (lc *laneCheck) checkDurable(r *Result, ls *LaneSummary) error {
+	if lc.dur == nil || r.State.Flushes < lc.dur.flushes || !strings.HasPrefix(lc.fs, "ext") || r.Verdict == Broken {
+		return nil
+	}
+	lost, err := checkDurable(lc.img, lc.dur)
+	if err != nil {
+		return err
+	}
+	ls.Durable++
+	r.Durability = Kept
+	if lost != "" {
+		ls.Lost++
+		r.Durability = "LOST " + lost
+	}
+	return nil
+}
+
+// checked is a Result with how its journal replay went.
+type checked struct {
+	Result
+	replayErr error
+}
+
+// checkState writes st's crash view to img, replays its journal and runs
+// fsck on it.
+func checkState(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool, st crash.State, img string) (checked, error) {
+	r := checked{Result: Result{State: st}}
+	err := run.Disk(ctx, i, "write crash state", func(d *overlay.Device) error {
+		v, err := d.CrashView(st.Keep)
+		if err != nil {
+			return err
+		}
+		return scratch.WriteImage(img, v, v.Size())
+	})
+	if err != nil {
+		return r, err
+	}
+	replayOut, err := tool.Recover(ctx, img)
+	if err != nil && !errors.Is(err, hostfsck.ErrNoRecovery) {
+		r.Verdict, r.Output = Broken, err.Error()
+		return r, nil
+	}
+	r.replayErr = err
+	verdict, out, err := tool.Run(ctx, img)
+	if err != nil {
+		return r, err
+	}
+	switch verdict {
+	case hostfsck.Clean:
+		r.Verdict = Clean
+	case hostfsck.Dirty:
+		r.Verdict = Dirty
+	default:
+		r.Verdict = Broken
+	}
+	if r.Verdict != Clean {
+		r.Output = hostfsck.Truncate(append(replayOut, out...), hostfsck.MaxOutput)
+	}
+	return r, nil
+}
