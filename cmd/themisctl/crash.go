@@ -29,8 +29,15 @@ checked on the host: the journal replayed as a mount would (ext3/4), then the
 filesystem's read-only fsck. Not clean states are printed as they come; the
 summary gives writes, flushes, states and how many were not clean per lane.
 
-Partial (issue 18): no in-guest mount of the crash state yet, so no durability
-or atomicity oracle, and lanes the host cannot replay (xfs) are not supported.`,
+Each lane and trace with a bad crash state (not clean, or it lost what the
+trace's final fsync made durable) is a crash finding, stored in the ledger with
+the trace, the persistence point and the write subset; the first --minimize of
+them get their trace shrunk. themisctl replay FINDING checks that state again in
+a fresh session; themisctl findings export FINDING writes it as a disk image
+with a check script.
+
+Partial (issue 18): no in-guest mount of the crash state yet, so no atomicity
+oracle, and lanes the host cannot replay (xfs) are not supported.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Lanes, req.Setup, req.Trace = splitList(lanes), splitTrace(setup), splitTrace(trace)
@@ -58,6 +65,7 @@ or atomicity oracle, and lanes the host cannot replay (xfs) are not supported.`,
 	f.Int32Var(&req.CrashWrites, "crash-writes", 0, "the most in-flight writes of one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at most 8)")
 	f.Int32Var(&req.MaxStates, "max-states", 0, "crash states per lane (0: 64; at most 4096), prefixes first")
 	f.Int32Var(&req.MemoryMib, "memory", 0, "guest RAM in MiB (default 128)")
+	f.Int32Var(&req.Minimize, "minimize", 0, "crash findings whose trace to shrink by delta debugging, first found first (0: 4; -1: none; at most 64)")
 	f.BoolVar(&failOnFindings, "fail-on-findings", false, "exit 1 when a crash state is not clean (errors exit 2)")
 	return cmd
 }
@@ -74,6 +82,13 @@ func runCrash(ctx context.Context, g *globals, c *conn, req *themisv1.CrashReque
 	err = client.Drain(stream.Recv, func(r *themisv1.CrashResponse) error {
 		if s := r.GetSummary(); s != nil {
 			sum = s
+		}
+		if f := r.GetFinding(); f != nil {
+			if g.json {
+				return writeProtoJSONLine(f)
+			}
+			printStreamed(os.Stdout, f, f.GetMinimized())
+			return nil
 		}
 		res := r.GetResult()
 		switch {
@@ -129,6 +144,7 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 		workloads += " (cut at --max-workloads)"
 	}
 	fmt.Fprintf(w, "\nsession\t%s\nworkloads\t%s\nelapsed\t%.1f s (%.1f crash states/s)\n", s.GetSessionId(), workloads, s.GetElapsedS(), s.GetStatesPerSec())
+	fmt.Fprintf(w, "findings\t%d (themisctl findings %s; replay or export each)\n", s.GetFindings(), s.GetSessionId())
 	return w.Flush()
 }
 

@@ -21,11 +21,14 @@ func newFindingsExport(g *globals) *cobra.Command {
 	var out, policy string
 	cmd := &cobra.Command{
 		Use:   "export FINDING",
-		Short: "Write a standalone reproducer of a finding (repro.c, repro.sh, README) that runs without Themis",
+		Short: "Write a standalone reproducer of a finding (repro.c, repro.sh, README; a crash finding: crash.img, check.sh, README, trace.txt) that runs without Themis",
 		Long: "Write a directory a kernel developer runs as root on any Linux with loop devices and the lanes' mkfs tools:\n" +
 			"repro.sh makes the base images with the exact mkfs commands, loop-mounts them, builds and runs repro.c\n" +
 			"(the trace as plain syscalls) and prints what each lane returned, the state it left, and expected vs observed.\n" +
-			"Exit status of repro.sh: 0 reproduced, 1 not on this kernel, 2 could not run, 3 a filesystem this kernel cannot mount.",
+			"Exit status of repro.sh: 0 reproduced, 1 not on this kernel, 2 could not run, 3 a filesystem this kernel cannot mount.\n\n" +
+			"A crash finding exports its crash state instead: a fresh session replays the setup and trace and writes the disk the\n" +
+			"crash leaves as crash.img (sparse); check.sh replays its journal on a copy where the host can and runs the checker\n" +
+			"(exit 0 reproduced, 1 clean, 2 could not run; no root needed); README says how it was made; trace.txt holds the ops.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
@@ -36,6 +39,9 @@ func newFindingsExport(g *globals) *cobra.Command {
 				dir := out
 				if dir == "" {
 					dir = fr.GetFinding().GetId()
+				}
+				if fr.GetFinding().GetCrash() != nil {
+					return exportCrashCmd(ctx, g, c, fr.GetFinding(), dir)
 				}
 				files, err := exportFinding(ctx, g, fr.GetFinding(), policy)
 				if err != nil {

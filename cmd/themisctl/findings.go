@@ -64,7 +64,7 @@ func listFindings(ctx context.Context, c *conn, session string) ([]*themisv1.Fin
 // newReplay is `themisctl replay`.
 func newReplay(g *globals) *cobra.Command {
 	var po passesOptions
-	var trace, lanes, image string
+	var trace, lanes, image, crashImage string
 	cmd := &cobra.Command{
 		Use: "replay FINDING | replay --passes N --fs LANES --trace 'OP; OP'", Short: "Reproduce a finding: a fresh guest with its lanes, its trace, the per-lane results", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -93,6 +93,9 @@ func newReplay(g *globals) *cobra.Command {
 					}
 					return printPasses(r)
 				}
+				if fr.GetFinding().GetCrash() != nil {
+					return replayCrashCmd(ctx, g, c, fr.GetFinding(), crashImage)
+				}
 				rep, err := replay(ctx, c, fr.GetFinding(), image)
 				if err != nil {
 					return err
@@ -109,6 +112,7 @@ func newReplay(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&po.icount, "icount", "off", "with --passes: QEMU's instruction counting (-icount shift=0,sleep=off: guest time follows instructions) off, on, or both (a session each)")
 	cmd.Flags().StringVar(&trace, "trace", "", "with --passes and no finding: the ops to replay, ';'-separated, in the short form of `themisctl apply`")
 	cmd.Flags().StringVar(&lanes, "fs", "ext2", "with --trace: the lane specs")
+	cmd.Flags().StringVar(&crashImage, "crash-image", "", "a crash finding: also write its crash state's disk image (sparse) to this file")
 	cmd.Flags().StringVar(&image, "image", "", "replay on this guest image (a directory `themisctl guest build` printed: another kernel or flavour) instead of the lanes' own")
 	return cmd
 }
@@ -241,6 +245,7 @@ func printFinding(w io.Writer, f *themisv1.Finding) {
 	}
 	fmt.Fprintf(w, "  trace %s:\n", traceState(f))
 	printTrace(w, f.GetTrace())
+	printCrashPoint(w, f)
 	if d := f.GetDuplicateOf(); d != "" {
 		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
 	}
@@ -260,13 +265,14 @@ func printStreamed(w io.Writer, f *themisv1.Finding, update bool) {
 		}
 		fmt.Fprintf(w, "  trace %s:\n", traceState(f))
 		printTrace(w, f.GetTrace())
+		printCrashPoint(w, f)
 		if !f.GetMinimized() {
 			fmt.Fprintln(w, "  (minimized after the search)")
 		}
 		return
 	}
 	fmt.Fprintf(w, "finding %s  %s\n", f.GetId(), traceState(f))
-	if !f.GetMinimized() {
+	if !f.GetMinimized() || f.GetCrash() != nil {
 		fmt.Fprintf(w, "  %s\n", f.GetDetail())
 	}
 	printTrace(w, f.GetTrace())

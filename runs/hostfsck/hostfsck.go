@@ -176,3 +176,18 @@ func Truncate(b []byte, n int) string {
 	}
 	return s
 }
+
+// Command is the checker's command line before the image path.
+func (t Tool) Command() []string { return append([]string{t.bin}, t.args...) }
+
+// RecoverCommand is the journal replay's command line before the image
+// path, nil when the host has no such step for the filesystem.
+func (t Tool) RecoverCommand() []string {
+	if t.recover == nil {
+		return nil
+	}
+	return append([]string{t.bin}, t.recover...)
+}
+
+// Package is the Debian package of the checker.
+func (t Tool) Package() string { return t.pkg }

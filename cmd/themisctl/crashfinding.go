@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/repro"
+	"github.com/themisfs/themis/runs/hostfsck"
+)
+
+// printCrashPoint shows a crash finding's state: the setup, the
+// persistence point, the writes kept and the checker's verdict.
+func printCrashPoint(w io.Writer, f *themisv1.Finding) {
+	c := f.GetCrash()
+	if c == nil {
+		return
+	}
+	sync := ", no sync after it"
+	if c.GetSetupSync() {
+		sync = ", then sync"
+	}
+	fmt.Fprintf(w, "  lane %s (%s); setup: %s%s\n", c.GetLane(), strings.Join(f.GetLaneSpecs(), ","), orNone(strings.Join(c.GetSetup(), "; ")), sync)
+	fmt.Fprintf(w, "  persistence point: the log held %d writes, %d flushes when the trace's last op returned\n", c.GetWrites(), c.GetLogFlushes())
+	fmt.Fprintf(w, "  crash state: after %d flush(es), %s, keeps writes %v (epoch %v): %s", c.GetFlushes(), c.GetKind(), c.GetKeep(), c.GetEpoch(), c.GetVerdict())
+	if d := c.GetDurability(); d != "" {
+		fmt.Fprintf(w, "; durability %s", d)
+	}
+	fmt.Fprintf(w, " (%d of %d crash states bad)\n", c.GetNotClean(), c.GetStates())
+}
+
+// crashOf is the Crash request that checks f's one state again (its
+// image streamed when image).
+func crashOf(f *themisv1.Finding, image bool) *themisv1.CrashRequest {
+	c := f.GetCrash()
+	return &themisv1.CrashRequest{Lanes: f.GetLaneSpecs(), Setup: c.GetSetup(), NoSetupSync: !c.GetSetupSync(), Trace: f.GetTrace(),
+		Only: &themisv1.CrashKeep{Keep: c.GetKeep()}, Image: image, Minimize: -1}
+}
+
+// crashReplay is `themisctl replay` of a crash finding.
+type crashReplay struct {
+	Finding    string  `json:"finding"`
+	Session    string  `json:"session"`
+	Lane       string  `json:"lane"`
+	Keep       []int32 `json:"keep"`
+	Verdict    string  `json:"verdict"`
+	Durability string  `json:"durability,omitempty"`
+	Output     string  `json:"output,omitempty"`
+	Reproduced bool    `json:"reproduced"`
+}
+
+// replayCrash runs f's setup and trace in a fresh session and checks the
+// crash state it keeps: reproduced when it is bad the same way (not
+// clean, or lost what was made durable). Writing image (a path, "" for
+// none) keeps the state's disk there.
+func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*crashReplay, error) {
+	progress(fmt.Sprintf("replaying crash finding %s on %s: setup, trace, crash state %v", f.GetId(), strings.Join(f.GetLaneSpecs(), ","), f.GetCrash().GetKeep()))
+	var img *imageFile
+	if image != "" {
+		img = &imageFile{path: image}
+		defer img.close()
+	}
+	res, sum, err := crashOnce(ctx, c, crashOf(f, img != nil), img)
+	if err != nil {
+		return nil, fmt.Errorf("replay %s: %w", f.GetId(), err)
+	}
+	rep := &crashReplay{Finding: f.GetId(), Session: sum.GetSessionId(), Lane: res.GetLane(), Keep: f.GetCrash().GetKeep(),
+		Verdict: res.GetVerdict(), Durability: res.GetDurability(), Output: res.GetOutput()}
+	lost := strings.HasPrefix(f.GetCrash().GetDurability(), "LOST")
+	rep.Reproduced = (lost && strings.HasPrefix(res.GetDurability(), "LOST")) || (!lost && res.GetVerdict() != "clean")
+	return rep, img.finish()
+}
+
+// crashOnce runs req (one state) and returns its one result and the
+// summary; image chunks go to img.
+func crashOnce(ctx context.Context, c *conn, req *themisv1.CrashRequest, img *imageFile) (*themisv1.CrashResult, *themisv1.CrashSummary, error) {
+	stream, err := c.Crash(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var res *themisv1.CrashResult
+	var sum *themisv1.CrashSummary
+	err = client.Drain(stream.Recv, func(r *themisv1.CrashResponse) error {
+		switch {
+		case r.GetResult() != nil:
+			res = r.GetResult()
+		case r.GetSummary() != nil:
+			sum = r.GetSummary()
+		case r.GetImage() != nil && img != nil:
+			return img.write(r.GetImage())
+		}
+		return nil
+	})
+	if err == nil && (res == nil || sum == nil) {
+		err = fmt.Errorf("the daemon ended the stream without the state's result and a summary")
+	}
+	return res, sum, err
+}
+
+// replayCrashCmd is `themisctl replay` of a crash finding.
+func replayCrashCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, image string) error {
+	rep, err := replayCrash(ctx, c, f, image)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(os.Stdout, rep)
+	}
+	return printCrashReplay(rep)
+}
+
+func printCrashReplay(r *crashReplay) error {
+	w := newTable()
+	fmt.Fprintf(w, "session\t%s\nlane\t%s\ncrash state\tkeeps writes %v\nverdict\t%s\n", r.Session, r.Lane, r.Keep, r.Verdict)
+	if r.Durability != "" {
+		fmt.Fprintf(w, "durability\t%s\n", r.Durability)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Output), "\n")
+	for _, line := range lines[:min(5, len(lines))] {
+		if line != "" {
+			fmt.Fprintf(w, "\t%s\n", line)
+		}
+	}
+	fmt.Fprintf(w, "reproduced\t%v\n", r.Reproduced)
+	return w.Flush()
+}
+
+// imageFile is a crash state's image written from its chunks: sparse, cut
+// to its size at the end.
+type imageFile struct {
+	path string
+	f    *os.File
+	size int64
+}
+
+func (m *imageFile) write(ch *themisv1.CrashImageChunk) error {
+	if m.f == nil {
+		f, err := os.OpenFile(m.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("crash image: %w", err)
+		}
+		m.f = f
+	}
+	if ch.GetSize() < 0 || ch.GetOffset() < 0 || ch.GetOffset()+int64(len(ch.GetData())) > ch.GetSize() {
+		return fmt.Errorf("crash image: chunk at %d of %d bytes past the image's size %d", ch.GetOffset(), len(ch.GetData()), ch.GetSize())
+	}
+	m.size = ch.GetSize()
+	if _, err := m.f.WriteAt(ch.GetData(), ch.GetOffset()); err != nil {
+		return fmt.Errorf("crash image: %w", err)
+	}
+	return nil
+}
+
+// finish cuts the image to its size and closes it (nil: nothing to do).
+func (m *imageFile) finish() error {
+	if m == nil || m.f == nil {
+		return nil
+	}
+	err := m.f.Truncate(m.size)
+	if cerr := m.f.Close(); err == nil {
+		err = cerr
+	}
+	m.f = nil
+	if err != nil {
+		return fmt.Errorf("crash image: %w", err)
+	}
+	return nil
+}
+
+// close closes the image after a failure (finish did not run).
+func (m *imageFile) close() {
+	if m != nil && m.f != nil {
+		m.f.Close()
+	}
+}
+
+// exportCrash writes a crash finding's standalone reproducer into dir: the
+// crash state's image (from a replay in a fresh session), check.sh, README
+// and trace.txt.
+func exportCrash(ctx context.Context, c *conn, f *themisv1.Finding, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	rep, err := replayCrash(ctx, c, f, filepath.Join(dir, "crash.img"))
+	if err != nil {
+		return nil, err
+	}
+	in, err := crashReproInput(f)
+	if err != nil {
+		return nil, err
+	}
+	if !rep.Reproduced {
+		in.Detail += fmt.Sprintf(" (NOT reproduced by the replay that made crash.img: it was %s)", rep.Verdict)
+	}
+	files, err := repro.CrashFiles(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeExport(dir, files); err != nil {
+		return nil, err
+	}
+	return append(sortedNames(files), "crash.img"), nil
+}
+
+// crashReproInput is what repro.CrashFiles needs of f.
+func crashReproInput(f *themisv1.Finding) (repro.Crash, error) {
+	c := f.GetCrash()
+	sp, err := guest.ParseLaneSpec(f.GetLaneSpecs()[0])
+	if err != nil {
+		return repro.Crash{}, fmt.Errorf("finding %s: lane %q: %w", f.GetId(), f.GetLaneSpecs()[0], err)
+	}
+	tool, err := hostfsck.For(sp.FS)
+	if err != nil {
+		return repro.Crash{}, fmt.Errorf("finding %s: %w", f.GetId(), err)
+	}
+	return repro.Crash{ID: f.GetId(), Detail: f.GetDetail(), Spec: f.GetLaneSpecs()[0], FS: sp.FS, Setup: c.GetSetup(), SetupSync: c.GetSetupSync(),
+		Trace: f.GetTrace(), State: fmt.Sprintf("after %d flush(es), %s, in-flight writes %v of %v", c.GetFlushes(), c.GetKind(), inFlight(c), c.GetEpoch()),
+		Keep: fmt.Sprint(c.GetKeep()), InFlight: fmt.Sprint(inFlight(c)), Writes: int(c.GetWrites()), LogFlushes: int(c.GetLogFlushes()),
+		States: int(c.GetStates()), NotClean: int(c.GetNotClean()), Verdict: c.GetVerdict(), Durability: c.GetDurability(), Output: c.GetOutput(),
+		Check: tool.Command(), Recover: tool.RecoverCommand(), Package: tool.Package(), Version: themisVersion()}, nil
+}
+
+// inFlight is the kept writes of the crash's epoch.
+func inFlight(c *themisv1.CrashPoint) []int32 {
+	epoch := map[int32]bool{}
+	for _, e := range c.GetEpoch() {
+		epoch[e] = true
+	}
+	var out []int32
+	for _, k := range c.GetKeep() {
+		if epoch[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// exportCrashCmd is `themisctl findings export` of a crash finding.
+func exportCrashCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, dir string) error {
+	names, err := exportCrash(ctx, c, f, dir)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(os.Stdout, map[string]any{"finding": f.GetId(), "dir": dir, "files": names})
+	}
+	fmt.Printf("wrote %s/{%s}; run: %s\n", dir, strings.Join(names, ","), filepath.Join(dir, "check.sh"))
+	return nil
+}
