@@ -7,6 +7,7 @@ import (
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
@@ -55,6 +56,9 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Revert:      req.GetRevert(),
 		Workers:     workers,
 		Shard:       explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
+	}
+	if req.GetCrash() {
+		opts.Crash = &exploration.CrashOptions{Crash: crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetCrashMaxStates())}}
 	}
 	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
@@ -176,6 +180,10 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 	}
 	for _, k := range s.DeclaredKeys {
 		out.DeclaredStateKeys = append(out.DeclaredStateKeys, []byte(k))
+	}
+	if c := s.Crash; c != nil {
+		out.Crash = &themisv1.ExploreCrash{Points: int64(c.Points), Repeats: int64(c.Repeats), Unlogged: int64(c.Unlogged), States: int64(c.States),
+			NotClean: int64(c.NotClean), Durable: int64(c.Durable), Lost: int64(c.Lost), Findings: int64(c.Findings), CheckS: seconds(c.Time)}
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)

@@ -63,6 +63,21 @@ type exploreJSON struct {
 	StateKeys    []string `json:"state_keys,omitempty"`
 	StateDepths  []int32  `json:"state_depths,omitempty"`
 	DeclaredKeys []string `json:"declared_state_keys,omitempty"`
+	// Crash is what --crash checked.
+	Crash *crashJSON `json:"crash,omitempty"`
+}
+
+// crashJSON is ExploreCrash in explore's --json output.
+type crashJSON struct {
+	Points   int64   `json:"points"`
+	Repeats  int64   `json:"repeats"`
+	Unlogged int64   `json:"unlogged"`
+	States   int64   `json:"states"`
+	NotClean int64   `json:"not_clean"`
+	Durable  int64   `json:"durable"`
+	Lost     int64   `json:"lost"`
+	Findings int64   `json:"findings"`
+	CheckS   float64 `json:"check_s"`
 }
 
 // searchJSON is what defines a search, as the CLI asked for it: the
@@ -196,6 +211,9 @@ func newExplore(g *globals) *cobra.Command {
 	fl.StringVar(&shard, "shard", "", "run shard i/n of the search (0-based, e.g. 0/4): the levels above --shard-depth in full, a 1/n share of the ops below; `themisctl explore merge` joins the shards' --json")
 	fl.Int32Var(&req.ShardDepth, "shard-depth", 0, "the level whose ops --shard divides (1: the root's ops; 0: 2, or --depth when smaller)")
 	fl.Int32Var(&req.Workers, "workers", 0, "guests exploring the one search, each a session (0: auto, one per CPU of the daemon's host, at most 8, as many as the daemon has room for); the states, digest and findings do not depend on it")
+	fl.BoolVar(&req.Crash, "crash", false, "check the crash states of every persistence op the search applies (fsync, fdatasync, sync; in --ops by default then): each under a write log on every lane, its crash states checked on the host (docs/crash.md); every lane needs a host fsck; the machine revert")
+	fl.Int32Var(&req.CrashWrites, "crash-writes", 0, "with --crash: the most in-flight writes of one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at most 8)")
+	fl.Int32Var(&req.CrashMaxStates, "crash-states", 0, "with --crash: crash states per lane and persistence op (0: 64; at most 4096), prefixes first")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	cmd.AddCommand(newExploreMerge(g))
 	return cmd
@@ -311,6 +329,10 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 	for _, l := range sum.GetLayers() {
 		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
 	}
+	if c := sum.GetCrash(); c != nil {
+		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), States: c.GetStates(), NotClean: c.GetNotClean(),
+			Durable: c.GetDurable(), Lost: c.GetLost(), Findings: c.GetFindings(), CheckS: c.GetCheckS()}
+	}
 	return out
 }
 
@@ -368,6 +390,11 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 		fmt.Fprintf(w, "stopped early\t%s\n", sum.GetStopped())
 	}
 	printJudged(w, sum)
+	if c := sum.GetCrash(); c != nil {
+		fmt.Fprintf(w, "crash: persistence ops checked\t%d (%d repeats skipped, %d not logged whole)\n", c.GetPoints(), c.GetRepeats(), c.GetUnlogged())
+		fmt.Fprintf(w, "crash: states checked\t%d in %.1f s (%.1f/s), %d not clean; durability checked %d, lost %d; %d crash findings\n",
+			c.GetStates(), c.GetCheckS(), float64(c.GetStates())/max(c.GetCheckS(), 1e-9), c.GetNotClean(), c.GetDurable(), c.GetLost(), c.GetFindings())
+	}
 	for _, r := range sum.GetBelowRoots() {
 		fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -80,12 +81,16 @@ func lastKind(op *agentv1.Request) string {
 	return "op"
 }
 
+// progressLine matches a checker's lines that are not problems: e2fsck's
+// banner and passes, btrfs check's steps and banner lines.
+var progressLine = regexp.MustCompile(`^(Pass \d|\[\d+/\d+\]|e2fsck \d|Opening filesystem|Checking filesystem|UUID:|Warning: skipping journal recovery)`)
+
 // firstProblem is the first line of a checker's output that is not a
 // progress line, cut to 200 bytes.
 func firstProblem(out string) string {
 	for _, line := range strings.Split(out, "\n") {
 		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "Pass ") || strings.HasPrefix(line, "[") {
+		if line == "" || progressLine.MatchString(line) {
 			continue
 		}
 		if len(line) > 200 {

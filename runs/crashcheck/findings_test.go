@@ -39,7 +39,7 @@ func TestPick(t *testing.T) {
 func TestNewFinding(t *testing.T) {
 	t.Parallel()
 	res := Result{Lane: "ext2", State: crash.State{Keep: []int{0, 2}, Flushes: 0, Kind: crash.KindSubset, Epoch: []int{0, 1, 2}}, Verdict: Dirty,
-		Output: "Pass 1: Checking inodes\nEntry 'd' in / (2) has deleted/unused inode 13.  Clear? no\n"}
+		Output: "e2fsck 1.47.0 (5-Feb-2023)\nPass 1: Checking inodes\nEntry 'd' in / (2) has deleted/unused inode 13.  Clear? no\n"}
 	f, err := NewFinding(Of{Spec: "ext2", FS: "ext2", Setup: []string{"create seed 0644"}, SetupSync: true, Trace: []string{"mkdir d 0755", "fsync d"},
 		Last: &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "d"}}}, Result: res,
 		Lane: LaneSummary{Writes: 3, Flushes: 1, States: 6, Dirty: 4}})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/session"
@@ -59,6 +60,9 @@ func TestExploreBadInput(t *testing.T) {
 		{"shard past its count", Options{Lanes: []string{"ext2"}, Shard: explore.Shard{Index: 2, Count: 2}}, "shard"},
 		{"shard below the depth", Options{Lanes: []string{"ext2"}, Depth: 2, Shard: explore.Shard{Count: 2, Depth: 3}}, "shard"},
 		{"workers", Options{Lanes: []string{"ext2"}, Workers: MaxWorkers + 1}, "workers"},
+		{"crash with the remount revert", Options{Lanes: []string{"ext2"}, Revert: RevertRemount, Crash: &CrashOptions{}}, "revert"},
+		{"crash on vfat (no host fsck)", Options{Lanes: []string{"ext2", "vfat"}, Crash: &CrashOptions{}}, "lanes[1]"},
+		{"crash bounds", Options{Lanes: []string{"ext2"}, Crash: &CrashOptions{Crash: crash.Options{MaxStates: -1}}}, "crash"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

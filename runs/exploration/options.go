@@ -96,6 +96,10 @@ type Options struct {
 	// (explore.Shard; Count 0: the whole search): its Summary carries
 	// StateKeys, and explore.Merge of every part's is the whole search.
 	Shard explore.Shard
+	// Crash, when set, checks the crash states of every persistence op
+	// the search applies (CrashOptions); the op kinds default to the Metis
+	// set and the persistence ops then.
+	Crash *CrashOptions
 }
 
 // Progress is a snapshot of a running exploration.
@@ -187,6 +191,9 @@ type Summary struct {
 	DeclaredKeys []string
 	// The cumulative time split, as in Progress.
 	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
+	// Crash is what --crash checked (nil without it); its findings are
+	// in Findings too.
+	Crash *CrashCounts
 }
 
 // LayerCounts is what the lower ⊕ upper reference saw of one overlay lane
@@ -209,6 +216,9 @@ func validate(o *Options) (family.Judgement, error) {
 		return family.Judgement{}, err
 	}
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
+	if err := validateCrash(o, laneFS(specs)); err != nil {
+		return family.Judgement{}, err
+	}
 	switch {
 	case o.Depth == 0:
 		o.Depth = explore.DefaultDepth

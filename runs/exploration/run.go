@@ -51,6 +51,8 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	ctx = c.ctx // ends on Delete of any worker's session and at the daemon's max run duration
 	// Findings are kept whatever happens to the run.
 	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, policy: policy.Name, send: found, byID: make(map[int]*session.Finding)}
+	cr := newCrashRun(o, laneFS(run.Specs()), crashRecorder(rec.ctx, run, found))
+	c.setCrash(cr)
 	cfg, cleanup, err := checkerConfig(o, c, rec)
 	cfg.Declared = judged.Declared
 	if err != nil {
@@ -88,6 +90,10 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		sum.Stopped = StopMaxRunDuration
 	}
 	sum.Findings = rec.distinct()
+	if cr != nil {
+		counts := cr.Counts()
+		sum.Crash, sum.Findings = &counts, sum.Findings+counts.Findings
+	}
 	saveRecord(ctx, run, o, sum, &tr)
 	return sum, end(ctx, c, sum, res, runErr, rec.errs)
 }
@@ -106,7 +112,7 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 	if o.Remount {
 		cfg.Checks = append(cfg.Checks, onSystem((*system).remountCheck))
 	}
-	if o.Fsck {
+	if o.Fsck || o.Crash != nil {
 		// Owned (internal/scratch): a daemon that dies mid-run leaves it
 		// to the next one's startup sweep.
 		sd, err := scratch.MkdirTemp("", "themis-fsck-")
@@ -115,6 +121,8 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 		}
 		cleanup = func() error { return sd.Remove() }
 		c.setFsckDir(sd.Path)
+	}
+	if o.Fsck {
 		cfg.Checks = append(cfg.Checks, onSystem((*system).fsckCheck))
 	}
 	x := c.all()[0]

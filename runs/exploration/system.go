@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,13 @@ type system struct {
 	raw                  map[string][]*agentv1.Entry // leaves as walked, for LaneState.Exact
 	layers               map[string]*layerSeen       // per overlay lane, for LayerCounts
 
-	fsckImage string // scratch file for the fsck check
+	fsckImage string // scratch file for the fsck check (and --crash's states)
+
+	// crash is the run's --crash state (nil: off); path is the ops
+	// applied since the root, paths the path at each checkpoint held.
+	crash *crashRun
+	path  []*agentv1.Request
+	paths map[explore.CheckpointID][]*agentv1.Request
 
 	t timers
 }
@@ -73,7 +80,7 @@ func newSystem(run *session.Run, revert string, mode agentv1.TimeMode, policy or
 		disks: diskStack{fresh: true},
 		ids:   make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
 		below: make(map[string][]*agentv1.Entry), lower: make(map[string][]*agentv1.Entry),
-		raw: make(map[string][]*agentv1.Entry), layers: make(map[string]*layerSeen)}
+		raw: make(map[string][]*agentv1.Entry), layers: make(map[string]*layerSeen), paths: make(map[explore.CheckpointID][]*agentv1.Request)}
 	for _, sp := range run.Specs() {
 		x.overlay[sp.Name] = sp.IsOverlay()
 	}
@@ -112,6 +119,14 @@ func (x *system) callOK(ctx context.Context, what string, req *agentv1.Request) 
 func (x *system) Checkpoint(ctx context.Context) (explore.CheckpointID, error) {
 	t0 := time.Now()
 	defer since(&x.t.cp, t0)
+	cp, err := x.checkpoint(ctx)
+	if err == nil {
+		x.paths[cp] = slices.Clone(x.path)
+	}
+	return cp, err
+}
+
+func (x *system) checkpoint(ctx context.Context) (explore.CheckpointID, error) {
 	if x.revert == RevertRemount {
 		return x.remountCheckpoint(ctx)
 	}
@@ -136,6 +151,7 @@ func (x *system) vmmID(id explore.CheckpointID) (vmm.CheckpointID, error) {
 func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
 	t0 := time.Now()
 	defer since(&x.t.restore, t0)
+	x.path = slices.Clone(x.paths[id])
 	if x.revert == RevertRemount {
 		return x.remountRestore(ctx, id)
 	}
@@ -151,6 +167,7 @@ func (x *system) Restore(ctx context.Context, id explore.CheckpointID) error {
 func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 	t0 := time.Now()
 	defer since(&x.t.cp, t0)
+	delete(x.paths, id)
 	if x.revert == RevertRemount {
 		return x.remountDrop(ctx, id)
 	}
@@ -167,8 +184,24 @@ func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 }
 
 // Apply implements explore.System: one agent call per lane (global ops —
-// sync, drop_caches, set_clock — once, their result given to every lane).
+// sync, drop_caches, set_clock — once, their result given to every lane);
+// under --crash a persistence op's crash states are checked too
+// (crashApply).
 func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
+	var res []explore.LaneResult
+	var err error
+	if x.crash != nil && slices.Contains(explore.PersistenceOps, explore.OpKind(op)) {
+		res, err = x.crashApply(ctx, op)
+	} else {
+		res, err = x.apply(ctx, op)
+	}
+	if err == nil {
+		x.path = append(x.path, op)
+	}
+	return res, err
+}
+
+func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
 	t0 := time.Now()
 	defer since(&x.t.op, t0)
 	if x.revert == RevertRemount && !x.disks.fresh {

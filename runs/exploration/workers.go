@@ -37,7 +37,8 @@ type crew struct {
 	revert   string
 	timeMode agentv1.TimeMode
 	policy   oracle.Policy
-	dir      string // the fsck scratch dir, "" without Fsck
+	dir      string // the fsck scratch dir, "" without Fsck and Crash
+	crash    *crashRun
 
 	ctx    context.Context // the search's: ends when any worker's run context does
 	cancel context.CancelCauseFunc
@@ -110,6 +111,7 @@ func (c *crew) adopt(r *session.Run) *system {
 	if c.dir != "" {
 		x.fsckImage = filepath.Join(c.dir, fmt.Sprintf("lane-%d.img", i))
 	}
+	x.crash = c.crash
 	c.every = append(c.every, x)
 	return x
 }
@@ -133,6 +135,17 @@ func (c *crew) all() []*system {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*system(nil), c.every...)
+}
+
+// setCrash gives every system, and every later one, the run's --crash
+// state.
+func (c *crew) setCrash(cr *crashRun) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.crash = cr
+	for _, x := range c.every {
+		x.crash = cr
+	}
 }
 
 // setFsckDir gives every system a fsck image in dir.

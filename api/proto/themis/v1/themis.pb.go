@@ -3486,11 +3486,22 @@ type ExploreRequest struct {
 	// (explore.Shard). The summary then carries state_keys, and
 	// `themisctl explore merge` puts the shards together. shard_depth 0: 2,
 	// or the depth when smaller.
-	ShardIndex    int32 `protobuf:"varint,17,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
-	ShardCount    int32 `protobuf:"varint,18,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
-	ShardDepth    int32 `protobuf:"varint,19,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShardIndex int32 `protobuf:"varint,17,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount int32 `protobuf:"varint,18,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ShardDepth int32 `protobuf:"varint,19,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
+	// Check the crash states of every persistence op the search applies
+	// (fsync, fdatasync, sync: in the op kinds by default then): each under
+	// a write log on every lane, its states checked on the host; a lane with
+	// a bad one is a crash finding. Every lane needs a host fsck; the
+	// machine revert only.
+	Crash bool `protobuf:"varint,20,opt,name=crash,proto3" json:"crash,omitempty"`
+	// With crash: per lane and persistence op, the most in-flight writes of
+	// one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at
+	// most 8), and the states checked (0: 64; at most 4096).
+	CrashWrites    int32 `protobuf:"varint,21,opt,name=crash_writes,json=crashWrites,proto3" json:"crash_writes,omitempty"`
+	CrashMaxStates int32 `protobuf:"varint,22,opt,name=crash_max_states,json=crashMaxStates,proto3" json:"crash_max_states,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExploreRequest) Reset() {
@@ -3652,6 +3663,27 @@ func (x *ExploreRequest) GetShardCount() int32 {
 func (x *ExploreRequest) GetShardDepth() int32 {
 	if x != nil {
 		return x.ShardDepth
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetCrash() bool {
+	if x != nil {
+		return x.Crash
+	}
+	return false
+}
+
+func (x *ExploreRequest) GetCrashWrites() int32 {
+	if x != nil {
+		return x.CrashWrites
+	}
+	return 0
+}
+
+func (x *ExploreRequest) GetCrashMaxStates() int32 {
+	if x != nil {
+		return x.CrashMaxStates
 	}
 	return 0
 }
@@ -4217,7 +4249,9 @@ type ExploreSummary struct {
 	UniqueByDepth []int64 `protobuf:"varint,32,rep,packed,name=unique_by_depth,json=uniqueByDepth,proto3" json:"unique_by_depth,omitempty"`
 	// A shard's state_keys' depths, index by index, for the merge's
 	// unique_by_depth; empty when the run is not a shard.
-	StateDepths   []int32 `protobuf:"varint,33,rep,packed,name=state_depths,json=stateDepths,proto3" json:"state_depths,omitempty"`
+	StateDepths []int32 `protobuf:"varint,33,rep,packed,name=state_depths,json=stateDepths,proto3" json:"state_depths,omitempty"`
+	// What crash checked (absent without it); its findings count in findings.
+	Crash         *ExploreCrash `protobuf:"bytes,34,opt,name=crash,proto3" json:"crash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4483,6 +4517,127 @@ func (x *ExploreSummary) GetStateDepths() []int32 {
 	return nil
 }
 
+func (x *ExploreSummary) GetCrash() *ExploreCrash {
+	if x != nil {
+		return x.Crash
+	}
+	return nil
+}
+
+// What explore --crash checked.
+type ExploreCrash struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Persistence ops checked; repeats: skipped, the same path and op
+	// checked before; unlogged: skipped, the disk held writes since its last
+	// checkpoint (a lazily skipped restore).
+	Points   int64 `protobuf:"varint,1,opt,name=points,proto3" json:"points,omitempty"`
+	Repeats  int64 `protobuf:"varint,2,opt,name=repeats,proto3" json:"repeats,omitempty"`
+	Unlogged int64 `protobuf:"varint,3,opt,name=unlogged,proto3" json:"unlogged,omitempty"`
+	// Every lane's crash states, those not clean, those checked for what a
+	// final fsync made durable, and those that lost it.
+	States        int64   `protobuf:"varint,4,opt,name=states,proto3" json:"states,omitempty"`
+	NotClean      int64   `protobuf:"varint,5,opt,name=not_clean,json=notClean,proto3" json:"not_clean,omitempty"`
+	Durable       int64   `protobuf:"varint,6,opt,name=durable,proto3" json:"durable,omitempty"`
+	Lost          int64   `protobuf:"varint,7,opt,name=lost,proto3" json:"lost,omitempty"`
+	Findings      int64   `protobuf:"varint,8,opt,name=findings,proto3" json:"findings,omitempty"`
+	CheckS        float64 `protobuf:"fixed64,9,opt,name=check_s,json=checkS,proto3" json:"check_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExploreCrash) Reset() {
+	*x = ExploreCrash{}
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExploreCrash) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExploreCrash) ProtoMessage() {}
+
+func (x *ExploreCrash) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExploreCrash.ProtoReflect.Descriptor instead.
+func (*ExploreCrash) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ExploreCrash) GetPoints() int64 {
+	if x != nil {
+		return x.Points
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetRepeats() int64 {
+	if x != nil {
+		return x.Repeats
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetUnlogged() int64 {
+	if x != nil {
+		return x.Unlogged
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetStates() int64 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetNotClean() int64 {
+	if x != nil {
+		return x.NotClean
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetDurable() int64 {
+	if x != nil {
+		return x.Durable
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetLost() int64 {
+	if x != nil {
+		return x.Lost
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetFindings() int64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetCheckS() float64 {
+	if x != nil {
+		return x.CheckS
+	}
+	return 0
+}
+
 // LaneLayers is what the lower ⊕ upper reference saw of one overlay lane
 // during an Explore run.
 type LaneLayers struct {
@@ -4500,7 +4655,7 @@ type LaneLayers struct {
 
 func (x *LaneLayers) Reset() {
 	*x = LaneLayers{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4512,7 +4667,7 @@ func (x *LaneLayers) String() string {
 func (*LaneLayers) ProtoMessage() {}
 
 func (x *LaneLayers) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4525,7 +4680,7 @@ func (x *LaneLayers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayers.ProtoReflect.Descriptor instead.
 func (*LaneLayers) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LaneLayers) GetLane() string {
@@ -4574,7 +4729,7 @@ type ExploreResponse struct {
 
 func (x *ExploreResponse) Reset() {
 	*x = ExploreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +4741,7 @@ func (x *ExploreResponse) String() string {
 func (*ExploreResponse) ProtoMessage() {}
 
 func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +4754,7 @@ func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
 func (*ExploreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
@@ -4673,7 +4828,7 @@ type ListFindingsRequest struct {
 
 func (x *ListFindingsRequest) Reset() {
 	*x = ListFindingsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4685,7 +4840,7 @@ func (x *ListFindingsRequest) String() string {
 func (*ListFindingsRequest) ProtoMessage() {}
 
 func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4698,7 +4853,7 @@ func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListFindingsRequest) GetSessionId() string {
@@ -4733,7 +4888,7 @@ type ListFindingsResponse struct {
 
 func (x *ListFindingsResponse) Reset() {
 	*x = ListFindingsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +4900,7 @@ func (x *ListFindingsResponse) String() string {
 func (*ListFindingsResponse) ProtoMessage() {}
 
 func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +4913,7 @@ func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListFindingsResponse) GetFindings() []*Finding {
@@ -4784,7 +4939,7 @@ type GetFindingRequest struct {
 
 func (x *GetFindingRequest) Reset() {
 	*x = GetFindingRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +4951,7 @@ func (x *GetFindingRequest) String() string {
 func (*GetFindingRequest) ProtoMessage() {}
 
 func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +4964,7 @@ func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
 func (*GetFindingRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetFindingRequest) GetFindingId() string {
@@ -4829,7 +4984,7 @@ type GetExploreRunRequest struct {
 
 func (x *GetExploreRunRequest) Reset() {
 	*x = GetExploreRunRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4996,7 @@ func (x *GetExploreRunRequest) String() string {
 func (*GetExploreRunRequest) ProtoMessage() {}
 
 func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +5009,7 @@ func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunRequest.ProtoReflect.Descriptor instead.
 func (*GetExploreRunRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetExploreRunRequest) GetSessionId() string {
@@ -4878,7 +5033,7 @@ type GetExploreRunResponse struct {
 
 func (x *GetExploreRunResponse) Reset() {
 	*x = GetExploreRunResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4890,7 +5045,7 @@ func (x *GetExploreRunResponse) String() string {
 func (*GetExploreRunResponse) ProtoMessage() {}
 
 func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4903,7 +5058,7 @@ func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
 func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
@@ -4936,7 +5091,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4948,7 +5103,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4961,7 +5116,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -4992,7 +5147,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5159,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5172,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -5099,7 +5254,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5111,7 +5266,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5124,7 +5279,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -5278,7 +5433,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5290,7 +5445,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5303,7 +5458,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -5377,7 +5532,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5389,7 +5544,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5402,7 +5557,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -5467,7 +5622,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5479,7 +5634,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5492,7 +5647,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -5564,7 +5719,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5576,7 +5731,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5589,7 +5744,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -5658,7 +5813,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5670,7 +5825,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5683,7 +5838,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -5739,7 +5894,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5751,7 +5906,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5764,7 +5919,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -5857,7 +6012,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5869,7 +6024,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5882,7 +6037,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -5918,7 +6073,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5930,7 +6085,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5943,7 +6098,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -5987,7 +6142,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5999,7 +6154,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6012,7 +6167,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -6075,7 +6230,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6087,7 +6242,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6100,7 +6255,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -6169,7 +6324,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6181,7 +6336,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6194,7 +6349,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -6321,7 +6476,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6333,7 +6488,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6346,7 +6501,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -6390,7 +6545,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6402,7 +6557,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6415,7 +6570,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -6479,7 +6634,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6491,7 +6646,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6504,7 +6659,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -6570,7 +6725,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6582,7 +6737,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6595,7 +6750,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -6646,7 +6801,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6658,7 +6813,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6671,7 +6826,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -6994,7 +7149,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xaf\x04\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\x92\x05\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -7021,7 +7176,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\vshard_count\x18\x12 \x01(\x05R\n" +
 	"shardCount\x12\x1f\n" +
 	"\vshard_depth\x18\x13 \x01(\x05R\n" +
-	"shardDepth\"\x98\x02\n" +
+	"shardDepth\x12\x14\n" +
+	"\x05crash\x18\x14 \x01(\bR\x05crash\x12!\n" +
+	"\fcrash_writes\x18\x15 \x01(\x05R\vcrashWrites\x12(\n" +
+	"\x10crash_max_states\x18\x16 \x01(\x05R\x0ecrashMaxStates\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -7082,7 +7240,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"durability\x12\x16\n" +
 	"\x06output\x18\f \x01(\tR\x06output\x12\x16\n" +
 	"\x06states\x18\r \x01(\x05R\x06states\x12\x1b\n" +
-	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xce\b\n" +
+	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xfd\b\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -7125,7 +7283,18 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0fdeclared_states\x18\x1e \x01(\x03R\x0edeclaredStates\x12.\n" +
 	"\x13declared_state_keys\x18\x1f \x03(\fR\x11declaredStateKeys\x12&\n" +
 	"\x0funique_by_depth\x18  \x03(\x03R\runiqueByDepth\x12!\n" +
-	"\fstate_depths\x18! \x03(\x05R\vstateDepths\"p\n" +
+	"\fstate_depths\x18! \x03(\x05R\vstateDepths\x12-\n" +
+	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\"\xf4\x01\n" +
+	"\fExploreCrash\x12\x16\n" +
+	"\x06points\x18\x01 \x01(\x03R\x06points\x12\x18\n" +
+	"\arepeats\x18\x02 \x01(\x03R\arepeats\x12\x1a\n" +
+	"\bunlogged\x18\x03 \x01(\x03R\bunlogged\x12\x16\n" +
+	"\x06states\x18\x04 \x01(\x03R\x06states\x12\x1b\n" +
+	"\tnot_clean\x18\x05 \x01(\x03R\bnotClean\x12\x18\n" +
+	"\adurable\x18\x06 \x01(\x03R\adurable\x12\x12\n" +
+	"\x04lost\x18\a \x01(\x03R\x04lost\x12\x1a\n" +
+	"\bfindings\x18\b \x01(\x03R\bfindings\x12\x17\n" +
+	"\acheck_s\x18\t \x01(\x01R\x06checkS\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
@@ -7368,7 +7537,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -7420,59 +7589,60 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*Finding)(nil),                  // 47: themis.v1.Finding
 	(*CrashPoint)(nil),               // 48: themis.v1.CrashPoint
 	(*ExploreSummary)(nil),           // 49: themis.v1.ExploreSummary
-	(*LaneLayers)(nil),               // 50: themis.v1.LaneLayers
-	(*ExploreResponse)(nil),          // 51: themis.v1.ExploreResponse
-	(*ListFindingsRequest)(nil),      // 52: themis.v1.ListFindingsRequest
-	(*ListFindingsResponse)(nil),     // 53: themis.v1.ListFindingsResponse
-	(*GetFindingRequest)(nil),        // 54: themis.v1.GetFindingRequest
-	(*GetExploreRunRequest)(nil),     // 55: themis.v1.GetExploreRunRequest
-	(*GetExploreRunResponse)(nil),    // 56: themis.v1.GetExploreRunResponse
-	(*GetFindingResponse)(nil),       // 57: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 58: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 59: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 60: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 61: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 62: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 63: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 64: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 65: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 66: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 67: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 68: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 69: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 70: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 71: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 72: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 73: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 74: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 75: themis.v1.DiffResponse
-	nil,                              // 76: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 77: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 79: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 80: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 81: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 82: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 83: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 84: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 85: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 86: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 87: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 88: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 89: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 90: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 91: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 92: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 93: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 94: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 95: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 96: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 97: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 98: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 99: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 100: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 101: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 102: themis.agent.v1.Timespec
+	(*ExploreCrash)(nil),             // 50: themis.v1.ExploreCrash
+	(*LaneLayers)(nil),               // 51: themis.v1.LaneLayers
+	(*ExploreResponse)(nil),          // 52: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 53: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 54: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 55: themis.v1.GetFindingRequest
+	(*GetExploreRunRequest)(nil),     // 56: themis.v1.GetExploreRunRequest
+	(*GetExploreRunResponse)(nil),    // 57: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 58: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 59: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 60: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 61: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 62: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 63: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 64: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 65: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 66: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 67: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 68: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 69: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 70: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 71: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 72: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 73: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 74: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 75: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 76: themis.v1.DiffResponse
+	nil,                              // 77: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 78: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 79: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 80: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 81: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 82: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 83: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 84: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 85: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 86: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 87: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 88: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 89: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 90: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 91: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 92: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 93: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 94: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 95: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 96: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 97: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 98: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 99: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 100: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 101: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 102: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 103: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -7483,136 +7653,137 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 5: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 6: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	10,  // 7: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	78,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	78,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	79,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	79,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	9,   // 10: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 11: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 12: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 13: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	78,  // 14: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	79,  // 14: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	19,  // 15: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 16: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	20,  // 17: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	20,  // 18: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	20,  // 19: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	79,  // 20: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	80,  // 21: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	81,  // 22: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	82,  // 23: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	83,  // 24: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	84,  // 25: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	85,  // 26: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	86,  // 27: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	87,  // 28: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	88,  // 29: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	89,  // 30: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	90,  // 31: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	91,  // 32: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	92,  // 33: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	93,  // 34: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	94,  // 35: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	95,  // 36: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	96,  // 37: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	97,  // 38: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	98,  // 39: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	80,  // 20: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	81,  // 21: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	82,  // 22: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	83,  // 23: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	84,  // 24: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	85,  // 25: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	86,  // 26: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	87,  // 27: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	88,  // 28: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	89,  // 29: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	90,  // 30: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	91,  // 31: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	92,  // 32: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	93,  // 33: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	94,  // 34: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	95,  // 35: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	96,  // 36: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	97,  // 37: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	98,  // 38: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	99,  // 39: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	29,  // 40: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	31,  // 41: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	99,  // 42: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	100, // 43: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	100, // 44: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	100, // 42: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	101, // 43: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	101, // 44: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	34,  // 45: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	19,  // 46: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	101, // 47: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	78,  // 48: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	102, // 47: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	79,  // 48: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	31,  // 49: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	42,  // 50: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	99,  // 51: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	100, // 51: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	31,  // 52: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	78,  // 53: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	78,  // 54: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	78,  // 55: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	79,  // 53: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	79,  // 54: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	79,  // 55: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	48,  // 56: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	19,  // 57: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
 	19,  // 58: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	50,  // 59: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	46,  // 60: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	47,  // 61: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	49,  // 62: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	47,  // 63: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	45,  // 64: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	49,  // 65: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	46,  // 66: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	47,  // 67: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	102, // 68: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	102, // 69: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	102, // 70: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	76,  // 71: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	60,  // 72: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	59,  // 73: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	61,  // 74: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	64,  // 75: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	64,  // 76: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	64,  // 77: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	64,  // 78: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	66,  // 79: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	65,  // 80: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	67,  // 81: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	77,  // 82: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	70,  // 83: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	71,  // 84: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	74,  // 85: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	74,  // 86: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	11,  // 87: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	13,  // 88: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	15,  // 89: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	17,  // 90: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	21,  // 91: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	23,  // 92: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	25,  // 93: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	27,  // 94: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	30,  // 95: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	33,  // 96: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	36,  // 97: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	38,  // 98: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	40,  // 99: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	43,  // 100: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	45,  // 101: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	52,  // 102: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	54,  // 103: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	55,  // 104: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	58,  // 105: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	63,  // 106: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	69,  // 107: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	73,  // 108: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 109: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	12,  // 110: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	14,  // 111: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	16,  // 112: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	18,  // 113: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	22,  // 114: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	24,  // 115: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	26,  // 116: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	28,  // 117: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	32,  // 118: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	35,  // 119: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	37,  // 120: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	39,  // 121: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	41,  // 122: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	44,  // 123: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	51,  // 124: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	53,  // 125: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	57,  // 126: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	56,  // 127: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	62,  // 128: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	68,  // 129: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	72,  // 130: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	75,  // 131: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 132: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	110, // [110:133] is the sub-list for method output_type
-	87,  // [87:110] is the sub-list for method input_type
-	87,  // [87:87] is the sub-list for extension type_name
-	87,  // [87:87] is the sub-list for extension extendee
-	0,   // [0:87] is the sub-list for field type_name
+	51,  // 59: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	50,  // 60: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
+	46,  // 61: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	47,  // 62: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	49,  // 63: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	47,  // 64: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	45,  // 65: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	49,  // 66: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	46,  // 67: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	47,  // 68: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	103, // 69: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	103, // 70: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	103, // 71: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	77,  // 72: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	61,  // 73: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	60,  // 74: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	62,  // 75: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	65,  // 76: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	65,  // 77: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	65,  // 78: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	65,  // 79: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	67,  // 80: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	66,  // 81: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	68,  // 82: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	78,  // 83: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	71,  // 84: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	72,  // 85: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	75,  // 86: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	75,  // 87: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	11,  // 88: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	13,  // 89: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	15,  // 90: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	17,  // 91: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	21,  // 92: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	23,  // 93: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	25,  // 94: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	27,  // 95: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	30,  // 96: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	33,  // 97: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	36,  // 98: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	38,  // 99: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	40,  // 100: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	43,  // 101: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	45,  // 102: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	53,  // 103: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	55,  // 104: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	56,  // 105: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	59,  // 106: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	64,  // 107: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	70,  // 108: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	74,  // 109: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 110: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	12,  // 111: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	14,  // 112: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	16,  // 113: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	18,  // 114: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	22,  // 115: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	24,  // 116: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	26,  // 117: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	28,  // 118: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	32,  // 119: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	35,  // 120: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	37,  // 121: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	39,  // 122: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	41,  // 123: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	44,  // 124: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	52,  // 125: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	54,  // 126: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	58,  // 127: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	57,  // 128: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	63,  // 129: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	69,  // 130: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	73,  // 131: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	76,  // 132: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 133: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	111, // [111:134] is the sub-list for method output_type
+	88,  // [88:111] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -7648,20 +7819,20 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[49].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[50].OneofWrappers = []any{
 		(*ExploreResponse_Progress)(nil),
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[60].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[61].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[66].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[67].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[70].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[71].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -7671,7 +7842,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   76,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

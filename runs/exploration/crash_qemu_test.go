@@ -1,0 +1,60 @@
+package exploration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/runs/crashcheck"
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
+)
+
+// TestExploreCrashRealGuest is explore --crash on the ext2 control: the
+// search checks the crash states of its persistence ops (counted), finds
+// crash findings (ext2 has no journal), stores them with the search's path
+// as their setup, and a finding's crash state, checked again in a fresh
+// session by crashcheck (setup unsynced, the one state), is bad the same
+// way.
+func TestExploreCrashRealGuest(t *testing.T) {
+	m := sessiontest.Real(t, session.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var found []session.Finding
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 4, Ops: []string{"mkdir", "create_file", "fsync", "sync"},
+		Workers: 1, Crash: &CrashOptions{Crash: crash.Options{MaxSubset: 1, MaxStates: 16}}}, nil, func(f session.Finding) {
+		mu.Lock()
+		defer mu.Unlock()
+		found = append(found, f)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sum.Crash
+	if c == nil {
+		t.Fatal("no crash counts in the summary")
+	}
+	t.Logf("ext2, depth 2: %d states, %d persistence ops checked, %d crash states (%d not clean, durability %d/%d lost), %d crash findings, %s checking",
+		sum.States, c.Points, c.States, c.NotClean, c.Durable, c.Lost, c.Findings, c.Time)
+	if c.Points == 0 || c.States == 0 || c.Findings == 0 || len(found) != c.Findings || sum.Findings < c.Findings {
+		t.Fatalf("crash counts %+v, %d findings streamed, summary findings %d: want persistence ops checked and the ext2 control's findings", c, len(found), sum.Findings)
+	}
+	f := found[0]
+	stored, err := m.Finding(ctx, f.ID)
+	if err != nil || stored.Crash == nil || stored.Kind != session.KindCrash {
+		t.Fatalf("finding %s in the ledger: %+v, %v", f.ID, stored, err)
+	}
+	want := crashcheck.Class(crashcheck.Result{Verdict: f.Crash.Verdict, Durability: f.Crash.Durability})
+	var got []crashcheck.Result
+	_, err = crashcheck.Run(ctx, m, crashcheck.Options{Lanes: f.LaneSpecs, Setup: f.Crash.Setup, NoSetupSync: true, Trace: f.Trace, Only: f.Crash.Keep},
+		crashcheck.Sinks{Result: func(r crashcheck.Result) { got = append(got, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || crashcheck.Class(got[0]) != want {
+		t.Errorf("finding %s (setup %q, trace %q, keep %v: %s) replayed: %+v, want one state of class %q", f.ID, f.Crash.Setup, f.Trace, f.Crash.Keep, f.Detail, got, want)
+	}
+}
