@@ -231,6 +231,16 @@ func dropCaches(level uint32) error {
 	return nil
 }
 
+// setWriteback writes vm.dirty_writeback_centisecs: 500 (the kernel's
+// default) when periodic, else 0 (no periodic writeback).
+func setWriteback(periodic bool) error {
+	v := "0\n"
+	if periodic {
+		v = "500\n"
+	}
+	return os.WriteFile("/proc/sys/vm/dirty_writeback_centisecs", []byte(v), 0)
+}
+
 // capped keeps the first max bytes written to it and counts the rest.
 type capped struct {
 	buf     bytes.Buffer

@@ -211,6 +211,8 @@ func (s *Server) handle(req *agentv1.Request, resp *agentv1.Response) {
 		resp.Result = &agentv1.Response_Kmsg{Kmsg: &agentv1.KmsgResult{Lines: lines}}
 	case *agentv1.Request_DropCaches:
 		s.machineOp(resp, "drop_caches", func() error { return dropCaches(op.DropCaches.GetLevel()) })
+	case *agentv1.Request_Writeback:
+		s.machineOp(resp, "writeback", func() error { return setWriteback(op.Writeback.GetPeriodic()) })
 	case *agentv1.Request_SetClock:
 		s.machineOp(resp, "set_clock", func() error {
 			t := op.SetClock.GetTime()

@@ -12,6 +12,7 @@ import (
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/repro"
+	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/hostfsck"
 )
 
@@ -73,7 +74,8 @@ func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, image string
 	rep := &crashReplay{Finding: f.GetId(), Session: sum.GetSessionId(), Lane: res.GetLane(), Keep: f.GetCrash().GetKeep(),
 		Verdict: res.GetVerdict(), Durability: res.GetDurability(), Output: res.GetOutput()}
 	lost := strings.HasPrefix(f.GetCrash().GetDurability(), "LOST")
-	rep.Reproduced = (lost && strings.HasPrefix(res.GetDurability(), "LOST")) || (!lost && res.GetVerdict() != "clean")
+	bad := res.GetVerdict() == crashcheck.Dirty || res.GetVerdict() == crashcheck.Broken
+	rep.Reproduced = (lost && strings.HasPrefix(res.GetDurability(), "LOST")) || (!lost && bad)
 	return rep, img.finish()
 }
 

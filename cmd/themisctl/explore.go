@@ -72,6 +72,7 @@ type crashJSON struct {
 	Points   int64   `json:"points"`
 	Repeats  int64   `json:"repeats"`
 	Unlogged int64   `json:"unlogged"`
+	Failed   int64   `json:"failed"`
 	States   int64   `json:"states"`
 	NotClean int64   `json:"not_clean"`
 	Durable  int64   `json:"durable"`
@@ -330,7 +331,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
 	}
 	if c := sum.GetCrash(); c != nil {
-		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), States: c.GetStates(), NotClean: c.GetNotClean(),
+		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), Failed: c.GetFailed(), States: c.GetStates(), NotClean: c.GetNotClean(),
 			Durable: c.GetDurable(), Lost: c.GetLost(), Findings: c.GetFindings(), CheckS: c.GetCheckS()}
 	}
 	return out
@@ -391,7 +392,7 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	}
 	printJudged(w, sum)
 	if c := sum.GetCrash(); c != nil {
-		fmt.Fprintf(w, "crash: persistence ops checked\t%d (%d repeats skipped, %d not logged whole)\n", c.GetPoints(), c.GetRepeats(), c.GetUnlogged())
+		fmt.Fprintf(w, "crash: persistence ops checked\t%d (%d repeats skipped, %d not logged whole; %d lanes where the op failed)\n", c.GetPoints(), c.GetRepeats(), c.GetUnlogged(), c.GetFailed())
 		fmt.Fprintf(w, "crash: states checked\t%d in %.1f s (%.1f/s), %d not clean; durability checked %d, lost %d; %d crash findings\n",
 			c.GetStates(), c.GetCheckS(), float64(c.GetStates())/max(c.GetCheckS(), 1e-9), c.GetNotClean(), c.GetDurable(), c.GetLost(), c.GetFindings())
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -81,6 +80,9 @@ const (
 	Clean  = "clean"
 	Dirty  = "dirty"
 	Broken = "broken" // fsck could not read it (no superblock, ...)
+	// NoState is the verdict of Options.Only when the replay's log has no
+	// such crash state (it logged other writes): nothing was checked.
+	NoState = "no-such-state"
 )
 
 // Result is one crash state of one lane, checked.
@@ -288,6 +290,9 @@ func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 // checkpoint, then every trace from it under a write log, its crash
 // states checked and its findings recorded; then the minimization.
 func check(ctx context.Context, run *session.Run, p *plan, sum *Summary, rec *recorder, out Sinks) error {
+	if err := QuietWriteback(ctx, run); err != nil {
+		return err
+	}
 	ops := p.setup
 	if p.setupSync {
 		ops = append(slices.Clone(ops), &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
@@ -318,6 +323,16 @@ func check(ctx context.Context, run *session.Run, p *plan, sum *Summary, rec *re
 		sum.Workloads++
 	}
 	return errors.Join(rec.minimize(ctx, t, p.minimize), rec.err())
+}
+
+// QuietWriteback turns the guest's periodic writeback off, before a run's
+// first checkpoint: dirty pages then reach the disk only when an op makes
+// them (sync, fsync, umount, memory pressure), so a write log holds what
+// the trace wrote rather than the flusher's timing, and a crash finding
+// replays. The crash states of a background writeback are left out.
+func QuietWriteback(ctx context.Context, run *session.Run) error {
+	_, err := run.CallOK(ctx, "periodic writeback off", &agentv1.Request{Op: &agentv1.Request_Writeback{Writeback: &agentv1.Writeback{}}})
+	return err
 }
 
 // tracer runs traces from the checkpoint and checks their crash states.
@@ -389,7 +404,7 @@ func (t *tracer) checkTrace(ctx context.Context, w int, ops []*agentv1.Request, 
 		lc := t.laneCheck(i)
 		err := lc.run(ctx, t.run, lane, ops[len(ops)-1], &b.ls, func(r Result) bool {
 			r.Lane, r.Workload, r.Trace = lane, w, t.p.traces[w]
-			if r.Verdict != Clean || strings.HasPrefix(r.Durability, "LOST") {
+			if Class(r) != "" {
 				b.results = append(b.results, r)
 			}
 			if t.out.Result != nil {

@@ -63,12 +63,12 @@ func setPoint(f *session.Finding, r Result, ls LaneSummary) {
 
 // Class is what a bad result is: "lost" (what was made durable is not
 // there) or "not-clean" (dirty, or the checker could not read it); "" for
-// a good one.
+// a good one (or NoState: none checked).
 func Class(r Result) string {
 	switch {
 	case strings.HasPrefix(r.Durability, "LOST"):
 		return "lost"
-	case r.Verdict != Clean:
+	case r.Verdict == Dirty || r.Verdict == Broken:
 		return "not-clean"
 	}
 	return ""

@@ -34,8 +34,10 @@ type CrashCounts struct {
 	// Points counts the persistence ops checked; Repeats those skipped
 	// because the same path and op had been checked (a replay, another
 	// worker); Unlogged those the log could not see whole (the lane's disk
-	// held writes since its last checkpoint: a lazily skipped restore).
-	Points, Repeats, Unlogged int
+	// held writes since its last checkpoint: a lazily skipped restore);
+	// Failed the lanes not checked because the op failed there (a failed
+	// fsync promises nothing).
+	Points, Repeats, Unlogged, Failed int
 	// States, NotClean, Durable and Lost add up every lane's states
 	// (crashcheck.LaneSummary).
 	States, NotClean, Durable, Lost int
@@ -164,6 +166,10 @@ func (x *system) crashApply(ctx context.Context, op *agentv1.Request) ([]explore
 	t0 := time.Now()
 	defer since(&x.t.check, t0)
 	for i := range x.lanes {
+		if i < len(res) && res[i].Errno != 0 {
+			x.crash.count(func(c *CrashCounts) { c.Failed++ })
+			continue
+		}
 		if err := x.crashLane(ctx, i, path, op); err != nil {
 			return nil, fmt.Errorf("crash states of lane %s after %s: %w", x.lanes[i], explore.OpKind(op), err)
 		}

@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/session"
 	"go.uber.org/zap"
 )
@@ -39,6 +40,7 @@ type crew struct {
 	policy   oracle.Policy
 	dir      string // the fsck scratch dir, "" without Fsck and Crash
 	crash    *crashRun
+	quiet    bool // periodic writeback off in every session (--crash)
 
 	ctx    context.Context // the search's: ends when any worker's run context does
 	cancel context.CancelCauseFunc
@@ -95,7 +97,14 @@ func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.P
 	if c.revert == "" || c.revert == RevertAuto {
 		c.revert, _ = Revert(runs[0].Backend())
 	}
+	c.quiet = o.Crash != nil
 	for _, r := range runs {
+		if err := c.quieten(ctx, r); err != nil {
+			for _, r := range runs {
+				r.Close()
+			}
+			return nil, err
+		}
 		c.systems = append(c.systems, c.adopt(r))
 	}
 	return c, nil
@@ -158,6 +167,15 @@ func (c *crew) setFsckDir(dir string) {
 	}
 }
 
+// quieten turns r's periodic writeback off under --crash
+// (crashcheck.QuietWriteback), before the search's first checkpoint.
+func (c *crew) quieten(ctx context.Context, r *session.Run) error {
+	if !c.quiet {
+		return nil
+	}
+	return crashcheck.QuietWriteback(ctx, r)
+}
+
 // replace is explore's Workers.Replace: it ends the dead worker's session
 // (failed) and acquires a fresh one.
 func (c *crew) replace(ctx context.Context, i int, dead explore.System) (explore.System, error) {
@@ -178,6 +196,10 @@ func (c *crew) replace(ctx context.Context, i int, dead explore.System) (explore
 	}
 	r, err := c.m.Acquire(ctx, c.create, "explore")
 	if err != nil {
+		return nil, err
+	}
+	if err := c.quieten(ctx, r); err != nil {
+		r.Close()
 		return nil, err
 	}
 	c.mu.Lock()

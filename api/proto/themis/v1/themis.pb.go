@@ -4535,12 +4535,14 @@ type ExploreCrash struct {
 	Unlogged int64 `protobuf:"varint,3,opt,name=unlogged,proto3" json:"unlogged,omitempty"`
 	// Every lane's crash states, those not clean, those checked for what a
 	// final fsync made durable, and those that lost it.
-	States        int64   `protobuf:"varint,4,opt,name=states,proto3" json:"states,omitempty"`
-	NotClean      int64   `protobuf:"varint,5,opt,name=not_clean,json=notClean,proto3" json:"not_clean,omitempty"`
-	Durable       int64   `protobuf:"varint,6,opt,name=durable,proto3" json:"durable,omitempty"`
-	Lost          int64   `protobuf:"varint,7,opt,name=lost,proto3" json:"lost,omitempty"`
-	Findings      int64   `protobuf:"varint,8,opt,name=findings,proto3" json:"findings,omitempty"`
-	CheckS        float64 `protobuf:"fixed64,9,opt,name=check_s,json=checkS,proto3" json:"check_s,omitempty"`
+	States   int64   `protobuf:"varint,4,opt,name=states,proto3" json:"states,omitempty"`
+	NotClean int64   `protobuf:"varint,5,opt,name=not_clean,json=notClean,proto3" json:"not_clean,omitempty"`
+	Durable  int64   `protobuf:"varint,6,opt,name=durable,proto3" json:"durable,omitempty"`
+	Lost     int64   `protobuf:"varint,7,opt,name=lost,proto3" json:"lost,omitempty"`
+	Findings int64   `protobuf:"varint,8,opt,name=findings,proto3" json:"findings,omitempty"`
+	CheckS   float64 `protobuf:"fixed64,9,opt,name=check_s,json=checkS,proto3" json:"check_s,omitempty"`
+	// Lanes not checked because the op failed there (errno).
+	Failed        int64 `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4634,6 +4636,13 @@ func (x *ExploreCrash) GetFindings() int64 {
 func (x *ExploreCrash) GetCheckS() float64 {
 	if x != nil {
 		return x.CheckS
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
 	}
 	return 0
 }
@@ -7284,7 +7293,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x13declared_state_keys\x18\x1f \x03(\fR\x11declaredStateKeys\x12&\n" +
 	"\x0funique_by_depth\x18  \x03(\x03R\runiqueByDepth\x12!\n" +
 	"\fstate_depths\x18! \x03(\x05R\vstateDepths\x12-\n" +
-	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\"\xf4\x01\n" +
+	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\"\x8c\x02\n" +
 	"\fExploreCrash\x12\x16\n" +
 	"\x06points\x18\x01 \x01(\x03R\x06points\x12\x18\n" +
 	"\arepeats\x18\x02 \x01(\x03R\arepeats\x12\x1a\n" +
@@ -7294,7 +7303,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\adurable\x18\x06 \x01(\x03R\adurable\x12\x12\n" +
 	"\x04lost\x18\a \x01(\x03R\x04lost\x12\x1a\n" +
 	"\bfindings\x18\b \x01(\x03R\bfindings\x12\x17\n" +
-	"\acheck_s\x18\t \x01(\x01R\x06checkS\"p\n" +
+	"\acheck_s\x18\t \x01(\x01R\x06checkS\x12\x16\n" +
+	"\x06failed\x18\n" +
+	" \x01(\x03R\x06failed\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +

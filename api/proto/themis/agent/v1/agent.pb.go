@@ -237,6 +237,7 @@ type Request struct {
 	//	*Request_GetClock
 	//	*Request_Walk
 	//	*Request_Batch
+	//	*Request_Writeback
 	Op            isRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -556,6 +557,15 @@ func (x *Request) GetBatch() *Batch {
 	return nil
 }
 
+func (x *Request) GetWriteback() *Writeback {
+	if x != nil {
+		if x, ok := x.Op.(*Request_Writeback); ok {
+			return x.Writeback
+		}
+	}
+	return nil
+}
+
 type isRequest_Op interface {
 	isRequest_Op()
 }
@@ -680,6 +690,10 @@ type Request_Batch struct {
 	Batch *Batch `protobuf:"bytes,39,opt,name=batch,proto3,oneof"`
 }
 
+type Request_Writeback struct {
+	Writeback *Writeback `protobuf:"bytes,40,opt,name=writeback,proto3,oneof"`
+}
+
 func (*Request_Ping) isRequest_Op() {}
 
 func (*Request_Create) isRequest_Op() {}
@@ -739,6 +753,8 @@ func (*Request_GetClock) isRequest_Op() {}
 func (*Request_Walk) isRequest_Op() {}
 
 func (*Request_Batch) isRequest_Op() {}
+
+func (*Request_Writeback) isRequest_Op() {}
 
 type Response struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2351,6 +2367,55 @@ func (x *DropCaches) GetLevel() uint32 {
 	return 0
 }
 
+// Writeback turns the kernel's periodic writeback of dirty pages on or
+// off (vm.dirty_writeback_centisecs 500, the default, or 0). Off, dirty
+// pages reach the disks only on sync, fsync, umount or memory pressure: a
+// write log then holds what the ops wrote, not the flusher's timing
+// (crash runs).
+type Writeback struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Periodic      bool                   `protobuf:"varint,1,opt,name=periodic,proto3" json:"periodic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Writeback) Reset() {
+	*x = Writeback{}
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Writeback) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Writeback) ProtoMessage() {}
+
+func (x *Writeback) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Writeback.ProtoReflect.Descriptor instead.
+func (*Writeback) Descriptor() ([]byte, []int) {
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Writeback) GetPeriodic() bool {
+	if x != nil {
+		return x.Periodic
+	}
+	return false
+}
+
 type Umount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lane          string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -2360,7 +2425,7 @@ type Umount struct {
 
 func (x *Umount) Reset() {
 	*x = Umount{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2437,7 @@ func (x *Umount) String() string {
 func (*Umount) ProtoMessage() {}
 
 func (x *Umount) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2450,7 @@ func (x *Umount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Umount.ProtoReflect.Descriptor instead.
 func (*Umount) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Umount) GetLane() string {
@@ -2427,7 +2492,7 @@ type Mount struct {
 
 func (x *Mount) Reset() {
 	*x = Mount{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2504,7 @@ func (x *Mount) String() string {
 func (*Mount) ProtoMessage() {}
 
 func (x *Mount) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2517,7 @@ func (x *Mount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mount.ProtoReflect.Descriptor instead.
 func (*Mount) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Mount) GetLane() string {
@@ -2514,7 +2579,7 @@ type SetClock struct {
 
 func (x *SetClock) Reset() {
 	*x = SetClock{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2591,7 @@ func (x *SetClock) String() string {
 func (*SetClock) ProtoMessage() {}
 
 func (x *SetClock) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2604,7 @@ func (x *SetClock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClock.ProtoReflect.Descriptor instead.
 func (*SetClock) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetClock) GetTime() *Timespec {
@@ -2558,7 +2623,7 @@ type GetClock struct {
 
 func (x *GetClock) Reset() {
 	*x = GetClock{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2635,7 @@ func (x *GetClock) String() string {
 func (*GetClock) ProtoMessage() {}
 
 func (x *GetClock) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2648,7 @@ func (x *GetClock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClock.ProtoReflect.Descriptor instead.
 func (*GetClock) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 // Stat is lstat(2) (or stat(2) with follow).
@@ -2598,7 +2663,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2675,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2688,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Stat) GetLane() string {
@@ -2668,7 +2733,7 @@ type StatResult struct {
 
 func (x *StatResult) Reset() {
 	*x = StatResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2745,7 @@ func (x *StatResult) String() string {
 func (*StatResult) ProtoMessage() {}
 
 func (x *StatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2758,7 @@ func (x *StatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResult.ProtoReflect.Descriptor instead.
 func (*StatResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatResult) GetKind() Kind {
@@ -2790,7 +2855,7 @@ type Readlink struct {
 
 func (x *Readlink) Reset() {
 	*x = Readlink{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2867,7 @@ func (x *Readlink) String() string {
 func (*Readlink) ProtoMessage() {}
 
 func (x *Readlink) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2880,7 @@ func (x *Readlink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Readlink.ProtoReflect.Descriptor instead.
 func (*Readlink) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Readlink) GetLane() string {
@@ -2841,7 +2906,7 @@ type ReadlinkResult struct {
 
 func (x *ReadlinkResult) Reset() {
 	*x = ReadlinkResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2918,7 @@ func (x *ReadlinkResult) String() string {
 func (*ReadlinkResult) ProtoMessage() {}
 
 func (x *ReadlinkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2931,7 @@ func (x *ReadlinkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadlinkResult.ProtoReflect.Descriptor instead.
 func (*ReadlinkResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadlinkResult) GetTarget() string {
@@ -2889,7 +2954,7 @@ type ReadFile struct {
 
 func (x *ReadFile) Reset() {
 	*x = ReadFile{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +2966,7 @@ func (x *ReadFile) String() string {
 func (*ReadFile) ProtoMessage() {}
 
 func (x *ReadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +2979,7 @@ func (x *ReadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFile.ProtoReflect.Descriptor instead.
 func (*ReadFile) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadFile) GetLane() string {
@@ -2956,7 +3021,7 @@ type ReadFileResult struct {
 
 func (x *ReadFileResult) Reset() {
 	*x = ReadFileResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3033,7 @@ func (x *ReadFileResult) String() string {
 func (*ReadFileResult) ProtoMessage() {}
 
 func (x *ReadFileResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3046,7 @@ func (x *ReadFileResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResult.ProtoReflect.Descriptor instead.
 func (*ReadFileResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadFileResult) GetData() []byte {
@@ -3023,7 +3088,7 @@ type Walk struct {
 
 func (x *Walk) Reset() {
 	*x = Walk{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3100,7 @@ func (x *Walk) String() string {
 func (*Walk) ProtoMessage() {}
 
 func (x *Walk) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3113,7 @@ func (x *Walk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Walk.ProtoReflect.Descriptor instead.
 func (*Walk) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Walk) GetLane() string {
@@ -3100,7 +3165,7 @@ type WalkResult struct {
 
 func (x *WalkResult) Reset() {
 	*x = WalkResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3177,7 @@ func (x *WalkResult) String() string {
 func (*WalkResult) ProtoMessage() {}
 
 func (x *WalkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3190,7 @@ func (x *WalkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkResult.ProtoReflect.Descriptor instead.
 func (*WalkResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WalkResult) GetEntries() uint64 {
@@ -3178,7 +3243,7 @@ type Fingerprint struct {
 
 func (x *Fingerprint) Reset() {
 	*x = Fingerprint{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3255,7 @@ func (x *Fingerprint) String() string {
 func (*Fingerprint) ProtoMessage() {}
 
 func (x *Fingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3268,7 @@ func (x *Fingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fingerprint.ProtoReflect.Descriptor instead.
 func (*Fingerprint) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Fingerprint) GetLane() string {
@@ -3263,7 +3328,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3340,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3353,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Entry) GetPath() string {
@@ -3387,7 +3452,7 @@ type FingerprintResult struct {
 
 func (x *FingerprintResult) Reset() {
 	*x = FingerprintResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3464,7 @@ func (x *FingerprintResult) String() string {
 func (*FingerprintResult) ProtoMessage() {}
 
 func (x *FingerprintResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3477,7 @@ func (x *FingerprintResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintResult.ProtoReflect.Descriptor instead.
 func (*FingerprintResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FingerprintResult) GetRoot() []byte {
@@ -3450,7 +3515,7 @@ type Exec struct {
 
 func (x *Exec) Reset() {
 	*x = Exec{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3527,7 @@ func (x *Exec) String() string {
 func (*Exec) ProtoMessage() {}
 
 func (x *Exec) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3540,7 @@ func (x *Exec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exec.ProtoReflect.Descriptor instead.
 func (*Exec) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Exec) GetLane() string {
@@ -3519,7 +3584,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3596,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3609,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -3585,7 +3650,7 @@ type Kmsg struct {
 
 func (x *Kmsg) Reset() {
 	*x = Kmsg{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +3662,7 @@ func (x *Kmsg) String() string {
 func (*Kmsg) ProtoMessage() {}
 
 func (x *Kmsg) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +3675,7 @@ func (x *Kmsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Kmsg.ProtoReflect.Descriptor instead.
 func (*Kmsg) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Kmsg) GetAfterSeq() uint64 {
@@ -3631,7 +3696,7 @@ type KmsgLine struct {
 
 func (x *KmsgLine) Reset() {
 	*x = KmsgLine{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3708,7 @@ func (x *KmsgLine) String() string {
 func (*KmsgLine) ProtoMessage() {}
 
 func (x *KmsgLine) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3721,7 @@ func (x *KmsgLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KmsgLine.ProtoReflect.Descriptor instead.
 func (*KmsgLine) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KmsgLine) GetSeq() uint64 {
@@ -3689,7 +3754,7 @@ type KmsgResult struct {
 
 func (x *KmsgResult) Reset() {
 	*x = KmsgResult{}
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3701,7 +3766,7 @@ func (x *KmsgResult) String() string {
 func (*KmsgResult) ProtoMessage() {}
 
 func (x *KmsgResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_themis_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3714,7 +3779,7 @@ func (x *KmsgResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KmsgResult.ProtoReflect.Descriptor instead.
 func (*KmsgResult) Descriptor() ([]byte, []int) {
-	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_themis_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KmsgResult) GetLines() []*KmsgLine {
@@ -3728,7 +3793,7 @@ var File_themis_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xaf\f\n" +
+	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xeb\f\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
 	"\x04ping\x18\n" +
@@ -3762,7 +3827,8 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x04kmsg\x18$ \x01(\v2\x15.themis.agent.v1.KmsgH\x00R\x04kmsg\x128\n" +
 	"\tget_clock\x18% \x01(\v2\x19.themis.agent.v1.GetClockH\x00R\bgetClock\x12+\n" +
 	"\x04walk\x18& \x01(\v2\x15.themis.agent.v1.WalkH\x00R\x04walk\x12.\n" +
-	"\x05batch\x18' \x01(\v2\x16.themis.agent.v1.BatchH\x00R\x05batchB\x04\n" +
+	"\x05batch\x18' \x01(\v2\x16.themis.agent.v1.BatchH\x00R\x05batch\x12:\n" +
+	"\twriteback\x18( \x01(\v2\x1a.themis.agent.v1.WritebackH\x00R\twritebackB\x04\n" +
 	"\x02op\"\x91\x05\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
@@ -3874,7 +3940,9 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x04Sync\"\"\n" +
 	"\n" +
 	"DropCaches\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\rR\x05level\"\x1c\n" +
+	"\x05level\x18\x01 \x01(\rR\x05level\"'\n" +
+	"\tWriteback\x12\x1a\n" +
+	"\bperiodic\x18\x01 \x01(\bR\bperiodic\"\x1c\n" +
 	"\x06Umount\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\"\xc8\x01\n" +
 	"\x05Mount\x12\x12\n" +
@@ -4006,7 +4074,7 @@ func file_themis_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_themis_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_themis_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_themis_agent_v1_agent_proto_goTypes = []any{
 	(Kind)(0),                 // 0: themis.agent.v1.Kind
 	(TimeMode)(0),             // 1: themis.agent.v1.TimeMode
@@ -4036,26 +4104,27 @@ var file_themis_agent_v1_agent_proto_goTypes = []any{
 	(*Fsync)(nil),             // 25: themis.agent.v1.Fsync
 	(*Sync)(nil),              // 26: themis.agent.v1.Sync
 	(*DropCaches)(nil),        // 27: themis.agent.v1.DropCaches
-	(*Umount)(nil),            // 28: themis.agent.v1.Umount
-	(*Mount)(nil),             // 29: themis.agent.v1.Mount
-	(*SetClock)(nil),          // 30: themis.agent.v1.SetClock
-	(*GetClock)(nil),          // 31: themis.agent.v1.GetClock
-	(*Stat)(nil),              // 32: themis.agent.v1.Stat
-	(*StatResult)(nil),        // 33: themis.agent.v1.StatResult
-	(*Readlink)(nil),          // 34: themis.agent.v1.Readlink
-	(*ReadlinkResult)(nil),    // 35: themis.agent.v1.ReadlinkResult
-	(*ReadFile)(nil),          // 36: themis.agent.v1.ReadFile
-	(*ReadFileResult)(nil),    // 37: themis.agent.v1.ReadFileResult
-	(*Walk)(nil),              // 38: themis.agent.v1.Walk
-	(*WalkResult)(nil),        // 39: themis.agent.v1.WalkResult
-	(*Fingerprint)(nil),       // 40: themis.agent.v1.Fingerprint
-	(*Entry)(nil),             // 41: themis.agent.v1.Entry
-	(*FingerprintResult)(nil), // 42: themis.agent.v1.FingerprintResult
-	(*Exec)(nil),              // 43: themis.agent.v1.Exec
-	(*ExecResult)(nil),        // 44: themis.agent.v1.ExecResult
-	(*Kmsg)(nil),              // 45: themis.agent.v1.Kmsg
-	(*KmsgLine)(nil),          // 46: themis.agent.v1.KmsgLine
-	(*KmsgResult)(nil),        // 47: themis.agent.v1.KmsgResult
+	(*Writeback)(nil),         // 28: themis.agent.v1.Writeback
+	(*Umount)(nil),            // 29: themis.agent.v1.Umount
+	(*Mount)(nil),             // 30: themis.agent.v1.Mount
+	(*SetClock)(nil),          // 31: themis.agent.v1.SetClock
+	(*GetClock)(nil),          // 32: themis.agent.v1.GetClock
+	(*Stat)(nil),              // 33: themis.agent.v1.Stat
+	(*StatResult)(nil),        // 34: themis.agent.v1.StatResult
+	(*Readlink)(nil),          // 35: themis.agent.v1.Readlink
+	(*ReadlinkResult)(nil),    // 36: themis.agent.v1.ReadlinkResult
+	(*ReadFile)(nil),          // 37: themis.agent.v1.ReadFile
+	(*ReadFileResult)(nil),    // 38: themis.agent.v1.ReadFileResult
+	(*Walk)(nil),              // 39: themis.agent.v1.Walk
+	(*WalkResult)(nil),        // 40: themis.agent.v1.WalkResult
+	(*Fingerprint)(nil),       // 41: themis.agent.v1.Fingerprint
+	(*Entry)(nil),             // 42: themis.agent.v1.Entry
+	(*FingerprintResult)(nil), // 43: themis.agent.v1.FingerprintResult
+	(*Exec)(nil),              // 44: themis.agent.v1.Exec
+	(*ExecResult)(nil),        // 45: themis.agent.v1.ExecResult
+	(*Kmsg)(nil),              // 46: themis.agent.v1.Kmsg
+	(*KmsgLine)(nil),          // 47: themis.agent.v1.KmsgLine
+	(*KmsgResult)(nil),        // 48: themis.agent.v1.KmsgResult
 }
 var file_themis_agent_v1_agent_proto_depIdxs = []int32{
 	8,  // 0: themis.agent.v1.Request.ping:type_name -> themis.agent.v1.Ping
@@ -4076,51 +4145,52 @@ var file_themis_agent_v1_agent_proto_depIdxs = []int32{
 	25, // 15: themis.agent.v1.Request.fsync:type_name -> themis.agent.v1.Fsync
 	26, // 16: themis.agent.v1.Request.sync:type_name -> themis.agent.v1.Sync
 	27, // 17: themis.agent.v1.Request.drop_caches:type_name -> themis.agent.v1.DropCaches
-	28, // 18: themis.agent.v1.Request.umount:type_name -> themis.agent.v1.Umount
-	29, // 19: themis.agent.v1.Request.mount:type_name -> themis.agent.v1.Mount
-	30, // 20: themis.agent.v1.Request.set_clock:type_name -> themis.agent.v1.SetClock
-	32, // 21: themis.agent.v1.Request.stat:type_name -> themis.agent.v1.Stat
-	34, // 22: themis.agent.v1.Request.readlink:type_name -> themis.agent.v1.Readlink
-	36, // 23: themis.agent.v1.Request.read_file:type_name -> themis.agent.v1.ReadFile
-	40, // 24: themis.agent.v1.Request.fingerprint:type_name -> themis.agent.v1.Fingerprint
-	43, // 25: themis.agent.v1.Request.exec:type_name -> themis.agent.v1.Exec
-	45, // 26: themis.agent.v1.Request.kmsg:type_name -> themis.agent.v1.Kmsg
-	31, // 27: themis.agent.v1.Request.get_clock:type_name -> themis.agent.v1.GetClock
-	38, // 28: themis.agent.v1.Request.walk:type_name -> themis.agent.v1.Walk
+	29, // 18: themis.agent.v1.Request.umount:type_name -> themis.agent.v1.Umount
+	30, // 19: themis.agent.v1.Request.mount:type_name -> themis.agent.v1.Mount
+	31, // 20: themis.agent.v1.Request.set_clock:type_name -> themis.agent.v1.SetClock
+	33, // 21: themis.agent.v1.Request.stat:type_name -> themis.agent.v1.Stat
+	35, // 22: themis.agent.v1.Request.readlink:type_name -> themis.agent.v1.Readlink
+	37, // 23: themis.agent.v1.Request.read_file:type_name -> themis.agent.v1.ReadFile
+	41, // 24: themis.agent.v1.Request.fingerprint:type_name -> themis.agent.v1.Fingerprint
+	44, // 25: themis.agent.v1.Request.exec:type_name -> themis.agent.v1.Exec
+	46, // 26: themis.agent.v1.Request.kmsg:type_name -> themis.agent.v1.Kmsg
+	32, // 27: themis.agent.v1.Request.get_clock:type_name -> themis.agent.v1.GetClock
+	39, // 28: themis.agent.v1.Request.walk:type_name -> themis.agent.v1.Walk
 	5,  // 29: themis.agent.v1.Request.batch:type_name -> themis.agent.v1.Batch
-	9,  // 30: themis.agent.v1.Response.ping:type_name -> themis.agent.v1.PingResult
-	33, // 31: themis.agent.v1.Response.stat:type_name -> themis.agent.v1.StatResult
-	35, // 32: themis.agent.v1.Response.readlink:type_name -> themis.agent.v1.ReadlinkResult
-	37, // 33: themis.agent.v1.Response.read_file:type_name -> themis.agent.v1.ReadFileResult
-	42, // 34: themis.agent.v1.Response.fingerprint:type_name -> themis.agent.v1.FingerprintResult
-	44, // 35: themis.agent.v1.Response.exec:type_name -> themis.agent.v1.ExecResult
-	47, // 36: themis.agent.v1.Response.kmsg:type_name -> themis.agent.v1.KmsgResult
-	7,  // 37: themis.agent.v1.Response.clock:type_name -> themis.agent.v1.Timespec
-	39, // 38: themis.agent.v1.Response.walk:type_name -> themis.agent.v1.WalkResult
-	6,  // 39: themis.agent.v1.Response.batch:type_name -> themis.agent.v1.BatchResult
-	3,  // 40: themis.agent.v1.Batch.requests:type_name -> themis.agent.v1.Request
-	4,  // 41: themis.agent.v1.BatchResult.responses:type_name -> themis.agent.v1.Response
-	2,  // 42: themis.agent.v1.TimeValue.kind:type_name -> themis.agent.v1.TimeValue.Kind
-	7,  // 43: themis.agent.v1.TimeValue.time:type_name -> themis.agent.v1.Timespec
-	23, // 44: themis.agent.v1.Utimens.atime:type_name -> themis.agent.v1.TimeValue
-	23, // 45: themis.agent.v1.Utimens.mtime:type_name -> themis.agent.v1.TimeValue
-	7,  // 46: themis.agent.v1.SetClock.time:type_name -> themis.agent.v1.Timespec
-	0,  // 47: themis.agent.v1.StatResult.kind:type_name -> themis.agent.v1.Kind
-	7,  // 48: themis.agent.v1.StatResult.atime:type_name -> themis.agent.v1.Timespec
-	7,  // 49: themis.agent.v1.StatResult.mtime:type_name -> themis.agent.v1.Timespec
-	7,  // 50: themis.agent.v1.StatResult.ctime:type_name -> themis.agent.v1.Timespec
-	1,  // 51: themis.agent.v1.Fingerprint.time_mode:type_name -> themis.agent.v1.TimeMode
-	0,  // 52: themis.agent.v1.Entry.kind:type_name -> themis.agent.v1.Kind
-	7,  // 53: themis.agent.v1.Entry.atime:type_name -> themis.agent.v1.Timespec
-	7,  // 54: themis.agent.v1.Entry.mtime:type_name -> themis.agent.v1.Timespec
-	7,  // 55: themis.agent.v1.Entry.ctime:type_name -> themis.agent.v1.Timespec
-	41, // 56: themis.agent.v1.FingerprintResult.leaves:type_name -> themis.agent.v1.Entry
-	46, // 57: themis.agent.v1.KmsgResult.lines:type_name -> themis.agent.v1.KmsgLine
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	28, // 30: themis.agent.v1.Request.writeback:type_name -> themis.agent.v1.Writeback
+	9,  // 31: themis.agent.v1.Response.ping:type_name -> themis.agent.v1.PingResult
+	34, // 32: themis.agent.v1.Response.stat:type_name -> themis.agent.v1.StatResult
+	36, // 33: themis.agent.v1.Response.readlink:type_name -> themis.agent.v1.ReadlinkResult
+	38, // 34: themis.agent.v1.Response.read_file:type_name -> themis.agent.v1.ReadFileResult
+	43, // 35: themis.agent.v1.Response.fingerprint:type_name -> themis.agent.v1.FingerprintResult
+	45, // 36: themis.agent.v1.Response.exec:type_name -> themis.agent.v1.ExecResult
+	48, // 37: themis.agent.v1.Response.kmsg:type_name -> themis.agent.v1.KmsgResult
+	7,  // 38: themis.agent.v1.Response.clock:type_name -> themis.agent.v1.Timespec
+	40, // 39: themis.agent.v1.Response.walk:type_name -> themis.agent.v1.WalkResult
+	6,  // 40: themis.agent.v1.Response.batch:type_name -> themis.agent.v1.BatchResult
+	3,  // 41: themis.agent.v1.Batch.requests:type_name -> themis.agent.v1.Request
+	4,  // 42: themis.agent.v1.BatchResult.responses:type_name -> themis.agent.v1.Response
+	2,  // 43: themis.agent.v1.TimeValue.kind:type_name -> themis.agent.v1.TimeValue.Kind
+	7,  // 44: themis.agent.v1.TimeValue.time:type_name -> themis.agent.v1.Timespec
+	23, // 45: themis.agent.v1.Utimens.atime:type_name -> themis.agent.v1.TimeValue
+	23, // 46: themis.agent.v1.Utimens.mtime:type_name -> themis.agent.v1.TimeValue
+	7,  // 47: themis.agent.v1.SetClock.time:type_name -> themis.agent.v1.Timespec
+	0,  // 48: themis.agent.v1.StatResult.kind:type_name -> themis.agent.v1.Kind
+	7,  // 49: themis.agent.v1.StatResult.atime:type_name -> themis.agent.v1.Timespec
+	7,  // 50: themis.agent.v1.StatResult.mtime:type_name -> themis.agent.v1.Timespec
+	7,  // 51: themis.agent.v1.StatResult.ctime:type_name -> themis.agent.v1.Timespec
+	1,  // 52: themis.agent.v1.Fingerprint.time_mode:type_name -> themis.agent.v1.TimeMode
+	0,  // 53: themis.agent.v1.Entry.kind:type_name -> themis.agent.v1.Kind
+	7,  // 54: themis.agent.v1.Entry.atime:type_name -> themis.agent.v1.Timespec
+	7,  // 55: themis.agent.v1.Entry.mtime:type_name -> themis.agent.v1.Timespec
+	7,  // 56: themis.agent.v1.Entry.ctime:type_name -> themis.agent.v1.Timespec
+	42, // 57: themis.agent.v1.FingerprintResult.leaves:type_name -> themis.agent.v1.Entry
+	47, // 58: themis.agent.v1.KmsgResult.lines:type_name -> themis.agent.v1.KmsgLine
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_themis_agent_v1_agent_proto_init() }
@@ -4159,6 +4229,7 @@ func file_themis_agent_v1_agent_proto_init() {
 		(*Request_GetClock)(nil),
 		(*Request_Walk)(nil),
 		(*Request_Batch)(nil),
+		(*Request_Writeback)(nil),
 	}
 	file_themis_agent_v1_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*Response_Ping)(nil),
@@ -4178,7 +4249,7 @@ func file_themis_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_agent_v1_agent_proto_rawDesc), len(file_themis_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
