@@ -44,6 +44,11 @@ type Spec struct {
 	Verify       bool
 	AgentChannel vmm.AgentChannel
 	ICount       bool
+	// Spares attaches, after the lanes' disks, a spare disk per plain
+	// (not overlay) lane over the lane's base image (serial
+	// SpareSerial(i)), never mounted at boot: a crash run mirrors a crash
+	// state into it (overlay.Device.Mirror) and mounts it in the guest.
+	Spares bool
 	// Backend is the choice to boot on (Choose).
 	Backend Choice
 	// Start, when set, boots the machine instead of Backend's backend (a
@@ -71,6 +76,9 @@ type Lane struct {
 	// Lower is an overlay lane's lower-layer disk (serial LowerSerial(i),
 	// mounted read-only in the guest); nil for other lanes.
 	Lower *overlay.Device
+	// Spare is a plain lane's spare disk (Spec.Spares; serial
+	// SpareSerial(i), over the lane's base image); nil when none.
+	Spare *overlay.Device
 }
 
 // Guest is a booted guest with every lane mounted. It owns its machine and
@@ -172,6 +180,20 @@ func (g *Guest) openLanes(ctx context.Context, s Spec) ([]vmm.Disk, error) {
 		g.Lanes[i].Lower = lower
 		disks = append(disks, vmm.Disk{Serial: LowerSerial(i), Device: lower})
 	}
+	if !s.Spares {
+		return disks, nil
+	}
+	for i := range g.Lanes {
+		if g.Lanes[i].Spec.IsOverlay() {
+			continue
+		}
+		spare, err := open(g.Lanes[i].Spec)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: spare disk: %w", g.Lanes[i].Spec.Name, err)
+		}
+		g.Lanes[i].Spare = spare
+		disks = append(disks, vmm.Disk{Serial: SpareSerial(i), Device: spare})
+	}
 	return disks, nil
 }
 
@@ -239,7 +261,7 @@ func (g *Guest) Close() error {
 		g.Machine = nil
 	}
 	for _, l := range g.Lanes {
-		errs = append(errs, closeDisk(l.Disk), closeDisk(l.Lower))
+		errs = append(errs, closeDisk(l.Disk), closeDisk(l.Lower), closeDisk(l.Spare))
 	}
 	g.Lanes = nil
 	return errors.Join(errs...)
@@ -269,6 +291,9 @@ const OverlayMountOptions = "metacopy=off,redirect_dir=off,index=off"
 func LaneSerial(i int) string  { return fmt.Sprintf("lane%d", i) }
 func LowerSerial(i int) string { return fmt.Sprintf("lower%d", i) }
 
+// SpareSerial is the serial of lane i's spare disk (Spec.Spares).
+func SpareSerial(i int) string { return fmt.Sprintf("spare%d", i) }
+
 // Mount is the agent Mount request of lane i: its disk with the lane's
 // mount options (guest.LaneSpec.MountOptions), or for an overlay lane its
 // upper (lane<i>) and lower (lower<i>) disks with OverlayMountOptions.
@@ -281,3 +306,14 @@ func Mount(i int, sp guest.LaneSpec) *agentv1.Mount {
 	}
 	return m
 }
+
+// SpareMount is the agent Mount request of lane i's spare disk
+// (Spec.Spares): at lane SpareLane(sp.Name), with the lane's filesystem
+// and options.
+func SpareMount(i int, sp guest.LaneSpec) *agentv1.Mount {
+	return &agentv1.Mount{Lane: SpareLane(sp.Name), Device: "serial:" + SpareSerial(i), Fstype: sp.FS, Options: sp.MountOptions()}
+}
+
+// SpareLane is the agent lane a spare disk of lane is mounted at: a name
+// no lane spec makes (":" is not in them).
+func SpareLane(lane string) string { return "crash:" + lane }

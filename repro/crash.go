@@ -13,9 +13,11 @@ import (
 type Crash struct {
 	ID, Detail string
 	Spec, FS   string
-	Setup      []string
-	SetupSync  bool
-	Trace      []string
+	// MountOptions are the lane's (check.sh --mount uses them).
+	MountOptions string
+	Setup        []string
+	SetupSync    bool
+	Trace        []string
 	// State describes the crash state ("after 1 flush(es), prefix: ..."),
 	// Keep and InFlight its write-log entries.
 	State, Keep, InFlight string

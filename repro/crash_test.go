@@ -33,10 +33,13 @@ func TestCrashFilesCheck(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		damage string // a debugfs -w request, "" for none
+		mount  bool   // check.sh --mount (root and loop devices)
 		want   int
 	}{
-		{"clean", "", 1},
-		{"lost+found inode cleared", "clri <11>", 0},
+		{"clean", "", false, 1},
+		{"lost+found inode cleared", "clri <11>", false, 0},
+		{"mounted, clean", "", true, 1},
+		{"mounted, lost+found inode cleared", "clri <11>", true, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -48,7 +51,17 @@ func TestCrashFilesCheck(t *testing.T) {
 			if tt.damage != "" {
 				run(t, "debugfs", "-w", "-R", tt.damage, img)
 			}
-			out, err := exec.Command("bash", filepath.Join(dir, "check.sh")).CombinedOutput()
+			args := []string{filepath.Join(dir, "check.sh")}
+			if tt.mount {
+				if os.Geteuid() != 0 {
+					t.Skip("check.sh --mount loop-mounts: root only")
+				}
+				if _, err := os.Stat("/dev/loop-control"); err != nil {
+					t.Skipf("no loop devices: %v", err)
+				}
+				args = append(args, "--mount")
+			}
+			out, err := exec.Command("bash", args...).CombinedOutput()
 			code := 0
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {

@@ -136,6 +136,9 @@ type CreateOptions struct {
 	// ICount boots under QEMU's instruction counting (vmm.Config.ICount):
 	// QEMU only, so "auto" picks QEMU and "kvm" is refused.
 	ICount bool
+	// Spares attaches a spare disk per plain lane (launch.Spec.Spares),
+	// for crash runs to mount crash states on (Run.Spare).
+	Spares bool
 }
 
 // Stats are the Manager's counters.
@@ -338,6 +341,10 @@ type session struct {
 	image *guest.Image
 	// icount is CreateOptions.ICount.
 	icount bool
+	// spares is CreateOptions.Spares; spareDevs each lane's spare disk
+	// (nil for a lane without one).
+	spares    bool
+	spareDevs []*overlay.Device
 }
 
 func newSessionID() (string, error) { return newID("s-") }
@@ -491,6 +498,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	s := &session{
 		image:  img,
 		icount: o.ICount,
+		spares: o.Spares,
 		mu:     newLock(),
 		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
 			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
@@ -584,7 +592,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 	}
 	s.info.Backend = choice.Backend
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
-		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, ICount: s.icount, Backend: choice,
+		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, ICount: s.icount, Spares: s.spares, Backend: choice,
 		Charger: s.budget.Account(kindOverlay),
 		Start:   m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {
@@ -592,7 +600,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 	}
 	s.guest, s.mach, s.info.Backend = g, g.Machine, g.Backend
 	for _, l := range g.Lanes {
-		s.devs = append(s.devs, l.Disk)
+		s.devs, s.spareDevs = append(s.devs, l.Disk), append(s.spareDevs, l.Spare)
 	}
 	return nil
 }
@@ -605,7 +613,7 @@ func (m *Manager) closeMachine(s *session) error {
 			errs = append(errs, fmt.Errorf("session %s: %w", s.info.ID, err))
 		}
 	}
-	s.guest, s.mach, s.devs = nil, nil, nil
+	s.guest, s.mach, s.devs, s.spareDevs = nil, nil, nil, nil
 	s.blobs, s.files, s.blobsz = nil, nil, 0
 	if s.budget != nil {
 		s.budget.Close()

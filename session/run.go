@@ -335,6 +335,23 @@ func (r *Run) Disk(ctx context.Context, i int, what string, f func(d *overlay.De
 	})
 }
 
+// HasSpare reports whether lane i has a spare disk (CreateOptions.Spares;
+// not for an overlay lane).
+func (r *Run) HasSpare(i int) bool {
+	return i >= 0 && i < len(r.s.spareDevs) && r.s.spareDevs[i] != nil
+}
+
+// Spare runs f on lane i's disk and its spare disk (CreateOptions.Spares)
+// with the session locked; a lane without a spare is an error.
+func (r *Run) Spare(ctx context.Context, i int, what string, f func(lane, spare *overlay.Device) error) error {
+	return r.Do(ctx, what, func(context.Context, vmm.Machine) error {
+		if i < 0 || i >= len(r.s.spareDevs) || r.s.spareDevs[i] == nil {
+			return fmt.Errorf("no spare disk for lane %d", i)
+		}
+		return f(r.s.devs[i], r.s.spareDevs[i])
+	})
+}
+
 // Event records an event of the run's session (time filled in); a ledger
 // failure is logged. It is recorded even when ctx is cancelled.
 func (r *Run) Event(ctx context.Context, kind, detail string, results []LaneResult) {

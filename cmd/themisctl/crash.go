@@ -25,8 +25,10 @@ func newCrash(g *globals) *cobra.Command {
 disk receives while the trace runs, and check each crash state of the log
 (docs/crash.md): the writes of every completed flush epoch, then prefixes and
 (up to --crash-writes) reordered subsets of the writes in flight. Each state is
-checked on the host: the journal replayed as a mount would (ext3/4), then the
-filesystem's read-only fsck. Not clean states are printed as they come; the
+mounted in the guest on a spare disk (the kernel replays its journal or log),
+read for what the trace's final fsync made durable, unmounted, then checked by
+the filesystem's read-only fsck on the host (--host-replay: the host alone).
+Not clean states are printed as they come; the
 summary gives writes, flushes, states and how many were not clean per lane.
 
 Each lane and trace with a bad crash state (not clean, or it lost what the
@@ -36,8 +38,7 @@ them get their trace shrunk. themisctl replay FINDING checks that state again in
 a fresh session; themisctl findings export FINDING writes it as a disk image
 with a check script.
 
-Partial (issue 18): no in-guest mount of the crash state yet, so no atomicity
-oracle, and lanes the host cannot replay (xfs) are not supported.`,
+Partial (issue 18): no atomicity oracle yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Lanes, req.Setup, req.Trace = splitList(lanes), splitTrace(setup), splitTrace(trace)
@@ -57,7 +58,7 @@ oracle, and lanes the host cannot replay (xfs) are not supported.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (each needs a host fsck: ext2/3/4, btrfs, exfat, f2fs, minix)")
+	f.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (each needs a host fsck: ext2/3/4, btrfs, xfs, exfat, f2fs, minix)")
 	f.StringVar(&setup, "setup", "", "ops before the checkpoint, ';'-separated (a sync follows them)")
 	f.StringVar(&trace, "trace", "", "the ops to run with the write log on, ';'-separated; end them in a persistence op (fsync, fdatasync, sync)")
 	f.StringVar(&req.Workload, "workload", "", "instead of --trace: ace:seq1 or ace:seq2 (every sequence of 1 or 2 ACE core ops, each followed by a persistence op, from the files they need; docs/crash.md)")
@@ -66,6 +67,7 @@ oracle, and lanes the host cannot replay (xfs) are not supported.`,
 	f.Int32Var(&req.MaxStates, "max-states", 0, "crash states per lane (0: 64; at most 4096), prefixes first")
 	f.Int32Var(&req.MemoryMib, "memory", 0, "guest RAM in MiB (default 128)")
 	f.Int32Var(&req.Minimize, "minimize", 0, "crash findings whose trace to shrink by delta debugging, first found first (0: 4; -1: none; at most 64)")
+	f.BoolVar(&req.HostReplay, "host-replay", false, "check each state on the host alone (e2fsck -E journal_only on ext3/4) instead of mounting it in the guest first")
 	f.BoolVar(&failOnFindings, "fail-on-findings", false, "exit 1 when a crash state is not clean (errors exit 2)")
 	return cmd
 }

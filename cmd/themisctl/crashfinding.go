@@ -221,7 +221,7 @@ func crashReproInput(f *themisv1.Finding) (repro.Crash, error) {
 	if err != nil {
 		return repro.Crash{}, fmt.Errorf("finding %s: %w", f.GetId(), err)
 	}
-	return repro.Crash{ID: f.GetId(), Detail: f.GetDetail(), Spec: f.GetLaneSpecs()[0], FS: sp.FS, Setup: c.GetSetup(), SetupSync: c.GetSetupSync(),
+	return repro.Crash{ID: f.GetId(), Detail: f.GetDetail(), Spec: f.GetLaneSpecs()[0], FS: sp.FS, MountOptions: sp.MountOptions(), Setup: c.GetSetup(), SetupSync: c.GetSetupSync(),
 		Trace: f.GetTrace(), State: fmt.Sprintf("after %d flush(es), %s, in-flight writes %v of %v", c.GetFlushes(), c.GetKind(), inFlight(c), c.GetEpoch()),
 		Keep: fmt.Sprint(c.GetKeep()), InFlight: fmt.Sprint(inFlight(c)), Writes: int(c.GetWrites()), LogFlushes: int(c.GetLogFlushes()),
 		States: int(c.GetStates()), NotClean: int(c.GetNotClean()), Verdict: c.GetVerdict(), Durability: c.GetDurability(), Output: c.GetOutput(),

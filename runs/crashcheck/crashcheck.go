@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/internal/scratch"
+	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
@@ -56,6 +57,10 @@ type Options struct {
 	// Minimize is how many crash findings get their trace shrunk (0:
 	// DefaultMinimize; -1: none; at most MaxMinimize).
 	Minimize int
+	// HostReplay checks each state on the host alone (the journal
+	// replayed by e2fsck -E journal_only on ext3/4, nothing on other
+	// filesystems) instead of mounting it in the guest first.
+	HostReplay bool
 }
 
 // Defaults and bounds of Options.Minimize.
@@ -143,7 +148,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 	if err != nil {
 		return nil, err
 	}
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}, "crash")
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay}, "crash")
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +431,16 @@ func (t *tracer) checkTrace(ctx context.Context, w int, ops []*agentv1.Request, 
 // laneCheck is lane i's checker under the run's plan.
 func (t *tracer) laneCheck(i int) *laneCheck {
 	return &laneCheck{i: i, fs: t.p.fs[i], tool: t.p.tools[i], co: t.p.crash, only: t.p.only, img: filepath.Join(t.dir, fmt.Sprintf("lane-%d.img", i)),
-		image: t.imageSink()}
+		image: t.imageSink(), mount: SpareMount(t.run, i)}
+}
+
+// SpareMount is the agent Mount of lane i's spare disk in run's session,
+// nil when it has none (a session without spares, an overlay lane).
+func SpareMount(run *session.Run, i int) *agentv1.Mount {
+	if !run.HasSpare(i) {
+		return nil
+	}
+	return launch.SpareMount(i, run.Specs()[i])
 }
 
 // imageSink is where a checked state's image goes, nil when not asked.

@@ -43,18 +43,29 @@ func durableAfter(ctx context.Context, run *session.Run, lane string, last *agen
 	if path == "" {
 		return nil, nil
 	}
-	st, err := run.Call(ctx, "stat "+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
-	if err != nil {
+	content, ino, err := readGuestFile(ctx, run, lane, path)
+	if err != nil || content == nil {
 		return nil, err
 	}
-	if st.GetErrno() != 0 || st.GetStat().GetKind() != agentv1.Kind_KIND_REGULAR || st.GetStat().GetSize() > maxDurableBytes {
-		return nil, nil
+	return &durable{path: path, ino: ino, datasync: last.GetFsync().GetDatasync(), content: content, flushes: flushes}, nil
+}
+
+// readGuestFile reads a regular file of at most maxDurableBytes from a
+// lane in the guest, with its inode number; nil content (and no error)
+// when it is missing, not a regular file, or larger.
+func readGuestFile(ctx context.Context, run *session.Run, lane, path string) ([]byte, uint64, error) {
+	st, err := run.Call(ctx, "stat "+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
+	if err != nil {
+		return nil, 0, err
 	}
-	var content []byte
+	if st.GetErrno() != 0 || st.GetStat().GetKind() != agentv1.Kind_KIND_REGULAR || st.GetStat().GetSize() > maxDurableBytes {
+		return nil, 0, nil
+	}
+	content := []byte{}
 	for off := int64(0); off < st.GetStat().GetSize(); {
 		resp, err := run.CallOK(ctx, "read "+path, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: readChunk}))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		data := resp.GetReadFile().GetData()
 		content = append(content, data...)
@@ -63,7 +74,29 @@ func durableAfter(ctx context.Context, run *session.Run, lane string, last *agen
 			break
 		}
 	}
-	return &durable{path: path, ino: st.GetStat().GetIno(), datasync: last.GetFsync().GetDatasync(), content: content, flushes: flushes}, nil
+	return content, st.GetStat().GetIno(), nil
+}
+
+// lostIn says what a crash state's copy of d's file lost against what was
+// made durable ("" when nothing): got is the file as read (nil: missing).
+func (d *durable) lostIn(got []byte) string {
+	what := d.path
+	if d.datasync {
+		what = fmt.Sprintf("%s (inode %d, fdatasync'd)", d.path, d.ino)
+	}
+	switch {
+	case got == nil:
+		return what + ": missing"
+	case bytes.Equal(got, d.content):
+		return ""
+	case len(got) != len(d.content):
+		return fmt.Sprintf("%s: %d bytes, fsync'd with %d", what, len(got), len(d.content))
+	}
+	i := 0
+	for got[i] == d.content[i] {
+		i++
+	}
+	return fmt.Sprintf("%s: byte %d is %#02x, fsync'd as %#02x", what, i, got[i], d.content[i])
 }
 
 // checkDurable reads d's file from the ext* image img (by path after an
@@ -96,19 +129,5 @@ func checkDurable(img string, d *durable) (string, error) {
 	if err != nil {
 		return fmt.Sprintf("%s: unreadable (%v)", d.path, err), nil
 	}
-	if bytes.Equal(got, d.content) {
-		return "", nil
-	}
-	what := d.path
-	if d.datasync {
-		what = fmt.Sprintf("%s (inode %d, fdatasync'd)", d.path, d.ino)
-	}
-	if len(got) != len(d.content) {
-		return fmt.Sprintf("%s: %d bytes, fsync'd with %d", what, len(got), len(d.content)), nil
-	}
-	i := 0
-	for got[i] == d.content[i] {
-		i++
-	}
-	return fmt.Sprintf("%s: byte %d is %#02x, fsync'd as %#02x", what, i, got[i], d.content[i]), nil
+	return d.lostIn(got), nil
 }

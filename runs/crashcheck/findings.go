@@ -62,13 +62,14 @@ func setPoint(f *session.Finding, r Result, ls LaneSummary) {
 }
 
 // Class is what a bad result is: "lost" (what was made durable is not
-// there) or "not-clean" (dirty, or the checker could not read it); "" for
+// there) or "not-clean" (dirty, unmountable, or the checker could not read
+// it); "" for
 // a good one (or NoState: none checked).
 func Class(r Result) string {
 	switch {
 	case strings.HasPrefix(r.Durability, "LOST"):
 		return "lost"
-	case r.Verdict == Dirty || r.Verdict == Broken:
+	case r.Verdict == Dirty || r.Verdict == Broken || r.Verdict == Unmountable:
 		return "not-clean"
 	}
 	return ""

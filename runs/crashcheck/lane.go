@@ -28,6 +28,10 @@ type LaneChecker struct {
 	Crash crash.Options
 	// Image is the scratch file each state is written to.
 	Image string
+	// Mount, when set, is the agent Mount of the lane's spare disk
+	// (launch.SpareMount): each state is mounted in the guest there before
+	// the host checker runs; nil: the host replays the journal.
+	Mount *agentv1.Mount
 }
 
 // laneCheck is a LaneChecker with a run's choices and what the trace made
@@ -40,14 +44,17 @@ type laneCheck struct {
 	only  []int  // the one state to check (nil: enumerate)
 	img   string // the scratch file of its crash states
 	image func(lane string, off int64, data []byte, size int64) error
-	dur   *durable // what the trace's last op made durable (nil: nothing checked)
+	dur   *durable       // what the trace's last op made durable (nil: nothing checked)
+	mount *agentv1.Mount // the spare disk's mount (nil: host replay)
+	// laneDown is the lane mountSpare unmounted ("": none).
+	laneDown string
 }
 
 // Check checks the lane's crash states, adding to ls; emit gets each
 // result (Lane set; Workload and Trace left to the caller) and stops the
 // check by returning true.
 func (c LaneChecker) Check(ctx context.Context, run *session.Run, last *agentv1.Request, ls *LaneSummary, emit func(Result) bool) error {
-	lc := &laneCheck{i: c.Index, fs: c.FS, tool: c.Tool, co: c.Crash, img: c.Image}
+	lc := &laneCheck{i: c.Index, fs: c.FS, tool: c.Tool, co: c.Crash, img: c.Image, mount: c.Mount}
 	return lc.run(ctx, run, c.Name, last, ls, emit)
 }
 
@@ -101,7 +108,7 @@ func (lc *laneCheck) states(info overlay.LogInfo) ([]crash.State, bool, error) {
 var errNoState = errors.New("the log has no such crash state")
 
 // check checks the states of the lane's log, adding to ls.
-func (lc *laneCheck) check(ctx context.Context, run *session.Run, lane string, info overlay.LogInfo, ls *LaneSummary, emit func(Result) bool) error {
+func (lc *laneCheck) check(ctx context.Context, run *session.Run, lane string, info overlay.LogInfo, ls *LaneSummary, emit func(Result) bool) (err error) {
 	flushes := flushCount(info.Entries)
 	ls.Flushes += flushes
 	ls.Writes += len(info.Entries) - flushes
@@ -115,9 +122,13 @@ func (lc *laneCheck) check(ctx context.Context, run *session.Run, lane string, i
 	}
 	ls.Truncated = ls.Truncated || truncated
 	ls.Replay = lc.tool.Name + " after a host journal replay"
-	if lc.dur != nil && !strings.HasPrefix(lc.fs, "ext") {
-		ls.DurableNote = "not checked on " + lc.fs + ": no host reader of its files yet"
+	if lc.mount != nil {
+		ls.Replay = "mounted in the guest (the kernel's replay), then " + lc.tool.Name
 	}
+	if lc.dur != nil && !strings.HasPrefix(lc.fs, "ext") && (lc.mount == nil || lc.dur.datasync) {
+		ls.DurableNote = "not checked on " + lc.fs + ": no host reader of its files yet (fdatasync: by inode)"
+	}
+	defer func() { err = errors.Join(err, lc.remountLane(ctx, run)) }()
 	for k, st := range states {
 		r, err := lc.checkOne(ctx, run, lane, st, ls)
 		if err != nil {
@@ -139,14 +150,20 @@ func (lc *laneCheck) checkOne(ctx context.Context, run *session.Run, lane string
 			return Result{}, err
 		}
 	}
-	r, err := checkState(ctx, run, lc.i, lc.tool, st, lc.img)
+	var r checked
+	var err error
+	if lc.mount != nil {
+		r, err = lc.checkMounted(ctx, run, st)
+	} else {
+		r, err = checkState(ctx, run, lc.i, lc.tool, st, lc.img)
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	if errors.Is(r.replayErr, hostfsck.ErrNoRecovery) {
 		ls.Replay = lc.tool.Name + " (no journal replay on the host for this filesystem)"
 	}
-	if err := lc.checkDurable(&r.Result, ls); err != nil {
+	if err := lc.checkDurable(&r, ls); err != nil {
 		return Result{}, fmt.Errorf("durability: %w", err)
 	}
 	ls.States++
@@ -194,14 +211,22 @@ func allZero(b []byte) bool {
 }
 
 // checkDurable sets r.Durability for a state after the final fsync's
-// flushes, on an ext* lane whose image opened.
-func (lc *laneCheck) checkDurable(r *Result, ls *LaneSummary) error {
-	if lc.dur == nil || r.State.Flushes < lc.dur.flushes || !strings.HasPrefix(lc.fs, "ext") || r.Verdict == Broken {
+// flushes whose image the checker could read: from the guest's read of the
+// mounted state, or on an ext* lane from the image (fsimage; by inode after
+// an fdatasync).
+func (lc *laneCheck) checkDurable(r *checked, ls *LaneSummary) error {
+	if lc.dur == nil || r.State.Flushes < lc.dur.flushes || r.Verdict == Broken || r.Verdict == Unmountable {
 		return nil
 	}
-	lost, err := checkDurable(lc.img, lc.dur)
-	if err != nil {
-		return err
+	lost := r.lost
+	if !r.inGuestDurable {
+		if !strings.HasPrefix(lc.fs, "ext") {
+			return nil
+		}
+		var err error
+		if lost, err = checkDurable(lc.img, lc.dur); err != nil {
+			return err
+		}
 	}
 	ls.Durable++
 	r.Durability = Kept
@@ -212,10 +237,13 @@ func (lc *laneCheck) checkDurable(r *Result, ls *LaneSummary) error {
 	return nil
 }
 
-// checked is a Result with how its journal replay went.
+// checked is a Result with how its journal replay went, and what the
+// guest read of the durable file in the mounted state.
 type checked struct {
 	Result
-	replayErr error
+	replayErr      error
+	inGuestDurable bool   // lost was read in the guest
+	lost           string // what was lost ("" none)
 }
 
 // checkState writes st's crash view to img, replays its journal and runs
@@ -242,14 +270,7 @@ func checkState(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool
 	if err != nil {
 		return r, err
 	}
-	switch verdict {
-	case hostfsck.Clean:
-		r.Verdict = Clean
-	case hostfsck.Dirty:
-		r.Verdict = Dirty
-	default:
-		r.Verdict = Broken
-	}
+	r.Verdict = verdictOf(verdict)
 	if r.Verdict != Clean {
 		r.Output = hostfsck.Truncate(append(replayOut, out...), hostfsck.MaxOutput)
 	}

@@ -207,7 +207,8 @@ func (x *system) stopLogs(ctx context.Context) {
 // one is bad.
 func (x *system) crashLane(ctx context.Context, i int, path []*agentv1.Request, op *agentv1.Request) error {
 	t0 := time.Now()
-	chk := crashcheck.LaneChecker{Index: i, Name: x.lanes[i], FS: x.crash.fs[i], Tool: x.crash.tools[i], Crash: x.crash.opts, Image: x.fsckImage}
+	chk := crashcheck.LaneChecker{Index: i, Name: x.lanes[i], FS: x.crash.fs[i], Tool: x.crash.tools[i], Crash: x.crash.opts, Image: x.fsckImage,
+		Mount: crashcheck.SpareMount(x.run, i)}
 	var ls crashcheck.LaneSummary
 	var bad []crashcheck.Result
 	err := chk.Check(ctx, x.run, op, &ls, func(r crashcheck.Result) bool {

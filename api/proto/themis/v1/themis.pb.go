@@ -172,7 +172,11 @@ type CrashRequest struct {
 	Image bool `protobuf:"varint,11,opt,name=image,proto3" json:"image,omitempty"`
 	// Crash findings whose trace to shrink by delta debugging (0: 4; -1:
 	// none; at most 64); the others are recorded as found.
-	Minimize      int32 `protobuf:"varint,12,opt,name=minimize,proto3" json:"minimize,omitempty"`
+	Minimize int32 `protobuf:"varint,12,opt,name=minimize,proto3" json:"minimize,omitempty"`
+	// Check each state on the host alone (e2fsck -E journal_only replays an
+	// ext3/4 journal; nothing replays another filesystem's) instead of
+	// mounting it in the guest first (the default: the kernel's replay).
+	HostReplay    bool `protobuf:"varint,13,opt,name=host_replay,json=hostReplay,proto3" json:"host_replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +293,13 @@ func (x *CrashRequest) GetMinimize() int32 {
 		return x.Minimize
 	}
 	return 0
+}
+
+func (x *CrashRequest) GetHostReplay() bool {
+	if x != nil {
+		return x.HostReplay
+	}
+	return false
 }
 
 // The log entries a crash state keeps (crash findings' keep).
@@ -6877,7 +6888,7 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xf2\x02\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\x93\x03\n" +
 	"\fCrashRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x14\n" +
@@ -6893,7 +6904,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04only\x18\n" +
 	" \x01(\v2\x14.themis.v1.CrashKeepR\x04only\x12\x14\n" +
 	"\x05image\x18\v \x01(\bR\x05image\x12\x1a\n" +
-	"\bminimize\x18\f \x01(\x05R\bminimize\"\x1f\n" +
+	"\bminimize\x18\f \x01(\x05R\bminimize\x12\x1f\n" +
+	"\vhost_replay\x18\r \x01(\bR\n" +
+	"hostReplay\"\x1f\n" +
 	"\tCrashKeep\x12\x12\n" +
 	"\x04keep\x18\x01 \x03(\x05R\x04keep\"\xe3\x01\n" +
 	"\rCrashResponse\x120\n" +
