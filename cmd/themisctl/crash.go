@@ -137,7 +137,7 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 		}
 		durable := fmt.Sprintf("%d checked, %d lost", l.GetDurable(), l.GetLost())
 		if l.GetDurableNote() != "" {
-			durable = l.GetDurableNote()
+			durable += "; " + l.GetDurableNote()
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", l.GetLane(), l.GetWrites(), l.GetFlushes(), states, l.GetNotClean(), durable, l.GetCheck())
 	}

@@ -125,8 +125,12 @@ func (lc *laneCheck) check(ctx context.Context, run *session.Run, lane string, i
 	if lc.mount != nil {
 		ls.Replay = "mounted in the guest (the kernel's replay), then " + lc.tool.Name
 	}
-	if lc.dur != nil && !strings.HasPrefix(lc.fs, "ext") && (lc.mount == nil || lc.dur.datasync) {
-		ls.DurableNote = "not checked on " + lc.fs + ": no host reader of its files yet (fdatasync: by inode)"
+	switch {
+	case lc.dur == nil || strings.HasPrefix(lc.fs, "ext"):
+	case lc.mount == nil:
+		ls.DurableNote = "not checked on " + lc.fs + " without the guest's mount: no host reader of its files"
+	case lc.dur.datasync:
+		ls.DurableNote = "after fdatasync not checked on " + lc.fs + ": by inode needs a host reader of its files"
 	}
 	defer func() { err = errors.Join(err, lc.remountLane(ctx, run)) }()
 	for k, st := range states {
