@@ -3,8 +3,10 @@ package crashcheck
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/themisfs/themis/agent"
@@ -27,13 +29,21 @@ const (
 // filesystems make a file's name durable with it), in the same inode after
 // an fdatasync (which promises the data, not a name: a link or rename
 // before it may be lost).
+//
+// After an fsync of a directory, entries are the names it held when the
+// fsync returned: every one must be in it in such a crash state.
 type durable struct {
 	path     string
 	ino      uint64
 	datasync bool
 	content  []byte
+	entries  []string // a directory's (nil for a file)
 	flushes  int
 }
+
+// maxDurableEntries bounds the names a directory's durability check
+// compares.
+const maxDurableEntries = 4096
 
 // durableAfter is what the trace's last op made durable on the lane, nil
 // when it is not an fsync or fdatasync of a path, or the path is not a
@@ -43,11 +53,67 @@ func durableAfter(ctx context.Context, run *session.Run, lane string, last *agen
 	if path == "" {
 		return nil, nil
 	}
+	if !last.GetFsync().GetDatasync() {
+		names, isDir, err := guestEntries(ctx, run, lane, path)
+		if err != nil || isDir {
+			return &durable{path: path, entries: names, flushes: flushes}, err
+		}
+	}
 	content, ino, err := readGuestFile(ctx, run, lane, path)
 	if err != nil || content == nil {
 		return nil, err
 	}
 	return &durable{path: path, ino: ino, datasync: last.GetFsync().GetDatasync(), content: content, flushes: flushes}, nil
+}
+
+// guestEntries lists the names in directory path of a lane in the guest,
+// sorted, at most maxDurableEntries (isDir false: path is not a
+// directory, or holds more).
+func guestEntries(ctx context.Context, run *session.Run, lane, path string) (names []string, isDir bool, err error) {
+	st, err := run.Call(ctx, "stat "+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
+	if err != nil || st.GetErrno() != 0 || st.GetStat().GetKind() != agentv1.Kind_KIND_DIRECTORY {
+		return nil, false, err
+	}
+	resp, err := run.Call(ctx, "list "+path, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, Leaves: true}))
+	if err == nil {
+		err = unreadable(resp)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	names = []string{}
+	for _, e := range resp.GetFingerprint().GetLeaves() {
+		if dir, name := splitPath(e.GetPath()); dir == path && name != "" {
+			names = append(names, name)
+		}
+	}
+	if len(names) > maxDurableEntries {
+		return nil, false, nil
+	}
+	slices.Sort(names)
+	return names, true, nil
+}
+
+// splitPath is a lane path's directory and name ("" directory: the root).
+func splitPath(p string) (dir, name string) {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return "", p
+}
+
+// lostEntries says which of d's directory's names got lacks ("" none).
+func (d *durable) lostEntries(got []string) string {
+	var missing []string
+	for _, n := range d.entries {
+		if !slices.Contains(got, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("directory %s: %s missing (fsync'd with %d entries)", d.path, strings.Join(missing[:min(8, len(missing))], ", "), len(d.entries))
 }
 
 // readGuestFile reads a regular file of at most maxDurableBytes from a
@@ -63,7 +129,10 @@ func readGuestFile(ctx context.Context, run *session.Run, lane, path string) ([]
 	}
 	content := []byte{}
 	for off := int64(0); off < st.GetStat().GetSize(); {
-		resp, err := run.CallOK(ctx, "read "+path, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: readChunk}))
+		resp, err := run.Call(ctx, "read "+path, agent.NewRequest(&agentv1.ReadFile{Lane: lane, Path: path, Offset: off, Length: readChunk}))
+		if err == nil {
+			err = unreadable(resp)
+		}
 		if err != nil {
 			return nil, 0, err
 		}
@@ -75,6 +144,18 @@ func readGuestFile(ctx context.Context, run *session.Run, lane, path string) ([]
 		}
 	}
 	return content, st.GetStat().GetIno(), nil
+}
+
+// errUnreadable marks an agent's errno reading a lane: on a crash state,
+// a finding (the kernel found it corrupt: EUCLEAN, EIO), not a failure.
+var errUnreadable = errors.New("unreadable")
+
+// unreadable is resp's errno as an error wrapping errUnreadable (nil: none).
+func unreadable(resp *agentv1.Response) error {
+	if err := agent.ResponseError(resp); err != nil {
+		return fmt.Errorf("%w: %v", errUnreadable, err)
+	}
+	return nil
 }
 
 // lostIn says what a crash state's copy of d's file lost against what was
@@ -115,6 +196,15 @@ func checkDurable(img string, d *durable) (string, error) {
 	fs, err := fsimage.Open(f, st.Size())
 	if err != nil {
 		return fmt.Sprintf("%s: the image does not open (%v)", d.path, err), nil
+	}
+	if d.entries != nil {
+		var got []string
+		for _, n := range d.entries {
+			if _, err := fs.Lookup("/" + strings.TrimPrefix(d.path+"/"+n, "/")); err == nil {
+				got = append(got, n)
+			}
+		}
+		return d.lostEntries(got), nil
 	}
 	ino := uint32(d.ino)
 	if d.datasync && uint64(ino) != d.ino {

@@ -14,7 +14,7 @@ import (
 // TestCheckDurable: a file read back from a real ext4 image is kept when
 // it holds the fsync'd bytes, and lost, saying how, when a byte, the size
 // or the file itself differs; after an fdatasync the inode is read, not
-// the name.
+// the name; a fsync'd directory keeps its names, or says which it lost.
 func TestCheckDurable(t *testing.T) {
 	for _, tool := range []string{"mkfs.ext4", "debugfs"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -61,6 +61,8 @@ func TestCheckDurable(t *testing.T) {
 		{"the file", durable{path: "d/h", content: content}, "d/h: missing"},
 		{"fdatasync: the inode's data, under any name", durable{path: "renamed", ino: uint64(ino), datasync: true, content: content}, ""},
 		{"fdatasync: a byte", durable{path: "g", ino: uint64(ino), datasync: true, content: flipped}, fmt.Sprintf("g (inode %d, fdatasync'd): byte 4321", ino)},
+		{"a directory's names kept", durable{path: "", entries: []string{"g", "lost+found"}}, ""},
+		{"a directory's name lost", durable{path: "", entries: []string{"g", "h", "lost+found"}}, "directory : h missing (fsync'd with 3 entries)"},
 	} {
 		got, err := checkDurable(img, &tt.d)
 		if err != nil || (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {

@@ -2,6 +2,7 @@ package crashcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/themisfs/themis/agent"
@@ -51,7 +52,7 @@ func (lc *laneCheck) checkMounted(ctx context.Context, run *session.Run, st cras
 		return r, err
 	}
 	if lc.dur != nil && !lc.dur.datasync && r.State.Flushes >= lc.dur.flushes {
-		r.inGuestDurable, r.lost = true, lc.dur.lostIn(got)
+		r.inGuestDurable, r.lost = true, got
 	}
 	return r, lc.fsckSpare(ctx, run, &r)
 }
@@ -85,14 +86,30 @@ func (lc *laneCheck) remountLane(ctx context.Context, run *session.Run) error {
 	return err
 }
 
-// readDurable reads the fsync'd file from the mounted crash state (nil:
-// nothing to read there, or it is missing).
-func (lc *laneCheck) readDurable(ctx context.Context, run *session.Run) ([]byte, error) {
-	if lc.dur == nil || lc.dur.datasync {
-		return nil, nil
+// readDurable says what the mounted crash state lost of what the trace's
+// final fsync made durable: the file's content, or a directory's names
+// ("" nothing; nothing is read after an fdatasync, checked by inode on the
+// host).
+func (lc *laneCheck) readDurable(ctx context.Context, run *session.Run) (string, error) {
+	d := lc.dur
+	if d == nil || d.datasync {
+		return "", nil
 	}
-	got, _, err := readGuestFile(ctx, run, lc.mount.GetLane(), lc.dur.path)
-	return got, err
+	var lost string
+	var err error
+	if d.entries != nil {
+		var got []string
+		got, _, err = guestEntries(ctx, run, lc.mount.GetLane(), d.path)
+		lost = d.lostEntries(got)
+	} else {
+		var got []byte
+		got, _, err = readGuestFile(ctx, run, lc.mount.GetLane(), d.path)
+		lost = d.lostIn(got)
+	}
+	if errors.Is(err, errUnreadable) {
+		return fmt.Sprintf("%s: %v in the crash state", d.path, err), nil
+	}
+	return lost, err
 }
 
 func (lc *laneCheck) umount(ctx context.Context, run *session.Run) error {
