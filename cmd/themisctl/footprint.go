@@ -55,7 +55,7 @@ func footprints(ctx context.Context, c *conn, req *themisv1.ExploreRequest, run 
 		default:
 			measured++
 			fmt.Fprintf(os.Stderr, "footprint of %s's last op: profiling it on a fresh guest (%d of at most %d)\n", id, measured, n)
-			lanes, err := profileLastOp(ctx, c, req, f.GetTrace())
+			lanes, err := profileLastOp(ctx, c, req, fullTrace(f))
 			if err != nil {
 				out[id] = footprint{note: "not measured: " + err.Error()}
 				continue
@@ -64,6 +64,12 @@ func footprints(ctx context.Context, c *conn, req *themisv1.ExploreRequest, run 
 		}
 	}
 	return out
+}
+
+// fullTrace is f's ops from a fresh session: a crash finding's setup (the
+// search's path) before its trace.
+func fullTrace(f *themisv1.Finding) []string {
+	return append(slices.Clone(f.GetCrash().GetSetup()), f.GetTrace()...)
 }
 
 // profileLastOp profiles trace's last op after the rest of it, on req's
