@@ -32,6 +32,7 @@ func crashOptions(req *themisv1.CrashRequest) crashcheck.Options {
 		Workload: req.GetWorkload(), MaxWorkloads: int(req.GetMaxWorkloads()),
 		Crash:       crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetMaxStates())},
 		NoSetupSync: req.GetNoSetupSync(), Image: req.GetImage(), Minimize: int(req.GetMinimize()), HostReplay: req.GetHostReplay(),
+		Atomic: req.GetAtomic(),
 	}
 	if req.GetOnly() != nil {
 		o.Only = ints(req.GetOnly().GetKeep())
@@ -46,14 +47,15 @@ func crashSummaryProto(sum *crashcheck.Summary) *themisv1.CrashResponse {
 		l := sum.Lanes[lane]
 		cs.Lanes = append(cs.Lanes, &themisv1.CrashLane{Lane: lane, Writes: int32(l.Writes), Flushes: int32(l.Flushes),
 			States: int32(l.States), NotClean: int32(l.Dirty), Truncated: l.Truncated, Check: l.Replay,
-			Durable: int32(l.Durable), Lost: int32(l.Lost), DurableNote: l.DurableNote})
+			Durable: int32(l.Durable), Lost: int32(l.Lost), DurableNote: l.DurableNote, Atomic: int32(l.Atomic), AtBoundary: int32(l.AtBoundary)})
 	}
 	return &themisv1.CrashResponse{Event: &themisv1.CrashResponse_Summary{Summary: cs}}
 }
 
 func crashResultProto(r crashcheck.Result) *themisv1.CrashResult {
 	p := &themisv1.CrashResult{Lane: r.Lane, Index: int32(r.Index), Flushes: int32(r.State.Flushes), Kind: r.State.Kind,
-		Verdict: r.Verdict, Output: r.Output, Workload: int32(r.Workload), Trace: r.Trace, Durability: r.Durability}
+		Verdict: r.Verdict, Output: r.Output, Workload: int32(r.Workload), Trace: r.Trace, Durability: r.Durability,
+		Atomicity: r.Atomicity}
 	p.InFlight, p.Epoch = int32s(r.State.InFlight()), int32s(r.State.Epoch)
 	return p
 }

@@ -11,6 +11,7 @@ import (
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/runs/crashcheck"
 )
 
 // newCrash is `themisctl crash`.
@@ -38,7 +39,8 @@ them get their trace shrunk. themisctl replay FINDING checks that state again in
 a fresh session; themisctl findings export FINDING writes it as a disk image
 with a check script.
 
-Partial (issue 18): no atomicity oracle yet.`,
+--atomic adds the atomicity oracle: a state equal to none of the lane's states
+at the trace's op boundaries is a finding.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Lanes, req.Setup, req.Trace = splitList(lanes), splitTrace(setup), splitTrace(trace)
@@ -67,6 +69,7 @@ Partial (issue 18): no atomicity oracle yet.`,
 	f.Int32Var(&req.MaxStates, "max-states", 0, "crash states per lane (0: 64; at most 4096), prefixes first")
 	f.Int32Var(&req.MemoryMib, "memory", 0, "guest RAM in MiB (default 128)")
 	f.Int32Var(&req.Minimize, "minimize", 0, "crash findings whose trace to shrink by delta debugging, first found first (0: 4; -1: none; at most 64)")
+	f.BoolVar(&req.Atomic, "atomic", false, "also compare each mounted crash state with the lane's state before the trace and after each op: one equal to none is a finding (the walks read every file, so the trace's writes can differ from a run without)")
 	f.BoolVar(&req.HostReplay, "host-replay", false, "check each state on the host alone (e2fsck -E journal_only on ext3/4) instead of mounting it in the guest first")
 	f.BoolVar(&failOnFindings, "fail-on-findings", false, "exit 1 when a crash state is not clean (errors exit 2)")
 	return cmd
@@ -98,7 +101,7 @@ func runCrash(ctx context.Context, g *globals, c *conn, req *themisv1.CrashReque
 			return nil
 		case g.json:
 			return writeProtoJSONLine(res)
-		case res.GetVerdict() != "clean" || strings.HasPrefix(res.GetDurability(), "LOST"):
+		case res.GetVerdict() != "clean" || strings.HasPrefix(res.GetDurability(), "LOST") || res.GetAtomicity() == crashcheck.NotAtBoundary:
 			printCrashResult(os.Stdout, res)
 		}
 		return nil
@@ -121,6 +124,9 @@ func printCrashResult(w io.Writer, r *themisv1.CrashResult) {
 	if d := r.GetDurability(); d != "" {
 		fmt.Fprintf(w, "    durability: %s\n", d)
 	}
+	if a := r.GetAtomicity(); a != "" {
+		fmt.Fprintf(w, "    op boundary: %s\n", a)
+	}
 	lines := strings.Split(strings.TrimSpace(r.GetOutput()), "\n")
 	for _, line := range lines[:min(5, len(lines))] {
 		fmt.Fprintf(w, "    %s\n", line)
@@ -141,6 +147,11 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", l.GetLane(), l.GetWrites(), l.GetFlushes(), states, l.GetNotClean(), durable, l.GetCheck())
 	}
+	for _, l := range s.GetLanes() {
+		if l.GetAtomic() > 0 {
+			fmt.Fprintf(w, "\n%s: at an op boundary\t%d of %d states compared", l.GetLane(), l.GetAtBoundary(), l.GetAtomic())
+		}
+	}
 	workloads := fmt.Sprint(s.GetWorkloads())
 	if s.GetTruncated() {
 		workloads += " (cut at --max-workloads)"
@@ -150,12 +161,12 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 	return w.Flush()
 }
 
-// notClean counts the crash states of every lane that were not clean or
-// lost what was made durable.
+// notClean counts the crash states of every lane that were not clean, lost
+// what was made durable, or (--atomic) matched no op boundary.
 func notClean(s *themisv1.CrashSummary) int {
 	n := 0
 	for _, l := range s.GetLanes() {
-		n += int(l.GetNotClean() + l.GetLost())
+		n += int(l.GetNotClean() + l.GetLost() + l.GetAtomic() - l.GetAtBoundary())
 	}
 	return n
 }

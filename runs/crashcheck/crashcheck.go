@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/internal/scratch"
@@ -57,6 +58,11 @@ type Options struct {
 	// Minimize is how many crash findings get their trace shrunk (0:
 	// DefaultMinimize; -1: none; at most MaxMinimize).
 	Minimize int
+	// Atomic fingerprints each lane before the trace and after every op
+	// of it, and each mounted crash state: a state equal to no op
+	// boundary is a finding (class "not-atomic"). The walks read every
+	// file (atime), so the trace's writes can differ from a run without.
+	Atomic bool
 	// HostReplay checks each state on the host alone (the journal
 	// replayed by e2fsck -E journal_only on ext3/4, nothing on other
 	// filesystems) instead of mounting it in the guest first.
@@ -107,7 +113,15 @@ type Result struct {
 	// fdatasync of a file returned, "kept" when the file holds what it
 	// held then, or what was lost; "" when not checked.
 	Durability string
+	// Atomicity is, with Options.Atomic, the op boundary of the trace
+	// whose fingerprint the mounted state equals ("op 0": before the
+	// first op, "op k": after the k-th), or NotAtBoundary; "" when not
+	// checked.
+	Atomicity string
 }
+
+// NotAtBoundary is Result.Atomicity of a state equal to no op boundary.
+const NotAtBoundary = "none"
 
 // Kept is Result.Durability of a state that kept what was made durable.
 const Kept = "kept"
@@ -122,6 +136,11 @@ type LaneSummary struct {
 	// durable, Lost those that lost it; DurableNote says why none were.
 	Durable, Lost int
 	DurableNote   string
+	// Atomic counts the states compared with the op boundaries
+	// (Options.Atomic), AtBoundary those equal to one.
+	Atomic, AtBoundary int
+	// Bad counts the states of any bad class (Class).
+	Bad int
 }
 
 // Summary is a run's outcome.
@@ -185,6 +204,7 @@ type plan struct {
 	crash     crash.Options
 	only      []int
 	image     bool
+	atomic    bool
 	minimize  int
 }
 
@@ -239,8 +259,10 @@ func (p *plan) choices(o *Options) error {
 		return session.Invalid("only", "checks one state of one trace, not of a workload")
 	case o.Image && o.Only == nil:
 		return session.Invalid("image", "needs only: the one state whose image to send")
+	case o.Atomic && o.HostReplay:
+		return session.Invalid("atomic", "compares the states mounted in the guest: not with host_replay")
 	}
-	p.crash, p.only, p.image, p.minimize, p.setupSync = o.Crash, o.Only, o.Image, o.Minimize, !o.NoSetupSync
+	p.crash, p.only, p.image, p.minimize, p.setupSync, p.atomic = o.Crash, o.Only, o.Image, o.Minimize, !o.NoSetupSync, o.Atomic
 	switch {
 	case p.only != nil:
 		p.minimize = -1 // a replay: the trace is the finding's
@@ -384,14 +406,52 @@ func (t *tracer) start(ctx context.Context, lanes []int) error {
 	return nil
 }
 
-// apply runs ops; an errno is a result, not an error.
-func (t *tracer) apply(ctx context.Context, ops []*agentv1.Request) error {
+// apply runs ops (an errno is a result, not an error); with the plan's
+// atomic check, it returns each lane's fingerprint root before the first
+// op and after each one.
+func (t *tracer) apply(ctx context.Context, ops []*agentv1.Request) ([][][]byte, error) {
+	var bounds [][][]byte
+	if err := t.boundary(ctx, &bounds); err != nil {
+		return nil, err
+	}
 	for _, op := range ops {
 		if _, err := t.run.Apply(ctx, op); err != nil {
-			return fmt.Errorf("trace: %w", err)
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		if err := t.boundary(ctx, &bounds); err != nil {
+			return nil, err
 		}
 	}
+	return bounds, nil
+}
+
+// boundary appends each lane's root to bounds (by lane) under the atomic
+// check.
+func (t *tracer) boundary(ctx context.Context, bounds *[][][]byte) error {
+	if !t.p.atomic {
+		return nil
+	}
+	lanes := t.run.Lanes()
+	if *bounds == nil {
+		*bounds = make([][][]byte, len(lanes))
+	}
+	for i, lane := range lanes {
+		root, err := laneRoot(ctx, t.run, lane)
+		if err != nil {
+			return err
+		}
+		(*bounds)[i] = append((*bounds)[i], root)
+	}
 	return nil
+}
+
+// laneRoot is a lane's fingerprint root, timestamps left out.
+func laneRoot(ctx context.Context, run *session.Run, lane string) ([]byte, error) {
+	resp, err := run.Call(ctx, "fingerprint "+lane, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE}))
+	if err == nil {
+		err = unreadable(resp)
+	}
+	return resp.GetFingerprint().GetRoot(), err
 }
 
 // checkTrace runs trace w under a write log on every lane, checks every
@@ -400,13 +460,17 @@ func (t *tracer) checkTrace(ctx context.Context, w int, ops []*agentv1.Request, 
 	if err := t.start(ctx, nil); err != nil {
 		return nil, err
 	}
-	if err := t.apply(ctx, ops); err != nil {
+	bounds, err := t.apply(ctx, ops)
+	if err != nil {
 		return nil, err
 	}
 	var bad []badLane
 	for i, lane := range t.run.Lanes() {
 		b := badLane{lane: i, name: lane, workload: w, trace: t.p.traces[w], ops: ops}
 		lc := t.laneCheck(i)
+		if bounds != nil {
+			lc.bounds = bounds[i]
+		}
 		err := lc.run(ctx, t.run, lane, ops[len(ops)-1], &b.ls, func(r Result) bool {
 			r.Lane, r.Workload, r.Trace = lane, w, t.p.traces[w]
 			if Class(r) != "" {
@@ -459,6 +523,9 @@ func (ls *LaneSummary) add(o LaneSummary) {
 	ls.Dirty += o.Dirty
 	ls.Durable += o.Durable
 	ls.Lost += o.Lost
+	ls.Atomic += o.Atomic
+	ls.AtBoundary += o.AtBoundary
+	ls.Bad += o.Bad
 	ls.Truncated = ls.Truncated || o.Truncated
 	if o.Replay != "" {
 		ls.Replay = o.Replay

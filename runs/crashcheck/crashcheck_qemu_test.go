@@ -81,3 +81,43 @@ func TestAceWorkloadsRealGuest(t *testing.T) {
 		t.Errorf("summary %+v, lane %+v, results from workloads %v: want 4 workloads run, each with crash states", sum, ls, workloads)
 	}
 }
+
+// TestAtomicityRealGuest: with the atomic check, every ext4 crash state of
+// the workload, mounted, equals the lane's state at one of the trace's op
+// boundaries (its journal commits whole transactions), the state before
+// any write equals the one before the trace, and a state that matches none
+// is a finding of class not-atomic (btrfs: its log tree makes g durable
+// without the mkdir before it, which POSIX allows: logged, not judged).
+func TestAtomicityRealGuest(t *testing.T) {
+	m := sessiontest.Real(t, session.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var first []Result
+	var findings []session.Finding
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext4", "btrfs"}, Setup: []string{"create seed 0644"}, Trace: workload, Atomic: true, Minimize: -1},
+		Sinks{Result: func(r Result) {
+			if r.Index == 0 {
+				first = append(first, r)
+			}
+		}, Finding: func(f session.Finding) { findings = append(findings, f) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lane, ls := range sum.Lanes {
+		t.Logf("%s: %d of %d crash states at an op boundary", lane, ls.AtBoundary, ls.Atomic)
+	}
+	if ls := sum.Lanes["ext4"]; ls.Atomic == 0 || ls.AtBoundary != ls.Atomic {
+		t.Errorf("ext4: %d of %d states at an op boundary: want all, and some compared", ls.AtBoundary, ls.Atomic)
+	}
+	for _, r := range first {
+		if r.Atomicity != "op 0" {
+			t.Errorf("%s: the first state (%s) is at %q: want op 0, the state before the trace", r.Lane, r.State, r.Atomicity)
+		}
+	}
+	for _, f := range findings {
+		if f.Crash.Verdict == Clean && f.Signature != "crash not-atomic "+f.LaneSpecs[0]+" after fsync" {
+			t.Errorf("finding %s on a clean state: signature %q, want a not-atomic one", f.ID, f.Signature)
+		}
+		t.Logf("finding %s: %s", f.ID, f.Detail)
+	}
+}

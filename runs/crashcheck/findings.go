@@ -52,11 +52,14 @@ func NewFinding(in Of) (*session.Finding, error) {
 func setPoint(f *session.Finding, r Result, ls LaneSummary) {
 	c := f.Crash
 	c.Keep, c.Flushes, c.Kind, c.Epoch = slices.Clone(r.State.Keep), r.State.Flushes, r.State.Kind, slices.Clone(r.State.Epoch)
-	c.Writes, c.LogFlushes, c.States, c.NotClean = ls.Writes, ls.Flushes, ls.States, ls.Dirty+ls.Lost
+	c.Writes, c.LogFlushes, c.States, c.NotClean = ls.Writes, ls.Flushes, ls.States, ls.Bad
 	c.Verdict, c.Durability, c.Output = r.Verdict, r.Durability, r.Output
 	what := firstProblem(r.Output)
-	if strings.HasPrefix(r.Durability, "LOST") {
+	switch Class(r) {
+	case "lost":
 		what = r.Durability
+	case "not-atomic":
+		what = "equal to no op boundary's state"
 	}
 	f.Detail = fmt.Sprintf("lane %s, crash %s: %s: %s (%d of %d crash states bad)", r.Lane, r.State, r.Verdict, what, c.NotClean, c.States)
 }
@@ -71,6 +74,8 @@ func Class(r Result) string {
 		return "lost"
 	case r.Verdict == Dirty || r.Verdict == Broken || r.Verdict == Unmountable:
 		return "not-clean"
+	case r.Atomicity == NotAtBoundary:
+		return "not-atomic"
 	}
 	return ""
 }

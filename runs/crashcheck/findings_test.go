@@ -42,7 +42,7 @@ func TestNewFinding(t *testing.T) {
 		Output: "e2fsck 1.47.0 (5-Feb-2023)\nPass 1: Checking inodes\nEntry 'd' in / (2) has deleted/unused inode 13.  Clear? no\n"}
 	f, err := NewFinding(Of{Spec: "ext2", FS: "ext2", Setup: []string{"create seed 0644"}, SetupSync: true, Trace: []string{"mkdir d 0755", "fsync d"},
 		Last: &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "d"}}}, Result: res,
-		Lane: LaneSummary{Writes: 3, Flushes: 1, States: 6, Dirty: 4}})
+		Lane: LaneSummary{Writes: 3, Flushes: 1, States: 6, Dirty: 4, Bad: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}

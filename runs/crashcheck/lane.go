@@ -48,6 +48,9 @@ type laneCheck struct {
 	mount *agentv1.Mount // the spare disk's mount (nil: host replay)
 	// laneDown is the lane mountSpare unmounted ("": none).
 	laneDown string
+	// bounds are the lane's roots at the trace's op boundaries (nil: no
+	// atomic check).
+	bounds [][]byte
 }
 
 // Check checks the lane's crash states, adding to ls; emit gets each
@@ -173,6 +176,15 @@ func (lc *laneCheck) checkOne(ctx context.Context, run *session.Run, lane string
 	ls.States++
 	if r.Verdict != Clean {
 		ls.Dirty++
+	}
+	if Class(r.Result) != "" {
+		ls.Bad++
+	}
+	if r.Atomicity != "" {
+		ls.Atomic++
+		if r.Atomicity != NotAtBoundary {
+			ls.AtBoundary++
+		}
 	}
 	return r.Result, nil
 }

@@ -106,12 +106,17 @@ func (t *tracer) reproduce(ctx context.Context, i int, ops []*agentv1.Request, c
 	if err := t.start(ctx, []int{i}); err != nil {
 		return nil, ls, err
 	}
-	if err := t.apply(ctx, ops); err != nil {
+	bounds, err := t.apply(ctx, ops)
+	if err != nil {
 		return nil, ls, err
 	}
 	var bad []Result
 	lane := t.run.Lanes()[i]
-	err := t.laneCheck(i).run(ctx, t.run, lane, ops[len(ops)-1], &ls, func(r Result) bool {
+	lc := t.laneCheck(i)
+	if bounds != nil {
+		lc.bounds = bounds[i]
+	}
+	err = lc.run(ctx, t.run, lane, ops[len(ops)-1], &ls, func(r Result) bool {
 		if Class(r) == class {
 			bad = append(bad, r)
 		}

@@ -1,6 +1,7 @@
 package crashcheck
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,9 @@ func (lc *laneCheck) checkMounted(ctx context.Context, run *session.Run, st cras
 		return r, nil
 	}
 	got, err := lc.readDurable(ctx, run)
+	if err == nil {
+		r.Atomicity, err = lc.atomicity(ctx, run)
+	}
 	if uerr := lc.umount(ctx, run); err == nil {
 		err = uerr
 	}
@@ -110,6 +114,28 @@ func (lc *laneCheck) readDurable(ctx context.Context, run *session.Run) (string,
 		return fmt.Sprintf("%s: %v in the crash state", d.path, err), nil
 	}
 	return lost, err
+}
+
+// atomicity is the op boundary the mounted state's root equals ("op k"),
+// NotAtBoundary, or "" without the atomic check; a state the kernel
+// cannot walk is at none.
+func (lc *laneCheck) atomicity(ctx context.Context, run *session.Run) (string, error) {
+	if lc.bounds == nil {
+		return "", nil
+	}
+	root, err := laneRoot(ctx, run, lc.mount.GetLane())
+	if errors.Is(err, errUnreadable) {
+		return NotAtBoundary, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for k, b := range lc.bounds {
+		if bytes.Equal(b, root) {
+			return fmt.Sprintf("op %d", k), nil
+		}
+	}
+	return NotAtBoundary, nil
 }
 
 func (lc *laneCheck) umount(ctx context.Context, run *session.Run) error {

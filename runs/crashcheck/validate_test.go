@@ -36,6 +36,7 @@ func TestValidate(t *testing.T) {
 		{"minimize", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Minimize: MaxMinimize + 1}, "minimize"},
 		{"only of a workload", Options{Lanes: []string{"ext2"}, Workload: "ace:seq1", Only: []int{}}, "only"},
 		{"image without only", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Image: true}, "image"},
+		{"atomic on the host", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Atomic: true, HostReplay: true}, "atomic"},
 	} {
 		_, err := validate(&tt.o)
 		var fe *session.FieldError

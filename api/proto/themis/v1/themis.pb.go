@@ -176,7 +176,12 @@ type CrashRequest struct {
 	// Check each state on the host alone (e2fsck -E journal_only replays an
 	// ext3/4 journal; nothing replays another filesystem's) instead of
 	// mounting it in the guest first (the default: the kernel's replay).
-	HostReplay    bool `protobuf:"varint,13,opt,name=host_replay,json=hostReplay,proto3" json:"host_replay,omitempty"`
+	HostReplay bool `protobuf:"varint,13,opt,name=host_replay,json=hostReplay,proto3" json:"host_replay,omitempty"`
+	// Fingerprint each lane before the trace and after each op, and each
+	// mounted crash state: a state equal to no op boundary is a finding
+	// ("not-atomic"). The walks read every file, so the trace's writes can
+	// differ from a run without. Not with host_replay.
+	Atomic        bool `protobuf:"varint,14,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -298,6 +303,13 @@ func (x *CrashRequest) GetMinimize() int32 {
 func (x *CrashRequest) GetHostReplay() bool {
 	if x != nil {
 		return x.HostReplay
+	}
+	return false
+}
+
+func (x *CrashRequest) GetAtomic() bool {
+	if x != nil {
+		return x.Atomic
 	}
 	return false
 }
@@ -553,7 +565,10 @@ type CrashResult struct {
 	Trace    []string `protobuf:"bytes,10,rep,name=trace,proto3" json:"trace,omitempty"`
 	// For a state after the trace's final fsync or fdatasync of a file
 	// returned (ext* lanes): "kept", or "LOST <what>"; empty when not checked.
-	Durability    string `protobuf:"bytes,11,opt,name=durability,proto3" json:"durability,omitempty"`
+	Durability string `protobuf:"bytes,11,opt,name=durability,proto3" json:"durability,omitempty"`
+	// With atomic: "op k", the op boundary whose state it equals (op 0:
+	// before the trace), or "none".
+	Atomicity     string `protobuf:"bytes,12,opt,name=atomicity,proto3" json:"atomicity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,6 +680,13 @@ func (x *CrashResult) GetDurability() string {
 	return ""
 }
 
+func (x *CrashResult) GetAtomicity() string {
+	if x != nil {
+		return x.Atomicity
+	}
+	return ""
+}
+
 type CrashSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -772,9 +794,13 @@ type CrashLane struct {
 	Check string `protobuf:"bytes,7,opt,name=check,proto3" json:"check,omitempty"`
 	// States checked for what the final fsync made durable, and those that
 	// lost it; why none were, where the lane cannot be checked.
-	Durable       int32  `protobuf:"varint,8,opt,name=durable,proto3" json:"durable,omitempty"`
-	Lost          int32  `protobuf:"varint,9,opt,name=lost,proto3" json:"lost,omitempty"`
-	DurableNote   string `protobuf:"bytes,10,opt,name=durable_note,json=durableNote,proto3" json:"durable_note,omitempty"`
+	Durable     int32  `protobuf:"varint,8,opt,name=durable,proto3" json:"durable,omitempty"`
+	Lost        int32  `protobuf:"varint,9,opt,name=lost,proto3" json:"lost,omitempty"`
+	DurableNote string `protobuf:"bytes,10,opt,name=durable_note,json=durableNote,proto3" json:"durable_note,omitempty"`
+	// With atomic: the states compared with the op boundaries, and those
+	// equal to one.
+	Atomic        int32 `protobuf:"varint,11,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	AtBoundary    int32 `protobuf:"varint,12,opt,name=at_boundary,json=atBoundary,proto3" json:"at_boundary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -877,6 +903,20 @@ func (x *CrashLane) GetDurableNote() string {
 		return x.DurableNote
 	}
 	return ""
+}
+
+func (x *CrashLane) GetAtomic() int32 {
+	if x != nil {
+		return x.Atomic
+	}
+	return 0
+}
+
+func (x *CrashLane) GetAtBoundary() int32 {
+	if x != nil {
+		return x.AtBoundary
+	}
+	return 0
 }
 
 type Session struct {
@@ -6888,7 +6928,7 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\x93\x03\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xab\x03\n" +
 	"\fCrashRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x14\n" +
@@ -6906,7 +6946,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05image\x18\v \x01(\bR\x05image\x12\x1a\n" +
 	"\bminimize\x18\f \x01(\x05R\bminimize\x12\x1f\n" +
 	"\vhost_replay\x18\r \x01(\bR\n" +
-	"hostReplay\"\x1f\n" +
+	"hostReplay\x12\x16\n" +
+	"\x06atomic\x18\x0e \x01(\bR\x06atomic\"\x1f\n" +
 	"\tCrashKeep\x12\x12\n" +
 	"\x04keep\x18\x01 \x03(\x05R\x04keep\"\xe3\x01\n" +
 	"\rCrashResponse\x120\n" +
@@ -6919,7 +6960,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
-	"\x04size\x18\x04 \x01(\x03R\x04size\"\x9c\x02\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\"\xba\x02\n" +
 	"\vCrashResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -6934,7 +6975,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x03(\tR\x05trace\x12\x1e\n" +
 	"\n" +
 	"durability\x18\v \x01(\tR\n" +
-	"durability\"\xf4\x01\n" +
+	"durability\x12\x1c\n" +
+	"\tatomicity\x18\f \x01(\tR\tatomicity\"\xf4\x01\n" +
 	"\fCrashSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -6943,7 +6985,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\x12\x1c\n" +
 	"\tworkloads\x18\x05 \x01(\x05R\tworkloads\x12\x1c\n" +
 	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x1a\n" +
-	"\bfindings\x18\a \x01(\x05R\bfindings\"\x8b\x02\n" +
+	"\bfindings\x18\a \x01(\x05R\bfindings\"\xc4\x02\n" +
 	"\tCrashLane\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
@@ -6955,7 +6997,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\adurable\x18\b \x01(\x05R\adurable\x12\x12\n" +
 	"\x04lost\x18\t \x01(\x05R\x04lost\x12!\n" +
 	"\fdurable_note\x18\n" +
-	" \x01(\tR\vdurableNote\"\xf4\x03\n" +
+	" \x01(\tR\vdurableNote\x12\x16\n" +
+	"\x06atomic\x18\v \x01(\x05R\x06atomic\x12\x1f\n" +
+	"\vat_boundary\x18\f \x01(\x05R\n" +
+	"atBoundary\"\xf4\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +
