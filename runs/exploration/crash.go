@@ -93,16 +93,19 @@ func validateCrash(o *Options, fs []string) error {
 }
 
 // newCrashRun is o's --crash state (nil without it).
-func newCrashRun(o Options, fs []string, record func(*session.Finding) error) *crashRun {
+func newCrashRun(o Options, fs []string, record func(*session.Finding) error) (*crashRun, error) {
 	if o.Crash == nil {
-		return nil
+		return nil, nil
 	}
 	cr := &crashRun{opts: o.Crash.Crash, specs: o.Lanes, fs: fs, record: record, seen: map[string]bool{}}
 	for _, f := range fs {
-		t, _ := hostfsck.For(f) // validateCrash found one
+		t, err := hostfsck.For(f)
+		if err != nil {
+			return nil, fmt.Errorf("explore --crash: %w", err)
+		}
 		cr.tools = append(cr.tools, t)
 	}
-	return cr
+	return cr, nil
 }
 
 // claim marks path and op checked; false when they were already.

@@ -51,7 +51,10 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	ctx = c.ctx // ends on Delete of any worker's session and at the daemon's max run duration
 	// Findings are kept whatever happens to the run.
 	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, policy: policy.Name, send: found, byID: make(map[int]*session.Finding)}
-	cr := newCrashRun(o, laneFS(run.Specs()), crashRecorder(rec.ctx, run, found))
+	cr, err := newCrashRun(o, laneFS(run.Specs()), crashRecorder(rec.ctx, run, found))
+	if err != nil {
+		return nil, errors.Join(err, c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))
+	}
 	c.setCrash(cr)
 	cfg, cleanup, err := checkerConfig(o, c, rec)
 	cfg.Declared = judged.Declared
