@@ -58,3 +58,33 @@ func TestNewFinding(t *testing.T) {
 		t.Errorf("detail %q", f.Detail)
 	}
 }
+
+// TestClassAtomicity: a clean state at no op boundary is not-atomic (a
+// finding, its detail saying so); at a boundary, or not compared, it is
+// good; a lost one stays lost.
+func TestClassAtomicity(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		r    Result
+		want string
+	}{
+		{Result{Verdict: Clean, Atomicity: NotAtBoundary}, "not-atomic"},
+		{Result{Verdict: Clean, Atomicity: "op 2"}, ""},
+		{Result{Verdict: Clean}, ""},
+		{Result{Verdict: Clean, Durability: "LOST g: missing", Atomicity: NotAtBoundary}, "lost"},
+		{Result{Verdict: Unmountable}, "not-clean"},
+		{Result{Verdict: NoState}, ""},
+	} {
+		if got := Class(tt.r); got != tt.want {
+			t.Errorf("Class(%+v) = %q, want %q", tt.r, got, tt.want)
+		}
+	}
+	f, err := NewFinding(Of{Spec: "btrfs", FS: "btrfs", Trace: []string{"fsync g"}, Last: &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "g"}}},
+		Result: Result{Lane: "btrfs", Verdict: Clean, Durability: Kept, Atomicity: NotAtBoundary}, Lane: LaneSummary{States: 5, Bad: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Signature != "crash not-atomic btrfs after fsync" || !strings.Contains(f.Detail, "equal to no op boundary") || !strings.Contains(f.Detail, "1 of 5") {
+		t.Errorf("signature %q, detail %q", f.Signature, f.Detail)
+	}
+}
