@@ -49,6 +49,8 @@
 // which the log is dropped and says so). CrashView(keep) reads as the
 // image at the log's start with the kept writes laid over it in log
 // order: the disk a power cut could leave (package crash chooses which).
+// A view is valid while its log runs: once the log ends its reads fail
+// with ErrNoLog, once it overflows with ErrLogOverflow.
 //
 // # Concurrency and ownership
 //

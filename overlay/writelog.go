@@ -15,7 +15,9 @@ var (
 	// running (none started, or Pop, PopTo, Merge or StopLog ended it).
 	ErrNoLog = errors.New("overlay: no write log")
 	// ErrLogOverflow is returned by CrashView when the log passed
-	// MaxLogEntries and was dropped.
+	// MaxLogEntries and was dropped, and by every read of a CrashView
+	// taken before that (wrapped): its sectors may since have been
+	// overwritten in place.
 	ErrLogOverflow = errors.New("overlay: write log overflowed")
 	// ErrLogNotEmpty is returned by StartLog when the top layer already
 	// holds writes: the log's start must be the state at a Push.
@@ -128,7 +130,9 @@ func (d *Device) logging() bool { return d.log != nil && !d.log.overflow }
 
 // CrashView is the disk a crash could leave: the image at the log's start
 // with the chosen logged writes applied in log order. It is valid while
-// the log runs; reads after it ended fail with ErrNoLog.
+// the log runs; reads after it ended fail with ErrNoLog, and after it
+// overflowed with ErrLogOverflow (writes past the overflow are no longer
+// kept apart from the sectors the view holds).
 type CrashView struct {
 	d   *Device
 	log *writeLog
@@ -183,6 +187,9 @@ func (v *CrashView) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if d.log != v.log {
 		return 0, ErrNoLog
+	}
+	if v.log.overflow {
+		return 0, fmt.Errorf("overlay: crash view: read %d bytes at %d: %w", len(p), off, ErrLogOverflow)
 	}
 	n := len(q)
 	for o := off; len(q) > 0; {

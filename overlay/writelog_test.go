@@ -263,3 +263,51 @@ func BenchmarkWriteLogged(b *testing.B) {
 		})
 	}
 }
+
+// TestCrashViewAfterOverflow: a crash view taken before its log overflowed
+// fails every read afterwards instead of serving what was written past the
+// overflow (unlogged writes then go into the sectors the view holds).
+func TestCrashViewAfterOverflow(t *testing.T) {
+	t.Parallel()
+	d := newTestDevice(t, make([]byte, 8*SectorSize))
+	if err := d.StartLog(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt(bytes.Repeat([]byte{'A'}, SectorSize), 0); err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.CrashView([]int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range MaxLogEntries {
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, err := d.Log(); err != nil || !info.Overflowed {
+		t.Fatalf("log after %d entries: overflowed %v, %v", MaxLogEntries+1, info.Overflowed, err)
+	}
+	if _, err := d.WriteAt(bytes.Repeat([]byte{'B'}, SectorSize), 0); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		off  int64
+		n    int
+	}{
+		{"the kept write's sector", 0, SectorSize},
+		{"a sector below the log", SectorSize, SectorSize},
+		{"a partial read", 10, 20},
+	}
+	for _, tt := range tests {
+		got := make([]byte, tt.n)
+		n, err := v.ReadAt(got, tt.off)
+		if !errors.Is(err, ErrLogOverflow) {
+			t.Errorf("%s: read %d bytes (%q...) through a view of an overflowed log: err %v, want ErrLogOverflow", tt.name, n, got[:min(n, 4)], err)
+		}
+	}
+	if _, err := v.WriteTo(io.Discard); !errors.Is(err, ErrLogOverflow) {
+		t.Errorf("WriteTo of a view of an overflowed log: %v, want ErrLogOverflow", err)
+	}
+}
