@@ -35,7 +35,9 @@
 // Every held sector lives in the Go heap, in every layer that holds it.
 // SetCharger bills a Charger (a session's budget) SectorCost bytes per held
 // sector: a write that needs new sectors is refused whole when the charger
-// refuses, and Pop, PopTo, Merge and Close give back what they drop.
+// refuses, a write that fails part way (a base read) gives back what it
+// billed for sectors it did not make, and Pop, PopTo, Merge and Close give
+// back what they drop.
 //
 // # Write log and crash views
 //

@@ -87,7 +87,8 @@ type Charger interface {
 
 // SetCharger bills c for the sectors the layers hold now (refused: no
 // change) and from then on for each new sector a write adds; a refused
-// write writes nothing and returns c's error. Pop, PopTo, Merge and Close
+// write writes nothing and returns c's error, and a write that fails part
+// way releases what it billed for the sectors it did not add. Pop, PopTo, Merge and Close
 // give the bytes of the sectors they drop back. The charger is set once.
 func (d *Device) SetCharger(c Charger) error {
 	d.mu.Lock()
@@ -270,7 +271,8 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 	}
 	top := d.layers[len(d.layers)-1]
 	logging := d.logging()
-	if err := d.charge(top, off, len(p), logging); err != nil {
+	billed, err := d.charge(top, off, len(p), logging)
+	if err != nil {
 		return 0, err
 	}
 	rec := logRecord{LogEntry: LogEntry{LBA: uint64(off / SectorSize)}}
@@ -279,9 +281,14 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 		lba := uint64(off / SectorSize)
 		in := int(off % SectorSize)
 		n := min(SectorSize-in, len(p))
+		_, held := top.sectors[lba]
 		s, err := d.sectorToWrite(top, lba, n < SectorSize, logging)
 		if err != nil {
+			d.release(billed) // what the sectors not made were billed
 			return total - len(p), err
+		}
+		if !held || logging { // a new sector: one billed is used
+			billed--
 		}
 		copy(s[in:in+n], p[:n])
 		top.written++
@@ -324,21 +331,23 @@ func (d *Device) sectorToWrite(top *layer, lba uint64, partial, logging bool) (*
 
 // charge bills the charger for the sectors of [off, off+n) that top does
 // not hold yet, and, while logging, for those it does (the old ones stay
-// the log's). d.mu is held.
-func (d *Device) charge(top *layer, off int64, n int, logging bool) error {
+// the log's), and returns how many sectors it billed (0 without a
+// charger): a write that fails before making them all releases the rest.
+// d.mu is held.
+func (d *Device) charge(top *layer, off int64, n int, logging bool) (int, error) {
 	if d.charger == nil || n == 0 {
-		return nil
+		return 0, nil
 	}
-	fresh := int64(0)
+	fresh := 0
 	for lba := uint64(off / SectorSize); lba <= uint64((off+int64(n)-1)/SectorSize); lba++ {
 		if _, ok := top.sectors[lba]; !ok || logging {
 			fresh++
 		}
 	}
-	if err := d.charger.Charge(fresh * SectorCost); err != nil {
-		return fmt.Errorf("overlay: write %d bytes at %d: %w", n, off, err)
+	if err := d.charger.Charge(int64(fresh) * SectorCost); err != nil {
+		return 0, fmt.Errorf("overlay: write %d bytes at %d: %w", n, off, err)
 	}
-	return nil
+	return fresh, nil
 }
 
 // Flush implements the optional flusher of block backends: the device holds

@@ -717,3 +717,74 @@ func TestChargerRefuses(t *testing.T) {
 		t.Errorf("a rewrite of a held sector refused: %v", err)
 	}
 }
+
+// failingBase is a base image whose every read fails.
+type failingBase struct{}
+
+func (failingBase) ReadAt([]byte, int64) (int, error) { return 0, errors.New("base gone") }
+
+// TestFailedWriteReleasesCharge: a write that fails after it was billed
+// (a partial sector it cannot fill from a failing base, while logging or
+// not) gives back what it billed for sectors it did not make, and one
+// refused up front bills nothing: the budget then holds exactly what the
+// device holds.
+func TestFailedWriteReleasesCharge(t *testing.T) {
+	t.Parallel()
+	const size = 8 * SectorSize
+	whole := func(d *Device) error { _, err := d.WriteAt(make([]byte, SectorSize), 0); return err }
+	tests := []struct {
+		name    string
+		setup   func(d *Device) error
+		off     int64
+		n       int
+		made    int64 // sectors the failed write still made (written before it failed)
+		wantErr error
+	}{
+		{"partial sector", nil, 10, 20, 0, nil},
+		{"whole sector then a partial one", nil, 0, SectorSize + 10, 1, nil},
+		{"held sector then a partial one", whole, 0, SectorSize + 10, 0, nil},
+		{"partial sector while logging", (*Device).StartLog, 10, 20, 0, nil},
+		{"whole then partial while logging", (*Device).StartLog, 0, SectorSize + 10, 1, nil},
+		{"out of range", nil, size - 10, 20, 0, ErrOutOfRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := New(failingBase{}, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := d.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			b, err := budget.New("session", "", 1<<30, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.SetCharger(b.Account("overlay")); err != nil {
+				t.Fatal(err)
+			}
+			if tt.setup != nil {
+				if err := tt.setup(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := b.Used()
+			_, err = d.WriteAt(make([]byte, tt.n), tt.off)
+			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
+				t.Fatalf("write: err %v, want a failure (%v)", err, tt.wantErr)
+			}
+			if got, want := b.Used()-before, tt.made*SectorCost; got != want {
+				t.Errorf("budget used grew by %d bytes, want %d (%d sectors made)", got, want, tt.made)
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Used(); got != 0 {
+				t.Errorf("after Close: %d bytes still billed", got)
+			}
+		})
+	}
+}
