@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,8 +24,11 @@ import (
 // 1, the default, stores times to 2486; 0 to 2038), seed (ext* and
 // overlay: 0, the default, leaves the filesystem empty; 1 to [MaxSeed] puts
 // [SeedTree]'s files and directories into the base image, for an overlay
-// lane into its lower layer) and name (the lane's name; default the spec
-// string itself).
+// lane into its lower layer) and name (the lane's name, 1 to 64 of
+// A-Z a-z 0-9 . _ + -; default the spec string itself, which must then be
+// 1 to 64 of those and ':' '='). Keys and values take no spaces: every
+// field has its grammar, and the name reaches shell scripts and C sources
+// (exported reproducers) and paths.
 //
 // An overlay lane is kernel overlayfs over two disks of its own, an ext2
 // lower layer (mounted read-only, made from [LaneSpec.Lower]'s base image)
@@ -178,8 +182,7 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 	blockSize := 0
 	for _, opt := range parts[1:] {
 		key, val, ok := strings.Cut(opt, "=")
-		key = strings.ToLower(strings.TrimSpace(key))
-		val = strings.TrimSpace(val)
+		key = strings.ToLower(key) // no spaces: the spec is the default lane name
 		if !ok || key == "" || val == "" {
 			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: option %q is not key=value", s, opt)
 		}
@@ -191,8 +194,8 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 			return LaneSpec{}, fmt.Errorf("guest: lane spec %q: unknown option %q for %s (accepted: %s)", s, key, fsName, strings.Join(append([]string{"name", "size"}, def.keys...), ", "))
 		}
 		if key == "name" {
-			if err := checkLaneName(val); err != nil {
-				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: %w", s, err)
+			if err := CheckLaneName(val); err != nil {
+				return LaneSpec{}, fmt.Errorf("guest: lane spec %q: name=: %w", s, err)
 			}
 			spec.Name = val
 			continue
@@ -260,8 +263,8 @@ func ParseLaneSpec(s string) (LaneSpec, error) {
 	if blockSize != 0 && spec.InodeSize > blockSize {
 		return LaneSpec{}, fmt.Errorf("guest: lane spec %q: inode_size=%d exceeds block_size=%d", s, spec.InodeSize, blockSize)
 	}
-	if err := checkLaneName(spec.Name); err != nil {
-		return LaneSpec{}, fmt.Errorf("guest: lane spec %q: %w", s, err)
+	if !seen["name"] && !defaultName.MatchString(spec.Name) {
+		return LaneSpec{}, fmt.Errorf("guest: lane spec %q: name: the spec is the lane's name without name=, and as a name it is not 1 to %d of A-Z a-z 0-9 . _ + - : = (give one with :name=)", s, maxLaneName)
 	}
 	return spec, nil
 }
@@ -326,13 +329,24 @@ func SupportedFS() []string {
 	return fs
 }
 
-// checkLaneName rejects names that cannot be a directory under /lanes.
-func checkLaneName(n string) error {
-	switch {
-	case n == "", n == ".", n == "..":
-		return fmt.Errorf("invalid lane name %q", n)
-	case strings.ContainsAny(n, "/\x00,"):
-		return fmt.Errorf("lane name %q contains '/', ',' or NUL", n)
+// maxLaneName is the longest lane name, in bytes.
+const maxLaneName = 64
+
+// laneName is a name= value's grammar; defaultName is a spec's without
+// one (the spec itself, ':' and '=' besides). Lane names reach shell
+// scripts, C sources and paths (/lanes/<name>, an export's files): nothing
+// that quotes, expands, separates or escapes there.
+var (
+	laneName    = regexp.MustCompile(`^[A-Za-z0-9._+-]{1,64}$`)
+	defaultName = regexp.MustCompile(`^[A-Za-z0-9._+:=-]{1,64}$`)
+)
+
+// CheckLaneName refuses a lane name outside [A-Za-z0-9._+-]{1,64}, and "."
+// and "..": the name is a directory under /lanes and a word in exported
+// reproducers.
+func CheckLaneName(n string) error {
+	if n == "." || n == ".." || !laneName.MatchString(n) {
+		return fmt.Errorf("invalid lane name %q: want 1 to %d of A-Z a-z 0-9 . _ + - (not . or ..)", n, maxLaneName)
 	}
 	return nil
 }

@@ -90,6 +90,62 @@ func TestParseLaneSpec(t *testing.T) {
 	}
 }
 
+// TestLaneSpecGrammar: a lane name is [A-Za-z0-9._+-]{1,64} (a spec
+// without name= is its own name, ':' and '=' besides) and every field of a
+// spec keeps to its grammar: nothing that a shell or a C compiler reads as
+// code reaches an exported reproducer.
+func TestLaneSpecGrammar(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 65)
+	tests := []struct {
+		in      string
+		want    string // the lane name; "" when refused
+		wantErr string // the field the error names
+	}{
+		{in: "ext2:name=x$(id)", wantErr: `name=: invalid lane name "x$(id)"`},
+		{in: "ext2:name=a\nb", wantErr: `name=: invalid lane name "a\nb"`},
+		{in: "ext2:name=${IFS}", wantErr: `name=: invalid lane name "${IFS}"`},
+		{in: "ext2:name=a b", wantErr: `name=: invalid lane name "a b"`},
+		{in: "ext2:name=" + long, wantErr: "name=: invalid lane name"},
+		{in: "ext2:name=`id`", wantErr: "name=: invalid lane name \"`id`\""},
+		{in: "ext2:name=a;b", wantErr: `name=: invalid lane name "a;b"`},
+		{in: "ext2:name=a'b", wantErr: "name=: invalid lane name"},
+		{in: "ext2:name=a\"b", wantErr: "name=: invalid lane name"},
+		{in: "ext2:name=a*/b", wantErr: "name=: invalid lane name"},
+		{in: "ext2:name=a\\b", wantErr: "name=: invalid lane name"},
+		{in: "ext2:name=.", wantErr: "name=: invalid lane name"},
+		{in: "ext2:name=é", wantErr: "name=: invalid lane name"},
+		{in: "ext2:size=\n64", wantErr: "size"},
+		{in: "ext2:size= 64", wantErr: "size"},
+		{in: "ext2: size=64", wantErr: `unknown option " size"`},
+		{in: "ext2:size=8\n:seed=1", wantErr: "size"},
+		{in: "ext2:size=0000000000000000000000000000000000000000000000000000008", wantErr: "name: the spec is the lane's name"},
+		{in: "ext2\n:size=8", wantErr: "unknown filesystem"},
+		{in: "ext2:name=" + long[:64], want: long[:64]},
+		{in: "ext2:name=ext2-b", want: "ext2-b"},
+		{in: "ext4:name=A.b_c+d-9", want: "A.b_c+d-9"},
+		{in: "ext4:inode_size=128", want: "ext4:inode_size=128"},
+		{in: "overlay", want: "overlay"},
+		{in: "btrfs:mixed=0:size=128", want: "btrfs:mixed=0:size=128"},
+		{in: " ext2 ", want: "ext2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseLaneSpec(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseLaneSpec(%q) = %+v, %v; want an error naming %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Name != tt.want {
+				t.Fatalf("ParseLaneSpec(%q) = %+v, %v; want name %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestLaneSpecString(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want string }{
