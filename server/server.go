@@ -13,6 +13,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -99,6 +100,11 @@ func (s *Server) CreateSession(ctx context.Context, req *themisv1.CreateSessionR
 	for i, l := range req.GetLanes() {
 		if l == "" {
 			return nil, toStatus(session.Invalid(fmt.Sprintf("lanes[%d]", i), "empty lane spec"))
+		}
+		// Every field to its grammar here, whatever the domain does: a
+		// lane's name and spec reach exported reproducers' shell and C.
+		if _, err := guest.ParseLaneSpec(l); err != nil {
+			return nil, toStatus(session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err))
 		}
 	}
 	if req.GetMemoryMib() < 0 {

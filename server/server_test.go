@@ -279,6 +279,22 @@ var badInputs = []struct {
 		_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: []string{"ext2", ""}})
 		return err
 	}, "lanes[1]"},
+	{"create lane name with a command substitution", func(ctx context.Context, c themisv1.ThemisClient) error {
+		_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: []string{"ext2", "ext4:name=x$(id)"}})
+		return err
+	}, "lanes[1]"},
+	{"create lane spec with a command substitution", func(ctx context.Context, c themisv1.ThemisClient) error {
+		_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: []string{"x$(id)"}})
+		return err
+	}, "lanes[0]"},
+	{"create lane name with a newline", func(ctx context.Context, c themisv1.ThemisClient) error {
+		_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: []string{"ext2:name=a\ntouch /tmp/x"}})
+		return err
+	}, "lanes[0]"},
+	{"create lane option with a newline", func(ctx context.Context, c themisv1.ThemisClient) error {
+		_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: []string{"ext2:size=8\n:name=b"}})
+		return err
+	}, "lanes[0]"},
 	{"create negative memory", func(ctx context.Context, c themisv1.ThemisClient) error {
 		_, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: []string{"ext2"}, MemoryMib: -1})
 		return err
@@ -402,7 +418,7 @@ func TestDomainErrors(t *testing.T) {
 	for _, tt := range tests {
 		f := &fakeDomain{err: tt.err}
 		c := themisv1.NewThemisClient(serve(t, f))
-		_, err := c.CreateSession(t.Context(), &themisv1.CreateSessionRequest{Lanes: []string{"ext2", "zfs"}})
+		_, err := c.CreateSession(t.Context(), &themisv1.CreateSessionRequest{Lanes: []string{"ext2", "ext4"}})
 		st := status.Convert(err)
 		if st.Code() != tt.code || st.Message() != tt.err.Error() || badField(st) != tt.field {
 			t.Errorf("domain error %v: got %v %q field %q, want %v field %q", tt.err, st.Code(), st.Message(), badField(st), tt.code, tt.field)
