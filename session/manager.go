@@ -817,27 +817,45 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	return err
 }
 
+// errImageRefused is what a client hears for every image directory
+// imageAt refuses, whatever the reason (missing, not a directory, outside
+// the image cache, not an image): the answer tells nothing of the host's
+// filesystem and does not name the cache. The reason is logged at debug.
+var errImageRefused = Invalid("image", "not a guest image of this daemon's image cache (give the directory `themisctl guest build` printed)")
+
 // imageAt opens the guest image directory dir ("": nil), which must lie in
 // the image cache (a client names one `themisctl guest build` made; the
-// daemon opens nothing else of the host's).
+// daemon opens nothing else of the host's). Every refusal is
+// errImageRefused.
 func (m *Manager) imageAt(dir string) (*guest.Image, error) {
 	if dir == "" {
 		return nil, nil
 	}
+	img, err := m.openCachedImage(dir)
+	if err != nil {
+		m.log.Debug("image refused", zap.String("image", dir), zap.Error(err))
+		return nil, errImageRefused
+	}
+	return img, nil
+}
+
+// openCachedImage opens dir if it is an image directory directly under the
+// image cache, and says why not otherwise (for the daemon's log only).
+func (m *Manager) openCachedImage(dir string) (*guest.Image, error) {
 	root, err := filepath.EvalSymlinks(filepath.Join(m.cfg.CacheDir, "images"))
 	if err != nil {
-		return nil, Invalid("image", "%q: the image cache: %v", dir, err)
+		return nil, fmt.Errorf("the image cache: %w", err)
 	}
 	abs, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, Invalid("image", "%q: %v", dir, err)
+		return nil, fmt.Errorf("resolve: %w", err)
 	}
 	if filepath.Dir(abs) != root {
-		return nil, Invalid("image", "%q is not an image of the cache %s (themisctl guest build prints where it put one)", dir, root)
+		return nil, fmt.Errorf("%s is not directly under the image cache %s", abs, root)
 	}
 	img, err := guest.Open(abs)
 	if err != nil {
-		return nil, Invalid("image", "%v", err)
+		return nil, fmt.Errorf("open: %w", err)
 	}
 	return img, nil
 }
