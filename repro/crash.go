@@ -3,6 +3,7 @@ package repro
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 )
@@ -39,33 +40,53 @@ var crashShTemplate string
 //go:embed crash-README.tmpl
 var crashReadmeTemplate string
 
-var crashTemplates = template.Must(template.New("check.sh").Funcs(template.FuncMap{"join": shellJoin}).Parse(crashShTemplate))
+var crashTemplates = template.Must(template.New("check.sh").Funcs(escapers).Parse(crashShTemplate))
 
 func init() {
 	template.Must(crashTemplates.New("README").Parse(crashReadmeTemplate))
 }
 
-// CrashFiles writes check.sh, README and trace.txt of a crash finding.
-func CrashFiles(c Crash) (Files, error) {
-	if len(c.Check) == 0 {
-		return nil, fmt.Errorf("repro: crash finding %s: no checker command", c.ID)
-	}
-	files := Files{"trace.txt": []byte(strings.Join(c.Trace, "\n") + "\n")}
-	for _, name := range []string{"check.sh", "README"} {
-		var b strings.Builder
-		if err := crashTemplates.ExecuteTemplate(&b, name, c); err != nil {
-			return nil, fmt.Errorf("repro: %s: %w", name, err)
-		}
-		files[name] = []byte(b.String())
-	}
-	return files, nil
+// crashView is a Crash in the templates: every string a text, which prints
+// only through an escaper.
+type crashView struct {
+	ID, Detail, Spec, FS, MountOptions, Mount text
+	Setup, Trace                              []text
+	SetupSync                                 bool
+	State, Keep, InFlight                     text
+	Writes, LogFlushes, States, NotClean      int
+	Verdict, Durability, Output               text
+	Check, Recover                            []text
+	Package, Version                          text
 }
 
-// shellJoin quotes each word for the shell.
-func shellJoin(words []string) string {
-	q := make([]string, len(words))
-	for i, w := range words {
-		q[i] = shellQuote(w)
+// CrashFiles writes check.sh, README and trace.txt of a crash finding,
+// every string quoted for where it lands. It refuses a trace or setup op
+// of more than one line (trace.txt has one op a line).
+func CrashFiles(c Crash) (Files, error) {
+	if len(c.Check) == 0 {
+		return nil, fmt.Errorf("repro: crash finding %q: no checker command", c.ID)
 	}
-	return strings.Join(q, " ")
+	for _, op := range append(slices.Clone(c.Setup), c.Trace...) {
+		if strings.ContainsAny(op, "\r\n") {
+			return nil, fmt.Errorf("repro: crash finding %q: op %q is more than one line", c.ID, op)
+		}
+	}
+	mount := "loop"
+	if c.MountOptions != "" {
+		mount += "," + c.MountOptions
+	}
+	v := crashView{ID: text(c.ID), Detail: text(c.Detail), Spec: text(c.Spec), FS: text(c.FS), MountOptions: text(c.MountOptions), Mount: text(mount),
+		Setup: texts(c.Setup), Trace: texts(c.Trace), SetupSync: c.SetupSync, State: text(c.State), Keep: text(c.Keep), InFlight: text(c.InFlight),
+		Writes: c.Writes, LogFlushes: c.LogFlushes, States: c.States, NotClean: c.NotClean,
+		Verdict: text(c.Verdict), Durability: text(c.Durability), Output: text(c.Output),
+		Check: texts(c.Check), Recover: texts(c.Recover), Package: text(c.Package), Version: text(c.Version)}
+	files := Files{"trace.txt": []byte(strings.Join(c.Trace, "\n") + "\n")}
+	for _, name := range []string{"check.sh", "README"} {
+		b, err := render(crashTemplates, name, v)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = b
+	}
+	return files, nil
 }

@@ -17,4 +17,14 @@
 //
 // Generate is pure (text in, files out as bytes); writing them is the
 // caller's.
+//
+// Every string from outside (a finding's id, kind, detail and trace, a
+// lane's spec, filesystem and mount options, the kernel, a crash's verdict
+// and checker output) is quoted for the context it lands in: a shell word
+// (single quotes), a shell comment or a line of the README (one printable
+// line), a C string literal (octal escapes) or a C comment (no "*/", no
+// line splice). The templates' data holds such strings as a type that
+// prints only through those funcs (escape.go): a field printed raw fails
+// the rendering, it is never written. The API refuses hostile lane names
+// at the other end (guest.ParseLaneSpec); this holds without it.
 package repro

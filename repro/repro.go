@@ -1,7 +1,6 @@
 package repro
 
 import (
-	"bytes"
 	_ "embed"
 	"fmt"
 	"regexp"
@@ -62,7 +61,7 @@ var shTemplate string
 //go:embed README.tmpl
 var readmeTemplate string
 
-var templates = template.Must(template.New("repro.c").Funcs(template.FuncMap{"b2i": b2i, "shq": shellQuote}).Parse(cTemplate))
+var templates = template.Must(template.New("repro.c").Funcs(escapers).Funcs(template.FuncMap{"b2i": b2i}).Parse(cTemplate))
 
 func init() {
 	template.Must(templates.New("repro.sh").Parse(shTemplate))
@@ -71,26 +70,32 @@ func init() {
 
 // step is one trace op in the templates.
 type step struct {
-	Short, Quoted, Body string
+	Short text   // the op in opspec short form
+	Body  string // its C code (cStep)
 }
 
 // lane is a Lane in the templates.
 type lane struct {
-	Lane
-	Name  string   // shell- and C-safe: lane<i>-<spec>
-	Shell string   // the mkfs command line, quoted for sh
-	After []string // the after-commands, quoted for sh
+	Spec, FS, Tool, Package text
+	SizeMiB                 int
+	// MountOptions are the lane's ("" none), Mount mount -o's argument
+	// (loop and those).
+	MountOptions, Mount text
+	GoOnly              text
+	Name                string   // lane<i>-<spec>, of [A-Za-z0-9_.=+-] only
+	Shell               string   // the mkfs command line, quoted for sh
+	After               []string // the after-commands, quoted for sh
 }
 
-// view is the templates' data.
+// view is the templates' data: every string from the finding, its lanes or
+// the host is a text, which prints only through an escaper.
 type view struct {
-	Finding
-	ID, Kind, Detail, Expected string
-	Steps                      []step
-	Lanes                      []lane
-	P                          oracle.Policy
-	Policy, Kernel, Version    string
-	Remount, WantErrno         bool
+	ID, Kind, Detail, Expected, Path, Field, Revert text
+	Steps                                           []step
+	Lanes                                           []lane
+	P                                               oracle.Policy
+	Policy, Kernel, Version                         text
+	Remount, WantErrno                              bool
 }
 
 // Files are the reproducer's files: name → contents (repro.sh is meant to
@@ -100,38 +105,45 @@ type Files map[string][]byte
 // Generate writes the reproducer of in: repro.c, repro.sh and README. It
 // refuses a finding of another kind than errno or state divergence, fewer
 // than two lanes, and trace ops a host reproducer must not run (setting
-// the clock, mounting, running programs).
+// the clock, mounting, running programs). Every string it writes is quoted
+// for where it lands (shell word or comment, C string or comment, text).
 func Generate(in Input) (Files, error) {
 	f := in.Finding
 	if f.Kind != KindErrno && f.Kind != KindState {
-		return nil, fmt.Errorf("repro: finding %s is a %s: only %s and %s findings export", f.ID, f.Kind, KindErrno, KindState)
+		return nil, fmt.Errorf("repro: finding %q is a %q: only %s and %s findings export", f.ID, f.Kind, KindErrno, KindState)
 	}
 	if len(in.Lanes) < 2 {
-		return nil, fmt.Errorf("repro: finding %s has %d lanes: a differential reproducer needs two or more", f.ID, len(in.Lanes))
+		return nil, fmt.Errorf("repro: finding %q has %d lanes: a differential reproducer needs two or more", f.ID, len(in.Lanes))
 	}
-	v := view{Finding: f, ID: f.ID, Kind: f.Kind, Detail: f.Detail, Expected: expected(f), P: in.Policy,
-		Policy: in.Policy.String(), Kernel: orUnknown(in.Kernel), Version: orUnknown(in.Version),
+	v := view{ID: text(f.ID), Kind: text(f.Kind), Detail: text(f.Detail), Expected: text(expected(f)), Path: text(f.Path), Field: text(f.Field),
+		Revert: text(f.Revert), P: in.Policy, Policy: text(in.Policy.String()), Kernel: text(orUnknown(in.Kernel)), Version: text(orUnknown(in.Version)),
 		Remount: f.Revert == "remount", WantErrno: f.Kind == KindErrno}
-	if v.Finding.Revert == "" {
-		v.Finding.Revert = "unknown (taken as machine: the ops run back to back)"
+	if f.Revert == "" {
+		v.Revert = "unknown (taken as machine: the ops run back to back)"
 	}
 	for _, s := range f.Trace {
 		body, err := cStep(s)
 		if err != nil {
 			return nil, err
 		}
-		v.Steps = append(v.Steps, step{Short: cComment(s), Quoted: cStr(s), Body: body})
+		v.Steps = append(v.Steps, step{Short: text(s), Body: body})
 	}
 	for i, l := range in.Lanes {
-		v.Lanes = append(v.Lanes, lane{Lane: l, Name: laneName(i, l.Spec), Shell: shellCommand(l.Mkfs), After: afterCommands(l.Mkfs)})
+		mount := "loop"
+		if l.MountOptions != "" {
+			mount += "," + l.MountOptions
+		}
+		v.Lanes = append(v.Lanes, lane{Spec: text(l.Spec), FS: text(l.FS), Tool: text(l.Mkfs.Tool), Package: text(l.Package), SizeMiB: l.SizeMiB,
+			MountOptions: text(l.MountOptions), Mount: text(mount), GoOnly: text(l.Mkfs.GoOnly),
+			Name: laneName(i, l.Spec), Shell: shellCommand(l.Mkfs), After: afterCommands(l.Mkfs)})
 	}
 	out := Files{}
 	for _, name := range []string{"repro.c", "repro.sh", "README"} {
-		var b bytes.Buffer
-		if err := templates.ExecuteTemplate(&b, name, v); err != nil {
-			return nil, fmt.Errorf("repro: %s: %w", name, err)
+		b, err := render(templates, name, v)
+		if err != nil {
+			return nil, err
 		}
-		out[name] = b.Bytes()
+		out[name] = b
 	}
 	return out, nil
 }
@@ -160,9 +172,6 @@ func laneName(i int, spec string) string {
 	return fmt.Sprintf("lane%d-%s", i, unsafeName.ReplaceAllString(spec, "_"))
 }
 
-// cComment makes s safe inside a C block comment.
-func cComment(s string) string { return strings.ReplaceAll(s, "*/", "* /") }
-
 // shellCommand is c's mkfs command line for sh (env additions first).
 func shellCommand(c baseimage.Command) string {
 	var w []string
@@ -176,6 +185,7 @@ func shellCommand(c baseimage.Command) string {
 	for _, a := range c.Args {
 		w = append(w, shellQuote(a))
 	}
+	w[0] = commandWord(w[0])
 	return strings.Join(w, " ")
 }
 
@@ -185,6 +195,9 @@ func afterCommands(c baseimage.Command) []string {
 		q := make([]string, len(argv))
 		for i, a := range argv {
 			q[i] = shellQuote(a)
+		}
+		if len(q) > 0 {
+			q[0] = commandWord(q[0])
 		}
 		out = append(out, strings.Join(q, " "))
 	}
@@ -200,4 +213,13 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// commandWord is a quoted word in a command's first place: in single
+// quotes if it holds '=', which unquoted would make it an assignment.
+func commandWord(q string) string {
+	if strings.Contains(q, "=") && !strings.HasPrefix(q, "'") {
+		return "'" + q + "'"
+	}
+	return q
 }
