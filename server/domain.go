@@ -20,6 +20,7 @@ type Sessions interface {
 	Create(ctx context.Context, o session.CreateOptions) (*session.Info, error)
 	Get(ctx context.Context, id string) (*session.Info, error)
 	List(ctx context.Context, all bool) ([]*session.Info, error)
+	ListPage(ctx context.Context, all bool, after session.PageKey, limit int) ([]*session.Info, error)
 	Delete(ctx context.Context, id string) error
 
 	Fork(ctx context.Context, sessionID, name string, origin session.Origin) (*session.Checkpoint, error)

@@ -144,6 +144,20 @@ func (f *fakeDomain) List(_ context.Context, all bool) ([]*session.Info, error) 
 	return out, nil
 }
 
+func (f *fakeDomain) ListPage(ctx context.Context, all bool, after session.PageKey, limit int) ([]*session.Info, error) {
+	infos, err := f.List(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	var out []*session.Info // in List's order, as the fake's tests expect
+	for _, in := range infos {
+		if (session.PageKey{Created: in.Created, ID: in.ID}).After(after) && (limit < 0 || len(out) < limit) {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeDomain) Delete(context.Context, string) error { return f.record("Delete") }
 
 func (f *fakeDomain) Fork(_ context.Context, _, name string, origin session.Origin) (*session.Checkpoint, error) {

@@ -61,28 +61,6 @@ func decodePageToken(tok string) (session.PageKey, error) {
 	return session.PageKey{Created: time.Unix(0, n).UTC(), ID: id}, nil
 }
 
-// after reports whether (created, id) comes after key.
-func after(key session.PageKey, created time.Time, id string) bool {
-	return created.After(key.Created) || created.Equal(key.Created) && id > key.ID
-}
-
-// pageSessions is the page of infos (ordered by creation, then id) after
-// key, at most size long, and the token for the next ("" at the end).
-func pageSessions(infos []*session.Info, key session.PageKey, size int) ([]*session.Info, string) {
-	var page []*session.Info
-	for _, in := range infos {
-		if !after(key, in.Created, in.ID) {
-			continue
-		}
-		if len(page) == size {
-			last := page[len(page)-1]
-			return page, encodePageToken(session.PageKey{Created: last.Created, ID: last.ID})
-		}
-		page = append(page, in)
-	}
-	return page, ""
-}
-
 // pageParams checks a list request's page_size and page_token.
 func pageParams(size int32, token string) (int, session.PageKey, error) {
 	n, err := pageSize(size)

@@ -144,19 +144,23 @@ func (s *Server) GetSession(ctx context.Context, req *themisv1.GetSessionRequest
 }
 
 // ListSessions implements themisv1.ThemisServer.
-// The page is cut from the domain's list (running sessions are in memory;
-// the ledger's are bounded by the retention setting).
+// The domain cuts the page (the ledger's in SQL; running sessions are in
+// memory).
 func (s *Server) ListSessions(ctx context.Context, req *themisv1.ListSessionsRequest) (*themisv1.ListSessionsResponse, error) {
 	size, key, err := pageParams(req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	infos, err := s.d.List(ctx, req.GetAll())
+	page, err := s.d.ListPage(ctx, req.GetAll(), key, size+1) // one more: is there a next page?
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	page, next := pageSessions(infos, key, size)
-	out := &themisv1.ListSessionsResponse{Sessions: make([]*themisv1.Session, 0, len(page)), NextPageToken: next}
+	out := &themisv1.ListSessionsResponse{}
+	if len(page) > size {
+		page = page[:size]
+		out.NextPageToken = encodePageToken(session.PageKey{Created: page[size-1].Created, ID: page[size-1].ID})
+	}
+	out.Sessions = make([]*themisv1.Session, 0, len(page))
 	for _, in := range page {
 		out.Sessions = append(out.Sessions, sessionProto(in))
 	}

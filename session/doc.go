@@ -39,7 +39,9 @@
 // StateDir/ledger.db is SQLite (modernc.org/sqlite, WAL, busy timeout) with
 // embedded migrations applied by PRAGMA user_version: sessions, checkpoints,
 // events, findings (recorded by explore runs, listed by Findings). Every state change records an event. Open marks sessions a
-// previous daemon left running as ended ("daemon restarted").
+// previous daemon left running as ended ("daemon restarted"). The lists
+// page in SQL by a (created, id) keyset on an index (migration 0004); a
+// session keeps its newest MaxSessionEvents events.
 //
 // # Errors
 //

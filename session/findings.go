@@ -123,6 +123,11 @@ type PageKey struct {
 	ID      string
 }
 
+// After reports whether k comes after o in (created, id) order.
+func (k PageKey) After(o PageKey) bool {
+	return k.Created.After(o.Created) || k.Created.Equal(o.Created) && k.ID > o.ID
+}
+
 // FindingsPage lists up to limit (-1: every) findings of one session (""
 // = every session) after key, oldest first. A session with no findings and
 // no record is ErrNotFound; the findings of a session whose record was

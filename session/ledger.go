@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/themisfs/themis/vmm"
@@ -36,7 +37,26 @@ var migrations embed.FS
 type ledger struct {
 	db      *sql.DB
 	durable *sql.DB // synchronous=FULL, one connection: finding writes
+	// maxEvents is how many events a session keeps (MaxSessionEvents).
+	maxEvents int
+	// evMu guards evSince: a session's events inserted since its events
+	// were last pruned (insertEvent prunes every eventPruneEvery).
+	evMu    sync.Mutex
+	evSince map[string]int
 }
+
+// MaxSessionEvents bounds a session's events in the ledger: insertEvent
+// keeps the newest MaxSessionEvents of a session (an explore run records
+// one or more per op), deleting older ones every eventPruneEvery inserts,
+// so a session holds at most MaxSessionEvents+eventPruneEvery-1 of them
+// (twice eventPruneEvery after a daemon restart). Retention (prune) still
+// removes events older than its cutoff.
+const MaxSessionEvents = 1 << 16
+
+// eventPruneEvery is how many of a session's inserts pass between two
+// prunes of its events: the prune walks MaxSessionEvents index entries,
+// so amortized it costs MaxSessionEvents/eventPruneEvery per insert.
+const eventPruneEvery = 1 << 10
 
 // Ledger file modes: the state dir and the ledger hold every session's
 // record and are the daemon user's alone. An existing dir or file with
@@ -64,7 +84,7 @@ func openLedger(ctx context.Context, file string) (*ledger, error) {
 		return nil, errors.Join(fmt.Errorf("ledger: open %s: %w", file, err), db.Close())
 	}
 	durable.SetMaxOpenConns(1)
-	l := &ledger{db: db, durable: durable}
+	l := &ledger{db: db, durable: durable, maxEvents: MaxSessionEvents, evSince: map[string]int{}}
 	if err := l.migrate(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("ledger %s: %w", file, err), l.close())
 	}
@@ -217,6 +237,9 @@ func (l *ledger) endSession(ctx context.Context, id string, st State, at time.Ti
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: end session %s: %w", id, err)
 	}
+	l.evMu.Lock()
+	delete(l.evSince, id)
+	l.evMu.Unlock()
 	return nil
 }
 
@@ -268,8 +291,11 @@ func (l *ledger) session(ctx context.Context, id string) (*Info, error) {
 	return in, nil
 }
 
-func (l *ledger) sessions(ctx context.Context) ([]*Info, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions ORDER BY created, id`)
+// sessionsPage returns up to limit (-1: every) sessions after key in
+// (created, id) order, a keyset page on the sessions_by_created index.
+func (l *ledger) sessionsPage(ctx context.Context, after PageKey, limit int) ([]*Info, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE (created, id) > (?, ?) ORDER BY created, id LIMIT ?`, nanos(after.Created), after.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: sessions: %w", err)
 	}
@@ -347,7 +373,29 @@ func (l *ledger) insertEvent(ctx context.Context, e Event) (Event, error) {
 	if e.Seq, err = res.LastInsertId(); err != nil {
 		return e, fmt.Errorf("ledger: insert event: %w", err)
 	}
+	l.evMu.Lock()
+	l.evSince[e.Session]++
+	due := l.evSince[e.Session] >= eventPruneEvery
+	if due {
+		l.evSince[e.Session] = 0
+	}
+	l.evMu.Unlock()
+	if due {
+		if err := l.pruneEvents(ctx, e.Session); err != nil {
+			return e, err
+		}
+	}
 	return e, nil
+}
+
+// pruneEvents deletes session's events but the newest l.maxEvents.
+func (l *ledger) pruneEvents(ctx context.Context, session string) error {
+	_, err := l.db.ExecContext(ctx, `DELETE FROM events WHERE session = ? AND seq <=
+		(SELECT seq FROM events WHERE session = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`, session, session, l.maxEvents)
+	if err != nil {
+		return fmt.Errorf("ledger: prune events of %s: %w", session, err)
+	}
+	return nil
 }
 
 func (l *ledger) events(ctx context.Context, session string, afterSeq int64, limit int) ([]Event, error) {
@@ -439,22 +487,41 @@ func seenKey(f *Finding) string {
 	return sig + "\x00" + strings.Join(f.LaneSpecs, ",") + "\x00" + f.Policy
 }
 
-// fillSeen sets each finding's Seen from finding_seen.
+// fillSeen sets each finding's Seen from finding_seen, in one query for
+// all of them (the keys passed as one JSON array).
 func (l *ledger) fillSeen(ctx context.Context, fs []*Finding, keys []string) error {
-	for i, f := range fs {
-		if keys[i] == "" {
-			continue // stored before findings were counted across runs
+	want := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k != "" { // "": stored before findings were counted across runs
+			want = append(want, k)
 		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT key, first_id, first_seen, last_seen, times FROM finding_seen
+		WHERE key IN (SELECT value FROM json_each(?))`, mustJSON(want))
+	if err != nil {
+		return fmt.Errorf("ledger: findings: seen: %w", err)
+	}
+	seen := make(map[string]Seen, len(want))
+	for rows.Next() {
+		var key string
+		var s Seen
 		var first, last int64
-		err := l.db.QueryRowContext(ctx, `SELECT first_id, first_seen, last_seen, times FROM finding_seen WHERE key = ?`, keys[i]).
-			Scan(&f.Seen.FirstID, &first, &last, &f.Seen.Times)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
+		if err := rows.Scan(&key, &s.FirstID, &first, &last, &s.Times); err != nil {
+			return errors.Join(fmt.Errorf("ledger: findings: seen: %w", err), rows.Close())
 		}
-		if err != nil {
-			return fmt.Errorf("ledger: finding %s: seen: %w", f.ID, err)
+		s.First, s.Last = fromNanos(first), fromNanos(last)
+		seen[key] = s
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("ledger: findings: seen: %w", err)
+	}
+	for i, f := range fs {
+		if s, ok := seen[keys[i]]; ok {
+			f.Seen = s
 		}
-		f.Seen.First, f.Seen.Last = fromNanos(first), fromNanos(last)
 	}
 	return nil
 }
@@ -519,7 +586,8 @@ func (l *ledger) findings(ctx context.Context, session string) ([]Finding, error
 // findingsPage returns up to limit (-1: every) findings of one session
 // ("": all) that come after key in (created, id) order, oldest first.
 func (l *ledger) findingsPage(ctx context.Context, session string, after PageKey, limit int) ([]Finding, error) {
-	q, args := `SELECT `+findingCols+` FROM findings WHERE (created > ? OR (created = ? AND id > ?))`, []any{nanos(after.Created), nanos(after.Created), after.ID}
+	// A keyset page on findings_by_created, or findings_by_session.
+	q, args := `SELECT `+findingCols+` FROM findings WHERE (created, id) > (?, ?)`, []any{nanos(after.Created), after.ID}
 	if session != "" {
 		q, args = q+` AND session = ?`, append(args, session)
 	}

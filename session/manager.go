@@ -753,6 +753,13 @@ func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 // List returns the live sessions (their views), or with all every session
 // in the ledger.
 func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
+	return m.ListPage(ctx, all, PageKey{}, -1)
+}
+
+// ListPage is a page of List: up to limit (-1: every) sessions after key
+// in (created, id) order. With all the page is read from the ledger (in
+// SQL, not the whole table), the live sessions in it shown as their views.
+func (m *Manager) ListPage(ctx context.Context, all bool, after PageKey, limit int) ([]*Info, error) {
 	m.mu.Lock()
 	ss := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
@@ -767,30 +774,37 @@ func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {
 			live[in.ID] = &in
 		}
 	}
-	var out []*Info
 	if all {
-		recs, err := m.ledger.sessions(ctx)
+		recs, err := m.ledger.sessionsPage(ctx, after, limit)
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range recs {
+		for i, r := range recs {
 			if in, ok := live[r.ID]; ok {
-				r = in
+				recs[i] = in
 			}
-			out = append(out, r)
 		}
-		return out, nil
+		return recs, nil
 	}
+	out := make([]*Info, 0, len(live))
 	for _, in := range live {
 		out = append(out, in)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Created.Equal(out[j].Created) {
-			return out[i].Created.Before(out[j].Created)
+	return pageInfos(out, after, limit), nil
+}
+
+// pageInfos sorts infos by (created, id) and returns the page of up to
+// limit (-1: every) of them after key.
+func pageInfos(infos []*Info, after PageKey, limit int) []*Info {
+	key := func(in *Info) PageKey { return PageKey{Created: in.Created, ID: in.ID} }
+	sort.Slice(infos, func(i, j int) bool { return key(infos[j]).After(key(infos[i])) })
+	out := infos[:0]
+	for _, in := range infos {
+		if key(in).After(after) && (limit < 0 || len(out) < limit) {
+			out = append(out, in)
 		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	}
+	return out
 }
 
 // Delete stops a live session's guest; its record stays, as ended. It is
