@@ -33,6 +33,12 @@
 // given and the shadow slice; the caller must stop every vCPU while calling
 // Checkpoint, Restore and Delete. A Tree is not safe for concurrent use.
 //
+// Faults: RAM may be a file mapping that can lose pages (QEMU's RAM file
+// on a tmpfs), whose access raises SIGBUS. The caller guards its own
+// goroutine (internal/memguard); the goroutines Restore starts to copy
+// pages back guard themselves, and their fault is Restore's error, wrapping
+// memguard.ErrFault. After a fault the Tree is unusable.
+//
 // This package is pure: no I/O, no clock, and it must not import vmm or any
 // backend.
 package fork

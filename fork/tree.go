@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/themisfs/themis/internal/memguard"
 )
 
 // ID names a checkpoint of one Tree. IDs start at 1 and are never reused.
@@ -235,7 +237,9 @@ func (t *Tree) Restore(id ID) (int, error) {
 		t.mark[p] = t.epoch
 		todo = append(todo, p)
 	}
-	t.copyBack(todo)
+	if err := t.copyBack(todo); err != nil {
+		return 0, fmt.Errorf("fork: restore %d: %w", id, err)
+	}
 	copied += len(todo)
 	t.todo = todo
 	t.dirty.Reset()
@@ -254,28 +258,34 @@ const parallelPages = 1024
 var maxCopyWorkers = 4
 
 // copyBack copies the given pages from the shadow into RAM, in parallel
-// when there are many.
-func (t *Tree) copyBack(pages []uint32) {
-	workers := min(runtime.GOMAXPROCS(0), maxCopyWorkers, len(pages)/(parallelPages/2))
-	if workers < 2 {
-		for _, p := range pages {
+// when there are many. Each copying goroutine is guarded (memguard.Run): a
+// RAM page its mapping cannot back is an error wrapping memguard.ErrFault,
+// not a crash; the tree is then unusable. (The caller guards its own
+// goroutine, which copies when there are few pages.)
+func (t *Tree) copyBack(pages []uint32) error {
+	copyPages := func(part []uint32) {
+		for _, p := range part {
 			copy(t.page(t.mem, p), t.page(t.shadow, p))
 		}
-		return
+	}
+	workers := min(runtime.GOMAXPROCS(0), maxCopyWorkers, len(pages)/(parallelPages/2))
+	if workers < 2 {
+		copyPages(pages)
+		return nil
 	}
 	var wg sync.WaitGroup
 	chunk := (len(pages) + workers - 1) / workers
-	for lo := 0; lo < len(pages); lo += chunk {
-		part := pages[lo:min(lo+chunk, len(pages))]
+	errs := make([]error, (len(pages)+chunk-1)/chunk)
+	for i := range errs {
+		part := pages[i*chunk : min((i+1)*chunk, len(pages))]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, p := range part {
-				copy(t.page(t.mem, p), t.page(t.shadow, p))
-			}
+			errs[i] = memguard.Run(func() { copyPages(part) })
 		}()
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Delete removes checkpoint id from the path; the others stay restorable and

@@ -319,7 +319,9 @@ func BenchmarkCopyBack(b *testing.B) {
 				}
 				b.ResetTimer()
 				for range b.N {
-					tr.copyBack(list)
+					if err := tr.copyBack(list); err != nil {
+						b.Fatal(err)
+					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/page")
 			})

@@ -28,7 +28,15 @@ var (
 	// machine is unusable. It wraps ErrGuestDied: callers that give up on a
 	// dead guest give up on a broken machine too.
 	ErrBroken = fmt.Errorf("vmm: machine broken by a failed checkpoint operation (%w)", ErrGuestDied)
+	// ErrNoRAM is wrapped by Start when the host cannot give the guest its
+	// RAM (QEMU: the scratch dir's tmpfs has less room than Config.MemoryMiB);
+	// the message names where and how much was free. Nothing else is hurt:
+	// it is a refusal of this machine, like a limit.
+	ErrNoRAM = errors.New("vmm: no room for guest RAM")
 )
+
+// DefaultMemoryMiB is guest RAM, in MiB, when Config.MemoryMiB is 0.
+const DefaultMemoryMiB = 128
 
 // CheckpointID names a checkpoint of one machine. IDs are never reused.
 type CheckpointID uint64
@@ -72,7 +80,7 @@ type Disk struct {
 type Config struct {
 	// Kernel and Initramfs are paths to the guest kernel and the agent initramfs.
 	Kernel, Initramfs string
-	// MemoryMiB is guest RAM in MiB (default 128).
+	// MemoryMiB is guest RAM in MiB (default DefaultMemoryMiB).
 	MemoryMiB int
 	// Disks are attached in order as virtio-blk devices.
 	Disks []Disk

@@ -180,7 +180,7 @@ func linuxConfig(cfg vmm.Config) (vmm.Config, error) {
 		cfg.Log = zap.NewNop()
 	}
 	if cfg.MemoryMiB == 0 {
-		cfg.MemoryMiB = 128
+		cfg.MemoryMiB = vmm.DefaultMemoryMiB
 	}
 	if cfg.BootTimeout == 0 {
 		cfg.BootTimeout = 60 * time.Second

@@ -2,10 +2,12 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/themisfs/themis/fork"
+	"github.com/themisfs/themis/internal/memguard"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/checkpoint"
 )
@@ -20,6 +22,22 @@ type memory struct {
 	held   map[checkpoint.Ref]fork.ID // saved states → their RAM checkpoint (0 in RestoreFull mode)
 	last   checkpoint.Ref
 	stale  []string // snapshot tags dropped by a restore but still in the state image
+	// fault is set once an access to guest RAM faulted (the RAM file lost
+	// pages): it wraps vmm.ErrBroken and every later call but Close fails
+	// with it (Machine.usable).
+	fault error
+}
+
+// broke returns err, first recording it as the machine's fault when it
+// is one (memguard.ErrFault).
+func (s *memory) broke(err error) error {
+	if s.fault == nil && errors.Is(err, memguard.ErrFault) {
+		s.fault = fmt.Errorf("%w: %w", vmm.ErrBroken, err)
+	}
+	if s.fault != nil {
+		return s.fault
+	}
+	return err
 }
 
 var _ checkpoint.Memory = (*memory)(nil)
@@ -64,12 +82,12 @@ func (s *memory) Save(ctx context.Context) (checkpoint.Ref, error) {
 		if s.deltas == nil {
 			if s.deltas, err = newRAMTree(s.m.ram.mem); err != nil {
 				s.stale = append(s.stale, tag(ref))
-				return 0, err
+				return 0, s.broke(err)
 			}
 		}
 		if ramID, err = s.deltas.checkpoint(); err != nil {
 			s.stale = append(s.stale, tag(ref))
-			return 0, err
+			return 0, s.broke(err)
 		}
 	}
 	s.held[ref] = ramID
@@ -86,7 +104,7 @@ func (s *memory) Load(ctx context.Context, ref checkpoint.Ref, dropped []checkpo
 		t0 := time.Now()
 		pages, err := s.deltas.restore(s.held[ref])
 		if err != nil {
-			return st, err
+			return st, s.broke(err)
 		}
 		st = checkpoint.LoadStats{RAM: time.Since(t0), Pages: pages}
 	}
@@ -124,7 +142,10 @@ func (s *memory) Depth() int {
 }
 
 // RAMHash implements checkpoint.Memory.
-func (s *memory) RAMHash() ([32]byte, error) { return fork.Hash(s.m.ram.mem), nil }
+func (s *memory) RAMHash() ([32]byte, error) {
+	h, err := hashRAM(s.m.ram.mem)
+	return h, s.broke(err)
+}
 
 func (s *memory) deleteTag(ctx context.Context, tag string) error {
 	return s.m.runJob(ctx, "snapshot-delete", map[string]any{"tag": tag, "devices": []string{"state"}})
@@ -171,6 +192,9 @@ func (m *Machine) Checkpoints() []vmm.CheckpointID {
 func (m *Machine) usable() error {
 	if m.closed {
 		return vmm.ErrClosed
+	}
+	if m.memory.fault != nil {
+		return m.memory.fault
 	}
 	return m.path.Err()
 }

@@ -15,6 +15,15 @@
 // device state go into internal snapshots of a small scratch qcow2 node that
 // names no guest disk.
 //
+// The RAM file is allocated in full (fallocate) before QEMU starts: a
+// tmpfs without room for it refuses the boot with an error wrapping
+// vmm.ErrNoRAM that names the dir and its free space, where a sparse file
+// would have raised SIGBUS at the first page the tmpfs could not back.
+// The host's own accesses to the mapping (the page scan, the RAM deltas'
+// copies, the RAM hash) run under internal/memguard: should the file still
+// lose pages, that machine is broken (vmm.ErrBroken, wrapping
+// memguard.ErrFault) and the daemon lives on.
+//
 // The agent channel survives snapshot-load: the chardev's socket stays
 // connected (the host listens, QEMU connected once at start), and the
 // virtio-serial device's saved state (guest-connected, the rings, RAM put

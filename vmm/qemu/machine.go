@@ -96,7 +96,7 @@ type Machine struct {
 // Start boots a guest and returns once its agent answers.
 func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	if cfg.MemoryMiB == 0 {
-		cfg.MemoryMiB = 128
+		cfg.MemoryMiB = vmm.DefaultMemoryMiB
 	}
 	if cfg.Restore == "" {
 		cfg.Restore = vmm.RestoreDevices
@@ -519,7 +519,10 @@ func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
 	}
-	h := fork.Hash(m.ram.mem)
+	h, err := hashRAM(m.ram.mem)
+	if err != nil {
+		return [32]byte{}, m.memory.broke(err) // the guest stays stopped
+	}
 	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
 		return [32]byte{}, m.failed(err)
 	}
