@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -41,11 +43,21 @@ func readToken(path string) (*tokenAuth, error) {
 	return &tokenAuth{sum: sha256.Sum256([]byte(tok))}, nil
 }
 
+// exempt says whether method needs no token: the health service's.
+func exempt(method string) bool {
+	return strings.HasPrefix(method, "/"+healthpb.Health_ServiceDesc.ServiceName+"/")
+}
+
 // check checks the authorization header in md for a call of method.
 func (a *tokenAuth) check(md metadata.MD, method string) error {
-	if strings.HasPrefix(method, "/"+healthpb.Health_ServiceDesc.ServiceName+"/") {
+	if exempt(method) {
 		return nil
 	}
+	return a.checkMD(md)
+}
+
+// checkMD checks the authorization header in md.
+func (a *tokenAuth) checkMD(md metadata.MD) error {
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
 		return status.Error(codes.Unauthenticated, "missing authorization: Bearer token")
@@ -79,14 +91,58 @@ func (a *tokenAuth) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	return ctx, nil
 }
 
-// http wraps h (the metrics endpoint) in the same bearer token check;
-// a request without it gets 401.
+// boundUnauth is a stream interceptor for a daemon that authenticates by
+// token only: a stream of an exempt method (Health/Watch) opened without
+// the token ends after limit with DEADLINE_EXCEEDED, so that anyone who
+// reaches the port cannot hold streams (and their connections) open for
+// good. With the token it is not bounded.
+func (a *tokenAuth) boundUnauth(limit time.Duration) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		if !exempt(info.FullMethod) || a.checkMD(md) == nil {
+			return h(srv, ss)
+		}
+		ctx, cancel := context.WithTimeout(ss.Context(), limit)
+		defer cancel()
+		err := h(srv, ctxStream{ServerStream: ss, ctx: ctx})
+		if ss.Context().Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return status.Errorf(codes.DeadlineExceeded, "%s: a stream without the token is closed after %v", info.FullMethod, limit)
+		}
+		return err
+	}
+}
+
+// ctxStream is a grpc.ServerStream with a context of its own.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+// Context implements grpc.ServerStream.
+func (s ctxStream) Context() context.Context { return s.ctx }
+
+// http wraps h (the metrics endpoint over TLS) in the same bearer token
+// check; a request without it gets 401.
 func (a *tokenAuth) http(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		v := req.Header.Get("Authorization")
 		if v == "" || a.checkHeader(v) != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="themisd"`)
 			http.Error(w, "unauthorized: want authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// noToken wraps h (the metrics endpoint over plain HTTP, on loopback only)
+// so that a request carrying an Authorization header is refused (400):
+// the token never counts in cleartext, and a scraper that sends it learns
+// that it did.
+func noToken(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "" {
+			http.Error(w, "authorization is not accepted over plain HTTP: /metrics on loopback needs none", http.StatusBadRequest)
 			return
 		}
 		h.ServeHTTP(w, req)

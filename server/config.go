@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,11 @@ type Config struct {
 	// package's default ($THEMIS_CACHE_DIR or the user cache dir).
 	CacheDir string `toml:"cache_dir"`
 	// MetricsListen is a host:port for the Prometheus endpoint (/metrics),
-	// e.g. "127.0.0.1:9464". Empty: no metrics endpoint.
+	// e.g. "127.0.0.1:9464". Empty: no metrics endpoint. On a loopback
+	// address (127.0.0.0/8, ::1, localhost) it is plain HTTP and needs no
+	// token (one sent is refused); on any other it is HTTPS with TLS.Cert
+	// and TLS.Key, and asks for TLS.ClientCA's certificates and/or the
+	// token, one of which must be set.
 	MetricsListen string `toml:"metrics_listen"`
 	// TLS configures the TCP listener.
 	TLS TLSConfig `toml:"tls"`
@@ -44,6 +49,9 @@ type Config struct {
 	Limits Limits `toml:"limits"`
 	// Ledger configures the session ledger's upkeep.
 	Ledger LedgerConfig `toml:"ledger"`
+
+	// bounds shortens the connection bounds in tests (zero: the defaults).
+	bounds bounds
 }
 
 // DefaultRetentionDays is LedgerConfig.RetentionDays when unset.
@@ -102,6 +110,11 @@ type Limits struct {
 	// cancelled: a client that does not read its stream (default 30,
 	// DefaultStreamWait).
 	StreamStallS int `toml:"stream_stall_s"`
+	// MaxConnsPerPeer is the most TCP connections one peer (an IPv4
+	// address, an IPv6 /64) holds at once, counted before the TLS handshake;
+	// one more is closed at once (default DefaultConnsPerPeer, at most
+	// MaxConnections).
+	MaxConnsPerPeer int `toml:"max_conns_per_peer"`
 }
 
 // LoadConfig reads and strictly decodes a TOML config file: an unknown key
@@ -171,6 +184,10 @@ func (c Config) withDefaults() Config {
 	if c.Ledger.RetentionDays == 0 {
 		c.Ledger.RetentionDays = DefaultRetentionDays
 	}
+	if c.Limits.MaxConnsPerPeer == 0 {
+		c.Limits.MaxConnsPerPeer = DefaultConnsPerPeer
+	}
+	c.bounds = c.bounds.withDefaults()
 	return c
 }
 
@@ -250,11 +267,46 @@ func (c Config) validate() (listenAddr, error) {
 		{session.SessionBudgetKey, c.Limits.SessionBudgetMiB},
 		{session.DaemonBudgetKey, c.Limits.DaemonBudgetMiB},
 		{"limits.stream_stall_s", c.Limits.StreamStallS},
+		{"limits.max_conns_per_peer", c.Limits.MaxConnsPerPeer},
 		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {
 			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)
 		}
 	}
-	return la, nil
+	if c.Limits.MaxConnsPerPeer > MaxConnections {
+		return la, fmt.Errorf("limits.max_conns_per_peer: at most %d (all connections), got %d", MaxConnections, c.Limits.MaxConnsPerPeer)
+	}
+	return la, c.validateMetrics()
+}
+
+// validateMetrics refuses a metrics endpoint that would take the token,
+// or serve without one, in cleartext off the host: off loopback it needs
+// TLS and client authentication (see Config.MetricsListen).
+func (c Config) validateMetrics() error {
+	if c.MetricsListen == "" || metricsOnLoopback(c.MetricsListen) {
+		return nil
+	}
+	if c.TLS.Cert == "" {
+		return fmt.Errorf("metrics_listen %s: not a loopback address, so served over TLS: set tls.cert and tls.key (and tls.client_ca or token_file), or listen on 127.0.0.1", c.MetricsListen)
+	}
+	if c.TLS.ClientCA == "" && c.TokenFile == "" {
+		return fmt.Errorf("metrics_listen %s: not a loopback address, so it needs client authentication: set tls.client_ca (mTLS) or token_file", c.MetricsListen)
+	}
+	return nil
+}
+
+// metricsOnLoopback says whether host:port names a loopback address: a
+// loopback IP or "localhost". An empty host (every interface), another
+// name or a malformed address is not.
+func metricsOnLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

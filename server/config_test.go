@@ -20,10 +20,10 @@ func TestExampleConfig(t *testing.T) {
 		StateDir:      "/var/lib/themis",
 		CacheDir:      "/var/cache/themis",
 		MetricsListen: "127.0.0.1:9464",
-		Limits:        Limits{MaxSessions: 4, MaxMemoryMiB: 2048, ManualCheckpoints: 12, AutoCheckpoints: 10, CallTimeoutS: 60, MaxRunSeconds: 3600, MaxBaseCacheMiB: 8192, SessionBudgetMiB: 2048, StreamStallS: 30},
+		Limits:        Limits{MaxSessions: 4, MaxMemoryMiB: 2048, ManualCheckpoints: 12, AutoCheckpoints: 10, CallTimeoutS: 60, MaxRunSeconds: 3600, MaxBaseCacheMiB: 8192, SessionBudgetMiB: 2048, StreamStallS: 30, MaxConnsPerPeer: 16},
 		Ledger:        LedgerConfig{RetentionDays: 30},
 	}
-	if diff := cmp.Diff(want, cfg); diff != "" {
+	if diff := cmp.Diff(want, cfg, cmp.AllowUnexported(Config{}, bounds{})); diff != "" {
 		t.Errorf("example config mismatch (-want +got):\n%s", diff)
 	}
 	if _, err := cfg.validate(); err != nil {
@@ -59,7 +59,7 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
 		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
+		if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(Config{}, bounds{})); diff != "" {
 			t.Errorf("%s mismatch (-want +got):\n%s", tt.name, diff)
 		}
 	}

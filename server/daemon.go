@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/local"
@@ -105,6 +105,10 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	if err != nil {
 		return nil, err
 	}
+	mtc, err := metricsTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var auth *tokenAuth
 	if cfg.TokenFile != "" {
 		if auth, err = readToken(cfg.TokenFile); err != nil {
@@ -150,9 +154,13 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	if cfg.Limits.StreamStallS > 0 {
 		d.srv.streamWait = time.Duration(cfg.Limits.StreamStallS) * time.Second
 	}
-	d.grpc = newGRPCServer(creds, m, auth, log)
+	var unauth *tokenAuth // streams without the token are bounded on a token-only TCP daemon
+	if la.network == "tcp" && cfg.TLS.ClientCA == "" {
+		unauth = auth
+	}
+	d.grpc = newGRPCServer(creds, cfg.bounds, m, auth, unauth, log)
 	Register(d.grpc, d.srv)
-	d.serve(netutil.LimitListener(lis, MaxConnections), mlis, m, auth)
+	d.serve(newPeerLimitListener(lis, MaxConnections, cfg.Limits.MaxConnsPerPeer, m.connRefused, log), mlis, mtc, m, auth)
 	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.metricsAddr),
 		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
 	return d, nil
@@ -169,10 +177,23 @@ func transportCredentials(cfg Config, la listenAddr, log *zap.Logger) (credentia
 		}
 		return credentials.NewTLS(tc), nil
 	}
-	if cfg.TLS.Cert != "" {
+	if cfg.TLS.Cert != "" && (cfg.MetricsListen == "" || metricsOnLoopback(cfg.MetricsListen)) {
 		log.Warn("tls is ignored on a unix socket", zap.String("listen", cfg.Listen))
 	}
 	return local.NewCredentials(), nil
+}
+
+// metricsTLS is the metrics endpoint's TLS configuration (cfg.TLS, mTLS
+// with a client CA), or nil where it is plain HTTP: off, or on loopback.
+func metricsTLS(cfg Config) (*tls.Config, error) {
+	if cfg.MetricsListen == "" || metricsOnLoopback(cfg.MetricsListen) {
+		return nil, nil
+	}
+	tc, err := serverTLS(cfg.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("config: metrics_listen: %w", err)
+	}
+	return tc, nil
 }
 
 // listen binds the gRPC listener for la and sets d.addr (and d.sock on a
@@ -196,14 +217,19 @@ func (d *Daemon) listen(la listenAddr) (lis net.Listener, closeListener func(), 
 
 // newGRPCServer is the daemon's gRPC server: creds, the transport limits
 // (limitOptions), the token check in the transport tap when auth is set,
-// then the metrics and panic-recovery interceptors.
-func newGRPCServer(creds credentials.TransportCredentials, m *metrics, auth *tokenAuth, log *zap.Logger) *grpc.Server {
+// then the metrics and panic-recovery interceptors and, when unauth is
+// set, the bound on its streams without the token (tokenAuth.boundUnauth).
+func newGRPCServer(creds credentials.TransportCredentials, b bounds, m *metrics, auth, unauth *tokenAuth, log *zap.Logger) *grpc.Server {
 	obs := observe{m: m, log: log}
 	rec := recoverer{log: log}
-	opts := append(limitOptions(),
+	streams := []grpc.StreamServerInterceptor{obs.stream, rec.stream}
+	if unauth != nil {
+		streams = append(streams, unauth.boundUnauth(b.unauthStream))
+	}
+	opts := append(limitOptions(b),
 		grpc.Creds(creds),
 		grpc.ChainUnaryInterceptor(obs.unary, rec.unary),
-		grpc.ChainStreamInterceptor(obs.stream, rec.stream),
+		grpc.ChainStreamInterceptor(streams...),
 	)
 	if auth != nil {
 		opts = append(opts, grpc.InTapHandle(auth.tap))
@@ -212,9 +238,10 @@ func newGRPCServer(creds credentials.TransportCredentials, m *metrics, auth *tok
 }
 
 // serve starts serving gRPC on lis and, when mlis is set, m's Prometheus
-// endpoint on mlis (behind auth's token when set), each in its own
-// goroutine; d.done and d.httpDone close when they stop.
-func (d *Daemon) serve(lis, mlis net.Listener, m *metrics, auth *tokenAuth) {
+// endpoint on mlis, each in its own goroutine; d.done and d.httpDone close
+// when they stop. With mtc the endpoint is HTTPS and asks for auth's token
+// when set; without, it is plain HTTP (loopback only) and refuses a token.
+func (d *Daemon) serve(lis, mlis net.Listener, mtc *tls.Config, m *metrics, auth *tokenAuth) {
 	go func() {
 		d.serveErr = d.grpc.Serve(lis)
 		close(d.done)
@@ -225,14 +252,21 @@ func (d *Daemon) serve(lis, mlis net.Listener, m *metrics, auth *tokenAuth) {
 	}
 	mux := http.NewServeMux()
 	var h http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-	if auth != nil {
+	switch {
+	case mtc == nil:
+		h = noToken(h) // loopback only (Config.validateMetrics)
+	case auth != nil:
 		h = auth.http(h)
 	}
 	mux.Handle("/metrics", h)
-	d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: mtc}
 	go func() {
 		defer close(d.httpDone)
-		if err := d.metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := d.metricsSrv.Serve
+		if mtc != nil {
+			serve = func(l net.Listener) error { return d.metricsSrv.ServeTLS(l, "", "") }
+		}
+		if err := serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("metrics server stopped", zap.Error(err))
 		}
 	}()

@@ -180,6 +180,10 @@ func TestDaemonRefusesBadConfig(t *testing.T) {
 		{"bare host:port", Config{Listen: "127.0.0.1:0"}, "want unix:///path or tcp://host:port"},
 		{"relative socket", Config{Listen: "unix://run/x.sock"}, "absolute"},
 		{"negative limit", Config{Listen: "unix:///tmp/x.sock", Limits: Limits{MaxSessions: -1}}, "limits.max_sessions"},
+		{"metrics off loopback without tls", Config{Listen: "unix:///tmp/x.sock", MetricsListen: "0.0.0.0:9464", TokenFile: token}, "metrics_listen"},
+		{"metrics on every interface without tls", Config{Listen: "unix:///tmp/x.sock", MetricsListen: ":9464"}, "metrics_listen"},
+		{"metrics off loopback without client auth", Config{Listen: "unix:///tmp/x.sock", MetricsListen: "192.0.2.1:9464", TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey}}, "metrics_listen"},
+		{"per-peer cap past the global one", Config{Listen: "unix:///tmp/x.sock", Limits: Limits{MaxConnsPerPeer: MaxConnections + 1}}, "limits.max_conns_per_peer"},
 	}
 	for _, tt := range tests {
 		opened := false

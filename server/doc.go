@@ -12,8 +12,10 @@
 //   - Daemon: the wiring themisd and themisctl's embedded mode share: TOML
 //     config (strict: an unknown key is an error naming it), the listener (a
 //     unix socket created with mode 0600, or TCP that is refused unless TLS
-//     and either mTLS or a bearer token are configured), auth and metrics
-//     interceptors, grpc health and reflection, the Prometheus endpoint, and
+//     and either mTLS or a bearer token are configured) and its bounds
+//     (limits.go, peerlimit.go: connections per peer counted before the
+//     handshake, a handshake deadline, idle connections, streams without
+//     the token), auth and metrics interceptors, grpc health and reflection, the Prometheus endpoint, and
 //     a graceful Shutdown that stops every guest and removes the socket.
 //
 // Concurrency: handlers run on gRPC's goroutines and may run concurrently;

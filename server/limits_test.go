@@ -1,12 +1,16 @@
 package server
 
 import (
-	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -52,43 +56,99 @@ func TestTokenCheckedBeforeDecode(t *testing.T) {
 	}
 }
 
-// TestMetricsNeedToken checks that with token_file set, /metrics asks for
-// the same bearer token as the API.
-func TestMetricsNeedToken(t *testing.T) {
+// TestMetricsToken checks that /metrics never takes the token in
+// cleartext: on loopback it is plain HTTP without a token and refuses a
+// request that sends one (before: 200, the token checked in cleartext);
+// off loopback it is HTTPS and asks for the token, or for a client
+// certificate with tls.client_ca.
+func TestMetricsToken(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(sockDir(t), "themisd.sock")
-	d, _ := startFake(t, Config{Listen: "unix://" + sock, MetricsListen: "127.0.0.1:0", TokenFile: writeToken(t, "s3cret")})
-	get := func(auth string) int {
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+d.MetricsAddr()+"/metrics", nil)
+	pki := newTestPKI(t)
+	token := writeToken(t, "s3cret")
+	plain, _ := startFake(t, Config{Listen: "unix://" + filepath.Join(sockDir(t), "themisd.sock"),
+		MetricsListen: "127.0.0.1:0", TokenFile: token})
+	// 0.0.0.0 is not loopback, so TLS; the test reaches it on 127.0.0.1.
+	tlsTok, _ := startFake(t, Config{Listen: "unix://" + filepath.Join(sockDir(t), "themisd.sock"),
+		MetricsListen: "0.0.0.0:0", TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey}, TokenFile: token})
+	mtls, _ := startFake(t, Config{Listen: "tcp://127.0.0.1:0", MetricsListen: "0.0.0.0:0",
+		TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}})
+	port := func(d *Daemon) string {
+		_, p, err := net.SplitHostPort(d.MetricsAddr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := resp.Body.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode
+		return "127.0.0.1:" + p
 	}
-	defer http.DefaultClient.CloseIdleConnections()
+	withCert, err := tls.LoadX509KeyPair(pki.ClientCert, pki.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
-		auth string
-		want int
+		name, url, auth string
+		cert            bool
+		want            int // 0: the request fails (TLS handshake)
 	}{
-		{"", http.StatusUnauthorized},
-		{"Bearer wrong", http.StatusUnauthorized},
-		{"Basic czNjcmV0", http.StatusUnauthorized},
-		{"Bearer s3cret", http.StatusOK},
+		{"loopback without a token", "http://" + port(plain), "", false, http.StatusOK},
+		{"loopback with the token", "http://" + port(plain), "Bearer s3cret", false, http.StatusBadRequest},
+		{"loopback with a wrong token", "http://" + port(plain), "Bearer wrong", false, http.StatusBadRequest},
+		{"tls without a token", "https://" + port(tlsTok), "", false, http.StatusUnauthorized},
+		{"tls with a wrong token", "https://" + port(tlsTok), "Bearer wrong", false, http.StatusUnauthorized},
+		{"tls basic auth", "https://" + port(tlsTok), "Basic czNjcmV0", false, http.StatusUnauthorized},
+		{"tls with the token", "https://" + port(tlsTok), "Bearer s3cret", false, http.StatusOK},
+		{"the token in cleartext to the tls port", "http://" + port(tlsTok), "Bearer s3cret", false, http.StatusBadRequest},
+		{"mtls with a client certificate", "https://" + port(mtls), "", true, http.StatusOK},
+		{"mtls without a client certificate", "https://" + port(mtls), "", false, 0},
 	} {
-		if got := get(tt.auth); got != tt.want {
-			t.Errorf("GET /metrics with authorization %q: %d, want %d", tt.auth, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tc, err := clientTLS(pki.CA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.cert {
+				tc.Certificates = []tls.Certificate{withCert}
+			}
+			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+			defer hc.CloseIdleConnections()
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tt.url+"/metrics", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			resp, err := hc.Do(req)
+			if tt.want == 0 {
+				if err == nil {
+					_ = resp.Body.Close()
+					t.Fatalf("GET %s: %d, want the TLS handshake refused", tt.url, resp.StatusCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := resp.Body.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.want {
+				t.Errorf("GET %s with authorization %q: %d, want %d", tt.url, tt.auth, resp.StatusCode, tt.want)
+			}
+		})
 	}
+}
+
+// clientTLS trusts the CA in caFile.
+func clientTLS(caFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificates", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // TestRequestSizeLimit checks that a request past MaxRequestBytes is

@@ -22,6 +22,7 @@ type metrics struct {
 	restores       prometheus.Counter
 	restoreSeconds prometheus.Histogram
 	requests       *prometheus.CounterVec
+	connsRefused   prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -44,8 +45,12 @@ func newMetrics() *metrics {
 			Name: "themis_grpc_requests_total",
 			Help: "gRPC requests handled, by full method and status code.",
 		}, []string{"method", "code"}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "themis_connections_refused_total",
+			Help: "Connections closed at accept because their peer held limits.max_conns_per_peer already.",
+		}),
 	}
-	m.reg.MustRegister(m.ops, m.restores, m.restoreSeconds, m.requests,
+	m.reg.MustRegister(m.ops, m.restores, m.restoreSeconds, m.requests, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -100,6 +105,13 @@ func (m *metrics) restore(d time.Duration) {
 	if m != nil {
 		m.restores.Inc()
 		m.restoreSeconds.Observe(d.Seconds())
+	}
+}
+
+// connRefused counts a connection closed for its peer's cap.
+func (m *metrics) connRefused() {
+	if m != nil {
+		m.connsRefused.Inc()
 	}
 }
 
