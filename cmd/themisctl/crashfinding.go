@@ -58,13 +58,11 @@ type crashReplay struct {
 
 // replayCrash runs f's setup and trace in a fresh session and checks the
 // crash state it keeps: reproduced when it is bad the same way (not
-// clean, or lost what was made durable). Writing image (a path, "" for
-// none) keeps the state's disk there.
-func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*crashReplay, error) {
+// clean, or lost what was made durable). img (nil for none) keeps the
+// state's disk.
+func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, img *imageFile) (*crashReplay, error) {
 	progress(fmt.Sprintf("replaying crash finding %s on %s: setup, trace, crash state %v", f.GetId(), strings.Join(f.GetLaneSpecs(), ","), f.GetCrash().GetKeep()))
-	var img *imageFile
-	if image != "" {
-		img = &imageFile{path: image}
+	if img != nil {
 		defer img.close()
 	}
 	res, sum, err := crashOnce(ctx, c, crashOf(f, img != nil), img)
@@ -107,7 +105,11 @@ func crashOnce(ctx context.Context, c *conn, req *themisv1.CrashRequest, img *im
 
 // replayCrashCmd is `themisctl replay` of a crash finding.
 func replayCrashCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, image string) error {
-	rep, err := replayCrash(ctx, c, f, image)
+	var img *imageFile
+	if image != "" {
+		img = &imageFile{path: image}
+	}
+	rep, err := replayCrash(ctx, c, f, img)
 	if err != nil {
 		return err
 	}
@@ -137,13 +139,24 @@ func printCrashReplay(r *crashReplay) error {
 // to its size at the end.
 type imageFile struct {
 	path string
+	// root, when set, holds path: it is made there as a new file
+	// (findings export), never through a symlink nor over a file.
+	root *os.Root
 	f    *os.File
 	size int64
 }
 
+// open creates the image file.
+func (m *imageFile) open() (*os.File, error) {
+	if m.root != nil {
+		return m.root.OpenFile(m.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	}
+	return os.OpenFile(m.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+}
+
 func (m *imageFile) write(ch *themisv1.CrashImageChunk) error {
 	if m.f == nil {
-		f, err := os.OpenFile(m.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		f, err := m.open()
 		if err != nil {
 			return fmt.Errorf("crash image: %w", err)
 		}
@@ -185,11 +198,17 @@ func (m *imageFile) close() {
 // exportCrash writes a crash finding's standalone reproducer into dir: the
 // crash state's image (from a replay in a fresh session), check.sh, README
 // and trace.txt.
-func exportCrash(ctx context.Context, c *conn, f *themisv1.Finding, dir string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
+func exportCrash(ctx context.Context, c *conn, f *themisv1.Finding, dir string) (names []string, err error) {
+	root, err := openExportDir(dir)
+	if err != nil {
+		return nil, err
 	}
-	rep, err := replayCrash(ctx, c, f, filepath.Join(dir, "crash.img"))
+	defer func() {
+		if cerr := root.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("--out: %w", cerr)
+		}
+	}()
+	rep, err := replayCrash(ctx, c, f, &imageFile{path: "crash.img", root: root})
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +223,7 @@ func exportCrash(ctx context.Context, c *conn, f *themisv1.Finding, dir string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := writeExport(dir, files); err != nil {
+	if err := writeExport(root, files); err != nil {
 		return nil, err
 	}
 	return append(sortedNames(files), "crash.img"), nil

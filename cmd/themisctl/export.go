@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"sort"
 
@@ -31,14 +35,17 @@ func newFindingsExport(g *globals) *cobra.Command {
 			"(exit 0 reproduced, 1 clean, 2 could not run; no root needed); README says how it was made; trace.txt holds the ops.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFindingID("FINDING", args[0]); err != nil {
+				return err
+			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
 				if err != nil {
 					return err
 				}
-				dir := out
-				if dir == "" {
-					dir = fr.GetFinding().GetId()
+				dir, err := exportDir(fr.GetFinding(), out)
+				if err != nil {
+					return err
 				}
 				if fr.GetFinding().GetCrash() != nil {
 					return exportCrashCmd(ctx, g, c, fr.GetFinding(), dir)
@@ -47,7 +54,15 @@ func newFindingsExport(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := writeExport(dir, files); err != nil {
+				root, err := openExportDir(dir)
+				if err != nil {
+					return err
+				}
+				err = writeExport(root, files)
+				if cerr := root.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
 					return err
 				}
 				if g.json {
@@ -58,7 +73,7 @@ func newFindingsExport(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "directory to write (default: ./FINDING); its files are replaced")
+	cmd.Flags().StringVar(&out, "out", "", "directory to write (default: ./FINDING): made if missing, else it must be an empty directory, not a symlink; nothing in it is replaced")
 	cmd.Flags().StringVar(&policy, "policy", "", "canonicalization of the state listing (default: the one the finding was judged under; auto for findings that did not record it; exact, metis, overlay, overlay-dirs)")
 	return cmd
 }
@@ -132,26 +147,117 @@ func themisVersion() string {
 	return v
 }
 
-// writeExport writes files into dir (created 0755 if missing), repro.sh
-// executable.
-func writeExport(dir string, files repro.Files) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// findingIDPattern is a finding id's grammar (session.NewFindingID): an
+// export makes it a path and prints it into scripts.
+var findingIDPattern = regexp.MustCompile(`^f-[0-9a-f]{1,64}$`)
+
+// checkFindingID refuses an id that is not a finding id; what names where
+// it came from.
+func checkFindingID(what, id string) error {
+	if !findingIDPattern.MatchString(id) {
+		return fmt.Errorf("%s %q: not a finding id (f- and hex digits)", what, id)
+	}
+	return nil
+}
+
+// exportDir is where f's export goes: out, or ./ID. The id the daemon
+// returned is checked as the one asked for was: a ledger row is not
+// trusted to be a path.
+func exportDir(f *themisv1.Finding, out string) (string, error) {
+	if err := checkFindingID("the daemon's finding", f.GetId()); err != nil {
+		return "", err
+	}
+	if out == "" {
+		return f.GetId(), nil
+	}
+	return out, nil
+}
+
+// openExportDir makes dir (its parent too if missing, 0755) and opens it
+// as a root the export writes under. An existing dir must be an empty
+// directory, not a symlink: an export replaces nothing and follows no
+// link planted where it writes.
+func openExportDir(dir string) (*os.Root, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("--out %s: a symlink; an export writes into a directory it makes, or an empty one", dir)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("--out %s: not a directory", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	if err := checkEmptyRoot(root, fi, dir); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
+
+// checkEmptyRoot refuses a root that is not the directory lstat'ed as fi
+// (swapped in between) or that holds anything.
+func checkEmptyRoot(root *os.Root, fi fs.FileInfo, dir string) error {
+	now, err := root.Stat(".")
+	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	for name, b := range files {
+	if !os.SameFile(fi, now) {
+		return fmt.Errorf("--out %s: replaced while it was opened", dir)
+	}
+	d, err := root.Open(".")
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	names, err := d.Readdirnames(1)
+	if cerr := d.Close(); err == nil || errors.Is(err, io.EOF) {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("--out %s: not empty (holds %q); an export writes into a directory it makes, or an empty one", dir, names[0])
+	}
+	return nil
+}
+
+// writeExport writes files as new files under root (O_EXCL: none
+// replaced, no symlink followed), repro.sh and check.sh executable.
+func writeExport(root *os.Root, files repro.Files) error {
+	for _, name := range sortedNames(files) {
 		mode := os.FileMode(0o644)
-		if name == "repro.sh" {
+		if name == "repro.sh" || name == "check.sh" {
 			mode = 0o755
 		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, mode); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		if err := os.Chmod(p, mode); err != nil { // an existing file keeps its mode on WriteFile
+		if err := writeNew(root, name, files[name], mode); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
 	return nil
+}
+
+// writeNew creates name under root (it must not exist) and writes b.
+func writeNew(root *os.Root, name string, b []byte, mode os.FileMode) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func sortedNames(files repro.Files) []string {

@@ -43,6 +43,8 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"report", "--from", "/nonexistent/report.json"}, "--from"},
 		{[]string{"report", "--from", ".", "--fs", "ext4"}, "--fs does not apply"},
 		{[]string{"report", "--json", "-o", "-", "--from", "."}, "pick one"},
+		{[]string{"findings", "export", "f-../../x"}, `FINDING "f-../../x": not a finding id`},
+		{[]string{"findings", "export", "f-1; rm -rf ~"}, "not a finding id"},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, tt.args...)
