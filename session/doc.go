@@ -80,7 +80,12 @@
 //
 // # Budgets
 //
-// Guest RAM is bounded by Config.MaxMemoryMiB. What a session keeps beside
+// Guest RAM is bounded by Config.MaxMemoryMiB, and on QEMU by the room of
+// the scratch dir's tmpfs (qemu.ScratchDir), where it lives: a boot the
+// host has no room for (vmm.ErrNoRAM) fails that Create with ErrExhausted,
+// naming the dir and its free space, and Open warns when the dir cannot
+// hold MaxMemoryMiB (or one guest of vmm.DefaultMemoryMiB) of guest RAM.
+// What a session keeps beside
 // it, in the daemon's heap and tmpfs, is bounded by its budget
 // (Config.SessionBudget, internal/budget) under the daemon's
 // (Config.DaemonBudget): the sectors its overlays hold (billed by the

@@ -19,6 +19,7 @@ import (
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
 
@@ -244,6 +245,9 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("session: %w", err)
 		}
 	}
+	if warning := scratchRoom(qemu.ScratchDir(), cfg.MaxMemoryMiB); warning != "" {
+		m.log.Warn(warning)
+	}
 	return m, nil
 }
 
@@ -385,7 +389,7 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 		specs[i] = spec
 	}
 	if o.MemoryMiB == 0 {
-		o.MemoryMiB = 128
+		o.MemoryMiB = vmm.DefaultMemoryMiB
 	}
 	if o.MemoryMiB < 64 || o.MemoryMiB > 4096 {
 		return nil, Invalid("memory_mib", "%d MiB: want 64..4096", o.MemoryMiB)
@@ -445,8 +449,12 @@ func (m *Manager) reserve(memoryMiB int) error {
 }
 
 // bootFailed records session s, whose boot failed with err, as failed
-// and returns the error Create returns.
+// and returns the error Create returns. A host without room for the
+// guest's RAM (vmm.ErrNoRAM) is a limit: ErrExhausted.
 func (m *Manager) bootFailed(ctx context.Context, s *session, err error) error {
+	if errors.Is(err, vmm.ErrNoRAM) {
+		err = fmt.Errorf("%w: %w", ErrExhausted, err)
+	}
 	s.budget.Close()
 	s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
 	m.failures.Add(1)
