@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -175,5 +176,26 @@ func TestUnauthStreamBounded(t *testing.T) {
 	// With the token the stream lasts until the client's own deadline.
 	if took, err := watch("s3cret"); status.Code(err) != codes.DeadlineExceeded || strings.Contains(err.Error(), "without the token") || took < 3*bound {
 		t.Errorf("Watch with the token after %v: %v, want it open until the client's deadline", took, err)
+	}
+}
+
+// TestIdleConnectionGoaway checks that a connection without a call for the
+// idle bound (here 300 ms) is sent GOAWAY: the client's connection leaves
+// READY (before: it stayed READY while the keepalive pings answered).
+func TestIdleConnectionGoaway(t *testing.T) {
+	t.Parallel()
+	addr, pki := startTokenTCP(t, bounds{idle: 300 * time.Millisecond}, 0)
+	c := dial(t, addr, client.Options{CAFile: pki.CA, Token: "s3cret"})
+	if got := c.Conn().GetState(); got != connectivity.Ready {
+		t.Fatalf("state after Dial = %v, want READY", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if !c.Conn().WaitForStateChange(ctx, connectivity.Ready) {
+		t.Fatal("connection still READY 5 s after its last call")
+	}
+	// The client reconnects on its next call.
+	if _, err := c.ListSessions(ctx, &themisv1.ListSessionsRequest{}); err != nil {
+		t.Errorf("ListSessions after GOAWAY: %v", err)
 	}
 }
