@@ -15,11 +15,14 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/internal/budget"
 	"github.com/themisfs/themis/internal/sandbox"
+	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/qemu"
 	"go.uber.org/zap"
 )
 
@@ -58,6 +61,12 @@ type Report struct {
 	// Lanes are the lane filesystems this host and image can run, and
 	// why not for the rest.
 	Lanes []Lane `json:"lanes"`
+	// ScratchDir is where QEMU guests keep their RAM (qemu.ScratchDir:
+	// $THEMIS_SCRATCH_DIR, else /dev/shm) and ScratchFreeMiB its free
+	// space, in MiB (-1: unknown, see Problems). Less than one guest of
+	// vmm.DefaultMemoryMiB is a problem: such a session is refused.
+	ScratchDir     string `json:"scratch_dir"`
+	ScratchFreeMiB int64  `json:"scratch_free_mib"`
 	// Boot is set by --boot; its fields appear at the top level of the JSON.
 	*Boot
 	BootError string   `json:"boot_error,omitempty"`
@@ -142,7 +151,27 @@ func Check(ctx context.Context, cacheDir string) *Report {
 		r.HostToolIsolation = "none: " + sandbox.Why()
 	}
 	r.Lanes = checkLanes(ctx, cacheDir)
+	r.ScratchDir = qemu.ScratchDir()
+	var problem string
+	if r.ScratchFreeMiB, problem = scratchRoom(r.ScratchDir); problem != "" {
+		r.Problems = append(r.Problems, problem)
+	}
 	return r
+}
+
+// scratchRoom is the free space of dir, in MiB (-1 when statfs fails), and
+// a problem when it cannot hold the RAM of one guest of
+// vmm.DefaultMemoryMiB ("" when it can).
+func scratchRoom(dir string) (int64, string) {
+	free, err := scratch.Free(dir)
+	if err != nil {
+		return -1, fmt.Sprintf("guest RAM dir: %v (set %s to a tmpfs)", err, qemu.ScratchEnv)
+	}
+	if free < vmm.DefaultMemoryMiB<<20 {
+		return free >> 20, fmt.Sprintf("guest RAM dir %s has %s free, less than one guest of the default %d MiB: QEMU sessions are refused (RESOURCE_EXHAUSTED); grow that tmpfs or set %s",
+			dir, budget.Size(free), vmm.DefaultMemoryMiB, qemu.ScratchEnv)
+	}
+	return free >> 20, ""
 }
 
 // BootOptions configure a measured boot.

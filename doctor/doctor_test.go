@@ -3,14 +3,17 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/sandbox"
+	"github.com/themisfs/themis/internal/scratch/scratchtest"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/vmm/qemu"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -101,5 +104,41 @@ func TestBootCheckKVMNeedsHardware(t *testing.T) {
 	_, err := BootCheck(context.Background(), BootOptions{Backend: "kvm"})
 	if err == nil || !strings.Contains(err.Error(), `backend "kvm"`) || !strings.Contains(err.Error(), "cannot boot") {
 		t.Fatalf("BootCheck with kvm on a host without hardware virtualization: %v", err)
+	}
+}
+
+// TestScratchRoom: doctor reports the guest RAM dir's free space and calls
+// less than one default guest a problem (small tmpfs mounts of known size).
+func TestScratchRoom(t *testing.T) {
+	small, big := scratchtest.Tmpfs(t, 8), scratchtest.Tmpfs(t, 256)
+	tests := []struct {
+		name    string
+		dir     string
+		wantMiB int64
+		problem []string // in the problem; nil: none
+	}{
+		{"less than one guest", small, 8, []string{small, "8.0 MiB free", "default 128 MiB", "RESOURCE_EXHAUSTED", qemu.ScratchEnv}},
+		{"room", big, 256, nil},
+		{"no such dir", filepath.Join(small, "gone"), -1, []string{"statfs", "gone"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			free, problem := scratchRoom(tc.dir)
+			if free != tc.wantMiB {
+				t.Errorf("scratchRoom(%s): %d MiB free; want %d", tc.dir, free, tc.wantMiB)
+			}
+			if tc.problem == nil && problem != "" {
+				t.Errorf("scratchRoom(%s): problem %q; want none", tc.dir, problem)
+			}
+			for _, s := range tc.problem {
+				if !strings.Contains(problem, s) {
+					t.Errorf("scratchRoom(%s): problem %q; want it to say %q", tc.dir, problem, s)
+				}
+			}
+		})
+	}
+	r := Check(context.Background(), t.TempDir())
+	if r.ScratchDir != qemu.ScratchDir() || r.ScratchFreeMiB < 0 {
+		t.Errorf("Check: guest RAM dir %q with %d MiB free; want %q measured", r.ScratchDir, r.ScratchFreeMiB, qemu.ScratchDir())
 	}
 }

@@ -76,6 +76,7 @@ func printDoctor(r *doctor.Report) error {
 	fmt.Fprintf(w, "explore revert (auto)\t%s\t%s\n", r.Revert, r.RevertWhy)
 	fmt.Fprintf(w, "explore workers (auto)\t%d\tone per CPU this process may use (%d), at most 8, as many as the daemon has room for\n", r.ExploreWorkers, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "host checkers\t%s\t%s\n", "sandbox", r.HostToolIsolation)
+	fmt.Fprintf(w, "guest RAM dir\t%s\t%d MiB free (QEMU guests' RAM lives there)\n", r.ScratchDir, r.ScratchFreeMiB)
 	for _, l := range r.Lanes {
 		state := "ready"
 		if !l.Ready {
