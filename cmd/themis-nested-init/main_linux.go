@@ -192,9 +192,11 @@ func runStep(log *zap.Logger, s nested.Step) nested.StepResult {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: jobRoot, Setpgid: true}
 	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
 	log.Info("step started", zap.String("step", s.Name), zap.String("argv", strings.Join(s.Argv, " ")), zap.Duration("timeout", timeout))
+	mark(log, nested.StartLine(s.Name))
 	t0 := time.Now()
 	err = cmd.Run()
 	r.Seconds = time.Since(t0).Seconds()
+	mark(log, nested.EndLine(s.Name))
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -208,6 +210,14 @@ func runStep(log *zap.Logger, s nested.Step) nested.StepResult {
 	}
 	log.Info("step ended", zap.String("step", s.Name), zap.Int("exit_code", r.ExitCode), zap.String("error", r.Error), zap.Float64("seconds", r.Seconds))
 	return r
+}
+
+// mark prints a step mark on the console (fd 2): the host watching the
+// console tells from them which step its lines belong to.
+func mark(log *zap.Logger, line string) {
+	if _, err := io.WriteString(os.Stderr, line); err != nil {
+		log.Warn("step mark", zap.Error(err))
+	}
 }
 
 func writeResult(res *nested.Result) error {

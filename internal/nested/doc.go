@@ -12,5 +12,13 @@
 // Plan) packed into an ext4 image with mkfs.ext4 -d; the init runs the
 // plan chrooted into it and writes each step's output and a Result to
 // /out, which the host reads back from the image with debugfs once the
-// machine is off. The console is kept as a log, never parsed for results.
+// machine is off. The console is kept as a log, never parsed for results,
+// and watched as it is written (Watcher) for the emulated host's own
+// failures: Run stops the host on the first.
+//
+// The retry rule is a pure core: Classify reads an attempt's console and
+// output for an emulator signature (the host's soft lockup, RCU stall or
+// death, a guest's triple fault before ready, a silent boot), and Decide
+// turns a test's attempts into pass, fail, retry or inconclusive. Only a
+// signature retries; any other failure is the code's under test.
 package nested

@@ -18,6 +18,11 @@ var JobFiles = []string{"/etc/mke2fs.conf"}
 // of the emulated host's own limits read it (docs/kvm.md).
 const EmulatedEnv = "THEMIS_EMULATED_AMDV"
 
+// FaultEnv names a test-only fault for the vmm/kvm test binary: "restore"
+// makes every restore of a Linux machine fail the verify gate (the nested
+// job's -inject-fault restore; docs/kvm.md). Nothing else reads it.
+const FaultEnv = "THEMIS_TEST_FAULT"
+
 // Job paths.
 const (
 	BinDir    = "/bin-themis"

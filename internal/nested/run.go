@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,15 +49,48 @@ type Options struct {
 	QEMU      string        // the QEMU binary; default qemu-system-x86_64 in PATH
 	CPU       string        // QEMU's -cpu; default DefaultCPU
 	Timeout   time.Duration // the whole run, boot to power off; default 30 minutes
+	Host      *guest.Image  // the emulated host's image; default BuildHost's
 	Log       *zap.Logger
 }
 
-// Outcome is a finished run: the init's Result and where its files are.
+// Outcome is a finished run: the init's Result, where its files are, and
+// how the emulated host's run ended.
 type Outcome struct {
 	Result  Result
 	OutDir  string        // the job's /out, copied back
 	Console string        // the emulated host's console log
 	Wall    time.Duration // QEMU start to exit
+	// Stopped is the emulated host kernel's signature that made Run stop
+	// it (a soft lockup, an RCU stall, a panic), as soon as its console
+	// showed it; nil when none did.
+	Stopped *Hit
+	// Exited is QEMU's exit by itself before the plan was done (a panic,
+	// a reset, a QEMU error: "exit status 1: <its stderr>"); "" otherwise.
+	Exited string
+	// TimedOut: the emulated host did not power off within Options.Timeout.
+	TimedOut bool
+	// Running is the step that was running when the run ended ("" when
+	// the plan ended or no step had started).
+	Running string
+	watch   *Watcher
+}
+
+// Finished says whether every step of the plan has a result.
+func (o *Outcome) Finished(p Plan) bool { return len(o.Result.Steps) == len(p.Steps) }
+
+// StepConsole is the console while step ran (the emulated host's kernel
+// messages and the init's log; steps' output is not echoed there unless
+// the step asks).
+func (o *Outcome) StepConsole(step string) []byte {
+	if o.watch == nil {
+		return nil
+	}
+	return o.watch.Segment(step)
+}
+
+// StepStarted says whether the console showed step's start mark.
+func (o *Outcome) StepStarted(step string) bool {
+	return o.watch != nil && slices.Contains(o.watch.Started(), step)
 }
 
 // Output returns a step's stdout as the job wrote it.
@@ -97,9 +132,12 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if err := o.Plan.Validate(); err != nil {
 		return nil, err
 	}
-	host, err := BuildHost(ctx, o.CacheDir, o.Log)
-	if err != nil {
-		return nil, err
+	host := o.Host
+	if host == nil {
+		var err error
+		if host, err = BuildHost(ctx, o.CacheDir, o.Log); err != nil {
+			return nil, err
+		}
 	}
 	pj, err := json.MarshalIndent(o.Plan, "", "  ")
 	if err != nil {
@@ -114,19 +152,50 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	out := &Outcome{Console: filepath.Join(o.WorkDir, "console.log"), OutDir: filepath.Join(o.WorkDir, "out")}
 	t0 := time.Now()
-	bootErr := boot(ctx, o, host, disk, out.Console)
+	bootErr := boot(ctx, o, host, disk, out)
 	out.Wall = time.Since(t0)
+	if bootErr != nil {
+		return out, bootErr
+	}
+	// A host stopped or dead mid-step left its journal unreplayed:
+	// debugfs reads the disk as is, so replay it first.
+	if err := replayJournal(ctx, disk); err != nil {
+		return out, err
+	}
 	if err := fetch(ctx, disk, OutDir, out.OutDir); err != nil {
-		return out, errors.Join(bootErr, err)
+		return out, err
 	}
 	b, err := os.ReadFile(filepath.Join(out.OutDir, filepath.Base(ResultFile)))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// No step finished: the host died (or was stopped) before the
+		// first did, or the init failed; the caller reads which below
+		// and in the console.
+	case err != nil:
+		return out, fmt.Errorf("nested: no result from the emulated host (console: %s): %w", out.Console, err)
+	default:
+		if err := json.Unmarshal(b, &out.Result); err != nil {
+			return out, fmt.Errorf("nested: result: %w", err)
+		}
+	}
+	if out.Stopped == nil && out.Exited == "" && !out.TimedOut && !out.Finished(o.Plan) {
+		out.Exited = fmt.Sprintf("it powered off or reset after %d of %d steps (console: %s)", len(out.Result.Steps), len(o.Plan.Steps), out.Console)
+	}
+	return out, nil
+}
+
+// replayJournal replays the job disk's ext4 journal, if it needs it.
+func replayJournal(ctx context.Context, disk string) error {
+	cmd := exec.CommandContext(ctx, "e2fsck", "-y", "-E", "journal_only", disk)
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 { // 1: the file system was changed (replayed)
+		return nil
+	}
 	if err != nil {
-		return out, errors.Join(bootErr, fmt.Errorf("nested: no result from the emulated host (console: %s): %w", out.Console, err))
+		return fmt.Errorf("nested: e2fsck -E journal_only %s: %w: %s", disk, err, bytes.TrimSpace(b))
 	}
-	if err := json.Unmarshal(b, &out.Result); err != nil {
-		return out, errors.Join(bootErr, fmt.Errorf("nested: result: %w", err))
-	}
-	return out, bootErr
+	return nil
 }
 
 // MakeDisk packs root into a fresh ext4 image at disk with room to spare
@@ -169,15 +238,32 @@ func treeSize(root string) (int64, error) {
 	return n, nil
 }
 
-// boot runs QEMU until the emulated host powers off.
-func boot(ctx context.Context, o Options, host *guest.Image, disk, console string) error {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+// boot runs QEMU until the emulated host powers off, stopping it as soon
+// as its console shows its own kernel's signature (Watcher), and records
+// how it ended in out. It returns an error only when QEMU could not run
+// the host at all (it exited with an error and wrote nothing on the
+// console) or ctx ended.
+func boot(ctx context.Context, o Options, host *guest.Image, disk string, out *Outcome) error {
+	bootCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	qctx, kill := context.WithCancel(bootCtx)
+	defer kill()
+	out.watch = NewWatcher(func(h Hit) {
+		o.Log.Warn("the emulated host's own failure on its console: stopping it", zap.String("signature", h.Signature.String()), zap.String("line", h.Line), zap.String("step", h.Step))
+		kill()
+	})
+	console, err := os.Create(out.Console)
+	if err != nil {
+		return fmt.Errorf("nested: console log: %w", err)
+	}
+	defer console.Close()
 	args := []string{
 		"-accel", o.Accel, "-cpu", o.CPU,
 		"-smp", strconv.Itoa(o.CPUs), "-m", strconv.Itoa(o.MemoryMiB),
 		"-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
-		"-serial", "file:" + console,
+		// The serial console on QEMU's stdout: written to console.log and
+		// watched as it comes.
+		"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
 		"-kernel", host.Kernel, "-initrd", host.Initramfs, "-append", hostCmdline,
 		"-drive", "file=" + disk + ",format=raw,if=virtio,cache=unsafe",
 	}
@@ -188,18 +274,36 @@ func boot(ctx context.Context, o Options, host *guest.Image, disk, console strin
 	if bin == "" {
 		bin = "qemu-system-x86_64"
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(qctx, bin, args...)
+	cmd.WaitDelay = 10 * time.Second // a child holding the console pipe does not keep us
 	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	o.Log.Info("booting the emulated AMD-V host", zap.String("console", console), zap.Int("memory_mib", o.MemoryMiB), zap.Int("cpus", o.CPUs))
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return fmt.Errorf("nested: the emulated host did not power off within %v: %w\nconsole tail:\n%s", o.Timeout, ctx.Err(), tail(console, 40))
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(console, out.watch), &stderr
+	o.Log.Info("booting the emulated AMD-V host", zap.String("console", out.Console), zap.Int("memory_mib", o.MemoryMiB), zap.Int("cpus", o.CPUs))
+	err = cmd.Run()
+	if serr := console.Sync(); serr != nil {
+		o.Log.Warn("console log", zap.Error(serr))
 	}
-	if err != nil {
-		return fmt.Errorf("nested: qemu: %w: %s\nconsole tail:\n%s", err, bytes.TrimSpace(stderr.Bytes()), tail(console, 40))
+	out.Running = out.watch.Running()
+	if h, ok := out.watch.Hit(); ok {
+		out.Stopped = &h
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("nested: %w (console: %s)", ctx.Err(), out.Console)
+	case out.Stopped != nil:
+	case bootCtx.Err() != nil:
+		out.TimedOut = true
+	case err != nil && len(out.watch.Started()) == 0 && fileEmpty(out.Console):
+		return fmt.Errorf("nested: qemu: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	case err != nil:
+		out.Exited = fmt.Sprintf("qemu: %v: %s", err, LastLines(string(bytes.TrimSpace(stderr.Bytes())), 5))
 	}
 	return nil
+}
+
+func fileEmpty(p string) bool {
+	fi, err := os.Stat(p)
+	return err != nil || fi.Size() == 0
 }
 
 // fetch copies dir out of the ext4 image with debugfs (the image is never mounted here).
@@ -222,15 +326,6 @@ func fetch(ctx context.Context, disk, dir, dst string) error {
 		}
 	}
 	return nil
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(p string, n int) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	return LastLines(string(b), n)
 }
 
 // LastLines returns the last n lines of s.
