@@ -17,6 +17,13 @@ type linuxMemory struct{ m *Machine }
 
 var _ checkpoint.Memory = linuxMemory{}
 
+// restoreFault, when set, damages the restored guest RAM before the verify
+// gate sees it: a test-only fault, set by the package's test binary alone
+// (export_linux_test.go, under nested.FaultEnv=restore; the nested job's
+// -inject-fault restore) to prove that a restore that does not verify
+// fails the job. Nil in every other build.
+var restoreFault func(m *Machine)
+
 // Stop implements checkpoint.Memory: the vCPU leaves KVM_RUN.
 func (mem linuxMemory) Stop(ctx context.Context) error { return mem.m.pause(ctx) }
 
@@ -40,6 +47,9 @@ func (mem linuxMemory) Save(ctx context.Context) (checkpoint.Ref, error) {
 func (mem linuxMemory) Load(ctx context.Context, ref checkpoint.Ref, _ []checkpoint.Ref) (checkpoint.LoadStats, error) {
 	if err := mem.m.vm.Restore(ctx, vmm.CheckpointID(ref)); err != nil {
 		return checkpoint.LoadStats{}, err
+	}
+	if restoreFault != nil {
+		restoreFault(mem.m)
 	}
 	mem.m.revive()
 	st := mem.m.vm.Stats() // before resume: a running vCPU holds the VM
