@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -50,8 +53,12 @@ func TestParseExplore(t *testing.T) {
 }
 
 func TestJobPlan(t *testing.T) {
-	o := options{run: "^TestKVMLinux", exploreArgs: "--fs ext2 --seed 7", explore: true, pin: true}
-	p := jobPlan(o, []string{"PATH=/bin"})
+	o := options{run: ".", exploreArgs: "--fs ext2 --seed 7", explore: true, pin: true}
+	us, err := selectUnits(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := jobPlan(o, []string{"PATH=/bin"}, us)
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,80 +68,214 @@ func TestJobPlan(t *testing.T) {
 		if s.Argv[0] != "/usr/bin/taskset" {
 			t.Errorf("step %s: argv %q, want it pinned with taskset", s.Name, s.Argv)
 		}
+		if s.Echo {
+			t.Errorf("step %s echoes its output on the console watched for the host's signatures", s.Name)
+		}
 	}
-	if !slices.Equal(names, []string{"gated", "explore-kvm", "sweep-kvm"}) {
-		t.Errorf("steps %q", names)
+	want := []string{"conf-bootandy2038", "conf-restoresoundness", "conf-nested", "conf-deletemiddlecheckpoint", "conf-staletranslatedcode",
+		"conf-hungguestcleansup", "conf-failedrestorebreaks", "conf-replaypasses", "kvmlinuxrestorepages", "pitspeakerport",
+		"restoreflushesguesttlb", "devicepathreverts", "failedbootreturnserror", "explore-kvm", "sweep-kvm"}
+	if !slices.Equal(names, want) {
+		t.Errorf("steps %q, want %q", names, want)
 	}
-	if a := strings.Join(p.Steps[1].Argv, " "); !strings.Contains(a, "explore --backend kvm --fs ext2 --seed 7") {
+	if a := strings.Join(p.Steps[0].Argv, " "); !strings.HasSuffix(a, "-test.run ^TestKVMLinuxConformance$/^BootAndY2038$") {
+		t.Errorf("first step: %s", a)
+	}
+	if a := strings.Join(p.Steps[len(p.Steps)-2].Argv, " "); !strings.Contains(a, "explore --backend kvm --fs ext2 --seed 7") {
 		t.Errorf("explore step: %s", a)
 	}
-	o.explore, o.pin = false, false
-	if p := jobPlan(o, nil); len(p.Steps) != 1 || p.Steps[0].Argv[0] != "/bin-themis/kvm.test" {
+	o.explore, o.pin, o.run = false, false, "^TestPITSpeakerPort$"
+	us, err = selectUnits(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := jobPlan(o, nil, us); len(p.Steps) != 1 || p.Steps[0].Argv[0] != "/bin-themis/kvm.test" {
 		t.Errorf("without explore or pin: %+v", p.Steps)
 	}
 	marker := nested.EmulatedEnv + "=1"
-	if env := jobPlan(o, []string{marker}).Steps[0].Env; !slices.Contains(env, marker) {
-		t.Errorf("env %q: want %s (Cycles skips there)", env, marker)
+	if env := jobPlan(o, []string{marker}, us).Steps[0].Env; !slices.Contains(env, marker) || slices.Contains(env, nested.FaultEnv+"=restore") {
+		t.Errorf("env %q: want %s (Cycles skips there) and no fault", env, marker)
 	}
-	o.cycles = true
-	if env := jobPlan(o, []string{marker}).Steps[0].Env; slices.Contains(env, marker) || !slices.Contains(env, nested.EmulatedEnv+"=cycles") {
-		t.Errorf("with -cycles, env %q: want the marker changed so that Cycles runs", env)
+	o.cycles, o.inject = true, injectRestore
+	if env := jobPlan(o, []string{marker}, us).Steps[0].Env; slices.Contains(env, marker) || !slices.Contains(env, nested.EmulatedEnv+"=cycles") || !slices.Contains(env, nested.FaultEnv+"=restore") {
+		t.Errorf("with -cycles -inject-fault restore, env %q: want the marker changed so that Cycles runs, and the fault", env)
+	}
+	if _, err := selectUnits(options{run: "^TestNothing$"}); err == nil {
+		t.Error("a -run that selects nothing was accepted")
 	}
 }
 
-func TestCrashedTests(t *testing.T) {
-	ev := func(action, test, output string) string {
-		return `{"Action":"` + action + `","Test":"` + test + `","Output":` + strconv.Quote(output) + "}\n"
+// TestConformanceUnits: the job runs every subtest of the conformance
+// suite as a step of its own, so its list must follow the suite's.
+func TestConformanceUnits(t *testing.T) {
+	b, err := os.ReadFile("../../vmm/vmmtest/suite.go")
+	if err != nil {
+		t.Fatal(err)
 	}
-	crash := "boot: vmm: guest died: kvm: vcpu exit " + tripleFault + "\n"
-	silent := "boot: kvm: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\n        console:\n          (no console output)\n"
-	stopped := "boot: kvm: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\n        console:\n          [    0.5] Kernel panic\n"
+	var suite []string
+	for _, m := range regexp.MustCompile(`t\.Run\("(\w+)", s\.test`).FindAllStringSubmatch(string(b), -1) {
+		suite = append(suite, m[1])
+	}
+	if !slices.Equal(suite, conformanceSuite) {
+		t.Errorf("vmm/vmmtest runs %q, the nested job %q", suite, conformanceSuite)
+	}
+	for _, m := range []string{"TestKVMLinuxConformance/BootAndY2038", "TestKVMLinuxConformance/RestoreSoundness"} {
+		if !mustPass[m] || !slices.Contains(conformanceSuite, strings.TrimPrefix(m, "TestKVMLinuxConformance/")) {
+			t.Errorf("%s is not in the must-pass core", m)
+		}
+	}
+}
+
+func TestTestRunPattern(t *testing.T) {
+	for _, tt := range []struct{ name, want string }{
+		{"TestPITSpeakerPort", "^TestPITSpeakerPort$"},
+		{"TestKVMLinuxConformance/BootAndY2038", "^TestKVMLinuxConformance$/^BootAndY2038$"},
+	} {
+		if got := testRunPattern(tt.name); got != tt.want {
+			t.Errorf("testRunPattern(%s) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// script is a fake booter: each unit's attempts in order, one per boot it
+// is pending in; a nil entry means it did not get to run in that boot.
+type script map[string][]*nested.Attempt
+
+func (s script) booter(boots *int) booter {
+	seen := map[string]int{}
+	return func(_ context.Context, n int, us []unit) (map[string]nested.Attempt, error) {
+		*boots = n
+		got := map[string]nested.Attempt{}
+		for _, u := range us {
+			i := seen[u.Name]
+			seen[u.Name]++
+			if as := s[u.Name]; i < len(as) && as[i] != nil {
+				got[u.Name] = *as[i]
+			} else if i >= len(as) {
+				got[u.Name] = nested.Attempt{Passed: true}
+			}
+		}
+		return got, nil
+	}
+}
+
+// TestSchedule is the rule over whole jobs (fake boots): a failure with no
+// emulator signature, such as a restore that does not verify, fails the
+// job after its one boot, with nothing retried; a signature retries that
+// test alone; the must-pass core fails on three, any other test is
+// inconclusive.
+func TestSchedule(t *testing.T) {
+	const (
+		boot  = "TestKVMLinuxConformance/BootAndY2038"
+		sound = "TestKVMLinuxConformance/RestoreSoundness"
+		nest  = "TestKVMLinuxConformance/Nested"
+	)
+	us := []unit{{Name: boot, MustPass: true}, {Name: sound, MustPass: true}, {Name: nest}, {Name: exploreUnit, MustPass: true}}
+	verify := &nested.Attempt{Detail: "restore 1: vmm: restore verification failed"}
+	lock := &nested.Attempt{Signature: nested.SoftLockup}
+	tf := &nested.Attempt{Signature: nested.TripleFaultBeforeReady}
+	pass := &nested.Attempt{Passed: true}
 	for _, tt := range []struct {
-		name, events, want string
+		name   string
+		script script
+		boots  int
+		want   map[string]nested.Verdict
 	}{
-		{"a triple fault", ev("output", "TestKVMLinuxConformance/Hung", crash) + ev("fail", "TestKVMLinuxConformance/Hung", "") + ev("fail", "TestKVMLinuxConformance", ""),
-			"the guest triple-faulted or never booted in TestKVMLinuxConformance/Hung"},
-		{"a silent boot", ev("output", "TestKVMLinuxConformance/BootAndY2038", silent) + ev("fail", "TestKVMLinuxConformance/BootAndY2038", "") + ev("fail", "TestKVMLinuxConformance", ""),
-			"the guest triple-faulted or never booted in TestKVMLinuxConformance/BootAndY2038"},
-		{"a boot that printed and stopped", ev("output", "TestK/Boot", stopped) + ev("fail", "TestK/Boot", ""), ""},
-		{"another failure too", ev("output", "TestA/x", crash) + ev("fail", "TestA/x", "") + ev("output", "TestB", "root differs\n") + ev("fail", "TestB", ""), ""},
-		{"no triple fault", ev("output", "TestB", "restore verification failed\n") + ev("fail", "TestB", ""), ""},
-		{"nothing failed", ev("pass", "TestB", ""), ""},
+		{"all pass", script{}, 1, map[string]nested.Verdict{boot: nested.Pass, sound: nested.Pass, nest: nested.Pass}},
+		{"restore does not verify: fails at once", script{sound: {verify}, nest: {lock}}, 1,
+			map[string]nested.Verdict{sound: nested.Fail, nest: nested.Retry, boot: nested.Pass}},
+		{"digest differs: fails at once", script{exploreUnit: {{Detail: "explore differs between backends"}}}, 1,
+			map[string]nested.Verdict{exploreUnit: nested.Fail}},
+		{"a soft lockup: that test again", script{nest: {lock, pass}}, 2, map[string]nested.Verdict{nest: nested.Pass, boot: nested.Pass}},
+		{"then ours: fails", script{nest: {lock, verify}}, 2, map[string]nested.Verdict{nest: nested.Fail}},
+		{"three signatures: inconclusive", script{nest: {lock, tf, lock}}, 3, map[string]nested.Verdict{nest: nested.Inconclusive, sound: nested.Pass}},
+		{"three signatures, must pass: fails", script{boot: {tf, lock, tf}}, 3, map[string]nested.Verdict{boot: nested.Fail}},
+		{"did not get to run: no attempt spent", script{nest: {nil, nil, lock, lock, pass}}, 5, map[string]nested.Verdict{nest: nested.Pass}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := crashedTests([]byte(tt.events)); got != tt.want {
-				t.Errorf("crashedTests = %q, want %q", got, tt.want)
+			var boots int
+			l, err := schedule(context.Background(), us, tt.script.booter(&boots))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if boots != tt.boots {
+				t.Errorf("%d boots, want %d", boots, tt.boots)
+			}
+			for _, u := range us {
+				if want, ok := tt.want[u.Name]; ok && l.verdict(u) != want {
+					t.Errorf("%s: %v after %d attempts, want %v", u.Name, l.verdict(u), len(l.attempts[u.Name]), want)
+				}
 			}
 		})
 	}
+	never := func(context.Context, int, []unit) (map[string]nested.Attempt, error) { return nil, nil }
+	if _, err := schedule(context.Background(), us, never); err == nil || !strings.Contains(err.Error(), "before running a step") {
+		t.Errorf("a host that never runs a step: %v", err)
+	}
 }
 
-func TestStalledExplore(t *testing.T) {
-	t.Parallel()
-	stall := "link on ext2: guest gone: kvm: agent call: agent: call 28: context deadline exceeded (agent: read frame body (61 bytes): i/o timeout) (vCPU RIP 0xffffffffc0680dcc RFLAGS 0x10246, MP state 0, interrupt injected 0 vector 0x33 shadow 0, " + stallSignature + "; ...)"
-	sum := func(stopped string, findings ...[2]string) *exploreSummary {
-		s := &exploreSummary{Stopped: stopped}
-		for _, f := range findings {
-			s.FindingList = append(s.FindingList, struct {
-				Kind   string `json:"kind"`
-				Detail string `json:"detail"`
-			}{f[0], f[1]})
+// TestAttempt judges a step's real output: a restore that did not verify
+// is a failure without a signature (the job's -inject-fault restore reads
+// so); a triple fault at boot is the emulator's; a pass is a pass; a
+// digest made to differ (-inject-fault digest) fails without one.
+func TestAttempt(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("../../internal/nested/testdata/signatures", name))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return s
+		return b
 	}
+	sound := unit{Name: "TestKVMLinuxConformance/RestoreSoundness", Step: "conf-restoresoundness", MustPass: true, Test: true}
+	bootU := unit{Name: "TestKVMLinuxConformance/BootAndY2038", Step: "conf-bootandy2038", MustPass: true, Test: true}
+	passOut := []byte("=== RUN   TestKVMLinuxConformance\n=== RUN   TestKVMLinuxConformance/RestoreSoundness\n--- PASS: TestKVMLinuxConformance/RestoreSoundness (30.1s)\n--- PASS: TestKVMLinuxConformance (31.0s)\nPASS\n")
+	skipOut := []byte("=== RUN   TestKVMLinuxConformance\n=== RUN   TestKVMLinuxConformance/RestoreSoundness\n    vmmtest.go:68: no kvm\n--- SKIP: TestKVMLinuxConformance/RestoreSoundness (0.0s)\n--- PASS: TestKVMLinuxConformance (0.1s)\nPASS\n")
 	for _, tt := range []struct {
-		name  string
-		sum   *exploreSummary
-		stall bool
+		name   string
+		u      unit
+		stdout []byte
+		exit   int
+		passed bool
+		sig    nested.Signature
+		detail string
 	}{
-		{"the emulator's stall", sum("guest-died", [2]string{"guest-died", stall}), true},
-		{"no summary", nil, false},
-		{"a finished run", sum(""), false},
-		{"died without the signature", sum("guest-died", [2]string{"guest-died", "restore: guest gone: vmm: guest died"}), false},
-		{"a real finding too", sum("guest-died", [2]string{"state-divergence", "d-00: mode"}, [2]string{"guest-died", stall}), false},
+		{"restore did not verify", sound, read("output-verify-failed.txt"), 1, false, nested.None, "restore verification failed"},
+		{"triple fault at boot", bootU, read("output-triple-fault-boot.txt"), 1, false, nested.TripleFaultBeforeReady, "triple fault"},
+		{"passed", sound, passOut, 0, true, nested.None, ""},
+		{"skipped", sound, skipOut, 0, false, nested.None, "skipped"},
 	} {
-		if got := stalledExplore(tt.sum) != ""; got != tt.stall {
-			t.Errorf("%s: stalled %v, want %v", tt.name, got, tt.stall)
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, tt.u.Step+".out"), tt.stdout, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			j := &job{rep: &report{}, testJSON: map[string][]byte{}, measured: map[string][]string{}}
+			a, err := j.attempt(context.Background(), &nested.Outcome{OutDir: dir}, tt.u, nested.StepResult{Name: tt.u.Step, ExitCode: tt.exit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Passed != tt.passed || a.Signature != tt.sig || !strings.Contains(a.Detail, tt.detail) {
+				t.Errorf("attempt = %+v, want passed %v, signature %v, detail with %q", a, tt.passed, tt.sig, tt.detail)
+			}
+			if v := nested.Decide([]nested.Attempt{a}, tt.u.MustPass); tt.sig == nested.None && !tt.passed && v != nested.Fail {
+				t.Errorf("verdict %v, want fail at once", v)
+			}
+		})
+	}
+	q := &exploreSummary{Backend: "qemu", UniqueStates: 8, Digest: "a0b6b21ad225"}
+	kvmOut := []byte(`{"backend":"kvm","states":24,"unique_states":8,"digest":"a0b6b21ad225"}`)
+	for _, inject := range []string{"", injectDigest} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, exploreUnit+".out"), kvmOut, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j := &job{o: options{inject: inject}, rep: &report{ExploreQEMU: q}}
+		a, err := j.attempt(context.Background(), &nested.Outcome{OutDir: dir}, unit{Name: exploreUnit, Step: exploreUnit, MustPass: true}, nested.StepResult{Name: exploreUnit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := inject == ""; a.Passed != want || a.Signature != nested.None {
+			t.Errorf("explore with -inject-fault %q: %+v, want passed %v, no signature", inject, a, want)
 		}
 	}
 }
@@ -148,24 +289,5 @@ func TestMeasured(t *testing.T) {
 	}
 	if got := measured([]byte("nothing here\n")); got != nil {
 		t.Errorf("measured of no mark = %q", got)
-	}
-}
-
-// TestStepCrashed: a run step's error reads as the emulated host's crash
-// by the same signatures as a gated test's (the sweep step's silent boot
-// of 2026-12-02), and not when the guest printed and stopped.
-func TestStepCrashed(t *testing.T) {
-	for _, tt := range []struct {
-		err  string
-		want bool
-	}{
-		{"==> clock sweep on ext2\nthemisctl: rpc error: code = DeadlineExceeded desc = sweep: session s-ae8eb81010ee: boot: kvm: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\nconsole:\n  (no console output)\n", true},
-		{"themisctl: explore: guest died: kvm: vcpu exit " + tripleFault, true},
-		{"themisctl: boot: no \"themis-agent: ready\" on the console: context deadline exceeded\nconsole:\n  [    0.4] Kernel panic", false},
-		{"themisctl: sweep: lane ext2: errno 5", false},
-	} {
-		if got := crashed(tt.err); got != tt.want {
-			t.Errorf("crashed(%q) = %v, want %v", tt.err, got, tt.want)
-		}
 	}
 }
