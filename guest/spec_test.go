@@ -368,3 +368,20 @@ func TestFlavors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseLaneSpec: whatever a spec holds, an accepted one has a name of
+// the lane-name grammar (':' '=' besides for a spec that is its own name).
+func FuzzParseLaneSpec(f *testing.F) {
+	for _, s := range []string{"ext2", "ext4:inode_size=128", "ext2:name=b", "btrfs:mixed=0:size=128", "ext2:name=x$(id)", "ext2:size=\n8"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		spec, err := ParseLaneSpec(s)
+		if err != nil {
+			return
+		}
+		if !defaultName.MatchString(spec.Name) || spec.Name == "." || spec.Name == ".." {
+			t.Errorf("ParseLaneSpec(%q): name %q outside the grammar", s, spec.Name)
+		}
+	})
+}

@@ -370,3 +370,38 @@ func TestTemplatesNeedEscapers(t *testing.T) {
 		t.Errorf("join = %s, %v; want the first word no assignment", got, err)
 	}
 }
+
+// FuzzEscapers: whatever the input, a shell or C comment stays one line
+// that cannot end a C comment or splice the next line, a C string is one
+// printable ASCII line, and a shell word is one word.
+func FuzzEscapers(f *testing.F) {
+	for _, s := range []string{"", "a b", "*/\n#error x", "??/", "\\", "'$(id)'", "\x1b\u202e\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, got := range map[string]string{"shcomment": printable(s, false), "ccomment": cComment(s), "cstr": cStr(s)} {
+			if strings.ContainsAny(got, "\n\r") {
+				t.Errorf("%s(%q) = %q: more than one line", name, s, got)
+			}
+		}
+		c := cComment(s)
+		if strings.Contains(c, "*/") || strings.Contains(c, "/*") || strings.Contains(c, "??") {
+			t.Errorf("cComment(%q) = %q", s, c)
+		}
+		for i := strings.IndexByte(c, '\\'); i >= 0; i = strings.IndexByte(c, '\\') {
+			if i+1 == len(c) || !strings.ContainsRune("xuU", rune(c[i+1])) {
+				t.Errorf("cComment(%q) = %q: a backslash not of an escape", s, cComment(s))
+				break
+			}
+			c = c[i+1:]
+		}
+		for _, r := range cStr(s) {
+			if r < 0x20 || r >= 0x7f {
+				t.Errorf("cStr(%q) holds %U", s, r)
+			}
+		}
+		if q := shellQuote(s); !plainWord.MatchString(q) && !(strings.HasPrefix(q, "'") && strings.HasSuffix(q, "'")) {
+			t.Errorf("shellQuote(%q) = %q: not one word", s, q)
+		}
+	})
+}
