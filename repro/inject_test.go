@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"text/template"
@@ -92,7 +93,7 @@ func hostileInput(t *testing.T, h, tool, after string, kind string) Input {
 // logging its argv (NUL-separated, one file a call) under log.
 func stubs(t *testing.T, log string, names ...string) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := nobodyDir(t)
 	script := `#!/bin/bash
 name=${0##*/}
 printf '%s\0' "$name" "$@" >"$(mktemp "$STUB_LOG/call.XXXXXX")"
@@ -114,6 +115,19 @@ exit 0
 	}
 	for _, n := range append([]string{"id", "cc", "grep", "modprobe", "mount", "umount", "mountpoint"}, names...) {
 		if err := os.Symlink(stub, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// nobodyDir is a t.TempDir that uid nobody can search and read too (as
+// root check.sh runs its tools as nobody; a TempDir's root is 0700).
+func nobodyDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,6 +163,10 @@ func runScript(t *testing.T, script, stubDir, log string, env []string, args ...
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(log, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// check.sh runs its tools as nobody: they log too.
+	if err := os.Chmod(log, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("bash", append([]string{script}, args...)...)
@@ -276,7 +294,7 @@ func checkText(t *testing.T, name string, b []byte) {
 func TestCrashFilesHostile(t *testing.T) {
 	sentinels := t.TempDir()
 	h := hostile(sentinels)
-	log := filepath.Join(t.TempDir(), "log")
+	log := filepath.Join(nobodyDir(t), "log")
 	stubDir := stubs(t, log, "checker.stub", "recover.stub")
 	crash := func(check string) Crash {
 		return Crash{ID: h, Detail: h, Spec: h, FS: h, MountOptions: h, Setup: []string{h}, Trace: []string{h}, State: h, Keep: h, InFlight: h,
@@ -286,6 +304,7 @@ func TestCrashFilesHostile(t *testing.T) {
 		t.Errorf("CrashFiles with an op of several lines: %v, want it refused", err)
 	}
 	oneLine := strings.NewReplacer("\n", " ", "\r", " ").Replace(h)
+	mount := []string{"--mount", "--untrusted-ok"}
 	tests := []struct {
 		name  string
 		check string
@@ -295,9 +314,11 @@ func TestCrashFilesHostile(t *testing.T) {
 		mount bool // the run mounts
 	}{
 		{"host replay", "checker.stub", nil, nil, 1, false},
-		{"mount", "checker.stub", []string{"--mount"}, nil, 1, true},
-		{"mount fails", "checker.stub", []string{"--mount"}, []string{"STUB_MOUNT_FAIL=1"}, 0, true},
-		{"mount not root", "checker.stub", []string{"--mount"}, []string{"STUB_UID=1000"}, 2, false},
+		{"mount", "checker.stub", mount, nil, 1, true},
+		{"mount fails", "checker.stub", mount, []string{"STUB_MOUNT_FAIL=1"}, 0, true},
+		{"mount not root", "checker.stub", mount, []string{"STUB_UID=1000"}, 2, false},
+		{"mount unconfirmed", "checker.stub", []string{"--mount"}, nil, 2, false},
+		{"untrusted-ok alone", "checker.stub", []string{"--untrusted-ok"}, nil, 2, false},
 		{"no checker", "missing.stub", nil, nil, 2, false},
 		{"hostile checker", h, nil, nil, 2, false},
 	}
@@ -327,10 +348,14 @@ func TestCrashFilesHostile(t *testing.T) {
 					t.Errorf("checker argv %q, want [%q IMAGE]", got, h)
 				}
 			}
-			if tt.mount {
-				if got := calls(t, log, "mount"); len(got) != 1 || len(got[0]) != 6 || got[0][1] != "loop,"+h || got[0][3] != h {
-					t.Errorf("mount argv %q, want [-o loop,%q -t %q IMAGE DIR]", got, h, h)
-				}
+			if got := calls(t, log, "mount"); tt.mount && (len(got) != 1 || len(got[0]) != 6 || got[0][1] != "loop,"+h || got[0][3] != h) {
+				t.Errorf("mount argv %q, want [-o loop,%q -t %q IMAGE DIR]", got, h, h)
+			} else if !tt.mount && len(got) != 0 {
+				t.Errorf("mount argv %q, want no mount", got)
+			}
+			if w := strings.Index(out, "a crafted image can exploit the host kernel"); slices.Contains(tt.args, "--mount") &&
+				(w < 0 || strings.Contains(out, "== mount") && strings.Index(out, "== mount") < w) {
+				t.Errorf("check.sh --mount did not warn before it mounts:\n%s", out)
 			}
 			checkText(t, "README", files["README"])
 		})
