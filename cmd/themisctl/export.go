@@ -32,7 +32,9 @@ func newFindingsExport(g *globals) *cobra.Command {
 			"Exit status of repro.sh: 0 reproduced, 1 not on this kernel, 2 could not run, 3 a filesystem this kernel cannot mount.\n\n" +
 			"A crash finding exports its crash state instead: a fresh session replays the setup and trace and writes the disk the\n" +
 			"crash leaves as crash.img (sparse); check.sh replays its journal on a copy where the host can and runs the checker\n" +
-			"(exit 0 reproduced, 1 clean, 2 could not run; no root needed); README says how it was made; trace.txt holds the ops.",
+			"(exit 0 reproduced, 1 clean, 2 could not run; no root needed), both sandboxed (as root: as user nobody, in namespaces);\n" +
+			"check.sh --mount --untrusted-ok mounts the copy instead, which runs the host kernel's driver on the guest's bytes: do it\n" +
+			"in a throwaway VM. README says how it was made and what the sandbox is; trace.txt holds the ops.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFindingID("FINDING", args[0]); err != nil {
