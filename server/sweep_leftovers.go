@@ -16,10 +16,11 @@ import (
 )
 
 const (
-	// leftoverGrace is how old an unlocked RAM file or work dir must be
-	// before the startup sweep removes it: longer than the instant between
-	// creating one and locking it, and longer than a default boot (60 s), in
-	// which a daemon that predates the locks keeps its RAM file linked.
+	// leftoverGrace is how old an unlocked RAM file or work dir under a
+	// staging name (scratch.StagingPrefix) must be before the startup
+	// sweep removes it: longer than the instant between creating one and
+	// locking it. One under its name goes as soon as its lock is free (a
+	// daemon SIGKILLed a second ago left it).
 	leftoverGrace = 5 * time.Minute
 	// baseTempAge is how old a base cache temporary must be before the
 	// startup sweep removes it: those carry no lock, and a make (mkfs, a

@@ -4,8 +4,9 @@
 // QEMU mid-call, an agent that replies garbage, oversized frames, stale
 // ids, negative sizes and an endless log (the themisfault agent,
 // internal/faultagent), a client that never reads its Explore stream,
-// SIGTERM to a themisd process mid-explore and its restart, 50 create and
-// delete cycles — and after each checks that the daemon answers, that a
+// SIGTERM and SIGKILL to a themisd process mid-explore and its restart
+// (the ledger's integrity_check, the killed daemon's leftovers swept at
+// once), 50 create and delete cycles — and after each checks that the daemon answers, that a
 // bystander session answers within a second, and that the QEMU processes,
 // the daemon's fds and the entries of its scratch and temp dirs are back
 // to their baseline. docs/reliability.md ("The fault suite") has what it

@@ -72,6 +72,7 @@ var faults = []fault{
 	{"over-budget", "ask for 4096 MiB of guest RAM; write 4 × 32 MiB into a lane under a 64 MiB session budget; fork a 128 MiB guest under it", overBudget},
 	{"shm-enospc", "ENOSPC on /dev/shm (a small tmpfs): CreateSession with the scratch dir, where guest RAM lives, on an 8 MiB tmpfs", shmENOSPC},
 	{"sigterm-themisd", "SIGTERM to a themisd process mid-explore, then a restart on its state dir", sigtermThemisd},
+	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
 	{"create-delete-50", "50 create/delete cycles with real guests", createDelete},
 }
 

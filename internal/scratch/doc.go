@@ -10,11 +10,15 @@
 // namespaces (containers) may share /dev/shm. Locks on the same tmpfs inode
 // are seen across namespaces.
 //
-// Sweep removes an entry only when its lock is free and it is older than a
-// grace period (which covers the instant between creating an entry and
-// locking it); a dir without an ".owner" file (another tool's, or an older
-// daemon's) is never removed. SweepAged removes by age alone, for
-// temporaries that carry no lock (the base cache's mkfs and seed files).
+// An entry is made under a staging name (".new-" and its name), locked,
+// and only then renamed to its name (RENAME_NOREPLACE). Sweep removes an
+// entry under its name as soon as its lock is free: its owner is gone, a
+// daemon SIGKILLed a second ago too. An entry under a staging name it
+// removes only once its lock is free and it is older than a grace period
+// (which covers the instant between creating it and locking it); a dir
+// without an ".owner" file (another tool's, or an older daemon's) is never
+// removed. SweepAged removes by age alone, for temporaries that carry no
+// lock (the base cache's mkfs and seed files).
 //
 // The package does no I/O but on the paths it is given; it logs what it
 // removes through the logger it is given.

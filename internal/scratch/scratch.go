@@ -56,14 +56,22 @@ type Dir struct {
 	lock *Lock
 }
 
+// StagingPrefix starts the name an entry has while it is made: MkdirTemp
+// and CreateFile make it under StagingPrefix+name, lock it, and only then
+// rename it to its name. So an entry under its name with a free lock is a
+// leftover, whatever its age; one under a staging name may be an instant
+// from being locked, and Sweep waits for its grace.
+const StagingPrefix = ".new-"
+
 // MkdirTemp creates a new dir in parent (os.MkdirTemp's pattern, mode
-// 0700) and takes its ownership. Remove deletes it.
+// 0700) and takes its ownership before the dir has its name. Remove
+// deletes it.
 func MkdirTemp(parent, pattern string) (*Dir, error) {
-	dir, err := os.MkdirTemp(parent, pattern)
+	staging, err := os.MkdirTemp(parent, StagingPrefix+pattern)
 	if err != nil {
 		return nil, fmt.Errorf("scratch: %w", err)
 	}
-	owner := filepath.Join(dir, OwnerFile)
+	owner := filepath.Join(staging, OwnerFile)
 	f, err := os.OpenFile(owner, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		err = f.Close()
@@ -72,10 +80,53 @@ func MkdirTemp(parent, pattern string) (*Dir, error) {
 	if err == nil {
 		l, err = LockFile(owner)
 	}
+	dir := ""
+	if err == nil {
+		dir, err = publish(staging)
+	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("scratch: own %s: %w", dir, err), os.RemoveAll(dir))
+		return nil, errors.Join(fmt.Errorf("scratch: own %s: %w", staging, err), os.RemoveAll(staging), l.Close())
 	}
 	return &Dir{Path: dir, lock: l}, nil
+}
+
+// CreateFile creates the file path (O_EXCL, mode 0600), open for reading
+// and writing, and takes its lock before the file has its name. The
+// caller closes f and, once the file is removed, lock.
+func CreateFile(path string) (f *os.File, lock *Lock, err error) {
+	staging := filepath.Join(filepath.Dir(path), StagingPrefix+filepath.Base(path))
+	f, err = os.OpenFile(staging, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scratch: %w", err)
+	}
+	lock, err = LockFile(staging)
+	if err == nil {
+		_, err = publish(staging)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("scratch: own %s: %w", path, err), f.Close(), os.Remove(staging), lock.Close())
+	}
+	return f, lock, nil
+}
+
+// publish renames a locked staging entry to its name (without
+// StagingPrefix), never over an entry that has it, and returns the name.
+func publish(staging string) (string, error) {
+	name := filepath.Join(filepath.Dir(staging), strings.TrimPrefix(filepath.Base(staging), StagingPrefix))
+	err := unix.Renameat2(unix.AT_FDCWD, staging, unix.AT_FDCWD, name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// A file system without RENAME_NOREPLACE: the name is random, so
+		// a check before a plain rename is enough.
+		if _, err = os.Lstat(name); err == nil {
+			err = fs.ErrExist
+		} else if errors.Is(err, fs.ErrNotExist) {
+			err = os.Rename(staging, name)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("publish %s: %w", name, err)
+	}
+	return name, nil
 }
 
 // Remove deletes the dir and everything in it, then lets go of it. It is
@@ -95,10 +146,13 @@ func (d *Dir) Remove() error {
 
 // Sweep removes, in dir, the entries a process that is gone left: regular
 // files whose names start with filePrefix and dirs whose names start with
-// dirPrefix holding an OwnerFile, each only when nobody holds its lock and
-// it was last modified more than grace ago. It logs each removal and
-// returns the paths removed; entries it cannot inspect are skipped (logged
-// at debug), a failed removal is returned.
+// dirPrefix holding an OwnerFile, each only when nobody holds its lock,
+// at once (it was locked before it had its name: a free lock means its
+// owner is gone), and the same under a staging name (StagingPrefix) once
+// it was last modified more than grace ago (its owner may be about to lock
+// it). It logs each removal and returns the paths removed; entries it
+// cannot inspect are skipped (logged at debug), a failed removal is
+// returned.
 func Sweep(dir, filePrefix, dirPrefix string, grace time.Duration, log *zap.Logger) ([]string, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -111,16 +165,21 @@ func Sweep(dir, filePrefix, dirPrefix string, grace time.Duration, log *zap.Logg
 	var errs []error
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
+		name, staging := strings.CutPrefix(e.Name(), StagingPrefix)
 		var lockPath string
 		switch {
-		case e.Type().IsRegular() && strings.HasPrefix(e.Name(), filePrefix):
+		case e.Type().IsRegular() && strings.HasPrefix(name, filePrefix):
 			lockPath = p
-		case e.IsDir() && strings.HasPrefix(e.Name(), dirPrefix):
+		case e.IsDir() && strings.HasPrefix(name, dirPrefix):
 			lockPath = filepath.Join(p, OwnerFile)
 		default:
 			continue
 		}
-		ok, err := sweepOne(p, lockPath, grace, log)
+		wait := time.Duration(0)
+		if staging {
+			wait = grace
+		}
+		ok, err := sweepOne(p, lockPath, wait, log)
 		if err != nil {
 			errs = append(errs, err)
 		}

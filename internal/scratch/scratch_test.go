@@ -1,6 +1,8 @@
 package scratch
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,11 +10,15 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 )
 
-// TestSweep checks which entries a sweep removes: only unlocked, old
-// RAM files and owned dirs; never a held one, a young one, a dir without
-// an owner file, or a name it does not know.
+// TestSweep checks which entries a sweep removes: unlocked RAM files and
+// owned dirs under their names, however young (what a daemon SIGKILLed a
+// moment ago leaves), and those under a staging name once old; never a
+// held one, a young staging one, a dir without an owner file, or a name it
+// does not know. Before staging names, a young unlocked entry stayed for
+// the grace (5 minutes in the daemon).
 func TestSweep(t *testing.T) {
 	dir := t.TempDir()
 	old := time.Now().Add(-time.Hour)
@@ -56,6 +62,8 @@ func TestSweep(t *testing.T) {
 	}
 	defer lock.Close()
 	youngRAM := file("themis-ram-young", false)
+	stagingRAM := file(StagingPrefix+"themis-ram-staging", false)
+	oldStagingRAM := file(StagingPrefix+"themis-ram-old-staging", true)
 	other := file("other-ram-x", true)
 
 	left := ownedDir(true)
@@ -68,6 +76,21 @@ func TestSweep(t *testing.T) {
 	if err := young.lock.Close(); err != nil {
 		t.Fatal(err)
 	}
+	stagingDir := func(isOld bool) string { // its owner killed before it locked it
+		t.Helper()
+		p, err := os.MkdirTemp(dir, StagingPrefix+"themis-")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(p, OwnerFile), nil, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isOld {
+			age(p)
+		}
+		return p
+	}
+	youngStaging, oldStaging := stagingDir(false), stagingDir(true)
 	foreign := filepath.Join(dir, "themis-1000") // e.g. the socket dir: no owner file
 	if err := os.Mkdir(foreign, 0o700); err != nil {
 		t.Fatal(err)
@@ -79,12 +102,12 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(removed)
-	want := []string{left.Path, leftRAM}
+	want := []string{left.Path, leftRAM, youngRAM, young.Path, oldStagingRAM, oldStaging}
 	slices.Sort(want)
 	if !slices.Equal(removed, want) {
 		t.Errorf("removed %v, want %v", removed, want)
 	}
-	for _, p := range []string{liveRAM, youngRAM, other, live.Path, young.Path, foreign} {
+	for _, p := range []string{liveRAM, stagingRAM, other, live.Path, youngStaging, foreign} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s: want it kept: %v", p, err)
 		}
@@ -134,5 +157,48 @@ func TestSweepAged(t *testing.T) {
 		if gone := os.IsNotExist(err); gone != tt.removed {
 			t.Errorf("%s: removed %v, want %v", tt.name, gone, tt.removed)
 		}
+	}
+}
+
+// TestOwnedBeforeNamed: MkdirTemp and CreateFile leave an entry under its
+// name that is locked from the start (a sweep right away keeps it) and no
+// staging entry; CreateFile refuses a name that exists and leaves nothing.
+func TestOwnedBeforeNamed(t *testing.T) {
+	dir := t.TempDir()
+	d, err := MkdirTemp(dir, "themis-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, lock, err := CreateFile(filepath.Join(dir, "themis-ram-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(d.Path, OwnerFile), filepath.Join(dir, "themis-ram-a")} {
+		if _, err := LockFile(p); !errors.Is(err, unix.EWOULDBLOCK) {
+			t.Errorf("LockFile(%s): %v, want EWOULDBLOCK (held by its owner)", p, err)
+		}
+	}
+	if removed, err := Sweep(dir, "themis-ram-", "themis-", time.Hour, zaptest.NewLogger(t)); err != nil || len(removed) != 0 {
+		t.Errorf("Sweep of held entries: removed %v, %v", removed, err)
+	}
+	if _, _, err := CreateFile(filepath.Join(dir, "themis-ram-a")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("CreateFile over an existing file: %v, want fs.ErrExist", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := []string{filepath.Base(d.Path), "themis-ram-a"}; !slices.Equal(names, want) {
+		t.Errorf("entries %v, want %v (no staging name left)", names, want)
+	}
+	if err := errors.Join(d.Remove(), os.Remove(filepath.Join(dir, "themis-ram-a")), lock.Close()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -33,15 +33,12 @@ type ramFile struct {
 }
 
 func newRAMFile(path string, size int64) (*ramFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, lock, err := scratch.CreateFile(path) // locked before it has its name
 	if err != nil {
 		return nil, fmt.Errorf("qemu: guest RAM file: %w", err)
 	}
-	r := &ramFile{path: path, size: size, linked: true}
-	r.lock, err = scratch.LockFile(path)
-	if err == nil {
-		err = allocate(f, size)
-	}
+	r := &ramFile{path: path, size: size, linked: true, lock: lock}
+	err = allocate(f, size)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
