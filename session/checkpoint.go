@@ -202,20 +202,27 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 	for used[slot] {
 		slot++
 	}
-	s.seq++
-	c := &Checkpoint{ID: "c-" + strconv.Itoa(s.seq), Session: s.info.ID, Parent: parent, Name: name, Origin: origin,
+	c := &Checkpoint{ID: "c-" + strconv.Itoa(s.seq+1), Session: s.info.ID, Parent: parent, Name: name, Origin: origin,
 		Slot: slot, Created: time.Now().UTC(), Roots: roots, Live: true}
 	if len(s.devs) > 0 {
 		c.OverlayDepth = s.devs[0].Depth()
 	}
+	if err := m.ledger.insertCheckpoint(context.WithoutCancel(ctx), c, s.seq+1); err != nil {
+		// Unrecorded, the checkpoint goes again: a Fork fails whole.
+		undo := m.guestCall(ctx, s, "fork (undo)", func(ctx context.Context, mach vmm.Machine) error {
+			err := mach.Delete(ctx, vid)
+			m.shrinkCheckpointRAM(s)
+			return err
+		})
+		s.gcBlobs()
+		return nil, errors.Join(err, undo)
+	}
+	s.seq++
 	s.cps = append(s.cps, c)
 	s.vmmID[c.ID] = vid
 	s.files[c.ID] = snap
 	s.info.Depth = len(s.live())
 	m.forks.Add(1)
-	if err := m.ledger.insertCheckpoint(context.WithoutCancel(ctx), c, s.seq); err != nil {
-		return nil, err
-	}
 	detail := fmt.Sprintf("%s (%s, slot %d)", c.ID, origin, slot)
 	if name != "" {
 		detail = fmt.Sprintf("%s %q (%s, slot %d)", c.ID, name, origin, slot)

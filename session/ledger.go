@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/vmm"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+	"modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 //go:embed migrations/*.sql
@@ -35,6 +36,7 @@ var migrations embed.FS
 // fsync the WAL: a finding once reported survives power loss. Events and
 // checkpoints, one per op, stay cheap (BenchmarkLedgerFindingInsert).
 type ledger struct {
+	file    string // the database file, for errors
 	db      *sql.DB
 	durable *sql.DB // synchronous=FULL, one connection: finding writes
 	// maxEvents is how many events a session keeps (MaxSessionEvents).
@@ -84,7 +86,7 @@ func openLedger(ctx context.Context, file string) (*ledger, error) {
 		return nil, errors.Join(fmt.Errorf("ledger: open %s: %w", file, err), db.Close())
 	}
 	durable.SetMaxOpenConns(1)
-	l := &ledger{db: db, durable: durable, maxEvents: MaxSessionEvents, evSince: map[string]int{}}
+	l := &ledger{file: file, db: db, durable: durable, maxEvents: MaxSessionEvents, evSince: map[string]int{}}
 	if err := l.migrate(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("ledger %s: %w", file, err), l.close())
 	}
@@ -121,6 +123,18 @@ func secureLedgerFile(file string) error {
 		}
 	}
 	return nil
+}
+
+// writeErr wraps the error of a write to the ledger (what it was). A
+// write its file system had no room for (SQLITE_FULL: ENOSPC on the
+// database, its WAL or its index) is ErrExhausted, naming the file: the
+// daemon goes on, and writes work again once there is room.
+func (l *ledger) writeErr(what string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return fmt.Errorf("ledger %s: %s: no space left on its file system (ENOSPC; free some in the state dir): %w: %w", l.file, what, err, ErrExhausted)
+	}
+	return fmt.Errorf("ledger: %s: %w", what, err)
 }
 
 // findingsDB is the handle finding writes go through (synchronous=FULL).
@@ -215,7 +229,7 @@ func (l *ledger) insertSession(ctx context.Context, in *Info) error {
 		in.ID, string(in.State), mustJSON(in.Lanes), in.Backend, in.MemoryMiB, string(in.Restore),
 		in.Verify, nanos(in.Created), nanos(in.Ended), in.Reason)
 	if err != nil {
-		return fmt.Errorf("ledger: insert session %s: %w", in.ID, err)
+		return l.writeErr("insert session "+in.ID, err)
 	}
 	return nil
 }
@@ -224,18 +238,18 @@ func (l *ledger) insertSession(ctx context.Context, in *Info) error {
 func (l *ledger) endSession(ctx context.Context, id string, st State, at time.Time, reason string) error {
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("ledger: end session %s: %w", id, err)
+		return l.writeErr("end session "+id, err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = ?, ended = ?, reason = ? WHERE id = ?`,
 		string(st), nanos(at), reason, id); err != nil {
-		return fmt.Errorf("ledger: end session %s: %w", id, err)
+		return l.writeErr("end session "+id, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET live = 0 WHERE session = ?`, id); err != nil {
-		return fmt.Errorf("ledger: end session %s: %w", id, err)
+		return l.writeErr("end session "+id, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("ledger: end session %s: %w", id, err)
+		return l.writeErr("end session "+id, err)
 	}
 	l.evMu.Lock()
 	delete(l.evSince, id)
@@ -317,7 +331,7 @@ func (l *ledger) insertCheckpoint(ctx context.Context, c *Checkpoint, seq int) e
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.Session, c.ID, seq, c.Parent, c.Name, string(c.Origin), c.Slot, nanos(c.Created), mustJSON(c.Roots), c.OverlayDepth, c.Live)
 	if err != nil {
-		return fmt.Errorf("ledger: insert checkpoint %s/%s: %w", c.Session, c.ID, err)
+		return l.writeErr("insert checkpoint "+c.Session+"/"+c.ID, err)
 	}
 	return nil
 }
@@ -327,7 +341,7 @@ func (l *ledger) updateCheckpoint(ctx context.Context, c *Checkpoint) error {
 	_, err := l.db.ExecContext(ctx, `UPDATE checkpoints SET parent = ?, overlay_depth = ?, live = ? WHERE session = ? AND id = ?`,
 		c.Parent, c.OverlayDepth, c.Live, c.Session, c.ID)
 	if err != nil {
-		return fmt.Errorf("ledger: update checkpoint %s/%s: %w", c.Session, c.ID, err)
+		return l.writeErr("update checkpoint "+c.Session+"/"+c.ID, err)
 	}
 	return nil
 }
@@ -368,7 +382,7 @@ func (l *ledger) insertEvent(ctx context.Context, e Event) (Event, error) {
 	res, err := l.db.ExecContext(ctx, `INSERT INTO events (session, time, kind, detail, results, checkpoint)
 		VALUES (?, ?, ?, ?, ?, ?)`, e.Session, nanos(e.Time), e.Kind, e.Detail, mustJSON(e.Results), e.Checkpoint)
 	if err != nil {
-		return e, fmt.Errorf("ledger: insert event %s/%s: %w", e.Session, e.Kind, err)
+		return e, l.writeErr("insert event "+e.Session+"/"+e.Kind, err)
 	}
 	if e.Seq, err = res.LastInsertId(); err != nil {
 		return e, fmt.Errorf("ledger: insert event: %w", err)
@@ -393,7 +407,7 @@ func (l *ledger) pruneEvents(ctx context.Context, session string) error {
 	_, err := l.db.ExecContext(ctx, `DELETE FROM events WHERE session = ? AND seq <=
 		(SELECT seq FROM events WHERE session = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`, session, session, l.maxEvents)
 	if err != nil {
-		return fmt.Errorf("ledger: prune events of %s: %w", session, err)
+		return l.writeErr("prune events of "+session, err)
 	}
 	return nil
 }
@@ -456,7 +470,7 @@ func opsOf(f *Finding) findingOps {
 func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 	tx, err := l.findingsDB().BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
+		return l.writeErr("insert finding "+f.ID, err)
 	}
 	// SQLite integers are signed: the seed is stored as its two's complement.
 	_, err = tx.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
@@ -469,10 +483,10 @@ func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 			seenKey(f), f.ID, nanos(f.Created), nanos(f.Created), f.Session)
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("ledger: insert finding %s: %w", f.ID, err), tx.Rollback())
+		return errors.Join(l.writeErr("insert finding "+f.ID, err), tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("ledger: insert finding %s: %w", f.ID, err)
+		return l.writeErr("insert finding "+f.ID, err)
 	}
 	return nil
 }
@@ -531,10 +545,10 @@ func (l *ledger) fillSeen(ctx context.Context, fs []*Finding, keys []string) err
 func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
 	res, err := l.findingsDB().ExecContext(ctx, `UPDATE findings SET detail = ?, ops = ? WHERE id = ?`, f.Detail, mustJSON(opsOf(f)), f.ID)
 	if err != nil {
-		return fmt.Errorf("ledger: update finding %s: %w", f.ID, err)
+		return l.writeErr("update finding "+f.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("ledger: update finding %s: %w", f.ID, err)
+		return l.writeErr("update finding "+f.ID, err)
 	} else if n != 1 {
 		return fmt.Errorf("ledger: update finding %s: %d rows: %w", f.ID, n, ErrNotFound)
 	}
@@ -624,7 +638,7 @@ func (l *ledger) prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	var p Pruned
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return p, fmt.Errorf("ledger: prune: %w", err)
+		return p, l.writeErr("prune", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit; Commit's error is returned
 	const ended = `SELECT id FROM sessions WHERE state != ? AND ended > 0 AND ended < ?`
@@ -642,16 +656,16 @@ func (l *ledger) prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	for _, st := range steps {
 		res, err := tx.ExecContext(ctx, st.q, st.args...)
 		if err != nil {
-			return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+			return Pruned{}, l.writeErr("prune", err)
 		}
 		if st.n != nil {
 			if *st.n, err = res.RowsAffected(); err != nil {
-				return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+				return Pruned{}, l.writeErr("prune", err)
 			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return Pruned{}, fmt.Errorf("ledger: prune: %w", err)
+		return Pruned{}, l.writeErr("prune", err)
 	}
 	return p, nil
 }

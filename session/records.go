@@ -35,7 +35,7 @@ func (l *ledger) saveRecord(ctx context.Context, session, kind string, record []
 		ON CONFLICT(session) DO UPDATE SET kind = excluded.kind, record = excluded.record, created = excluded.created`,
 		session, kind, record, nanos(at))
 	if err != nil {
-		return fmt.Errorf("ledger: save run record of %s: %w", session, err)
+		return l.writeErr("save run record of "+session, err)
 	}
 	return nil
 }

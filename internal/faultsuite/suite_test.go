@@ -20,6 +20,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/server"
 	"github.com/themisfs/themis/session"
@@ -72,6 +73,7 @@ var faults = []fault{
 	{"over-budget", "ask for 4096 MiB of guest RAM; write 4 × 32 MiB into a lane under a 64 MiB session budget; fork a 128 MiB guest under it", overBudget},
 	{"shm-enospc", "ENOSPC on /dev/shm (a small tmpfs): CreateSession with the scratch dir, where guest RAM lives, on an 8 MiB tmpfs", shmENOSPC},
 	{"sigterm-themisd", "SIGTERM to a themisd process mid-explore, then a restart on its state dir", sigtermThemisd},
+	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
 	{"create-delete-50", "50 create/delete cycles with real guests", createDelete},
 }
@@ -105,9 +107,10 @@ type suite struct {
 	d   *server.Daemon
 	c   *client.Client
 
-	bystander string // the session that must answer throughout
-	lane      string // its lane's name (every session's)
-	themisd   string // the themisd binary, for sigterm-themisd
+	bystander string       // the session that must answer throughout
+	lane      string       // its lane's name (every session's)
+	themisd   string       // the themisd binary, for sigterm-themisd
+	img       *guest.Image // the fault image the daemon boots
 }
 
 // TestFaultSuite runs every fault against one daemon with real guests and
@@ -140,7 +143,7 @@ func TestFaultSuite(t *testing.T) {
 func newSuite(t *testing.T, env *vmmtest.Env) *suite {
 	t.Helper()
 	img := faultImage(t, env)
-	s := &suite{env: env, themisd: filepath.Join(dirs.Work, "themisd"),
+	s := &suite{env: env, img: img, themisd: filepath.Join(dirs.Work, "themisd"),
 		scope: Scope{PID: os.Getpid(), Scratch: dirs.Scratch, Temp: dirs.Temp}}
 	goBuild(t, "./cmd/themisd", s.themisd, nil, raceFlags...)
 
