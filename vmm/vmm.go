@@ -33,6 +33,12 @@ var (
 	// the message names where and how much was free. Nothing else is hurt:
 	// it is a refusal of this machine, like a limit.
 	ErrNoRAM = errors.New("vmm: no room for guest RAM")
+	// ErrCorrupt is wrapped by a Restore or Checkpoint refused because the
+	// saved state it would read or add to failed its checksum (changed
+	// behind the backend's back: a bit flip, a truncation). Nothing was
+	// changed: the guest runs on as it was; later checkpoint operations on
+	// that state are refused the same way.
+	ErrCorrupt = errors.New("vmm: saved checkpoint state failed its checksum")
 )
 
 // DefaultMemoryMiB is guest RAM, in MiB, when Config.MemoryMiB is 0.

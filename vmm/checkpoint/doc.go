@@ -15,7 +15,8 @@
 // # Failure policy
 //
 // An error before anything changed (an unknown id, a guest that would not
-// stop, a Save that failed) leaves the path as it was; the guest runs on
+// stop, a Save that failed, a Load refused by the saved state's checksum:
+// vmm.ErrCorrupt) leaves the path as it was; the guest runs on
 // (a guest that would not stop is the backend's to report: dead, or
 // gone). An error after something changed (a failed Load, overlay pop or
 // merge, Drop, a hash, the lockstep assertion, the verify gate) breaks the

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -31,7 +32,9 @@ type Memory interface {
 	// for it. A failed Save holds nothing new.
 	Save(ctx context.Context) (Ref, error)
 	// Load puts RAM, vCPU and device state back to ref and forgets dropped
-	// (the states saved after ref, oldest first); ref stays loadable.
+	// (the states saved after ref, oldest first); ref stays loadable. An
+	// error wrapping vmm.ErrCorrupt says Load refused before it changed
+	// anything (the saved state failed its checksum).
 	Load(ctx context.Context, ref Ref, dropped []Ref) (LoadStats, error)
 	// Drop forgets ref; the states around it stay loadable.
 	Drop(ctx context.Context, ref Ref) error
@@ -164,6 +167,10 @@ func (p *Path) restore(ctx context.Context, idx int) error {
 		dropped = append(dropped, d.ref)
 	}
 	st, err := p.cfg.Memory.Load(ctx, r.ref, dropped)
+	if errors.Is(err, vmm.ErrCorrupt) {
+		// Refused before anything changed: the path stays as it was.
+		return fmt.Errorf("%s: restore %d: %w", p.cfg.Backend, r.id, err)
+	}
 	if err != nil {
 		return p.breakWith(fmt.Errorf("%s: restore %d: %w", p.cfg.Backend, r.id, err))
 	}

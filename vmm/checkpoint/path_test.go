@@ -165,20 +165,23 @@ func TestPathAgainstModel(t *testing.T) {
 func TestPathFailures(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
+	corrupt := fmt.Errorf("state failed its checksum: %w", vmm.ErrCorrupt)
 	tests := []struct {
 		name       string
 		op         string // "checkpoint", "restore", "delete"
 		fail       string // the Memory method that fails
 		wantBroken bool
+		err        error // the injected error (nil: boom)
 	}{
-		{"checkpoint: stop fails", "checkpoint", "Stop", false},
-		{"checkpoint: save fails", "checkpoint", "Save", false},
-		{"checkpoint: hash fails", "checkpoint", "RAMHash", true},
-		{"restore: stop fails", "restore", "Stop", false},
-		{"restore: load fails", "restore", "Load", true},
-		{"restore: verify hash fails", "restore", "RAMHash", true},
-		{"delete: stop fails", "delete", "Stop", false},
-		{"delete: drop fails", "delete", "Drop", true},
+		{"checkpoint: stop fails", "checkpoint", "Stop", false, nil},
+		{"checkpoint: save fails", "checkpoint", "Save", false, nil},
+		{"checkpoint: hash fails", "checkpoint", "RAMHash", true, nil},
+		{"restore: stop fails", "restore", "Stop", false, nil},
+		{"restore: load fails", "restore", "Load", true, nil},
+		{"restore: load refused by its checksum", "restore", "Load", false, corrupt},
+		{"restore: verify hash fails", "restore", "RAMHash", true, nil},
+		{"delete: stop fails", "delete", "Stop", false, nil},
+		{"delete: drop fails", "delete", "Drop", true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,7 +193,11 @@ func TestPathFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem.fail[tc.fail] = boom
+			injected := boom
+			if tc.err != nil {
+				injected = tc.err
+			}
+			mem.fail[tc.fail] = injected
 			var got error
 			switch tc.op {
 			case "checkpoint":
@@ -200,7 +207,7 @@ func TestPathFailures(t *testing.T) {
 			case "delete":
 				got = p.Delete(ctx, c1)
 			}
-			if !errors.Is(got, boom) {
+			if !errors.Is(got, injected) {
 				t.Fatalf("%s: %v, want the injected error", tc.op, got)
 			}
 			if gotBroken := errors.Is(got, vmm.ErrBroken); gotBroken != tc.wantBroken {
@@ -228,7 +235,7 @@ func TestPathFailures(t *testing.T) {
 			mem.calls = nil
 			_, cerr := p.Checkpoint(ctx)
 			for name, err := range map[string]error{"checkpoint": cerr, "restore": p.Restore(ctx, c1), "delete": p.Delete(ctx, c1)} {
-				if !errors.Is(err, vmm.ErrBroken) || !errors.Is(err, boom) {
+				if !errors.Is(err, vmm.ErrBroken) || !errors.Is(err, injected) {
 					t.Errorf("%s after the path broke: %v, want ErrBroken wrapping the cause", name, err)
 				}
 			}

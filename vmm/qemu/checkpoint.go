@@ -21,7 +21,8 @@ type memory struct {
 	deltas *ramTree                   // RestoreDevices mode; nil until the first checkpoint
 	held   map[checkpoint.Ref]fork.ID // saved states → their RAM checkpoint (0 in RestoreFull mode)
 	last   checkpoint.Ref
-	stale  []string // snapshot tags dropped by a restore but still in the state image
+	stale  []string  // snapshot tags dropped by a restore but still in the state image
+	sum    *stateSum // the state image's checksum (RestoreDevices mode; nil: none)
 	// fault is set once an access to guest RAM faulted (the RAM file lost
 	// pages): it wraps vmm.ErrBroken and every later call but Close fails
 	// with it (Machine.usable).
@@ -64,6 +65,9 @@ func (s *memory) Resume(ctx context.Context) error {
 // Save implements checkpoint.Memory: snapshot-save, then (RestoreDevices)
 // the RAM delta against the parent.
 func (s *memory) Save(ctx context.Context) (checkpoint.Ref, error) {
+	if err := s.sum.check(); err != nil {
+		return 0, err
+	}
 	// Snapshots dropped by earlier restores are deleted here, off the restore path.
 	for len(s.stale) > 0 {
 		if err := s.deleteTag(ctx, s.stale[0]); err != nil {
@@ -76,6 +80,10 @@ func (s *memory) Save(ctx context.Context) (checkpoint.Ref, error) {
 		return 0, s.m.failed(err)
 	}
 	s.last = ref
+	if err := s.settled(ctx); err != nil {
+		s.stale = append(s.stale, tag(ref))
+		return 0, err
+	}
 	var ramID fork.ID
 	if s.m.cfg.Restore == vmm.RestoreDevices {
 		var err error
@@ -100,6 +108,9 @@ func (s *memory) Save(ctx context.Context) (checkpoint.Ref, error) {
 // at the next Save.
 func (s *memory) Load(ctx context.Context, ref checkpoint.Ref, dropped []checkpoint.Ref) (checkpoint.LoadStats, error) {
 	var st checkpoint.LoadStats
+	if err := s.sum.check(); err != nil {
+		return st, err // before anything changed
+	}
 	if s.deltas != nil {
 		t0 := time.Now()
 		pages, err := s.deltas.restore(s.held[ref])
@@ -111,6 +122,9 @@ func (s *memory) Load(ctx context.Context, ref checkpoint.Ref, dropped []checkpo
 	if err := s.m.runJob(ctx, "snapshot-load", map[string]any{"tag": tag(ref), "vmstate": "state", "devices": []string{"state"}}); err != nil {
 		return st, s.m.failed(err)
 	}
+	if err := s.settled(ctx); err != nil {
+		return st, err
+	}
 	for _, d := range dropped {
 		s.stale = append(s.stale, tag(d))
 		delete(s.held, d)
@@ -120,6 +134,9 @@ func (s *memory) Load(ctx context.Context, ref checkpoint.Ref, dropped []checkpo
 
 // Drop implements checkpoint.Memory.
 func (s *memory) Drop(ctx context.Context, ref checkpoint.Ref) error {
+	if err := s.sum.check(); err != nil {
+		return err
+	}
 	if s.deltas != nil {
 		if err := s.deltas.delete(s.held[ref]); err != nil {
 			return err
@@ -129,7 +146,7 @@ func (s *memory) Drop(ctx context.Context, ref checkpoint.Ref) error {
 	if err := s.deleteTag(ctx, tag(ref)); err != nil {
 		return s.m.failed(err)
 	}
-	return nil
+	return s.settled(ctx)
 }
 
 // Depth implements checkpoint.Memory: the RAM deltas' depth in
@@ -145,6 +162,20 @@ func (s *memory) Depth() int {
 func (s *memory) RAMHash() ([32]byte, error) {
 	h, err := hashRAM(s.m.ram.mem)
 	return h, s.broke(err)
+}
+
+// settled records the state image's checksum after a snapshot job, once
+// QEMU has written back what it cached of it: a "stop" of the stopped
+// guest drains and flushes every block node (without it the job's refcount
+// and table updates reach the file at the next stop, after the checksum).
+func (s *memory) settled(ctx context.Context) error {
+	if s.sum == nil {
+		return nil
+	}
+	if err := s.m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return s.m.failed(err)
+	}
+	return s.sum.took()
 }
 
 func (s *memory) deleteTag(ctx context.Context, tag string) error {

@@ -241,6 +241,9 @@ func (m *Machine) start(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
+	if m.cfg.Restore == vmm.RestoreDevices {
+		m.memory.sum = &stateSum{path: statePath}
+	}
 	args := append(m.args(qmpPath, agentPath, statePath), diskArgs...)
 	if err := m.launch(bin, args); err != nil {
 		return err
