@@ -6,7 +6,8 @@
 // internal/faultagent), a client that never reads its Explore stream,
 // SIGTERM and SIGKILL to a themisd process mid-explore and its restart
 // (the ledger's integrity_check, the killed daemon's leftovers swept at
-// once), ENOSPC on the state dir (the ledger) and on /dev/shm, 50 create
+// once), ENOSPC on the state dir (the ledger), on /dev/shm and on the
+// temp dir of a crash run, 50 create
 // and delete cycles — and after each checks that the daemon answers, that a
 // bystander session answers within a second, and that the QEMU processes,
 // the daemon's fds and the entries of its scratch and temp dirs are back

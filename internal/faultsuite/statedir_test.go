@@ -65,24 +65,8 @@ func statedirENOSPC(t *testing.T, s *suite, r *result) {
 	}
 	scratchtest.Mount(t, state, stateTmpfsMiB)
 	ledger := filepath.Join(state, "ledger.db")
-	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
-	mgr, err := session.Open(context.Background(), session.Config{StateDir: state, CacheDir: s.env.CacheDir,
-		MakeBase: baseimage.Make, Image: s.img, CallTimeout: callTimeout, MaxSessions: 2, Log: log.Named("session")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.StartDaemonWith(context.Background(), server.Config{
-		Listen: "unix://" + filepath.Join(dirs.Work, "statedir.sock"), StateDir: state}, server.NewDomain(mgr), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Shutdown(ctxFor(t, time.Minute)); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	}()
-	c := dial(t, d.Addr())
-	defer c.Close()
+	c, stop := s.ownDaemon(t, state)
+	defer stop()
 	resp, err := c.CreateSession(ctxFor(t, bootWithin), &themisv1.CreateSessionRequest{Lanes: []string{laneSpec}, Backend: "qemu"})
 	if err != nil {
 		t.Fatal(err)
@@ -137,4 +121,31 @@ func deleteOn(t *testing.T, c *client.Client, id string) time.Duration {
 		_, err := c.DeleteSession(ctx, &themisv1.DeleteSessionRequest{SessionId: id})
 		return err
 	})
+}
+
+// ownDaemon starts a daemon of the case's own in this process, over the
+// fault image, on state, without the suite daemon's budgets, and dials it;
+// stop closes the client and shuts the daemon down.
+func (s *suite) ownDaemon(t *testing.T, state string) (c *client.Client, stop func()) {
+	t.Helper()
+	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	mgr, err := session.Open(context.Background(), session.Config{StateDir: state, CacheDir: s.env.CacheDir,
+		MakeBase: baseimage.Make, Image: s.img, CallTimeout: callTimeout, MaxSessions: 2, Log: log.Named("session")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := server.StartDaemonWith(context.Background(), server.Config{
+		Listen: "unix://" + filepath.Join(dirs.Work, "own.sock"), StateDir: state}, server.NewDomain(mgr), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = dial(t, d.Addr())
+	return c, func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := d.Shutdown(ctxFor(t, time.Minute)); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}
 }

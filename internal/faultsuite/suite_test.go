@@ -74,6 +74,7 @@ var faults = []fault{
 	{"shm-enospc", "ENOSPC on /dev/shm (a small tmpfs): CreateSession with the scratch dir, where guest RAM lives, on an 8 MiB tmpfs", shmENOSPC},
 	{"sigterm-themisd", "SIGTERM to a themisd process mid-explore, then a restart on its state dir", sigtermThemisd},
 	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
+	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
 	{"create-delete-50", "50 create/delete cycles with real guests", createDelete},
 }
