@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -353,7 +354,7 @@ func (m *Machine) launch(bin string, args []string) error {
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
 	m.console = newConsoleTail(m.cfg.Console)
-	if err := cmd.Start(); err != nil {
+	if err := startHeld(cmd, func(err error) { m.exitErr = err; close(m.exited) }); err != nil {
 		pr.Close()
 		pw.Close()
 		return fmt.Errorf("qemu: start %s: %w", bin, err)
@@ -363,11 +364,28 @@ func (m *Machine) launch(bin string, args []string) error {
 		m.log.Warn("close console pipe writer", zap.Error(err))
 	}
 	go m.console.run(pr)
-	go func() {
-		m.exitErr = cmd.Wait()
-		close(m.exited)
-	}()
 	return nil
+}
+
+// startHeld starts cmd from a goroutine locked to its OS thread, which
+// then waits for it and calls exited with Wait's error. Pdeathsig is sent
+// when the thread that forked the child exits, not the process: Go may
+// end a thread while the daemon lives (a goroutine that ends locked to it,
+// as a KVM vCPU's does), which would SIGKILL a QEMU forked from it. Held
+// by the wait, the thread lives as long as QEMU; a SIGKILLed daemon takes
+// it, and QEMU, with it.
+func startHeld(cmd *exec.Cmd, exited func(error)) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the wait
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
 }
 
 // connect accepts QEMU's QMP and agent connections, sets the migration
