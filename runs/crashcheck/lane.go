@@ -277,9 +277,14 @@ func checkState(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool
 		return r, err
 	}
 	replayOut, err := tool.Recover(ctx, img)
-	if err != nil && !errors.Is(err, hostfsck.ErrNoRecovery) {
+	switch {
+	case errors.Is(err, hostfsck.ErrReplayFailed):
 		r.Verdict, r.Output = Broken, err.Error()
 		return r, nil
+	case err != nil && !errors.Is(err, hostfsck.ErrNoRecovery):
+		// The checker failed (timed out, killed, its sandbox), not the
+		// state: the run's error, as a failed fsck is, never a finding.
+		return r, err
 	}
 	r.replayErr = err
 	verdict, out, err := tool.Run(ctx, img)

@@ -99,7 +99,10 @@ func (f Tool) Run(ctx context.Context, image string) (verdict Verdict, out []byt
 // Recover replays image's journal in place, as a mount would (e2fsck -E
 // journal_only -y for ext*: nothing without a journal), in the sandbox. A
 // checker without such a step (btrfs replays its log tree only at mount;
-// xfs_repair refuses a dirty log) returns ErrNoRecovery.
+// xfs_repair refuses a dirty log) returns ErrNoRecovery. A checker that
+// ran and could not replay the image (the image's fault) wraps
+// ErrReplayFailed; any other error is the checker's own failure, as for
+// Run (not installed, timed out, killed by a signal, the sandbox's setup).
 func (f Tool) Recover(ctx context.Context, image string) ([]byte, error) {
 	if f.recover == nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, ErrNoRecovery)
@@ -120,7 +123,7 @@ func (f Tool) Recover(ctx context.Context, image string) ([]byte, error) {
 		return out, fmt.Errorf("%s journal replay (sandbox %s): %w: %s", f.bin, res.Isolation, err, Truncate(out, MaxOutput))
 	}
 	if res.ExitCode > 3 { // 1, 2: corrected (replayed); 4 and up: not
-		return out, fmt.Errorf("%s journal replay: exit status %d: %s", f.bin, res.ExitCode, Truncate(out, MaxOutput))
+		return out, fmt.Errorf("%s journal replay: exit status %d: %w: %s", f.bin, res.ExitCode, ErrReplayFailed, Truncate(out, MaxOutput))
 	}
 	return out, nil
 }
@@ -128,6 +131,10 @@ func (f Tool) Recover(ctx context.Context, image string) ([]byte, error) {
 // ErrNoRecovery is Recover's error for a filesystem whose journal the host
 // cannot replay.
 var ErrNoRecovery = errors.New("no journal replay on the host")
+
+// ErrReplayFailed is Recover's error for an image whose journal the
+// checker ran on and could not replay (e2fsck's exit status 4 and up).
+var ErrReplayFailed = errors.New("the journal replay failed on this image")
 
 // verdict maps a non-zero exit status of the checker.
 func (f Tool) verdict(code int, out []byte) (Verdict, []byte, error) {

@@ -1,6 +1,7 @@
 package hostfsck
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -8,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/themisfs/themis/internal/sandbox"
 )
 
 // TestRecover: an ext4 image flagged as needing recovery loses the flag
@@ -57,5 +61,48 @@ func TestRecover(t *testing.T) {
 	}
 	if _, err := btrfs.Recover(context.Background(), img); !errors.Is(err, ErrNoRecovery) {
 		t.Errorf("btrfs Recover: %v, want ErrNoRecovery", err)
+	}
+}
+
+// TestRecoverFailures tells the image's failure from the checker's: a
+// replay e2fsck runs and cannot do (an image that is no filesystem) wraps
+// ErrReplayFailed, a crash state's verdict (runs/crashcheck: broken); a
+// replay past its sandbox's time wraps sandbox.ErrTimeout and not
+// ErrReplayFailed, a failure of the host that crashcheck returns as the
+// run's error (before, both were the state's "broken", a crash finding).
+func TestRecoverFailures(t *testing.T) {
+	if _, err := exec.LookPath("e2fsck"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("e2fsck is required under CI=true: %v", err)
+		}
+		t.Skipf("skipped: e2fsck not installed: %v", err)
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage.img")
+	if err := os.WriteFile(garbage, bytes.Repeat([]byte{0x5a}, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		timeout   time.Duration // the sandbox's; 0: the tool's
+		want      error
+		imageFail bool // wraps ErrReplayFailed
+	}{
+		{"not a filesystem", 0, ErrReplayFailed, true},
+		{"past its time", time.Millisecond, sandbox.ErrTimeout, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool, err := For("ext4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.timeout > 0 {
+				tool.Limits.Timeout = tt.timeout
+			}
+			_, err = tool.Recover(context.Background(), garbage)
+			if !errors.Is(err, tt.want) || errors.Is(err, ErrReplayFailed) != tt.imageFail {
+				t.Errorf("Recover: %v; want it to wrap %v, ErrReplayFailed %v", err, tt.want, tt.imageFail)
+			}
+		})
 	}
 }
