@@ -335,15 +335,31 @@ func (s *suite) sessions(t *testing.T, all bool) []*themisv1.Session {
 	return resp.GetSessions()
 }
 
-// Create/delete cycles.
+// Create/delete cycles: defaultCycles in the test command, as many as
+// $THEMIS_FAULT_CYCLES says where it is set (CI runs the case alone with
+// 50, a step of its own: 50 took 1.5–3 minutes of the test command).
 const (
-	cycles        = 50
+	defaultCycles = 16
 	cyclesAtOnce  = 2
 	cycleDeadline = bootWithin
 )
 
+// cycleCount is $THEMIS_FAULT_CYCLES, or defaultCycles where it is unset.
+func cycleCount(t *testing.T) int {
+	v := os.Getenv("THEMIS_FAULT_CYCLES")
+	if v == "" {
+		return defaultCycles
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		t.Fatalf("THEMIS_FAULT_CYCLES=%q: want a count of 1 to 1000", v)
+	}
+	return n
+}
+
 // createDelete boots, uses and deletes sessions, cyclesAtOnce at a time.
 func createDelete(t *testing.T, s *suite, r *result) {
+	cycles := cycleCount(t)
 	var mu sync.Mutex
 	var boots, deletes []time.Duration
 	jobs := make(chan int)

@@ -44,7 +44,7 @@ const (
 	// laneSpec is every session's one lane.
 	laneSpec = "ext2"
 	// maxSessions is the in-process daemon's limits.max_sessions: the
-	// bystander and the cycles at once of create-delete-50, so that a slot
+	// bystander and the cycles at once of create-delete, so that a slot
 	// any earlier case failed to free fails the cycles (RESOURCE_EXHAUSTED).
 	maxSessions = 1 + cyclesAtOnce
 )
@@ -76,7 +76,7 @@ var faults = []fault{
 	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
 	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
-	{"create-delete-50", "50 create/delete cycles with real guests", createDelete},
+	{"create-delete", "create/delete cycles with real guests (16; $THEMIS_FAULT_CYCLES)", createDelete},
 }
 
 // result is what a case measured, for the report.
