@@ -4,12 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/internal/nested"
+	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
 func TestSweepCellsCompare(t *testing.T) {
@@ -108,15 +108,7 @@ func TestJobPlan(t *testing.T) {
 // TestConformanceUnits: the job runs every subtest of the conformance
 // suite as a step of its own, so its list must follow the suite's.
 func TestConformanceUnits(t *testing.T) {
-	b, err := os.ReadFile("../../vmm/vmmtest/suite.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var suite []string
-	for _, m := range regexp.MustCompile(`t\.Run\("(\w+)", s\.test`).FindAllStringSubmatch(string(b), -1) {
-		suite = append(suite, m[1])
-	}
-	if !slices.Equal(suite, conformanceSuite) {
+	if suite := vmmtest.SubtestNames(); !slices.Equal(suite, conformanceSuite) {
 		t.Errorf("vmm/vmmtest runs %q, the nested job %q", suite, conformanceSuite)
 	}
 	for _, m := range []string{"TestKVMLinuxConformance/BootAndY2038", "TestKVMLinuxConformance/RestoreSoundness"} {

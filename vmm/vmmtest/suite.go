@@ -35,8 +35,8 @@ const (
 type SuiteOption func(*suiteConfig)
 
 type suiteConfig struct {
-	cycles     int
-	skipCycles string
+	cycles int
+	skip   map[string]string // subtest name → why it skips
 }
 
 // WithCycles sets the Cycles subtest's count (at least 10).
@@ -44,7 +44,20 @@ func WithCycles(n int) SuiteOption { return func(c *suiteConfig) { c.cycles = ma
 
 // SkipCycles skips the Cycles subtest with the reason given (for a host
 // known to fail long runs for reasons of its own; say which).
-func SkipCycles(reason string) SuiteOption { return func(c *suiteConfig) { c.skipCycles = reason } }
+func SkipCycles(reason string) SuiteOption { return Skip(reason, "Cycles") }
+
+// Skip skips the named subtests with the reason given (say why they
+// prove nothing more in this run, or what runs them instead).
+func Skip(reason string, names ...string) SuiteOption {
+	return func(c *suiteConfig) {
+		if c.skip == nil {
+			c.skip = map[string]string{}
+		}
+		for _, n := range names {
+			c.skip[n] = reason
+		}
+	}
+}
 
 // Run runs the conformance suite against the QEMU backend (start is
 // qemu.Start in one restore mode).
@@ -72,15 +85,45 @@ func run(t *testing.T, env *Env, start Factory, opts ...SuiteOption) {
 	for _, o := range opts {
 		o(&s.sc)
 	}
-	t.Run("BootAndY2038", s.testBootAndY2038)
-	t.Run("RestoreSoundness", s.testRestoreSoundness)
-	t.Run("Nested", s.testNested)
-	t.Run("DeleteMiddleCheckpoint", s.testDeleteMiddleCheckpoint)
-	t.Run("StaleTranslatedCode", s.testStaleTranslatedCode)
-	t.Run("Cycles", s.testCycles)
-	t.Run("HungGuestCleansUp", s.testHungGuestCleansUp)
-	t.Run("FailedRestoreBreaks", s.testFailedRestoreBreaks)
-	t.Run("ReplayPasses", s.testReplayPasses)
+	for _, st := range s.subtests() {
+		t.Run(st.name, func(t *testing.T) {
+			if why, ok := s.sc.skip[st.name]; ok {
+				t.Skip(why)
+			}
+			st.f(t)
+		})
+	}
+}
+
+// subtest is one subtest of the conformance suite.
+type subtest struct {
+	name string
+	f    func(*testing.T)
+}
+
+// subtests are the suite's subtests, in the order they run.
+func (s *suite) subtests() []subtest {
+	return []subtest{
+		{"BootAndY2038", s.testBootAndY2038},
+		{"RestoreSoundness", s.testRestoreSoundness},
+		{"Nested", s.testNested},
+		{"DeleteMiddleCheckpoint", s.testDeleteMiddleCheckpoint},
+		{"StaleTranslatedCode", s.testStaleTranslatedCode},
+		{"Cycles", s.testCycles},
+		{"HungGuestCleansUp", s.testHungGuestCleansUp},
+		{"FailedRestoreBreaks", s.testFailedRestoreBreaks},
+		{"ReplayPasses", s.testReplayPasses},
+	}
+}
+
+// SubtestNames are the names of the suite's subtests, in the order they
+// run (the nested job runs each as a step of its own).
+func SubtestNames() []string {
+	var names []string
+	for _, st := range (&suite{}).subtests() {
+		names = append(names, st.name)
+	}
+	return names
 }
 
 // guestWith assembles and boots a guest with a lane per spec, mounted
@@ -278,9 +321,6 @@ func (s *suite) testCycles(t *testing.T) {
 	// taken over 30 s; the slowest call is logged. No verify gate
 	// (it hashes all RAM twice a cycle): every tenth restore is checked
 	// by the fingerprint instead, and the last one by both.
-	if s.sc.skipCycles != "" {
-		t.Skip(s.sc.skipCycles)
-	}
 	m, lanes := s.bootWith(t, false, "ext2")
 	lane := lanes[0]
 	for i := range CycleFiles {
