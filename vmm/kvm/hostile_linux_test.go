@@ -252,3 +252,94 @@ func TestHostileVirtqueue(t *testing.T) {
 		})
 	}
 }
+
+// consoleKeptMax is the most console text the host keeps, in bytes: the
+// consoleKeep last lines of at most maxConsoleLine bytes (each with the
+// note of what was skipped) and one partial line.
+const consoleKeptMax = (consoleKeep + 1) * (maxConsoleLine + 64)
+
+// TestHostileConsoleFlood: a guest writes to its console (COM1) without
+// end (rep outsb: one exit per byte under PVM, per 4 KiB page with
+// hardware virtualization) in short lines, in lines 16 times longer than
+// the console keeps of one, or in one line that never ends, and echoes
+// what the host sends on the agent UART between bursts. The host keeps
+// what console.go bounds it to (the last consoleKeep lines, each cut at
+// maxConsoleLine): its heap grows by less than half of what the guest
+// wrote, the agent channel still answers during the flood, and Close
+// returns at once. The floods are small (a few seconds of PVM exits);
+// docs/reliability.md has the 8 MiB run.
+func TestHostileConsoleFlood(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		chunk   int // bytes per rep outsb
+		newline bool
+		flood   uint64 // bytes the guest writes before the checks
+	}{
+		{"lines-64", 64, true, 128 << 10},
+		{"lines-64KiB", 64 << 10, true, 256 << 10},
+		{"one-line", 8 << 10, false, 128 << 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			leaks := noLeaks(t)
+			lm := newDeviceMachine(t, nil)
+			buf := make([]byte, tt.chunk)
+			for i := range buf {
+				buf[i] = 'a' + byte(i%26)
+			}
+			if tt.newline {
+				buf[len(buf)-1] = '\n'
+			}
+			if err := lm.vm.WriteRAM(DataAddr, buf); err != nil {
+				t.Fatal(err)
+			}
+			a := new(asm)
+			loop := a.label()
+			a.movImm(rsi, DataAddr).movImm(rcx, uint64(tt.chunk)).emit(0xba).imm32(devices.COM1Port).emit(0xf3, 0x6e) // rep outsb
+			a.inb(devices.COM2Port+5).testAL(1).jcc(ccZ, loop)
+			a.inb(devices.COM2Port).outbAL(devices.COM2Port).jmp(loop)
+			if err := lm.vm.LoadProgram(a.b); err != nil {
+				t.Fatal(err)
+			}
+			var ms0, ms1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms0)
+			t0 := time.Now()
+			lm.resume()
+			for lm.com1.Stats().TXBytes < tt.flood {
+				if time.Since(t0) > 60*time.Second || lm.deadErr() != nil {
+					t.Fatalf("the guest wrote %d bytes in %v (dead: %v)", lm.com1.Stats().TXBytes, time.Since(t0), lm.deadErr())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			elapsed := time.Since(t0)
+			echo := timed(t, "an echo on the agent UART during the flood", func() {
+				if _, err := lm.uart.Write([]byte("q")); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, 1)
+				if err := lm.uart.SetDeadline(time.Now().Add(hostileBound)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lm.uart.Read(got); err != nil || got[0] != 'q' {
+					t.Errorf("echo during the flood: %q, %v", got, err)
+				}
+			})
+			runtime.GC()
+			runtime.ReadMemStats(&ms1)
+			wrote := lm.com1.Stats().TXBytes
+			grew := int64(ms1.HeapAlloc) - int64(ms0.HeapAlloc)
+			kept := len(lm.Console())
+			t.Logf("%d console bytes in %v, heap %+d bytes, console keeps %d bytes, echo in %v", wrote, elapsed, grew, kept, echo)
+			if grew > int64(wrote/2) || kept > consoleKeptMax {
+				t.Errorf("after %d console bytes the heap grew %d bytes and the console keeps %d: want under half of them and at most %d kept",
+					wrote, grew, kept, consoleKeptMax)
+			}
+			timed(t, "Close during the flood", func() {
+				if err := lm.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			leaks()
+		})
+	}
+}
