@@ -339,7 +339,7 @@ func (s *suite) sessions(t *testing.T, all bool) []*themisv1.Session {
 // $THEMIS_FAULT_CYCLES says where it is set (CI runs the case alone with
 // 50, a step of its own: 50 took 1.5–3 minutes of the test command).
 const (
-	defaultCycles = 16
+	defaultCycles = 8
 	cyclesAtOnce  = 2
 	cycleDeadline = bootWithin
 )

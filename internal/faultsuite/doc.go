@@ -8,7 +8,7 @@
 // (the ledger's integrity_check, the killed daemon's leftovers swept at
 // once), ENOSPC on the state dir (the ledger), on /dev/shm and on the
 // temp dir of a crash run, create and delete
-// cycles (16; 50 in CI's own step, $THEMIS_FAULT_CYCLES) — and after each checks that the daemon answers, that a
+// cycles (8; 50 in CI's own step, $THEMIS_FAULT_CYCLES) — and after each checks that the daemon answers, that a
 // bystander session answers within a second, and that the QEMU processes,
 // the daemon's fds and the entries of its scratch and temp dirs are back
 // to their baseline. docs/reliability.md ("The fault suite") has what it

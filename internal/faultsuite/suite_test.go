@@ -76,7 +76,7 @@ var faults = []fault{
 	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
 	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
-	{"create-delete", "create/delete cycles with real guests (16; $THEMIS_FAULT_CYCLES)", createDelete},
+	{"create-delete", "create/delete cycles with real guests (8; $THEMIS_FAULT_CYCLES)", createDelete},
 }
 
 // result is what a case measured, for the report.
