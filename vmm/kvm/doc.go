@@ -43,8 +43,10 @@
 //
 // Concurrency: a VM's methods are serialized by one mutex; only Pause
 // (and Close, which pauses) may be called while Run is in progress. A
-// Machine's methods are serialized by its own mutex; its vCPU runs on a
-// runner goroutine between checkpoints, and port I/O is served there.
+// Machine's methods are serialized by its own mutex (Close first closes
+// the agent channel, so that a call waiting on a guest that never answers
+// returns and Close gets the mutex); its vCPU runs on a runner goroutine
+// between checkpoints, and port I/O is served there.
 //
 // Platform notes (measured on the PVM hosts): a synthetic guest cannot run
 // SSE (test XMM/AVX state from the host side); INT3 with no IDT ends in an

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gokvm "github.com/bobuhiro11/gokvm/kvm"
@@ -86,10 +87,11 @@ type Machine struct {
 	ports        portTable         // the devices at fixed ports
 	absentAccess map[string]uint64 // absent legacy device → accesses
 
-	mu     sync.Mutex // serializes the vmm.Machine methods
-	closed bool
-	path   *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
-	boot   time.Duration
+	mu      sync.Mutex // serializes the vmm.Machine methods
+	closed  bool
+	closing atomic.Bool      // Close has begun (set before it waits for m.mu)
+	path    *checkpoint.Path // the checkpoints and the disks' overlays in lockstep
+	boot    time.Duration
 
 	runMu   sync.Mutex
 	runDone chan struct{} // closed when the runner goroutine returns; nil when stopped
@@ -594,6 +596,9 @@ func (m *Machine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Resp
 	}
 	resp, err := m.agent.Call(ctx, req)
 	if err != nil {
+		if m.closing.Load() {
+			return nil, fmt.Errorf("kvm: agent call: %w", vmm.ErrClosed)
+		}
 		if derr := m.deadErr(); derr != nil {
 			return nil, m.died(derr)
 		}
@@ -639,8 +644,16 @@ func (m *Machine) CheckpointBytes() int64 {
 // Console returns the kept console lines (the last 400; for diagnostics and tests).
 func (m *Machine) Console() string { return m.console.last(consoleKeep) }
 
-// Close implements vmm.Machine: stops the vCPU and frees every fd and mapping.
+// Close implements vmm.Machine: stops the vCPU and frees every fd and
+// mapping. It first ends a call in progress (which holds m.mu while it
+// waits for a guest that may never answer) by closing the agent channel.
 func (m *Machine) Close() error {
+	m.closing.Store(true)
+	for _, st := range m.streams() {
+		if st != nil {
+			st.closeWith(vmm.ErrClosed)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
