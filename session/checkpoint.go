@@ -130,12 +130,9 @@ func (s *session) live() []*Checkpoint {
 // limit is ErrExhausted; an auto fork past the ring size evicts the oldest
 // live auto checkpoint first.
 func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origin) (*Checkpoint, error) {
-	switch origin {
-	case "":
-		origin = OriginManual
-	case OriginManual, OriginAuto:
-	default:
-		return nil, Invalid("origin", "%q: want %q or %q", origin, OriginManual, OriginAuto)
+	origin, err := checkOrigin(origin)
+	if err != nil {
+		return nil, err
 	}
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -145,11 +142,56 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 		return nil, err
 	}
 	defer s.unlock()
+	if err := m.makeRoom(ctx, s, name, origin); err != nil {
+		return nil, err
+	}
+	roots, snap, err := m.snapshotLanes(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	vid, err := m.checkpointMachine(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	c := s.newCheckpoint(name, origin, roots)
+	if err := m.recordCheckpoint(ctx, s, c, vid); err != nil {
+		return nil, err
+	}
+	s.seq++
+	s.cps = append(s.cps, c)
+	s.vmmID[c.ID] = vid
+	s.files[c.ID] = snap
+	s.info.Depth = len(s.live())
+	m.forks.Add(1)
+	detail := fmt.Sprintf("%s (%s, slot %d)", c.ID, origin, c.Slot)
+	if name != "" {
+		detail = fmt.Sprintf("%s %q (%s, slot %d)", c.ID, name, origin, c.Slot)
+	}
+	m.event(ctx, Event{Session: s.info.ID, Kind: "fork", Detail: detail, Checkpoint: c.ID})
+	return c.clone(), nil
+}
+
+// checkOrigin returns origin, manual when empty, or an error naming the field.
+func checkOrigin(origin Origin) (Origin, error) {
+	switch origin {
+	case "":
+		return OriginManual, nil
+	case OriginManual, OriginAuto:
+		return origin, nil
+	default:
+		return "", Invalid("origin", "%q: want %q or %q", origin, OriginManual, OriginAuto)
+	}
+}
+
+// makeRoom checks that name is free among s's live checkpoints and that
+// origin's pool has room: a full manual pool is an error, a full auto
+// ring drops its oldest checkpoint.
+func (m *Manager) makeRoom(ctx context.Context, s *session, name string, origin Origin) error {
 	live := s.live()
 	pool := 0
 	for _, c := range live {
 		if name != "" && c.Name == name {
-			return nil, Invalid("name", "%q already names live checkpoint %s", name, c.ID)
+			return Invalid("name", "%q already names live checkpoint %s", name, c.ID)
 		}
 		if c.Origin == origin {
 			pool++
@@ -159,37 +201,40 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 	if origin == OriginAuto {
 		limit = m.cfg.AutoCheckpoints
 	}
-	if pool >= limit {
-		if origin == OriginManual {
-			return nil, fmt.Errorf("manual checkpoint pool full (%d); delete one: %w", limit, ErrExhausted)
-		}
-		for _, c := range live {
-			if c.Origin == OriginAuto {
-				if err := m.dropCheckpoint(ctx, s, c, "checkpoint.evicted", fmt.Sprintf("%s evicted from the auto ring (%d)", c.ID, limit)); err != nil {
-					return nil, err
-				}
-				break
-			}
+	if pool < limit {
+		return nil
+	}
+	if origin == OriginManual {
+		return fmt.Errorf("manual checkpoint pool full (%d); delete one: %w", limit, ErrExhausted)
+	}
+	for _, c := range live {
+		if c.Origin == OriginAuto {
+			return m.dropCheckpoint(ctx, s, c, "checkpoint.evicted", fmt.Sprintf("%s evicted from the auto ring (%d)", c.ID, limit))
 		}
 	}
-	roots, snap, err := m.snapshotLanes(ctx, s)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// checkpointMachine checkpoints s's machine; a checkpoint whose RAM does
+// not fit the budget is deleted again and the session stays.
+func (m *Manager) checkpointMachine(ctx context.Context, s *session) (vmm.CheckpointID, error) {
 	var vid vmm.CheckpointID
-	if err := m.guestCall(ctx, s, "fork", func(ctx context.Context, mach vmm.Machine) error {
+	err := m.guestCall(ctx, s, "fork", func(ctx context.Context, mach vmm.Machine) error {
 		var err error
 		if vid, err = mach.Checkpoint(ctx); err != nil {
 			return err
 		}
 		if err := s.syncCheckpointRAM(); err != nil {
-			// The checkpoint does not fit: it goes again, the session stays.
 			return errors.Join(fmt.Errorf("fork refused: %w", err), mach.Delete(ctx, vid), s.syncCheckpointRAM())
 		}
 		return nil
-	}); err != nil {
-		return nil, err
-	}
+	})
+	return vid, err
+}
+
+// newCheckpoint is the record of s's next checkpoint: its ID, its parent
+// (the newest live one) and the lowest slot free in origin's pool.
+func (s *session) newCheckpoint(name string, origin Origin, roots map[string][]byte) *Checkpoint {
 	used := make(map[int]bool)
 	var parent string
 	for _, c := range s.live() {
@@ -207,28 +252,24 @@ func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origi
 	if len(s.devs) > 0 {
 		c.OverlayDepth = s.devs[0].Depth()
 	}
-	if err := m.ledger.insertCheckpoint(context.WithoutCancel(ctx), c, s.seq+1); err != nil {
-		// Unrecorded, the checkpoint goes again: a Fork fails whole.
-		undo := m.guestCall(ctx, s, "fork (undo)", func(ctx context.Context, mach vmm.Machine) error {
-			err := mach.Delete(ctx, vid)
-			m.shrinkCheckpointRAM(s)
-			return err
-		})
-		s.gcBlobs()
-		return nil, errors.Join(err, undo)
+	return c
+}
+
+// recordCheckpoint inserts c into the ledger before the session adopts it; when the
+// insert fails the machine's checkpoint vid is deleted again, so a Fork
+// fails whole.
+func (m *Manager) recordCheckpoint(ctx context.Context, s *session, c *Checkpoint, vid vmm.CheckpointID) error {
+	err := m.ledger.insertCheckpoint(context.WithoutCancel(ctx), c, s.seq+1)
+	if err == nil {
+		return nil
 	}
-	s.seq++
-	s.cps = append(s.cps, c)
-	s.vmmID[c.ID] = vid
-	s.files[c.ID] = snap
-	s.info.Depth = len(s.live())
-	m.forks.Add(1)
-	detail := fmt.Sprintf("%s (%s, slot %d)", c.ID, origin, slot)
-	if name != "" {
-		detail = fmt.Sprintf("%s %q (%s, slot %d)", c.ID, name, origin, slot)
-	}
-	m.event(ctx, Event{Session: s.info.ID, Kind: "fork", Detail: detail, Checkpoint: c.ID})
-	return c.clone(), nil
+	undo := m.guestCall(ctx, s, "fork (undo)", func(ctx context.Context, mach vmm.Machine) error {
+		err := mach.Delete(ctx, vid)
+		m.shrinkCheckpointRAM(s)
+		return err
+	})
+	s.gcBlobs()
+	return errors.Join(err, undo)
 }
 
 // dropCheckpoint deletes a live checkpoint from the machine (merging it into
