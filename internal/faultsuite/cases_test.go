@@ -19,6 +19,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/internal/faultagent"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/server"
@@ -288,30 +289,12 @@ func neverReads(t *testing.T, s *suite, r *result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run *themisv1.Session
-	var seen time.Time
-	for deadline := time.Now().Add(bootWithin); ; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the run's session: %v, still running %v after its client stopped reading", run, bootWithin)
-		}
-		for _, in := range s.sessions(t, true) {
-			if !slices.ContainsFunc(before, func(b *themisv1.Session) bool { return b.GetId() == in.GetId() }) {
-				run = in
-			}
-		}
-		if run != nil && seen.IsZero() {
-			seen = time.Now()
-		}
-		if run != nil && run.GetState() != themisv1.Session_STATE_RUNNING {
-			break
-		}
-		s.probe(t, r)
-	}
+	run, took := waitRunEnded(t, s.c, before, func() { s.probe(t, r) })
 	if !strings.Contains(run.GetReason(), "client not reading") {
 		t.Errorf("the run's session ended %s (%s), want it to say the client is not reading", run.GetState(), run.GetReason())
 	}
 	r.note("the run's session ended %s within %v of booting (stream_stall_s %v): %s", strings.TrimPrefix(run.GetState().String(), "STATE_"),
-		time.Since(seen).Round(100*time.Millisecond), streamStall, clip(run.GetReason()))
+		took.Round(100*time.Millisecond), streamStall, clip(run.GetReason()))
 	n := 0
 	for {
 		if _, err = stream.Recv(); err != nil {
@@ -325,10 +308,42 @@ func neverReads(t *testing.T, s *suite, r *result) {
 	r.note("the stream, read at last: %d messages, then %s", n, code(err))
 }
 
+// waitRunEnded waits for the session of a run on the daemon behind c
+// (the one not in before) to be listed other than running, calling during
+// between looks, and returns it with how long it was listed running.
+func waitRunEnded(t *testing.T, c *client.Client, before []*themisv1.Session, during func()) (*themisv1.Session, time.Duration) {
+	t.Helper()
+	var run *themisv1.Session
+	var seen time.Time
+	for deadline := time.Now().Add(bootWithin); ; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's session: %v, still running %v after its client stopped reading", run, bootWithin)
+		}
+		for _, in := range listSessions(t, c, true) {
+			if !slices.ContainsFunc(before, func(b *themisv1.Session) bool { return b.GetId() == in.GetId() }) {
+				run = in
+			}
+		}
+		if run != nil && seen.IsZero() {
+			seen = time.Now()
+		}
+		if run != nil && run.GetState() != themisv1.Session_STATE_RUNNING {
+			return run, time.Since(seen)
+		}
+		during()
+	}
+}
+
 // sessions lists the in-process daemon's sessions (all: ended and failed too).
 func (s *suite) sessions(t *testing.T, all bool) []*themisv1.Session {
 	t.Helper()
-	resp, err := s.c.ListSessions(ctxFor(t, answerWithin), &themisv1.ListSessionsRequest{All: all, PageSize: 1000})
+	return listSessions(t, s.c, all)
+}
+
+// listSessions lists the sessions of the daemon behind c.
+func listSessions(t *testing.T, c *client.Client, all bool) []*themisv1.Session {
+	t.Helper()
+	resp, err := c.ListSessions(ctxFor(t, answerWithin), &themisv1.ListSessionsRequest{All: all, PageSize: 1000})
 	if err != nil {
 		t.Fatalf("ListSessions: %v", err)
 	}

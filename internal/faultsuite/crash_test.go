@@ -1,6 +1,7 @@
 package faultsuite
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +79,53 @@ func crashENOSPC(t *testing.T, s *suite, r *result) {
 		t.Errorf("the crash run's session %s still running", run.GetId())
 	}
 	r.note("its session %s (%s)", strings.TrimPrefix(run.GetState().String(), "STATE_"), clip(run.GetReason()))
+	s.probe(t, r)
+}
+
+// imageSetup is the setup of crash-image-unread's lane (ext4:size=96): a
+// file of 64 MiB of data, so that the state's image is more than a stream
+// buffers (server.DefaultStreamBuffer chunks of 128 KiB: 32 MiB) and
+// gRPC's flow-control windows hold (up to 16 MiB).
+var imageSetup = []string{"create seed 0644", "create big 0644", "write big 0 67108864 0x55"}
+
+// crashImageUnread asks a crash run of one state (only) for that state's
+// disk image on a connection of its own and never reads the stream: the
+// run is cancelled once the stream's buffer has been full for
+// stream_stall_s, its session ends saying the client is not reading, the
+// stream, read at last, ends RESOURCE_EXHAUSTED, and the daemons and the
+// bystander answer throughout; the census (after) finds the run's temp
+// dir removed.
+func crashImageUnread(t *testing.T, s *suite, r *result) {
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-image-state")) // a 64 MiB lane is past the suite's session budget
+	defer stop()
+	unread := dial(t, ownAddr()) // its own: an unread stream holds its connection's window
+	defer unread.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream, err := unread.Crash(ctx, &themisv1.CrashRequest{Lanes: []string{"ext4:size=96"}, Setup: imageSetup,
+		Trace: []string{"write seed 0 4096 0x55", "fsync seed"}, Only: &themisv1.CrashKeep{}, Image: true, Minimize: -1, HostReplay: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, took := waitRunEnded(t, c, nil, func() { s.probe(t, r) })
+	if !strings.Contains(run.GetReason(), "client not reading") {
+		t.Errorf("the crash run's session ended %s (%s), want it to say the client is not reading", run.GetState(), run.GetReason())
+	}
+	r.note("the run's session ended %s %v after it was listed (stream_stall_s %v): %s", strings.TrimPrefix(run.GetState().String(), "STATE_"),
+		took.Round(100*time.Millisecond), streamStall, clip(run.GetReason()))
+	var chunks, bytes int
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "client not reading") {
+				t.Errorf("the stream ended %v, want RESOURCE_EXHAUSTED: client not reading", err)
+			}
+			r.note("the stream, read at last: %d image chunks (%.1f MiB), then %s", chunks, float64(bytes)/(1<<20), code(err))
+			break
+		}
+		if img := msg.GetImage(); img != nil {
+			chunks, bytes = chunks+1, bytes+len(img.GetData())
+		}
+	}
 	s.probe(t, r)
 }

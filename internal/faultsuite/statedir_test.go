@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -123,9 +124,30 @@ func deleteOn(t *testing.T, c *client.Client, id string) time.Duration {
 	})
 }
 
+// warmLedger opens the ledger connections of the daemon behind c that
+// its reads take while a run writes (two idle ones kept, as database/sql
+// does), so that the first reads of a case do not pay for opening them
+// (seconds under -race on a loaded machine).
+func warmLedger(t *testing.T, c *client.Client) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := c.ListSessions(ctxFor(t, 30*time.Second), &themisv1.ListSessionsRequest{All: true}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// ownAddr is the address of a case's own daemon (ownDaemon).
+func ownAddr() string { return "unix://" + filepath.Join(dirs.Work, "own.sock") }
+
 // ownDaemon starts a daemon of the case's own in this process, over the
-// fault image, on state, without the suite daemon's budgets, and dials it;
-// stop closes the client and shuts the daemon down.
+// fault image, on state, without the suite daemon's budgets (its stream
+// stall is the suite's), and dials it at ownAddr; stop closes the client
+// and shuts the daemon down.
 func (s *suite) ownDaemon(t *testing.T, state string) (c *client.Client, stop func()) {
 	t.Helper()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
@@ -135,11 +157,13 @@ func (s *suite) ownDaemon(t *testing.T, state string) (c *client.Client, stop fu
 		t.Fatal(err)
 	}
 	d, err := server.StartDaemonWith(context.Background(), server.Config{
-		Listen: "unix://" + filepath.Join(dirs.Work, "own.sock"), StateDir: state}, server.NewDomain(mgr), log)
+		Listen: ownAddr(), StateDir: state, Limits: server.Limits{StreamStallS: int(streamStall / time.Second)},
+	}, server.NewDomain(mgr), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c = dial(t, d.Addr())
+	warmLedger(t, c)
 	return c, func() {
 		if err := c.Close(); err != nil {
 			t.Error(err)

@@ -75,6 +75,7 @@ var faults = []fault{
 	{"sigterm-themisd", "SIGTERM to a themisd process mid-explore, then a restart on its state dir", sigtermThemisd},
 	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
 	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
+	{"crash-image-unread", "a client asks a crash run for one state's disk image (64 MiB of data) and never reads the stream", crashImageUnread},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
 	{"create-delete", "create/delete cycles with real guests (8; $THEMIS_FAULT_CYCLES)", createDelete},
 }
