@@ -31,6 +31,9 @@ type Census struct {
 	QEMU []int
 	// Zombies are the daemon's children that exited and were not reaped.
 	Zombies []int
+	// Others are the daemon's other live descendants ("pid comm", sorted
+	// by pid): a host checker or its sandbox, say.
+	Others []string
 	// FDs are the targets of the daemon's open fds (one per fd, sorted);
 	// nil when the daemon is not running.
 	FDs []string
@@ -43,7 +46,7 @@ type Census struct {
 func (s Scope) Take() (Census, error) {
 	var c Census
 	var err error
-	if c.QEMU, c.Zombies, err = s.processes(); err != nil {
+	if c.QEMU, c.Zombies, c.Others, err = s.processes(); err != nil {
 		return c, err
 	}
 	if c.FDs, err = fdTargets(s.PID); err != nil {
@@ -58,13 +61,15 @@ func (s Scope) Take() (Census, error) {
 	return c, nil
 }
 
-// processes scans /proc for the QEMUs of s.Scratch and the daemon's zombies.
-func (s Scope) processes() (qemus, zombies []int, err error) {
+// processes scans /proc for the QEMUs of s.Scratch, the daemon's zombies
+// and its other descendants.
+func (s Scope) processes() (qemus, zombies []int, others []string, err error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, nil, fmt.Errorf("census: %w", err)
+		return nil, nil, nil, fmt.Errorf("census: %w", err)
 	}
 	self := os.Getpid()
+	procs := map[int]proc{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self || pid == s.PID {
@@ -74,33 +79,76 @@ func (s Scope) processes() (qemus, zombies []int, err error) {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		if s.Scratch != "" && bytes.Contains(cmdline, []byte(s.Scratch)) {
-			qemus = append(qemus, pid)
+		p, ok := procStat(pid)
+		if !ok {
+			continue
 		}
-		if ppid, state, ok := procStat(pid); ok && ppid == s.PID && state == "Z" {
+		switch {
+		case s.Scratch != "" && bytes.Contains(cmdline, []byte(s.Scratch)):
+			qemus = append(qemus, pid)
+		case p.state == "Z":
+		default:
+			procs[pid] = p
+		}
+		if p.ppid == s.PID && p.state == "Z" {
 			zombies = append(zombies, pid)
 		}
 	}
-	return qemus, zombies, nil
+	for pid, p := range procs {
+		if descends(procs, p, s.PID) {
+			others = append(others, fmt.Sprintf("%d %s", pid, p.comm))
+		}
+	}
+	slices.SortFunc(others, func(a, b string) int { return atoiPrefix(a) - atoiPrefix(b) })
+	return qemus, zombies, others, nil
 }
 
-// procStat returns a process's parent and state from /proc/<pid>/stat.
-func procStat(pid int) (ppid int, state string, ok bool) {
+// proc is what the census reads of a process's /proc/<pid>/stat.
+type proc struct {
+	ppid  int
+	state string
+	comm  string
+}
+
+// descends says whether p is a descendant of pid, following parents in
+// procs (at most 64 up: a loop of reused pids ends there).
+func descends(procs map[int]proc, p proc, pid int) bool {
+	for range 64 {
+		if p.ppid == pid {
+			return true
+		}
+		var ok bool
+		if p, ok = procs[p.ppid]; !ok {
+			return false
+		}
+	}
+	return false
+}
+
+// atoiPrefix is the number an Others entry starts with.
+func atoiPrefix(s string) int {
+	n, _ := strconv.Atoi(strings.SplitN(s, " ", 2)[0]) // an entry is "pid comm"
+	return n
+}
+
+// procStat reads a process's parent, state and command name from
+// /proc/<pid>/stat.
+func procStat(pid int) (proc, bool) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, "", false
+		return proc{}, false
 	}
 	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, "", false
+	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if i < 0 || j < i {
+		return proc{}, false
 	}
-	f := strings.Fields(string(b[i+1:]))
+	f := strings.Fields(string(b[j+1:]))
 	if len(f) < 2 {
-		return 0, "", false
+		return proc{}, false
 	}
-	ppid, err = strconv.Atoi(f[1])
-	return ppid, f[0], err == nil
+	ppid, err := strconv.Atoi(f[1])
+	return proc{ppid: ppid, state: f[0], comm: string(b[i+1 : j])}, err == nil
 }
 
 // fdTargets lists where pid's fds point; a process that is gone has none.
@@ -158,6 +206,7 @@ func (c Census) Diff(base Census) string {
 		}
 	}
 	add("QEMU processes", setDiff(itoa(c.QEMU), itoa(base.QEMU)), setDiff(itoa(base.QEMU), itoa(c.QEMU)))
+	add("other processes of the daemon", setDiff(c.Others, base.Others), nil)
 	add("scratch entries", setDiff(c.Scratch, base.Scratch), setDiff(base.Scratch, c.Scratch))
 	add("temp entries", setDiff(c.Temp, base.Temp), setDiff(base.Temp, c.Temp))
 	if len(c.FDs) > len(base.FDs) {
@@ -171,8 +220,8 @@ func (c Census) Diff(base Census) string {
 
 // String is a one-line summary of c.
 func (c Census) String() string {
-	return fmt.Sprintf("%d QEMU, %d fds, %d zombies, %d scratch and %d temp entries",
-		len(c.QEMU), len(c.FDs), len(c.Zombies), len(c.Scratch), len(c.Temp))
+	return fmt.Sprintf("%d QEMU, %d other processes, %d fds, %d zombies, %d scratch and %d temp entries",
+		len(c.QEMU), len(c.Others), len(c.FDs), len(c.Zombies), len(c.Scratch), len(c.Temp))
 }
 
 // setDiff returns the elements of a not in b, counting repeats (a

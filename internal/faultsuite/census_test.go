@@ -56,6 +56,18 @@ func TestCensusSeesLeaks(t *testing.T) {
 				_ = cmd.Wait() // killed: "signal: killed"
 			}
 		}, "QEMU processes: 1 more than at baseline"},
+		{"a child process (a host checker, say)", func(t *testing.T) func() {
+			cmd := exec.Command("sh", "-c", "sleep 60; :")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := cmd.Process.Kill(); err != nil {
+					t.Error(err)
+				}
+				_ = cmd.Wait() // killed: "signal: killed"
+			}
+		}, "other processes of the daemon: 2 more than at baseline: "},
 		{"an unreaped child", func(t *testing.T) func() {
 			cmd := exec.Command("true")
 			if err := cmd.Start(); err != nil {

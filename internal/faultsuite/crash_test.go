@@ -2,9 +2,13 @@ package faultsuite
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/internal/sandbox"
 	"github.com/themisfs/themis/internal/scratch/scratchtest"
 )
 
@@ -45,24 +50,12 @@ func crashENOSPC(t *testing.T, s *suite, r *result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var results, findings int
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			m := status.Convert(err).Message()
-			if code(err) != codes.ResourceExhausted || !strings.Contains(m, "no room for the image copy") || !strings.Contains(m, small) {
-				t.Errorf("the crash run with its temp dir on a %d MiB tmpfs: %v; want RESOURCE_EXHAUSTED: no room for the image copy in %s", tmpTmpfsMiB, err, small)
-			}
-			r.note("the crash run (its temp dir on a %d MiB tmpfs): %s after %v (%q)", tmpTmpfsMiB, code(err), time.Since(t0).Round(100*time.Millisecond), clip(m))
-			break
-		}
-		switch {
-		case msg.GetResult() != nil:
-			results++
-		case msg.GetFinding() != nil:
-			findings++
-		}
+	results, findings, err := drainCrash(stream)
+	m := status.Convert(err).Message()
+	if code(err) != codes.ResourceExhausted || !strings.Contains(m, "no room for the image copy") || !strings.Contains(m, small) {
+		t.Errorf("the crash run with its temp dir on a %d MiB tmpfs: %v; want RESOURCE_EXHAUSTED: no room for the image copy in %s", tmpTmpfsMiB, err, small)
 	}
+	r.note("the crash run (its temp dir on a %d MiB tmpfs): %s after %v (%q)", tmpTmpfsMiB, code(err), time.Since(t0).Round(100*time.Millisecond), clip(m))
 	if findings != 0 {
 		t.Errorf("%d crash findings from a run whose host disk was full, want none", findings)
 	}
@@ -128,4 +121,141 @@ func crashImageUnread(t *testing.T, s *suite, r *result) {
 		}
 	}
 	s.probe(t, r)
+}
+
+// drainCrash reads a crash run's stream to its end and counts its results
+// and findings; err is the stream's end (nil: it ended with its summary).
+func drainCrash(stream themisv1.Themis_CrashClient) (results, findings int, err error) {
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return results, findings, nil
+		}
+		if err != nil {
+			return results, findings, err
+		}
+		switch {
+		case msg.GetResult() != nil:
+			results++
+		case msg.GetFinding() != nil:
+			findings++
+		}
+	}
+}
+
+// hungFsck is the host checker of crash-fsck-timeout: a script named
+// e2fsck first on the daemon's PATH (the sandbox binds a tool from outside
+// /usr at /tool/e2fsck) that never ends.
+const hungFsck = "#!/bin/sh\nsleep 3600; :\n"
+
+// fsckFaults are crash-fsck-timeout's runs, each a real crash run whose
+// first check runs the hung checker: e2fsck -fn after the guest's mount,
+// or with host_replay the journal replay (e2fsck -E journal_only). Past
+// the sandbox's timeout (sandbox.Default.Timeout, 10 min in the daemon,
+// shortened here) the sandbox kills it; kill: the case SIGKILLs it from
+// the host first.
+var fsckFaults = []struct {
+	name       string
+	hostReplay bool
+	timeout    time.Duration
+	kill       bool
+	want       []string // in the run's error
+}{
+	{"past its time", false, 2 * time.Second, false, []string{"e2fsck -fn", "host tool timed out after 2s"}},
+	{"killed", true, time.Minute, true, []string{"e2fsck journal replay", "host tool killed by a signal: SIGKILL"}},
+}
+
+// crashFsckTimeout runs crash checks whose host checker hangs: one past
+// the sandbox's timeout, one SIGKILLed. Each run fails with an error
+// naming the checker and its timeout or signal, with no state result and
+// no crash finding (the checker's failure is not the filesystem's), its
+// session ends, no process of the checker or its sandbox is left (the
+// census's other processes), and the daemons and the bystander answer.
+func crashFsckTimeout(t *testing.T, s *suite, r *result) {
+	bin := filepath.Join(dirs.Work, "hostile-fsck")
+	if err := os.MkdirAll(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "e2fsck"), []byte(hungFsck), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	defer func(d time.Duration) { sandbox.Default.Timeout = d }(sandbox.Default.Timeout)
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-fsck-state")) // a checkpoint's RAM shadow is past the suite's budget
+	defer stop()
+	for _, f := range fsckFaults {
+		sandbox.Default.Timeout = f.timeout
+		t0 := time.Now()
+		stream, err := c.Crash(ctxFor(t, bootWithin), &themisv1.CrashRequest{Lanes: []string{"ext4"}, Setup: []string{"create seed 0644"},
+			Trace: []string{"write seed 0 12288 0x55", "fsync seed"}, MaxStates: 2, Minimize: -1, HostReplay: f.hostReplay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.kill {
+			go s.killWhenSeen(t, "e2fsck", r)
+		}
+		results, findings, err := drainCrash(stream)
+		m := status.Convert(err).Message()
+		if err == nil || results+findings != 0 || !containsAll(m, f.want) {
+			t.Errorf("a crash run whose checker is %s: %d results, %d findings, %v; want none and an error saying %q", f.name, results, findings, err, f.want)
+		}
+		r.note("checker %s: the run %s after %v (%q), %d results, %d findings", f.name, code(err), time.Since(t0).Round(100*time.Millisecond), tail(m), results, findings)
+		if left := s.settle(t, func(c Census) bool { return len(c.Others) == len(s.base.Others) }); len(left.Others) != len(s.base.Others) {
+			t.Errorf("the checker's processes left: %v", left.Others)
+		}
+	}
+	fs, err := c.ListFindings(ctxFor(t, answerWithin), &themisv1.ListFindingsRequest{})
+	if err != nil || len(fs.GetFindings()) != 0 {
+		t.Errorf("findings recorded: %v %v, want none", fs.GetFindings(), err)
+	}
+	for _, in := range listSessions(t, c, true) {
+		if in.GetState() == themisv1.Session_STATE_RUNNING {
+			t.Errorf("the crash run's session %s still running", in.GetId())
+		}
+	}
+	s.probe(t, r)
+}
+
+// killWhenSeen SIGKILLs the first process of the daemon named comm once
+// the census sees it (within bootWithin).
+func (s *suite) killWhenSeen(t *testing.T, comm string, r *result) {
+	for deadline := time.Now().Add(bootWithin); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, err := s.scope.Take()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, p := range c.Others {
+			pid, name, _ := strings.Cut(p, " ")
+			if name != comm {
+				continue
+			}
+			n, _ := strconv.Atoi(pid) // the census's own "pid comm"
+			if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+				t.Errorf("SIGKILL %s: %v", p, err)
+			}
+			r.note("SIGKILLed %s", p)
+			return
+		}
+	}
+	t.Errorf("no %s process of the daemon seen in %v", comm, bootWithin)
+}
+
+// tail is the end of an error message, where its cause is.
+func tail(s string) string {
+	const n = 200
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// containsAll says whether s contains every one of subs.
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }

@@ -7,10 +7,11 @@
 // SIGTERM and SIGKILL to a themisd process mid-explore and its restart
 // (the ledger's integrity_check, the killed daemon's leftovers swept at
 // once), ENOSPC on the state dir (the ledger), on /dev/shm and on the
-// temp dir of a crash run, a crash image stream never read, create and delete
+// temp dir of a crash run, a crash image stream never read, a crash
+// run's host fsck past its time or killed, create and delete
 // cycles (8; 50 in CI's own step, $THEMIS_FAULT_CYCLES) — and after each checks that the daemon answers, that a
 // bystander session answers within a second, and that the QEMU processes,
-// the daemon's fds and the entries of its scratch and temp dirs are back
+// the daemon's other descendants, its fds and the entries of its scratch and temp dirs are back
 // to their baseline. docs/reliability.md ("The fault suite") has what it
 // measured.
 //

@@ -147,7 +147,8 @@ func sigkillThemisd(t *testing.T, s *suite, r *result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.FDs = s.base.FDs // this process's: the case's client and log are open
+	got.FDs = s.base.FDs       // this process's: the case's client and log are open
+	got.Others = s.base.Others // the restarted themisd is this process's child
 	if diff := got.Diff(s.base); diff != "" {
 		t.Errorf("after the restart (the sweep): %s", diff)
 	}

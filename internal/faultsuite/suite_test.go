@@ -76,6 +76,7 @@ var faults = []fault{
 	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
 	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
 	{"crash-image-unread", "a client asks a crash run for one state's disk image (64 MiB of data) and never reads the stream", crashImageUnread},
+	{"crash-fsck-timeout", "a crash run's host checker (e2fsck) hangs: past the sandbox's timeout (2 s for the case), then SIGKILLed from the host", crashFsckTimeout},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
 	{"create-delete", "create/delete cycles with real guests (8; $THEMIS_FAULT_CYCLES)", createDelete},
 }
