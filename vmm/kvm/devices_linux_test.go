@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,6 +245,7 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lm := newDeviceMachine(t, nil)
+			lm.strictPorts = true // 0x3333 would read all ones otherwise (TestUnclaimedPorts)
 			// The program first echoes one byte on the agent channel, then dies.
 			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(devices.COM2Port, 'k')
 			prog.b = append(prog.b, tt.prog.b...)
@@ -281,6 +285,55 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 				if err := lm.Restore(ctx, c0); err != nil {
 					t.Fatalf("round %d: restore of a dead guest: %v", round, err)
 				}
+			}
+		})
+	}
+}
+
+// TestUnclaimedPorts: as on a PC, a port nothing serves (a generic
+// kernel's Super I/O probe at 0x4e/0x4f, a port no table names) reads all
+// ones and drops writes, counted per port; the guest runs on (it echoes
+// what it read on the agent channel). Strict, the same access fails the
+// run naming the port.
+func TestUnclaimedPorts(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			lm := newDeviceMachine(t, nil)
+			lm.strictPorts = strict
+			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(0x4e, 0x55).inb(0x4f).outbAL(devices.COM2Port).
+				inb(0x3333).outbAL(devices.COM2Port).cliHLT()
+			if err := lm.vm.LoadProgram(prog.b); err != nil {
+				t.Fatal(err)
+			}
+			lm.resume()
+			if _, err := lm.uart.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if strict {
+				var ee *ExitError
+				deadline := time.Now().Add(10 * time.Second)
+				for lm.deadErr() == nil && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if derr := lm.deadErr(); !errors.As(derr, &ee) || ee.Reason != "IO" || !strings.Contains(derr.Error(), "unknown port 0x4e") {
+					t.Errorf("strict: the guest ended %v, want an IO exit naming port 0x4e", derr)
+				}
+				return
+			}
+			if err := lm.uart.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 2)
+			if _, err := io.ReadFull(lm.uart, got); err != nil || got[0] != 0xff || got[1] != 0xff {
+				t.Fatalf("IN from unclaimed ports 0x4f and 0x3333 read %#x, %v; want 0xff 0xff", got, err)
+			}
+			for _, port := range []string{"0x4e", "0x4f", "0x3333"} {
+				if n := lm.absentAccess["unclaimed port "+port]; n != 1 {
+					t.Errorf("unclaimed port %s counted %d times, want 1", port, n)
+				}
+			}
+			if lm.deadErr() != nil {
+				t.Errorf("the guest died: %v", lm.deadErr())
 			}
 		})
 	}

@@ -85,7 +85,9 @@ type Machine struct {
 	channel      string            // channelUART or channelConsole
 	agent        *agent.Client     // on stream
 	ports        portTable         // the devices at fixed ports
-	absentAccess map[string]uint64 // absent legacy device → accesses
+	absentAccess map[string]uint64 // absent legacy device or unclaimed port → accesses
+	strictPorts  bool              // a port outside absentPorts fails the run (tests)
+	unclaimed    int               // distinct unclaimed ports accessed
 
 	mu      sync.Mutex // serializes the vmm.Machine methods
 	closed  bool
@@ -430,15 +432,24 @@ func (m *Machine) portIO(port uint16, out bool, data []byte) (bool, error) {
 }
 
 // absentIO serves an access to a port no device of ours is at: a reset
-// request ends the run, an absent legacy device reads all ones and drops
-// writes (counted), anything else is not handled.
+// request ends the run; any other port reads all ones and drops writes,
+// as on a PC where nothing answers (a generic kernel's Super I/O probe at
+// 0x2e/0x4e, say), counted per device or port and logged the first time.
+// With strictPorts a port outside absentPorts is not handled (the run
+// fails naming it), for tests that want to see every probe.
 func (m *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
 	if out && isReset(port, data) {
 		return true, fmt.Errorf("the guest reset the machine (reboot, or a kernel panic with panic=-1)")
 	}
 	name := absentPort(port)
 	if name == "" {
-		return false, nil
+		if m.strictPorts {
+			return false, nil
+		}
+		name = fmt.Sprintf("unclaimed port %#x", port)
+		if m.absentAccess[name] == 0 {
+			m.logUnclaimed(name, out)
+		}
 	}
 	m.absentAccess[name]++
 	if !out {
@@ -447,6 +458,20 @@ func (m *Machine) absentIO(port uint16, out bool, data []byte) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// maxUnclaimedLogged bounds the distinct unclaimed ports logged: a guest
+// that walks every port logs this many lines, then one more.
+const maxUnclaimedLogged = 64
+
+// logUnclaimed logs the first access to an unclaimed port.
+func (m *Machine) logUnclaimed(name string, out bool) {
+	switch m.unclaimed++; {
+	case m.unclaimed <= maxUnclaimedLogged:
+		m.log.Info("port access with nothing there: reads all ones, writes dropped", zap.String("at", name), zap.Bool("write", out))
+	case m.unclaimed == maxUnclaimedLogged+1:
+		m.log.Info("more unclaimed ports: counted, not logged", zap.Int("logged", maxUnclaimedLogged))
+	}
 }
 
 func (m *Machine) saveDevices() *deviceState {
