@@ -465,6 +465,12 @@ func opsOf(f *Finding) findingOps {
 	return ops
 }
 
+// findingInsertFault, when set, is called inside insertFinding's
+// transaction between its two inserts: a test-only fault, set only in a
+// daemon built with -tags themisfault under FaultEnv (fault_on.go; the
+// fault suite's sigkill-finding-insert). Nil in every other build.
+var findingInsertFault func(f *Finding)
+
 // insertFinding stores a new finding and counts it in finding_seen, in one
 // transaction: a session that finds it again counts once.
 func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
@@ -475,6 +481,9 @@ func (l *ledger) insertFinding(ctx context.Context, f *Finding) error {
 	// SQLite integers are signed: the seed is stored as its two's complement.
 	_, err = tx.ExecContext(ctx, `INSERT INTO findings (id, session, kind, detail, seed, ops, created)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, f.Session, f.Kind, f.Detail, int64(f.Seed), mustJSON(opsOf(f)), nanos(f.Created))
+	if err == nil && findingInsertFault != nil {
+		findingInsertFault(f)
+	}
 	if err == nil {
 		_, err = tx.ExecContext(ctx, `INSERT INTO finding_seen (key, first_id, first_seen, last_seen, last_session, times)
 			VALUES (?, ?, ?, ?, ?, 1)

@@ -4,7 +4,8 @@
 // QEMU mid-call, an agent that replies garbage, oversized frames, stale
 // ids, negative sizes and an endless log (the themisfault agent,
 // internal/faultagent), a client that never reads its Explore stream,
-// SIGTERM and SIGKILL to a themisd process mid-explore and its restart
+// SIGTERM and SIGKILL to a themisd process mid-explore (and, built with
+// -tags themisfault, inside a finding's ledger insert) and its restart
 // (the ledger's integrity_check, the killed daemon's leftovers swept at
 // once), ENOSPC on the state dir (the ledger), on /dev/shm and on the
 // temp dir of a crash run, a crash image stream never read, a crash

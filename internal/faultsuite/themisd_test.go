@@ -38,9 +38,9 @@ type themisd struct {
 }
 
 // startThemisd starts themisd on config (with --drain) and waits until it
-// answers; its stderr goes to log. At the test's end a themisd still
-// running is killed.
-func startThemisd(t *testing.T, bin, config, sock, log string) *themisd {
+// answers; its stderr goes to log; env is added to its environment. At the
+// test's end a themisd still running is killed.
+func startThemisd(t *testing.T, bin, config, sock, log string, env ...string) *themisd {
 	t.Helper()
 	out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -48,9 +48,10 @@ func startThemisd(t *testing.T, bin, config, sock, log string) *themisd {
 	}
 	d := &themisd{cmd: exec.Command(bin, "--config", config, "--drain", drain.String()), addr: "unix://" + sock, log: log, exited: make(chan struct{})}
 	d.cmd.Stdout, d.cmd.Stderr = out, out
+	d.cmd.Env = append(os.Environ(), env...)
 	if os.Getenv("GORACE") == "" {
 		// A -race build (raceFlags) sleeps a second at exit by default.
-		d.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+		d.cmd.Env = append(d.cmd.Env, "GORACE=atexit_sleep_ms=0")
 	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
