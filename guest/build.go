@@ -63,8 +63,44 @@ type Options struct {
 	// relative to the source root. Default: "./cmd/themis-agent" (the
 	// emulated AMD-V host of internal/nested builds its own init).
 	InitPackage string
+	// Patches are kernel patches (unified diffs, applied with patch -p1)
+	// to the Debian source of the kernel (linux-source-<x.y>, which must
+	// match the kernel package): the modules of the fs/<dir> directories
+	// they touch are built out of tree against linux-headers-<version>,
+	// stripped, and packed in place of the stock ones (docs/fs-under-test.md).
+	Patches []string
+	// ModuleSrcs are module source directories (a developer's fs/udf),
+	// built like the patched directories.
+	ModuleSrcs []string
+	// KernelTree is a developer's built kernel tree, instead of a package
+	// or Kernel: arch/x86/boot/bzImage, its release from
+	// include/config/kernel.release, modules from ModulesDir (checked
+	// against the release), <tree>/lib/modules/<release> or the tree.
+	KernelTree string
+	// HeadersDir is the tree modules are built against. Default: the
+	// kernel tree, else /usr/src/linux-headers-<kernel version>.
+	HeadersDir string
+	// KernelSource is the kernel source tarball patches apply to. Default:
+	// /usr/src/linux-source-<x.y>.tar.xz.
+	KernelSource string
+	// Name names the built image in the cache (NameGrammar), so that
+	// Resolve finds it by name.
+	Name string
 	// Log receives progress; nil means zap.NewNop().
 	Log *zap.Logger
+}
+
+// custom says whether o builds modules.
+func (o Options) custom() bool { return len(o.Patches) > 0 || len(o.ModuleSrcs) > 0 }
+
+// flavorName is what the manifest records as o's flavour: "custom" for a
+// caller's kernel.
+func (o Options) flavorName() string {
+	if o.Kernel != "" || o.KernelTree != "" {
+		return "custom"
+	}
+	name, _, _ := flavorOf(o.Flavor)
+	return name
 }
 
 // Image is a built guest image.
@@ -76,6 +112,10 @@ type Image struct {
 	Lazy          []string // those of Modules loaded on first need (/modules/lazy), not at boot
 	Key           string   // hex blake3 content hash; the image lives in <cache>/images/<Key>
 	Cached        bool     // true when nothing was rebuilt
+	Flavor        string   // FlavorCloud, FlavorGeneric or "custom"; "" in images built before it was recorded
+	Patches       []Input  // the patches applied, in order
+	Sources       []Input  // the module source directories built
+	Built         []string // the modules built from Patches and Sources, sorted
 }
 
 // manifest is <cache>/images/<key>/manifest.json.
@@ -88,6 +128,10 @@ type manifest struct {
 	Kernel        fileEntry `json:"kernel"`
 	Initramfs     fileEntry `json:"initramfs"`
 	Agent         fileEntry `json:"agent"`
+	Flavor        string    `json:"flavor,omitempty"`
+	Patches       []Input   `json:"patches,omitempty"`
+	Sources       []Input   `json:"module_sources,omitempty"`
+	Built         []string  `json:"built_modules,omitempty"`
 }
 
 type fileEntry struct {
@@ -160,13 +204,17 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		return nil, err
 	}
 
-	key := imageKey(c.kernel, c.mods, c.agent)
+	key := imageKey(c.kernel, c.mods, c.agent, c.inputs())
 	images := filepath.Join(cacheDir, "images")
 	dir := filepath.Join(images, key)
 	img := c.image(key, dir)
+	img.Flavor = o.flavorName()
 	ok, err := checkImageDir(dir, key)
 	if ok {
 		img.Cached = true
+		if err := nameImage(cacheDir, o.Name, key); err != nil {
+			return nil, err
+		}
 		log.Info("guest image unchanged, cached at "+dir,
 			zap.String("kernel_version", c.kt.Version), zap.Duration("took", time.Since(start)))
 		return img, nil
@@ -188,6 +236,9 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		zap.Int("kernel_bytes", len(c.kernel)),
 		zap.Int("initramfs_bytes", initramfsBytes),
 		zap.Duration("took", time.Since(start)))
+	if err := nameImage(cacheDir, o.Name, key); err != nil {
+		return nil, err
+	}
 	return img, nil
 }
 
@@ -198,6 +249,23 @@ type imageContents struct {
 	kernel []byte
 	mods   []*module
 	agent  []byte
+	built  *builtModules // nil without patches or module sources
+}
+
+// inputs lists what beyond its contents an image's key covers: the
+// patches and module sources its modules were built from.
+func (c *imageContents) inputs() []string {
+	if c.built == nil {
+		return nil
+	}
+	var in []string
+	for _, p := range c.built.Patches {
+		in = append(in, "patch:"+p.BLAKE3)
+	}
+	for _, s := range c.built.Sources {
+		in = append(in, "src:"+s.BLAKE3)
+	}
+	return in
 }
 
 // loadKernelAndModules resolves o's kernel, reads its image and resolves
@@ -220,6 +288,14 @@ func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cache
 	if len(wanted) == 0 {
 		wanted = DefaultModulesFor(o.Flavor)
 	}
+	var built *builtModules
+	if o.custom() {
+		if built, err = buildModules(ctx, log, o, cacheDir, kt, idx); err != nil {
+			return nil, err
+		}
+		idx.override = built.Data
+		wanted = withBuilt(wanted, built.Names())
+	}
 	mods, err := resolveModules(ctx, idx, wanted)
 	if err != nil {
 		return nil, fmt.Errorf("%w (kernel %s)", err, kt.Version)
@@ -231,7 +307,7 @@ func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cache
 		}
 		markLazy(mods, boot)
 	}
-	return &imageContents{kt: kt, kernel: kernel, mods: mods}, nil
+	return &imageContents{kt: kt, kernel: kernel, mods: mods, built: built}, nil
 }
 
 // loadAgent reads o.Agent, or builds o.InitPackage (the agent package by
@@ -263,6 +339,9 @@ func loadAgent(ctx context.Context, log *zap.Logger, o Options, cacheDir string)
 // in dir.
 func (c *imageContents) image(key, dir string) *Image {
 	img := &Image{KernelVersion: c.kt.Version, Key: key}
+	if c.built != nil {
+		img.Patches, img.Sources, img.Built = c.built.Patches, c.built.Sources, c.built.Names()
+	}
 	for _, m := range c.mods {
 		img.Modules = append(img.Modules, m.Name)
 		if m.Lazy {
@@ -290,6 +369,10 @@ func (c *imageContents) writeImageDir(images, dir string, img *Image) (int, erro
 		Kernel:        entryOf(c.kernel),
 		Initramfs:     entryOf(initramfs.Bytes()),
 		Agent:         entryOf(c.agent),
+		Flavor:        img.Flavor,
+		Patches:       img.Patches,
+		Sources:       img.Sources,
+		Built:         img.Built,
 	}
 	if c.kt.Source != "" {
 		m.KernelSource = filepath.Base(c.kt.Source)
@@ -329,7 +412,7 @@ func (c *imageContents) writeImageDir(images, dir string, img *Image) (int, erro
 
 // imageKey hashes everything that goes into an image. Every field is
 // length-prefixed so that no two input lists hash alike.
-func imageKey(kernel []byte, mods []*module, agent []byte) string {
+func imageKey(kernel []byte, mods []*module, agent []byte, inputs []string) string {
 	h := blake3.New()
 	field := func(b []byte) {
 		var n [8]byte
@@ -352,6 +435,9 @@ func imageKey(kernel []byte, mods []*module, agent []byte) string {
 	}
 	field([]byte("agent"))
 	field(sum(agent))
+	for _, in := range inputs { // none for a stock image, whose key stays as it was
+		field([]byte(in))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

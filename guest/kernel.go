@@ -65,6 +65,9 @@ type kernelTree struct {
 // resolveKernel finds the kernel and modules the options ask for,
 // downloading and unpacking the Debian package if needed.
 func resolveKernel(ctx context.Context, log *zap.Logger, o Options, cacheDir string) (*kernelTree, error) {
+	if o.KernelTree != "" {
+		return resolveKernelTree(o)
+	}
 	if o.Kernel != "" || o.ModulesDir != "" {
 		if o.Kernel == "" || o.ModulesDir == "" {
 			return nil, errors.New("guest: Options.Kernel and Options.ModulesDir go together: set both or neither")

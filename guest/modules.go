@@ -59,8 +59,9 @@ func normModName(s string) string { return strings.ReplaceAll(s, "-", "_") }
 // moduleIndex maps normalized module names to their files under a
 // lib/modules/<version> tree, and knows which names are built in.
 type moduleIndex struct {
-	files   map[string]string
-	builtin map[string]bool
+	files    map[string]string
+	builtin  map[string]bool
+	override map[string][]byte // built modules packed instead of the tree's (uncompressed, stripped)
 }
 
 func indexModules(dir string) (*moduleIndex, error) {
@@ -147,6 +148,15 @@ func readModuleFile(ctx context.Context, p string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
+// readModule reads a module file, uncompressed and without debug info.
+func readModule(ctx context.Context, p string) ([]byte, error) {
+	data, err := readModuleFile(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return stripIfDebug(ctx, data, p)
+}
+
 // modinfo returns the key=value pairs of an ELF kernel module's .modinfo
 // section, in order. Keys may repeat (alias=, parm=), hence the slice.
 func modinfo(data []byte) ([][2]string, error) {
@@ -217,6 +227,10 @@ func resolveModules(ctx context.Context, idx *moduleIndex, wanted []string) ([]*
 			return fmt.Errorf("guest: module dependency cycle: %s", strings.Join(append(path, name), " -> "))
 		}
 		file, ok := idx.files[name]
+		data, built := idx.override[name]
+		if built {
+			file, ok = "built:"+name, true
+		}
 		if !ok {
 			if idx.builtin[name] {
 				return fmt.Errorf("guest: module %q is built into the kernel; do not list it", name)
@@ -227,9 +241,11 @@ func resolveModules(ctx context.Context, idx *moduleIndex, wanted []string) ([]*
 			return fmt.Errorf("guest: module %q (needed by %s) not found in the kernel's module tree", name, strings.Join(path, " -> "))
 		}
 		state[name] = visiting
-		data, err := readModuleFile(ctx, file)
-		if err != nil {
-			return err
+		if !built {
+			var err error
+			if data, err = readModule(ctx, file); err != nil {
+				return err
+			}
 		}
 		deps, err := moduleDepends(data)
 		if err != nil {

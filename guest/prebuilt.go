@@ -22,7 +22,8 @@ const maxManifest = 1 << 20
 // the only request a prebuilt image can answer.
 func (o Options) isDefault() bool {
 	return o.Deb == "" && o.KernelPackage == "" && o.Kernel == "" && o.ModulesDir == "" &&
-		len(o.Modules) == 0 && o.Agent == "" && o.InitPackage == "" && (o.Flavor == "" || o.Flavor == FlavorCloud)
+		len(o.Modules) == 0 && o.Agent == "" && o.InitPackage == "" && (o.Flavor == "" || o.Flavor == FlavorCloud) &&
+		!o.custom() && o.KernelTree == "" && o.Name == ""
 }
 
 // Open returns the image built earlier in dir (an images/<key> directory
@@ -53,6 +54,10 @@ func Open(dir string) (*Image, error) {
 		Modules:       m.Modules,
 		Key:           m.Key,
 		Cached:        true,
+		Flavor:        m.Flavor,
+		Patches:       m.Patches,
+		Sources:       m.Sources,
+		Built:         m.Built,
 	}, nil
 }
 
