@@ -8,11 +8,20 @@
 # protobuf-compiler, libprotobuf-dev (google/protobuf/*.proto): scripts/gen-proto.sh;
 # chromium: the report tests load the HTML page in headless Chromium;
 # libxml2-utils (xmllint): the JUnit report's schema check.
-# The guest kernel is fetched by `themisctl guest build` with apt-get download.
+# The guest kernel is fetched by `themisctl guest build` with apt-get download;
+# linux-source-6.1 and the headers of both flavours' current kernels
+# (linux-headers-<version>[-cloud]-amd64) are what `guest build --patch` builds a
+# filesystem's module from (docs/fs-under-test.md).
 # --image adds what scripts/build-image.sh and scripts/image-smoke.sh use:
 # mmdebstrap, umoci, runc, jq (docs/image.md).
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs xfsprogs exfatprogs udftools f2fs-tools nilfs-tools libfaketime protobuf-compiler libprotobuf-dev ca-certificates chromium libxml2-utils)
+pkgs=(qemu-system-x86 qemu-utils e2fsprogs dosfstools btrfs-progs xfsprogs exfatprogs udftools f2fs-tools nilfs-tools libfaketime protobuf-compiler libprotobuf-dev ca-certificates chromium libxml2-utils linux-source-6.1)
+# The headers of the kernels guest build boots: what each flavour's metapackage depends on
+# now (the metapackage itself when the package lists cannot say).
+for flavour in cloud-amd64 amd64; do
+  img=$(apt-cache depends "linux-image-$flavour" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1 || true)
+  if [ -n "$img" ]; then pkgs+=("${img/linux-image-/linux-headers-}"); else pkgs+=("linux-headers-$flavour"); fi
+done
 case "${1:-}" in
   "") ;;
   --image) pkgs+=(mmdebstrap umoci runc jq) ;;
