@@ -314,7 +314,9 @@ func (b *modBuild) makeDir(ctx context.Context, log *zap.Logger, scratch string,
 	args = append(args, "modules")
 	log.Info("building modules", zap.String("dir", p.Dir), zap.String("against", b.tc.Headers))
 	cmd := exec.CommandContext(ctx, make, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// kbuild unexports LC_ALL: LANG and LC_MESSAGES keep the compiler's
+	// messages in plain ASCII for firstBuildError and the user.
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANG=C", "LC_MESSAGES=C")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
