@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/internal/sandbox"
 	"github.com/themisfs/themis/internal/scratch/scratchtest"
 )
@@ -143,9 +145,8 @@ func drainCrash(stream themisv1.Themis_CrashClient) (results, findings int, err 
 	}
 }
 
-// hungFsck is the host checker of crash-fsck-timeout: a script named
-// e2fsck first on the daemon's PATH (the sandbox binds a tool from outside
-// /usr at /tool/e2fsck) that never ends.
+// hungFsck is the host checker of crash-fsck-timeout (hostileChecker): an
+// e2fsck that never ends.
 const hungFsck = "#!/bin/sh\nsleep 3600; :\n"
 
 // fsckFaults are crash-fsck-timeout's runs, each a real crash run whose
@@ -172,14 +173,7 @@ var fsckFaults = []struct {
 // session ends, no process of the checker or its sandbox is left (the
 // census's other processes), and the daemons and the bystander answer.
 func crashFsckTimeout(t *testing.T, s *suite, r *result) {
-	bin := filepath.Join(dirs.Work, "hostile-fsck")
-	if err := os.MkdirAll(bin, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "e2fsck"), []byte(hungFsck), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	hostileChecker(t, hungFsck)
 	defer func(d time.Duration) { sandbox.Default.Timeout = d }(sandbox.Default.Timeout)
 	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-fsck-state")) // a checkpoint's RAM shadow is past the suite's budget
 	defer stop()
@@ -208,12 +202,23 @@ func crashFsckTimeout(t *testing.T, s *suite, r *result) {
 	if err != nil || len(fs.GetFindings()) != 0 {
 		t.Errorf("findings recorded: %v %v, want none", fs.GetFindings(), err)
 	}
-	for _, in := range listSessions(t, c, true) {
+	runsEnded(t, c, r)
+	s.probe(t, r)
+}
+
+// runsEnded fails t for a session of the daemon behind c still running
+// and notes how the last one ended.
+func runsEnded(t *testing.T, c *client.Client, r *result) {
+	t.Helper()
+	ss := listSessions(t, c, true)
+	for _, in := range ss {
 		if in.GetState() == themisv1.Session_STATE_RUNNING {
 			t.Errorf("the crash run's session %s still running", in.GetId())
 		}
 	}
-	s.probe(t, r)
+	if len(ss) > 0 {
+		r.note("its session %s (%s)", strings.TrimPrefix(ss[0].GetState().String(), "STATE_"), tail(ss[0].GetReason()))
+	}
 }
 
 // killWhenSeen SIGKILLs the first process of the daemon named comm once
@@ -258,4 +263,152 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
+}
+
+// heldFsck is the host checker of crash-replay-enospc (hostileChecker): an
+// e2fsck that waits, in the sandbox, until the case sends it SIGUSR1 (sh, pid 1 of the sandbox's pid namespace, gets
+// the signals it traps), then runs the real e2fsck in its place.
+const heldFsck = "#!/bin/sh\ntrap 'exec /usr/sbin/e2fsck \"$@\"' USR1\nwhile :; do sleep 0.05; done\n"
+
+// replayTmpfsMiB is the temp dir of crash-replay-enospc: room for an image
+// copy and the reserve it leaves (scratch.Reserve, 256 MiB).
+const replayTmpfsMiB = 320
+
+// replayTrace makes crash states whose journal replay writes a block that
+// is a hole in the state's image copy (one of the top-level directories
+// goes to block group 2, untouched until then: the copy's zero chunks are
+// holes), so that on a full file system the replay's write fails.
+var replayTrace = []string{"mkdir a", "mkdir b", "mkdir c", "mkdir d", "create a/f 0644", "create b/f 0644", "sync"}
+
+// crashReplayENOSPC runs a crash check (host replay) with its temp dir on
+// a tmpfs that the case fills while each state's journal replay runs and
+// empties before the state's fsck (conduct): each image copy succeeds,
+// then a replay's write fails with ENOSPC. The run must fail
+// RESOURCE_EXHAUSTED naming ENOSPC, with no crash finding (the host's
+// full disk is not the filesystem's crash bug), its session ended,
+// nothing left in the tmpfs, and the daemons and the bystander answering.
+func crashReplayENOSPC(t *testing.T, s *suite, r *result) {
+	small, err := os.MkdirTemp(dirs.Work, "tmp-") // not in the counted temp dir
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(small); err != nil {
+			t.Error(err)
+		}
+	})
+	scratchtest.Mount(t, small, replayTmpfsMiB)
+	hostileChecker(t, heldFsck)
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-replay-state"))
+	defer stop()
+	t.Setenv("TMPDIR", small)
+	done, conducted := make(chan struct{}), make(chan int)
+	go func() { conducted <- s.conduct(t, small, done) }()
+	t0 := time.Now()
+	stream, err := c.Crash(ctxFor(t, bootWithin), &themisv1.CrashRequest{Lanes: []string{"ext4:size=64"}, Setup: []string{"create seed 0644"},
+		Trace: replayTrace, CrashWrites: -1, MaxStates: 64, Minimize: -1, HostReplay: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, findings, err := drainCrash(stream)
+	close(done)
+	m := status.Convert(err).Message()
+	if code(err) != codes.ResourceExhausted || findings != 0 || !containsAll(m, []string{"journal replay", "ENOSPC", small}) {
+		t.Errorf("a crash run whose journal replay hit ENOSPC: %d results, %d findings, %v; want RESOURCE_EXHAUSTED naming the replay, ENOSPC and %s, no finding", results, findings, err, small)
+	}
+	r.note("%d checks run with the tmpfs full for the replay; the run %s after %v (%q), %d states checked, %d findings", <-conducted, code(err),
+		time.Since(t0).Round(100*time.Millisecond), tail(m), results, findings)
+	if fs, err := c.ListFindings(ctxFor(t, answerWithin), &themisv1.ListFindingsRequest{}); err != nil || len(fs.GetFindings()) != 0 {
+		t.Errorf("findings recorded: %v %v, want none", fs.GetFindings(), err)
+	}
+	if ents, err := os.ReadDir(small); err != nil || len(ents) != 0 {
+		t.Errorf("left in the tmpfs: %v %v", ents, err)
+	}
+	runsEnded(t, c, r)
+	s.probe(t, r)
+}
+
+// hostileChecker puts script first on the daemon's PATH as e2fsck, for
+// the case (the sandbox binds a tool from outside /usr at /tool/e2fsck).
+func hostileChecker(t *testing.T, script string) {
+	t.Helper()
+	bin := filepath.Join(dirs.Work, "hostile-fsck")
+	if err := os.MkdirAll(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "e2fsck"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// conduct lets each held checker (heldFsck) of crash-replay-enospc go, a
+// journal replay with the tmpfs at small filled, a fsck with it emptied,
+// until done; it then empties the tmpfs and returns how many replays it
+// let go on a full tmpfs.
+func (s *suite) conduct(t *testing.T, small string, done <-chan struct{}) (full int) {
+	let := map[int]bool{}
+	var filler string
+	for {
+		select {
+		case <-done:
+			if filler != "" {
+				if err := os.Remove(filler); err != nil {
+					t.Error(err)
+				}
+			}
+			return full
+		case <-time.After(20 * time.Millisecond):
+		}
+		pid, replay := s.heldChecker(t, let)
+		switch {
+		case pid == 0:
+			continue
+		case replay && filler == "":
+			filler = fill(t, small)
+		case !replay && filler != "":
+			if err := os.Remove(filler); err != nil {
+				t.Error(err)
+			}
+			filler = ""
+		}
+		if replay {
+			full++
+		}
+		release(pid)
+		let[pid] = true
+	}
+}
+
+// heldChecker finds a heldFsck process of the daemon not yet let go, and
+// says whether it is a journal replay; 0 when there is none.
+func (s *suite) heldChecker(t *testing.T, let map[int]bool) (pid int, replay bool) {
+	c, err := s.scope.Take()
+	if err != nil {
+		t.Error(err)
+		return 0, false
+	}
+	for _, p := range c.Others {
+		pidS, name, _ := strings.Cut(p, " ")
+		pid, _ := strconv.Atoi(pidS) // the census's own "pid comm"
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if name == "e2fsck" && !let[pid] && err == nil && strings.Contains(string(cmd), "/tool/e2fsck") {
+			return pid, strings.Contains(string(cmd), "journal_only")
+		}
+	}
+	return 0, false
+}
+
+// release sends a held checker SIGUSR1 until it runs the real e2fsck (a
+// signal before its trap is set is ignored: it is its namespace's pid 1).
+func release(pid int) {
+	for range 250 {
+		if syscall.Kill(pid, syscall.SIGUSR1) != nil {
+			return // gone
+		}
+		time.Sleep(20 * time.Millisecond)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.Contains(string(b), "/tool/e2fsck") {
+			return
+		}
+	}
 }

@@ -8,7 +8,8 @@
 // -tags themisfault, inside a finding's ledger insert) and its restart
 // (the ledger's integrity_check, the killed daemon's leftovers swept at
 // once), ENOSPC on the state dir (the ledger), on /dev/shm and on the
-// temp dir of a crash run, a crash image stream never read, a crash
+// temp dir of a crash run (before its image copy, and inside a journal
+// replay after it), a crash image stream never read, a crash
 // run's host fsck past its time or killed, create and delete
 // cycles (8; 50 in CI's own step, $THEMIS_FAULT_CYCLES) — and after each checks that the daemon answers, that a
 // bystander session answers within a second, and that the QEMU processes,

@@ -77,6 +77,7 @@ var faults = []fault{
 	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
 	{"crash-image-unread", "a client asks a crash run for one state's disk image (64 MiB of data) and never reads the stream", crashImageUnread},
 	{"crash-fsck-timeout", "a crash run's host checker (e2fsck) hangs: past the sandbox's timeout (2 s for the case), then SIGKILLed from the host", crashFsckTimeout},
+	{"crash-replay-enospc", "ENOSPC on the temp dir inside a crash state's journal replay, after its image copy", crashReplayENOSPC},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
 	{"sigkill-finding-insert", "SIGKILL to a themisd process holding a finding's ledger insert mid-transaction (a themisfault build), then a restart on its state dir", sigkillFindingInsert},
 	{"create-delete", "create/delete cycles with real guests (8; $THEMIS_FAULT_CYCLES)", createDelete},

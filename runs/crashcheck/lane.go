@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -281,6 +282,9 @@ func checkState(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool
 	case errors.Is(err, hostfsck.ErrReplayFailed):
 		r.Verdict, r.Output = Broken, err.Error()
 		return r, nil
+	case errors.Is(err, hostfsck.ErrNoSpace):
+		// The host's disk was full: the run's error, as for the image copy.
+		return r, fmt.Errorf("the temp dir %s (free some there): %w: %w", filepath.Dir(filepath.Dir(img)), err, session.ErrExhausted)
 	case err != nil && !errors.Is(err, hostfsck.ErrNoRecovery):
 		// The checker failed (timed out, killed, its sandbox), not the
 		// state: the run's error, as a failed fsck is, never a finding.

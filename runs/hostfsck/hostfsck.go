@@ -122,11 +122,35 @@ func (f Tool) Recover(ctx context.Context, image string) ([]byte, error) {
 	if err != nil {
 		return out, fmt.Errorf("%s journal replay (sandbox %s): %w: %s", f.bin, res.Isolation, err, Truncate(out, MaxOutput))
 	}
-	if res.ExitCode > 3 { // 1, 2: corrected (replayed); 4 and up: not
-		return out, fmt.Errorf("%s journal replay: exit status %d: %w: %s", f.bin, res.ExitCode, ErrReplayFailed, Truncate(out, MaxOutput))
-	}
-	return out, nil
+	return out, replayStatus(f.bin, res.ExitCode, out)
 }
+
+// replayStatus is the error of a journal replay that exited with code
+// and said out: ErrNoSpace when a write into the image failed for want of
+// room on the host's file system (e2fsck says so, answers "Ignore error?
+// yes" under -y and exits as if it had replayed: the image is then half
+// replayed, not the state's fault), ErrReplayFailed for exit status 4 and
+// up, else nil.
+func replayStatus(bin string, code int, out []byte) error {
+	switch {
+	case bytes.Contains(out, noSpace):
+		return fmt.Errorf("%s journal replay: exit status %d: %w: %s", bin, code, ErrNoSpace, Truncate(out, MaxOutput))
+	case code > 3: // 1, 2: corrected (replayed); 4 and up: not
+		return fmt.Errorf("%s journal replay: exit status %d: %w: %s", bin, code, ErrReplayFailed, Truncate(out, MaxOutput))
+	}
+	return nil
+}
+
+// noSpace is how e2fsck reports a write that failed with ENOSPC ("Error
+// writing block 1299 (No space left on device).  Ignore error? yes"). A
+// write inside the image cannot fail so for the image's own sake: past its
+// size the sandbox's RLIMIT_FSIZE makes it EFBIG.
+var noSpace = []byte("(No space left on device)")
+
+// ErrNoSpace is Recover's error for a replay whose writes into the image
+// failed because the image's file system on the host was full (ENOSPC):
+// the host's failure, not the image's.
+var ErrNoSpace = errors.New("no space left on the image's file system on the host (ENOSPC)")
 
 // ErrNoRecovery is Recover's error for a filesystem whose journal the host
 // cannot replay.

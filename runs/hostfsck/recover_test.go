@@ -106,3 +106,36 @@ func TestRecoverFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayStatus: what a journal replay's exit status and output make
+// of it. A write the host had no room for (e2fsck ignores it under -y and
+// exits 1 or 4, the image half replayed) is ErrNoSpace, never
+// ErrReplayFailed: it is not the image's fault.
+func TestReplayStatus(t *testing.T) {
+	t.Parallel()
+	const enospc = "<image>: recovering journal\nError writing block 1299 (No space left on device).  Ignore error? yes\n\n" +
+		"/usr/sbin/e2fsck: Input/output error while recovering journal of <image>\n"
+	for _, tt := range []struct {
+		name string
+		code int
+		out  string
+		want error // nil: none
+	}{
+		{"replayed", 1, "<image>: recovering journal\n", nil},
+		{"nothing to replay", 0, "", nil},
+		{"not replayed", 8, "Bad magic number in super-block\n", ErrReplayFailed},
+		{"ENOSPC, exit 1", 1, enospc, ErrNoSpace},
+		{"ENOSPC, exit 12", 12, enospc, ErrNoSpace},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := replayStatus("e2fsck", tt.code, []byte(tt.out))
+			if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Errorf("replayStatus(%d, %q) = %v, want %v", tt.code, tt.out, err, tt.want)
+			}
+			if tt.want == ErrNoSpace && errors.Is(err, ErrReplayFailed) {
+				t.Errorf("replayStatus(%d, ENOSPC) = %v: wraps ErrReplayFailed (a crash finding)", tt.code, err)
+			}
+		})
+	}
+}
