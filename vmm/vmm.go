@@ -90,8 +90,14 @@ type Config struct {
 	MemoryMiB int
 	// Disks are attached in order as virtio-blk devices.
 	Disks []Disk
-	// Cmdline is appended to the backend's kernel command line.
+	// Cmdline is appended to the backend's kernel command line (after
+	// FailFastCmdline).
 	Cmdline string
+	// WarnNotFatal lets the guest kernel go on after a WARN
+	// (panic_on_warn=0). By default a WARN ends the guest as an Oops does
+	// (FailFastCmdline): a finding at once, with its report on the
+	// console.
+	WarnNotFatal bool
 	// Restore selects the memory restore strategy (default RestoreDevices where supported).
 	Restore RestoreMode
 	// Verify makes every Restore re-hash guest RAM and every disk and compare with

@@ -94,6 +94,18 @@ func (c *console) last(n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
+// text returns the last n kept lines (and a partial one), one per line,
+// not indented ("" when there are none).
+func (c *console) text(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lines := c.lines[max(0, len(c.lines)-n):]
+	if len(c.partial) > 0 {
+		lines = append(lines[:len(lines):len(lines)], string(c.partial))
+	}
+	return strings.Join(lines, "\n")
+}
+
 // contains reports whether any kept line contains s.
 func (c *console) contains(s string) bool {
 	c.mu.Lock()

@@ -33,8 +33,9 @@ const (
 	// linuxCmdline is the kernel command line before vmm.Config.Cmdline.
 	// noapic/acpi=off: no firmware tables, PIC interrupts; pci=conf1: PCI
 	// through ports 0xcf8/0xcfc; reboot=k: a panic resets through the
-	// i8042, which ends the run with the console tail.
-	linuxCmdline = "console=ttyS0 panic=-1 reboot=k loglevel=4 lpj=4000000 tsc=reliable no_timer_check mitigations=off " +
+	// i8042, which ends the run with the console tail; vmm.FailFastCmdline
+	// follows it (a kernel fault panics; console loglevel 5).
+	linuxCmdline = "console=ttyS0 panic=-1 reboot=k lpj=4000000 tsc=reliable no_timer_check mitigations=off " +
 		"audit=0 selinux=0 apparmor=0 noapic acpi=off pci=conf1 i8042.noaux i8042.nokbd i8042.nopnp"
 	// readyLine is what the agent prints on the console once it serves its channel.
 	readyLine = agent.ReadyLine
@@ -157,7 +158,7 @@ func start(ctx context.Context, cfg vmm.Config, wait bool) (m *Machine, err erro
 		}
 	}()
 	t0 := time.Now()
-	cmdline := strings.TrimSpace(linuxCmdline + " " + cfg.Cmdline)
+	cmdline := strings.TrimSpace(linuxCmdline + " " + vmm.FailFastCmdline(cfg.WarnNotFatal) + " " + cfg.Cmdline)
 	layout, err := linuxboot.Load(vm.mem, linuxboot.Params{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
 	if err != nil {
 		return nil, fmt.Errorf("kvm: load kernel %s: %w", cfg.Kernel, err)
@@ -590,8 +591,11 @@ func (m *Machine) deadErr() error {
 	return m.dead
 }
 
+// died is the error of a guest that stopped for good: a
+// vmm.GuestDiedError with the console's last lines (all of them written:
+// the vCPU that wrote them has stopped).
 func (m *Machine) died(err error) error {
-	return fmt.Errorf("%w: %w\nconsole:\n%s", vmm.ErrGuestDied, err, m.console.tail())
+	return &vmm.GuestDiedError{Err: err, Console: m.console.text(vmm.MaxDeathConsole), Shown: consoleTail}
 }
 
 func (m *Machine) waitReady(ctx context.Context) error {

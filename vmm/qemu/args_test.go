@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/vmm"
@@ -68,4 +69,24 @@ func flagValues(args []string, flag string) []string {
 		}
 	}
 	return v
+}
+
+// TestArgsFailFast: the kernel's command line ends a guest at its first
+// Oops, BUG or WARN (vmm.FailFastCmdline), after quiet (loglevel=5 must
+// follow it to win), with the caller's Cmdline last; WarnNotFatal reaches
+// it.
+func TestArgsFailFast(t *testing.T) {
+	t.Parallel()
+	for _, notFatal := range []bool{false, true} {
+		m := &Machine{cfg: vmm.Config{MemoryMiB: 128, Kernel: "/k", Initramfs: "/i", Cmdline: "themis.test=1", WarnNotFatal: notFatal}, ram: &ramFile{path: "/dev/shm/ram"}}
+		app := flagValues(m.args("/w/qmp.sock", "/w/agent.sock", "/w/state.qcow2"), "-append")
+		if len(app) != 1 {
+			t.Fatalf("-append %q", app)
+		}
+		want := vmm.FailFastCmdline(notFatal)
+		quiet, ff, last := strings.Index(app[0], " quiet "), strings.Index(app[0], want), strings.Index(app[0], "themis.test=1")
+		if quiet < 0 || ff < quiet || last < ff {
+			t.Errorf("WarnNotFatal %v: -append %q: want quiet, then %q, then the caller's", notFatal, app[0], want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package qemu
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestConsoleTailBounded(t *testing.T) {
 		{"ready line after a long prefix", strings.Repeat("y", 2<<20) + ready, "", "yyy", 1},
 		{"no newline ever", strings.Repeat("z", 3<<20), "", "zzz", 1},
 		{"many lines", strings.Repeat("line\n", 10000) + ready + "last\n", "/dev/vport1p1", "last", consoleKeep},
-		{"many long lines", strings.Repeat(strings.Repeat("w", 100<<10)+"\n", 100) + "end\n", "", "end", consoleKeep},
+		{"many long lines", strings.Repeat(strings.Repeat("w", 100<<10)+"\n", 100) + "end\n", "", "end", min(101, consoleKeep)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,4 +103,23 @@ func FuzzReadConsoleLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConsoleTextAndTail: a dead guest's error carries every kept line
+// (text), its message the last consoleShown of them (tail).
+func TestConsoleTextAndTail(t *testing.T) {
+	t.Parallel()
+	c := newConsoleTail(nil)
+	var in strings.Builder
+	for i := range consoleKeep + 10 {
+		fmt.Fprintf(&in, "line %d\n", i)
+	}
+	c.run(io.NopCloser(strings.NewReader(in.String())))
+	text := strings.Split(c.text(), "\n")
+	if len(text) != consoleKeep || text[0] != "line 10" || text[len(text)-1] != fmt.Sprintf("line %d", consoleKeep+9) {
+		t.Errorf("text: %d lines, %q .. %q", len(text), text[0], text[len(text)-1])
+	}
+	if tail := strings.Split(c.tail(), "\n"); len(tail) != consoleShown {
+		t.Errorf("tail: %d lines, want %d", len(tail), consoleShown)
+	}
 }

@@ -38,8 +38,13 @@ var _ vmm.CheckpointMemory = (*Machine)(nil)
 // readyLine is what the agent prints on the console once it serves its channel.
 const readyLine = agent.ReadyLine
 
-// consoleKeep is how many console lines are kept for error messages.
-const consoleKeep = 40
+// consoleKeep is how many console lines are kept: a dead guest's
+// (vmm.GuestDiedError, where a kernel report is read from); consoleShown
+// of them go into error messages.
+const (
+	consoleKeep  = vmm.MaxDeathConsole
+	consoleShown = 40
+)
 
 // maxConsoleLine is the most bytes of one console line kept (and copied);
 // the rest of a longer line is skipped, not waited for.
@@ -64,6 +69,13 @@ var noDeadline time.Time
 // seconds more.
 const kernelCmdline = "console=ttyS0 panic=-1 quiet lpj=4000000 tsc=reliable no_timer_check mitigations=off audit=0 selinux=0 apparmor=0 " +
 	"rcupdate.rcu_cpu_stall_suppress=1 nowatchdog"
+
+// cmdline is the guest kernel's command line: kernelCmdline, the
+// fail-fast part (vmm.FailFastCmdline: a kernel fault ends the guest at
+// once, its report on the console), then cfg.Cmdline.
+func cmdline(cfg vmm.Config) string {
+	return strings.TrimSpace(kernelCmdline + " " + vmm.FailFastCmdline(cfg.WarnNotFatal) + " " + cfg.Cmdline)
+}
 
 // Machine is a guest running under QEMU.
 type Machine struct {
@@ -304,7 +316,7 @@ func (m *Machine) args(qmpPath, agentPath, statePath string) []string {
 		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", m.cfg.MemoryMiB, m.ram.path),
 		"-smp", "1",
 		"-kernel", m.cfg.Kernel, "-initrd", m.cfg.Initramfs,
-		"-append", strings.TrimSpace(kernelCmdline + " " + m.cfg.Cmdline),
+		"-append", cmdline(m.cfg),
 		"-chardev", "stdio,id=con,signal=off",
 		"-device", "isa-serial,chardev=con,index=0",
 	}
@@ -470,11 +482,21 @@ func (m *Machine) accept(ctx context.Context, l net.Listener, what string) (net.
 	}
 }
 
-// died builds the error for a guest that went away, with the console tail.
+// consoleDrain bounds how long died waits for the console reader to
+// read what a dead QEMU left in its pipe (a kernel's report).
+const consoleDrain = 2 * time.Second
+
+// died builds the error for a guest that went away: a
+// vmm.GuestDiedError with the console's last lines, read to the end.
 func (m *Machine) died(err error) error {
 	select {
 	case <-m.exited:
-		return fmt.Errorf("%w: qemu %v: %w\nconsole:\n%s", vmm.ErrGuestDied, m.exitErr, err, m.console.tail())
+		select {
+		case <-m.console.done:
+		case <-time.After(consoleDrain):
+			m.log.Warn("the console of a dead guest was not read to its end", zap.Duration("waited", consoleDrain))
+		}
+		return &vmm.GuestDiedError{Err: fmt.Errorf("qemu %v: %w", m.exitErr, err), Console: m.console.text(), Shown: consoleShown}
 	case <-time.After(200 * time.Millisecond):
 		return fmt.Errorf("qemu: %w\nconsole:\n%s", err, m.console.tail())
 	}
@@ -770,10 +792,18 @@ func (c *consoleTail) readyPath() string {
 	return c.path
 }
 
+// tail is the last consoleShown lines, indented, for error messages.
 func (c *consoleTail) tail() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return "  " + strings.Join(c.lines, "\n  ")
+	return "  " + strings.Join(c.lines[max(0, len(c.lines)-consoleShown):], "\n  ")
+}
+
+// text is every kept line, one per line, for a vmm.GuestDiedError.
+func (c *consoleTail) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines, "\n")
 }
 
 // Pid is the QEMU process's id (0 when it did not start): what a test

@@ -1,0 +1,78 @@
+package vmm
+
+import (
+	"errors"
+	"strings"
+)
+
+// GuestDiedError is the error of a call whose guest went away: it wraps
+// ErrGuestDied (errors.Is) and the backend's own error, and carries the
+// last lines of the guest's serial console at its death, where a kernel
+// that crashed left its report (an Oops, a BUG, a panic; package
+// internal/kreport reads them). A backend builds it only once the
+// console is read to the end (QEMU: its pipe drained; KVM: the vCPU
+// stopped), so the report's last line is in it.
+type GuestDiedError struct {
+	// Err is what the backend saw (the emulator's exit, the vCPU's stop,
+	// the channel's error).
+	Err error
+	// Console is the console's last lines (at most MaxDeathConsole of
+	// them, each cut as the backend keeps it), oldest first, one per
+	// line, without indentation.
+	Console string
+	// Shown is how many of Console's last lines Error prints (0: all).
+	Shown int
+}
+
+// MaxDeathConsole is how many console lines a GuestDiedError keeps: an
+// Oops with its registers, module list and call trace, and the panic
+// after it, is 60 to 120 lines.
+const MaxDeathConsole = 200
+
+// Error is ErrGuestDied's text, the backend's error and the console's last
+// lines, indented (as the backends printed them before there was a type).
+func (e *GuestDiedError) Error() string {
+	lines := strings.Split(e.Console, "\n")
+	if e.Console == "" {
+		lines = []string{"(no console output)"}
+	}
+	if e.Shown > 0 && len(lines) > e.Shown {
+		lines = lines[len(lines)-e.Shown:]
+	}
+	return ErrGuestDied.Error() + ": " + e.Err.Error() + "\nconsole:\n  " + strings.Join(lines, "\n  ")
+}
+
+// Is makes a GuestDiedError an ErrGuestDied.
+func (e *GuestDiedError) Is(target error) bool { return target == ErrGuestDied }
+
+// Unwrap is the backend's error.
+func (e *GuestDiedError) Unwrap() error { return e.Err }
+
+// DeathConsole returns the console of the first GuestDiedError in err's
+// chain, and whether there is one.
+func DeathConsole(err error) (string, bool) {
+	var gd *GuestDiedError
+	if !errors.As(err, &gd) {
+		return "", false
+	}
+	return gd.Console, true
+}
+
+// FailFastCmdline is the part of the guest kernel's command line, the
+// same on every backend, that ends the guest the moment its kernel reports
+// a fault, with the report on the console: an Oops or a BUG panics
+// (oops=panic), so does a WARN unless warnNotFatal (panic_on_warn) and a
+// soft lockup (softlockup_panic; the QEMU backend turns the lockup
+// watchdog off, nowatchdog, since a TCG vCPU the host leaves unscheduled
+// is no lockup of the guest's own); the console prints KERN_WARNING lines
+// (loglevel=5, after any quiet: a WARN's first line is one). Each
+// backend's own line has panic=-1, which reboots at once on a panic, and
+// a reboot ends the machine: the call in flight fails with a
+// GuestDiedError holding the report.
+func FailFastCmdline(warnNotFatal bool) string {
+	const always = "oops=panic softlockup_panic=1 loglevel=5"
+	if warnNotFatal {
+		return always + " panic_on_warn=0"
+	}
+	return always + " panic_on_warn=1"
+}

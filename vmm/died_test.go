@@ -1,0 +1,48 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestGuestDiedError: the typed death is an ErrGuestDied through any
+// wrapping, wraps the backend's error, prints the last Shown console lines
+// as the backends did, and hands its whole console to DeathConsole.
+func TestGuestDiedError(t *testing.T) {
+	base := errors.New("exit status 1")
+	con := "a\nb\nKernel panic - not syncing: sysrq triggered crash"
+	err := fmt.Errorf("session: %w", &GuestDiedError{Err: base, Console: con, Shown: 2})
+	if !errors.Is(err, ErrGuestDied) || !errors.Is(err, base) {
+		t.Errorf("%v: not ErrGuestDied, or does not wrap the backend's error", err)
+	}
+	if want := "session: vmm: guest died: exit status 1\nconsole:\n  b\n  Kernel panic - not syncing: sysrq triggered crash"; err.Error() != want {
+		t.Errorf("text %q, want %q", err.Error(), want)
+	}
+	if got, ok := DeathConsole(err); !ok || got != con {
+		t.Errorf("DeathConsole = %q %v, want the whole console", got, ok)
+	}
+	if _, ok := DeathConsole(ErrBroken); ok {
+		t.Error("DeathConsole of an error without a GuestDiedError: found one")
+	}
+	if got := (&GuestDiedError{Err: base}).Error(); !strings.HasSuffix(got, "(no console output)") {
+		t.Errorf("no console: %q", got)
+	}
+}
+
+// TestFailFastCmdline: a WARN panics unless the caller says otherwise, and
+// the loglevel that shows a WARN's first line is there either way.
+func TestFailFastCmdline(t *testing.T) {
+	for _, tc := range []struct {
+		notFatal bool
+		want     string
+	}{{false, "panic_on_warn=1"}, {true, "panic_on_warn=0"}} {
+		got := strings.Fields(FailFastCmdline(tc.notFatal))
+		for _, w := range []string{"oops=panic", "softlockup_panic=1", "loglevel=5", tc.want} {
+			if !strings.Contains(" "+strings.Join(got, " ")+" ", " "+w+" ") {
+				t.Errorf("FailFastCmdline(%v) = %q: no %s", tc.notFatal, got, w)
+			}
+		}
+	}
+}
