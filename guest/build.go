@@ -181,6 +181,11 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if _, _, err := flavorOf(o.Flavor); err != nil {
 		return nil, err
 	}
+	if o.Name != "" {
+		if err := CheckName(o.Name); err != nil {
+			return nil, err
+		}
+	}
 	if dir := os.Getenv(PrebuiltEnv); dir != "" && o.isDefault() {
 		img, err := Open(dir)
 		if err != nil {

@@ -222,3 +222,33 @@ func modinfoField(t *testing.T, data []byte, key string) string {
 	t.Fatalf("no %s in .modinfo", key)
 	return ""
 }
+
+// TestBuildModuleSrcReal builds exfat from a developer's copy of fs/exfat
+// (with a stale object file, which is left out) against the real headers.
+func TestBuildModuleSrcReal(t *testing.T) {
+	shared, src, kt := realSource(t)
+	dir := filepath.Join(t.TempDir(), "exfat")
+	if err := copyTree(filepath.Join(src, "fs", "exfat"), dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inode.o"), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{CacheDir: patchedCache(t, shared), Deb: kt.Source, Agent: stubAgent(t), ModuleSrcs: []string{dir}, Log: zaptest.NewLogger(t)}
+	img, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(img.Built, []string{"exfat"}) || len(img.Sources) != 1 || img.Sources[0].Name != dir {
+		t.Fatalf("image = %+v", img)
+	}
+	if v := modinfoField(t, packedModule(t, img, "exfat"), "vermagic"); strings.Fields(v)[0] != kt.Version {
+		t.Errorf("vermagic %q, kernel %s", v, kt.Version)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inode.o"), []byte("staler"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Build(context.Background(), o); err != nil || again.Key != img.Key || !again.Cached {
+		t.Errorf("a changed build product changed the image: %+v, %v", again, err)
+	}
+}
