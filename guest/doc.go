@@ -35,6 +35,20 @@
 // place, so concurrent builders and interrupted builds never expose a partial
 // entry.
 //
+// # The filesystem under test
+//
+// Options.Patches, ModuleSrcs and KernelTree build an image that carries a
+// developer's code (docs/fs-under-test.md): the fs/<dir> directories a
+// patch touches are extracted from Debian's linux-source tarball (once per
+// tarball, <cache>/ksrc/<sha256>/), patched, and their modules built out
+// of tree against linux-headers-<version>, stripped and packed in place of
+// the stock ones; built modules are cached in <cache>/modbuild/<key>/, and
+// the image key covers the patches and sources too. Options.Name records
+// the image in <cache>/image-names.json; [Resolve] finds it by name, key
+// or directory and [List] lists the cache's images. Patch files are
+// untrusted input: their file names are checked (parsePatch) and neither
+// their path nor their bytes ever pass through a shell.
+//
 // # Lane specs
 //
 // [ParseLaneSpec] reads a lane spec ("ext2", "ext4:inode_size=128", "vfat",
@@ -43,8 +57,9 @@
 //
 // # Dependencies
 //
-// The package runs host tools (apt-get, apt-cache, dpkg-deb, go, and xz or
-// zstd for compressed modules) through os/exec and internal/hosttool. It
+// The package runs host tools (apt-get, apt-cache, dpkg-deb, go, xz or
+// zstd for compressed modules, and tar, patch, make, gcc and strip for
+// built modules) through os/exec and internal/hosttool. It
 // must not import vmm, session or server: it only produces files they
 // consume. Build is safe to call concurrently, also from several processes
 // sharing one cache directory.
