@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/oracle"
 )
 
@@ -23,6 +24,9 @@ const (
 	KindState     = "state-divergence"
 	KindReplay    = "self-reference:replay"
 	KindGuestDied = "guest-died"
+	// KindKernel: the guest's kernel crashed (Finding.Kernel is its
+	// report) running the trace's last op, or a check after it.
+	KindKernel = "kernel"
 )
 
 // Stopped values of a Result.
@@ -46,6 +50,8 @@ type Finding struct {
 	Detail string
 	// Lanes holds every lane's errno for the last op of Trace.
 	Lanes []LaneResult
+	// Kernel is a "kernel" finding's report (nil for other kinds).
+	Kernel *kreport.Report
 	// Path is the first differing path of a state divergence ("" is the
 	// lane root).
 	Path string
@@ -478,6 +484,10 @@ func signature(f Finding) string {
 		b.WriteString("|" + f.Field)
 	case KindReplay:
 		b.WriteString("|" + strings.Join(opKinds(f.Trace), ","))
+	case KindKernel:
+		if f.Kernel != nil {
+			b.WriteString("|" + f.Kernel.Signature())
+		}
 	default:
 		b.WriteString("|" + f.Field)
 	}

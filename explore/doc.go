@@ -42,16 +42,28 @@
 // the edges the search applied (the canonical trace) — so for a
 // deterministic System the unique states, digest and findings are the same
 // for any number of workers and any timing. A worker whose System dies
-// (ErrGuestDied) takes back what its item marked visited, puts the item
-// back and gets a fresh System from Workers.Replace; an item that kills
-// two Systems is a "guest-died" finding that ends the search.
+// (ErrGuestDied) gets a fresh System from Workers.Replace. When it died
+// applying an op (or checking the state the op led to) and its kernel
+// left a report (a KernelCrash), the op is known to kill the guest there:
+// a "kernel" finding at once, with the report; the op is never applied at
+// that state again, what the item visited stays visited, and what the
+// worker's path had not started yet goes back to the queue, so the search
+// goes on and covers everything but that op's subtree. A death there
+// without a report is first taken for the worker's own (the item put back,
+// its visits taken back); the second guest the op kills at that state
+// makes it a "guest-died" finding handled the same way. Any other death
+// (a restore, a checkpoint, a replay) puts the item back, and an item that
+// kills two Systems is a finding ("kernel" or "guest-died") that ends the
+// search. Without Replace every death is a finding that ends the search.
 //
 // # Findings
 //
 // Lanes that disagree on errno or on state, a failed Config.Checks
 // self-reference, a trace that replays from the root to a different state
-// (Config.ReplaySample) or a System error wrapping [ErrGuestDied] are
-// findings: results, not errors. Each distinct finding is shrunk after the
+// (Config.ReplaySample) or a System error wrapping [ErrGuestDied] (a
+// [KernelCrash]: kind "kernel" with the kernel's report) are findings:
+// results, not errors. Kernel and guest-died findings are not minimized
+// here (each try could kill worker 0's guest). Each distinct finding is shrunk after the
 // search with [Minimize] (ddmin, replaying candidates from the root
 // checkpoint) and reported with its trace, the lanes' errnos, and for a
 // state divergence the first differing path and field.

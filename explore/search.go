@@ -32,6 +32,7 @@ type search struct {
 	declared map[string]bool     // root tuples judged by a declared difference
 	edges    map[string][]edge   // root tuple -> the ops that led to it
 	cands    map[string][]cand   // signature -> every sighting of it
+	killers  map[string]int      // root tuple + "\x00" + op key: guests the op killed there
 	sigs     map[string]*Finding // signature -> its finding (canonical once resolved)
 	order    []*Finding          // findings in the order first found
 	queue    []*item
@@ -73,7 +74,7 @@ type worker struct {
 }
 
 func newSearch(c *Checker) *search {
-	s := &search{Checker: c, visited: map[string]int{}, declared: map[string]bool{}, edges: map[string][]edge{}, cands: map[string][]cand{}, sigs: map[string]*Finding{}}
+	s := &search{Checker: c, visited: map[string]int{}, declared: map[string]bool{}, edges: map[string][]edge{}, cands: map[string][]cand{}, sigs: map[string]*Finding{}, killers: map[string]int{}}
 	s.wake = sync.NewCond(&s.mu)
 	return s
 }
@@ -457,6 +458,39 @@ func (s *search) stopAll(err error) {
 	defer s.mu.Unlock()
 	if s.halt == nil {
 		s.halt = err
+	}
+	s.wake.Broadcast()
+}
+
+// crashed records that op killed a guest at the state key and returns
+// how many it killed there.
+func (s *search) crashed(key string, op *agentv1.Request) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key + "\x00" + opKey(op)
+	s.killers[k]++
+	return s.killers[k]
+}
+
+// isCrashed reports whether op is known to kill the guest at the state
+// key: it left a kernel report, or it killed maxAttempts guests there.
+// The search does not apply it there again.
+func (s *search) isCrashed(key string, op *agentv1.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.killers[key+"\x00"+opKey(op)] >= maxAttempts
+}
+
+// requeue ends an item whose worker died applying one of its ops: what
+// it visited stays visited, and rest (the work of the worker's path not
+// started yet, shallowest first) is queued, the deepest to be taken
+// first.
+func (s *search) requeue(rest []*item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy--
+	if s.halt == nil {
+		s.queue = append(s.queue, rest...)
 	}
 	s.wake.Broadcast()
 }

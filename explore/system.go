@@ -5,12 +5,33 @@ import (
 	"errors"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/internal/kreport"
 )
 
 // ErrGuestDied is wrapped by a System's errors when the machine under test
 // is gone (kernel panic, agent silent). The Checker turns it into a
-// "guest-died" finding and stops, instead of failing the run.
+// finding ("guest-died", or "kernel" for a KernelCrash) instead of failing
+// the run; see the package doc ("Workers") for when the search goes on.
 var ErrGuestDied = errors.New("explore: guest died")
+
+// KernelCrash is a System's error when the guest died and its kernel left
+// a report (an Oops, a BUG, a WARN, a panic: package kreport): an
+// ErrGuestDied whose finding is of kind "kernel" and carries the report.
+type KernelCrash struct {
+	Report kreport.Report
+	// Err is the System's error (an ErrGuestDied).
+	Err error
+}
+
+func (e *KernelCrash) Error() string {
+	return "explore: kernel crash: " + e.Report.Summary() + ": " + e.Err.Error()
+}
+
+// Is makes a KernelCrash an ErrGuestDied.
+func (e *KernelCrash) Is(target error) bool { return target == ErrGuestDied }
+
+// Unwrap is the System's error.
+func (e *KernelCrash) Unwrap() error { return e.Err }
 
 // CheckpointID names a checkpoint of the whole System (machine and every
 // lane's disk).

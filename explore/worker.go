@@ -7,11 +7,16 @@ import (
 	"slices"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/internal/kreport"
 )
 
-// maxAttempts is how often workers may die running one item: past it the
-// death is a finding ("guest-died") and the search ends, as with one
-// worker without Replace.
+// maxAttempts is how often workers may die running one item, and how
+// many guests one op may kill at one state: a death in applying an op
+// (or checking the state it led to) puts the item back until the op has
+// killed maxAttempts guests there (a death with a kernel report: one),
+// then it is a finding and the search goes on without that op there; any
+// other death puts it back until the item has killed maxAttempts, then it
+// is a finding that ends the search, as with one worker without Replace.
 const maxAttempts = 2
 
 // guestDeath is a worker's System dying: where (the trace of the op, or
@@ -20,6 +25,15 @@ type guestDeath struct {
 	trace []*agentv1.Request
 	lanes []LaneResult
 	err   error
+	// report is the kernel's, when it left one (KernelCrash).
+	report *kreport.Report
+	// step is set when the guest died applying op at the state at (a root
+	// tuple), or checking the state it led to; rest is then the work of
+	// the worker's path not started yet (stepDeath).
+	step bool
+	at   string
+	op   *agentv1.Request
+	rest []*item
 }
 
 func (e *guestDeath) Error() string { return e.err.Error() }
@@ -29,9 +43,29 @@ func (e *guestDeath) Unwrap() error { return e.err }
 func dead(err error, trace []*agentv1.Request, lanes []LaneResult) error {
 	var gd *guestDeath
 	if errors.Is(err, ErrGuestDied) && !errors.As(err, &gd) {
-		return &guestDeath{trace: slices.Clone(trace), lanes: lanes, err: err}
+		gd = &guestDeath{trace: slices.Clone(trace), lanes: lanes, err: err}
+		var kc *KernelCrash
+		if errors.As(err, &kc) {
+			r := kc.Report
+			gd.report = &r
+		}
+		return gd
 	}
 	return err
+}
+
+// finding is the death's finding: "kernel" with the kernel's report, or
+// "guest-died" with the System's error.
+func (e *guestDeath) finding() Finding {
+	if e.report == nil {
+		return Finding{Kind: KindGuestDied, Trace: e.trace, Lanes: e.lanes, Detail: e.err.Error()}
+	}
+	what := "the search"
+	if n := len(e.trace); n > 0 {
+		what = OpKind(e.trace[n-1])
+	}
+	return Finding{Kind: KindKernel, Trace: e.trace, Lanes: e.lanes, Kernel: e.report,
+		Detail: fmt.Sprintf("the kernel crashed (%s) running %s: %s", e.report.Kind, what, e.report.Summary())}
 }
 
 // init takes the worker's root checkpoint and checks that its System
@@ -66,7 +100,17 @@ func (w *worker) loop(ctx context.Context) {
 			w.s.done(it, err, false)
 			continue
 		}
-		it.attempts++
+		if gd.step && w.s.replace != nil && ctx.Err() == nil && w.s.killedBy(gd) {
+			if !w.skipStep(ctx, it, gd) {
+				return
+			}
+			continue
+		}
+		if !gd.step {
+			// A step death is bounded by its op's count instead
+			// (killedBy): the rerun may die at another op first.
+			it.attempts++
+		}
 		retry := w.s.replace != nil && it.attempts < maxAttempts && ctx.Err() == nil
 		if retry {
 			if rerr := w.replaceSystem(ctx); rerr != nil {
@@ -75,13 +119,70 @@ func (w *worker) loop(ctx context.Context) {
 		}
 		if !retry {
 			// A finding, not an error: the search ends with what it has.
-			_ = w.s.add(Finding{Kind: KindGuestDied, Trace: gd.trace, Lanes: gd.lanes, Detail: gd.err.Error()}, "", nil)
+			_ = w.s.add(gd.finding(), "", nil)
 		}
 		w.s.done(it, err, retry)
 		if !retry {
 			return
 		}
 	}
+}
+
+// skipStep makes a death in applying an op a finding and goes on without
+// it: the op is recorded as killing the guest at its state (never applied
+// there again), the finding added (reported at once), the System
+// replaced, and the item done with what the worker's path had not started
+// queued again; what the item visited stays visited. It reports whether
+// the worker goes on (false: the search halts, MaxFindings reached or no
+// fresh System).
+func (w *worker) skipStep(ctx context.Context, it *item, gd *guestDeath) bool {
+	if err := w.s.add(gd.finding(), gd.at, gd.op); err != nil {
+		w.s.done(it, err, false)
+		return false
+	}
+	if err := w.replaceSystem(ctx); err != nil {
+		w.s.done(it, errors.Join(gd, err), false)
+		return false
+	}
+	w.s.requeue(gd.rest)
+	return true
+}
+
+// killedBy counts a step death against its op at its state and reports
+// whether the op is now known to kill the guest there: at once with a
+// kernel report, else once it killed maxAttempts guests there (the first
+// death without a report may be the worker's own: a killed emulator).
+func (s *search) killedBy(gd *guestDeath) bool {
+	n := s.crashed(gd.at, gd.op)
+	if gd.report != nil {
+		s.crashed(gd.at, gd.op) // known at once
+		return true
+	}
+	return n >= maxAttempts
+}
+
+// stepDeath marks err, when it is the guest dying, as the death of
+// applying op at the state self (or of checking the state it led to):
+// the work of the worker's path not started yet goes with it, for loop to
+// queue again.
+func (w *worker) stepDeath(err error, self string, op *agentv1.Request) error {
+	var gd *guestDeath
+	if errors.As(err, &gd) && !gd.step {
+		gd.step, gd.at, gd.op, gd.rest = true, self, op, w.rest()
+	}
+	return err
+}
+
+// rest is the work of the worker's path not started yet: at each of its
+// states, the ops after the one being tried, shallowest state first.
+func (w *worker) rest() []*item {
+	var out []*item
+	for _, f := range w.frames {
+		if f.next < len(f.ops) {
+			out = append(out, &item{prefix: slices.Clone(f.trace), key: f.self, ops: slices.Clone(f.ops[f.next:])})
+		}
+	}
+	return out
 }
 
 // replaceSystem swaps a dead System for a fresh one (Workers.Replace).
@@ -173,7 +274,7 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 		f.next = i
 		w.s.offer(w.frames)
 		f.next = i + 1
-		if !w.s.mine(self, f.ops[i], depth) {
+		if !w.s.mine(self, f.ops[i], depth) || w.s.isCrashed(self, f.ops[i]) {
 			continue
 		}
 		if err := w.s.step(ctx); err != nil {
@@ -188,7 +289,7 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 		child := append(slices.Clip(trace), f.ops[i])
 		key, st, results, err := w.apply(ctx, depth, child, self)
 		if err != nil {
-			return err
+			return w.stepDeath(err, self, f.ops[i])
 		}
 		if w.s.cfg.LazyRestore && key == self && allFailed(results) {
 			// The op failed on every lane and left the abstract state as
@@ -202,7 +303,7 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 		}
 		if isNew {
 			if err := w.visit(ctx, key, child, results, st); err != nil {
-				return err
+				return w.stepDeath(err, self, f.ops[i])
 			}
 		}
 		if divergent(st) || depth+1 >= w.s.cfg.Depth {

@@ -1,0 +1,194 @@
+package explore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/internal/kreport"
+)
+
+// crashReport is the toy kernel's report.
+var crashReport = kreport.Report{Kind: kreport.Bug, Title: "kernel BUG at fs/toy/namei.c:12!", RIP: "toy_mkdir+0x1c/0x90 [toy]",
+	Trace: []string{"vfs_mkdir+0x9c/0x140", "do_mkdirat+0x8a/0x140"}, Panic: "Fatal exception"}
+
+// crashingSystem is a toy System whose kernel crashes on every mkdir of
+// d-00 (a KernelCrash, or with report false a death with nothing on the
+// console); after a death every call fails. deaths counts the deaths by
+// the state they happened at and the op (mkdir d-00 with its mode).
+type crashingSystem struct {
+	*toySystem
+	report bool
+	dead   bool
+	mu     *sync.Mutex
+	deaths map[string]int
+}
+
+func (c *crashingSystem) Apply(ctx context.Context, op *agentv1.Request) ([]LaneResult, error) {
+	if c.dead {
+		return nil, fmt.Errorf("toy: %w", ErrGuestDied)
+	}
+	if op.GetMkdir().GetPath() != "d-00" {
+		return c.toySystem.Apply(ctx, op)
+	}
+	st, err := c.toySystem.Fingerprint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.deaths[stateKey(st)+"\x00"+opKey(op)]++
+	c.mu.Unlock()
+	c.dead = true
+	err = fmt.Errorf("toy: the guest reset: %w", ErrGuestDied)
+	if c.report {
+		return nil, &KernelCrash{Report: crashReport, Err: err}
+	}
+	return nil, err
+}
+
+func (c *crashingSystem) Restore(ctx context.Context, id CheckpointID) error {
+	if c.dead {
+		return fmt.Errorf("toy: %w", ErrGuestDied)
+	}
+	return c.toySystem.Restore(ctx, id)
+}
+
+// runCrashing runs cfg over n crashing Systems, replaced as they die,
+// and returns the result, the deaths by state and the Systems made.
+func runCrashing(t *testing.T, n int, report bool, cfg Config) (*Result, map[string]int, int) {
+	t.Helper()
+	var mu sync.Mutex
+	deaths := map[string]int{}
+	made := 0
+	mk := func() System {
+		mu.Lock()
+		made++
+		mu.Unlock()
+		return &crashingSystem{toySystem: newToy("", ""), report: report, mu: &mu, deaths: deaths}
+	}
+	w := Workers{Replace: func(context.Context, int, System) (System, error) { return mk(), nil }}
+	for range n {
+		w.Systems = append(w.Systems, mk())
+	}
+	c, err := NewParallelChecker(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return res, deaths, made
+}
+
+// TestKernelCrashGoesOn: an op that crashes the kernel is a "kernel"
+// finding with the report, found at its first death; the worker gets a
+// fresh System, the op is never applied again at a state where it killed
+// a guest, and the search covers everything else: the same states, digest
+// and findings over 1, 2 and 4 workers, the states of a search where the
+// op does not exist plus those under it... none: every state it reaches
+// is one the crash-free search reaches too. A death without a report is
+// retried once, then the same "guest-died" finding, and the search goes
+// on as well. (Before, the first death after a retry ended the search:
+// stopped "guest-died".)
+func TestKernelCrashGoesOn(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Seed: 5, Depth: 3, Ops: []string{OpMkdir, OpCreateFile, OpRmdir}, Pool: PathPool{Files: 1, Dirs: 2, Depth: 1}, KeepStates: true}
+	base, err := NewChecker(newToy("", ""), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := base.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first outcome
+	for _, report := range []bool{true, false} {
+		for _, n := range []int{1, 2, 4} {
+			res, deaths, made := runCrashing(t, n, report, cfg)
+			kind := KindKernel
+			if !report {
+				kind = KindGuestDied
+			}
+			if res.Stopped != StopDone || len(res.Findings) != 1 || res.Findings[0].Kind != kind {
+				t.Fatalf("report %v, %d workers: stopped %q, findings %+v: want one %s finding and the search done", report, n, res.Stopped, res.Findings, kind)
+			}
+			f := res.Findings[0]
+			if last := f.Trace[len(f.Trace)-1]; last.GetMkdir().GetPath() != "d-00" {
+				t.Errorf("finding's trace %v: want it to end in mkdir d-00", opKinds(f.Trace))
+			}
+			if report && (f.Kernel == nil || f.Kernel.Title != crashReport.Title || len(f.Kernel.Trace) != 2) {
+				t.Errorf("kernel finding's report %+v", f.Kernel)
+			}
+			perState := 1
+			if !report {
+				// Retried where it is not known to be the kernel's; and
+				// another worker that expands the state (its item put
+				// back, its visits taken back) may run the op before the
+				// count reaches it.
+				perState = maxAttempts + n - 1
+			}
+			for k, d := range deaths {
+				if d > perState {
+					t.Errorf("report %v, %d workers: mkdir d-00 killed %d guests at state and op %x, want at most %d", report, n, d, k, perState)
+				}
+			}
+			if made != n+sum(deaths) {
+				t.Errorf("%d Systems made, want %d workers + %d deaths", made, n, sum(deaths))
+			}
+			for _, k := range res.StateKeys {
+				if !slices.Contains(all.StateKeys, k) {
+					t.Errorf("state %x reached with the crash, not without", k)
+				}
+			}
+			if res.Unique >= all.Unique || res.Unique < 3 {
+				t.Errorf("%d unique states with the crash, %d without: want fewer, and more than the root's children", res.Unique, all.Unique)
+			}
+			o := summarize(res)
+			if report && n == 1 {
+				first = o
+			} else if report && !equalOutcome(o, first) {
+				t.Errorf("%d workers: %+v, want (1 worker) %+v", n, o, first)
+			}
+			t.Logf("report %v, %d workers: %d states, %d unique (%d without the crash), %d deaths", report, n, res.States, res.Unique, all.Unique, sum(deaths))
+		}
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestKernelCrashWithoutReplace: with one System and no Replace, a kernel
+// crash is the "kernel" finding and ends the search (guest-died), as a
+// death did before.
+func TestKernelCrashWithoutReplace(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	sys := &crashingSystem{toySystem: newToy("", ""), report: true, mu: &mu, deaths: map[string]int{}}
+	c, err := NewChecker(sys, Config{Seed: 5, Depth: 2, Ops: []string{OpMkdir}, Pool: PathPool{Dirs: 2, Depth: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stopped != StopGuestDied || len(res.Findings) != 1 || res.Findings[0].Kind != KindKernel {
+		t.Errorf("stopped %q, findings %+v", res.Stopped, res.Findings)
+	}
+	var kc *KernelCrash
+	if !errors.As(&KernelCrash{Err: ErrGuestDied}, &kc) || !errors.Is(kc, ErrGuestDied) {
+		t.Error("a KernelCrash is not an ErrGuestDied")
+	}
+}
