@@ -186,6 +186,13 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 			return nil, err
 		}
 	}
+	var inputs *modBuild // read first: a bad patch fails before any download
+	if o.custom() {
+		var err error
+		if inputs, err = readBuildInputs(o); err != nil {
+			return nil, err
+		}
+	}
 	if dir := os.Getenv(PrebuiltEnv); dir != "" && o.isDefault() {
 		img, err := Open(dir)
 		if err != nil {
@@ -201,7 +208,7 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("guest: %w", err)
 	}
-	c, err := loadKernelAndModules(ctx, log, o, cacheDir)
+	c, err := loadKernelAndModules(ctx, log, o, cacheDir, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -273,10 +280,10 @@ func (c *imageContents) inputs() []string {
 	return in
 }
 
-// loadKernelAndModules resolves o's kernel, reads its image and resolves
-// o's modules (DefaultModules when none) in load order, marking lazy those
-// the boot set does not need.
-func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cacheDir string) (*imageContents, error) {
+// loadKernelAndModules resolves o's kernel, reads its image, builds the
+// modules of inputs (nil: none) and resolves o's modules (DefaultModules
+// when none) in load order, marking lazy those the boot set does not need.
+func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cacheDir string, inputs *modBuild) (*imageContents, error) {
 	kt, err := resolveKernel(ctx, log, o, cacheDir)
 	if err != nil {
 		return nil, err
@@ -294,8 +301,8 @@ func loadKernelAndModules(ctx context.Context, log *zap.Logger, o Options, cache
 		wanted = DefaultModulesFor(o.Flavor)
 	}
 	var built *builtModules
-	if o.custom() {
-		if built, err = buildModules(ctx, log, o, cacheDir, kt, idx); err != nil {
+	if inputs != nil {
+		if built, err = buildModules(ctx, log, o, cacheDir, kt, idx, inputs); err != nil {
 			return nil, err
 		}
 		idx.override = built.Data

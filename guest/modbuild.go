@@ -55,13 +55,11 @@ type modBuild struct {
 	out     *builtModules
 }
 
-// buildModules builds the modules o's patches and module sources make,
-// against kt's headers, or takes them from the module build cache.
-func buildModules(ctx context.Context, log *zap.Logger, o Options, cacheDir string, kt *kernelTree, idx *moduleIndex) (*builtModules, error) {
-	b, err := readBuildInputs(o)
-	if err != nil {
-		return nil, err
-	}
+// buildModules builds the modules of b (o's patches and module sources,
+// readBuildInputs) against kt's headers, or takes them from the module
+// build cache.
+func buildModules(ctx context.Context, log *zap.Logger, o Options, cacheDir string, kt *kernelTree, idx *moduleIndex, b *modBuild) (*builtModules, error) {
+	var err error
 	if b.tc, err = resolveToolchain(ctx, log, o, cacheDir, kt, len(b.patches) > 0); err != nil {
 		return nil, err
 	}
