@@ -48,13 +48,13 @@
 // a "kernel" finding at once, with the report; the op is never applied at
 // that state again, what the item visited stays visited, and what the
 // worker's path had not started yet goes back to the queue, so the search
-// goes on and covers everything but that op's subtree. A death there
-// without a report is first taken for the worker's own (the item put back,
-// its visits taken back); the second guest the op kills at that state
-// makes it a "guest-died" finding handled the same way. Any other death
-// (a restore, a checkpoint, a replay) puts the item back, and an item that
-// kills two Systems is a finding ("kernel" or "guest-died") that ends the
-// search. Without Replace every death is a finding that ends the search.
+// goes on and covers everything but that op's subtree. Any other death
+// (without a report: the emulator killed, the agent silent, or a guest
+// that dies at every op; or in a restore, a checkpoint, a replay) takes
+// back what the item marked visited and puts the item back, and an item
+// that kills two Systems is a finding ("guest-died", or "kernel") that
+// ends the search. Without Replace every death is a finding that ends the
+// search.
 //
 // # Findings
 //

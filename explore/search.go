@@ -32,7 +32,7 @@ type search struct {
 	declared map[string]bool     // root tuples judged by a declared difference
 	edges    map[string][]edge   // root tuple -> the ops that led to it
 	cands    map[string][]cand   // signature -> every sighting of it
-	killers  map[string]int      // root tuple + "\x00" + op key: guests the op killed there
+	killers  map[string]bool     // root tuple + "\x00" + op key: ops that crashed the kernel there
 	sigs     map[string]*Finding // signature -> its finding (canonical once resolved)
 	order    []*Finding          // findings in the order first found
 	queue    []*item
@@ -74,7 +74,7 @@ type worker struct {
 }
 
 func newSearch(c *Checker) *search {
-	s := &search{Checker: c, visited: map[string]int{}, declared: map[string]bool{}, edges: map[string][]edge{}, cands: map[string][]cand{}, sigs: map[string]*Finding{}, killers: map[string]int{}}
+	s := &search{Checker: c, visited: map[string]int{}, declared: map[string]bool{}, edges: map[string][]edge{}, cands: map[string][]cand{}, sigs: map[string]*Finding{}, killers: map[string]bool{}}
 	s.wake = sync.NewCond(&s.mu)
 	return s
 }
@@ -462,23 +462,19 @@ func (s *search) stopAll(err error) {
 	s.wake.Broadcast()
 }
 
-// crashed records that op killed a guest at the state key and returns
-// how many it killed there.
-func (s *search) crashed(key string, op *agentv1.Request) int {
+// crashed records that op crashed the kernel at the state key.
+func (s *search) crashed(key string, op *agentv1.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := key + "\x00" + opKey(op)
-	s.killers[k]++
-	return s.killers[k]
+	s.killers[key+"\x00"+opKey(op)] = true
 }
 
-// isCrashed reports whether op is known to kill the guest at the state
-// key: it left a kernel report, or it killed maxAttempts guests there.
-// The search does not apply it there again.
+// isCrashed reports whether op crashed the kernel at the state key: the
+// search does not apply it there again.
 func (s *search) isCrashed(key string, op *agentv1.Request) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.killers[key+"\x00"+opKey(op)] >= maxAttempts
+	return s.killers[key+"\x00"+opKey(op)]
 }
 
 // requeue ends an item whose worker died applying one of its ops: what

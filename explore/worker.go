@@ -10,13 +10,11 @@ import (
 	"github.com/themisfs/themis/internal/kreport"
 )
 
-// maxAttempts is how often workers may die running one item, and how
-// many guests one op may kill at one state: a death in applying an op
-// (or checking the state it led to) puts the item back until the op has
-// killed maxAttempts guests there (a death with a kernel report: one),
-// then it is a finding and the search goes on without that op there; any
-// other death puts it back until the item has killed maxAttempts, then it
-// is a finding that ends the search, as with one worker without Replace.
+// maxAttempts is how often workers may die without a kernel report
+// running one item: past it the death is a finding ("guest-died") and the
+// search ends, as with one worker without Replace. A death in applying an
+// op with a kernel report is a finding at once, and the search goes on
+// without that op there (skipStep).
 const maxAttempts = 2
 
 // guestDeath is a worker's System dying: where (the trace of the op, or
@@ -100,17 +98,13 @@ func (w *worker) loop(ctx context.Context) {
 			w.s.done(it, err, false)
 			continue
 		}
-		if gd.step && w.s.replace != nil && ctx.Err() == nil && w.s.killedBy(gd) {
+		if gd.step && gd.report != nil && w.s.replace != nil && ctx.Err() == nil {
 			if !w.skipStep(ctx, it, gd) {
 				return
 			}
 			continue
 		}
-		if !gd.step {
-			// A step death is bounded by its op's count instead
-			// (killedBy): the rerun may die at another op first.
-			it.attempts++
-		}
+		it.attempts++
 		retry := w.s.replace != nil && it.attempts < maxAttempts && ctx.Err() == nil
 		if retry {
 			if rerr := w.replaceSystem(ctx); rerr != nil {
@@ -136,6 +130,7 @@ func (w *worker) loop(ctx context.Context) {
 // the worker goes on (false: the search halts, MaxFindings reached or no
 // fresh System).
 func (w *worker) skipStep(ctx context.Context, it *item, gd *guestDeath) bool {
+	w.s.crashed(gd.at, gd.op)
 	if err := w.s.add(gd.finding(), gd.at, gd.op); err != nil {
 		w.s.done(it, err, false)
 		return false
@@ -146,19 +141,6 @@ func (w *worker) skipStep(ctx context.Context, it *item, gd *guestDeath) bool {
 	}
 	w.s.requeue(gd.rest)
 	return true
-}
-
-// killedBy counts a step death against its op at its state and reports
-// whether the op is now known to kill the guest there: at once with a
-// kernel report, else once it killed maxAttempts guests there (the first
-// death without a report may be the worker's own: a killed emulator).
-func (s *search) killedBy(gd *guestDeath) bool {
-	n := s.crashed(gd.at, gd.op)
-	if gd.report != nil {
-		s.crashed(gd.at, gd.op) // known at once
-		return true
-	}
-	return n >= maxAttempts
 }
 
 // stepDeath marks err, when it is the guest dying, as the death of
