@@ -39,11 +39,13 @@ type Spec struct {
 	// Charger, when set, is billed for the sectors every lane's overlay
 	// holds (overlay.Device.SetCharger), from before the machine starts.
 	Charger overlay.Charger
-	// Restore, Verify, AgentChannel and ICount are vmm.Config's.
+	// Restore, Verify, AgentChannel, ICount and WarnNotFatal are
+	// vmm.Config's.
 	Restore      vmm.RestoreMode
 	Verify       bool
 	AgentChannel vmm.AgentChannel
 	ICount       bool
+	WarnNotFatal bool
 	// Spares attaches, after the lanes' disks, a spare disk per plain
 	// (not overlay) lane over the lane's base image (serial
 	// SpareSerial(i)), never mounted at boot: a crash run mirrors a crash
@@ -130,7 +132,7 @@ func boot(ctx context.Context, s Spec, on backendStart) (_ *Guest, err error) {
 		}
 	}()
 	cfg := vmm.Config{Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, MemoryMiB: s.MemoryMiB,
-		Restore: s.Restore, Verify: s.Verify, AgentChannel: s.AgentChannel, ICount: s.ICount, Log: s.Log}
+		Restore: s.Restore, Verify: s.Verify, AgentChannel: s.AgentChannel, ICount: s.ICount, WarnNotFatal: s.WarnNotFatal, Log: s.Log}
 	if cfg.Disks, err = g.openLanes(ctx, s); err != nil {
 		return nil, err
 	}

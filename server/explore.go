@@ -9,6 +9,7 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -39,23 +40,24 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		workers = exploration.AutoWorkers
 	}
 	opts := exploration.Options{
-		Lanes:       req.GetLanes(),
-		MemoryMiB:   int(req.GetMemoryMib()),
-		Backend:     req.GetBackend(),
-		Depth:       int(req.GetDepth()),
-		Branching:   int(req.GetBranching()),
-		Ops:         req.GetOps(),
-		MaxStates:   int(req.GetMaxStates()),
-		Seed:        req.GetSeed(),
-		TimeMode:    req.GetTimeMode(),
-		Policy:      req.GetPolicy(),
-		MaxDuration: time.Duration(req.GetMaxSeconds()) * time.Second,
-		Fsck:        req.GetFsck(),
-		Remount:     req.GetRemount(),
-		LazyRestore: req.GetLazyRestore(),
-		Revert:      req.GetRevert(),
-		Workers:     workers,
-		Shard:       explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
+		Lanes:          req.GetLanes(),
+		MemoryMiB:      int(req.GetMemoryMib()),
+		Backend:        req.GetBackend(),
+		Depth:          int(req.GetDepth()),
+		Branching:      int(req.GetBranching()),
+		Ops:            req.GetOps(),
+		MaxStates:      int(req.GetMaxStates()),
+		Seed:           req.GetSeed(),
+		TimeMode:       req.GetTimeMode(),
+		Policy:         req.GetPolicy(),
+		MaxDuration:    time.Duration(req.GetMaxSeconds()) * time.Second,
+		Fsck:           req.GetFsck(),
+		Remount:        req.GetRemount(),
+		LazyRestore:    req.GetLazyRestore(),
+		Revert:         req.GetRevert(),
+		Workers:        workers,
+		WarnNotFinding: req.GetWarnNotFinding(),
+		Shard:          explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
 	}
 	if req.GetCrash() {
 		opts.Crash = &exploration.CrashOptions{Crash: crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetCrashMaxStates())}}
@@ -132,7 +134,7 @@ func requestProto(o *exploration.Options) *themisv1.ExploreRequest {
 		Lanes: o.Lanes, MemoryMib: int32(o.MemoryMiB), Backend: o.Backend, Depth: int32(o.Depth), Branching: int32(o.Branching),
 		Ops: o.Ops, MaxStates: int64(o.MaxStates), Seed: o.Seed, TimeMode: o.TimeMode, Policy: o.Policy,
 		MaxSeconds: int32(o.MaxDuration / time.Second), Fsck: o.Fsck, Remount: o.Remount, LazyRestore: o.LazyRestore,
-		Revert: o.Revert, Workers: workers,
+		Revert: o.Revert, Workers: workers, WarnNotFinding: o.WarnNotFinding,
 		ShardIndex: int32(o.Shard.Index), ShardCount: int32(o.Shard.Count), ShardDepth: int32(o.Shard.Depth),
 	}
 }
@@ -151,11 +153,20 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
 		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert, Policy: f.Policy,
 		Signature: f.Signature, TimesSeen: int32(f.Seen.Times), FirstId: f.Seen.FirstID, Crash: crashPointProto(f.Crash),
+		Kernel: kernelReportProto(f.Kernel),
 	}
 	if f.Seen.Times > 0 {
 		p.FirstSeen, p.LastSeen = timestamppb.New(f.Seen.First), timestamppb.New(f.Seen.Last)
 	}
 	return p
+}
+
+// kernelReportProto is a kernel finding's report (nil for other findings).
+func kernelReportProto(r *kreport.Report) *themisv1.KernelReport {
+	if r == nil {
+		return nil
+	}
+	return &themisv1.KernelReport{Kind: string(r.Kind), Title: r.Title, Rip: r.RIP, Trace: r.Trace, Panic: r.Panic, Text: r.Text}
 }
 
 func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"time"
+
+	"github.com/themisfs/themis/internal/kreport"
 )
 
 // Finding is a property violation found by an explore run, as the ledger
@@ -65,7 +67,16 @@ type Finding struct {
 	// Crash is, for a finding of kind KindCrash, the crash state it is
 	// about (nil for every other kind).
 	Crash *CrashPoint
+	// Kernel is, for a finding of kind KindKernel, the report the
+	// guest's kernel left on its console when it crashed (nil for every
+	// other kind).
+	Kernel *kreport.Report
 }
+
+// KindKernel is the kind of a finding whose guest kernel crashed (an
+// Oops, a BUG, a WARN, a panic: explore.KindKernel): Trace's last op ran
+// when it did; Kernel holds the report.
+const KindKernel = "kernel"
 
 // KindCrash is the kind of a finding about a crash state (runs/crashcheck,
 // explore --crash): Trace is the ops that ran under the write log, the

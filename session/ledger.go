@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/vmm"
 	"modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
 	sqlite3 "modernc.org/sqlite/lib"
@@ -439,26 +440,27 @@ func (l *ledger) events(ctx context.Context, session string, afterSeq int64, lim
 // findingOps is the JSON of a finding's ops column: the trace and what the
 // findings table has no column for.
 type findingOps struct {
-	Trace       []string     `json:"trace"`
-	FoundTrace  []string     `json:"found_trace,omitempty"`
-	Signature   string       `json:"signature,omitempty"`
-	Lanes       []LaneResult `json:"lanes,omitempty"`
-	Path        string       `json:"path"`
-	Field       string       `json:"field,omitempty"`
-	Minimized   bool         `json:"minimized,omitempty"`
-	OriginalLen int          `json:"original_len,omitempty"`
-	DuplicateOf string       `json:"duplicate_of,omitempty"`
-	LaneSpecs   []string     `json:"lane_specs"`
-	Revert      string       `json:"revert,omitempty"`
-	Policy      string       `json:"policy,omitempty"`
-	SeenKey     string       `json:"seen_key,omitempty"`
-	Crash       *CrashPoint  `json:"crash,omitempty"`
+	Trace       []string        `json:"trace"`
+	FoundTrace  []string        `json:"found_trace,omitempty"`
+	Signature   string          `json:"signature,omitempty"`
+	Lanes       []LaneResult    `json:"lanes,omitempty"`
+	Path        string          `json:"path"`
+	Field       string          `json:"field,omitempty"`
+	Minimized   bool            `json:"minimized,omitempty"`
+	OriginalLen int             `json:"original_len,omitempty"`
+	DuplicateOf string          `json:"duplicate_of,omitempty"`
+	LaneSpecs   []string        `json:"lane_specs"`
+	Revert      string          `json:"revert,omitempty"`
+	Policy      string          `json:"policy,omitempty"`
+	SeenKey     string          `json:"seen_key,omitempty"`
+	Crash       *CrashPoint     `json:"crash,omitempty"`
+	Kernel      *kreport.Report `json:"kernel,omitempty"`
 }
 
 func opsOf(f *Finding) findingOps {
 	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Signature: f.Signature, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
 		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert, Policy: f.Policy,
-		SeenKey: seenKey(f), Crash: f.Crash}
+		SeenKey: seenKey(f), Crash: f.Crash, Kernel: f.Kernel}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
@@ -582,7 +584,7 @@ func scanFinding(sc interface{ Scan(...any) error }) (f *Finding, key string, er
 	}
 	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert, f.Policy =
 		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert, o.Policy
-	f.Signature, f.Crash = o.Signature, o.Crash
+	f.Signature, f.Crash, f.Kernel = o.Signature, o.Crash, o.Kernel
 	return f, o.SeenKey, nil
 }
 

@@ -137,6 +137,10 @@ type CreateOptions struct {
 	// ICount boots under QEMU's instruction counting (vmm.Config.ICount):
 	// QEMU only, so "auto" picks QEMU and "kvm" is refused.
 	ICount bool
+	// WarnNotFatal lets the guest kernel go on after a WARN
+	// (vmm.Config.WarnNotFatal); by default a WARN ends the guest as an
+	// Oops does, its report on the console.
+	WarnNotFatal bool
 	// Spares attaches a spare disk per plain lane (launch.Spec.Spares),
 	// for crash runs to mount crash states on (Run.Spare).
 	Spares bool
@@ -345,6 +349,8 @@ type session struct {
 	image *guest.Image
 	// icount is CreateOptions.ICount.
 	icount bool
+	// warnNotFatal is CreateOptions.WarnNotFatal.
+	warnNotFatal bool
 	// spares is CreateOptions.Spares; spareDevs each lane's spare disk
 	// (nil for a lane without one).
 	spares    bool
@@ -506,8 +512,8 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 	s := &session{
 		image:  img,
 		icount: o.ICount,
-		spares: o.Spares,
-		mu:     newLock(),
+		spares: o.Spares, warnNotFatal: o.WarnNotFatal,
+		mu: newLock(),
 		info: Info{ID: id, State: StateRunning, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
 			Restore: o.Restore, Verify: o.Verify, Created: time.Now().UTC()},
 		specs: specs, vmmID: make(map[string]vmm.CheckpointID),
@@ -600,7 +606,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 	}
 	s.info.Backend = choice.Backend
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
-		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, ICount: s.icount, Spares: s.spares, Backend: choice,
+		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, ICount: s.icount, WarnNotFatal: s.warnNotFatal, Spares: s.spares, Backend: choice,
 		Charger: s.budget.Account(kindOverlay),
 		Start:   m.cfg.Start, Log: m.log.With(zap.String("session", s.info.ID))})
 	if err != nil {

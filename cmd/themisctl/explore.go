@@ -164,12 +164,14 @@ func newExplore(g *globals) *cobra.Command {
 	var req themisv1.ExploreRequest
 	var lanes, timeMode, ops, shard string
 	var out exploreOutputs
+	var warnIsFinding bool
 	cmd := &cobra.Command{
 		Use:   "explore",
 		Short: "Drive real filesystems through their state space (bounded DFS) and report where they misbehave",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Lanes, req.Ops = splitList(lanes), splitList(ops)
+			req.WarnNotFinding = !warnIsFinding
 			mode, err := parseTimeMode("--time-mode", timeMode)
 			if err != nil {
 				return err
@@ -215,6 +217,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.BoolVar(&req.Crash, "crash", false, "check the crash states of every persistence op the search applies (fsync, fdatasync, sync; in --ops by default then): each under a write log on every lane, its crash states checked on the host (docs/crash.md); every lane needs a host fsck; the machine revert")
 	fl.Int32Var(&req.CrashWrites, "crash-writes", 0, "with --crash: the most in-flight writes of one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at most 8)")
 	fl.Int32Var(&req.CrashMaxStates, "crash-states", 0, "with --crash: crash states per lane and persistence op (0: 64; at most 4096), prefixes first")
+	fl.BoolVar(&warnIsFinding, "warn-is-finding", true, "a WARN in the guest kernel ends the guest as an Oops does: the op that ran is a kernel finding with the report (false: panic_on_warn=0, the kernel goes on)")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	cmd.AddCommand(newExploreMerge(g))
 	return cmd

@@ -266,7 +266,8 @@ func printStreamed(w io.Writer, f *themisv1.Finding, update bool) {
 		fmt.Fprintf(w, "  trace %s:\n", traceState(f))
 		printTrace(w, f.GetTrace())
 		printCrashPoint(w, f)
-		if !f.GetMinimized() && f.GetCrash() == nil {
+		printKernelReport(w, f)
+		if !f.GetMinimized() && f.GetCrash() == nil && f.GetKernel() == nil {
 			fmt.Fprintln(w, "  (minimized after the search)")
 		}
 		return

@@ -44,6 +44,7 @@ func (r *findingRecorder) found(f explore.Finding) {
 		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
 		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
 		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert, Policy: r.policy, Signature: f.Signature(),
+		Kernel: f.Kernel,
 	}
 	if err := r.run.RecordFinding(r.ctx, fd); err != nil {
 		r.errs = append(r.errs, err)

@@ -96,6 +96,10 @@ type Options struct {
 	// (explore.Shard; Count 0: the whole search): its Summary carries
 	// StateKeys, and explore.Merge of every part's is the whole search.
 	Shard explore.Shard
+	// WarnNotFinding lets the guest kernel go on after a WARN
+	// (session.CreateOptions.WarnNotFatal). By default a WARN ends the
+	// guest as an Oops does, and the op is a "kernel" finding.
+	WarnNotFinding bool
 	// Crash, when set, checks the crash states of every persistence op
 	// the search applies (CrashOptions); the op kinds default to the Metis
 	// set and the persistence ops then.

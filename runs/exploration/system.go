@@ -11,6 +11,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
@@ -43,6 +44,10 @@ type system struct {
 	layers               map[string]*layerSeen       // per overlay lane, for LayerCounts
 
 	fsckImage string // scratch file for the fsck check (and --crash's states)
+
+	// kernel is the report of the kernel crash that killed the guest (nil
+	// while it lives, or when it died without one).
+	kernel *kreport.Report
 
 	// crash is the run's --crash state (nil: off); path is the ops
 	// applied since the root, paths the path at each checkpoint held.
@@ -89,16 +94,34 @@ func newSystem(run *session.Run, revert string, mode agentv1.TimeMode, policy or
 
 // guestDied is a run error that means the guest is gone
 // (session.ErrGuestGone), marked as explore.ErrGuestDied so that the
-// Checker records a "guest-died" finding and stops.
+// Checker records a "guest-died" finding.
 type guestDied struct{ error }
 
 func (e guestDied) Is(target error) bool { return target == explore.ErrGuestDied }
 func (e guestDied) Unwrap() error        { return e.error }
 
-// checked marks a gone guest's error for explore.
+// checked marks a gone guest's error for explore: an explore.KernelCrash
+// when the console the dead guest left (vmm.GuestDiedError) holds a
+// kernel report, a guestDied otherwise.
 func checked(err error) error {
-	if errors.Is(err, session.ErrGuestGone) {
-		return guestDied{err}
+	if !errors.Is(err, session.ErrGuestGone) {
+		return err
+	}
+	if console, ok := vmm.DeathConsole(err); ok {
+		if r, ok := kreport.Parse(console); ok {
+			return &explore.KernelCrash{Report: *r, Err: guestDied{err}}
+		}
+	}
+	return guestDied{err}
+}
+
+// died notes a kernel crash's report on x (for the replaced session's
+// reason) and returns err.
+func (x *system) died(err error) error {
+	var kc *explore.KernelCrash
+	if errors.As(err, &kc) {
+		r := kc.Report
+		x.kernel = &r
 	}
 	return err
 }
@@ -106,13 +129,13 @@ func checked(err error) error {
 // call sends one agent request.
 func (x *system) call(ctx context.Context, what string, req *agentv1.Request) (*agentv1.Response, error) {
 	resp, err := x.run.Call(ctx, what, req)
-	return resp, checked(err)
+	return resp, x.died(checked(err))
 }
 
 // callOK is call that also turns a non-zero errno into an error.
 func (x *system) callOK(ctx context.Context, what string, req *agentv1.Request) (*agentv1.Response, error) {
 	resp, err := x.run.CallOK(ctx, what, req)
-	return resp, checked(err)
+	return resp, x.died(checked(err))
 }
 
 // Checkpoint implements explore.System.
@@ -220,7 +243,7 @@ func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 		return nil, fmt.Errorf("explore op: %w", err)
 	}
 	if err != nil {
-		return nil, checked(err)
+		return nil, x.died(checked(err))
 	}
 	for i, resp := range fps {
 		keep[i](resp)

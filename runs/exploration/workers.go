@@ -72,7 +72,7 @@ func workerCount(m *session.Manager, o Options) (int, string) {
 // newCrew acquires n sessions for o at once (booting in parallel) and
 // makes their systems; on error it ends the ones it got.
 func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.Policy, n int) (*crew, error) {
-	c := &crew{m: m, create: session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Spares: o.Crash != nil},
+	c := &crew{m: m, create: session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Spares: o.Crash != nil, WarnNotFatal: o.WarnNotFinding},
 		timeMode: o.TimeMode, policy: policy}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	runs := make([]*session.Run, n)
@@ -191,8 +191,12 @@ func (c *crew) replace(ctx context.Context, i int, dead explore.System) (explore
 		}
 	}
 	c.mu.Unlock()
-	x.run.Event(context.WithoutCancel(ctx), "explore.worker.replaced", fmt.Sprintf("worker %d's guest died; a new session takes its place", i), nil)
-	if err := x.run.End(session.StateFailed, "explore: worker guest died"); err != nil {
+	why := "worker guest died"
+	if x.kernel != nil {
+		why = "worker guest's kernel crashed: " + x.kernel.Summary()
+	}
+	x.run.Event(context.WithoutCancel(ctx), "explore.worker.replaced", fmt.Sprintf("worker %d's %s; a new session takes its place", i, why), nil)
+	if err := x.run.End(session.StateFailed, "explore: "+why); err != nil {
 		x.run.Log().Warn("end a dead worker's session", zap.Error(err))
 	}
 	r, err := c.m.Acquire(ctx, c.create, "explore")

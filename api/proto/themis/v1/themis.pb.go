@@ -3551,6 +3551,10 @@ type ExploreRequest struct {
 	// most 8), and the states checked (0: 64; at most 4096).
 	CrashWrites    int32 `protobuf:"varint,21,opt,name=crash_writes,json=crashWrites,proto3" json:"crash_writes,omitempty"`
 	CrashMaxStates int32 `protobuf:"varint,22,opt,name=crash_max_states,json=crashMaxStates,proto3" json:"crash_max_states,omitempty"`
+	// A WARN in the guest kernel is not a finding: the kernel goes on
+	// (panic_on_warn=0). By default a WARN ends the guest as an Oops or a
+	// BUG does, and the op that ran is a "kernel" finding with the report.
+	WarnNotFinding bool `protobuf:"varint,23,opt,name=warn_not_finding,json=warnNotFinding,proto3" json:"warn_not_finding,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -3739,6 +3743,13 @@ func (x *ExploreRequest) GetCrashMaxStates() int32 {
 	return 0
 }
 
+func (x *ExploreRequest) GetWarnNotFinding() bool {
+	if x != nil {
+		return x.WarnNotFinding
+	}
+	return false
+}
+
 type ExploreProgress struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	States       int64                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
@@ -3892,7 +3903,10 @@ type Finding struct {
 	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	// For kind "crash": the crash state (trace is the ops run under the
 	// write log; lane_specs the one lane's spec).
-	Crash         *CrashPoint `protobuf:"bytes,22,opt,name=crash,proto3" json:"crash,omitempty"`
+	Crash *CrashPoint `protobuf:"bytes,22,opt,name=crash,proto3" json:"crash,omitempty"`
+	// For kind "kernel": the report the guest's kernel left on its console
+	// when it crashed running the trace's last op.
+	Kernel        *KernelReport `protobuf:"bytes,23,opt,name=kernel,proto3" json:"kernel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4081,6 +4095,107 @@ func (x *Finding) GetCrash() *CrashPoint {
 	return nil
 }
 
+func (x *Finding) GetKernel() *KernelReport {
+	if x != nil {
+		return x.Kernel
+	}
+	return nil
+}
+
+// A guest kernel's fault report, read from its console (internal/kreport).
+type KernelReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "oops", "bug", "warning", "gpf", "panic", "soft-lockup",
+	// "hard-lockup", "hung-task", "kasan", "ubsan".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The report's first line ("kernel BUG at fs/ext4/namei.c:3477!").
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Where the CPU was: symbol+offset/length [module] ("" when the report
+	// has no registers: a panic called directly).
+	Rip string `protobuf:"bytes,3,opt,name=rip,proto3" json:"rip,omitempty"`
+	// The call trace's functions, innermost first (unreliable "? " frames
+	// left out), at most 32.
+	Trace []string `protobuf:"bytes,4,rep,name=trace,proto3" json:"trace,omitempty"`
+	// The panic's message ("Fatal exception", "sysrq triggered crash").
+	Panic string `protobuf:"bytes,5,opt,name=panic,proto3" json:"panic,omitempty"`
+	// The report's text from its first line to the panic's end, bounded.
+	Text          string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KernelReport) Reset() {
+	*x = KernelReport{}
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KernelReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KernelReport) ProtoMessage() {}
+
+func (x *KernelReport) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KernelReport.ProtoReflect.Descriptor instead.
+func (*KernelReport) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *KernelReport) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *KernelReport) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *KernelReport) GetRip() string {
+	if x != nil {
+		return x.Rip
+	}
+	return ""
+}
+
+func (x *KernelReport) GetTrace() []string {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *KernelReport) GetPanic() string {
+	if x != nil {
+		return x.Panic
+	}
+	return ""
+}
+
+func (x *KernelReport) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 // A crash finding's disk: one crash state of a lane's write log.
 type CrashPoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4110,7 +4225,7 @@ type CrashPoint struct {
 
 func (x *CrashPoint) Reset() {
 	*x = CrashPoint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4237,7 @@ func (x *CrashPoint) String() string {
 func (*CrashPoint) ProtoMessage() {}
 
 func (x *CrashPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4250,7 @@ func (x *CrashPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashPoint.ProtoReflect.Descriptor instead.
 func (*CrashPoint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CrashPoint) GetLane() string {
@@ -4309,7 +4424,7 @@ type ExploreSummary struct {
 
 func (x *ExploreSummary) Reset() {
 	*x = ExploreSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4436,7 @@ func (x *ExploreSummary) String() string {
 func (*ExploreSummary) ProtoMessage() {}
 
 func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4449,7 @@ func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreSummary.ProtoReflect.Descriptor instead.
 func (*ExploreSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ExploreSummary) GetSessionId() string {
@@ -4600,7 +4715,7 @@ type ExploreCrash struct {
 
 func (x *ExploreCrash) Reset() {
 	*x = ExploreCrash{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4727,7 @@ func (x *ExploreCrash) String() string {
 func (*ExploreCrash) ProtoMessage() {}
 
 func (x *ExploreCrash) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +4740,7 @@ func (x *ExploreCrash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreCrash.ProtoReflect.Descriptor instead.
 func (*ExploreCrash) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExploreCrash) GetPoints() int64 {
@@ -4715,7 +4830,7 @@ type LaneLayers struct {
 
 func (x *LaneLayers) Reset() {
 	*x = LaneLayers{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4727,7 +4842,7 @@ func (x *LaneLayers) String() string {
 func (*LaneLayers) ProtoMessage() {}
 
 func (x *LaneLayers) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4740,7 +4855,7 @@ func (x *LaneLayers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayers.ProtoReflect.Descriptor instead.
 func (*LaneLayers) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LaneLayers) GetLane() string {
@@ -4789,7 +4904,7 @@ type ExploreResponse struct {
 
 func (x *ExploreResponse) Reset() {
 	*x = ExploreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4801,7 +4916,7 @@ func (x *ExploreResponse) String() string {
 func (*ExploreResponse) ProtoMessage() {}
 
 func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4814,7 +4929,7 @@ func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
 func (*ExploreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
@@ -4888,7 +5003,7 @@ type ListFindingsRequest struct {
 
 func (x *ListFindingsRequest) Reset() {
 	*x = ListFindingsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4900,7 +5015,7 @@ func (x *ListFindingsRequest) String() string {
 func (*ListFindingsRequest) ProtoMessage() {}
 
 func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4913,7 +5028,7 @@ func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListFindingsRequest) GetSessionId() string {
@@ -4948,7 +5063,7 @@ type ListFindingsResponse struct {
 
 func (x *ListFindingsResponse) Reset() {
 	*x = ListFindingsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4960,7 +5075,7 @@ func (x *ListFindingsResponse) String() string {
 func (*ListFindingsResponse) ProtoMessage() {}
 
 func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4973,7 +5088,7 @@ func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListFindingsResponse) GetFindings() []*Finding {
@@ -4999,7 +5114,7 @@ type GetFindingRequest struct {
 
 func (x *GetFindingRequest) Reset() {
 	*x = GetFindingRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5011,7 +5126,7 @@ func (x *GetFindingRequest) String() string {
 func (*GetFindingRequest) ProtoMessage() {}
 
 func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5024,7 +5139,7 @@ func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
 func (*GetFindingRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetFindingRequest) GetFindingId() string {
@@ -5044,7 +5159,7 @@ type GetExploreRunRequest struct {
 
 func (x *GetExploreRunRequest) Reset() {
 	*x = GetExploreRunRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5056,7 +5171,7 @@ func (x *GetExploreRunRequest) String() string {
 func (*GetExploreRunRequest) ProtoMessage() {}
 
 func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5069,7 +5184,7 @@ func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunRequest.ProtoReflect.Descriptor instead.
 func (*GetExploreRunRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetExploreRunRequest) GetSessionId() string {
@@ -5093,7 +5208,7 @@ type GetExploreRunResponse struct {
 
 func (x *GetExploreRunResponse) Reset() {
 	*x = GetExploreRunResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5105,7 +5220,7 @@ func (x *GetExploreRunResponse) String() string {
 func (*GetExploreRunResponse) ProtoMessage() {}
 
 func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5118,7 +5233,7 @@ func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
 func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
@@ -5151,7 +5266,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5163,7 +5278,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5176,7 +5291,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -5207,7 +5322,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5219,7 +5334,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5232,7 +5347,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -5314,7 +5429,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5326,7 +5441,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5339,7 +5454,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -5493,7 +5608,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5505,7 +5620,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5518,7 +5633,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -5592,7 +5707,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5604,7 +5719,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5617,7 +5732,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -5682,7 +5797,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5694,7 +5809,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5707,7 +5822,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -5779,7 +5894,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5791,7 +5906,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5804,7 +5919,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -5873,7 +5988,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5885,7 +6000,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5898,7 +6013,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -5954,7 +6069,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5966,7 +6081,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5979,7 +6094,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -6072,7 +6187,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6084,7 +6199,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6097,7 +6212,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -6133,7 +6248,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6145,7 +6260,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6158,7 +6273,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -6202,7 +6317,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6214,7 +6329,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6227,7 +6342,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -6290,7 +6405,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6302,7 +6417,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6315,7 +6430,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -6384,7 +6499,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6396,7 +6511,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6409,7 +6524,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -6536,7 +6651,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6548,7 +6663,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6561,7 +6676,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -6605,7 +6720,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6617,7 +6732,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6630,7 +6745,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -6694,7 +6809,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6706,7 +6821,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6719,7 +6834,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -6785,7 +6900,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6797,7 +6912,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6810,7 +6925,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -6861,7 +6976,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[74]
+	mi := &file_themis_v1_themis_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6873,7 +6988,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[74]
+	mi := &file_themis_v1_themis_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6886,7 +7001,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -7216,7 +7331,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\x92\x05\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xbc\x05\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -7246,7 +7361,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"shardDepth\x12\x14\n" +
 	"\x05crash\x18\x14 \x01(\bR\x05crash\x12!\n" +
 	"\fcrash_writes\x18\x15 \x01(\x05R\vcrashWrites\x12(\n" +
-	"\x10crash_max_states\x18\x16 \x01(\x05R\x0ecrashMaxStates\"\x98\x02\n" +
+	"\x10crash_max_states\x18\x16 \x01(\x05R\x0ecrashMaxStates\x12(\n" +
+	"\x10warn_not_finding\x18\x17 \x01(\bR\x0ewarnNotFinding\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -7256,7 +7372,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xcc\x05\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xfd\x05\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -7286,7 +7402,15 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"first_seen\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
 	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12+\n" +
-	"\x05crash\x18\x16 \x01(\v2\x15.themis.v1.CrashPointR\x05crash\"\xed\x02\n" +
+	"\x05crash\x18\x16 \x01(\v2\x15.themis.v1.CrashPointR\x05crash\x12/\n" +
+	"\x06kernel\x18\x17 \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\"\x8a\x01\n" +
+	"\fKernelReport\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x10\n" +
+	"\x03rip\x18\x03 \x01(\tR\x03rip\x12\x14\n" +
+	"\x05trace\x18\x04 \x03(\tR\x05trace\x12\x14\n" +
+	"\x05panic\x18\x05 \x01(\tR\x05panic\x12\x12\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\"\xed\x02\n" +
 	"\n" +
 	"CrashPoint\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
@@ -7606,7 +7730,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -7656,62 +7780,63 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ExploreRequest)(nil),           // 45: themis.v1.ExploreRequest
 	(*ExploreProgress)(nil),          // 46: themis.v1.ExploreProgress
 	(*Finding)(nil),                  // 47: themis.v1.Finding
-	(*CrashPoint)(nil),               // 48: themis.v1.CrashPoint
-	(*ExploreSummary)(nil),           // 49: themis.v1.ExploreSummary
-	(*ExploreCrash)(nil),             // 50: themis.v1.ExploreCrash
-	(*LaneLayers)(nil),               // 51: themis.v1.LaneLayers
-	(*ExploreResponse)(nil),          // 52: themis.v1.ExploreResponse
-	(*ListFindingsRequest)(nil),      // 53: themis.v1.ListFindingsRequest
-	(*ListFindingsResponse)(nil),     // 54: themis.v1.ListFindingsResponse
-	(*GetFindingRequest)(nil),        // 55: themis.v1.GetFindingRequest
-	(*GetExploreRunRequest)(nil),     // 56: themis.v1.GetExploreRunRequest
-	(*GetExploreRunResponse)(nil),    // 57: themis.v1.GetExploreRunResponse
-	(*GetFindingResponse)(nil),       // 58: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 59: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 60: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 61: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 62: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 63: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 64: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 65: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 66: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 67: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 68: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 69: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 70: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 71: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 72: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 73: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 74: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 75: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 76: themis.v1.DiffResponse
-	nil,                              // 77: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 78: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 79: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 80: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 81: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 82: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 83: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 84: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 85: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 86: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 87: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 88: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 89: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 90: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 91: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 92: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 93: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 94: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 95: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 96: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 97: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 98: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 99: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 100: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 101: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 102: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 103: themis.agent.v1.Timespec
+	(*KernelReport)(nil),             // 48: themis.v1.KernelReport
+	(*CrashPoint)(nil),               // 49: themis.v1.CrashPoint
+	(*ExploreSummary)(nil),           // 50: themis.v1.ExploreSummary
+	(*ExploreCrash)(nil),             // 51: themis.v1.ExploreCrash
+	(*LaneLayers)(nil),               // 52: themis.v1.LaneLayers
+	(*ExploreResponse)(nil),          // 53: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 54: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 55: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 56: themis.v1.GetFindingRequest
+	(*GetExploreRunRequest)(nil),     // 57: themis.v1.GetExploreRunRequest
+	(*GetExploreRunResponse)(nil),    // 58: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 59: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 60: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 61: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 62: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 63: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 64: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 65: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 66: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 67: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 68: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 69: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 70: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 71: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 72: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 73: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 74: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 75: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 76: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 77: themis.v1.DiffResponse
+	nil,                              // 78: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 79: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 81: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 82: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 83: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 84: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 85: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 86: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 87: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 88: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 89: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 90: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 91: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 92: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 93: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 94: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 95: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 96: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 97: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 98: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 99: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 100: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 101: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 102: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 103: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 104: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -7722,137 +7847,138 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 5: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 6: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	10,  // 7: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	79,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	79,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	80,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	80,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	9,   // 10: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 11: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 12: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 13: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	79,  // 14: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	80,  // 14: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	19,  // 15: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 16: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	20,  // 17: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	20,  // 18: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	20,  // 19: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	80,  // 20: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	81,  // 21: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	82,  // 22: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	83,  // 23: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	84,  // 24: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	85,  // 25: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	86,  // 26: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	87,  // 27: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	88,  // 28: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	89,  // 29: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	90,  // 30: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	91,  // 31: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	92,  // 32: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	93,  // 33: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	94,  // 34: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	95,  // 35: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	96,  // 36: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	97,  // 37: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	98,  // 38: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	99,  // 39: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	81,  // 20: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	82,  // 21: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	83,  // 22: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	84,  // 23: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	85,  // 24: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	86,  // 25: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	87,  // 26: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	88,  // 27: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	89,  // 28: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	90,  // 29: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	91,  // 30: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	92,  // 31: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	93,  // 32: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	94,  // 33: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	95,  // 34: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	96,  // 35: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	97,  // 36: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	98,  // 37: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	99,  // 38: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	100, // 39: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	29,  // 40: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	31,  // 41: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	100, // 42: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	101, // 43: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	101, // 44: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	101, // 42: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	102, // 43: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	102, // 44: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	34,  // 45: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	19,  // 46: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	102, // 47: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	79,  // 48: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	103, // 47: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	80,  // 48: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	31,  // 49: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	42,  // 50: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	100, // 51: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	101, // 51: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	31,  // 52: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	79,  // 53: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	79,  // 54: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	79,  // 55: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	48,  // 56: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
-	19,  // 57: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	19,  // 58: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	51,  // 59: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	50,  // 60: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
-	46,  // 61: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	47,  // 62: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	49,  // 63: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	47,  // 64: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	45,  // 65: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	49,  // 66: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	46,  // 67: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	47,  // 68: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	103, // 69: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	103, // 70: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	103, // 71: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	77,  // 72: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	61,  // 73: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	60,  // 74: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	62,  // 75: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	65,  // 76: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	65,  // 77: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	65,  // 78: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	65,  // 79: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	67,  // 80: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	66,  // 81: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	68,  // 82: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	78,  // 83: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	71,  // 84: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	72,  // 85: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	75,  // 86: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	75,  // 87: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	11,  // 88: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	13,  // 89: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	15,  // 90: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	17,  // 91: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	21,  // 92: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	23,  // 93: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	25,  // 94: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	27,  // 95: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	30,  // 96: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	33,  // 97: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	36,  // 98: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	38,  // 99: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	40,  // 100: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	43,  // 101: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	45,  // 102: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	53,  // 103: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	55,  // 104: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	56,  // 105: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	59,  // 106: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	64,  // 107: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	70,  // 108: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	74,  // 109: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 110: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	12,  // 111: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	14,  // 112: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	16,  // 113: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	18,  // 114: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	22,  // 115: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	24,  // 116: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	26,  // 117: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	28,  // 118: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	32,  // 119: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	35,  // 120: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	37,  // 121: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	39,  // 122: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	41,  // 123: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	44,  // 124: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	52,  // 125: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	54,  // 126: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	58,  // 127: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	57,  // 128: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	63,  // 129: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	69,  // 130: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	73,  // 131: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	76,  // 132: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 133: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	111, // [111:134] is the sub-list for method output_type
-	88,  // [88:111] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	80,  // 53: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	80,  // 54: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	80,  // 55: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	49,  // 56: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
+	48,  // 57: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
+	19,  // 58: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	19,  // 59: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	52,  // 60: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	51,  // 61: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
+	46,  // 62: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	47,  // 63: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	50,  // 64: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	47,  // 65: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	45,  // 66: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	50,  // 67: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	46,  // 68: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	47,  // 69: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	104, // 70: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	104, // 71: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	104, // 72: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	78,  // 73: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	62,  // 74: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	61,  // 75: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	63,  // 76: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	66,  // 77: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	66,  // 78: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	66,  // 79: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	66,  // 80: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	68,  // 81: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	67,  // 82: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	69,  // 83: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	79,  // 84: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	72,  // 85: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	73,  // 86: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	76,  // 87: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	76,  // 88: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	11,  // 89: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	13,  // 90: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	15,  // 91: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	17,  // 92: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	21,  // 93: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	23,  // 94: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	25,  // 95: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	27,  // 96: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	30,  // 97: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	33,  // 98: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	36,  // 99: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	38,  // 100: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	40,  // 101: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	43,  // 102: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	45,  // 103: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	54,  // 104: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	56,  // 105: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	57,  // 106: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	60,  // 107: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	65,  // 108: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	71,  // 109: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	75,  // 110: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 111: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	12,  // 112: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	14,  // 113: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	16,  // 114: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	18,  // 115: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	22,  // 116: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	24,  // 117: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	26,  // 118: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	28,  // 119: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	32,  // 120: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	35,  // 121: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	37,  // 122: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	39,  // 123: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	41,  // 124: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	44,  // 125: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	53,  // 126: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	55,  // 127: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	59,  // 128: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	58,  // 129: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	64,  // 130: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	70,  // 131: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	74,  // 132: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	77,  // 133: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 134: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	112, // [112:135] is the sub-list for method output_type
+	89,  // [89:112] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -7888,20 +8014,20 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[50].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[51].OneofWrappers = []any{
 		(*ExploreResponse_Progress)(nil),
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[61].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[62].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[67].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[68].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[71].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[72].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -7911,7 +8037,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   77,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
