@@ -90,6 +90,11 @@ type Options struct {
 	// LongLine is the length, in bytes, of Log's long console lines
 	// (default DefaultLongLine).
 	LongLine int
+	// CrashOn names the requests on which the kernel crashes (CrashOn).
+	CrashOn CrashOn
+	// SysrqTrigger is the file "c" is written to for a crash (default
+	// /proc/sysrq-trigger).
+	SysrqTrigger string
 	// Log receives what the Channel does; nil discards.
 	Log *zap.Logger
 }
@@ -131,6 +136,9 @@ func Wrap(rw io.ReadWriter, o Options) *Channel {
 	if o.LongLine <= 0 {
 		o.LongLine = DefaultLongLine
 	}
+	if o.SysrqTrigger == "" {
+		o.SysrqTrigger = sysrqTrigger
+	}
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -163,6 +171,9 @@ func (c *Channel) scanRequests() {
 		}
 		req := new(agentv1.Request)
 		if err := proto.Unmarshal(c.in[4:4+n], req); err == nil {
+			if c.opt.CrashOn != "" && c.opt.CrashOn.matches(req) {
+				c.crash()
+			}
 			if m, ok := armedBy(req); ok {
 				c.log.Info("fault armed", zap.String("mode", string(m)), zap.Uint64("id", req.GetId()))
 				c.armed = append(c.armed, armed{id: req.GetId(), mode: m})
