@@ -41,6 +41,12 @@ func TestParse(t *testing.T) {
 			Panic: "KASAN: panic_on_warn set ..."}, true},
 		{"ubsan.txt", &Report{Kind: UBSAN, Title: "UBSAN: shift-out-of-bounds in fs/ext4/super.c:4190:25",
 			Trace: []string{"dump_stack_lvl+0x44/0x5c", "ubsan_epilogue+0x5/0x40", "__ubsan_handle_shift_out_of_bounds.cold+0x61/0xef", "ext4_fill_super+0x2c5c/0x3a80 [ext4]", "mount_bdev+0x185/0x1b0"}}, true},
+		// A real console: the guest of TestKernelCrashRealGuest
+		// (runs/exploration), its kernel crashed by sysrq-c.
+		{"sysrq.txt", &Report{Kind: Panic, Title: "Kernel panic - not syncing: sysrq triggered crash", Panic: "sysrq triggered crash",
+			Trace: []string{"dump_stack_lvl+0x44/0x5c", "panic+0x118/0x2f4", "sysrq_handle_crash+0x16/0x20", "__handle_sysrq.cold+0x41/0x11c",
+				"write_sysrq_trigger+0x24/0x40", "proc_reg_write+0x53/0xa0", "vfs_write+0xc4/0x3f0", "ksys_write+0x6b/0xf0", "do_syscall_64+0x5d/0x90",
+				"entry_SYSCALL_64_after_hwframe+0x6e/0xd8"}}, true},
 		{"clean.txt", nil, false},
 	}
 	for _, tc := range cases {
