@@ -208,8 +208,26 @@ func runStep(log *zap.Logger, s nested.Step) nested.StepResult {
 	default:
 		r.ExitCode = 0
 	}
+	if err := syncOutputs(stdout, stderr); err != nil && r.Error == "" {
+		r.Error = err.Error()
+	}
 	log.Info("step ended", zap.String("step", s.Name), zap.Int("exit_code", r.ExitCode), zap.String("error", r.Error), zap.Float64("seconds", r.Seconds))
 	return r
+}
+
+// syncOutputs writes a step's output files to the job disk before its
+// result is recorded: the emulated host can die in a later step of the
+// same boot, and an output left in its page cache then reads back as NUL
+// bytes after the journal replay while result.json (synced) says the step
+// passed (seen 2026-12-03: a passed Nested judged "did not run").
+func syncOutputs(files ...*os.File) error {
+	var errs []error
+	for _, f := range files {
+		if err := f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("sync %s: %w", f.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // mark prints a step mark on the console (fd 2): the host watching the
