@@ -400,3 +400,20 @@ func renameDir(tmp, dst string) error {
 	}
 	return fmt.Errorf("guest: %w", err)
 }
+
+// UnpackedKernel finds a kernel package of version already unpacked in
+// cacheDir (<cache>/kernels/<sha256 of the .deb>/, as Build leaves it):
+// its kernel image and module dir, for a build of the same kernel with
+// another agent (Options.Kernel, Options.ModulesDir).
+func UnpackedKernel(cacheDir, version string) (kernel, modules string, err error) {
+	images, err := filepath.Glob(filepath.Join(cacheDir, "kernels", "*", "boot", "vmlinuz-"+version))
+	if err != nil {
+		return "", "", fmt.Errorf("guest: %w", err)
+	}
+	for _, k := range images {
+		if kt, err := findKernel(filepath.Dir(filepath.Dir(k))); err == nil && kt.Version == version {
+			return kt.Kernel, kt.ModulesDir, nil
+		}
+	}
+	return "", "", fmt.Errorf("guest: no kernels/*/boot/vmlinuz-%s with its modules in %s", version, cacheDir)
+}

@@ -2,7 +2,6 @@ package faultsuite
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +41,7 @@ func faultImage(t *testing.T, env *vmmtest.Env) *guest.Image {
 	agentBin := filepath.Join(dirs.Work, "themis-agent-fault")
 	goBuild(t, "./cmd/themis-agent", agentBin, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"},
 		"-tags", "themisfault", "-trimpath", "-ldflags=-s -w")
-	kernel, modules, err := kernelTree(env.CacheDir, env.Image.KernelVersion)
+	kernel, modules, err := guest.UnpackedKernel(env.CacheDir, env.Image.KernelVersion)
 	if err != nil {
 		// A default image from $THEMIS_GUEST_IMAGE comes without its tree.
 		if os.Getenv("CI") == "true" || os.Getenv("THEMIS_REQUIRE_QEMU") == "1" {
@@ -58,23 +57,4 @@ func faultImage(t *testing.T, env *vmmtest.Env) *guest.Image {
 		t.Fatalf("fault image: %v", err)
 	}
 	return img
-}
-
-// kernelTree finds the unpacked kernel package of version in cache
-// (guest's kernels/<sha256 of the .deb>/): its kernel image and module dir.
-func kernelTree(cache, version string) (kernel, modules string, err error) {
-	images, err := filepath.Glob(filepath.Join(cache, "kernels", "*", "boot", "vmlinuz-"+version))
-	if err != nil {
-		return "", "", err
-	}
-	for _, k := range images {
-		root := filepath.Dir(filepath.Dir(k))
-		for _, d := range []string{"lib/modules", "usr/lib/modules"} {
-			m := filepath.Join(root, d, version)
-			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
-				return k, m, nil
-			}
-		}
-	}
-	return "", "", fmt.Errorf("no kernels/*/boot/vmlinuz-%s with its modules in %s", version, cache)
 }

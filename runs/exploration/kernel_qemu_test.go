@@ -3,7 +3,6 @@ package exploration
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,7 +137,7 @@ func crashImage(t *testing.T, env *vmmtest.Env, crashOn string) *guest.Image {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build the crashing agent: %v\n%s", err, b)
 	}
-	kernel, modules, err := kernelTree(env.CacheDir, env.Image.KernelVersion)
+	kernel, modules, err := guest.UnpackedKernel(env.CacheDir, env.Image.KernelVersion)
 	if err != nil {
 		t.Skipf("the default image's kernel tree: %v", err)
 	}
@@ -149,23 +148,4 @@ func crashImage(t *testing.T, env *vmmtest.Env, crashOn string) *guest.Image {
 		t.Fatalf("crashing image: %v", err)
 	}
 	return img
-}
-
-// kernelTree finds the unpacked kernel package of version in cache
-// (guest's kernels/<sha256 of the .deb>/): its kernel image and module dir.
-func kernelTree(cache, version string) (kernel, modules string, err error) {
-	images, err := filepath.Glob(filepath.Join(cache, "kernels", "*", "boot", "vmlinuz-"+version))
-	if err != nil {
-		return "", "", err
-	}
-	for _, k := range images {
-		root := filepath.Dir(filepath.Dir(k))
-		for _, d := range []string{"lib/modules", "usr/lib/modules"} {
-			m := filepath.Join(root, d, version)
-			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
-				return k, m, nil
-			}
-		}
-	}
-	return "", "", fmt.Errorf("no kernels/*/boot/vmlinuz-%s with its modules in %s", version, cache)
 }
