@@ -1,4 +1,5 @@
-// Package faultsuite is the fault suite of issue 14: in one `go test` run
+// Package faultsuite is the fault suite of issue 14 (a long test:
+// $THEMIS_LONG_TESTS=1, internal/longtest): in one `go test` run
 // it does to a daemon, with real QEMU guests, what a hung, hostile or huge
 // guest and a careless client can do — SIGSTOP and SIGKILL a session's
 // QEMU mid-call, an agent that replies garbage, oversized frames, stale
@@ -11,7 +12,7 @@
 // temp dir of a crash run (before its image copy, and inside a journal
 // replay after it), a crash image stream never read, a crash
 // run's host fsck past its time or killed, create and delete
-// cycles (8; 50 in CI's own step, $THEMIS_FAULT_CYCLES) — and after each checks that the daemon answers, that a
+// cycles (8; 50 in CI's long-tests step, $THEMIS_FAULT_CYCLES) — and after each checks that the daemon answers, that a
 // bystander session answers within a second, and that the QEMU processes,
 // the daemon's other descendants, its fds and the entries of its scratch and temp dirs are back
 // to their baseline. docs/reliability.md ("The fault suite") has what it

@@ -22,6 +22,7 @@ import (
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/server"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm/vmmtest"
@@ -122,6 +123,7 @@ type suite struct {
 // checks after each that the daemon and a bystander session answer within
 // a second and that the census is back to its baseline.
 func TestFaultSuite(t *testing.T) {
+	longtest.Need(t, "the fault suite (20 cases, 3-5 minutes)")
 	start := time.Now()
 	env := vmmtest.Setup(t)
 	s := newSuite(t, env)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"go.uber.org/zap/zaptest"
@@ -34,6 +35,7 @@ const exfatOffByOne = `--- a/fs/exfat/file.c
 // a session, and explores ext2 against exfat at depth 1: the patched size
 // is a finding, and the same run on the stock image finds nothing.
 func TestPatchedModuleRealGuest(t *testing.T) {
+	longtest.Need(t, "a patched exfat built, booted and explored against the stock image (about 50 s)")
 	patch := filepath.Join(t.TempDir(), "exfat-off-by-one.patch")
 	if err := os.WriteFile(patch, []byte(exfatOffByOne), 0o644); err != nil {
 		t.Fatal(err)
