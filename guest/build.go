@@ -401,6 +401,9 @@ func (c *imageContents) writeImageDir(images, dir string, img *Image) (int, erro
 		return 0, fmt.Errorf("guest: %w", err)
 	}
 	defer os.RemoveAll(tmp) // no-op after a successful rename
+	if err := c.writePatches(tmp); err != nil {
+		return 0, err
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
@@ -420,6 +423,24 @@ func (c *imageContents) writeImageDir(images, dir string, img *Image) (int, erro
 		return 0, err
 	}
 	return initramfs.Len(), nil
+}
+
+// writePatches keeps a copy of each patch the image was built from in
+// dir's PatchesDir (Image.PatchFile), for an exported finding to carry.
+func (c *imageContents) writePatches(dir string) error {
+	if c.built == nil || len(c.built.PatchData) == 0 {
+		return nil
+	}
+	pd := filepath.Join(dir, PatchesDir)
+	if err := os.Mkdir(pd, 0o755); err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	for i, data := range c.built.PatchData {
+		if err := writeFileSync(filepath.Join(pd, patchFileName(i)), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // imageKey hashes everything that goes into an image. Every field is

@@ -77,32 +77,6 @@ func nameImage(cacheDir, name, key string) error {
 	return writeFileAtomic(filepath.Join(cacheDir, namesFile), append(b, '\n'))
 }
 
-// Resolve finds a built image by name (Options.Name), by key, or by its
-// directory.
-func Resolve(cacheDir, ref string) (*Image, error) {
-	if ref == "" {
-		return nil, errors.New("guest: empty image reference")
-	}
-	if NameGrammar.MatchString(ref) && !strings.Contains(ref, "/") {
-		names, err := readNames(cacheDir)
-		if err != nil {
-			return nil, err
-		}
-		key := ref
-		if k, ok := names[ref]; ok {
-			key = k
-		}
-		dir := filepath.Join(cacheDir, "images", key)
-		if _, err := os.Stat(dir); err == nil {
-			return Open(dir)
-		}
-		if !strings.ContainsAny(ref, "./") {
-			return nil, fmt.Errorf("guest: no image named %q in %s (themisctl guest list shows them)", ref, cacheDir)
-		}
-	}
-	return Open(ref)
-}
-
 // Listed is one image of the cache, as List returns it.
 type Listed struct {
 	Image

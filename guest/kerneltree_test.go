@@ -142,6 +142,18 @@ func TestImageNames(t *testing.T) {
 	if _, err := Resolve(cache, "nope"); err == nil || !strings.Contains(err.Error(), `no image named "nope"`) {
 		t.Errorf("Resolve(nope) err = %v", err)
 	}
+	outside := t.TempDir() // an image directory outside the cache is refused
+	if err := os.CopyFS(filepath.Join(outside, "img"), os.DirFS(filepath.Dir(first.Kernel))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "img"), filepath.Join(cache, "images", "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{filepath.Join(outside, "img"), "link", filepath.Join(cache, "images", "link"), "", "..", filepath.Join(cache, "images")} {
+		if img, err := Resolve(cache, ref); err == nil {
+			t.Errorf("Resolve(%q) = %s, want refused", ref, img.Kernel)
+		}
+	}
 	if _, err := Build(context.Background(), Options{CacheDir: cache, KernelTree: tree, Name: "a/b"}); err == nil || !strings.Contains(err.Error(), "image name") {
 		t.Errorf("bad name: err = %v", err)
 	}

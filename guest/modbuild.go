@@ -34,9 +34,10 @@ type Input struct {
 
 // builtModules are the modules built for an image, by normalized name.
 type builtModules struct {
-	Data    map[string][]byte
-	Patches []Input
-	Sources []Input
+	Data      map[string][]byte
+	Patches   []Input
+	PatchData [][]byte // the patches' bytes, as Patches
+	Sources   []Input
 }
 
 // Names returns the built module names, sorted.
@@ -121,6 +122,7 @@ func readBuildInputs(o Options) (*modBuild, error) {
 		}
 		sum := blake3.Sum256(data)
 		b.out.Patches = append(b.out.Patches, Input{Name: filepath.Base(p), BLAKE3: hex.EncodeToString(sum[:])})
+		b.out.PatchData = append(b.out.PatchData, data)
 	}
 	for d := range dirs {
 		b.dirs = append(b.dirs, d)

@@ -152,6 +152,13 @@ func TestBuildPatchedModuleReal(t *testing.T) {
 	if err != nil || named.Key != img.Key || !reflect.DeepEqual(named.Patches, img.Patches) {
 		t.Errorf("Resolve(name) = %+v, %v", named, err)
 	}
+	want, err := os.ReadFile(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := named.ReadPatch(0); err != nil || !bytes.Equal(kept, want) {
+		t.Errorf("the image's copy of the patch: %v, equal %v", err, bytes.Equal(kept, want))
+	}
 	o.Patches, o.Name = nil, ""
 	if plain, err := Build(ctx, o); err != nil || plain.Key == img.Key || !bytes.Equal(packedModule(t, plain, "exfat"), stock) {
 		t.Errorf("stock image: %v, key %s (patched %s)", err, plain.Key, img.Key)

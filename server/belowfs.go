@@ -14,7 +14,7 @@ import (
 func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_ProfileServer) error {
 	out, ctx := newRunStream[*themisv1.ProfileResponse](s, "profile", stream, nil)
 	sum, err := s.d.Profile(ctx, belowfs.ProfileOptions{
-		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), SetupMayFail: req.GetSetupMayFail(), MemoryMiB: int(req.GetMemoryMib()),
+		Lanes: req.GetLanes(), Ops: req.GetOps(), Setup: req.GetSetup(), SetupMayFail: req.GetSetupMayFail(), MemoryMiB: int(req.GetMemoryMib()), Image: req.GetImage(),
 		LsFiles: int(req.GetLsFiles()), TreeEntries: int(req.GetTreeEntries()),
 	}, func(r belowfs.ProfileRow) {
 		out.send(&themisv1.ProfileResponse{Event: &themisv1.ProfileResponse_Row{Row: &themisv1.ProfileRow{
@@ -36,7 +36,7 @@ func (s *Server) Profile(req *themisv1.ProfileRequest, stream themisv1.Themis_Pr
 func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_CorruptServer) error {
 	out, ctx := newRunStream[*themisv1.CorruptResponse](s, "corrupt", stream, nil)
 	sum, err := s.d.Corrupt(ctx, belowfs.CorruptOptions{
-		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()),
+		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()), Image: req.GetImage(),
 	}, func(r belowfs.CorruptResult) {
 		out.send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
 			Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,

@@ -51,7 +51,7 @@ func TestCrashRPC(t *testing.T) {
 	f := &fakeDomain{}
 	c := themisv1.NewThemisClient(serve(t, f))
 	stream, err := c.Crash(context.Background(), &themisv1.CrashRequest{Lanes: []string{"ext2"}, Trace: []string{"fsync"}, CrashWrites: -1, MaxStates: 9,
-		NoSetupSync: true, Only: &themisv1.CrashKeep{Keep: []int32{0, 2}}, Image: true, Minimize: -1})
+		NoSetupSync: true, Only: &themisv1.CrashKeep{Keep: []int32{0, 2}}, StreamImage: true, Image: "exfat-off-by-one", Minimize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestCrashRPC(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.crash.Crash.MaxSubset != -1 || f.crash.Crash.MaxStates != 9 || !slices.Equal(f.crash.Trace, []string{"fsync"}) ||
-		!f.crash.NoSetupSync || !slices.Equal(f.crash.Only, []int{0, 2}) || !f.crash.Image || f.crash.Minimize != -1 {
+		!f.crash.NoSetupSync || !slices.Equal(f.crash.Only, []int{0, 2}) || !f.crash.StreamImage || f.crash.Image != "exfat-off-by-one" || f.crash.Minimize != -1 {
 		t.Errorf("domain got %+v", f.crash)
 	}
 }

@@ -31,7 +31,7 @@ func crashOptions(req *themisv1.CrashRequest) crashcheck.Options {
 		Lanes: req.GetLanes(), Setup: req.GetSetup(), Trace: req.GetTrace(), MemoryMiB: int(req.GetMemoryMib()),
 		Workload: req.GetWorkload(), MaxWorkloads: int(req.GetMaxWorkloads()),
 		Crash:       crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetMaxStates())},
-		NoSetupSync: req.GetNoSetupSync(), Image: req.GetImage(), Minimize: int(req.GetMinimize()), HostReplay: req.GetHostReplay(),
+		NoSetupSync: req.GetNoSetupSync(), StreamImage: req.GetStreamImage(), Image: req.GetImage(), Minimize: int(req.GetMinimize()), HostReplay: req.GetHostReplay(),
 		Atomic: req.GetAtomic(),
 	}
 	if req.GetOnly() != nil {

@@ -42,6 +42,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	opts := exploration.Options{
 		Lanes:          req.GetLanes(),
 		MemoryMiB:      int(req.GetMemoryMib()),
+		Image:          req.GetImage(),
 		Backend:        req.GetBackend(),
 		Depth:          int(req.GetDepth()),
 		Branching:      int(req.GetBranching()),
@@ -153,7 +154,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
 		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert, Policy: f.Policy,
 		Signature: f.Signature, TimesSeen: int32(f.Seen.Times), FirstId: f.Seen.FirstID, Crash: crashPointProto(f.Crash),
-		Kernel: kernelReportProto(f.Kernel),
+		Kernel: kernelReportProto(f.Kernel), Image: guestImageProto(f.Image),
 	}
 	if f.Seen.Times > 0 {
 		p.FirstSeen, p.LastSeen = timestamppb.New(f.Seen.First), timestamppb.New(f.Seen.Last)
@@ -178,7 +179,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		RestoresSkipped: int64(s.RestoresSkipped), Revert: s.Revert,
 		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
 		ShardIndex: int32(s.Shard.Index), ShardCount: int32(s.Shard.Count), ShardDepth: int32(s.Shard.Depth),
-		Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
+		Image: guestImageProto(s.Image), Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
 	}
 	for _, k := range s.StateKeys {
 		out.StateKeys = append(out.StateKeys, []byte(k))

@@ -444,7 +444,7 @@ func (f *fakeDomain) Crash(_ context.Context, o crashcheck.Options, out crashche
 		State: crash.State{Keep: []int{0, 2, 5}, Flushes: 1, Kind: crash.KindSubset, Epoch: []int{4, 5, 6}}})
 	out.Finding(session.Finding{ID: "f-c", Kind: session.KindCrash, Trace: o.Trace, LaneSpecs: o.Lanes,
 		Crash: &session.CrashPoint{Lane: "ext2", Keep: []int{0, 2, 5}, Flushes: 1, Verdict: crashcheck.Dirty}})
-	if o.Image {
+	if o.StreamImage {
 		if err := out.Image("ext2", 4096, []byte{1, 2}, 8192); err != nil {
 			return nil, err
 		}

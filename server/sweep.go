@@ -18,7 +18,7 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 	opts := clocksweep.Options{
 		Lanes: req.GetLanes(), Ops: req.GetOps(),
 		Shard: int(req.GetShard()), Shards: int(req.GetShards()), MemoryMiB: int(req.GetMemoryMib()),
-		Backend: req.GetBackend(),
+		Backend: req.GetBackend(), Image: req.GetImage(),
 	}
 	if len(req.GetPlanJson()) > 0 {
 		if len(req.GetPlanJson()) > 1<<20 {

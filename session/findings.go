@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
 )
 
@@ -71,6 +72,9 @@ type Finding struct {
 	// guest's kernel left on its console when it crashed (nil for every
 	// other kind).
 	Kernel *kreport.Report
+	// Image is the guest image the run booted: kernel, flavour, patches
+	// (nil for findings recorded before it was kept).
+	Image *guest.Ref
 }
 
 // KindKernel is the kind of a finding whose guest kernel crashed (an

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/vmm"
 	"modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
@@ -223,12 +224,20 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
+// imageJSON is a session's image as the ledger keeps it ("" for none).
+func imageJSON(r *guest.Ref) string {
+	if r == nil {
+		return ""
+	}
+	return mustJSON(r)
+}
+
 func (l *ledger) insertSession(ctx context.Context, in *Info) error {
 	_, err := l.db.ExecContext(ctx, `INSERT INTO sessions
-		(id, state, lanes, backend, memory_mib, restore_mode, verify, created, ended, reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, state, lanes, backend, memory_mib, restore_mode, verify, created, ended, reason, image)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.ID, string(in.State), mustJSON(in.Lanes), in.Backend, in.MemoryMiB, string(in.Restore),
-		in.Verify, nanos(in.Created), nanos(in.Ended), in.Reason)
+		in.Verify, nanos(in.Created), nanos(in.Ended), in.Reason, imageJSON(in.Image))
 	if err != nil {
 		return l.writeErr("insert session "+in.ID, err)
 	}
@@ -276,15 +285,21 @@ func (l *ledger) runningSessions(ctx context.Context) ([]string, error) {
 	return ids, rows.Err()
 }
 
-const sessionCols = `id, state, lanes, backend, memory_mib, restore_mode, verify, created, ended, reason,
+const sessionCols = `id, state, lanes, backend, memory_mib, restore_mode, verify, created, ended, reason, image,
 	(SELECT count(*) FROM checkpoints c WHERE c.session = sessions.id AND c.live = 1)`
 
 func scanSession(sc interface{ Scan(...any) error }) (*Info, error) {
 	var in Info
-	var state, lanes, restore string
+	var state, lanes, restore, image string
 	var created, ended int64
-	if err := sc.Scan(&in.ID, &state, &lanes, &in.Backend, &in.MemoryMiB, &restore, &in.Verify, &created, &ended, &in.Reason, &in.Depth); err != nil {
+	if err := sc.Scan(&in.ID, &state, &lanes, &in.Backend, &in.MemoryMiB, &restore, &in.Verify, &created, &ended, &in.Reason, &image, &in.Depth); err != nil {
 		return nil, err
+	}
+	if image != "" {
+		in.Image = new(guest.Ref)
+		if err := json.Unmarshal([]byte(image), in.Image); err != nil {
+			return nil, fmt.Errorf("ledger: session %s: image: %w", in.ID, err)
+		}
 	}
 	in.State, in.Restore = State(state), vmm.RestoreMode(restore)
 	in.Created, in.Ended = fromNanos(created), fromNanos(ended)
@@ -455,12 +470,13 @@ type findingOps struct {
 	SeenKey     string          `json:"seen_key,omitempty"`
 	Crash       *CrashPoint     `json:"crash,omitempty"`
 	Kernel      *kreport.Report `json:"kernel,omitempty"`
+	Image       *guest.Ref      `json:"image,omitempty"`
 }
 
 func opsOf(f *Finding) findingOps {
 	ops := findingOps{Trace: f.Trace, FoundTrace: f.FoundTrace, Signature: f.Signature, Lanes: f.Lanes, Path: f.Path, Field: f.Field, Minimized: f.Minimized,
 		OriginalLen: f.OriginalLen, DuplicateOf: f.DuplicateOf, LaneSpecs: f.LaneSpecs, Revert: f.Revert, Policy: f.Policy,
-		SeenKey: seenKey(f), Crash: f.Crash, Kernel: f.Kernel}
+		SeenKey: seenKey(f), Crash: f.Crash, Kernel: f.Kernel, Image: f.Image}
 	if ops.Trace == nil {
 		ops.Trace = []string{}
 	}
@@ -509,7 +525,11 @@ func seenKey(f *Finding) string {
 	if sig == "" {
 		sig = f.Kind + " " + f.ID
 	}
-	return sig + "\x00" + strings.Join(f.LaneSpecs, ",") + "\x00" + f.Policy
+	key := sig + "\x00" + strings.Join(f.LaneSpecs, ",") + "\x00" + f.Policy
+	if f.Image.Custom() { // a patched module's finding is not the stock kernel's
+		key += "\x00" + f.Image.Key
+	}
+	return key
 }
 
 // fillSeen sets each finding's Seen from finding_seen, in one query for
@@ -584,7 +604,7 @@ func scanFinding(sc interface{ Scan(...any) error }) (f *Finding, key string, er
 	}
 	f.Trace, f.FoundTrace, f.Lanes, f.Path, f.Field, f.Minimized, f.OriginalLen, f.DuplicateOf, f.LaneSpecs, f.Revert, f.Policy =
 		o.Trace, o.FoundTrace, o.Lanes, o.Path, o.Field, o.Minimized, o.OriginalLen, o.DuplicateOf, o.LaneSpecs, o.Revert, o.Policy
-	f.Signature, f.Crash, f.Kernel = o.Signature, o.Crash, o.Kernel
+	f.Signature, f.Crash, f.Kernel, f.Image = o.Signature, o.Crash, o.Kernel, o.Image
 	return f, o.SeenKey, nil
 }
 

@@ -121,6 +121,9 @@ type Info struct {
 	Ended     time.Time // zero while running
 	Reason    string    // why it ended or failed
 	Depth     int       // live checkpoints (the current path length)
+	// Image is the guest image it booted: kernel, flavour, patches (nil
+	// for sessions recorded before it was kept).
+	Image *guest.Ref
 }
 
 // CreateOptions are the inputs of Create.
@@ -580,7 +583,9 @@ func (m *Manager) guestImage(ctx context.Context, flavor string) (*guest.Image, 
 	}
 	o := m.cfg.Guest
 	if guest.FlavorName(o.Flavor) != flavor {
-		o.Flavor, o.Deb, o.KernelPackage, o.Kernel, o.ModulesDir, o.Modules = flavor, "", "", "", "", nil
+		// The other flavour is the stock one: the daemon's kernel, module
+		// and patch choices are its own flavour's.
+		o = guest.Options{CacheDir: o.CacheDir, Flavor: flavor, Agent: o.Agent, InitPackage: o.InitPackage, Log: o.Log}
 	}
 	if o.Log == nil {
 		o.Log = m.log
@@ -604,7 +609,7 @@ func (m *Manager) boot(ctx context.Context, s *session, choice launch.Choice) er
 			return err
 		}
 	}
-	s.info.Backend = choice.Backend
+	s.info.Backend, s.info.Image = choice.Backend, img.Ref()
 	g, err := launch.Boot(ctx, launch.Spec{Image: img, MakeBase: m.cfg.MakeBase, CacheDir: m.cfg.CacheDir, Lanes: s.specs,
 		MemoryMiB: s.info.MemoryMiB, Restore: s.info.Restore, Verify: s.info.Verify, AgentChannel: m.cfg.AgentChannel, ICount: s.icount, WarnNotFatal: s.warnNotFatal, Spares: s.spares, Backend: choice,
 		Charger: s.budget.Account(kindOverlay),
@@ -845,45 +850,24 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// errImageRefused is what a client hears for every image directory
+// errImageRefused is what a client hears for every image
 // imageAt refuses, whatever the reason (missing, not a directory, outside
 // the image cache, not an image): the answer tells nothing of the host's
 // filesystem and does not name the cache. The reason is logged at debug.
-var errImageRefused = Invalid("image", "not a guest image of this daemon's image cache (give the directory `themisctl guest build` printed)")
+var errImageRefused = Invalid("image", "not a guest image of this daemon's image cache (give a name or key `themisctl guest list` shows, or the directory `themisctl guest build` printed)")
 
-// imageAt opens the guest image directory dir ("": nil), which must lie in
-// the image cache (a client names one `themisctl guest build` made; the
-// daemon opens nothing else of the host's). Every refusal is
-// errImageRefused.
-func (m *Manager) imageAt(dir string) (*guest.Image, error) {
-	if dir == "" {
+// imageAt opens the guest image ref names ("": nil): a name, key or
+// directory of the daemon's image cache (guest.Resolve: a client names one
+// `themisctl guest build` made; the daemon opens nothing else of the
+// host's). Every refusal is errImageRefused.
+func (m *Manager) imageAt(ref string) (*guest.Image, error) {
+	if ref == "" {
 		return nil, nil
 	}
-	img, err := m.openCachedImage(dir)
+	img, err := guest.Resolve(m.cfg.CacheDir, ref)
 	if err != nil {
-		m.log.Debug("image refused", zap.String("image", dir), zap.Error(err))
+		m.log.Debug("image refused", zap.String("image", ref), zap.Error(err))
 		return nil, errImageRefused
-	}
-	return img, nil
-}
-
-// openCachedImage opens dir if it is an image directory directly under the
-// image cache, and says why not otherwise (for the daemon's log only).
-func (m *Manager) openCachedImage(dir string) (*guest.Image, error) {
-	root, err := filepath.EvalSymlinks(filepath.Join(m.cfg.CacheDir, "images"))
-	if err != nil {
-		return nil, fmt.Errorf("the image cache: %w", err)
-	}
-	abs, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, fmt.Errorf("resolve: %w", err)
-	}
-	if filepath.Dir(abs) != root {
-		return nil, fmt.Errorf("%s is not directly under the image cache %s", abs, root)
-	}
-	img, err := guest.Open(abs)
-	if err != nil {
-		return nil, fmt.Errorf("open: %w", err)
 	}
 	return img, nil
 }

@@ -147,6 +147,9 @@ func (r *Run) ID() string { return r.info.ID }
 // Backend is the machine backend that booted ("qemu" or "kvm").
 func (r *Run) Backend() string { return r.info.Backend }
 
+// Image is the guest image the run's session booted.
+func (r *Run) Image() *guest.Ref { return r.info.Image }
+
 // Boot is the time Acquire took to boot the guest and mount the lanes.
 func (r *Run) Boot() time.Duration { return r.boot }
 
@@ -361,6 +364,9 @@ func (r *Run) Event(ctx context.Context, kind, detail string, results []LaneResu
 // RecordFinding stores a new finding of the run (Session filled in).
 func (r *Run) RecordFinding(ctx context.Context, f *Finding) error {
 	f.Session = r.info.ID
+	if f.Image == nil {
+		f.Image = r.info.Image
+	}
 	return r.m.ledger.insertFinding(context.WithoutCancel(ctx), f)
 }
 

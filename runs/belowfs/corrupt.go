@@ -75,6 +75,8 @@ type CorruptOptions struct {
 	Sweep bool
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
+	// Image is the guest image to boot (session.CreateOptions.Image).
+	Image string
 }
 
 // CorruptResult is what one flipped bit did to one lane.
@@ -661,7 +663,7 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 	}
 	defer func() { err = errors.Join(err, sd.Remove()) }()
 	dir := sd.Path
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}, "corrupt")
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Image: o.Image}, "corrupt")
 	if err != nil {
 		return nil, err
 	}

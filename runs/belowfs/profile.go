@@ -110,6 +110,8 @@ type ProfileOptions struct {
 	LsFiles, TreeEntries int
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
+	// Image is the guest image to boot (session.CreateOptions.Image).
+	Image string
 }
 
 // LBARange is a run of 512-byte sectors [First, First+Count) of one
@@ -301,7 +303,7 @@ func Profile(ctx context.Context, m *session.Manager, o ProfileOptions, row func
 	if err != nil {
 		return nil, err
 	}
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB}, "profile")
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Image: o.Image}, "profile")
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,8 @@ type Options struct {
 	Shard, Shards int
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
+	// Image is the guest image to boot (session.CreateOptions.Image).
+	Image string
 	// Backend is the machine backend, as for session.CreateOptions: "" or "auto", "qemu"
 	// or "kvm".
 	Backend string
@@ -191,7 +193,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (_
 	}
 	defer func() { err = errors.Join(err, sd.Remove()) }()
 	dir := sd.Path
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}, "sweep")
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Image: o.Image}, "sweep")
 	if err != nil {
 		return nil, err
 	}

@@ -51,10 +51,12 @@ type Options struct {
 	// finding's Keep, replayed) instead of the enumeration: one trace
 	// then, and crash.StateOf must find it a state of each lane's log.
 	Only []int
-	// Image, with Only, sends the state's disk image to Sinks.Image, per
-	// lane, before it is checked (the journal not replayed: as the crash
-	// left it).
-	Image bool
+	// StreamImage, with Only, sends the state's disk image to Sinks.Image,
+	// per lane, before it is checked (the journal not replayed: as the
+	// crash left it).
+	StreamImage bool
+	// Image is the guest image to boot (session.CreateOptions.Image).
+	Image string
 	// Minimize is how many crash findings get their trace shrunk (0:
 	// DefaultMinimize; -1: none; at most MaxMinimize).
 	Minimize int
@@ -82,7 +84,7 @@ type Sinks struct {
 	// minimized (same ID).
 	Finding func(session.Finding)
 	// Image gets a checked state's image in chunks of zeros left out
-	// (Options.Image): size is the image's.
+	// (Options.StreamImage): size is the image's.
 	Image func(lane string, off int64, data []byte, size int64) error
 }
 
@@ -167,7 +169,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 	if err != nil {
 		return nil, err
 	}
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay}, "crash")
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay, Image: o.Image}, "crash")
 	if err != nil {
 		return nil, err
 	}
@@ -257,12 +259,12 @@ func (p *plan) choices(o *Options) error {
 		return session.Invalid("minimize", "%d: want -1 (none) to %d", o.Minimize, MaxMinimize)
 	case o.Only != nil && o.Workload != "":
 		return session.Invalid("only", "checks one state of one trace, not of a workload")
-	case o.Image && o.Only == nil:
-		return session.Invalid("image", "needs only: the one state whose image to send")
+	case o.StreamImage && o.Only == nil:
+		return session.Invalid("stream_image", "needs only: the one state whose image to send")
 	case o.Atomic && o.HostReplay:
 		return session.Invalid("atomic", "compares the states mounted in the guest: not with host_replay")
 	}
-	p.crash, p.only, p.image, p.minimize, p.setupSync, p.atomic = o.Crash, o.Only, o.Image, o.Minimize, !o.NoSetupSync, o.Atomic
+	p.crash, p.only, p.image, p.minimize, p.setupSync, p.atomic = o.Crash, o.Only, o.StreamImage, o.Minimize, !o.NoSetupSync, o.Atomic
 	switch {
 	case p.only != nil:
 		p.minimize = -1 // a replay: the trace is the finding's

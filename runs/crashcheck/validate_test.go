@@ -35,7 +35,7 @@ func TestValidate(t *testing.T) {
 		{"crash bounds", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Crash: crash.Options{MaxSubset: 9}}, "crash"},
 		{"minimize", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Minimize: MaxMinimize + 1}, "minimize"},
 		{"only of a workload", Options{Lanes: []string{"ext2"}, Workload: "ace:seq1", Only: []int{}}, "only"},
-		{"image without only", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Image: true}, "image"},
+		{"image without only", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, StreamImage: true}, "stream_image"},
 		{"atomic on the host", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Atomic: true, HostReplay: true}, "atomic"},
 	} {
 		_, err := validate(&tt.o)

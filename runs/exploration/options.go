@@ -7,6 +7,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/session"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	Lanes []string
 	// MemoryMiB is guest RAM in MiB (default 128).
 	MemoryMiB int
+	// Image is the guest image every worker boots
+	// (session.CreateOptions.Image; "": the lanes' flavour's).
+	Image string
 	// Backend is the machine backend, as for session.CreateOptions: "" or "auto", "qemu"
 	// or "kvm".
 	Backend string
@@ -156,6 +160,8 @@ type Summary struct {
 	StatesPerSec float64
 	// Backend is the machine backend that booted ("qemu" or "kvm").
 	Backend string
+	// Image is the guest image the run's session booted.
+	Image *guest.Ref
 	// Stopped says why the search ended early: "" (it covered its bounded
 	// space), "budget" (MaxStates), StopMaxDuration, "cancelled",
 	// "findings" or "guest-died".

@@ -31,9 +31,10 @@ const exfatOffByOne = `--- a/fs/exfat/file.c
 `
 
 // TestPatchedModuleRealGuest builds the guest image with exfat built from
-// the Debian source and a one-line patch (guest build --patch), boots it in
-// a session, and explores ext2 against exfat at depth 1: the patched size
-// is a finding, and the same run on the stock image finds nothing.
+// the Debian source and a one-line patch (guest build --patch --name),
+// and explores ext2 against exfat at depth 1 on it, named as `explore
+// --image NAME` names it: the patched size is a finding that names the
+// image and its patch, and the same run on the stock image finds nothing.
 func TestPatchedModuleRealGuest(t *testing.T) {
 	longtest.Need(t, "a patched exfat built, booted and explored against the stock image (about 50 s)")
 	patch := filepath.Join(t.TempDir(), "exfat-off-by-one.patch")
@@ -50,7 +51,8 @@ func TestPatchedModuleRealGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
-	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Patches: []string{patch}, Log: zaptest.NewLogger(t)})
+	const name = "themis-test-exfat-off-by-one"
+	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Patches: []string{patch}, Name: name, Log: zaptest.NewLogger(t)})
 	if err != nil && strings.Contains(err.Error(), "install the Debian package") && os.Getenv("CI") == "" {
 		t.Skipf("skipping: %v", err)
 	}
@@ -59,13 +61,12 @@ func TestPatchedModuleRealGuest(t *testing.T) {
 	}
 	t.Logf("patched image %s (built %v, cached %v) in %v", img.Key, img.Built, img.Cached, time.Since(start))
 	for _, tt := range []struct {
-		name  string
-		img   *guest.Image
-		found bool
-	}{{"patched", img, true}, {"stock", nil, false}} {
+		name, image string
+		found       bool
+	}{{"patched", name, true}, {"stock", "", false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := sessiontest.Real(t, session.Config{Image: tt.img})
-			s, err := Run(ctx, m, Options{Lanes: []string{"ext2", "exfat"}, Depth: 1, Seed: 1}, nil, nil)
+			m := sessiontest.Real(t, session.Config{})
+			s, err := Run(ctx, m, Options{Lanes: []string{"ext2", "exfat"}, Depth: 1, Seed: 1, Image: tt.image}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,6 +80,18 @@ func TestPatchedModuleRealGuest(t *testing.T) {
 			}
 			if found := len(fs) > 0; found != tt.found || tt.found && !strings.Contains(fs[0].Detail, "size 0 != 1") {
 				t.Errorf("findings %d, want some: %v (the patched exfat reports sizes a byte long)", len(fs), tt.found)
+			}
+			info, err := m.Get(ctx, s.Session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if patched := info.Image.Custom(); patched != tt.found || patched && info.Image.Key != img.Key {
+				t.Errorf("the session's image %+v, want the patched one: %v", info.Image, tt.found)
+			}
+			for _, f := range fs {
+				if f.Image == nil || f.Image.Key != img.Key || len(f.Image.Patches) != 1 || f.Image.Patches[0].Name != filepath.Base(patch) {
+					t.Errorf("finding %s names image %+v, want %s with %s", f.ID, f.Image, img.Key, filepath.Base(patch))
+				}
 			}
 		})
 	}

@@ -175,7 +175,7 @@ func describeOps(cfg explore.Config) string {
 // to the caller): the times and layer counts of every worker's systems.
 func summarize(run *session.Run, c *crew, res *explore.Result, elapsed time.Duration) *Summary {
 	sum := &Summary{
-		Session: run.ID(), Sessions: c.sessions(), Revert: c.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(),
+		Session: run.ID(), Sessions: c.sessions(), Revert: c.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(), Image: run.Image(),
 		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached, UniqueByDepth: res.UniqueByDepth,
 		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)), RestoresSkipped: res.RestoresSkipped,
 		DeclaredOps: res.DeclaredOps, DeclaredStates: res.DeclaredStates,

@@ -72,7 +72,7 @@ func workerCount(m *session.Manager, o Options) (int, string) {
 // newCrew acquires n sessions for o at once (booting in parallel) and
 // makes their systems; on error it ends the ones it got.
 func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.Policy, n int) (*crew, error) {
-	c := &crew{m: m, create: session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Spares: o.Crash != nil, WarnNotFatal: o.WarnNotFinding},
+	c := &crew{m: m, create: session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Spares: o.Crash != nil, WarnNotFatal: o.WarnNotFinding, Image: o.Image},
 		timeMode: o.TimeMode, policy: policy}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	runs := make([]*session.Run, n)

@@ -137,7 +137,7 @@ func (x Checkpoint_Origin) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Checkpoint_Origin.Descriptor instead.
 func (Checkpoint_Origin) EnumDescriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18, 0}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type CrashRequest struct {
@@ -169,7 +169,7 @@ type CrashRequest struct {
 	Only *CrashKeep `protobuf:"bytes,10,opt,name=only,proto3" json:"only,omitempty"`
 	// With only: stream the state's disk image (image events), one per
 	// lane.
-	Image bool `protobuf:"varint,11,opt,name=image,proto3" json:"image,omitempty"`
+	StreamImage bool `protobuf:"varint,11,opt,name=stream_image,json=streamImage,proto3" json:"stream_image,omitempty"`
 	// Crash findings whose trace to shrink by delta debugging (0: 4; -1:
 	// none; at most 64); the others are recorded as found.
 	Minimize int32 `protobuf:"varint,12,opt,name=minimize,proto3" json:"minimize,omitempty"`
@@ -181,7 +181,9 @@ type CrashRequest struct {
 	// mounted crash state: a state equal to no op boundary is a finding
 	// ("not-atomic"). The walks read every file, so the trace's writes can
 	// differ from a run without. Not with host_replay.
-	Atomic        bool `protobuf:"varint,14,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	Atomic bool `protobuf:"varint,14,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	// The guest image to boot, as for CreateSession.
+	Image         string `protobuf:"bytes,15,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,9 +288,9 @@ func (x *CrashRequest) GetOnly() *CrashKeep {
 	return nil
 }
 
-func (x *CrashRequest) GetImage() bool {
+func (x *CrashRequest) GetStreamImage() bool {
 	if x != nil {
-		return x.Image
+		return x.StreamImage
 	}
 	return false
 }
@@ -312,6 +314,13 @@ func (x *CrashRequest) GetAtomic() bool {
 		return x.Atomic
 	}
 	return false
+}
+
+func (x *CrashRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
 }
 
 // The log entries a crash state keeps (crash findings' keep).
@@ -933,7 +942,10 @@ type Session struct {
 	// Why the session failed or ended.
 	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Current checkpoint path length.
-	Depth         int32 `protobuf:"varint,11,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth int32 `protobuf:"varint,11,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The guest image it booted (unset for sessions recorded before it was
+	// kept).
+	Image         *GuestImage `protobuf:"bytes,12,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1045,6 +1057,157 @@ func (x *Session) GetDepth() int32 {
 	return 0
 }
 
+func (x *Session) GetImage() *GuestImage {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+// A guest image: the kernel and the code of one's own it carries.
+type GuestImage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image's content key (its directory in the image cache).
+	Key           string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	KernelVersion string `protobuf:"bytes,2,opt,name=kernel_version,json=kernelVersion,proto3" json:"kernel_version,omitempty"`
+	// "cloud", "generic" or "custom" (a kernel tree); empty for images
+	// built before it was recorded.
+	Flavor string `protobuf:"bytes,3,opt,name=flavor,proto3" json:"flavor,omitempty"`
+	// The patches and module source directories it was built from (none
+	// for a stock image), and the modules built from them.
+	Patches       []*ImageInput `protobuf:"bytes,4,rep,name=patches,proto3" json:"patches,omitempty"`
+	ModuleSources []*ImageInput `protobuf:"bytes,5,rep,name=module_sources,json=moduleSources,proto3" json:"module_sources,omitempty"`
+	BuiltModules  []string      `protobuf:"bytes,6,rep,name=built_modules,json=builtModules,proto3" json:"built_modules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuestImage) Reset() {
+	*x = GuestImage{}
+	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuestImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuestImage) ProtoMessage() {}
+
+func (x *GuestImage) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuestImage.ProtoReflect.Descriptor instead.
+func (*GuestImage) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GuestImage) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GuestImage) GetKernelVersion() string {
+	if x != nil {
+		return x.KernelVersion
+	}
+	return ""
+}
+
+func (x *GuestImage) GetFlavor() string {
+	if x != nil {
+		return x.Flavor
+	}
+	return ""
+}
+
+func (x *GuestImage) GetPatches() []*ImageInput {
+	if x != nil {
+		return x.Patches
+	}
+	return nil
+}
+
+func (x *GuestImage) GetModuleSources() []*ImageInput {
+	if x != nil {
+		return x.ModuleSources
+	}
+	return nil
+}
+
+func (x *GuestImage) GetBuiltModules() []string {
+	if x != nil {
+		return x.BuiltModules
+	}
+	return nil
+}
+
+// A patch (its file name) or a module source directory (its path), and
+// the BLAKE3 of its content.
+type ImageInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Blake3        string                 `protobuf:"bytes,2,opt,name=blake3,proto3" json:"blake3,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageInput) Reset() {
+	*x = ImageInput{}
+	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageInput) ProtoMessage() {}
+
+func (x *ImageInput) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageInput.ProtoReflect.Descriptor instead.
+func (*ImageInput) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ImageInput) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ImageInput) GetBlake3() string {
+	if x != nil {
+		return x.Blake3
+	}
+	return ""
+}
+
 type Lane struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Mount name inside the guest (/lanes/<name>).
@@ -1058,7 +1221,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	mi := &file_themis_v1_themis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1233,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[8]
+	mi := &file_themis_v1_themis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1246,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{8}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lane) GetName() string {
@@ -1119,9 +1282,10 @@ type CreateSessionRequest struct {
 	Verify bool `protobuf:"varint,4,opt,name=verify,proto3" json:"verify,omitempty"`
 	// "auto" (default), "qemu" or "kvm".
 	Backend string `protobuf:"bytes,5,opt,name=backend,proto3" json:"backend,omitempty"`
-	// A guest image directory to boot instead of the lanes' kernel flavour's
-	// (another kernel): one `themisctl guest build` made in the daemon's
-	// image cache; anything else is INVALID_ARGUMENT.
+	// A guest image to boot instead of the lanes' kernel flavour's (another
+	// kernel, a patched module): a name, key or directory of the daemon's
+	// image cache (`themisctl guest build` made it, `themisctl guest list`
+	// shows them); anything else is INVALID_ARGUMENT.
 	Image string `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
 	// Run the guest under QEMU TCG's instruction counting (-icount
 	// shift=0,sleep=off: guest time follows the instructions executed, not
@@ -1134,7 +1298,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	mi := &file_themis_v1_themis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1310,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[9]
+	mi := &file_themis_v1_themis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1323,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{9}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateSessionRequest) GetLanes() []string {
@@ -1220,7 +1384,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[10]
+	mi := &file_themis_v1_themis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1396,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[10]
+	mi := &file_themis_v1_themis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1409,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{10}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1264,7 +1428,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[11]
+	mi := &file_themis_v1_themis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1440,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[11]
+	mi := &file_themis_v1_themis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1453,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{11}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1308,7 +1472,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[12]
+	mi := &file_themis_v1_themis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1484,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[12]
+	mi := &file_themis_v1_themis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1497,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{12}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1358,7 +1522,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[13]
+	mi := &file_themis_v1_themis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1534,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[13]
+	mi := &file_themis_v1_themis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1547,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{13}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSessionsRequest) GetAll() bool {
@@ -1418,7 +1582,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[14]
+	mi := &file_themis_v1_themis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1594,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[14]
+	mi := &file_themis_v1_themis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1607,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{14}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1469,7 +1633,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[15]
+	mi := &file_themis_v1_themis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1645,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[15]
+	mi := &file_themis_v1_themis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1658,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{15}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1512,7 +1676,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[16]
+	mi := &file_themis_v1_themis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1688,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[16]
+	mi := &file_themis_v1_themis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1701,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{16}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18}
 }
 
 type LaneRoot struct {
@@ -1551,7 +1715,7 @@ type LaneRoot struct {
 
 func (x *LaneRoot) Reset() {
 	*x = LaneRoot{}
-	mi := &file_themis_v1_themis_proto_msgTypes[17]
+	mi := &file_themis_v1_themis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1727,7 @@ func (x *LaneRoot) String() string {
 func (*LaneRoot) ProtoMessage() {}
 
 func (x *LaneRoot) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[17]
+	mi := &file_themis_v1_themis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1740,7 @@ func (x *LaneRoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneRoot.ProtoReflect.Descriptor instead.
 func (*LaneRoot) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{17}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LaneRoot) GetLane() string {
@@ -1613,7 +1777,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[18]
+	mi := &file_themis_v1_themis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1789,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[18]
+	mi := &file_themis_v1_themis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1802,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{18}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Checkpoint) GetId() string {
@@ -1724,7 +1888,7 @@ type ForkRequest struct {
 
 func (x *ForkRequest) Reset() {
 	*x = ForkRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[19]
+	mi := &file_themis_v1_themis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1900,7 @@ func (x *ForkRequest) String() string {
 func (*ForkRequest) ProtoMessage() {}
 
 func (x *ForkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[19]
+	mi := &file_themis_v1_themis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1913,7 @@ func (x *ForkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRequest.ProtoReflect.Descriptor instead.
 func (*ForkRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{19}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ForkRequest) GetSessionId() string {
@@ -1782,7 +1946,7 @@ type ForkResponse struct {
 
 func (x *ForkResponse) Reset() {
 	*x = ForkResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[20]
+	mi := &file_themis_v1_themis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1958,7 @@ func (x *ForkResponse) String() string {
 func (*ForkResponse) ProtoMessage() {}
 
 func (x *ForkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[20]
+	mi := &file_themis_v1_themis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1971,7 @@ func (x *ForkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkResponse.ProtoReflect.Descriptor instead.
 func (*ForkResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{20}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ForkResponse) GetCheckpoint() *Checkpoint {
@@ -1828,7 +1992,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[21]
+	mi := &file_themis_v1_themis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2004,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[21]
+	mi := &file_themis_v1_themis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2017,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{21}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RestoreRequest) GetSessionId() string {
@@ -1881,7 +2045,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[22]
+	mi := &file_themis_v1_themis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2057,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[22]
+	mi := &file_themis_v1_themis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2070,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{22}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RestoreResponse) GetCheckpoint() *Checkpoint {
@@ -1934,7 +2098,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[23]
+	mi := &file_themis_v1_themis_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2110,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[23]
+	mi := &file_themis_v1_themis_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2123,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{23}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListCheckpointsRequest) GetSessionId() string {
@@ -1985,7 +2149,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[24]
+	mi := &file_themis_v1_themis_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2161,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[24]
+	mi := &file_themis_v1_themis_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2174,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{24}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListCheckpointsResponse) GetCheckpoints() []*Checkpoint {
@@ -2030,7 +2194,7 @@ type DeleteCheckpointRequest struct {
 
 func (x *DeleteCheckpointRequest) Reset() {
 	*x = DeleteCheckpointRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[25]
+	mi := &file_themis_v1_themis_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2206,7 @@ func (x *DeleteCheckpointRequest) String() string {
 func (*DeleteCheckpointRequest) ProtoMessage() {}
 
 func (x *DeleteCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[25]
+	mi := &file_themis_v1_themis_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2219,7 @@ func (x *DeleteCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{25}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteCheckpointRequest) GetSessionId() string {
@@ -2080,7 +2244,7 @@ type DeleteCheckpointResponse struct {
 
 func (x *DeleteCheckpointResponse) Reset() {
 	*x = DeleteCheckpointResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[26]
+	mi := &file_themis_v1_themis_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2256,7 @@ func (x *DeleteCheckpointResponse) String() string {
 func (*DeleteCheckpointResponse) ProtoMessage() {}
 
 func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[26]
+	mi := &file_themis_v1_themis_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2269,7 @@ func (x *DeleteCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{26}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{28}
 }
 
 // Op is one filesystem operation. Lane fields inside are ignored: Apply runs
@@ -2141,7 +2305,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_themis_v1_themis_proto_msgTypes[27]
+	mi := &file_themis_v1_themis_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2317,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[27]
+	mi := &file_themis_v1_themis_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2330,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{27}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -2490,7 +2654,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[28]
+	mi := &file_themis_v1_themis_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2666,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[28]
+	mi := &file_themis_v1_themis_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2679,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{28}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyRequest) GetSessionId() string {
@@ -2545,7 +2709,7 @@ type LaneResult struct {
 
 func (x *LaneResult) Reset() {
 	*x = LaneResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[29]
+	mi := &file_themis_v1_themis_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2721,7 @@ func (x *LaneResult) String() string {
 func (*LaneResult) ProtoMessage() {}
 
 func (x *LaneResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[29]
+	mi := &file_themis_v1_themis_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2734,7 @@ func (x *LaneResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneResult.ProtoReflect.Descriptor instead.
 func (*LaneResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{29}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LaneResult) GetLane() string {
@@ -2612,7 +2776,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[30]
+	mi := &file_themis_v1_themis_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2788,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[30]
+	mi := &file_themis_v1_themis_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2801,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{30}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ApplyResponse) GetResults() []*LaneResult {
@@ -2672,7 +2836,7 @@ type FingerprintRequest struct {
 
 func (x *FingerprintRequest) Reset() {
 	*x = FingerprintRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[31]
+	mi := &file_themis_v1_themis_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2848,7 @@ func (x *FingerprintRequest) String() string {
 func (*FingerprintRequest) ProtoMessage() {}
 
 func (x *FingerprintRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[31]
+	mi := &file_themis_v1_themis_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2861,7 @@ func (x *FingerprintRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintRequest.ProtoReflect.Descriptor instead.
 func (*FingerprintRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{31}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FingerprintRequest) GetSessionId() string {
@@ -2753,7 +2917,7 @@ type LaneFingerprint struct {
 
 func (x *LaneFingerprint) Reset() {
 	*x = LaneFingerprint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[32]
+	mi := &file_themis_v1_themis_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2929,7 @@ func (x *LaneFingerprint) String() string {
 func (*LaneFingerprint) ProtoMessage() {}
 
 func (x *LaneFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[32]
+	mi := &file_themis_v1_themis_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2942,7 @@ func (x *LaneFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneFingerprint.ProtoReflect.Descriptor instead.
 func (*LaneFingerprint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{32}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LaneFingerprint) GetLane() string {
@@ -2843,7 +3007,7 @@ type FingerprintResponse struct {
 
 func (x *FingerprintResponse) Reset() {
 	*x = FingerprintResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[33]
+	mi := &file_themis_v1_themis_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3019,7 @@ func (x *FingerprintResponse) String() string {
 func (*FingerprintResponse) ProtoMessage() {}
 
 func (x *FingerprintResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[33]
+	mi := &file_themis_v1_themis_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3032,7 @@ func (x *FingerprintResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FingerprintResponse.ProtoReflect.Descriptor instead.
 func (*FingerprintResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{33}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FingerprintResponse) GetLanes() []*LaneFingerprint {
@@ -2904,7 +3068,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[34]
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3080,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[34]
+	mi := &file_themis_v1_themis_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3093,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{34}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatRequest) GetSessionId() string {
@@ -2971,7 +3135,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[35]
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3147,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[35]
+	mi := &file_themis_v1_themis_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3160,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{35}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatResponse) GetErrno() int32 {
@@ -3034,7 +3198,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3210,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[36]
+	mi := &file_themis_v1_themis_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3223,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{36}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReadFileRequest) GetSessionId() string {
@@ -3109,7 +3273,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3121,7 +3285,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[37]
+	mi := &file_themis_v1_themis_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3134,7 +3298,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{37}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReadFileResponse) GetErrno() int32 {
@@ -3177,7 +3341,7 @@ type RestoreFileRequest struct {
 
 func (x *RestoreFileRequest) Reset() {
 	*x = RestoreFileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3353,7 @@ func (x *RestoreFileRequest) String() string {
 func (*RestoreFileRequest) ProtoMessage() {}
 
 func (x *RestoreFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[38]
+	mi := &file_themis_v1_themis_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3366,7 @@ func (x *RestoreFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFileRequest.ProtoReflect.Descriptor instead.
 func (*RestoreFileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{38}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RestoreFileRequest) GetSessionId() string {
@@ -3244,7 +3408,7 @@ type RestoreFileResponse struct {
 
 func (x *RestoreFileResponse) Reset() {
 	*x = RestoreFileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3420,7 @@ func (x *RestoreFileResponse) String() string {
 func (*RestoreFileResponse) ProtoMessage() {}
 
 func (x *RestoreFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[39]
+	mi := &file_themis_v1_themis_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3433,7 @@ func (x *RestoreFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFileResponse.ProtoReflect.Descriptor instead.
 func (*RestoreFileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{39}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RestoreFileResponse) GetRemoved() bool {
@@ -3303,7 +3467,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3479,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[40]
+	mi := &file_themis_v1_themis_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3492,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{40}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Event) GetSeq() int64 {
@@ -3393,7 +3557,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3569,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[41]
+	mi := &file_themis_v1_themis_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3582,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{41}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListEventsRequest) GetSessionId() string {
@@ -3451,7 +3615,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3627,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[42]
+	mi := &file_themis_v1_themis_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3640,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{42}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -3555,13 +3719,15 @@ type ExploreRequest struct {
 	// (panic_on_warn=0). By default a WARN ends the guest as an Oops or a
 	// BUG does, and the op that ran is a "kernel" finding with the report.
 	WarnNotFinding bool `protobuf:"varint,23,opt,name=warn_not_finding,json=warnNotFinding,proto3" json:"warn_not_finding,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The guest image to boot, as for CreateSession.
+	Image         string `protobuf:"bytes,24,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExploreRequest) Reset() {
 	*x = ExploreRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3739,7 @@ func (x *ExploreRequest) String() string {
 func (*ExploreRequest) ProtoMessage() {}
 
 func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[43]
+	mi := &file_themis_v1_themis_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3752,7 @@ func (x *ExploreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreRequest.ProtoReflect.Descriptor instead.
 func (*ExploreRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{43}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ExploreRequest) GetLanes() []string {
@@ -3750,6 +3916,13 @@ func (x *ExploreRequest) GetWarnNotFinding() bool {
 	return false
 }
 
+func (x *ExploreRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
 type ExploreProgress struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	States       int64                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
@@ -3768,7 +3941,7 @@ type ExploreProgress struct {
 
 func (x *ExploreProgress) Reset() {
 	*x = ExploreProgress{}
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3953,7 @@ func (x *ExploreProgress) String() string {
 func (*ExploreProgress) ProtoMessage() {}
 
 func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[44]
+	mi := &file_themis_v1_themis_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3966,7 @@ func (x *ExploreProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreProgress.ProtoReflect.Descriptor instead.
 func (*ExploreProgress) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{44}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExploreProgress) GetStates() int64 {
@@ -3906,14 +4079,17 @@ type Finding struct {
 	Crash *CrashPoint `protobuf:"bytes,22,opt,name=crash,proto3" json:"crash,omitempty"`
 	// For kind "kernel": the report the guest's kernel left on its console
 	// when it crashed running the trace's last op.
-	Kernel        *KernelReport `protobuf:"bytes,23,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	Kernel *KernelReport `protobuf:"bytes,23,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	// The guest image the run booted (unset for findings recorded before it
+	// was kept).
+	Image         *GuestImage `protobuf:"bytes,24,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4101,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[45]
+	mi := &file_themis_v1_themis_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4114,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{45}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Finding) GetId() string {
@@ -4102,6 +4278,13 @@ func (x *Finding) GetKernel() *KernelReport {
 	return nil
 }
 
+func (x *Finding) GetImage() *GuestImage {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
 // A guest kernel's fault report, read from its console (internal/kreport).
 type KernelReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4126,7 +4309,7 @@ type KernelReport struct {
 
 func (x *KernelReport) Reset() {
 	*x = KernelReport{}
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4321,7 @@ func (x *KernelReport) String() string {
 func (*KernelReport) ProtoMessage() {}
 
 func (x *KernelReport) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[46]
+	mi := &file_themis_v1_themis_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4334,7 @@ func (x *KernelReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelReport.ProtoReflect.Descriptor instead.
 func (*KernelReport) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{46}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KernelReport) GetKind() string {
@@ -4225,7 +4408,7 @@ type CrashPoint struct {
 
 func (x *CrashPoint) Reset() {
 	*x = CrashPoint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4237,7 +4420,7 @@ func (x *CrashPoint) String() string {
 func (*CrashPoint) ProtoMessage() {}
 
 func (x *CrashPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[47]
+	mi := &file_themis_v1_themis_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4250,7 +4433,7 @@ func (x *CrashPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashPoint.ProtoReflect.Descriptor instead.
 func (*CrashPoint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{47}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CrashPoint) GetLane() string {
@@ -4417,14 +4600,16 @@ type ExploreSummary struct {
 	// unique_by_depth; empty when the run is not a shard.
 	StateDepths []int32 `protobuf:"varint,33,rep,packed,name=state_depths,json=stateDepths,proto3" json:"state_depths,omitempty"`
 	// What crash checked (absent without it); its findings count in findings.
-	Crash         *ExploreCrash `protobuf:"bytes,34,opt,name=crash,proto3" json:"crash,omitempty"`
+	Crash *ExploreCrash `protobuf:"bytes,34,opt,name=crash,proto3" json:"crash,omitempty"`
+	// The guest image the run booted.
+	Image         *GuestImage `protobuf:"bytes,35,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
 	*x = ExploreSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4436,7 +4621,7 @@ func (x *ExploreSummary) String() string {
 func (*ExploreSummary) ProtoMessage() {}
 
 func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[48]
+	mi := &file_themis_v1_themis_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4449,7 +4634,7 @@ func (x *ExploreSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreSummary.ProtoReflect.Descriptor instead.
 func (*ExploreSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{48}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExploreSummary) GetSessionId() string {
@@ -4690,6 +4875,13 @@ func (x *ExploreSummary) GetCrash() *ExploreCrash {
 	return nil
 }
 
+func (x *ExploreSummary) GetImage() *GuestImage {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
 // What explore --crash checked.
 type ExploreCrash struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4715,7 +4907,7 @@ type ExploreCrash struct {
 
 func (x *ExploreCrash) Reset() {
 	*x = ExploreCrash{}
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4727,7 +4919,7 @@ func (x *ExploreCrash) String() string {
 func (*ExploreCrash) ProtoMessage() {}
 
 func (x *ExploreCrash) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[49]
+	mi := &file_themis_v1_themis_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4740,7 +4932,7 @@ func (x *ExploreCrash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreCrash.ProtoReflect.Descriptor instead.
 func (*ExploreCrash) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{49}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ExploreCrash) GetPoints() int64 {
@@ -4830,7 +5022,7 @@ type LaneLayers struct {
 
 func (x *LaneLayers) Reset() {
 	*x = LaneLayers{}
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4842,7 +5034,7 @@ func (x *LaneLayers) String() string {
 func (*LaneLayers) ProtoMessage() {}
 
 func (x *LaneLayers) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[50]
+	mi := &file_themis_v1_themis_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4855,7 +5047,7 @@ func (x *LaneLayers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayers.ProtoReflect.Descriptor instead.
 func (*LaneLayers) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{50}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LaneLayers) GetLane() string {
@@ -4904,7 +5096,7 @@ type ExploreResponse struct {
 
 func (x *ExploreResponse) Reset() {
 	*x = ExploreResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5108,7 @@ func (x *ExploreResponse) String() string {
 func (*ExploreResponse) ProtoMessage() {}
 
 func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[51]
+	mi := &file_themis_v1_themis_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5121,7 @@ func (x *ExploreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExploreResponse.ProtoReflect.Descriptor instead.
 func (*ExploreResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{51}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExploreResponse) GetEvent() isExploreResponse_Event {
@@ -5003,7 +5195,7 @@ type ListFindingsRequest struct {
 
 func (x *ListFindingsRequest) Reset() {
 	*x = ListFindingsRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5015,7 +5207,7 @@ func (x *ListFindingsRequest) String() string {
 func (*ListFindingsRequest) ProtoMessage() {}
 
 func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[52]
+	mi := &file_themis_v1_themis_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5028,7 +5220,7 @@ func (x *ListFindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListFindingsRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{52}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListFindingsRequest) GetSessionId() string {
@@ -5063,7 +5255,7 @@ type ListFindingsResponse struct {
 
 func (x *ListFindingsResponse) Reset() {
 	*x = ListFindingsResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5075,7 +5267,7 @@ func (x *ListFindingsResponse) String() string {
 func (*ListFindingsResponse) ProtoMessage() {}
 
 func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[53]
+	mi := &file_themis_v1_themis_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5088,7 +5280,7 @@ func (x *ListFindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListFindingsResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{53}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListFindingsResponse) GetFindings() []*Finding {
@@ -5114,7 +5306,7 @@ type GetFindingRequest struct {
 
 func (x *GetFindingRequest) Reset() {
 	*x = GetFindingRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5126,7 +5318,7 @@ func (x *GetFindingRequest) String() string {
 func (*GetFindingRequest) ProtoMessage() {}
 
 func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[54]
+	mi := &file_themis_v1_themis_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5139,7 +5331,7 @@ func (x *GetFindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingRequest.ProtoReflect.Descriptor instead.
 func (*GetFindingRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{54}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetFindingRequest) GetFindingId() string {
@@ -5159,7 +5351,7 @@ type GetExploreRunRequest struct {
 
 func (x *GetExploreRunRequest) Reset() {
 	*x = GetExploreRunRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5171,7 +5363,7 @@ func (x *GetExploreRunRequest) String() string {
 func (*GetExploreRunRequest) ProtoMessage() {}
 
 func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[55]
+	mi := &file_themis_v1_themis_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5184,7 +5376,7 @@ func (x *GetExploreRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunRequest.ProtoReflect.Descriptor instead.
 func (*GetExploreRunRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{55}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetExploreRunRequest) GetSessionId() string {
@@ -5208,7 +5400,7 @@ type GetExploreRunResponse struct {
 
 func (x *GetExploreRunResponse) Reset() {
 	*x = GetExploreRunResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5220,7 +5412,7 @@ func (x *GetExploreRunResponse) String() string {
 func (*GetExploreRunResponse) ProtoMessage() {}
 
 func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[56]
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5233,7 +5425,7 @@ func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
 func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{56}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
@@ -5266,7 +5458,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5470,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[57]
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5483,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{57}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -5315,14 +5507,16 @@ type ClockSweepRequest struct {
 	MemoryMib int32 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	// The machine backend, as for CreateSession: "auto" (default), "qemu" or
 	// "kvm".
-	Backend       string `protobuf:"bytes,7,opt,name=backend,proto3" json:"backend,omitempty"`
+	Backend string `protobuf:"bytes,7,opt,name=backend,proto3" json:"backend,omitempty"`
+	// The guest image to boot, as for CreateSession.
+	Image         string `protobuf:"bytes,8,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5334,7 +5528,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5347,7 +5541,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -5399,6 +5593,13 @@ func (x *ClockSweepRequest) GetBackend() string {
 	return ""
 }
 
+func (x *ClockSweepRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
 type SweepCell struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -5429,7 +5630,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5642,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5655,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -5608,7 +5809,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5620,7 +5821,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5633,7 +5834,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -5707,7 +5908,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5719,7 +5920,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5732,7 +5933,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -5797,7 +5998,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5809,7 +6010,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5822,7 +6023,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -5887,14 +6088,16 @@ type ProfileRequest struct {
 	// Let a setup op fail on a lane (its errno becomes an event,
 	// "profile.setup.errno"), as a finding's trace up to its last op may:
 	// the run report's footprint of a finding's divergent op.
-	SetupMayFail  bool `protobuf:"varint,7,opt,name=setup_may_fail,json=setupMayFail,proto3" json:"setup_may_fail,omitempty"`
+	SetupMayFail bool `protobuf:"varint,7,opt,name=setup_may_fail,json=setupMayFail,proto3" json:"setup_may_fail,omitempty"`
+	// The guest image to boot, as for CreateSession.
+	Image         string `protobuf:"bytes,8,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5906,7 +6109,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5919,7 +6122,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -5971,6 +6174,13 @@ func (x *ProfileRequest) GetSetupMayFail() bool {
 	return false
 }
 
+func (x *ProfileRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
 type LBARange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// First 512-byte sector and count.
@@ -5988,7 +6198,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6000,7 +6210,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6013,7 +6223,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -6069,7 +6279,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6081,7 +6291,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6094,7 +6304,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -6187,7 +6397,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6199,7 +6409,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6212,7 +6422,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -6248,7 +6458,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6260,7 +6470,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6273,7 +6483,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -6317,7 +6527,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6329,7 +6539,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6342,7 +6552,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -6397,15 +6607,17 @@ type CorruptRequest struct {
 	// Ops run before (default: a small tree).
 	Setup []string `protobuf:"bytes,3,rep,name=setup,proto3" json:"setup,omitempty"`
 	// Every target class on every lane.
-	Sweep         bool  `protobuf:"varint,4,opt,name=sweep,proto3" json:"sweep,omitempty"`
-	MemoryMib     int32 `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	Sweep     bool  `protobuf:"varint,4,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	MemoryMib int32 `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// The guest image to boot, as for CreateSession.
+	Image         string `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6417,7 +6629,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6430,7 +6642,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -6468,6 +6680,13 @@ func (x *CorruptRequest) GetMemoryMib() int32 {
 	return 0
 }
 
+func (x *CorruptRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
 type CorruptResult struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Lane       string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -6499,7 +6718,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6511,7 +6730,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6524,7 +6743,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -6651,7 +6870,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6663,7 +6882,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6676,7 +6895,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -6720,7 +6939,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6732,7 +6951,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6745,7 +6964,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -6809,7 +7028,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6821,7 +7040,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6834,7 +7053,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -6900,7 +7119,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[74]
+	mi := &file_themis_v1_themis_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6912,7 +7131,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[74]
+	mi := &file_themis_v1_themis_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6925,7 +7144,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -6976,7 +7195,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[75]
+	mi := &file_themis_v1_themis_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6988,7 +7207,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[75]
+	mi := &file_themis_v1_themis_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7001,7 +7220,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{75}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -7043,7 +7262,7 @@ var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
-	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xab\x03\n" +
+	"\x16themis/v1/themis.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthemis/agent/v1/agent.proto\"\xce\x03\n" +
 	"\fCrashRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05setup\x18\x02 \x03(\tR\x05setup\x12\x14\n" +
@@ -7057,12 +7276,13 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\rmax_workloads\x18\b \x01(\x05R\fmaxWorkloads\x12\"\n" +
 	"\rno_setup_sync\x18\t \x01(\bR\vnoSetupSync\x12(\n" +
 	"\x04only\x18\n" +
-	" \x01(\v2\x14.themis.v1.CrashKeepR\x04only\x12\x14\n" +
-	"\x05image\x18\v \x01(\bR\x05image\x12\x1a\n" +
+	" \x01(\v2\x14.themis.v1.CrashKeepR\x04only\x12!\n" +
+	"\fstream_image\x18\v \x01(\bR\vstreamImage\x12\x1a\n" +
 	"\bminimize\x18\f \x01(\x05R\bminimize\x12\x1f\n" +
 	"\vhost_replay\x18\r \x01(\bR\n" +
 	"hostReplay\x12\x16\n" +
-	"\x06atomic\x18\x0e \x01(\bR\x06atomic\"\x1f\n" +
+	"\x06atomic\x18\x0e \x01(\bR\x06atomic\x12\x14\n" +
+	"\x05image\x18\x0f \x01(\tR\x05image\"\x1f\n" +
 	"\tCrashKeep\x12\x12\n" +
 	"\x04keep\x18\x01 \x03(\x05R\x04keep\"\xe3\x01\n" +
 	"\rCrashResponse\x120\n" +
@@ -7115,7 +7335,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x01(\tR\vdurableNote\x12\x16\n" +
 	"\x06atomic\x18\v \x01(\x05R\x06atomic\x12\x1f\n" +
 	"\vat_boundary\x18\f \x01(\x05R\n" +
-	"atBoundary\"\xf4\x03\n" +
+	"atBoundary\"\xa1\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +
@@ -7130,13 +7350,26 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x16\n" +
 	"\x06reason\x18\n" +
 	" \x01(\tR\x06reason\x12\x14\n" +
-	"\x05depth\x18\v \x01(\x05R\x05depth\"l\n" +
+	"\x05depth\x18\v \x01(\x05R\x05depth\x12+\n" +
+	"\x05image\x18\f \x01(\v2\x15.themis.v1.GuestImageR\x05image\"l\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_RUNNING\x10\x01\x12\x0f\n" +
 	"\vSTATE_ENDED\x10\x02\x12\x10\n" +
 	"\fSTATE_FAILED\x10\x03\x12\x16\n" +
-	"\x12STATE_UNRESPONSIVE\x10\x04\">\n" +
+	"\x12STATE_UNRESPONSIVE\x10\x04\"\xf1\x01\n" +
+	"\n" +
+	"GuestImage\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12%\n" +
+	"\x0ekernel_version\x18\x02 \x01(\tR\rkernelVersion\x12\x16\n" +
+	"\x06flavor\x18\x03 \x01(\tR\x06flavor\x12/\n" +
+	"\apatches\x18\x04 \x03(\v2\x15.themis.v1.ImageInputR\apatches\x12<\n" +
+	"\x0emodule_sources\x18\x05 \x03(\v2\x15.themis.v1.ImageInputR\rmoduleSources\x12#\n" +
+	"\rbuilt_modules\x18\x06 \x03(\tR\fbuiltModules\"8\n" +
+	"\n" +
+	"ImageInput\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06blake3\x18\x02 \x01(\tR\x06blake3\">\n" +
 	"\x04Lane\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x0e\n" +
@@ -7331,7 +7564,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xbc\x05\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xd2\x05\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -7362,7 +7595,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05crash\x18\x14 \x01(\bR\x05crash\x12!\n" +
 	"\fcrash_writes\x18\x15 \x01(\x05R\vcrashWrites\x12(\n" +
 	"\x10crash_max_states\x18\x16 \x01(\x05R\x0ecrashMaxStates\x12(\n" +
-	"\x10warn_not_finding\x18\x17 \x01(\bR\x0ewarnNotFinding\"\x98\x02\n" +
+	"\x10warn_not_finding\x18\x17 \x01(\bR\x0ewarnNotFinding\x12\x14\n" +
+	"\x05image\x18\x18 \x01(\tR\x05image\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -7372,7 +7606,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x11\n" +
 	"\x04op_s\x18\a \x01(\x01R\x03opS\x12#\n" +
 	"\rfingerprint_s\x18\b \x01(\x01R\ffingerprintS\x12\x1b\n" +
-	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xfd\x05\n" +
+	"\trestore_s\x18\t \x01(\x01R\brestoreS\"\xaa\x06\n" +
 	"\aFinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -7403,7 +7637,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"first_seen\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
 	"\tlast_seen\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12+\n" +
 	"\x05crash\x18\x16 \x01(\v2\x15.themis.v1.CrashPointR\x05crash\x12/\n" +
-	"\x06kernel\x18\x17 \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\"\x8a\x01\n" +
+	"\x06kernel\x18\x17 \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\x12+\n" +
+	"\x05image\x18\x18 \x01(\v2\x15.themis.v1.GuestImageR\x05image\"\x8a\x01\n" +
 	"\fKernelReport\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x10\n" +
@@ -7431,7 +7666,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"durability\x12\x16\n" +
 	"\x06output\x18\f \x01(\tR\x06output\x12\x16\n" +
 	"\x06states\x18\r \x01(\x05R\x06states\x12\x1b\n" +
-	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xfd\b\n" +
+	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xaa\t\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -7475,7 +7710,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x13declared_state_keys\x18\x1f \x03(\fR\x11declaredStateKeys\x12&\n" +
 	"\x0funique_by_depth\x18  \x03(\x03R\runiqueByDepth\x12!\n" +
 	"\fstate_depths\x18! \x03(\x05R\vstateDepths\x12-\n" +
-	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\"\x8c\x02\n" +
+	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\x12+\n" +
+	"\x05image\x18# \x01(\v2\x15.themis.v1.GuestImageR\x05image\"\x8c\x02\n" +
 	"\fExploreCrash\x12\x16\n" +
 	"\x06points\x18\x01 \x01(\x03R\x06points\x12\x18\n" +
 	"\arepeats\x18\x02 \x01(\x03R\arepeats\x12\x1a\n" +
@@ -7519,7 +7755,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ExploreSummaryR\asummary\x126\n" +
 	"\bprogress\x18\x03 \x03(\v2\x1a.themis.v1.ExploreProgressR\bprogress\"B\n" +
 	"\x12GetFindingResponse\x12,\n" +
-	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding\"\xbf\x01\n" +
+	"\afinding\x18\x01 \x01(\v2\x12.themis.v1.FindingR\afinding\"\xd5\x01\n" +
 	"\x11ClockSweepRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1b\n" +
 	"\tplan_json\x18\x02 \x01(\fR\bplanJson\x12\x10\n" +
@@ -7528,7 +7764,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06shards\x18\x05 \x01(\x05R\x06shards\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x18\n" +
-	"\abackend\x18\a \x01(\tR\abackend\"\xc8\x04\n" +
+	"\abackend\x18\a \x01(\tR\abackend\x12\x14\n" +
+	"\x05image\x18\b \x01(\tR\x05image\"\xc8\x04\n" +
 	"\tSweepCell\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
 	"\x02fs\x18\x02 \x01(\tR\x02fs\x12\x1d\n" +
@@ -7578,7 +7815,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x12ClockSweepResponse\x12*\n" +
 	"\x04cell\x18\x01 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.themis.v1.SweepSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\xd1\x01\n" +
+	"\x05event\"\xe7\x01\n" +
 	"\x0eProfileRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x10\n" +
 	"\x03ops\x18\x02 \x03(\tR\x03ops\x12\x14\n" +
@@ -7587,7 +7824,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\x12\x19\n" +
 	"\bls_files\x18\x05 \x01(\x05R\alsFiles\x12!\n" +
 	"\ftree_entries\x18\x06 \x01(\x05R\vtreeEntries\x12$\n" +
-	"\x0esetup_may_fail\x18\a \x01(\bR\fsetupMayFail\"b\n" +
+	"\x0esetup_may_fail\x18\a \x01(\bR\fsetupMayFail\x12\x14\n" +
+	"\x05image\x18\b \x01(\tR\x05image\"b\n" +
 	"\bLBARange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x16\n" +
@@ -7621,14 +7859,15 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0fProfileResponse\x12)\n" +
 	"\x03row\x18\x01 \x01(\v2\x15.themis.v1.ProfileRowH\x00R\x03row\x125\n" +
 	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ProfileSummaryH\x00R\asummaryB\a\n" +
-	"\x05event\"\x8b\x01\n" +
+	"\x05event\"\xa1\x01\n" +
 	"\x0eCorruptRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x18\n" +
 	"\atargets\x18\x02 \x03(\tR\atargets\x12\x14\n" +
 	"\x05setup\x18\x03 \x03(\tR\x05setup\x12\x14\n" +
 	"\x05sweep\x18\x04 \x01(\bR\x05sweep\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\"\xaf\x03\n" +
+	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\x12\x14\n" +
+	"\x05image\x18\x06 \x01(\tR\x05image\"\xaf\x03\n" +
 	"\rCorruptResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x10\n" +
@@ -7730,7 +7969,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -7742,243 +7981,250 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*CrashSummary)(nil),             // 7: themis.v1.CrashSummary
 	(*CrashLane)(nil),                // 8: themis.v1.CrashLane
 	(*Session)(nil),                  // 9: themis.v1.Session
-	(*Lane)(nil),                     // 10: themis.v1.Lane
-	(*CreateSessionRequest)(nil),     // 11: themis.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 12: themis.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 13: themis.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 14: themis.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 15: themis.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 16: themis.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 17: themis.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 18: themis.v1.DeleteSessionResponse
-	(*LaneRoot)(nil),                 // 19: themis.v1.LaneRoot
-	(*Checkpoint)(nil),               // 20: themis.v1.Checkpoint
-	(*ForkRequest)(nil),              // 21: themis.v1.ForkRequest
-	(*ForkResponse)(nil),             // 22: themis.v1.ForkResponse
-	(*RestoreRequest)(nil),           // 23: themis.v1.RestoreRequest
-	(*RestoreResponse)(nil),          // 24: themis.v1.RestoreResponse
-	(*ListCheckpointsRequest)(nil),   // 25: themis.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),  // 26: themis.v1.ListCheckpointsResponse
-	(*DeleteCheckpointRequest)(nil),  // 27: themis.v1.DeleteCheckpointRequest
-	(*DeleteCheckpointResponse)(nil), // 28: themis.v1.DeleteCheckpointResponse
-	(*Op)(nil),                       // 29: themis.v1.Op
-	(*ApplyRequest)(nil),             // 30: themis.v1.ApplyRequest
-	(*LaneResult)(nil),               // 31: themis.v1.LaneResult
-	(*ApplyResponse)(nil),            // 32: themis.v1.ApplyResponse
-	(*FingerprintRequest)(nil),       // 33: themis.v1.FingerprintRequest
-	(*LaneFingerprint)(nil),          // 34: themis.v1.LaneFingerprint
-	(*FingerprintResponse)(nil),      // 35: themis.v1.FingerprintResponse
-	(*StatRequest)(nil),              // 36: themis.v1.StatRequest
-	(*StatResponse)(nil),             // 37: themis.v1.StatResponse
-	(*ReadFileRequest)(nil),          // 38: themis.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),         // 39: themis.v1.ReadFileResponse
-	(*RestoreFileRequest)(nil),       // 40: themis.v1.RestoreFileRequest
-	(*RestoreFileResponse)(nil),      // 41: themis.v1.RestoreFileResponse
-	(*Event)(nil),                    // 42: themis.v1.Event
-	(*ListEventsRequest)(nil),        // 43: themis.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),       // 44: themis.v1.ListEventsResponse
-	(*ExploreRequest)(nil),           // 45: themis.v1.ExploreRequest
-	(*ExploreProgress)(nil),          // 46: themis.v1.ExploreProgress
-	(*Finding)(nil),                  // 47: themis.v1.Finding
-	(*KernelReport)(nil),             // 48: themis.v1.KernelReport
-	(*CrashPoint)(nil),               // 49: themis.v1.CrashPoint
-	(*ExploreSummary)(nil),           // 50: themis.v1.ExploreSummary
-	(*ExploreCrash)(nil),             // 51: themis.v1.ExploreCrash
-	(*LaneLayers)(nil),               // 52: themis.v1.LaneLayers
-	(*ExploreResponse)(nil),          // 53: themis.v1.ExploreResponse
-	(*ListFindingsRequest)(nil),      // 54: themis.v1.ListFindingsRequest
-	(*ListFindingsResponse)(nil),     // 55: themis.v1.ListFindingsResponse
-	(*GetFindingRequest)(nil),        // 56: themis.v1.GetFindingRequest
-	(*GetExploreRunRequest)(nil),     // 57: themis.v1.GetExploreRunRequest
-	(*GetExploreRunResponse)(nil),    // 58: themis.v1.GetExploreRunResponse
-	(*GetFindingResponse)(nil),       // 59: themis.v1.GetFindingResponse
-	(*ClockSweepRequest)(nil),        // 60: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 61: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 62: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 63: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 64: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 65: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 66: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 67: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 68: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 69: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 70: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 71: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 72: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 73: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 74: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 75: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 76: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 77: themis.v1.DiffResponse
-	nil,                              // 78: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 79: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 81: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 82: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 83: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 84: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 85: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 86: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 87: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 88: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 89: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 90: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 91: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 92: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 93: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 94: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 95: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 96: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 97: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 98: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 99: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 100: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 101: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 102: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 103: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 104: themis.agent.v1.Timespec
+	(*GuestImage)(nil),               // 10: themis.v1.GuestImage
+	(*ImageInput)(nil),               // 11: themis.v1.ImageInput
+	(*Lane)(nil),                     // 12: themis.v1.Lane
+	(*CreateSessionRequest)(nil),     // 13: themis.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 14: themis.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 15: themis.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 16: themis.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 17: themis.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 18: themis.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 19: themis.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 20: themis.v1.DeleteSessionResponse
+	(*LaneRoot)(nil),                 // 21: themis.v1.LaneRoot
+	(*Checkpoint)(nil),               // 22: themis.v1.Checkpoint
+	(*ForkRequest)(nil),              // 23: themis.v1.ForkRequest
+	(*ForkResponse)(nil),             // 24: themis.v1.ForkResponse
+	(*RestoreRequest)(nil),           // 25: themis.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 26: themis.v1.RestoreResponse
+	(*ListCheckpointsRequest)(nil),   // 27: themis.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),  // 28: themis.v1.ListCheckpointsResponse
+	(*DeleteCheckpointRequest)(nil),  // 29: themis.v1.DeleteCheckpointRequest
+	(*DeleteCheckpointResponse)(nil), // 30: themis.v1.DeleteCheckpointResponse
+	(*Op)(nil),                       // 31: themis.v1.Op
+	(*ApplyRequest)(nil),             // 32: themis.v1.ApplyRequest
+	(*LaneResult)(nil),               // 33: themis.v1.LaneResult
+	(*ApplyResponse)(nil),            // 34: themis.v1.ApplyResponse
+	(*FingerprintRequest)(nil),       // 35: themis.v1.FingerprintRequest
+	(*LaneFingerprint)(nil),          // 36: themis.v1.LaneFingerprint
+	(*FingerprintResponse)(nil),      // 37: themis.v1.FingerprintResponse
+	(*StatRequest)(nil),              // 38: themis.v1.StatRequest
+	(*StatResponse)(nil),             // 39: themis.v1.StatResponse
+	(*ReadFileRequest)(nil),          // 40: themis.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),         // 41: themis.v1.ReadFileResponse
+	(*RestoreFileRequest)(nil),       // 42: themis.v1.RestoreFileRequest
+	(*RestoreFileResponse)(nil),      // 43: themis.v1.RestoreFileResponse
+	(*Event)(nil),                    // 44: themis.v1.Event
+	(*ListEventsRequest)(nil),        // 45: themis.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),       // 46: themis.v1.ListEventsResponse
+	(*ExploreRequest)(nil),           // 47: themis.v1.ExploreRequest
+	(*ExploreProgress)(nil),          // 48: themis.v1.ExploreProgress
+	(*Finding)(nil),                  // 49: themis.v1.Finding
+	(*KernelReport)(nil),             // 50: themis.v1.KernelReport
+	(*CrashPoint)(nil),               // 51: themis.v1.CrashPoint
+	(*ExploreSummary)(nil),           // 52: themis.v1.ExploreSummary
+	(*ExploreCrash)(nil),             // 53: themis.v1.ExploreCrash
+	(*LaneLayers)(nil),               // 54: themis.v1.LaneLayers
+	(*ExploreResponse)(nil),          // 55: themis.v1.ExploreResponse
+	(*ListFindingsRequest)(nil),      // 56: themis.v1.ListFindingsRequest
+	(*ListFindingsResponse)(nil),     // 57: themis.v1.ListFindingsResponse
+	(*GetFindingRequest)(nil),        // 58: themis.v1.GetFindingRequest
+	(*GetExploreRunRequest)(nil),     // 59: themis.v1.GetExploreRunRequest
+	(*GetExploreRunResponse)(nil),    // 60: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 61: themis.v1.GetFindingResponse
+	(*ClockSweepRequest)(nil),        // 62: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 63: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 64: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 65: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 66: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 67: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 68: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 69: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 70: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 71: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 72: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 73: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 74: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 75: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 76: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 77: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 78: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 79: themis.v1.DiffResponse
+	nil,                              // 80: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 81: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 82: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 83: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 84: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 85: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 86: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 87: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 88: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 89: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 90: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 91: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 92: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 93: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 94: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 95: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 96: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 97: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 98: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 99: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 100: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 101: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 102: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 103: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 104: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 105: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 106: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
 	6,   // 1: themis.v1.CrashResponse.result:type_name -> themis.v1.CrashResult
 	7,   // 2: themis.v1.CrashResponse.summary:type_name -> themis.v1.CrashSummary
-	47,  // 3: themis.v1.CrashResponse.finding:type_name -> themis.v1.Finding
+	49,  // 3: themis.v1.CrashResponse.finding:type_name -> themis.v1.Finding
 	5,   // 4: themis.v1.CrashResponse.image:type_name -> themis.v1.CrashImageChunk
 	8,   // 5: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 6: themis.v1.Session.state:type_name -> themis.v1.Session.State
-	10,  // 7: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	80,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	80,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
-	9,   // 10: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
-	9,   // 11: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
-	9,   // 12: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
-	1,   // 13: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	80,  // 14: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	19,  // 15: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
-	1,   // 16: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
-	20,  // 17: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	20,  // 18: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	20,  // 19: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	81,  // 20: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	82,  // 21: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	83,  // 22: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	84,  // 23: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	85,  // 24: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	86,  // 25: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	87,  // 26: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	88,  // 27: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	89,  // 28: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	90,  // 29: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	91,  // 30: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	92,  // 31: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	93,  // 32: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	94,  // 33: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	95,  // 34: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	96,  // 35: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	97,  // 36: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	98,  // 37: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	99,  // 38: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	100, // 39: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
-	29,  // 40: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
-	31,  // 41: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	101, // 42: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	102, // 43: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	102, // 44: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
-	34,  // 45: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	19,  // 46: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	103, // 47: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	80,  // 48: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	31,  // 49: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	42,  // 50: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	101, // 51: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	31,  // 52: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	80,  // 53: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	80,  // 54: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	80,  // 55: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	49,  // 56: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
-	48,  // 57: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
-	19,  // 58: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	19,  // 59: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	52,  // 60: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	51,  // 61: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
-	46,  // 62: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	47,  // 63: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	50,  // 64: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	47,  // 65: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	45,  // 66: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	50,  // 67: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	46,  // 68: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	47,  // 69: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	104, // 70: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	104, // 71: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	104, // 72: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	78,  // 73: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	62,  // 74: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	61,  // 75: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	63,  // 76: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	66,  // 77: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	66,  // 78: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	66,  // 79: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	66,  // 80: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	68,  // 81: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	67,  // 82: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	69,  // 83: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	79,  // 84: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	72,  // 85: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	73,  // 86: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	76,  // 87: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	76,  // 88: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	11,  // 89: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	13,  // 90: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	15,  // 91: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	17,  // 92: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	21,  // 93: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	23,  // 94: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	25,  // 95: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	27,  // 96: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	30,  // 97: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	33,  // 98: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	36,  // 99: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	38,  // 100: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	40,  // 101: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	43,  // 102: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	45,  // 103: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	54,  // 104: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	56,  // 105: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	57,  // 106: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	60,  // 107: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	65,  // 108: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	71,  // 109: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	75,  // 110: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 111: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	12,  // 112: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	14,  // 113: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	16,  // 114: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	18,  // 115: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	22,  // 116: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	24,  // 117: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	26,  // 118: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	28,  // 119: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	32,  // 120: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	35,  // 121: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	37,  // 122: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	39,  // 123: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	41,  // 124: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	44,  // 125: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	53,  // 126: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	55,  // 127: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	59,  // 128: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	58,  // 129: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	64,  // 130: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	70,  // 131: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	74,  // 132: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	77,  // 133: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 134: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	112, // [112:135] is the sub-list for method output_type
-	89,  // [89:112] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	12,  // 7: themis.v1.Session.lanes:type_name -> themis.v1.Lane
+	82,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	82,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	10,  // 10: themis.v1.Session.image:type_name -> themis.v1.GuestImage
+	11,  // 11: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
+	11,  // 12: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
+	9,   // 13: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
+	9,   // 14: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
+	9,   // 15: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
+	1,   // 16: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
+	82,  // 17: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	21,  // 18: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
+	1,   // 19: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
+	22,  // 20: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	22,  // 21: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	22,  // 22: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
+	83,  // 23: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	84,  // 24: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	85,  // 25: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	86,  // 26: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	87,  // 27: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	88,  // 28: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	89,  // 29: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	90,  // 30: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	91,  // 31: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	92,  // 32: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	93,  // 33: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	94,  // 34: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	95,  // 35: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	96,  // 36: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	97,  // 37: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	98,  // 38: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	99,  // 39: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	100, // 40: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	101, // 41: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	102, // 42: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	31,  // 43: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
+	33,  // 44: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
+	103, // 45: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	104, // 46: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	104, // 47: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	36,  // 48: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
+	21,  // 49: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
+	105, // 50: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	82,  // 51: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33,  // 52: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	44,  // 53: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	103, // 54: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	33,  // 55: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	82,  // 56: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	82,  // 57: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	82,  // 58: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	51,  // 59: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
+	50,  // 60: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
+	10,  // 61: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
+	21,  // 62: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	21,  // 63: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	54,  // 64: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	53,  // 65: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
+	10,  // 66: themis.v1.ExploreSummary.image:type_name -> themis.v1.GuestImage
+	48,  // 67: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 68: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	52,  // 69: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	49,  // 70: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	47,  // 71: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	52,  // 72: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	48,  // 73: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 74: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	106, // 75: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	106, // 76: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	106, // 77: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	80,  // 78: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	64,  // 79: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	63,  // 80: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	65,  // 81: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	68,  // 82: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	68,  // 83: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	68,  // 84: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	68,  // 85: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	70,  // 86: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	69,  // 87: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	71,  // 88: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	81,  // 89: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	74,  // 90: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	75,  // 91: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	78,  // 92: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	78,  // 93: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	13,  // 94: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 95: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 96: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 97: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 98: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 99: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 100: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 101: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 102: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 103: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 104: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 105: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 106: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 107: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 108: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 109: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 110: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 111: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 112: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 113: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 114: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 115: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 116: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	14,  // 117: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 118: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 119: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 120: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 121: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 122: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 123: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 124: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 125: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 126: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 127: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 128: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 129: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 130: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 131: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 132: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 133: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 134: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 135: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 136: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 137: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 138: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 139: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	117, // [117:140] is the sub-list for method output_type
+	94,  // [94:117] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -7992,7 +8238,7 @@ func file_themis_v1_themis_proto_init() {
 		(*CrashResponse_Finding)(nil),
 		(*CrashResponse_Image)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[27].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[29].OneofWrappers = []any{
 		(*Op_Create)(nil),
 		(*Op_Write)(nil),
 		(*Op_Truncate)(nil),
@@ -8014,20 +8260,20 @@ func file_themis_v1_themis_proto_init() {
 		(*Op_Umount)(nil),
 		(*Op_Mount)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[51].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[53].OneofWrappers = []any{
 		(*ExploreResponse_Progress)(nil),
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[62].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[64].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[68].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[70].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[72].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[74].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
@@ -8037,7 +8283,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   78,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
