@@ -142,6 +142,14 @@ type Workers struct {
 	// caller to discard); the dead worker's item goes back to the pool.
 	// Nil: a guest's death is a finding that ends the search.
 	Replace func(ctx context.Context, i int, dead System) (System, error)
+	// Fresh returns a fresh System in the start state to take the place
+	// of worker i's live one (for the caller to discard), so that a try
+	// at minimizing a "kernel" finding runs in a guest no op ran in
+	// since it booted: for Systems whose Restore puts back the lanes but
+	// not the whole machine (a kernel's state a try left behind could
+	// crash the next). Nil: each try runs on the worker's System restored
+	// to its root checkpoint, which must then reset the whole machine.
+	Fresh func(ctx context.Context, i int, live System) (System, error)
 }
 
 // NewChecker checks cfg, fills in its defaults and returns a Checker over
@@ -173,7 +181,7 @@ func NewParallelChecker(w Workers, cfg Config) (*Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Checker{workers: Workers{Systems: slices.Clone(w.Systems), Replace: w.Replace}, cfg: cfg}, nil
+	return &Checker{workers: Workers{Systems: slices.Clone(w.Systems), Replace: w.Replace, Fresh: w.Fresh}, cfg: cfg}, nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -191,7 +199,7 @@ func (e *stopError) Error() string { return "explore: stopped: " + e.reason }
 // every checkpoint it took.
 func (c *Checker) Run(ctx context.Context) (*Result, error) {
 	s := newSearch(c)
-	s.replace = c.workers.Replace
+	s.replace, s.fresh = c.workers.Replace, c.workers.Fresh
 	ws := make([]*worker, len(c.workers.Systems))
 	for i, sys := range c.workers.Systems {
 		ws[i] = &worker{s: s, i: i, sys: sys}
@@ -360,7 +368,7 @@ func (s *search) finish(ctx context.Context, ws []*worker) error {
 		slices.SortStableFunc(byKey, func(a, b *Finding) int { return strings.Compare(a.sig, b.sig) })
 		first := map[string]int{} // dedupe key -> ID of the first finding with it
 		for _, f := range byKey {
-			if !minimizable(f) {
+			if !s.minimizable(f) {
 				continue
 			}
 			if err := s.minimize(ctx, w, f); err != nil {
@@ -683,6 +691,7 @@ func lastResults(out *Outcome) []LaneResult {
 
 // replay is Replay on w, counting the ops.
 func (s *search) replay(ctx context.Context, w *worker, trace []*agentv1.Request) (*Outcome, error) {
+	w.fresh = false
 	out, err := Replay(ctx, w.sys, w.root, trace)
 	s.count(func(r *Result) { r.Replays += len(trace) })
 	return out, err
@@ -691,6 +700,9 @@ func (s *search) replay(ctx context.Context, w *worker, trace []*agentv1.Request
 // reproduce replays trace and returns the finding of f's kind it shows, or
 // nil.
 func (s *search) reproduce(ctx context.Context, w *worker, f *Finding, trace []*agentv1.Request) (*Finding, error) {
+	if f.Kind == KindKernel {
+		return s.reproduceKernel(ctx, w, f, trace)
+	}
 	out, err := s.replay(ctx, w, trace)
 	if err != nil {
 		return nil, err
@@ -732,14 +744,21 @@ func (s *search) reproduce(ctx context.Context, w *worker, f *Finding, trace []*
 	return nil, nil
 }
 
-// minimizable reports whether f's kind can be replayed, so minimized.
-func minimizable(f *Finding) bool {
-	return (f.Kind == KindErrno || f.Kind == KindState || f.check > 0) && len(f.Trace) > 0
+// minimizable reports whether f's kind can be replayed, so minimized: a
+// "kernel" finding only where a System its try kills can be replaced.
+func (s *search) minimizable(f *Finding) bool {
+	switch {
+	case len(f.Trace) == 0:
+		return false
+	case f.Kind == KindKernel:
+		return f.Kernel != nil && s.replace != nil
+	}
+	return f.Kind == KindErrno || f.Kind == KindState || f.check > 0
 }
 
 // minimize shrinks f's trace in place when its kind can be replayed.
 func (s *search) minimize(ctx context.Context, w *worker, f *Finding) error {
-	if !minimizable(f) {
+	if !s.minimizable(f) {
 		return nil
 	}
 	var best *Finding

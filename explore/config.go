@@ -99,7 +99,8 @@ type Config struct {
 	// under the search's lock, from the worker that found it.
 	Found func(Finding)
 	// Minimized is called after the search, once per finding Found
-	// reported whose kind can be replayed, as soon as delta debugging is
+	// reported whose kind can be replayed (errno, state, a check's; a
+	// kernel finding's with Workers.Replace), as soon as delta debugging is
 	// done with it: same ID, Trace shrunk (Minimized true; false with a
 	// note in Detail when the trace did not reproduce from the root) and
 	// DuplicateOf set when it shrank to an earlier finding's trace. Not

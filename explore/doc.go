@@ -62,11 +62,17 @@
 // self-reference, a trace that replays from the root to a different state
 // (Config.ReplaySample) or a System error wrapping [ErrGuestDied] (a
 // [KernelCrash]: kind "kernel" with the kernel's report) are findings:
-// results, not errors. Kernel and guest-died findings are not minimized
-// here (each try could kill worker 0's guest). Each distinct finding is shrunk after the
-// search with [Minimize] (ddmin, replaying candidates from the root
-// checkpoint) and reported with its trace, the lanes' errnos, and for a
-// state divergence the first differing path and field.
+// results, not errors. Each distinct finding is shrunk after the search
+// with [Minimize] (ddmin, replaying candidates from the root checkpoint)
+// and reported with its trace, the lanes' errnos, and for a state
+// divergence the first differing path and field. A "kernel" finding is
+// minimized only with Workers.Replace, each try in a fresh System
+// (Workers.Fresh; without it, worker 0's restored to its root checkpoint)
+// and a System a try killed replaced before the next: a try reproduces
+// it when the guest dies with a report of the same signature (the
+// report's kind and where: kreport.Report.Signature), and the minimized
+// trace ends at the op that crashed. Guest-died findings are not
+// minimized (a death without a report need not be the trace's).
 //
 // # Ops
 //

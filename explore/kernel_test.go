@@ -93,10 +93,12 @@ func runCrashing(t *testing.T, n int, report bool, cfg Config) (*Result, map[str
 // a guest, and the search goes on to its end: the same states, digest and
 // findings over 1, 2 and 4 workers, fewer states than the crash-free
 // search and none it lacks. (Before, the death was retried once, then
-// ended the search: stopped "guest-died".)
+// ended the search: stopped "guest-died".) The deaths counted are the
+// search's: minimization is off (it replays the finding's trace once
+// more; TestMinimizeKernel and TestKernelCrashMinimized).
 func TestKernelCrashGoesOn(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Seed: 5, Depth: 3, Ops: []string{OpMkdir, OpCreateFile, OpRmdir}, Pool: PathPool{Files: 1, Dirs: 2, Depth: 1}, KeepStates: true}
+	cfg := Config{Seed: 5, Depth: 3, Ops: []string{OpMkdir, OpCreateFile, OpRmdir}, Pool: PathPool{Files: 1, Dirs: 2, Depth: 1}, KeepStates: true, NoMinimize: true}
 	base, err := NewChecker(newToy("", ""), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +149,25 @@ func TestKernelCrashGoesOn(t *testing.T) {
 	res, _, _ := runCrashing(t, 2, false, cfg)
 	if res.Stopped != StopGuestDied || len(res.Findings) != 1 || res.Findings[0].Kind != KindGuestDied {
 		t.Errorf("without a report: stopped %q, findings %+v: want guest-died", res.Stopped, res.Findings)
+	}
+}
+
+// TestKernelCrashMinimized: after the search of TestKernelCrashGoesOn
+// (with minimization on), the kernel finding goes through
+// Config.Minimized minimized: its trace the one mkdir d-00 (every mkdir
+// of d-00 crashes the toy kernel), its report kept.
+func TestKernelCrashMinimized(t *testing.T) {
+	t.Parallel()
+	var got []Finding
+	cfg := Config{Seed: 5, Depth: 3, Ops: []string{OpMkdir, OpCreateFile, OpRmdir}, Pool: PathPool{Files: 1, Dirs: 2, Depth: 1},
+		Minimized: func(f Finding) { got = append(got, f) }}
+	res, _, _ := runCrashing(t, 2, true, cfg)
+	if res.Stopped != StopDone || len(res.Findings) != 1 || len(got) != 1 {
+		t.Fatalf("stopped %q, findings %+v, minimized %+v: want one kernel finding minimized", res.Stopped, res.Findings, got)
+	}
+	f := got[0]
+	if f.Kind != KindKernel || !f.Minimized || len(f.Trace) != 1 || f.Trace[0].GetMkdir().GetPath() != "d-00" || f.Kernel == nil || f.Kernel.Title != crashReport.Title {
+		t.Errorf("minimized %v, trace %v, report %+v: want the one mkdir d-00 with the report", f.Minimized, describe(f.Trace), f.Kernel)
 	}
 }
 

@@ -23,6 +23,7 @@ type search struct {
 	rootKey string
 	lanes   []string
 	replace func(ctx context.Context, i int, dead System) (System, error) // Workers.Replace
+	fresh   func(ctx context.Context, i int, live System) (System, error) // Workers.Fresh
 	genMu   sync.Mutex                                                    // serializes the Generator
 
 	mu       sync.Mutex
@@ -71,6 +72,9 @@ type worker struct {
 	root   CheckpointID
 	at     bool
 	frames []*frame // the states of its path whose ops it is trying, shallowest first
+	// fresh is true while no op ran on sys since Replace or Fresh made it
+	// (minimizing a kernel finding, see reproduceKernel).
+	fresh bool
 }
 
 func newSearch(c *Checker) *search {

@@ -58,12 +58,17 @@ func (e *guestDeath) finding() Finding {
 	if e.report == nil {
 		return Finding{Kind: KindGuestDied, Trace: e.trace, Lanes: e.lanes, Detail: e.err.Error()}
 	}
+	return Finding{Kind: KindKernel, Trace: e.trace, Lanes: e.lanes, Kernel: e.report, Detail: kernelDetail(e.report, e.trace)}
+}
+
+// kernelDetail is a kernel finding's detail: the report's kind, the op
+// that ran (the last of trace) and the report in one line.
+func kernelDetail(r *kreport.Report, trace []*agentv1.Request) string {
 	what := "the search"
-	if n := len(e.trace); n > 0 {
-		what = OpKind(e.trace[n-1])
+	if n := len(trace); n > 0 {
+		what = OpKind(trace[n-1])
 	}
-	return Finding{Kind: KindKernel, Trace: e.trace, Lanes: e.lanes, Kernel: e.report,
-		Detail: fmt.Sprintf("the kernel crashed (%s) running %s: %s", e.report.Kind, what, e.report.Summary())}
+	return fmt.Sprintf("the kernel crashed (%s) running %s: %s", r.Kind, what, r.Summary())
 }
 
 // init takes the worker's root checkpoint and checks that its System
@@ -174,13 +179,18 @@ func (w *worker) replaceSystem(ctx context.Context) error {
 		return fmt.Errorf("explore: replace worker %d: %w", w.i, err)
 	}
 	w.sys = sys
-	return w.init(ctx)
+	if err := w.init(ctx); err != nil {
+		return err
+	}
+	w.fresh = true
+	return nil
 }
 
 // runItem brings the System to the item's state (the root, or its prefix
 // replayed from the root) and tries the item's ops there.
 func (w *worker) runItem(ctx context.Context, it *item) error {
 	cp := w.root
+	w.fresh = false
 	switch {
 	case len(it.prefix) > 0:
 		out, err := Replay(ctx, w.sys, w.root, it.prefix)
