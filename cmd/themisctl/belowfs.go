@@ -64,6 +64,7 @@ beyond the mount, and which structures they lie in.`,
 	pf.Int32Var(&plan.LsFiles, "ls-files", 0, fmt.Sprintf("files in the default setup's directory dir (default %d)", belowfs.DefaultLsFiles))
 	pf.Int32Var(&plan.TreeEntries, "tree-entries", 0, fmt.Sprintf("entries in the default setup's nested tree (default %d)", belowfs.DefaultTreeEntries))
 	pf.Int32Var(&plan.MemoryMib, "memory", 128, "guest RAM in MiB")
+	addImageFlag(pf, &plan.Image)
 	return cmd
 }
 
@@ -148,6 +149,7 @@ structure) and, with several lanes, ends with the classes side by side.`,
 	cf.StringArrayVar(&req.Setup, "setup", nil, "an op run before (repeatable; default a small tree)")
 	cf.BoolVar(&req.Sweep, "sweep", false, "every target class on every lane (a Table 11-style table)")
 	cf.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
+	addImageFlag(cf, &req.Image)
 	return cmd
 }
 

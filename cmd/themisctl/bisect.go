@@ -7,13 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/guest"
 )
 
 // bisectRow is one image's replay of a finding.
 type bisectRow struct {
 	Image      string `json:"image"`
-	Kernel     string `json:"kernel_version,omitempty"` // read here from the image's manifest, where this host has it
+	Kernel     string `json:"kernel_version,omitempty"` // the kernel the replay's session booted
 	Reproduced bool   `json:"reproduced"`
 	Detail     string `json:"detail"`
 }
@@ -36,7 +35,13 @@ func newBisect(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list := splitList(images)
 			if len(list) < 2 {
-				return fmt.Errorf("--images: %d given, want two or more image directories in order", len(list))
+				return fmt.Errorf("--images: %d given, want two or more images in order", len(list))
+			}
+			for i, ref := range list {
+				var err error
+				if list[i], err = imageRef(ref); err != nil {
+					return fmt.Errorf("--images: %w", err)
+				}
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
@@ -54,7 +59,7 @@ func newBisect(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&images, "images", "", "guest image directories, comma-separated, in order (each as `themisctl guest build` printed it)")
+	cmd.Flags().StringVar(&images, "images", "", "guest images, comma-separated, in order: names or keys `themisctl guest list` shows, or image directories (with a /)")
 	return cmd
 }
 
@@ -69,7 +74,7 @@ func bisect(ctx context.Context, c *conn, f *themisv1.Finding, images []string) 
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", img, err)
 		}
-		row := bisectRow{Image: img, Kernel: imageKernel(img), Reproduced: rep.Reproduced, Detail: fmt.Sprintf("errno differs %v, state differs %v", rep.ErrnoDiverged, rep.StateDiverged)}
+		row := bisectRow{Image: img, Kernel: rep.Kernel, Reproduced: rep.Reproduced, Detail: fmt.Sprintf("errno differs %v, state differs %v", rep.ErrnoDiverged, rep.StateDiverged)}
 		if r.FirstDiffer == "" && len(r.Rows) > 0 && row.Reproduced != r.Rows[0].Reproduced {
 			r.FirstDiffer = img
 		}
@@ -90,14 +95,4 @@ func printBisect(r *bisectResult) error {
 		fmt.Fprintf(w, "first image that differs\t\tnone: every image gives the first one's outcome\t\n")
 	}
 	return w.Flush()
-}
-
-// imageKernel is the kernel version in an image directory's manifest, ""
-// where this host cannot read it (a remote daemon's path).
-func imageKernel(dir string) string {
-	img, err := guest.Open(dir)
-	if err != nil {
-		return ""
-	}
-	return img.KernelVersion
 }

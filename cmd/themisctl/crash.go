@@ -68,6 +68,7 @@ at the trace's op boundaries is a finding.`,
 	f.Int32Var(&req.CrashWrites, "crash-writes", 0, "the most in-flight writes of one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at most 8)")
 	f.Int32Var(&req.MaxStates, "max-states", 0, "crash states per lane (0: 64; at most 4096), prefixes first")
 	f.Int32Var(&req.MemoryMib, "memory", 0, "guest RAM in MiB (default 128)")
+	addImageFlag(f, &req.Image)
 	f.Int32Var(&req.Minimize, "minimize", 0, "crash findings whose trace to shrink by delta debugging, first found first (0: 4; -1: none; at most 64)")
 	f.BoolVar(&req.Atomic, "atomic", false, "also compare each mounted crash state with the lane's state before the trace and after each op: one equal to none is a finding (the walks read every file, so the trace's writes can differ from a run without)")
 	f.BoolVar(&req.HostReplay, "host-replay", false, "check each state on the host alone (e2fsck -E journal_only on ext3/4) instead of mounting it in the guest first")

@@ -41,7 +41,7 @@ func printCrashPoint(w io.Writer, f *themisv1.Finding) {
 func crashOf(f *themisv1.Finding, image bool) *themisv1.CrashRequest {
 	c := f.GetCrash()
 	return &themisv1.CrashRequest{Lanes: f.GetLaneSpecs(), Setup: c.GetSetup(), NoSetupSync: !c.GetSetupSync(), Trace: f.GetTrace(),
-		Only: &themisv1.CrashKeep{Keep: c.GetKeep()}, StreamImage: image, Minimize: -1}
+		Only: &themisv1.CrashKeep{Keep: c.GetKeep()}, StreamImage: image, Minimize: -1, Image: findingImage(f, "")}
 }
 
 // crashReplay is `themisctl replay` of a crash finding.

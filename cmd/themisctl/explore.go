@@ -24,21 +24,22 @@ func isTerminal(f *os.File) bool {
 // exploreJSON is the --json output of explore: the summary's fields at the
 // top level, and the findings.
 type exploreJSON struct {
-	Search       *searchJSON `json:"search,omitempty"`
-	Shard        *shardJSON  `json:"shard,omitempty"`
-	SessionID    string      `json:"session_id"`
-	States       int64       `json:"states"`
-	UniqueStates int64       `json:"unique_states"`
-	Findings     int64       `json:"findings"`
-	StatesPerSec float64     `json:"states_per_sec"`
-	Backend      string      `json:"backend"`
-	Revert       string      `json:"revert"`
-	Workers      int32       `json:"workers"`
-	WorkersWhy   string      `json:"workers_why"`
-	Sessions     []string    `json:"sessions"`
-	Stopped      string      `json:"stopped,omitempty"`
-	ElapsedS     float64     `json:"elapsed_s"`
-	MaxDepth     int32       `json:"max_depth"`
+	Search       *searchJSON          `json:"search,omitempty"`
+	Shard        *shardJSON           `json:"shard,omitempty"`
+	SessionID    string               `json:"session_id"`
+	States       int64                `json:"states"`
+	UniqueStates int64                `json:"unique_states"`
+	Findings     int64                `json:"findings"`
+	StatesPerSec float64              `json:"states_per_sec"`
+	Backend      string               `json:"backend"`
+	Image        *themisv1.GuestImage `json:"image,omitempty"`
+	Revert       string               `json:"revert"`
+	Workers      int32                `json:"workers"`
+	WorkersWhy   string               `json:"workers_why"`
+	Sessions     []string             `json:"sessions"`
+	Stopped      string               `json:"stopped,omitempty"`
+	ElapsedS     float64              `json:"elapsed_s"`
+	MaxDepth     int32                `json:"max_depth"`
 	// UniqueByDepth counts the unique states by the shallowest depth the
 	// run reached each at ([0]: the root).
 	UniqueByDepth []int64            `json:"unique_by_depth,omitempty"`
@@ -209,6 +210,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.BoolVar(&req.Fsck, "fsck", false, "single lane: check the resolved image on the host at every new state (e2fsck -fn; btrfs check --readonly --check-data-csum)")
 	fl.BoolVar(&req.Remount, "remount", false, "single lane: the state must survive umount+mount")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
+	addImageFlag(fl, &req.Image)
 	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	fl.StringVar(&req.Revert, "revert", "auto", "how the search returns to a state: auto (remount on qemu, machine on kvm), machine (restore memory, devices and disks) or remount (umount, pop the overlays, mount: a state is its disk image)")
 	fl.StringVar(&shard, "shard", "", "run shard i/n of the search (0-based, e.g. 0/4): the levels above --shard-depth in full, a 1/n share of the ops below; `themisctl explore merge` joins the shards' --json")
@@ -308,7 +310,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		Search: &searchJSON{Lanes: req.GetLanes(), Depth: req.GetDepth(), Branching: req.GetBranching(), Ops: req.GetOps(),
 			Seed: req.GetSeed(), TimeMode: req.GetTimeMode().String(), Policy: req.GetPolicy()},
 		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
-		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
+		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Image: sum.GetImage(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
 		Workers: sum.GetWorkers(), WorkersWhy: sum.GetWorkersWhy(), Sessions: sum.GetSessions(),
 		MaxDepth: sum.GetMaxDepth(), UniqueByDepth: sum.GetUniqueByDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
 		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
@@ -383,6 +385,9 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 		sum.GetStates(), sum.GetUniqueStates(), sum.GetFindings(), sum.GetStatesPerSec(), sum.GetBackend(), sum.GetElapsedS(), sum.GetMaxDepth())
 	if by := sum.GetUniqueByDepth(); len(by) > 0 {
 		fmt.Fprintf(w, "unique by depth\t%s\n", joinCounts(by))
+	}
+	if img := sum.GetImage(); img != nil {
+		fmt.Fprintf(w, "image\t%s\n", imageLine(img))
 	}
 	fmt.Fprintf(w, "revert\t%s\n", sum.GetRevert())
 	fmt.Fprintf(w, "workers\t%d (%s)\n", sum.GetWorkers(), sum.GetWorkersWhy())

@@ -82,6 +82,7 @@ func newReplay(g *globals) *cobra.Command {
 						return err
 					}
 				}
+				image = findingImage(fr.GetFinding(), image)
 				if cmd.Flags().Changed("passes") {
 					po.image = image
 					r, err := replayPasses(ctx, c, fr.GetFinding(), po)
@@ -113,7 +114,7 @@ func newReplay(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&trace, "trace", "", "with --passes and no finding: the ops to replay, ';'-separated, in the short form of `themisctl apply`")
 	cmd.Flags().StringVar(&lanes, "fs", "ext2", "with --trace: the lane specs")
 	cmd.Flags().StringVar(&crashImage, "crash-image", "", "a crash finding: also write its crash state's disk image (sparse) to this file")
-	cmd.Flags().StringVar(&image, "image", "", "replay on this guest image (a directory `themisctl guest build` printed: another kernel or flavour) instead of the lanes' own")
+	cmd.Flags().Var(imageValue{&image}, "image", "replay on this guest image (a name or key `themisctl guest list` shows, or an image directory, given with a /: another kernel or flavour) instead of the one the finding was found on (a patched image) or the lanes' own")
 	return cmd
 }
 
@@ -127,7 +128,8 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*r
 	}
 	defer remove()
 	id := cs.GetId()
-	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert(), Image: image}
+	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert(), Image: image,
+		Booted: imageLine(cs.GetImage()), Kernel: cs.GetImage().GetKernelVersion()}
 	for i, s := range f.GetTrace() {
 		if i > 0 && f.GetRevert() == "remount" {
 			if err := remountLanes(ctx, c, id); err != nil {
@@ -200,6 +202,9 @@ func remountLanes(ctx context.Context, c *conn, id string) error {
 
 func printReplay(rep *replayResult) error {
 	w := newTable()
+	if rep.Booted != "" {
+		fmt.Fprintf(w, "image\t%s\n", rep.Booted)
+	}
 	for _, st := range rep.Steps {
 		mark := ""
 		if st.Diverged {
@@ -229,6 +234,8 @@ type replayResult struct {
 	Kind          string            `json:"kind"`
 	Revert        string            `json:"revert,omitempty"`
 	Image         string            `json:"image,omitempty"`
+	Booted        string            `json:"booted_image,omitempty"` // the image the session booted, in words
+	Kernel        string            `json:"kernel_version,omitempty"`
 	Steps         []replayStep      `json:"steps"`
 	Roots         map[string]string `json:"roots"`
 	ErrnoDiverged bool              `json:"errno_diverged"`
@@ -246,6 +253,9 @@ func printFinding(w io.Writer, f *themisv1.Finding) {
 	fmt.Fprintf(w, "  trace %s:\n", traceState(f))
 	printTrace(w, f.GetTrace())
 	printCrashPoint(w, f)
+	if img := f.GetImage(); img != nil {
+		fmt.Fprintf(w, "  image: %s\n", imageLine(img))
+	}
 	if d := f.GetDuplicateOf(); d != "" {
 		fmt.Fprintf(w, "  duplicate of %s (same minimized trace)\n", d)
 	}

@@ -44,6 +44,7 @@ func newSessionCreate(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, ext2:inode_size=256, vfat, ...)")
 	cmd.Flags().Int32Var(&create.MemoryMib, "memory", 128, "guest RAM in MiB")
+	addImageFlag(cmd.Flags(), &create.Image)
 	cmd.Flags().StringVar(&create.RestoreMode, "restore-mode", "devices", "devices or full")
 	cmd.Flags().BoolVar(&create.Verify, "verify", false, "verify every restore against RAM and disk hashes")
 	cmd.Flags().StringVar(&create.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")

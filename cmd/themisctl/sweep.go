@@ -28,6 +28,7 @@ type clockFlags struct {
 	lanes, values, planFile, shard, csvFile string
 	ops                                     []string
 	memory                                  int32
+	image                                   string
 	backend                                 string
 }
 
@@ -67,13 +68,14 @@ func newSweepClock(g *globals) *cobra.Command {
 	fl.StringVar(&o.shard, "shard", "", "run shard i/n of the plan (0-based), e.g. 0/3")
 	fl.StringVar(&o.csvFile, "csv", "", "also write the cells as CSV to this file")
 	fl.Int32Var(&o.memory, "memory", 128, "guest RAM in MiB")
+	addImageFlag(fl, &o.image)
 	fl.StringVar(&o.backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
 	return cmd
 }
 
 // request is the ClockSweep request the flags ask for.
 func (o *clockFlags) request() (*themisv1.ClockSweepRequest, error) {
-	req := &themisv1.ClockSweepRequest{Lanes: splitList(o.lanes), Ops: o.ops, MemoryMib: o.memory, Backend: o.backend}
+	req := &themisv1.ClockSweepRequest{Lanes: splitList(o.lanes), Ops: o.ops, MemoryMib: o.memory, Backend: o.backend, Image: o.image}
 	plan, err := o.plan()
 	if err != nil {
 		return nil, err
