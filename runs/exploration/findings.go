@@ -63,6 +63,9 @@ func (r *findingRecorder) minimized(f explore.Finding) {
 	}
 	fd.Detail, fd.Trace, fd.Path, fd.Field, fd.Lanes = f.Detail, FormatTrace(f.Trace), f.Path, f.Field, laneResults(f.Lanes)
 	fd.Minimized, fd.DuplicateOf = f.Minimized, ""
+	if f.Kernel != nil {
+		fd.Kernel = f.Kernel // the report of the minimized trace's last try
+	}
 	if f.Found != nil {
 		fd.FoundTrace, fd.OriginalLen = FormatTrace(f.Found), len(f.Found)
 	}

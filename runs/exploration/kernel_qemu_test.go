@@ -6,13 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
-	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
@@ -29,10 +29,14 @@ import (
 // image and on that one: on the crashing one, the mkdirs are a "kernel"
 // finding carrying the real report (its first line, a call trace through
 // sysrq_handle_crash), the search goes on to its end past them, and it
-// applies fewer ops than the stock one: none under a mkdir. Then one
-// mkdir on a session of the crashing image: the call fails at once with
-// the console holding the report; the time from the op to the error is
-// logged (docs/benchmarks.md), not asserted.
+// applies fewer ops than the stock one: none under a mkdir. After the
+// search the finding is minimized, each try in a fresh guest (the
+// remount revert does not reset the kernel): it comes out as the one
+// mkdir, in the ledger too, with the report of its last try. Then its
+// minimized trace replays on a fresh session of the crashing image: the
+// mkdir fails at once with the console holding a report of the same
+// signature; the time from the op to the error and the minimization's
+// per try are logged (docs/benchmarks.md), not asserted.
 func TestKernelCrashRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
 	img := crashImage(t, env, "mkdir")
@@ -49,10 +53,14 @@ func TestKernelCrashRealGuest(t *testing.T) {
 	t.Logf("stock image: %d states, %d unique, %d findings, stopped %q, %s", base.States, base.Unique, base.Findings, base.Stopped, base.Elapsed.Round(time.Millisecond))
 
 	start := time.Now()
-	var found []session.Finding
+	var found, minimized []session.Finding
 	sum, err := Run(ctx, crashing, o, nil, func(f session.Finding) {
-		t.Logf("+%s finding %s %s: %s", time.Since(start).Round(time.Millisecond), f.ID, f.Kind, f.Detail)
-		found = append(found, f)
+		t.Logf("+%s finding %s %s (minimized %v): %s %q", time.Since(start).Round(time.Millisecond), f.ID, f.Kind, f.Minimized, f.Detail, f.Trace)
+		if f.Minimized {
+			minimized = append(minimized, f)
+		} else {
+			found = append(found, f)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,35 +80,81 @@ func TestKernelCrashRealGuest(t *testing.T) {
 		t.Errorf("crashing search: stopped %q, %d states (stock %d), %d sessions: want it done, past the crash, fewer states, a replaced worker",
 			sum.Stopped, sum.States, base.States, len(sum.Sessions))
 	}
-	stored, err := crashing.Finding(ctx, found[0].ID)
-	if err != nil || stored.Kernel == nil || stored.Kernel.Title != k.Title {
-		t.Errorf("stored finding %+v, %v: want its report", stored, err)
+	if len(minimized) != 1 || !isMkdirAlone(minimized[0]) || minimized[0].Kernel.Signature() != k.Signature() {
+		t.Errorf("minimized %+v: want the finding minimized to the one mkdir, with a report of the same signature", minimized)
 	}
-	crashOnce(ctx, t, crashing)
+	stored, err := crashing.Finding(ctx, found[0].ID)
+	if err != nil || !isMkdirAlone(*stored) || stored.Kernel.Title != k.Title || len(stored.FoundTrace) != len(found[0].Trace) {
+		t.Fatalf("stored finding %+v, %v: want it minimized to the one mkdir, with its report and its trace as found", stored, err)
+	}
+	logMinimizeTries(ctx, t, crashing, sum.Sessions)
+	replayFresh(ctx, t, crashing, stored)
 }
 
-// crashOnce applies one mkdir on a session of the crashing image and
-// logs how long the op took to fail.
-func crashOnce(ctx context.Context, t *testing.T, m *session.Manager) {
+// isMkdirAlone reports whether f is a minimized kernel finding of the one
+// mkdir: the shortest trace that crashes the kernel of the test's image.
+func isMkdirAlone(f session.Finding) bool {
+	return f.Minimized && f.Kernel != nil && len(f.Trace) == 1 && strings.HasPrefix(f.Trace[0], "mkdir ")
+}
+
+// logMinimizeTries logs how long the minimization's tries took: each
+// begins with a fresh session ("explore.minimize.fresh") or right after
+// the one a try killed was replaced ("explore.worker.replaced").
+func logMinimizeTries(ctx context.Context, t *testing.T, m *session.Manager, sessions []string) {
 	t.Helper()
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: []string{"ext2"}}, "kernel crash test")
+	var marks []session.Event
+	for _, id := range sessions {
+		evs, err := m.Events(ctx, id, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Kind == "explore.minimize.fresh" || e.Kind == "explore.worker.replaced" || e.Kind == "finding.minimized" {
+				marks = append(marks, e)
+			}
+		}
+	}
+	slices.SortFunc(marks, func(a, b session.Event) int { return a.Time.Compare(b.Time) })
+	for i, e := range marks {
+		if i > 0 {
+			t.Logf("minimize: +%s %s: %s", e.Time.Sub(marks[i-1].Time).Round(time.Millisecond), e.Kind, e.Detail)
+		} else {
+			t.Logf("minimize: %s: %s", e.Kind, e.Detail)
+		}
+	}
+}
+
+// replayFresh replays f's trace on a fresh session of the crashing image:
+// its last op must kill the guest with a report of f's signature. It logs
+// how long that op took to fail.
+func replayFresh(ctx context.Context, t *testing.T, m *session.Manager, f *session.Finding) {
+	t.Helper()
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: f.LaneSpecs}, "kernel crash test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	op := &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d-00", Mode: 0o755}}}
+	ops, err := ParseTrace(f.Trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range ops[:len(ops)-1] {
+		if _, err := run.Apply(ctx, op); err != nil {
+			t.Fatalf("replay op %d %s: %v", i+1, f.Trace[i], err)
+		}
+	}
 	t0 := time.Now()
-	_, err = run.Apply(ctx, op)
+	_, err = run.Apply(ctx, ops[len(ops)-1])
 	took := time.Since(t0)
 	console, ok := vmm.DeathConsole(err)
 	if !errors.Is(err, session.ErrGuestGone) || !ok {
-		t.Fatalf("mkdir on the crashing image: %v (after %s): want a dead guest with its console", err, took)
+		t.Fatalf("%s on the crashing image: %v (after %s): want a dead guest with its console", f.Trace[len(ops)-1], err, took)
 	}
 	r, ok := kreport.Parse(console)
-	if !ok {
-		t.Fatalf("no kernel report in the console:\n%s", console)
+	if !ok || r.Signature() != f.Kernel.Signature() {
+		t.Fatalf("replayed, the console's report %+v: want one of signature %q:\n%s", r, f.Kernel.Signature(), console)
 	}
-	t.Logf("op to dead guest with report: %s (%s: %s, %d trace lines)", took.Round(time.Millisecond), r.Kind, r.Title, len(r.Trace))
+	t.Logf("replayed in a fresh session: op to dead guest with report: %s (%s: %s, %d trace lines)", took.Round(time.Millisecond), r.Kind, r.Title, len(r.Trace))
 	if dir := os.Getenv("THEMIS_KREPORT_SAVE"); dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, "sysrq.txt"), []byte(console+"\n"), 0o644); err != nil {
 			t.Error(err)

@@ -74,7 +74,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 			progress(pr)
 		}
 	}
-	chk, err := explore.NewParallelChecker(explore.Workers{Systems: c.explorers(), Replace: c.replace}, cfg)
+	chk, err := explore.NewParallelChecker(explore.Workers{Systems: c.explorers(), Replace: c.replace, Fresh: c.freshFunc()}, cfg)
 	if err != nil { // validate let through what explore refuses
 		return nil, errors.Join(fmt.Errorf("explore: %w", err), c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))
 	}

@@ -184,13 +184,7 @@ func (c *crew) replace(ctx context.Context, i int, dead explore.System) (explore
 	if !ok {
 		return nil, fmt.Errorf("exploration: replace a %T", dead)
 	}
-	c.mu.Lock()
-	for j, r := range c.runs {
-		if r == x.run {
-			c.unwatch[j]()
-		}
-	}
-	c.mu.Unlock()
+	c.unwatchRun(x.run)
 	why := "worker guest died"
 	if x.kernel != nil {
 		why = "worker guest's kernel crashed: " + x.kernel.Summary()
@@ -199,19 +193,7 @@ func (c *crew) replace(ctx context.Context, i int, dead explore.System) (explore
 	if err := x.run.End(session.StateFailed, "explore: "+why); err != nil {
 		x.run.Log().Warn("end a dead worker's session", zap.Error(err))
 	}
-	r, err := c.m.Acquire(ctx, c.create, "explore")
-	if err != nil {
-		return nil, err
-	}
-	if err := c.quieten(ctx, r); err != nil {
-		r.Close()
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	nx := c.adopt(r)
-	c.systems[i] = nx
-	return nx, nil
+	return c.successor(ctx, i)
 }
 
 // end ends every session but the primary with the run's reason (the
