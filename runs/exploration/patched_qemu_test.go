@@ -2,33 +2,16 @@ package exploration
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/longtest"
+	"github.com/themisfs/themis/internal/patchtest"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
-	"go.uber.org/zap/zaptest"
 )
-
-// exfatOffByOne makes exfat's getattr report every regular file one byte
-// longer than it is (Linux 6.1's fs/exfat/file.c).
-const exfatOffByOne = `--- a/fs/exfat/file.c
-+++ b/fs/exfat/file.c
-@@ -240,6 +240,8 @@
- 	stat->btime.tv_sec = ei->i_crtime.tv_sec;
- 	stat->btime.tv_nsec = ei->i_crtime.tv_nsec;
- 	stat->blksize = EXFAT_SB(inode->i_sb)->cluster_size;
-+	if (S_ISREG(inode->i_mode))
-+		stat->size += 1; /* themis test: off by one */
- 	return 0;
- }
- 
-`
 
 // TestPatchedModuleRealGuest builds the guest image with exfat built from
 // the Debian source and a one-line patch (guest build --patch --name),
@@ -37,10 +20,6 @@ const exfatOffByOne = `--- a/fs/exfat/file.c
 // image and its patch, and the same run on the stock image finds nothing.
 func TestPatchedModuleRealGuest(t *testing.T) {
 	longtest.Need(t, "a patched exfat built, booted and explored against the stock image (about 50 s)")
-	patch := filepath.Join(t.TempDir(), "exfat-off-by-one.patch")
-	if err := os.WriteFile(patch, []byte(exfatOffByOne), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	cache, err := guest.DefaultCacheDir()
 	if err != nil {
 		t.Fatal(err)
@@ -52,13 +31,7 @@ func TestPatchedModuleRealGuest(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	const name = "themis-test-exfat-off-by-one"
-	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Patches: []string{patch}, Name: name, Log: zaptest.NewLogger(t)})
-	if err != nil && strings.Contains(err.Error(), "install the Debian package") && os.Getenv("CI") == "" {
-		t.Skipf("skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := patchtest.BuildExfat(ctx, t, cache, name)
 	t.Logf("patched image %s (built %v, cached %v) in %v", img.Key, img.Built, img.Cached, time.Since(start))
 	for _, tt := range []struct {
 		name, image string
@@ -89,8 +62,8 @@ func TestPatchedModuleRealGuest(t *testing.T) {
 				t.Errorf("the session's image %+v, want the patched one: %v", info.Image, tt.found)
 			}
 			for _, f := range fs {
-				if f.Image == nil || f.Image.Key != img.Key || len(f.Image.Patches) != 1 || f.Image.Patches[0].Name != filepath.Base(patch) {
-					t.Errorf("finding %s names image %+v, want %s with %s", f.ID, f.Image, img.Key, filepath.Base(patch))
+				if f.Image == nil || f.Image.Key != img.Key || len(f.Image.Patches) != 1 || f.Image.Patches[0].Name != patchtest.ExfatPatchName {
+					t.Errorf("finding %s names image %+v, want %s with %s", f.ID, f.Image, img.Key, patchtest.ExfatPatchName)
 				}
 			}
 		})

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/internal/longtest"
+	"github.com/themisfs/themis/internal/patchtest"
+	"github.com/themisfs/themis/vmm/vmmtest"
+)
+
+// TestImageFlagRealGuest runs explore, crash and sweep clock with --image
+// naming a patched exfat image (guest build --patch --name), through a
+// daemon, as a user would: explore finds what the patch causes and names
+// the image and its patch; replay of that finding boots the patched image
+// by itself and reproduces it; crash and the clock sweep run on it; every
+// session the daemon made booted the patched image.
+func TestImageFlagRealGuest(t *testing.T) {
+	longtest.Need(t, "explore, replay, crash and sweep clock on a patched exfat image through --image (about 90 s)")
+	env := vmmtest.Setup(t)
+	bin := themisctl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const name = "themis-test-exfat-off-by-one"
+	img := patchtest.BuildExfat(ctx, t, env.CacheDir, name)
+	sock := startDaemon(t, bin, t.TempDir(), env.CacheDir)
+	cli := func(args ...string) []byte {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, bin, append([]string{"--addr", "unix://" + sock, "--json"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("themisctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	var sum struct {
+		Image    *themisv1.GuestImage `json:"image"`
+		Findings []struct {
+			ID     string `json:"id"`
+			Detail string `json:"detail"`
+		} `json:"finding_list"`
+	}
+	out := cli("explore", "--image", name, "--fs", "ext2,exfat", "--depth", "1", "--workers", "1")
+	if err := json.Unmarshal(out, &sum); err != nil || len(sum.Findings) == 0 || !strings.Contains(sum.Findings[0].Detail, "size 0 != 1") {
+		t.Fatalf("explore --image %s: %v, %s: want the patch's size finding", name, err, out)
+	}
+	if sum.Image.GetKey() != img.Key || len(sum.Image.GetPatches()) != 1 || sum.Image.GetPatches()[0].GetName() != patchtest.ExfatPatchName {
+		t.Errorf("explore's summary names image %v, want %s with %s", sum.Image, img.Key, patchtest.ExfatPatchName)
+	}
+	var rep replayResult
+	if err := json.Unmarshal(cli("replay", sum.Findings[0].ID), &rep); err != nil || !rep.Reproduced || !strings.Contains(rep.Booted, patchtest.ExfatPatchName) {
+		t.Errorf("replay %s without --image: %+v, %v; want it reproduced on the patched image", sum.Findings[0].ID, rep, err)
+	}
+	cli("crash", "--image", name, "--fs", "exfat", "--trace", "create f 0644; fsync f", "--max-states", "4")
+	cli("sweep", "clock", "--image", name, "--fs", "exfat", "--values", "0", "--ops", "create")
+	var list themisv1.ListSessionsResponse
+	if err := protojson.Unmarshal(cli("session", "list", "--all"), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetSessions()) < 4 {
+		t.Errorf("%d sessions, want explore's, replay's, crash's and the sweep's", len(list.GetSessions()))
+	}
+	for _, s := range list.GetSessions() {
+		if s.GetImage().GetKey() != img.Key {
+			t.Errorf("session %s (%s) booted image %v, want the patched %s", s.GetId(), s.GetReason(), s.GetImage(), img.Key)
+		}
+	}
+}
