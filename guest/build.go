@@ -224,6 +224,9 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	ok, err := checkImageDir(dir, key)
 	if ok {
 		img.Cached = true
+		if err := c.keepPatches(dir); err != nil {
+			return nil, err
+		}
 		if err := nameImage(cacheDir, o.Name, key); err != nil {
 			return nil, err
 		}
@@ -441,6 +444,31 @@ func (c *imageContents) writePatches(dir string) error {
 		}
 	}
 	return nil
+}
+
+// keepPatches adds the copy of the patches to a cached image built before
+// images kept them (writePatches): into a temporary directory beside, then
+// renamed into place.
+func (c *imageContents) keepPatches(dir string) error {
+	if c.built == nil || len(c.built.PatchData) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, PatchesDir)); err == nil {
+		return nil
+	}
+	tmp, err := os.MkdirTemp(dir, ".patches-")
+	if err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := c.writePatches(tmp); err != nil {
+		return err
+	}
+	err = os.Rename(filepath.Join(tmp, PatchesDir), filepath.Join(dir, PatchesDir))
+	if _, serr := os.Stat(filepath.Join(dir, PatchesDir)); err != nil && serr != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	return nil // renamed, or a concurrent build kept them first
 }
 
 // imageKey hashes everything that goes into an image. Every field is
