@@ -3,6 +3,8 @@ package vmm
 import (
 	"errors"
 	"strings"
+
+	"github.com/themisfs/themis/internal/kreport"
 )
 
 // GuestDiedError is the error of a call whose guest went away: it wraps
@@ -30,14 +32,21 @@ type GuestDiedError struct {
 const MaxDeathConsole = 200
 
 // Error is ErrGuestDied's text, the backend's error and the console's last
-// lines, indented (as the backends printed them before there was a type).
+// lines, indented (as the backends printed them before there was a type):
+// the last Shown, or from the first line of the kernel report the console
+// holds (kreport.Start) where that begins before them, so that the text
+// (an API error's message) holds the whole report.
 func (e *GuestDiedError) Error() string {
 	lines := strings.Split(e.Console, "\n")
 	if e.Console == "" {
 		lines = []string{"(no console output)"}
 	}
 	if e.Shown > 0 && len(lines) > e.Shown {
-		lines = lines[len(lines)-e.Shown:]
+		from := len(lines) - e.Shown
+		if i := kreport.Start(lines); i >= 0 && i < from {
+			from = i
+		}
+		lines = lines[from:]
 	}
 	return ErrGuestDied.Error() + ": " + e.Err.Error() + "\nconsole:\n  " + strings.Join(lines, "\n  ")
 }

@@ -31,6 +31,20 @@ func TestGuestDiedError(t *testing.T) {
 	}
 }
 
+// TestGuestDiedErrorReport: a kernel report that begins before the last
+// Shown lines is printed whole, from its first line; console lines before
+// it are not.
+func TestGuestDiedErrorReport(t *testing.T) {
+	con := "booted\n[ 41.7] cut here\n[ 41.7] kernel BUG at fs/ext4/namei.c:3477!\n[ 41.7] RIP: 0010:ext4_link+0x1c/0x90 [ext4]\n" +
+		"[ 41.7] Call Trace:\n[ 41.7]  vfs_link+0x1e2/0x330\n[ 41.7] Kernel panic - not syncing: Fatal exception"
+	got := (&GuestDiedError{Err: errors.New("exit status 1"), Console: con, Shown: 2}).Error()
+	want := "vmm: guest died: exit status 1\nconsole:\n  [ 41.7] kernel BUG at fs/ext4/namei.c:3477!\n  [ 41.7] RIP: 0010:ext4_link+0x1c/0x90 [ext4]\n" +
+		"  [ 41.7] Call Trace:\n  [ 41.7]  vfs_link+0x1e2/0x330\n  [ 41.7] Kernel panic - not syncing: Fatal exception"
+	if got != want {
+		t.Errorf("text %q,\nwant %q", got, want)
+	}
+}
+
 // TestFailFastCmdline: a WARN panics unless the caller says otherwise, and
 // the loglevel that shows a WARN's first line is there either way.
 func TestFailFastCmdline(t *testing.T) {

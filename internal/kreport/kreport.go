@@ -100,19 +100,31 @@ func Parse(console string) (*Report, bool) {
 		console = console[len(console)-MaxInput:]
 	}
 	lines := clean(strings.Split(console, "\n"))
-	start, kind := -1, Kind("")
-	for i, l := range lines {
-		if k := classify(l); k != "" {
-			start, kind = i, k
-			break
-		}
-	}
+	start := first(lines)
 	if start < 0 {
 		return nil, false
 	}
 	rest := lines[start:]
-	r := &Report{Kind: kind, Title: rest[0], RIP: rip(rest), Trace: trace(rest), Panic: panicMessage(rest), Text: text(rest)}
+	r := &Report{Kind: classify(rest[0]), Title: rest[0], RIP: rip(rest), Trace: trace(rest), Panic: panicMessage(rest), Text: text(rest)}
 	return r, true
+}
+
+// Start is the index of the line a kernel fault report begins at in
+// console lines (raw, as Parse reads them: with time prefixes), -1 when
+// none does: where a tail of the console must begin to hold the whole
+// report that Parse would find.
+func Start(lines []string) int {
+	return first(clean(lines))
+}
+
+// first is the index of the first cleaned line that begins a report, or -1.
+func first(lines []string) int {
+	for i, l := range lines {
+		if classify(l) != "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // clean strips each line of its time prefix, "\r", invalid UTF-8 and

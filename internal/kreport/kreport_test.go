@@ -167,3 +167,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestStart: the line a report begins at, time prefix and all, in raw
+// console lines; -1 without one.
+func TestStart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		console string
+		want    int
+	}{
+		{"[    2.1] booted\n[    2.2] sysrq: Trigger a crash\n[    2.3] Kernel panic - not syncing: sysrq triggered crash\n[    2.4] Call Trace:", 2},
+		{"ready\n[ 41.7] ------------[ cut here ]------------\n[ 41.7] kernel BUG at fs/ext4/namei.c:3477!\n[ 41.7] invalid opcode: 0000 [#1] SMP", 2},
+		{"ready\nall well", -1},
+	}
+	for _, tt := range tests {
+		if got := Start(strings.Split(tt.console, "\n")); got != tt.want {
+			t.Errorf("Start(%q) = %d, want %d", tt.console, got, tt.want)
+		}
+	}
+}
