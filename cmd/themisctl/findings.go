@@ -97,6 +97,9 @@ func newReplay(g *globals) *cobra.Command {
 				if fr.GetFinding().GetCrash() != nil {
 					return replayCrashCmd(ctx, g, c, fr.GetFinding(), crashImage)
 				}
+				if fr.GetFinding().GetKernel() != nil {
+					return replayKernelCmd(ctx, g, c, fr.GetFinding(), image)
+				}
 				rep, err := replay(ctx, c, fr.GetFinding(), image)
 				if err != nil {
 					return err

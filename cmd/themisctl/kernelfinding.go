@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/grpc/status"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/session"
 )
 
 // printKernelReport prints a kernel finding's report (nothing for other
@@ -28,4 +36,158 @@ func printKernelReport(w io.Writer, f *themisv1.Finding) {
 			fmt.Fprintf(w, "    %s\n", fr)
 		}
 	}
+}
+
+// kernelReplay is `themisctl replay` of a kernel finding: its trace run
+// on a fresh session until the guest dies or the trace ends.
+type kernelReplay struct {
+	Finding string       `json:"finding"`
+	Session string       `json:"session"`
+	Kind    string       `json:"kind"`
+	Image   string       `json:"image,omitempty"`
+	Steps   []replayStep `json:"steps"` // the ops that returned
+	// CrashedAt is the op (from 1) the guest died in (or in the lanes'
+	// remount before it); 0: it lived to the trace's end.
+	CrashedAt int `json:"crashed_at,omitempty"`
+	// Report is the kernel's report the dead guest left (nil: it lived,
+	// or died without one); Signature is its signature, Want the
+	// finding's (kreport.Report.Signature: the kind and the RIP's
+	// function, or the first line with its numbers masked).
+	Report     *kreport.Report `json:"kernel_report,omitempty"`
+	Signature  string          `json:"signature,omitempty"`
+	Want       string          `json:"want_signature"`
+	Reproduced bool            `json:"reproduced"`
+	Verdict    string          `json:"verdict"`
+}
+
+// replayKernelCmd is `themisctl replay` of a kernel finding.
+func replayKernelCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, image string) error {
+	rep, err := replayKernel(ctx, c, f, image)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(os.Stdout, rep)
+	}
+	return printKernelReplay(os.Stdout, rep)
+}
+
+// replayKernel runs a kernel finding's trace on a fresh session with its
+// lanes (removed after; the lanes remounted before each op after the
+// first when the run reverted by remount) and judges the guest's end.
+func replayKernel(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*kernelReplay, error) {
+	progress(fmt.Sprintf("replaying %s (%s: this crashes the session's guest) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
+	cs, remove, err := replaySession(ctx, c, f, image, false)
+	if err != nil {
+		return nil, err
+	}
+	defer remove()
+	id := cs.GetId()
+	rep := &kernelReplay{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Image: image, Want: reportOf(f.GetKernel()).Signature()}
+	for i, s := range f.GetTrace() {
+		err := error(nil)
+		if i > 0 && f.GetRevert() == "remount" {
+			err = remountLanes(ctx, c, id)
+		}
+		var step replayStep
+		if err == nil {
+			step, err = replayStepOf(ctx, c, id, f, s)
+		}
+		if err != nil {
+			died, r := kernelDeath(err)
+			if !died {
+				return nil, fmt.Errorf("finding %s: op %d: %w", f.GetId(), i+1, err)
+			}
+			rep.CrashedAt, rep.Report = i+1, r
+			break
+		}
+		rep.Steps = append(rep.Steps, step)
+	}
+	rep.judge(f)
+	return rep, nil
+}
+
+// judge says whether the replay reproduced the finding: the guest died
+// with a report of the finding's signature (the first line is not
+// compared as it is: it holds addresses, CPU and PID numbers).
+func (r *kernelReplay) judge(f *themisv1.Finding) {
+	switch {
+	case r.CrashedAt == 0:
+		r.Verdict = fmt.Sprintf("not reproduced: the %d ops ran and the guest lives", len(f.GetTrace()))
+	case r.Report == nil:
+		r.Verdict = fmt.Sprintf("not reproduced: the guest died at op %d without a kernel report", r.CrashedAt)
+	default:
+		r.Signature = r.Report.Signature()
+		r.Reproduced = r.Signature == r.Want
+		r.Verdict = fmt.Sprintf("reproduced: the kernel crashed again at op %d: %s", r.CrashedAt, r.Report.Title)
+		if !r.Reproduced {
+			r.Verdict = fmt.Sprintf("not reproduced: the kernel crashed at op %d with another report (%s, want %s): %s", r.CrashedAt, r.Signature, r.Want, r.Report.Title)
+		}
+	}
+}
+
+func printKernelReplay(out io.Writer, r *kernelReplay) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "session\t%s\n", r.Session)
+	for _, st := range r.Steps {
+		fmt.Fprintf(w, "%s\t%s\n", st.Op, strings.Join(st.Errnos, " "))
+	}
+	if r.CrashedAt > 0 {
+		fmt.Fprintf(w, "op %d\tthe guest died\n", r.CrashedAt)
+	}
+	if k := r.Report; k != nil {
+		fmt.Fprintf(w, "kernel %s\t%s\n", k.Kind, k.Title)
+		if k.RIP != "" {
+			fmt.Fprintf(w, "RIP\t%s\n", k.RIP)
+		}
+		if len(k.Trace) > 0 {
+			fmt.Fprintf(w, "call trace\t%s\n", strings.Join(k.Trace[:min(4, len(k.Trace))], " < "))
+		}
+	}
+	fmt.Fprintf(w, "reproduced\t%v\n", r.Reproduced)
+	fmt.Fprintf(w, "\t%s\n", r.Verdict)
+	return w.Flush()
+}
+
+// kernelDeath reads an API error: died is true when it says the session's
+// guest is gone (session.ErrGuestGone), r is the kernel report the dead
+// guest left, nil when it left none. The report is a KernelReport in the
+// status's details where the daemon attaches one, else read from the
+// console lines the message ends with (vmm.GuestDiedError's text, which
+// holds a report whole).
+func kernelDeath(err error) (died bool, r *kreport.Report) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false, nil
+	}
+	for _, d := range st.Details() {
+		if k, ok := d.(*themisv1.KernelReport); ok {
+			return true, reportOf(k)
+		}
+	}
+	msg := st.Message()
+	if !strings.Contains(msg, session.ErrGuestGone.Error()) {
+		return false, nil
+	}
+	_, console, ok := strings.Cut(msg, "\nconsole:\n")
+	if !ok {
+		return true, nil
+	}
+	lines := strings.Split(console, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "  ")
+	}
+	r, ok = kreport.Parse(strings.Join(lines, "\n"))
+	if !ok {
+		return true, nil
+	}
+	return true, r
+}
+
+// reportOf is the API's kernel report as kreport's (nil: an empty one).
+func reportOf(k *themisv1.KernelReport) *kreport.Report {
+	if k == nil {
+		return &kreport.Report{}
+	}
+	return &kreport.Report{Kind: kreport.Kind(k.GetKind()), Title: k.GetTitle(), RIP: k.GetRip(), Trace: k.GetTrace(), Panic: k.GetPanic(), Text: k.GetText()}
 }
