@@ -85,6 +85,8 @@ func hostileInput(t *testing.T, h, tool, after string, kind string) Input {
 	return Input{
 		Finding: Finding{ID: h, Kind: kind, Detail: h, Path: h, Field: h, Trace: hostileTrace(t, h), Revert: "remount"},
 		Lanes:   []Lane{lane, lane}, Policy: oracle.MetisParity, Kernel: h, Version: h,
+		Image: &Image{Kernel: h, Key: h, Patches: []ImageInput{{Name: h, BLAKE3: h, File: h}, {Name: h, BLAKE3: h}},
+			Sources: []ImageInput{{Name: h, BLAKE3: h}}, Stock: &Stock{Kernel: h}},
 	}
 }
 

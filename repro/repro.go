@@ -50,6 +50,9 @@ type Input struct {
 	// Kernel is the guest kernel the finding was made on, as far as
 	// known; Version is Themis's.
 	Kernel, Version string
+	// Image is the patched image the finding was found on (nil: a stock
+	// kernel's).
+	Image *Image
 }
 
 //go:embed repro.c.tmpl
@@ -96,6 +99,7 @@ type view struct {
 	P                                               oracle.Policy
 	Policy, Kernel, Version                         text
 	Remount, WantErrno                              bool
+	Image                                           *imageView
 }
 
 // Files are the reproducer's files: name → contents (repro.sh is meant to
@@ -117,7 +121,7 @@ func Generate(in Input) (Files, error) {
 	}
 	v := view{ID: text(f.ID), Kind: text(f.Kind), Detail: text(f.Detail), Expected: text(expected(f)), Path: text(f.Path), Field: text(f.Field),
 		Revert: text(f.Revert), P: in.Policy, Policy: text(in.Policy.String()), Kernel: text(orUnknown(in.Kernel)), Version: text(orUnknown(in.Version)),
-		Remount: f.Revert == "remount", WantErrno: f.Kind == KindErrno}
+		Remount: f.Revert == "remount", WantErrno: f.Kind == KindErrno, Image: viewOfImage(in.Image)}
 	if f.Revert == "" {
 		v.Revert = "unknown (taken as machine: the ops run back to back)"
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -52,7 +53,7 @@ func newFindingsExport(g *globals) *cobra.Command {
 				if fr.GetFinding().GetCrash() != nil {
 					return exportCrashCmd(ctx, g, c, fr.GetFinding(), dir)
 				}
-				files, err := exportFinding(ctx, g, fr.GetFinding(), policy)
+				files, err := exportFinding(ctx, g, c, fr.GetFinding(), policy)
 				if err != nil {
 					return err
 				}
@@ -70,7 +71,7 @@ func newFindingsExport(g *globals) *cobra.Command {
 				if g.json {
 					return writeJSON(os.Stdout, map[string]any{"finding": fr.GetFinding().GetId(), "dir": dir, "files": sortedNames(files)})
 				}
-				fmt.Printf("wrote %s/{repro.c,repro.sh,README}; run: sudo %s\n", dir, filepath.Join(dir, "repro.sh"))
+				fmt.Printf("wrote %s/{%s}; run: sudo %s\n", dir, strings.Join(sortedNames(files), ","), filepath.Join(dir, "repro.sh"))
 				return nil
 			})
 		},
@@ -80,21 +81,19 @@ func newFindingsExport(g *globals) *cobra.Command {
 	return cmd
 }
 
-// exportFinding builds the reproducer's files of f.
-func exportFinding(ctx context.Context, g *globals, f *themisv1.Finding, policy string) (repro.Files, error) {
+// exportFinding builds the reproducer's files of f (and the patches of the
+// image it was found on, replayed on the stock image through c).
+func exportFinding(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, policy string) (repro.Files, error) {
 	in := repro.Input{
 		Finding: repro.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Path: f.GetPath(), Field: f.GetField(),
 			Trace: f.GetTrace(), Revert: f.GetRevert()},
 		Version: themisVersion(),
 	}
-	specs := make([]guest.LaneSpec, len(f.GetLaneSpecs()))
-	fams := make([]family.Lane, len(specs))
-	for i, s := range f.GetLaneSpecs() {
-		sp, err := guest.ParseLaneSpec(s)
-		if err != nil {
-			return nil, fmt.Errorf("finding %s: lane %q: %w", f.GetId(), s, err)
-		}
-		specs[i], fams[i] = sp, family.Lane{Name: sp.Name, FS: sp.FS, Seeded: sp.Seed() != 0}
+	specs, _, err := findingLanes(f)
+	if err != nil {
+		return nil, err
+	}
+	for i, sp := range specs {
 		cmd, err := baseimage.ShellCommand(ctx, sp)
 		if err != nil {
 			return nil, fmt.Errorf("finding %s: %w", f.GetId(), err)
@@ -103,21 +102,86 @@ func exportFinding(ctx context.Context, g *globals, f *themisv1.Finding, policy 
 		if err != nil {
 			return nil, err
 		}
-		in.Lanes = append(in.Lanes, repro.Lane{Spec: s, FS: sp.FS, SizeMiB: sp.SizeMiB, MountOptions: sp.MountOptions(), Package: fam.Package, Mkfs: cmd})
+		in.Lanes = append(in.Lanes, repro.Lane{Spec: f.GetLaneSpecs()[i], FS: sp.FS, SizeMiB: sp.SizeMiB, MountOptions: sp.MountOptions(), Package: fam.Package, Mkfs: cmd})
 	}
-	if policy == "" {
-		policy = f.GetPolicy()
-	}
-	if policy == "" {
-		policy = family.AutoPolicy
-	}
-	j, err := family.Judge(fams, policy)
+	j, err := findingJudgement(f, policy)
 	if err != nil {
 		return nil, fmt.Errorf("--policy: %w", err)
 	}
 	in.Policy = j.Policy
 	in.Kernel = guestKernel(g, guest.FlavorOf(specs))
-	return repro.Generate(in)
+	if img := f.GetImage(); img != nil {
+		in.Kernel = imageKernel(img)
+	}
+	patches, err := exportImage(ctx, g, c, f, &in)
+	if err != nil {
+		return nil, err
+	}
+	files, err := repro.Generate(in)
+	if err != nil {
+		return nil, err
+	}
+	for name, b := range patches {
+		files[name] = b
+	}
+	return files, nil
+}
+
+// imageKernel is an image's kernel and flavour in words.
+func imageKernel(img *themisv1.GuestImage) string {
+	if fl := img.GetFlavor(); fl != "" {
+		return img.GetKernelVersion() + " (" + fl + ")"
+	}
+	return img.GetKernelVersion()
+}
+
+// exportImage fills in.Image for a finding found on an image with code of
+// its own (findingImage): its patches, copied from this host's image cache
+// where it has the image (a remote daemon's is not here: the README then
+// says no copy), and a replay of the trace on the lanes' stock image. It
+// returns the patch files to write.
+func exportImage(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, in *repro.Input) (repro.Files, error) {
+	if findingImage(f, "") == "" {
+		return nil, nil
+	}
+	gi := f.GetImage()
+	in.Image = &repro.Image{Kernel: imageKernel(gi), Key: gi.GetKey()}
+	files := repro.Files{}
+	local := localImage(g, gi.GetKey())
+	for i, p := range gi.GetPatches() {
+		ip := repro.ImageInput{Name: p.GetName(), BLAKE3: p.GetBlake3()}
+		if local != nil {
+			if b, err := local.ReadPatch(i); err == nil {
+				ip.File = repro.PatchFile(i, p.GetName())
+				files[ip.File] = b
+			}
+		}
+		in.Image.Patches = append(in.Image.Patches, ip)
+	}
+	for _, s := range gi.GetModuleSources() {
+		in.Image.Sources = append(in.Image.Sources, repro.ImageInput{Name: s.GetName(), BLAKE3: s.GetBlake3()})
+	}
+	progress("replaying " + f.GetId() + " on the stock image, for the README")
+	rep, err := replay(ctx, c, f, "")
+	if err != nil {
+		return nil, fmt.Errorf("replay on the stock image: %w", err)
+	}
+	in.Image.Stock = &repro.Stock{Kernel: rep.Kernel, Reproduced: rep.Reproduced}
+	return files, nil
+}
+
+// localImage opens the image of key in this host's image cache (nil where
+// it is not here).
+func localImage(g *globals, key string) *guest.Image {
+	dir, err := cacheDir(g)
+	if err != nil {
+		return nil
+	}
+	img, err := guest.Resolve(dir, key)
+	if err != nil || img.Key != key {
+		return nil
+	}
+	return img
 }
 
 // guestKernel names the newest guest kernel of a flavour in the image

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -12,8 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/server"
 )
 
@@ -146,22 +147,39 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*r
 		rep.Steps = append(rep.Steps, step)
 		rep.ErrnoDiverged = rep.ErrnoDiverged || step.Diverged
 	}
-	fp, err := c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: id})
-	if err != nil {
+	if err := replayStates(ctx, c, f, rep); err != nil {
 		return nil, err
-	}
-	rep.Roots = map[string]string{}
-	var first []byte
-	for i, l := range fp.GetLanes() {
-		rep.Roots[l.GetLane()] = hex.EncodeToString(l.GetRoot())
-		if i == 0 {
-			first = l.GetRoot()
-		} else if !bytes.Equal(first, l.GetRoot()) {
-			rep.StateDiverged = true
-		}
 	}
 	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged
 	return rep, nil
+}
+
+// replayStates fingerprints the replay's lanes and compares them as the
+// run that found f did: canonicalized under its policy (lanes of other
+// families differ in what they declare: exfat stores no owner), so the
+// state diverges where the canonical roots differ. Roots are the lanes'
+// own.
+func replayStates(ctx context.Context, c *conn, f *themisv1.Finding, rep *replayResult) error {
+	j, err := findingJudgement(f, "")
+	if err != nil {
+		return err
+	}
+	fp, err := c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: rep.Session, Leaves: true})
+	if err != nil {
+		return err
+	}
+	rep.Roots = map[string]string{}
+	var first [32]byte
+	for i, l := range fp.GetLanes() {
+		rep.Roots[l.GetLane()] = hex.EncodeToString(l.GetRoot())
+		canon := oracle.FoldPolicy(l.GetLeaves(), agentv1.TimeMode_TIME_MODE_NONE, j.Policy)
+		if i == 0 {
+			first = canon
+		} else if canon != first {
+			rep.StateDiverged = true
+		}
+	}
+	return nil
 }
 
 // replayStepOf applies one op of f's trace on session id.

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/internal/patchtest"
+	"github.com/themisfs/themis/repro"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
@@ -20,8 +23,10 @@ import (
 // naming a patched exfat image (guest build --patch --name), through a
 // daemon, as a user would: explore finds what the patch causes and names
 // the image and its patch; replay of that finding boots the patched image
-// by itself and reproduces it; crash and the clock sweep run on it; every
-// session the daemon made booted the patched image.
+// by itself and reproduces it; its export carries the patch and says the
+// stock image does not show it (a replay there, judged under the run's
+// policy); crash and the clock sweep run on it; every session but the
+// export's stock replay booted the patched image.
 func TestImageFlagRealGuest(t *testing.T) {
 	longtest.Need(t, "explore, replay, crash and sweep clock on a patched exfat image through --image (about 90 s)")
 	env := vmmtest.Setup(t)
@@ -57,18 +62,33 @@ func TestImageFlagRealGuest(t *testing.T) {
 	if err := json.Unmarshal(cli("replay", sum.Findings[0].ID), &rep); err != nil || !rep.Reproduced || !strings.Contains(rep.Booted, patchtest.ExfatPatchName) {
 		t.Errorf("replay %s without --image: %+v, %v; want it reproduced on the patched image", sum.Findings[0].ID, rep, err)
 	}
+	dir := filepath.Join(t.TempDir(), "export")
+	cli("findings", "export", sum.Findings[0].ID, "--out", dir)
+	readme, err := os.ReadFile(filepath.Join(dir, "README"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "does not reproduce: the change above causes it") {
+		t.Errorf("the export's README does not say the stock image lacks it:\n%s", readme)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, repro.PatchFile(0, patchtest.ExfatPatchName))); err != nil || string(b) != patchtest.ExfatOffByOne {
+		t.Errorf("the export's copy of the patch: %v, %q", err, b)
+	}
 	cli("crash", "--image", name, "--fs", "exfat", "--trace", "create f 0644; fsync f", "--max-states", "4")
 	cli("sweep", "clock", "--image", name, "--fs", "exfat", "--values", "0", "--ops", "create")
 	var list themisv1.ListSessionsResponse
 	if err := protojson.Unmarshal(cli("session", "list", "--all"), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.GetSessions()) < 4 {
-		t.Errorf("%d sessions, want explore's, replay's, crash's and the sweep's", len(list.GetSessions()))
-	}
+	stock := 0
 	for _, s := range list.GetSessions() {
-		if s.GetImage().GetKey() != img.Key {
+		if len(s.GetImage().GetPatches()) == 0 {
+			stock++
+		} else if s.GetImage().GetKey() != img.Key {
 			t.Errorf("session %s (%s) booted image %v, want the patched %s", s.GetId(), s.GetReason(), s.GetImage(), img.Key)
 		}
+	}
+	if n := len(list.GetSessions()); n < 5 || stock != 1 {
+		t.Errorf("%d sessions, %d on a stock image: want explore's, replay's, crash's and the sweep's on the patched one, the export's replay on the stock one", n, stock)
 	}
 }
