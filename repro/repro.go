@@ -28,6 +28,8 @@ type Finding struct {
 	// Revert is how the run went back between states: "remount" runs
 	// each op on freshly mounted lanes.
 	Revert string
+	// Kernel is a kernel finding's report (KindKernel; nil otherwise).
+	Kernel *KernelReport
 }
 
 // Lane is one lane of the reproducer.
@@ -107,16 +109,22 @@ type view struct {
 type Files map[string][]byte
 
 // Generate writes the reproducer of in: repro.c, repro.sh and README. It
-// refuses a finding of another kind than errno or state divergence, fewer
-// than two lanes, and trace ops a host reproducer must not run (setting
-// the clock, mounting, running programs). Every string it writes is quoted
-// for where it lands (shell word or comment, C string or comment, text).
+// refuses a finding of another kind than errno or state divergence or
+// kernel, fewer than two lanes (a kernel finding: none), and trace ops a
+// host reproducer must not run (setting the clock, mounting, running
+// programs). A kernel finding's repro.sh and README say that it crashes
+// the kernel and must run in a VM (kernelFiles). Every string it writes
+// is quoted for where it lands (shell word or comment, C string or
+// comment, text).
 func Generate(in Input) (Files, error) {
 	f := in.Finding
-	if f.Kind != KindErrno && f.Kind != KindState {
-		return nil, fmt.Errorf("repro: finding %q is a %q: only %s and %s findings export", f.ID, f.Kind, KindErrno, KindState)
+	if f.Kind != KindErrno && f.Kind != KindState && f.Kind != KindKernel {
+		return nil, fmt.Errorf("repro: finding %q is a %q: only %s, %s and %s findings export", f.ID, f.Kind, KindErrno, KindState, KindKernel)
 	}
-	if len(in.Lanes) < 2 {
+	if f.Kind == KindKernel && len(in.Lanes) == 0 {
+		return nil, fmt.Errorf("repro: kernel finding %q has no lanes", f.ID)
+	}
+	if len(in.Lanes) < 2 && f.Kind != KindKernel {
 		return nil, fmt.Errorf("repro: finding %q has %d lanes: a differential reproducer needs two or more", f.ID, len(in.Lanes))
 	}
 	v := view{ID: text(f.ID), Kind: text(f.Kind), Detail: text(f.Detail), Expected: text(expected(f)), Path: text(f.Path), Field: text(f.Field),
@@ -140,6 +148,9 @@ func Generate(in Input) (Files, error) {
 		v.Lanes = append(v.Lanes, lane{Spec: text(l.Spec), FS: text(l.FS), Tool: text(l.Mkfs.Tool), Package: text(l.Package), SizeMiB: l.SizeMiB,
 			MountOptions: text(l.MountOptions), Mount: text(mount), GoOnly: text(l.Mkfs.GoOnly),
 			Name: laneName(i, l.Spec), Shell: shellCommand(l.Mkfs), After: afterCommands(l.Mkfs)})
+	}
+	if f.Kind == KindKernel {
+		return kernelFiles(v, f.Kernel)
 	}
 	out := Files{}
 	for _, name := range []string{"repro.c", "repro.sh", "README"} {
