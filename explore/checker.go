@@ -565,6 +565,13 @@ func exactDivergent(st []LaneState) bool {
 	return false
 }
 
+// ErrnoFinding reports whether results, the lanes' errnos for op, are an
+// errno divergence the search reports: the lanes disagree, and not only
+// as the declared differences allow (Config.Declared; nil: none).
+func ErrnoFinding(declared map[string]map[string]int32, op *agentv1.Request, results []LaneResult) bool {
+	return errnoDiverge(results) && !declaredOnly(declared, op, results)
+}
+
 func errnoDiverge(results []LaneResult) bool {
 	for _, l := range results[1:] {
 		if l.Errno != results[0].Errno {

@@ -320,12 +320,12 @@ func (w *worker) apply(ctx context.Context, depth int, child []*agentv1.Request,
 	if err := w.s.checkLanes(results); err != nil {
 		return "", nil, nil, err
 	}
-	if errnoDiverge(results) && declaredOnly(w.s.cfg.Declared, op, results) {
-		w.s.count(func(r *Result) { r.DeclaredOps++ })
-	} else if errnoDiverge(results) {
+	if ErrnoFinding(w.s.cfg.Declared, op, results) {
 		if err := w.s.add(Finding{Kind: KindErrno, Trace: child, Lanes: results, Detail: describeErrnos(op, results)}, self, op); err != nil {
 			return "", nil, nil, err
 		}
+	} else if errnoDiverge(results) {
+		w.s.count(func(r *Result) { r.DeclaredOps++ })
 	}
 	st, err := w.sys.Fingerprint(ctx)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/server"
@@ -126,6 +128,10 @@ func newReplay(g *globals) *cobra.Command {
 // after) and compares the lanes' errnos and final fingerprints.
 func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*replayResult, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
+	j, err := findingJudgement(f, "")
+	if err != nil {
+		return nil, err
+	}
 	cs, remove, err := replaySession(ctx, c, f, image, false)
 	if err != nil {
 		return nil, err
@@ -144,10 +150,11 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*r
 		if err != nil {
 			return nil, err
 		}
+		step.Diverged = explore.ErrnoFinding(j.Declared, step.op, step.results)
 		rep.Steps = append(rep.Steps, step)
 		rep.ErrnoDiverged = rep.ErrnoDiverged || step.Diverged
 	}
-	if err := replayStates(ctx, c, f, rep); err != nil {
+	if err := replayStates(ctx, c, j, rep); err != nil {
 		return nil, err
 	}
 	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged
@@ -155,15 +162,11 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*r
 }
 
 // replayStates fingerprints the replay's lanes and compares them as the
-// run that found f did: canonicalized under its policy (lanes of other
-// families differ in what they declare: exfat stores no owner), so the
-// state diverges where the canonical roots differ. Roots are the lanes'
-// own.
-func replayStates(ctx context.Context, c *conn, f *themisv1.Finding, rep *replayResult) error {
-	j, err := findingJudgement(f, "")
-	if err != nil {
-		return err
-	}
+// run that found the finding did (j): canonicalized under its policy
+// (lanes of other families differ in what they declare: exfat stores no
+// owner), so the state diverges where the canonical roots differ. Roots
+// are the lanes' own.
+func replayStates(ctx context.Context, c *conn, j family.Judgement, rep *replayResult) error {
 	fp, err := c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: rep.Session, Leaves: true})
 	if err != nil {
 		return err
@@ -192,9 +195,14 @@ func replayStepOf(ctx context.Context, c *conn, id string, f *themisv1.Finding, 
 	if err != nil {
 		return replayStep{}, err
 	}
-	step := replayStep{Op: s, Diverged: resp.GetDiverged()}
+	req, err := opspec.ParseRequest(s)
+	if err != nil {
+		return replayStep{}, fmt.Errorf("finding %s: trace op %q: %w", f.GetId(), s, err)
+	}
+	step := replayStep{Op: s, Diverged: resp.GetDiverged(), op: req}
 	for _, r := range resp.GetResults() {
 		step.Errnos = append(step.Errnos, fmt.Sprintf("%s=%d", r.GetLane(), r.GetErrno()))
+		step.results = append(step.results, explore.LaneResult{Lane: r.GetLane(), Errno: r.GetErrno()})
 	}
 	return step, nil
 }
@@ -247,6 +255,10 @@ type replayStep struct {
 	Op       string   `json:"op"`
 	Errnos   []string `json:"errnos"`
 	Diverged bool     `json:"diverged"`
+	// op and results are the op as applied and the lanes' errnos, for
+	// judging the step under the finding's declared differences.
+	op      *agentv1.Request
+	results []explore.LaneResult
 }
 
 type replayResult struct {
