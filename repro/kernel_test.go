@@ -18,8 +18,9 @@ var sysrqReport = KernelReport{Kind: "panic", Title: "Kernel panic - not syncing
 // compiles and names the trace's ops; repro.sh parses; both the README
 // and repro.sh say that it crashes the kernel and must run in a VM, and
 // the README holds the report (first line, RIP or its absence, panic,
-// call trace, the console's text). A kernel finding without a report or
-// lanes is refused.
+// call trace, the console's text) and, for a finding of a patched image,
+// the patch and the stock image's replay. A kernel finding without a
+// report or lanes is refused.
 func TestGenerateKernel(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
@@ -27,22 +28,25 @@ func TestGenerateKernel(t *testing.T) {
 	}
 	bug := KernelReport{Kind: "bug", Title: "kernel BUG at fs/ext2/namei.c:12!", RIP: "ext2_mkdir+0x1c/0x90 [ext2]", Panic: "Fatal exception",
 		Trace: []string{"vfs_mkdir+0x9c/0x140", "do_mkdirat+0x8a/0x140"}}
+	patched := &Image{Kernel: "6.1.0-57-cloud-amd64 (cloud)", Key: "k1", Patches: []ImageInput{{Name: "ext2-mkdir.patch", BLAKE3: "b1", File: "patch-1-ext2-mkdir.patch"}},
+		Stock: &Stock{Kernel: "6.1.0-57-cloud-amd64"}}
 	tests := []struct {
 		name   string
 		report KernelReport
+		image  *Image
 		want   []string // in the README
 	}{
-		{"sysrq panic", sysrqReport, []string{"first line   Kernel panic - not syncing: sysrq triggered crash", "RIP          none", "    sysrq_handle_crash+0x16/0x20",
+		{"sysrq panic", sysrqReport, nil, []string{"first line   Kernel panic - not syncing: sysrq triggered crash", "RIP          none", "    sysrq_handle_crash+0x16/0x20",
 			"  CPU: 0 PID: 1 Comm: init Not tainted 6.1.0-57-cloud-amd64 #1"}},
-		{"BUG", bug, []string{"kind         bug", "first line   kernel BUG at fs/ext2/namei.c:12!", "RIP          ext2_mkdir+0x1c/0x90 [ext2]",
-			"panic        Fatal exception", "    do_mkdirat+0x8a/0x140"}},
+		{"BUG of a patched image", bug, patched, []string{"kind         bug", "first line   kernel BUG at fs/ext2/namei.c:12!", "RIP          ext2_mkdir+0x1c/0x90 [ext2]",
+			"panic        Fatal exception", "    do_mkdirat+0x8a/0x140", "Needs a patched kernel", "here as patch-1-ext2-mkdir.patch", "does not reproduce: the change above causes it"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.report
 			trace := []string{"create f-00 0644", "mkdir d-00 0755"}
 			files, err := Generate(Input{Finding: Finding{ID: "f-1", Kind: KindKernel, Detail: "the kernel crashed (" + r.Kind + ") running mkdir: " + r.Title,
-				Trace: trace, Revert: "remount", Kernel: &r}, Lanes: lanesOf(t, "ext2"), Kernel: "6.1.0-57-cloud-amd64"})
+				Trace: trace, Revert: "remount", Kernel: &r}, Lanes: lanesOf(t, "ext2"), Kernel: "6.1.0-57-cloud-amd64", Image: tt.image})
 			if err != nil {
 				t.Fatal(err)
 			}

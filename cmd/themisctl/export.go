@@ -35,7 +35,9 @@ func newFindingsExport(g *globals) *cobra.Command {
 			"crash leaves as crash.img (sparse); check.sh replays its journal on a copy where the host can and runs the checker\n" +
 			"(exit 0 reproduced, 1 clean, 2 could not run; no root needed), both sandboxed (as root: as user nobody, in namespaces);\n" +
 			"check.sh --mount --untrusted-ok mounts the copy instead, which runs the host kernel's driver on the guest's bytes: do it\n" +
-			"in a throwaway VM. README says how it was made and what the sandbox is; trace.txt holds the ops.",
+			"in a throwaway VM. README says how it was made and what the sandbox is; trace.txt holds the ops.\n\n" +
+			"A kernel finding exports repro.c, repro.sh and README too, with the kernel's report; its repro.sh crashes the kernel\n" +
+			"it runs on: it runs only as repro.sh --in-vm, inside a throwaway VM, and exits 0 when the kernel logged a fault report.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFindingID("FINDING", args[0]); err != nil {
@@ -71,6 +73,10 @@ func newFindingsExport(g *globals) *cobra.Command {
 				if g.json {
 					return writeJSON(os.Stdout, map[string]any{"finding": fr.GetFinding().GetId(), "dir": dir, "files": sortedNames(files)})
 				}
+				if fr.GetFinding().GetKernel() != nil {
+					fmt.Printf("wrote %s/{%s}; it crashes the kernel: run it only inside a throwaway VM: sudo %s --in-vm\n", dir, strings.Join(sortedNames(files), ","), filepath.Join(dir, "repro.sh"))
+					return nil
+				}
 				fmt.Printf("wrote %s/{%s}; run: sudo %s\n", dir, strings.Join(sortedNames(files), ","), filepath.Join(dir, "repro.sh"))
 				return nil
 			})
@@ -86,7 +92,7 @@ func newFindingsExport(g *globals) *cobra.Command {
 func exportFinding(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, policy string) (repro.Files, error) {
 	in := repro.Input{
 		Finding: repro.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Path: f.GetPath(), Field: f.GetField(),
-			Trace: f.GetTrace(), Revert: f.GetRevert()},
+			Trace: f.GetTrace(), Revert: f.GetRevert(), Kernel: reproReport(f.GetKernel())},
 		Version: themisVersion(),
 	}
 	specs, _, err := findingLanes(f)
@@ -162,11 +168,11 @@ func exportImage(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, 
 		in.Image.Sources = append(in.Image.Sources, repro.ImageInput{Name: s.GetName(), BLAKE3: s.GetBlake3()})
 	}
 	progress("replaying " + f.GetId() + " on the stock image, for the README")
-	rep, err := replay(ctx, c, f, "")
+	stock, err := stockReplay(ctx, c, f)
 	if err != nil {
 		return nil, fmt.Errorf("replay on the stock image: %w", err)
 	}
-	in.Image.Stock = &repro.Stock{Kernel: rep.Kernel, Reproduced: rep.Reproduced}
+	in.Image.Stock = stock
 	return files, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/repro"
 	"github.com/themisfs/themis/session"
 )
 
@@ -45,6 +46,8 @@ type kernelReplay struct {
 	Session string       `json:"session"`
 	Kind    string       `json:"kind"`
 	Image   string       `json:"image,omitempty"`
+	Booted  string       `json:"booted_image,omitempty"` // the image the session booted, in words
+	Kernel  string       `json:"kernel_version,omitempty"`
 	Steps   []replayStep `json:"steps"` // the ops that returned
 	// CrashedAt is the op (from 1) the guest died in (or in the lanes'
 	// remount before it); 0: it lived to the trace's end.
@@ -83,7 +86,8 @@ func replayKernel(ctx context.Context, c *conn, f *themisv1.Finding, image strin
 	}
 	defer remove()
 	id := cs.GetId()
-	rep := &kernelReplay{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Image: image, Want: reportOf(f.GetKernel()).Signature()}
+	rep := &kernelReplay{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Image: image, Want: reportOf(f.GetKernel()).Signature(),
+		Booted: imageLine(cs.GetImage()), Kernel: cs.GetImage().GetKernelVersion()}
 	for i, s := range f.GetTrace() {
 		err := error(nil)
 		if i > 0 && f.GetRevert() == "remount" {
@@ -129,6 +133,9 @@ func (r *kernelReplay) judge(f *themisv1.Finding) {
 func printKernelReplay(out io.Writer, r *kernelReplay) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "session\t%s\n", r.Session)
+	if r.Booted != "" {
+		fmt.Fprintf(w, "image\t%s\n", r.Booted)
+	}
 	for _, st := range r.Steps {
 		fmt.Fprintf(w, "%s\t%s\n", st.Op, strings.Join(st.Errnos, " "))
 	}
@@ -190,4 +197,31 @@ func reportOf(k *themisv1.KernelReport) *kreport.Report {
 		return &kreport.Report{}
 	}
 	return &kreport.Report{Kind: kreport.Kind(k.GetKind()), Title: k.GetTitle(), RIP: k.GetRip(), Trace: k.GetTrace(), Panic: k.GetPanic(), Text: k.GetText()}
+}
+
+// stockReplay replays f on the stock image of its lanes (findings export
+// of a finding found on a patched image): a kernel finding as `replay`
+// does one (replayKernel), any other by its lanes' errnos and states.
+func stockReplay(ctx context.Context, c *conn, f *themisv1.Finding) (*repro.Stock, error) {
+	if f.GetKernel() != nil {
+		rep, err := replayKernel(ctx, c, f, "")
+		if err != nil {
+			return nil, err
+		}
+		return &repro.Stock{Kernel: rep.Kernel, Reproduced: rep.Reproduced}, nil
+	}
+	rep, err := replay(ctx, c, f, "")
+	if err != nil {
+		return nil, err
+	}
+	return &repro.Stock{Kernel: rep.Kernel, Reproduced: rep.Reproduced}, nil
+}
+
+// reproReport is a kernel finding's report for its reproducer (nil: not a
+// kernel finding).
+func reproReport(k *themisv1.KernelReport) *repro.KernelReport {
+	if k == nil {
+		return nil
+	}
+	return &repro.KernelReport{Kind: k.GetKind(), Title: k.GetTitle(), RIP: k.GetRip(), Panic: k.GetPanic(), Trace: k.GetTrace(), Text: k.GetText()}
 }
