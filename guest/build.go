@@ -193,13 +193,11 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 			return nil, err
 		}
 	}
-	if dir := os.Getenv(PrebuiltEnv); dir != "" && o.isDefault() {
-		img, err := Open(dir)
-		if err != nil {
-			return nil, fmt.Errorf("guest: $%s: %w", PrebuiltEnv, err)
+	if img, err := prebuilt(o); err != nil || img != nil {
+		if img != nil {
+			log.Info("prebuilt guest image at "+img.Key, zap.String("dir", filepath.Dir(img.Kernel)))
 		}
-		log.Info("prebuilt guest image at "+img.Key, zap.String("dir", dir))
-		return img, nil
+		return img, err
 	}
 	cacheDir, err := CacheDir(o.CacheDir)
 	if err != nil {

@@ -537,3 +537,71 @@ func TestOpenPrebuilt(t *testing.T) {
 		t.Errorf("Build with a damaged $%s: %v, want an error naming it", PrebuiltEnv, err)
 	}
 }
+
+// writeImageDir writes an image directory with a manifest of key, kernel
+// version and flavour, and returns it.
+func writeImageDir(t *testing.T, key, kernelVersion, flavor string) string {
+	t.Helper()
+	dir := t.TempDir()
+	m := manifest{Format: imageFormat, Key: key, KernelVersion: kernelVersion, Flavor: flavor, Modules: []string{"virtio_blk"},
+		Kernel: entryOf([]byte("kernel")), Initramfs: entryOf([]byte("initramfs"))}
+	mj, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{KernelFile: "kernel", InitramfsFile: "initramfs", ManifestFile: string(mj)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestPrebuiltFlavors: THEMIS_GUEST_IMAGE lists several images; a default
+// request gets the first of its flavour (a cloud one also an image of a
+// caller's kernel, or one whose manifest predates flavours), none when no
+// listed image fits, and never for options other than the flavour.
+func TestPrebuiltFlavors(t *testing.T) {
+	cloud := writeImageDir(t, "c1", "6.1.0-57-cloud-amd64", "")
+	generic := writeImageDir(t, "g1", "6.1.0-57-amd64", FlavorGeneric)
+	custom := writeImageDir(t, "k1", "6.1.0-test", "custom")
+	list := func(dirs ...string) string { return strings.Join(dirs, string(filepath.ListSeparator)) }
+	for _, tt := range []struct {
+		name, env string
+		o         Options
+		want      string // the key, "" for none
+	}{
+		{"cloud of two", list(cloud, generic), Options{}, "c1"},
+		{"generic of two", list(cloud, generic), Options{Flavor: FlavorGeneric}, "g1"},
+		{"generic listed first", list(generic, cloud), Options{Flavor: FlavorCloud}, "c1"},
+		{"a caller's kernel answers cloud", list(generic, custom), Options{}, "k1"},
+		{"no generic listed", list(cloud, custom), Options{Flavor: FlavorGeneric}, ""},
+		{"no cloud listed", generic, Options{}, ""},
+		{"empty entries skipped", list("", generic), Options{Flavor: FlavorGeneric}, "g1"},
+		{"not a default request", list(cloud, generic), Options{Flavor: FlavorGeneric, Modules: []string{"f2fs"}}, ""},
+		{"unset", "", Options{}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(PrebuiltEnv, tt.env)
+			img, err := prebuilt(tt.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if img != nil {
+				got = img.Key
+			}
+			if got != tt.want {
+				t.Errorf("prebuilt(%+v) with %q = %q, want %q", tt.o, tt.env, got, tt.want)
+			}
+		})
+	}
+	t.Setenv(PrebuiltEnv, list(generic, filepath.Join(cloud, "nope")))
+	if _, err := prebuilt(Options{}); err == nil || !strings.Contains(err.Error(), PrebuiltEnv) {
+		t.Errorf("a listed directory that does not open: %v, want an error naming $%s", err, PrebuiltEnv)
+	}
+	t.Setenv(PrebuiltEnv, list(cloud, generic))
+	if img, err := Build(context.Background(), Options{CacheDir: t.TempDir(), Flavor: FlavorGeneric}); err != nil || img.Key != "g1" || img.Flavor != FlavorGeneric {
+		t.Errorf("Build of the generic flavour with both listed: %+v, %v; want the generic image", img, err)
+	}
+}

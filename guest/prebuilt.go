@@ -8,22 +8,53 @@ import (
 	"path/filepath"
 )
 
-// PrebuiltEnv names a built image directory (<cache>/images/<key>) that
-// Build returns as it is when called with default options, instead of
-// resolving a kernel and compiling the agent. For hosts that run guests
-// but cannot build them: the emulated AMD-V host of internal/nested has no
-// Go toolchain and no package mirror.
+// PrebuiltEnv names built image directories (<cache>/images/<key>,
+// several separated by ':') that Build returns as they are when called with
+// default options (a flavour aside), instead of resolving a kernel and
+// compiling the agent: the first listed image of the flavour asked for
+// (a cloud request also takes an image of a caller's kernel, as it did
+// before flavours were recorded). For hosts that run guests but cannot
+// build them: the emulated AMD-V host of internal/nested has no Go
+// toolchain and no package mirror.
 const PrebuiltEnv = "THEMIS_GUEST_IMAGE"
 
 // maxManifest bounds the manifest Open reads.
 const maxManifest = 1 << 20
 
-// isDefault says whether o asks for the default guest (any cache dir):
-// the only request a prebuilt image can answer.
+// isDefault says whether o asks for a stock image of its flavour (any
+// cache dir): the only request a prebuilt image can answer.
 func (o Options) isDefault() bool {
 	return o.Deb == "" && o.KernelPackage == "" && o.Kernel == "" && o.ModulesDir == "" &&
-		len(o.Modules) == 0 && o.Agent == "" && o.InitPackage == "" && (o.Flavor == "" || o.Flavor == FlavorCloud) &&
+		len(o.Modules) == 0 && o.Agent == "" && o.InitPackage == "" &&
 		!o.custom() && o.KernelTree == "" && o.Name == ""
+}
+
+// prebuilt returns the image $PrebuiltEnv lists for o, or nil when o is
+// not a default request or no listed image is of its flavour. A listed
+// directory that does not open is an error naming the variable.
+func prebuilt(o Options) (*Image, error) {
+	list := os.Getenv(PrebuiltEnv)
+	if list == "" || !o.isDefault() {
+		return nil, nil
+	}
+	want := FlavorName(o.Flavor)
+	for _, dir := range filepath.SplitList(list) {
+		if dir == "" {
+			continue
+		}
+		img, err := Open(dir)
+		if err != nil {
+			return nil, fmt.Errorf("guest: $%s: %w", PrebuiltEnv, err)
+		}
+		f := img.Flavor
+		if f == "" {
+			f = flavorOfRelease(img.KernelVersion)
+		}
+		if f == want || (want == FlavorCloud && f == "custom") {
+			return img, nil
+		}
+	}
+	return nil, nil
 }
 
 // Open returns the image built earlier in dir (an images/<key> directory
