@@ -27,6 +27,8 @@ import (
 type options struct {
 	work, run        string
 	exploreArgs      string
+	genericArgs      string // explore's arguments for the generic flavour's unit
+	generic          bool   // run it (with explore)
 	cpus             int
 	accel, qemu, cpu string
 	inject           string
@@ -65,10 +67,14 @@ type report struct {
 	Retried []string `json:"retried,omitempty"`
 	// Inconclusive are the tests outside the must-pass core whose every
 	// attempt ended with an emulator signature: they do not fail the job.
-	Inconclusive []string            `json:"inconclusive,omitempty"`
-	Tests        testcount.Result    `json:"tests"` // the gated tests' last attempts, counted
-	ExploreKVM   *exploreSummary     `json:"explore_kvm,omitempty"`
-	ExploreQEMU  *exploreSummary     `json:"explore_qemu,omitempty"`
+	Inconclusive []string         `json:"inconclusive,omitempty"`
+	Tests        testcount.Result `json:"tests"` // the gated tests' last attempts, counted
+	ExploreKVM   *exploreSummary  `json:"explore_kvm,omitempty"`
+	ExploreQEMU  *exploreSummary  `json:"explore_qemu,omitempty"`
+	// GenericKVM and GenericQEMU are explore on a lane only the generic
+	// kernel flavour serves (-generic-args), there and here.
+	GenericKVM   *exploreSummary     `json:"explore_generic_kvm,omitempty"`
+	GenericQEMU  *exploreSummary     `json:"explore_generic_qemu,omitempty"`
 	SweepRows    int                 `json:"sweep_rows"`
 	SweepDiffers []string            `json:"sweep_differs,omitempty"`
 	Steps        []nested.StepResult `json:"steps"` // the last boot's
@@ -189,7 +195,7 @@ func setup(ctx context.Context, o options, log *zap.Logger, rep *report) (*job, 
 	if j.cache, err = guest.DefaultCacheDir(); err != nil {
 		return nil, err
 	}
-	img, err := guest.Build(ctx, guest.Options{CacheDir: j.cache, Log: log})
+	imgs, err := guestImages(ctx, o, j.cache, log)
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +205,27 @@ func setup(ctx context.Context, o options, log *zap.Logger, rep *report) (*job, 
 	if j.stage, err = nested.NewStage(filepath.Join(o.work, "root")); err != nil {
 		return nil, err
 	}
-	j.env, err = nested.StageProject(j.stage, img, map[string]string{"kvm.test": filepath.Join(bins, "kvm.test"), "themisctl": j.themisctl})
+	j.env, err = nested.StageProject(j.stage, imgs, map[string]string{"kvm.test": filepath.Join(bins, "kvm.test"), "themisctl": j.themisctl})
 	return j, err
+}
+
+// guestImages builds (or finds in the cache) the guest images the job
+// stages: the cloud flavour's, and the generic flavour's when its explore
+// runs (.ci/run builds both before).
+func guestImages(ctx context.Context, o options, cache string, log *zap.Logger) ([]*guest.Image, error) {
+	flavors := []string{guest.FlavorCloud}
+	if o.explore && o.generic {
+		flavors = append(flavors, guest.FlavorGeneric)
+	}
+	var imgs []*guest.Image
+	for _, f := range flavors {
+		img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Flavor: f, Log: log})
+		if err != nil {
+			return nil, fmt.Errorf("guest image, %s flavour: %w", f, err)
+		}
+		imgs = append(imgs, img)
+	}
+	return imgs, nil
 }
 
 // Each gated test's step: the test binary's own timeout, and the step's a
@@ -245,8 +270,9 @@ func jobPlan(o options, env []string, us []unit) nested.Plan {
 			}
 			s = nested.Step{Argv: argv("kvm.test", "-test.v=test2json", "-test.count=1", "-test.timeout="+testTimeout.String(), "-test.run", testRunPattern(u.Name)),
 				Env: env, Timeout: nested.Duration(testTimeout + time.Minute)}
-		case u.Name == exploreUnit:
-			s = nested.Step{Argv: argv("themisctl", append([]string{"--json", "explore", "--backend", "kvm"}, strings.Fields(o.exploreArgs)...)...),
+		case u.Name == exploreUnit || u.Name == genericUnit:
+			args, _ := exploreArgsOf(o, u.Name)
+			s = nested.Step{Argv: argv("themisctl", append([]string{"--json", "explore", "--backend", "kvm"}, strings.Fields(args)...)...),
 				Env: withEnv(), Timeout: nested.Duration(runTimeout)}
 		default:
 			s = nested.Step{Argv: argv("themisctl", append(append([]string{"--json"}, sweepArgs...), "--backend", "kvm")...),
@@ -362,9 +388,9 @@ func (j *job) attempt(ctx context.Context, out *nested.Outcome, u unit, r nested
 		a.Passed = ran && why == ""
 	case r.ExitCode != 0:
 		why = fmt.Sprintf("exit code %d %s: %s", r.ExitCode, r.Error, nested.LastLines(string(bytes.TrimSpace(stderr)), 3))
-	case u.Name == exploreUnit:
+	case u.Name == exploreUnit || u.Name == genericUnit:
 		ran = true
-		why, err = j.compareExplore(ctx, stdout)
+		why, err = j.compareExplore(ctx, u.Name, stdout)
 	default:
 		ran = true
 		why, err = j.compareSweep(ctx, stdout)
@@ -502,11 +528,16 @@ func measured(raw []byte) []string {
 	return out
 }
 
-// compareExplore compares explore on kvm there (its --json output) with
-// the same explore on the QEMU backend here, run once: digest, unique
+// compareExplore compares explore on kvm there (unit's --json output)
+// with the same explore on the QEMU backend here, run once: digest, unique
 // states and findings must be equal. A difference is returned as why;
 // an error is a failure here.
-func (j *job) compareExplore(ctx context.Context, kvmOut []byte) (string, error) {
+func (j *job) compareExplore(ctx context.Context, unit string, kvmOut []byte) (string, error) {
+	args, _ := exploreArgsOf(j.o, unit)
+	kvmRes, qemuRes := &j.rep.ExploreKVM, &j.rep.ExploreQEMU
+	if unit == genericUnit {
+		kvmRes, qemuRes = &j.rep.GenericKVM, &j.rep.GenericQEMU
+	}
 	k, err := parseExplore(kvmOut)
 	if err != nil {
 		return "explore on kvm: " + err.Error(), nil
@@ -514,17 +545,17 @@ func (j *job) compareExplore(ctx context.Context, kvmOut []byte) (string, error)
 	if j.o.inject == injectDigest {
 		k.Digest = "injected-fault-" + k.Digest
 	}
-	j.rep.ExploreKVM = k
-	if j.rep.ExploreQEMU == nil {
-		qemuOut, err := runHere(ctx, j.themisctl, append([]string{"--json", "explore", "--backend", "qemu"}, strings.Fields(j.o.exploreArgs)...)...)
+	*kvmRes = k
+	if *qemuRes == nil {
+		qemuOut, err := runHere(ctx, j.themisctl, append([]string{"--json", "explore", "--backend", "qemu"}, strings.Fields(args)...)...)
 		if err != nil {
 			return "", fmt.Errorf("explore on qemu here: %w", err)
 		}
-		if j.rep.ExploreQEMU, err = parseExplore(qemuOut); err != nil {
+		if *qemuRes, err = parseExplore(qemuOut); err != nil {
 			return "", fmt.Errorf("explore on qemu here: %w", err)
 		}
 	}
-	q := j.rep.ExploreQEMU
+	q := *qemuRes
 	switch {
 	case k.Backend != "kvm":
 		return fmt.Sprintf("explore there ran on backend %q, want kvm", k.Backend), nil
@@ -533,8 +564,8 @@ func (j *job) compareExplore(ctx context.Context, kvmOut []byte) (string, error)
 	// (explore.NewParallelChecker); the set of states and the findings
 	// do not depend on it.
 	case k.Digest != q.Digest || k.UniqueStates != q.UniqueStates || k.Findings != q.Findings:
-		return fmt.Sprintf("explore differs between backends: kvm digest %s, %d states, %d unique, %d findings; qemu digest %s, %d states, %d unique, %d findings",
-			k.Digest, k.States, k.UniqueStates, k.Findings, q.Digest, q.States, q.UniqueStates, q.Findings), nil
+		return fmt.Sprintf("explore %s differs between backends: kvm digest %s, %d states, %d unique, %d findings; qemu digest %s, %d states, %d unique, %d findings",
+			args, k.Digest, k.States, k.UniqueStates, k.Findings, q.Digest, q.States, q.UniqueStates, q.Findings), nil
 	}
 	return "", nil
 }
@@ -651,10 +682,13 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s%s, %d attempts\n", strings.ToUpper(u.Verdict.String()), u.Name, core, len(u.Attempts))
 	}
 	fmt.Fprintf(w, "gated tests (last attempts): %d ran (%d passed, %d failed), %d skipped\n", r.Tests.Ran(), len(r.Tests.Passed), len(r.Tests.Failed), len(r.Tests.Skipped))
-	for _, e := range []*exploreSummary{r.ExploreKVM, r.ExploreQEMU} {
-		if e != nil {
-			fmt.Fprintf(w, "explore on %-4s %d states, %d unique, %d findings, digest %s, %.2f states/s (op %.2f s, fingerprint %.2f s, restore %.2f s)\n",
-				e.Backend, e.States, e.UniqueStates, e.Findings, e.Digest, e.StatesPerSec, e.OpS, e.FingerprintS, e.RestoreS)
+	for _, e := range []struct {
+		flavor string
+		*exploreSummary
+	}{{"", r.ExploreKVM}, {"", r.ExploreQEMU}, {" (generic flavour)", r.GenericKVM}, {" (generic flavour)", r.GenericQEMU}} {
+		if e.exploreSummary != nil {
+			fmt.Fprintf(w, "explore%s on %-4s %d states, %d unique, %d findings, digest %s, %.2f states/s (op %.2f s, fingerprint %.2f s, restore %.2f s)\n",
+				e.flavor, e.Backend, e.States, e.UniqueStates, e.Findings, e.Digest, e.StatesPerSec, e.OpS, e.FingerprintS, e.RestoreS)
 		}
 	}
 	if r.SweepRows > 0 {

@@ -53,7 +53,7 @@ func TestParseExplore(t *testing.T) {
 }
 
 func TestJobPlan(t *testing.T) {
-	o := options{run: ".", exploreArgs: "--fs ext2 --seed 7", explore: true, pin: true}
+	o := options{run: ".", exploreArgs: "--fs ext2 --seed 7", explore: true, pin: true, generic: true, genericArgs: "--fs minix --depth 1"}
 	us, err := selectUnits(o)
 	if err != nil {
 		t.Fatal(err)
@@ -74,15 +74,18 @@ func TestJobPlan(t *testing.T) {
 	}
 	want := []string{"conf-bootandy2038", "conf-restoresoundness", "conf-nested", "conf-deletemiddlecheckpoint", "conf-staletranslatedcode",
 		"conf-hungguestcleansup", "conf-failedrestorebreaks", "conf-replaypasses", "kvmlinuxrestorepages", "pitspeakerport",
-		"restoreflushesguesttlb", "devicepathreverts", "failedbootreturnserror", "explore-kvm", "sweep-kvm"}
+		"restoreflushesguesttlb", "devicepathreverts", "failedbootreturnserror", "explore-kvm", "sweep-kvm", "explore-generic-kvm"}
 	if !slices.Equal(names, want) {
 		t.Errorf("steps %q, want %q", names, want)
 	}
 	if a := strings.Join(p.Steps[0].Argv, " "); !strings.HasSuffix(a, "-test.run ^TestKVMLinuxConformance$/^BootAndY2038$") {
 		t.Errorf("first step: %s", a)
 	}
-	if a := strings.Join(p.Steps[len(p.Steps)-2].Argv, " "); !strings.Contains(a, "explore --backend kvm --fs ext2 --seed 7") {
+	if a := strings.Join(p.Steps[len(p.Steps)-3].Argv, " "); !strings.Contains(a, "explore --backend kvm --fs ext2 --seed 7") {
 		t.Errorf("explore step: %s", a)
+	}
+	if a := strings.Join(p.Steps[len(p.Steps)-1].Argv, " "); !strings.HasSuffix(a, "/bin-themis/themisctl --json explore --backend kvm --fs minix --depth 1") {
+		t.Errorf("the generic flavour's explore step: %s", a)
 	}
 	o.explore, o.pin, o.run = false, false, "^TestPITSpeakerPort$"
 	us, err = selectUnits(o)
@@ -102,6 +105,47 @@ func TestJobPlan(t *testing.T) {
 	}
 	if _, err := selectUnits(options{run: "^TestNothing$"}); err == nil {
 		t.Error("a -run that selects nothing was accepted")
+	}
+}
+
+// TestGenericUnit: the generic flavour's explore runs with -explore and
+// -generic, must pass, and only with --fs naming a lane that needs the
+// generic kernel (else it would boot the cloud one).
+func TestGenericUnit(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		o       options
+		want    bool   // the unit is selected
+		wantErr string // "" for none
+	}{
+		{"minix", options{explore: true, generic: true, genericArgs: "--fs minix --depth 1"}, true, ""},
+		{"--fs= form, with a cloud lane beside", options{explore: true, generic: true, genericArgs: "--depth 1 --fs=ext2,f2fs"}, true, ""},
+		{"-generic=false", options{explore: true, genericArgs: "--fs minix"}, false, ""},
+		{"-explore=false", options{generic: true, genericArgs: "--fs minix"}, false, ""},
+		{"a cloud lane only", options{explore: true, generic: true, genericArgs: "--fs ext2 --depth 1"}, false, "boots the cloud flavour"},
+		{"no --fs", options{explore: true, generic: true, genericArgs: "--depth 1"}, false, "want --fs"},
+		{"a bad lane", options{explore: true, generic: true, genericArgs: "--fs nosuchfs"}, false, "-generic-args"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.run = "^TestPITSpeakerPort$"
+			us, err := selectUnits(tt.o)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("selectUnits = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(us, func(u unit) bool { return u.Name == genericUnit })
+			if got := i >= 0; got != tt.want {
+				t.Fatalf("units %+v: generic unit selected %v, want %v", us, got, tt.want)
+			}
+			if i >= 0 && (!us[i].MustPass || us[i].Test) {
+				t.Errorf("generic unit %+v: want a must-pass themisctl run", us[i])
+			}
+		})
 	}
 }
 
@@ -251,6 +295,36 @@ func TestAttempt(t *testing.T) {
 			}
 			if v := nested.Decide([]nested.Attempt{a}, tt.u.MustPass); tt.sig == nested.None && !tt.passed && v != nested.Fail {
 				t.Errorf("verdict %v, want fail at once", v)
+			}
+		})
+	}
+	generic := unit{Name: genericUnit, Step: genericUnit, MustPass: true}
+	for _, tt := range []struct {
+		name   string
+		digest string
+		passed bool
+	}{{"generic flavour, same digest", "6ea1135b2734", true}, {"generic flavour, the cloud explore's digest", "a0b6b21ad225", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := []byte(`{"backend":"kvm","states":14,"unique_states":4,"digest":"` + tt.digest + `"}`)
+			if err := os.WriteFile(filepath.Join(dir, genericUnit+".out"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Each explore is compared with its own run here: the cloud
+			// one's result must not stand in for the generic one's.
+			j := &job{o: options{genericArgs: "--fs minix --depth 1"}, rep: &report{
+				ExploreQEMU: &exploreSummary{Backend: "qemu", UniqueStates: 4, Digest: "a0b6b21ad225"},
+				GenericQEMU: &exploreSummary{Backend: "qemu", UniqueStates: 4, Digest: "6ea1135b2734"}}}
+			a, err := j.attempt(context.Background(), &nested.Outcome{OutDir: dir}, generic, nested.StepResult{Name: genericUnit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Passed != tt.passed || a.Signature != nested.None || j.rep.GenericKVM == nil || j.rep.ExploreKVM != nil {
+				t.Errorf("attempt = %+v (generic kvm %+v, cloud kvm %+v), want passed %v, no signature, the result kept as the generic one's",
+					a, j.rep.GenericKVM, j.rep.ExploreKVM, tt.passed)
+			}
+			if !tt.passed && !strings.Contains(a.Detail, "--fs minix --depth 1 differs between backends") {
+				t.Errorf("detail %q: want the explore named", a.Detail)
 			}
 		})
 	}

@@ -7,7 +7,10 @@
 //     go test -json here: it must have run and passed;
 //   - themisctl explore --backend kvm and a clock sweep there, and the same
 //     on the QEMU backend here: the digest, unique states and findings, and
-//     every sweep cell, must be equal (a cross-backend differential).
+//     every sweep cell, must be equal (a cross-backend differential);
+//   - the same explore on a lane only the generic kernel flavour serves
+//     (minix): that kernel boots on the KVM backend there and gives the
+//     QEMU backend's digest.
 //
 // Each is retried, up to three attempts, only when an attempt ends with an
 // emulator signature (nested.Classify: the emulated host's soft lockup,
@@ -37,6 +40,8 @@ func main() {
 	flag.StringVar(&o.run, "run", ".", "the gated tests to run there: a regexp over their names (TestKVMLinuxConformance/BootAndY2038, TestPITSpeakerPort, ...; each runs as a step of its own)")
 	flag.BoolVar(&o.explore, "explore", true, "also run explore and a clock sweep on --backend kvm there, and explore on QEMU here, and compare")
 	flag.StringVar(&o.exploreArgs, "explore-args", "--fs ext2 --depth 2 --seed 7", "explore's arguments on both backends")
+	flag.BoolVar(&o.generic, "generic", true, "with -explore, also run explore on a lane of the generic kernel flavour (-generic-args) on --backend kvm there and on QEMU here, and compare: that kernel boots on the KVM backend")
+	flag.StringVar(&o.genericArgs, "generic-args", "--fs minix --depth 1 --seed 7 --workers 1", "the generic flavour's explore arguments on both backends (--fs must name a lane only that flavour serves: f2fs, minix, nilfs2)")
 	flag.StringVar(&o.inject, "inject-fault", "", "a fault the job must fail on at once, never retried: restore (every restore of the vmm/kvm test binary's Linux machines fails the verify gate) or digest (explore on kvm's digest changed before the comparison)")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "the whole job (each boot of the emulated host gets its steps' timeouts, within what is left)")
 	flag.BoolVar(&o.json, "json", false, "print the report as one JSON object")

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/nested"
 )
 
@@ -30,24 +31,40 @@ var conformanceSuite = []string{"BootAndY2038", "RestoreSoundness", "Nested", "D
 // whole synthetic suite is ~100x slower under TCG than on PVM.
 var otherGated = []string{"TestKVMLinuxRestorePages", "TestPITSpeakerPort", "TestRestoreFlushesGuestTLB", "TestDevicePathReverts", "TestFailedBootReturnsError"}
 
-// The themisctl runs there, compared with the QEMU backend here.
+// The themisctl runs there, compared with the QEMU backend here: explore
+// and the clock sweep on the cloud flavour, and explore on a lane only the
+// generic flavour serves (-generic-args), which boots that kernel there.
 const (
 	exploreUnit = "explore-kvm"
 	sweepUnit   = "sweep-kvm"
+	genericUnit = "explore-generic-kvm"
 )
 
 // mustPass is the core that must pass in some attempt: boot and Y2038 and
 // restore soundness on the KVM backend, explore --backend kvm equal to
-// the QEMU backend's digest.
+// the QEMU backend's digest, on both kernel flavours.
 var mustPass = map[string]bool{
 	"TestKVMLinuxConformance/BootAndY2038":     true,
 	"TestKVMLinuxConformance/RestoreSoundness": true,
 	exploreUnit: true,
+	genericUnit: true,
+}
+
+// exploreArgsOf is explore's arguments of a unit that runs it (on both backends).
+func exploreArgsOf(o options, name string) (string, bool) {
+	switch name {
+	case exploreUnit:
+		return o.exploreArgs, true
+	case genericUnit:
+		return o.genericArgs, true
+	}
+	return "", false
 }
 
 // selectUnits lists the job's units: the gated tests whose names match
 // o.run (Cycles only with -cycles: it skips there otherwise), then
-// explore and the sweep with -explore.
+// explore and the sweep with -explore, and the generic flavour's explore
+// with -explore and -generic.
 func selectUnits(o options) ([]unit, error) {
 	re, err := regexp.Compile(o.run)
 	if err != nil {
@@ -72,11 +89,43 @@ func selectUnits(o options) ([]unit, error) {
 	if o.explore {
 		add(exploreUnit, exploreUnit, false)
 		add(sweepUnit, sweepUnit, false)
+		if o.generic {
+			if err := checkGenericArgs(o.genericArgs); err != nil {
+				return nil, err
+			}
+			add(genericUnit, genericUnit, false)
+		}
 	}
 	if len(us) == 0 {
 		return nil, fmt.Errorf("-run %q selects no test", o.run)
 	}
 	return us, nil
+}
+
+// checkGenericArgs: the generic flavour's explore must name its lanes
+// with --fs, and one of them must need that flavour (guest.FlavorOf), or
+// the unit would boot the cloud kernel and prove nothing of the generic.
+func checkGenericArgs(args string) error {
+	f := strings.Fields(args)
+	var lanes string
+	for i, a := range f {
+		if v, ok := strings.CutPrefix(a, "--fs="); ok {
+			lanes = v
+		} else if a == "--fs" && i+1 < len(f) {
+			lanes = f[i+1]
+		}
+	}
+	if lanes == "" {
+		return fmt.Errorf("-generic-args %q: want --fs with a lane of the generic flavour (f2fs, minix, nilfs2)", args)
+	}
+	specs, err := guest.ParseLaneSpecs(lanes)
+	if err != nil {
+		return fmt.Errorf("-generic-args: %w", err)
+	}
+	if guest.FlavorOf(specs) != guest.FlavorGeneric {
+		return fmt.Errorf("-generic-args: --fs %s boots the %s flavour: want a lane only the generic flavour serves (f2fs, minix, nilfs2)", lanes, guest.FlavorOf(specs))
+	}
+	return nil
 }
 
 // testRunPattern is the test binary's -test.run for one unit: the test

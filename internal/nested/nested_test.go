@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,73 @@ func TestPlanValidate(t *testing.T) {
 	p, err := ParsePlan(b)
 	if err != nil || time.Duration(p.Steps[0].Timeout) != 90*time.Second {
 		t.Fatalf("ParsePlan = %+v, %v", p, err)
+	}
+}
+
+// TestStageProject: every guest image given is staged under the job's
+// cache and listed, in order, in the variable that makes guest.Build
+// return the image of the flavour asked for; the tools and libraries the
+// generic flavour's lane needs come too (mkfs.minix, libfaketime).
+func TestStageProject(t *testing.T) {
+	missing := func(what string, err error) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required under CI=true: %v", what, err)
+		}
+		t.Skipf("%s not on this host: %v", what, err)
+	}
+	for _, tool := range JobTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing(tool, err)
+		}
+	}
+	for _, lib := range JobLibs {
+		if _, err := os.Stat(lib); err != nil {
+			missing(lib, err)
+		}
+	}
+	var imgs []*guest.Image
+	for _, key := range []string{"c0ffee", "9e9e71c"} {
+		dir := filepath.Join(t.TempDir(), key)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{guest.KernelFile, guest.InitramfsFile, guest.ManifestFile} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(key+f), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		imgs = append(imgs, &guest.Image{Key: key, Kernel: filepath.Join(dir, guest.KernelFile)})
+	}
+	bin := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewStage(filepath.Join(t.TempDir(), "root"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := StageProject(st, imgs, map[string]string{"prog": bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := guest.PrebuiltEnv + "=/cache/images/c0ffee:/cache/images/9e9e71c"
+	if !slices.Contains(env, want) {
+		t.Errorf("env %q: want %s", env, want)
+	}
+	mkfsMinix, err := exec.LookPath("mkfs.minix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/cache/images/c0ffee/" + guest.KernelFile, "/cache/images/9e9e71c/" + guest.InitramfsFile,
+		"/cache/images/9e9e71c/" + guest.ManifestFile, BinDir + "/prog", mkfsMinix, JobLibs[0]} {
+		if _, err := os.Stat(filepath.Join(st.Root, p)); err != nil {
+			t.Errorf("not staged: %v", err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(st.Root, "/cache/images/9e9e71c", guest.KernelFile)); err != nil || string(b) != "9e9e71c"+guest.KernelFile {
+		t.Errorf("the second image's kernel staged as %q, %v", b, err)
+	}
+	if _, err := StageProject(st, nil, nil); err == nil {
+		t.Error("a job with no guest image was staged")
 	}
 }

@@ -100,6 +100,20 @@ func (s *Stage) Tool(name string) error {
 	return s.needs(p, 0)
 }
 
+// Library copies the host library p (an absolute path: one loaded by
+// LD_PRELOAD, which no program names) to the same path in the job, with
+// the libraries it needs.
+func (s *Stage) Library(p string) error {
+	if s.libs[p] {
+		return nil
+	}
+	if err := s.File(p, p, 0o644); err != nil {
+		return err
+	}
+	s.libs[p] = true
+	return s.needs(p, 0)
+}
+
 // needs copies the ELF interpreter and DT_NEEDED libraries of bin, recursively.
 func (s *Stage) needs(bin string, level int) error {
 	if level > maxDepLevels {
