@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +14,6 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/repro"
-	"github.com/themisfs/themis/session"
 )
 
 // printKernelReport prints a kernel finding's report (nothing for other
@@ -51,7 +51,8 @@ type kernelReplay struct {
 	Steps   []replayStep `json:"steps"` // the ops that returned
 	// CrashedAt is the op (from 1) the guest died in (or in the lanes'
 	// remount before it); 0: it lived to the trace's end.
-	CrashedAt int `json:"crashed_at,omitempty"`
+	CrashedAt int    `json:"crashed_at,omitempty"`
+	CrashedOp string `json:"crashed_op,omitempty"`
 	// Report is the kernel's report the dead guest left (nil: it lived,
 	// or died without one); Signature is its signature, Want the
 	// finding's (kreport.Report.Signature: the kind and the RIP's
@@ -76,18 +77,25 @@ func replayKernelCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Findi
 }
 
 // replayKernel runs a kernel finding's trace on a fresh session with its
-// lanes (removed after; the lanes remounted before each op after the
-// first when the run reverted by remount) and judges the guest's end.
+// lanes (the lanes remounted before each op after the first when the run
+// reverted by remount) and judges the guest's end. The session is
+// removed after, unless its guest died: a failed session stays listed,
+// its reason the death (a dead explore worker's does too).
 func replayKernel(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*kernelReplay, error) {
 	progress(fmt.Sprintf("replaying %s (%s: this crashes the session's guest) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
 	cs, remove, err := replaySession(ctx, c, f, image, false)
 	if err != nil {
 		return nil, err
 	}
-	defer remove()
 	id := cs.GetId()
 	rep := &kernelReplay{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Image: image, Want: reportOf(f.GetKernel()).Signature(),
-		Booted: imageLine(cs.GetImage()), Kernel: cs.GetImage().GetKernelVersion()}
+		Booted: imageLine(cs.GetImage()), Kernel: cs.GetImage().GetKernelVersion(), Steps: []replayStep{}}
+	failed := false
+	defer func() {
+		if !failed {
+			remove()
+		}
+	}()
 	for i, s := range f.GetTrace() {
 		err := error(nil)
 		if i > 0 && f.GetRevert() == "remount" {
@@ -98,17 +106,38 @@ func replayKernel(ctx context.Context, c *conn, f *themisv1.Finding, image strin
 			step, err = replayStepOf(ctx, c, id, f, s)
 		}
 		if err != nil {
-			died, r := kernelDeath(err)
-			if !died {
-				return nil, fmt.Errorf("finding %s: op %d: %w", f.GetId(), i+1, err)
+			st, r, gerr := guestEnd(ctx, c, id, err)
+			if gerr != nil {
+				return nil, fmt.Errorf("finding %s: op %d: %w", f.GetId(), i+1, gerr)
 			}
-			rep.CrashedAt, rep.Report = i+1, r
+			failed = st == themisv1.Session_STATE_FAILED
+			rep.CrashedAt, rep.CrashedOp, rep.Report = i+1, s, r
 			break
 		}
 		rep.Steps = append(rep.Steps, step)
 	}
 	rep.judge(f)
 	return rep, nil
+}
+
+// guestEnd asks the daemon about session id after applyErr: its state when
+// its guest is gone (failed: the guest died; unresponsive: a call got no
+// answer) and the kernel report the guest left (nil: none), read from
+// applyErr or the session's reason (reportIn); gerr is applyErr when the
+// guest is not gone (another error).
+func guestEnd(ctx context.Context, c *conn, id string, applyErr error) (st themisv1.Session_State, r *kreport.Report, gerr error) {
+	gs, err := c.GetSession(ctx, &themisv1.GetSessionRequest{SessionId: id})
+	if err != nil {
+		return 0, nil, errors.Join(applyErr, err)
+	}
+	st = gs.GetSession().GetState()
+	if st != themisv1.Session_STATE_FAILED && st != themisv1.Session_STATE_UNRESPONSIVE {
+		return st, nil, applyErr
+	}
+	if r := reportIn(applyErr); r != nil {
+		return st, r, nil
+	}
+	return st, reportInText(gs.GetSession().GetReason()), nil
 }
 
 // judge says whether the replay reproduced the finding: the guest died
@@ -140,7 +169,7 @@ func printKernelReplay(out io.Writer, r *kernelReplay) error {
 		fmt.Fprintf(w, "%s\t%s\n", st.Op, strings.Join(st.Errnos, " "))
 	}
 	if r.CrashedAt > 0 {
-		fmt.Fprintf(w, "op %d\tthe guest died\n", r.CrashedAt)
+		fmt.Fprintf(w, "%s\tthe guest died (op %d)\n", r.CrashedOp, r.CrashedAt)
 	}
 	if k := r.Report; k != nil {
 		fmt.Fprintf(w, "kernel %s\t%s\n", k.Kind, k.Title)
@@ -156,39 +185,40 @@ func printKernelReplay(out io.Writer, r *kernelReplay) error {
 	return w.Flush()
 }
 
-// kernelDeath reads an API error: died is true when it says the session's
-// guest is gone (session.ErrGuestGone), r is the kernel report the dead
-// guest left, nil when it left none. The report is a KernelReport in the
-// status's details where the daemon attaches one, else read from the
+// reportIn is the kernel report an API error carries: a KernelReport in
+// the status's details where the daemon attaches one, else read from the
 // console lines the message ends with (vmm.GuestDiedError's text, which
-// holds a report whole).
-func kernelDeath(err error) (died bool, r *kreport.Report) {
+// holds a report whole). Nil: none.
+func reportIn(err error) *kreport.Report {
 	st, ok := status.FromError(err)
 	if !ok {
-		return false, nil
+		return nil
 	}
 	for _, d := range st.Details() {
 		if k, ok := d.(*themisv1.KernelReport); ok {
-			return true, reportOf(k)
+			return reportOf(k)
 		}
 	}
-	msg := st.Message()
-	if !strings.Contains(msg, session.ErrGuestGone.Error()) {
-		return false, nil
-	}
+	return reportInText(st.Message())
+}
+
+// reportInText reads a kernel report from the console lines a dead
+// guest's error text ends with ("console:" and the lines indented), nil
+// when there is none.
+func reportInText(msg string) *kreport.Report {
 	_, console, ok := strings.Cut(msg, "\nconsole:\n")
 	if !ok {
-		return true, nil
+		return nil
 	}
 	lines := strings.Split(console, "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimPrefix(l, "  ")
 	}
-	r, ok = kreport.Parse(strings.Join(lines, "\n"))
+	r, ok := kreport.Parse(strings.Join(lines, "\n"))
 	if !ok {
-		return true, nil
+		return nil
 	}
-	return true, r
+	return r
 }
 
 // reportOf is the API's kernel report as kreport's (nil: an empty one).

@@ -14,16 +14,15 @@ import (
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/kreport"
-	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
 
 // deathStatus is the API error of an Apply whose guest died with console
-// on its console, as the daemon sends it: the session's wrapping of the
-// backend's GuestDiedError (shown lines as QEMU's 40, or fewer), its text
-// the status's message.
+// on its console, as the daemon sends it: the session manager's wrapping
+// of the backend's GuestDiedError (shown lines as QEMU's 40, or fewer),
+// its text the status's message.
 func deathStatus(console string, shown int) error {
-	err := fmt.Errorf("apply mkdir: %w: %w", session.ErrGuestGone, &vmm.GuestDiedError{Err: errors.New("qemu exit status 0"), Console: console, Shown: shown})
+	err := fmt.Errorf("session s-1 failed: mkdir: %w", &vmm.GuestDiedError{Err: errors.New("qemu <nil>: agent: stream closed: unexpected EOF"), Console: console, Shown: shown})
 	return status.New(codes.Internal, err.Error()).Err()
 }
 
@@ -36,36 +35,38 @@ func testConsole(t *testing.T, name string) string {
 	return string(b)
 }
 
-// TestKernelDeath reads API errors: a guest death with the sysrq panic on
-// its console (within the 40 lines shown), one with a BUG whose report
-// begins before the lines shown, one with a KernelReport in the status
-// details, a death without a report, and errors that are no death.
-func TestKernelDeath(t *testing.T) {
-	withDetail, err := status.New(codes.Internal, "apply mkdir: guest gone: vmm: guest died").WithDetails(&themisv1.KernelReport{Kind: "bug", Title: "kernel BUG at fs/x.c:1!", Rip: "x_mkdir+0x1/0x2 [x]"})
+// TestReportIn reads the kernel report an API error carries: the sysrq
+// panic on a dead guest's console (within the 40 lines shown), a BUG
+// whose report begins before the lines shown, a KernelReport in the
+// status details; none from a death without a report, an error without
+// a console, or one that is not a status. A session's reason (the same
+// text) reads the same.
+func TestReportIn(t *testing.T) {
+	withDetail, err := status.New(codes.Internal, "session s-1 failed: mkdir: vmm: guest died").WithDetails(&themisv1.KernelReport{Kind: "bug", Title: "kernel BUG at fs/x.c:1!", Rip: "x_mkdir+0x1/0x2 [x]"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name      string
 		err       error
-		died      bool
 		kind      kreport.Kind
 		title     string
 		traceHead string
 	}{
-		{"sysrq panic", deathStatus(testConsole(t, "sysrq.txt"), 40), true, kreport.Panic, "Kernel panic - not syncing: sysrq triggered crash", "dump_stack_lvl+0x44/0x5c"},
-		{"BUG before the lines shown", deathStatus(testConsole(t, "bug.txt"), 10), true, kreport.Bug, "kernel BUG at fs/ext4/namei.c:3477!", "vfs_link+0x1e2/0x330"},
-		{"report in the details", withDetail.Err(), true, kreport.Bug, "kernel BUG at fs/x.c:1!", ""},
-		{"no report", deathStatus("booted\nready", 40), true, "", "", ""},
-		{"no console section", status.Error(codes.Internal, "apply mkdir: guest gone: no answer within 2m0s"), true, "", "", ""},
-		{"not a death", status.Error(codes.NotFound, "session s-1 not found"), false, "", "", ""},
-		{"not a status", errors.New("dial: connection refused"), false, "", "", ""},
+		{"sysrq panic", deathStatus(testConsole(t, "sysrq.txt"), 40), kreport.Panic, "Kernel panic - not syncing: sysrq triggered crash", "dump_stack_lvl+0x44/0x5c"},
+		{"BUG before the lines shown", deathStatus(testConsole(t, "bug.txt"), 10), kreport.Bug, "kernel BUG at fs/ext4/namei.c:3477!", "vfs_link+0x1e2/0x330"},
+		{"report in the details", withDetail.Err(), kreport.Bug, "kernel BUG at fs/x.c:1!", ""},
+		{"no report", deathStatus("booted\nready", 40), "", "", ""},
+		{"no console section", status.Error(codes.Internal, "session s-1 failed: mkdir: agent: channel broken"), "", "", ""},
+		{"not a status", errors.New("dial: connection refused"), "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			died, r := kernelDeath(tt.err)
-			if died != tt.died {
-				t.Fatalf("died %v, want %v", died, tt.died)
+			r := reportIn(tt.err)
+			if st, ok := status.FromError(tt.err); ok && len(st.Details()) == 0 {
+				if fromReason := reportInText(st.Message()); (fromReason == nil) != (r == nil) || r != nil && fromReason.Title != r.Title {
+					t.Errorf("from the session's reason %+v, from the error %+v", fromReason, r)
+				}
 			}
 			if tt.kind == "" {
 				if r != nil {
