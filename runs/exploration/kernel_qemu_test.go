@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/themisfs/themis/explore"
-	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/crashtest"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
@@ -39,7 +36,7 @@ import (
 // per try are logged (docs/benchmarks.md), not asserted.
 func TestKernelCrashRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
-	img := crashImage(t, env, "mkdir")
+	img := crashtest.Image(t, env, t.TempDir(), "mkdir")
 	stock := sessiontest.Real(t, session.Config{})
 	crashing := sessiontest.Real(t, session.Config{Image: img})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -97,9 +94,11 @@ func isMkdirAlone(f session.Finding) bool {
 	return f.Minimized && f.Kernel != nil && len(f.Trace) == 1 && strings.HasPrefix(f.Trace[0], "mkdir ")
 }
 
-// logMinimizeTries logs how long the minimization's tries took: each
-// begins with a fresh session ("explore.minimize.fresh") or right after
-// the one a try killed was replaced ("explore.worker.replaced").
+// logMinimizeTries logs how long the minimization's tries took: the
+// first begins with a fresh session ("explore.minimize.fresh"), a try
+// that kills the guest ends with its replacement ("explore.worker.replaced"),
+// the last with the minimized finding; the search's replacements before
+// are left out.
 func logMinimizeTries(ctx context.Context, t *testing.T, m *session.Manager, sessions []string) {
 	t.Helper()
 	var marks []session.Event
@@ -115,6 +114,9 @@ func logMinimizeTries(ctx context.Context, t *testing.T, m *session.Manager, ses
 		}
 	}
 	slices.SortFunc(marks, func(a, b session.Event) int { return a.Time.Compare(b.Time) })
+	if i := slices.IndexFunc(marks, func(e session.Event) bool { return e.Kind == "explore.minimize.fresh" }); i > 0 {
+		marks = marks[i:]
+	}
 	for i, e := range marks {
 		if i > 0 {
 			t.Logf("minimize: +%s %s: %s", e.Time.Sub(marks[i-1].Time).Round(time.Millisecond), e.Kind, e.Detail)
@@ -169,37 +171,4 @@ func inTrace(trace []string, prefix string) bool {
 		}
 	}
 	return false
-}
-
-// crashImage builds the guest image with the themisfault agent whose
-// kernel crashes on the requests crashOn names (faultagent.CrashOn), over
-// the kernel tree the default image was made of, in a cache of its own.
-func crashImage(t *testing.T, env *vmmtest.Env, crashOn string) *guest.Image {
-	t.Helper()
-	src, err := guest.SourceDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	goBin, err := guest.GoTool()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentBin := filepath.Join(t.TempDir(), "themis-agent-crash")
-	cmd := exec.Command(goBin, "build", "-o", agentBin, "-tags", "themisfault", "-trimpath", "-ldflags=-s -w -X main.crashOn="+crashOn, "./cmd/themis-agent")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build the crashing agent: %v\n%s", err, b)
-	}
-	kernel, modules, err := guest.UnpackedKernel(env.CacheDir, env.Image.KernelVersion)
-	if err != nil {
-		t.Skipf("the default image's kernel tree: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	img, err := guest.Build(ctx, guest.Options{CacheDir: t.TempDir(), Agent: agentBin, Kernel: kernel, ModulesDir: modules, Log: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatalf("crashing image: %v", err)
-	}
-	return img
 }
