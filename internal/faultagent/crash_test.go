@@ -3,33 +3,49 @@ package faultagent
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 )
 
-// TestCrashOn: a mkdir the CrashOn names, alone or in a batch, writes "c"
-// to the sysrq trigger before it is served; another mkdir, another op or
-// no CrashOn writes nothing.
+func mkdirReq(p string) *agentv1.Request {
+	return &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Lane: lane, Path: p, Mode: 0o755}}}
+}
+
+func mountReq(l string) *agentv1.Request {
+	return &agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: l}}}
+}
+
+func batchReq(rs ...*agentv1.Request) *agentv1.Request {
+	return &agentv1.Request{Op: &agentv1.Request_Batch{Batch: &agentv1.Batch{Requests: rs}}}
+}
+
+// TestCrashOn: a request a trigger names, alone or in a batch, writes "c"
+// to the sysrq trigger (a mkdir or a mount before it is served; a mount
+// whose answer is a failure, under mountfail: the test server refuses
+// every mount, EPERM); another request, another lane or no CrashOn writes
+// nothing.
 func TestCrashOn(t *testing.T) {
-	mkdir := func(p string) *agentv1.Request {
-		return &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Lane: lane, Path: p, Mode: 0o755}}}
-	}
-	batch := func(rs ...*agentv1.Request) *agentv1.Request {
-		return &agentv1.Request{Op: &agentv1.Request_Batch{Batch: &agentv1.Batch{Requests: rs}}}
-	}
 	cases := []struct {
 		name  string
 		on    CrashOn
 		req   *agentv1.Request
 		crash bool
 	}{
-		{"the path", "mkdir:d-01", mkdir("d-01"), true},
-		{"in a batch", "mkdir:d-01", batch(mkdir("d-01"), fingerprint()), true},
-		{"another path", "mkdir:d-01", mkdir("d-00"), false},
-		{"every mkdir", "mkdir", batch(mkdir("d-00/d-01")), true},
+		{"the path", "mkdir:d-01", mkdirReq("d-01"), true},
+		{"in a batch", "mkdir:d-01", batchReq(mkdirReq("d-01"), fingerprint()), true},
+		{"another path", "mkdir:d-01", mkdirReq("d-00"), false},
+		{"every mkdir", "mkdir", batchReq(mkdirReq("d-00/d-01")), true},
 		{"another op", "mkdir", stat("d-01"), false},
-		{"off", "", mkdir("d-01"), false},
+		{"off", "", mkdirReq("d-01"), false},
+		{"a mount of the lane", "mount:" + lane, mountReq(lane), true},
+		{"a mount of another lane", "mount:crash:" + lane, mountReq(lane), false},
+		{"a mount in a batch", "mkdir:x, mount:" + lane, batchReq(stat("f"), mountReq(lane)), true},
+		{"a failed mount", "mountfail:" + lane, mountReq(lane), true},
+		{"a failed mount of another lane", "mountfail:other", mountReq(lane), false},
+		{"mountfail and no mount", "mountfail:" + lane, stat("f"), false},
+		{"a freeze does not crash", "freeze:d-01", stat("f"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +66,42 @@ func TestCrashOn(t *testing.T) {
 			}
 		})
 	}
-	if err := CrashOn("rmdir").Check(); err == nil {
-		t.Error(`CrashOn("rmdir").Check() = nil, want an error`)
+}
+
+// TestCrashOnFreeze: a freeze trigger names the lanes of the mkdirs it
+// matches, to be frozen before they are served (the ioctl itself is the
+// real guest's: freezing the host's filesystem in a unit test would hang
+// the host's writers), and crashes nothing.
+func TestCrashOnFreeze(t *testing.T) {
+	cases := []struct {
+		on   CrashOn
+		req  *agentv1.Request
+		want []string
+	}{
+		{"freeze", mkdirReq("a"), []string{lane}},
+		{"freeze:a", batchReq(stat("f"), mkdirReq("a")), []string{lane}},
+		{"freeze:a", mkdirReq("b"), nil},
+		{"freeze", stat("a"), nil},
+		{"mkdir", mkdirReq("a"), nil},
+	}
+	for _, tc := range cases {
+		crash, freeze := tc.on.before(tc.req)
+		if !slices.Equal(freeze, tc.want) || (crash && tc.on != "mkdir") {
+			t.Errorf("%q before %v: crash %v, freeze %v: want freeze %v", tc.on, tc.req, crash, freeze, tc.want)
+		}
+	}
+}
+
+// TestCrashOnCheck: the triggers the agent knows pass, the others say so.
+func TestCrashOnCheck(t *testing.T) {
+	for _, c := range []CrashOn{"", "mkdir", "mkdir:d", "mount:crash:ext2", "mountfail:ext2", "freeze", "freeze:d", "mkdir:a,mount:crash:ext2"} {
+		if err := c.Check(); err != nil {
+			t.Errorf("%q: %v", c, err)
+		}
+	}
+	for _, c := range []CrashOn{"rmdir", "mount", "mountfail", "mkdir,", "mount:", "freez"} {
+		if err := c.Check(); err == nil {
+			t.Errorf("%q: no error", c)
+		}
 	}
 }

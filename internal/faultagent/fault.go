@@ -95,6 +95,9 @@ type Options struct {
 	// SysrqTrigger is the file "c" is written to for a crash (default
 	// /proc/sysrq-trigger).
 	SysrqTrigger string
+	// LaneRoot is the directory of the lanes' mounts, for a freeze
+	// (default /lanes, the agent's).
+	LaneRoot string
 	// Log receives what the Channel does; nil discards.
 	Log *zap.Logger
 }
@@ -108,6 +111,9 @@ type Channel struct {
 	in    []byte  // bytes read, not yet a whole frame
 	out   []byte  // bytes written, not yet a whole frame
 	armed []armed // arming Stats read, not yet answered
+	// mounts are the ids of the Mounts read whose failure crashes the
+	// kernel (CrashOn mountfail), not yet answered.
+	mounts []uint64
 
 	negSize bool
 
@@ -138,6 +144,9 @@ func Wrap(rw io.ReadWriter, o Options) *Channel {
 	}
 	if o.SysrqTrigger == "" {
 		o.SysrqTrigger = sysrqTrigger
+	}
+	if o.LaneRoot == "" {
+		o.LaneRoot = laneRoot
 	}
 	log := o.Log
 	if log == nil {
@@ -171,15 +180,31 @@ func (c *Channel) scanRequests() {
 		}
 		req := new(agentv1.Request)
 		if err := proto.Unmarshal(c.in[4:4+n], req); err == nil {
-			if c.opt.CrashOn != "" && c.opt.CrashOn.matches(req) {
-				c.crash()
-			}
+			c.crashOn(req)
 			if m, ok := armedBy(req); ok {
 				c.log.Info("fault armed", zap.String("mode", string(m)), zap.Uint64("id", req.GetId()))
 				c.armed = append(c.armed, armed{id: req.GetId(), mode: m})
 			}
 		}
 		c.in = append([]byte(nil), c.in[4+n:]...)
+	}
+}
+
+// crashOn does what the CrashOn says of req before it is served: a
+// crash, a freeze, or a Mount whose answer to watch.
+func (c *Channel) crashOn(req *agentv1.Request) {
+	if c.opt.CrashOn == "" {
+		return
+	}
+	crash, freeze := c.opt.CrashOn.before(req)
+	for _, lane := range freeze {
+		c.freeze(lane)
+	}
+	if crash {
+		c.crash()
+	}
+	if c.opt.CrashOn.watchesMount(req) {
+		c.mounts = append(c.mounts, req.GetId())
 	}
 }
 
@@ -223,13 +248,14 @@ func (c *Channel) Write(p []byte) (int, error) {
 
 // respond writes one response frame, faulted as armed.
 func (c *Channel) respond(frame []byte) error {
-	if len(c.armed) == 0 && !c.negSize {
+	if len(c.armed) == 0 && !c.negSize && len(c.mounts) == 0 {
 		return c.send(frame)
 	}
 	resp := new(agentv1.Response)
 	if err := proto.Unmarshal(frame[4:], resp); err != nil {
 		return c.send(frame) // not ours to judge
 	}
+	c.mountAnswered(resp)
 	for i, a := range c.armed {
 		if a.id == resp.GetId() {
 			c.armed = append(c.armed[:i], c.armed[i+1:]...)
@@ -240,6 +266,20 @@ func (c *Channel) respond(frame []byte) error {
 		return c.sendMessage(resp)
 	}
 	return c.send(frame)
+}
+
+// mountAnswered crashes the kernel when resp answers a watched Mount
+// (CrashOn mountfail) with a failure, before the answer is sent.
+func (c *Channel) mountAnswered(resp *agentv1.Response) {
+	for i, id := range c.mounts {
+		if id == resp.GetId() {
+			c.mounts = append(c.mounts[:i], c.mounts[i+1:]...)
+			if failed(resp) {
+				c.crash()
+			}
+			return
+		}
+	}
 }
 
 // fault writes the armed Stat's response frame as mode m says.
