@@ -565,7 +565,11 @@ type CrashResult struct {
 	// of its epoch.
 	InFlight []int32 `protobuf:"varint,5,rep,packed,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	Epoch    []int32 `protobuf:"varint,6,rep,packed,name=epoch,proto3" json:"epoch,omitempty"`
-	// "clean", "dirty" or "broken" (the checker could not read it).
+	// "clean", "dirty" or "broken" (the checker could not read it),
+	// "unmountable"; "kernel-crash" (the state's mount or the reads in it
+	// crashed the guest's kernel: kernel holds the report), "guest-hung" (no
+	// answer within the call's bound, no report), "guest-died" (gone without
+	// a report): the run went on in a fresh session.
 	Verdict string `protobuf:"bytes,7,opt,name=verdict,proto3" json:"verdict,omitempty"`
 	// The checker's output when not clean, cut to 2 KiB.
 	Output string `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
@@ -577,7 +581,12 @@ type CrashResult struct {
 	Durability string `protobuf:"bytes,11,opt,name=durability,proto3" json:"durability,omitempty"`
 	// With atomic: "op k", the op boundary whose state it equals (op 0:
 	// before the trace), or "none".
-	Atomicity     string `protobuf:"bytes,12,opt,name=atomicity,proto3" json:"atomicity,omitempty"`
+	Atomicity string `protobuf:"bytes,12,opt,name=atomicity,proto3" json:"atomicity,omitempty"`
+	// The kernel's report of a "kernel-crash" state.
+	Kernel *KernelReport `protobuf:"bytes,13,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	// The session the state was checked in (the run goes on in a fresh one
+	// after a state lost the guest).
+	SessionId     string `protobuf:"bytes,14,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +705,20 @@ func (x *CrashResult) GetAtomicity() string {
 	return ""
 }
 
+func (x *CrashResult) GetKernel() *KernelReport {
+	if x != nil {
+		return x.Kernel
+	}
+	return nil
+}
+
+func (x *CrashResult) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 type CrashSummary struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -706,8 +729,15 @@ type CrashSummary struct {
 	Workloads int32 `protobuf:"varint,5,opt,name=workloads,proto3" json:"workloads,omitempty"`
 	Truncated bool  `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// Crash findings recorded (one per lane and trace with a state not clean
-	// or that lost what was made durable).
-	Findings      int32 `protobuf:"varint,7,opt,name=findings,proto3" json:"findings,omitempty"`
+	// or that lost what was made durable, one more with a state that lost
+	// the guest).
+	Findings int32 `protobuf:"varint,7,opt,name=findings,proto3" json:"findings,omitempty"`
+	// Every session the run used, session_id first; deaths: the crash states
+	// whose check lost the guest (each ended its session; a fresh one went
+	// on). partial: what the run left unchecked and why (too many deaths).
+	Sessions      []string `protobuf:"bytes,8,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Deaths        int32    `protobuf:"varint,9,opt,name=deaths,proto3" json:"deaths,omitempty"`
+	Partial       string   `protobuf:"bytes,10,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,6 +821,27 @@ func (x *CrashSummary) GetFindings() int32 {
 	return 0
 }
 
+func (x *CrashSummary) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *CrashSummary) GetDeaths() int32 {
+	if x != nil {
+		return x.Deaths
+	}
+	return 0
+}
+
+func (x *CrashSummary) GetPartial() string {
+	if x != nil {
+		return x.Partial
+	}
+	return ""
+}
+
 type CrashLane struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -808,8 +859,14 @@ type CrashLane struct {
 	DurableNote string `protobuf:"bytes,10,opt,name=durable_note,json=durableNote,proto3" json:"durable_note,omitempty"`
 	// With atomic: the states compared with the op boundaries, and those
 	// equal to one.
-	Atomic        int32 `protobuf:"varint,11,opt,name=atomic,proto3" json:"atomic,omitempty"`
-	AtBoundary    int32 `protobuf:"varint,12,opt,name=at_boundary,json=atBoundary,proto3" json:"at_boundary,omitempty"`
+	Atomic     int32 `protobuf:"varint,11,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	AtBoundary int32 `protobuf:"varint,12,opt,name=at_boundary,json=atBoundary,proto3" json:"at_boundary,omitempty"`
+	// States whose check lost the guest; states not checked after one (the
+	// trace's write log differed in the fresh session, or too many deaths),
+	// and why.
+	Deaths        int32  `protobuf:"varint,13,opt,name=deaths,proto3" json:"deaths,omitempty"`
+	Skipped       int32  `protobuf:"varint,14,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	SkipNote      string `protobuf:"bytes,15,opt,name=skip_note,json=skipNote,proto3" json:"skip_note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -926,6 +983,27 @@ func (x *CrashLane) GetAtBoundary() int32 {
 		return x.AtBoundary
 	}
 	return 0
+}
+
+func (x *CrashLane) GetDeaths() int32 {
+	if x != nil {
+		return x.Deaths
+	}
+	return 0
+}
+
+func (x *CrashLane) GetSkipped() int32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *CrashLane) GetSkipNote() string {
+	if x != nil {
+		return x.SkipNote
+	}
+	return ""
 }
 
 type Session struct {
@@ -5617,15 +5695,20 @@ type SweepCell struct {
 	OnDisk       *v1.Timespec `protobuf:"bytes,11,opt,name=on_disk,json=onDisk,proto3" json:"on_disk,omitempty"`
 	AfterRemount *v1.Timespec `protobuf:"bytes,12,opt,name=after_remount,json=afterRemount,proto3" json:"after_remount,omitempty"`
 	Errno        int32        `protobuf:"varint,13,opt,name=errno,proto3" json:"errno,omitempty"`
-	// represented, clamped(X), wrapped, rounded(G), rejected(E), diverged.
+	// represented, clamped(X), wrapped, rounded(G), rejected(E), diverged;
+	// kernel-crash (the cell's op, or the reads after it, crashed the
+	// guest's kernel: kernel holds the report), guest-hung, guest-died: the
+	// sweep went on in a fresh session.
 	Verdict        string `protobuf:"bytes,14,opt,name=verdict,proto3" json:"verdict,omitempty"`
 	ClampedTo      int64  `protobuf:"varint,15,opt,name=clamped_to,json=clampedTo,proto3" json:"clamped_to,omitempty"`
 	Expected       string `protobuf:"bytes,16,opt,name=expected,proto3" json:"expected,omitempty"`
 	Touches        int32  `protobuf:"varint,17,opt,name=touches,proto3" json:"touches,omitempty"`
 	DistinctGuest  int32  `protobuf:"varint,18,opt,name=distinct_guest,json=distinctGuest,proto3" json:"distinct_guest,omitempty"`
 	DistinctOnDisk int32  `protobuf:"varint,19,opt,name=distinct_on_disk,json=distinctOnDisk,proto3" json:"distinct_on_disk,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The kernel's report of a kernel-crash cell.
+	Kernel        *KernelReport `protobuf:"bytes,20,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SweepCell) Reset() {
@@ -5791,6 +5874,13 @@ func (x *SweepCell) GetDistinctOnDisk() int32 {
 	return 0
 }
 
+func (x *SweepCell) GetKernel() *KernelReport {
+	if x != nil {
+		return x.Kernel
+	}
+	return nil
+}
+
 type SweepContrast struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Lane      string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
@@ -5894,14 +5984,18 @@ func (x *SweepContrast) GetFirstDiff() string {
 }
 
 type SweepSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Cells         int64                  `protobuf:"varint,2,opt,name=cells,proto3" json:"cells,omitempty"`
-	ByVerdict     map[string]int64       `protobuf:"bytes,3,rep,name=by_verdict,json=byVerdict,proto3" json:"by_verdict,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Contrast      []*SweepContrast       `protobuf:"bytes,4,rep,name=contrast,proto3" json:"contrast,omitempty"`
-	ElapsedS      float64                `protobuf:"fixed64,5,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
-	BootS         float64                `protobuf:"fixed64,6,opt,name=boot_s,json=bootS,proto3" json:"boot_s,omitempty"`
-	CellsPerSec   float64                `protobuf:"fixed64,7,opt,name=cells_per_sec,json=cellsPerSec,proto3" json:"cells_per_sec,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Cells       int64                  `protobuf:"varint,2,opt,name=cells,proto3" json:"cells,omitempty"`
+	ByVerdict   map[string]int64       `protobuf:"bytes,3,rep,name=by_verdict,json=byVerdict,proto3" json:"by_verdict,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Contrast    []*SweepContrast       `protobuf:"bytes,4,rep,name=contrast,proto3" json:"contrast,omitempty"`
+	ElapsedS    float64                `protobuf:"fixed64,5,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	BootS       float64                `protobuf:"fixed64,6,opt,name=boot_s,json=bootS,proto3" json:"boot_s,omitempty"`
+	CellsPerSec float64                `protobuf:"fixed64,7,opt,name=cells_per_sec,json=cellsPerSec,proto3" json:"cells_per_sec,omitempty"`
+	// Every session the sweep used, session_id first; deaths: the guests
+	// lost (each cell that lost one went on in a fresh session).
+	Sessions      []string `protobuf:"bytes,8,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Deaths        int32    `protobuf:"varint,9,opt,name=deaths,proto3" json:"deaths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5981,6 +6075,20 @@ func (x *SweepSummary) GetBootS() float64 {
 func (x *SweepSummary) GetCellsPerSec() float64 {
 	if x != nil {
 		return x.CellsPerSec
+	}
+	return 0
+}
+
+func (x *SweepSummary) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *SweepSummary) GetDeaths() int32 {
+	if x != nil {
+		return x.Deaths
 	}
 	return 0
 }
@@ -6704,14 +6812,19 @@ type CorruptResult struct {
 	ReadErrno   int32    `protobuf:"varint,12,opt,name=read_errno,json=readErrno,proto3" json:"read_errno,omitempty"`
 	FsckClean   bool     `protobuf:"varint,13,opt,name=fsck_clean,json=fsckClean,proto3" json:"fsck_clean,omitempty"`
 	FsckSummary string   `protobuf:"bytes,14,opt,name=fsck_summary,json=fsckSummary,proto3" json:"fsck_summary,omitempty"`
-	// silent-content, silent-metadata, namespace-loss, detected, fatal, none;
-	// n/a for a sweep target naming a structure the lane's filesystem has
-	// not, or no parser reads (field says why; nothing was flipped).
+	// kernel-crash (the mount of the flipped image, or the reads after it,
+	// crashed the guest's kernel: kernel holds the report; guest-hung,
+	// guest-died without one), silent-content, silent-metadata,
+	// namespace-loss, detected, fatal, none; n/a for a sweep target naming a
+	// structure the lane's filesystem has not, or no parser reads (field
+	// says why; nothing was flipped).
 	Class string `protobuf:"bytes,15,opt,name=class,proto3" json:"class,omitempty"`
 	// The host checker that gave fsck_clean ("e2fsck -fn", ...); empty
 	// where the lane's filesystem has none (vfat, udf): fsck_clean is then
 	// false and means nothing.
-	FsckTool      string `protobuf:"bytes,16,opt,name=fsck_tool,json=fsckTool,proto3" json:"fsck_tool,omitempty"`
+	FsckTool string `protobuf:"bytes,16,opt,name=fsck_tool,json=fsckTool,proto3" json:"fsck_tool,omitempty"`
+	// The kernel's report of a kernel-crash result.
+	Kernel        *KernelReport `protobuf:"bytes,17,opt,name=kernel,proto3" json:"kernel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6858,12 +6971,23 @@ func (x *CorruptResult) GetFsckTool() string {
 	return ""
 }
 
+func (x *CorruptResult) GetKernel() *KernelReport {
+	if x != nil {
+		return x.Kernel
+	}
+	return nil
+}
+
 type CorruptSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Results       int32                  `protobuf:"varint,2,opt,name=results,proto3" json:"results,omitempty"`
-	ByClass       map[string]int64       `protobuf:"bytes,3,rep,name=by_class,json=byClass,proto3" json:"by_class,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	ElapsedS      float64                `protobuf:"fixed64,4,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Results   int32                  `protobuf:"varint,2,opt,name=results,proto3" json:"results,omitempty"`
+	ByClass   map[string]int64       `protobuf:"bytes,3,rep,name=by_class,json=byClass,proto3" json:"by_class,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	ElapsedS  float64                `protobuf:"fixed64,4,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	// Every session the run used, session_id first; deaths: the guests lost
+	// (each flip that lost one went on in a fresh session).
+	Sessions      []string `protobuf:"bytes,5,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Deaths        int32    `protobuf:"varint,6,opt,name=deaths,proto3" json:"deaths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6922,6 +7046,20 @@ func (x *CorruptSummary) GetByClass() map[string]int64 {
 func (x *CorruptSummary) GetElapsedS() float64 {
 	if x != nil {
 		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *CorruptSummary) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *CorruptSummary) GetDeaths() int32 {
+	if x != nil {
+		return x.Deaths
 	}
 	return 0
 }
@@ -7295,7 +7433,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
-	"\x04size\x18\x04 \x01(\x03R\x04size\"\xba\x02\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\"\x8a\x03\n" +
 	"\vCrashResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -7311,7 +7449,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\v \x01(\tR\n" +
 	"durability\x12\x1c\n" +
-	"\tatomicity\x18\f \x01(\tR\tatomicity\"\xf4\x01\n" +
+	"\tatomicity\x18\f \x01(\tR\tatomicity\x12/\n" +
+	"\x06kernel\x18\r \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x0e \x01(\tR\tsessionId\"\xc2\x02\n" +
 	"\fCrashSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -7320,7 +7461,11 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0estates_per_sec\x18\x04 \x01(\x01R\fstatesPerSec\x12\x1c\n" +
 	"\tworkloads\x18\x05 \x01(\x05R\tworkloads\x12\x1c\n" +
 	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x1a\n" +
-	"\bfindings\x18\a \x01(\x05R\bfindings\"\xc4\x02\n" +
+	"\bfindings\x18\a \x01(\x05R\bfindings\x12\x1a\n" +
+	"\bsessions\x18\b \x03(\tR\bsessions\x12\x16\n" +
+	"\x06deaths\x18\t \x01(\x05R\x06deaths\x12\x18\n" +
+	"\apartial\x18\n" +
+	" \x01(\tR\apartial\"\x93\x03\n" +
 	"\tCrashLane\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
@@ -7335,7 +7480,10 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x01(\tR\vdurableNote\x12\x16\n" +
 	"\x06atomic\x18\v \x01(\x05R\x06atomic\x12\x1f\n" +
 	"\vat_boundary\x18\f \x01(\x05R\n" +
-	"atBoundary\"\xa1\x04\n" +
+	"atBoundary\x12\x16\n" +
+	"\x06deaths\x18\r \x01(\x05R\x06deaths\x12\x18\n" +
+	"\askipped\x18\x0e \x01(\x05R\askipped\x12\x1b\n" +
+	"\tskip_note\x18\x0f \x01(\tR\bskipNote\"\xa1\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +
@@ -7765,7 +7913,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x18\n" +
 	"\abackend\x18\a \x01(\tR\abackend\x12\x14\n" +
-	"\x05image\x18\b \x01(\tR\x05image\"\xc8\x04\n" +
+	"\x05image\x18\b \x01(\tR\x05image\"\xf9\x04\n" +
 	"\tSweepCell\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
 	"\x02fs\x18\x02 \x01(\tR\x02fs\x12\x1d\n" +
@@ -7788,7 +7936,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bexpected\x18\x10 \x01(\tR\bexpected\x12\x18\n" +
 	"\atouches\x18\x11 \x01(\x05R\atouches\x12%\n" +
 	"\x0edistinct_guest\x18\x12 \x01(\x05R\rdistinctGuest\x12(\n" +
-	"\x10distinct_on_disk\x18\x13 \x01(\x05R\x0edistinctOnDisk\"\x88\x02\n" +
+	"\x10distinct_on_disk\x18\x13 \x01(\x05R\x0edistinctOnDisk\x12/\n" +
+	"\x06kernel\x18\x14 \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\"\x88\x02\n" +
 	"\rSweepContrast\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value\x12\x1c\n" +
@@ -7798,7 +7947,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x13time_excluded_equal\x18\x06 \x01(\bR\x11timeExcludedEqual\x12.\n" +
 	"\x13time_included_equal\x18\a \x01(\bR\x11timeIncludedEqual\x12\x1d\n" +
 	"\n" +
-	"first_diff\x18\b \x01(\tR\tfirstDiff\"\xd6\x02\n" +
+	"first_diff\x18\b \x01(\tR\tfirstDiff\"\x8a\x03\n" +
 	"\fSweepSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -7808,7 +7957,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bcontrast\x18\x04 \x03(\v2\x18.themis.v1.SweepContrastR\bcontrast\x12\x1b\n" +
 	"\telapsed_s\x18\x05 \x01(\x01R\belapsedS\x12\x15\n" +
 	"\x06boot_s\x18\x06 \x01(\x01R\x05bootS\x12\"\n" +
-	"\rcells_per_sec\x18\a \x01(\x01R\vcellsPerSec\x1a<\n" +
+	"\rcells_per_sec\x18\a \x01(\x01R\vcellsPerSec\x12\x1a\n" +
+	"\bsessions\x18\b \x03(\tR\bsessions\x12\x16\n" +
+	"\x06deaths\x18\t \x01(\x05R\x06deaths\x1a<\n" +
 	"\x0eByVerdictEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"~\n" +
@@ -7867,7 +8018,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05sweep\x18\x04 \x01(\bR\x05sweep\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\x12\x14\n" +
-	"\x05image\x18\x06 \x01(\tR\x05image\"\xaf\x03\n" +
+	"\x05image\x18\x06 \x01(\tR\x05image\"\xe0\x03\n" +
 	"\rCorruptResult\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x10\n" +
@@ -7889,13 +8040,16 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"fsck_clean\x18\r \x01(\bR\tfsckClean\x12!\n" +
 	"\ffsck_summary\x18\x0e \x01(\tR\vfsckSummary\x12\x14\n" +
 	"\x05class\x18\x0f \x01(\tR\x05class\x12\x1b\n" +
-	"\tfsck_tool\x18\x10 \x01(\tR\bfsckTool\"\xe5\x01\n" +
+	"\tfsck_tool\x18\x10 \x01(\tR\bfsckTool\x12/\n" +
+	"\x06kernel\x18\x11 \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\"\x99\x02\n" +
 	"\x0eCorruptSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
 	"\aresults\x18\x02 \x01(\x05R\aresults\x12A\n" +
 	"\bby_class\x18\x03 \x03(\v2&.themis.v1.CorruptSummary.ByClassEntryR\abyClass\x12\x1b\n" +
-	"\telapsed_s\x18\x04 \x01(\x01R\belapsedS\x1a:\n" +
+	"\telapsed_s\x18\x04 \x01(\x01R\belapsedS\x12\x1a\n" +
+	"\bsessions\x18\x05 \x03(\tR\bsessions\x12\x16\n" +
+	"\x06deaths\x18\x06 \x01(\x05R\x06deaths\x1a:\n" +
 	"\fByClassEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x85\x01\n" +
@@ -8085,146 +8239,149 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	7,   // 2: themis.v1.CrashResponse.summary:type_name -> themis.v1.CrashSummary
 	49,  // 3: themis.v1.CrashResponse.finding:type_name -> themis.v1.Finding
 	5,   // 4: themis.v1.CrashResponse.image:type_name -> themis.v1.CrashImageChunk
-	8,   // 5: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
-	0,   // 6: themis.v1.Session.state:type_name -> themis.v1.Session.State
-	12,  // 7: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	82,  // 8: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	82,  // 9: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
-	10,  // 10: themis.v1.Session.image:type_name -> themis.v1.GuestImage
-	11,  // 11: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
-	11,  // 12: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
-	9,   // 13: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
-	9,   // 14: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
-	9,   // 15: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
-	1,   // 16: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	82,  // 17: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	21,  // 18: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
-	1,   // 19: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
-	22,  // 20: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	22,  // 21: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
-	22,  // 22: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	83,  // 23: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	84,  // 24: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	85,  // 25: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	86,  // 26: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	87,  // 27: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	88,  // 28: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	89,  // 29: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	90,  // 30: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	91,  // 31: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	92,  // 32: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	93,  // 33: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	94,  // 34: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	95,  // 35: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	96,  // 36: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	97,  // 37: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	98,  // 38: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	99,  // 39: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	100, // 40: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	101, // 41: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	102, // 42: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
-	31,  // 43: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
-	33,  // 44: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	103, // 45: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	104, // 46: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	104, // 47: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
-	36,  // 48: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
-	21,  // 49: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	105, // 50: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	82,  // 51: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
-	33,  // 52: themis.v1.Event.results:type_name -> themis.v1.LaneResult
-	44,  // 53: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	103, // 54: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	33,  // 55: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	82,  // 56: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	82,  // 57: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	82,  // 58: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
-	51,  // 59: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
-	50,  // 60: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
-	10,  // 61: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
-	21,  // 62: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
-	21,  // 63: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
-	54,  // 64: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
-	53,  // 65: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
-	10,  // 66: themis.v1.ExploreSummary.image:type_name -> themis.v1.GuestImage
-	48,  // 67: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
-	49,  // 68: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
-	52,  // 69: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
-	49,  // 70: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	47,  // 71: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	52,  // 72: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	48,  // 73: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	49,  // 74: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	106, // 75: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	106, // 76: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	106, // 77: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	80,  // 78: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	64,  // 79: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	63,  // 80: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	65,  // 81: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	68,  // 82: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	68,  // 83: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	68,  // 84: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	68,  // 85: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	70,  // 86: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	69,  // 87: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	71,  // 88: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	81,  // 89: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	74,  // 90: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	75,  // 91: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	78,  // 92: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	78,  // 93: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	13,  // 94: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 95: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 96: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 97: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 98: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 99: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 100: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 101: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 102: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 103: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 104: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 105: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 106: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 107: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 108: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 109: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 110: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 111: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 112: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 113: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 114: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 115: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 116: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	14,  // 117: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 118: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 119: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 120: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 121: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 122: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 123: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 124: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 125: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 126: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 127: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 128: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 129: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 130: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 131: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 132: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 133: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 134: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 135: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 136: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 137: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 138: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 139: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	117, // [117:140] is the sub-list for method output_type
-	94,  // [94:117] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	50,  // 5: themis.v1.CrashResult.kernel:type_name -> themis.v1.KernelReport
+	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
+	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
+	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
+	82,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	82,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
+	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
+	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
+	9,   // 14: themis.v1.CreateSessionResponse.session:type_name -> themis.v1.Session
+	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
+	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
+	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
+	82,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
+	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
+	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
+	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
+	83,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	84,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	85,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	86,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	87,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	88,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	89,  // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	90,  // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	91,  // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	92,  // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	93,  // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	94,  // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	95,  // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	96,  // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	97,  // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	98,  // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	99,  // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	100, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	101, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	102, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
+	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
+	103, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	104, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	104, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
+	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
+	105, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	82,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
+	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
+	103, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
+	82,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	82,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	82,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
+	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
+	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
+	21,  // 63: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
+	21,  // 64: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
+	54,  // 65: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
+	53,  // 66: themis.v1.ExploreSummary.crash:type_name -> themis.v1.ExploreCrash
+	10,  // 67: themis.v1.ExploreSummary.image:type_name -> themis.v1.GuestImage
+	48,  // 68: themis.v1.ExploreResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 69: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
+	52,  // 70: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
+	49,  // 71: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
+	47,  // 72: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	106, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	106, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	106, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
+	80,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	68,  // 84: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	68,  // 85: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	68,  // 86: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	68,  // 87: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	70,  // 88: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
+	81,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	78,  // 96: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	13,  // 97: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 98: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 99: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 100: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 101: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 102: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 103: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 104: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 105: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 106: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 107: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 108: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 109: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 110: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 111: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 112: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 113: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 114: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 115: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 116: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 117: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 118: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 119: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	14,  // 120: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 121: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 122: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 123: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 124: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 125: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 126: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 127: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 128: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 129: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 130: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 131: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 132: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 133: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 134: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 135: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 136: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 137: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 138: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 139: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 140: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 141: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 142: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	120, // [120:143] is the sub-list for method output_type
+	97,  // [97:120] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
