@@ -286,6 +286,7 @@ func printFinding(w io.Writer, f *themisv1.Finding) {
 	fmt.Fprintf(w, "  trace %s:\n", traceState(f))
 	printTrace(w, f.GetTrace())
 	printCrashPoint(w, f)
+	printKernelReport(w, f)
 	if img := f.GetImage(); img != nil {
 		fmt.Fprintf(w, "  image: %s\n", imageLine(img))
 	}
