@@ -8,8 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/vmm"
 )
 
 // toStatus maps a domain or validation error to a gRPC status error. It is
@@ -59,5 +61,24 @@ func toStatus(err error) error {
 			st = withDetail
 		}
 	}
-	return st.Err()
+	return withKernelReport(st, err).Err()
+}
+
+// withKernelReport attaches the kernel report of a guest that died (a
+// vmm.GuestDiedError whose console holds one) to st's details, for a
+// client to read without parsing the message.
+func withKernelReport(st *status.Status, err error) *status.Status {
+	var gd *vmm.GuestDiedError
+	if !errors.As(err, &gd) {
+		return st
+	}
+	r, ok := kreport.Parse(gd.Console)
+	if !ok {
+		return st
+	}
+	withDetail, derr := st.WithDetails(kernelReportProto(r))
+	if derr != nil {
+		return st
+	}
+	return withDetail
 }
