@@ -42,12 +42,14 @@ func crashOptions(req *themisv1.CrashRequest) crashcheck.Options {
 
 func crashSummaryProto(sum *crashcheck.Summary) *themisv1.CrashResponse {
 	cs := &themisv1.CrashSummary{SessionId: sum.Session, ElapsedS: sum.Elapsed.Seconds(), StatesPerSec: sum.StatesPerSec,
-		Workloads: int32(sum.Workloads), Truncated: sum.Truncated, Findings: int32(sum.Findings)}
+		Workloads: int32(sum.Workloads), Truncated: sum.Truncated, Findings: int32(sum.Findings),
+		Sessions: sum.Sessions, Deaths: int32(sum.Deaths), Partial: sum.Partial}
 	for _, lane := range sortedKeys(sum.Lanes) {
 		l := sum.Lanes[lane]
 		cs.Lanes = append(cs.Lanes, &themisv1.CrashLane{Lane: lane, Writes: int32(l.Writes), Flushes: int32(l.Flushes),
 			States: int32(l.States), NotClean: int32(l.Dirty), Truncated: l.Truncated, Check: l.Replay,
-			Durable: int32(l.Durable), Lost: int32(l.Lost), DurableNote: l.DurableNote, Atomic: int32(l.Atomic), AtBoundary: int32(l.AtBoundary)})
+			Durable: int32(l.Durable), Lost: int32(l.Lost), DurableNote: l.DurableNote, Atomic: int32(l.Atomic), AtBoundary: int32(l.AtBoundary),
+			Deaths: int32(l.Deaths), Skipped: int32(l.Skipped), SkipNote: l.SkipNote})
 	}
 	return &themisv1.CrashResponse{Event: &themisv1.CrashResponse_Summary{Summary: cs}}
 }
@@ -55,7 +57,7 @@ func crashSummaryProto(sum *crashcheck.Summary) *themisv1.CrashResponse {
 func crashResultProto(r crashcheck.Result) *themisv1.CrashResult {
 	p := &themisv1.CrashResult{Lane: r.Lane, Index: int32(r.Index), Flushes: int32(r.State.Flushes), Kind: r.State.Kind,
 		Verdict: r.Verdict, Output: r.Output, Workload: int32(r.Workload), Trace: r.Trace, Durability: r.Durability,
-		Atomicity: r.Atomicity}
+		Atomicity: r.Atomicity, Kernel: kernelReportProto(r.Kernel), SessionId: r.Session}
 	p.InFlight, p.Epoch = int32s(r.State.InFlight()), int32s(r.State.Epoch)
 	return p
 }

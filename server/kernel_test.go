@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/session"
 )
 
@@ -19,5 +20,24 @@ func TestFindingProtoKernel(t *testing.T) {
 	}
 	if p := findingProto(&session.Finding{ID: "f-2", Kind: "errno-divergence"}); p.GetKernel() != nil {
 		t.Errorf("errno finding with a kernel report %v", p.GetKernel())
+	}
+}
+
+// TestCrashResultProtoKernel: a crash state whose check crashed the
+// guest's kernel carries the report and the session it was checked in;
+// the summary, every session and the deaths.
+func TestCrashResultProtoKernel(t *testing.T) {
+	r := &kreport.Report{Kind: kreport.Panic, Title: "Kernel panic - not syncing: sysrq triggered crash", Trace: []string{"sysrq_handle_crash+0x15/0x20"}}
+	p := crashResultProto(crashcheck.Result{Lane: "ext2", Verdict: crashcheck.KernelCrash, Kernel: r, Session: "s-1"})
+	if k := p.GetKernel(); k.GetKind() != "panic" || k.GetTitle() != r.Title || !slices.Equal(k.GetTrace(), r.Trace) || p.GetSessionId() != "s-1" {
+		t.Errorf("crash result %v: want the report and the session", p)
+	}
+	if p := crashResultProto(crashcheck.Result{Lane: "ext2", Verdict: crashcheck.Clean}); p.GetKernel() != nil {
+		t.Errorf("clean state with a kernel report %v", p.GetKernel())
+	}
+	sum := crashSummaryProto(&crashcheck.Summary{Session: "s-1", Sessions: []string{"s-1", "s-2"}, Deaths: 1,
+		Lanes: map[string]*crashcheck.LaneSummary{"ext2": {States: 2, Deaths: 1, Skipped: 1, SkipNote: "the log differs"}}}).GetSummary()
+	if l := sum.GetLanes()[0]; !slices.Equal(sum.GetSessions(), []string{"s-1", "s-2"}) || sum.GetDeaths() != 1 || l.GetDeaths() != 1 || l.GetSkipped() != 1 || l.GetSkipNote() == "" {
+		t.Errorf("summary %v: want the sessions, the deaths and the skipped states", sum)
 	}
 }

@@ -128,6 +128,13 @@ func printCrashResult(w io.Writer, r *themisv1.CrashResult) {
 	if a := r.GetAtomicity(); a != "" {
 		fmt.Fprintf(w, "    op boundary: %s\n", a)
 	}
+	if k := r.GetKernel(); k != nil {
+		fmt.Fprintf(w, "    kernel: %s (session %s ended failed; the run went on in a fresh one)\n", reportOf(k).Summary(), r.GetSessionId())
+		for _, f := range k.GetTrace()[:min(4, len(k.GetTrace()))] {
+			fmt.Fprintf(w, "      %s\n", f)
+		}
+		return
+	}
 	lines := strings.Split(strings.TrimSpace(r.GetOutput()), "\n")
 	for _, line := range lines[:min(5, len(lines))] {
 		fmt.Fprintf(w, "    %s\n", line)
@@ -146,7 +153,15 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 		if l.GetDurableNote() != "" {
 			durable += "; " + l.GetDurableNote()
 		}
+		if l.GetDeaths() > 0 {
+			states += fmt.Sprintf(" (%d lost the guest)", l.GetDeaths())
+		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", l.GetLane(), l.GetWrites(), l.GetFlushes(), states, l.GetNotClean(), durable, l.GetCheck())
+	}
+	for _, l := range s.GetLanes() {
+		if l.GetSkipped() > 0 {
+			fmt.Fprintf(w, "\n%s: NOT CHECKED\t%s", l.GetLane(), l.GetSkipNote())
+		}
 	}
 	for _, l := range s.GetLanes() {
 		if l.GetAtomic() > 0 {
@@ -158,6 +173,12 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 		workloads += " (cut at --max-workloads)"
 	}
 	fmt.Fprintf(w, "\nsession\t%s\nworkloads\t%s\nelapsed\t%.1f s (%.1f crash states/s)\n", s.GetSessionId(), workloads, s.GetElapsedS(), s.GetStatesPerSec())
+	if s.GetDeaths() > 0 {
+		fmt.Fprintf(w, "guests lost\t%d (sessions %s: each went on in a fresh one)\n", s.GetDeaths(), strings.Join(s.GetSessions(), ", "))
+	}
+	if p := s.GetPartial(); p != "" {
+		fmt.Fprintf(w, "PARTIAL\t%s\n", p)
+	}
 	fmt.Fprintf(w, "findings\t%d (themisctl findings %s; replay or export each)\n", s.GetFindings(), s.GetSessionId())
 	return w.Flush()
 }

@@ -71,10 +71,25 @@ func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, img *imageFi
 	}
 	rep := &crashReplay{Finding: f.GetId(), Session: sum.GetSessionId(), Lane: res.GetLane(), Keep: f.GetCrash().GetKeep(),
 		Verdict: res.GetVerdict(), Durability: res.GetDurability(), Output: res.GetOutput()}
-	lost := strings.HasPrefix(f.GetCrash().GetDurability(), "LOST")
-	bad := res.GetVerdict() == crashcheck.Dirty || res.GetVerdict() == crashcheck.Broken
-	rep.Reproduced = (lost && strings.HasPrefix(res.GetDurability(), "LOST")) || (!lost && bad)
+	rep.Reproduced = crashReproduced(f, res)
 	return rep, img.finish()
+}
+
+// crashReproduced says whether res, the replay of crash finding f's
+// state, is bad the same way: it lost what was made durable again, it
+// lost the guest the same way (a kernel crash: a report of the same
+// signature), or it is not clean again.
+func crashReproduced(f *themisv1.Finding, res *themisv1.CrashResult) bool {
+	was := f.GetCrash().GetVerdict()
+	switch {
+	case strings.HasPrefix(f.GetCrash().GetDurability(), "LOST"):
+		return strings.HasPrefix(res.GetDurability(), "LOST")
+	case was == crashcheck.KernelCrash:
+		return res.GetVerdict() == was && reportOf(res.GetKernel()).Signature() == reportOf(f.GetKernel()).Signature()
+	case was == crashcheck.Hung || was == crashcheck.Died:
+		return res.GetVerdict() == was
+	}
+	return res.GetVerdict() == crashcheck.Dirty || res.GetVerdict() == crashcheck.Broken
 }
 
 // crashOnce runs req (one state) and returns its one result and the

@@ -11,11 +11,13 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -96,6 +98,14 @@ const (
 	// NoState is the verdict of Options.Only when the replay's log has no
 	// such crash state (it logged other writes): nothing was checked.
 	NoState = "no-such-state"
+	// KernelCrash, Hung and Died are the verdicts of a state whose check
+	// in the guest (its mount, the reads, the unmount) lost the guest
+	// (package relay): its kernel crashed with a report (Result.Kernel),
+	// it gave no answer within the call's bound, or it died without a
+	// report. The run goes on in a fresh session.
+	KernelCrash = relay.KernelCrash
+	Hung        = relay.Hung
+	Died        = relay.Died
 )
 
 // Result is one crash state of one lane, checked.
@@ -120,6 +130,11 @@ type Result struct {
 	// first op, "op k": after the k-th), or NotAtBoundary; "" when not
 	// checked.
 	Atomicity string
+	// Kernel is the kernel's report of a KernelCrash, nil otherwise.
+	Kernel *kreport.Report
+	// Session is the session the state was checked in (a run goes on in
+	// a fresh one after a death).
+	Session string
 }
 
 // NotAtBoundary is Result.Atomicity of a state equal to no op boundary.
@@ -143,6 +158,10 @@ type LaneSummary struct {
 	Atomic, AtBoundary int
 	// Bad counts the states of any bad class (Class).
 	Bad int
+	// Deaths counts the states whose check lost the guest (KernelCrash,
+	// Hung, Died); Skipped those not checked after one, SkipNote why.
+	Deaths, Skipped int
+	SkipNote        string
 }
 
 // Summary is a run's outcome.
@@ -158,6 +177,13 @@ type Summary struct {
 	StatesPerSec float64
 	// Findings is how many crash findings were recorded.
 	Findings int
+	// Sessions are every session the run used, Session first: a state
+	// whose check lost the guest ends its session (failed) and a fresh
+	// one goes on (Deaths of them). Partial, when set, says what the run
+	// left unchecked and why (too many deaths).
+	Sessions []string
+	Deaths   int
+	Partial  string
 }
 
 // Run checks o's crash states in a session of its own, records a crash
@@ -169,20 +195,22 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 	if err != nil {
 		return nil, err
 	}
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay, Image: o.Image}, "crash")
+	ch, err := relay.Acquire(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay, Image: o.Image}, "crash")
 	if err != nil {
 		return nil, err
 	}
-	defer run.Close()
-	ctx = run.Context()
+	defer ch.Close()
+	ctx = ch.Context()
+	run := ch.Run()
 	sum := &Summary{Session: run.ID(), Lanes: map[string]*LaneSummary{}, Truncated: p.truncated}
 	for _, lane := range run.Lanes() {
 		sum.Lanes[lane] = &LaneSummary{}
 	}
 	start := time.Now()
 	rec := &recorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, fs: p.fs, setup: o.Setup, setupSync: !o.NoSetupSync, send: out.Finding}
-	err = check(ctx, run, p, sum, rec, out)
+	err = check(ctx, ch, p, sum, rec, out)
 	sum.Elapsed, sum.Findings = time.Since(start), len(rec.found)
+	sum.Sessions, sum.Deaths = ch.Sessions(), ch.Deaths()
 	if s := sum.Elapsed.Seconds(); s > 0 {
 		n := 0
 		for _, ls := range sum.Lanes {
@@ -190,7 +218,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 		}
 		sum.StatesPerSec = float64(n) / s
 	}
-	return sum, run.Finish(ctx, err)
+	return sum, ch.Finish(err)
 }
 
 // plan is a validated run: the setup, the traces (their text and ops),
@@ -317,41 +345,59 @@ func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 
 // check is Run past the session's creation: the setup and a sync, the
 // checkpoint, then every trace from it under a write log, its crash
-// states checked and its findings recorded; then the minimization.
-func check(ctx context.Context, run *session.Run, p *plan, sum *Summary, rec *recorder, out Sinks) error {
-	if err := QuietWriteback(ctx, run); err != nil {
-		return err
-	}
-	ops := p.setup
-	if p.setupSync {
-		ops = append(slices.Clone(ops), &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	}
-	for _, op := range ops {
-		if _, err := run.Apply(ctx, op); err != nil {
-			return fmt.Errorf("setup: %w", err)
-		}
-	}
-	root, err := run.Checkpoint(ctx, "crash: the log's start")
-	if err != nil {
-		return err
-	}
+// states checked and its findings recorded; then the minimization. Past
+// the chain's deaths (relay.ErrTooManyDeaths) what is left is not
+// checked, and sum says so.
+func check(ctx context.Context, ch *relay.Chain, p *plan, sum *Summary, rec *recorder, out Sinks) error {
 	dir, err := scratch.MkdirTemp("", "themis-crash-")
 	if err != nil {
 		return err
 	}
 	defer dir.Remove()
-	t := &tracer{run: run, p: p, root: root, dir: dir.Path, out: out}
+	t := &tracer{chain: ch, run: ch.Run(), p: p, dir: dir.Path, out: out}
+	if err := t.prepare(ctx); err != nil {
+		return err
+	}
 	for w, ops := range p.ops {
 		bad, err := t.checkTrace(ctx, w, ops, sum)
-		if err != nil {
-			return fmt.Errorf("workload %d (%s): %w", w, crash.Describe(p.traces[w]), err)
-		}
 		for _, b := range bad {
 			rec.record(b)
 		}
+		if errors.Is(err, relay.ErrTooManyDeaths) {
+			sum.Partial = fmt.Sprintf("%v: stopped in workload %d of %d, the rest not checked, no finding minimized", err, w, len(p.ops))
+			return rec.err()
+		}
+		if err != nil {
+			return fmt.Errorf("workload %d (%s): %w", w, crash.Describe(p.traces[w]), err)
+		}
 		sum.Workloads++
 	}
-	return errors.Join(rec.minimize(ctx, t, p.minimize), rec.err())
+	err = rec.minimize(ctx, t, p.minimize)
+	if errors.Is(err, relay.ErrTooManyDeaths) {
+		sum.Partial, err = fmt.Sprintf("%v: the findings left not minimized", err), nil
+	}
+	return errors.Join(err, rec.err())
+}
+
+// prepare brings the current session to the log's start: periodic
+// writeback off, the setup and a sync, the checkpoint (t.root).
+func (t *tracer) prepare(ctx context.Context) error {
+	if err := QuietWriteback(ctx, t.run); err != nil {
+		return err
+	}
+	ops := t.p.setup
+	if t.p.setupSync {
+		ops = append(slices.Clone(ops), &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
+	}
+	for _, op := range ops {
+		if _, err := t.run.Apply(ctx, op); err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+	}
+	var err error
+	t.root, err = t.run.Checkpoint(ctx, "crash: the log's start")
+	t.ran = false
+	return err
 }
 
 // QuietWriteback turns the guest's periodic writeback off, before a run's
@@ -364,14 +410,20 @@ func QuietWriteback(ctx context.Context, run *session.Run) error {
 	return err
 }
 
-// tracer runs traces from the checkpoint and checks their crash states.
+// tracer runs traces from the checkpoint and checks their crash states,
+// in the chain's current session: after a death, a fresh one rebuilt to
+// the checkpoint (live).
 type tracer struct {
-	run  *session.Run
-	p    *plan
-	root vmm.CheckpointID
-	dir  string // scratch
-	out  Sinks
-	ran  bool // a trace ran since the checkpoint: restore first
+	chain *relay.Chain
+	run   *session.Run
+	p     *plan
+	root  vmm.CheckpointID
+	dir   string // scratch
+	out   Sinks
+	ran   bool // a trace ran since the checkpoint: restore first
+	// bounds are the last trace's op boundary roots, by lane (nil: no
+	// atomic check).
+	bounds [][][]byte
 }
 
 // badLane is one lane's states of one trace that are not clean or lost
@@ -382,13 +434,17 @@ type badLane struct {
 	workload int
 	trace    []string
 	ops      []*agentv1.Request
-	results  []Result
+	results  []Result    // bad, the deaths left out
+	deaths   []Result    // the states whose check lost the guest
 	ls       LaneSummary // this trace's counts alone
 }
 
 // start restores the checkpoint (after the first trace) and starts a write
 // log on the lanes given (nil: all).
 func (t *tracer) start(ctx context.Context, lanes []int) error {
+	if err := t.live(ctx); err != nil {
+		return err
+	}
 	if t.ran {
 		if err := t.run.Restore(ctx, "crash: next trace", t.root); err != nil {
 			return err
@@ -457,47 +513,86 @@ func laneRoot(ctx context.Context, run *session.Run, lane string) ([]byte, error
 }
 
 // checkTrace runs trace w under a write log on every lane, checks every
-// lane's crash states into sum and returns the lanes with bad ones.
+// lane's crash states into sum and returns the lanes with bad ones (with
+// an error too: those found before it).
 func (t *tracer) checkTrace(ctx context.Context, w int, ops []*agentv1.Request, sum *Summary) ([]badLane, error) {
-	if err := t.start(ctx, nil); err != nil {
-		return nil, err
-	}
-	bounds, err := t.apply(ctx, ops)
-	if err != nil {
+	if err := t.rerun(ctx, ops); err != nil {
 		return nil, err
 	}
 	var bad []badLane
 	for i, lane := range t.run.Lanes() {
-		b := badLane{lane: i, name: lane, workload: w, trace: t.p.traces[w], ops: ops}
-		lc := t.laneCheck(i)
-		if bounds != nil {
-			lc.bounds = bounds[i]
-		}
-		err := lc.run(ctx, t.run, lane, ops[len(ops)-1], &b.ls, func(r Result) bool {
-			r.Lane, r.Workload, r.Trace = lane, w, t.p.traces[w]
-			if Class(r) != "" {
-				b.results = append(b.results, r)
+		if t.chain.Dead() != nil { // the last lane's last state lost the guest
+			if err := t.rerun(ctx, ops); err != nil {
+				return bad, fmt.Errorf("lane %s: %w", lane, err)
 			}
+		}
+		b := badLane{lane: i, name: lane, workload: w, trace: t.p.traces[w], ops: ops}
+		err := t.laneCheck(i, ops).run(ctx, t.run, lane, ops[len(ops)-1], &b.ls, func(r Result) bool {
+			r.Lane, r.Workload, r.Trace = lane, w, t.p.traces[w]
+			b.add(r)
 			if t.out.Result != nil {
 				t.out.Result(r)
 			}
 			return false
 		})
 		sum.Lanes[lane].add(b.ls)
-		if err != nil {
-			return nil, fmt.Errorf("lane %s: %w", lane, err)
-		}
-		if len(b.results) > 0 {
+		if len(b.results) > 0 || len(b.deaths) > 0 {
 			bad = append(bad, b)
+		}
+		if err != nil {
+			return bad, fmt.Errorf("lane %s: %w", lane, err)
 		}
 	}
 	return bad, nil
 }
 
-// laneCheck is lane i's checker under the run's plan.
-func (t *tracer) laneCheck(i int) *laneCheck {
-	return &laneCheck{i: i, fs: t.p.fs[i], tool: t.p.tools[i], co: t.p.crash, only: t.p.only, img: filepath.Join(t.dir, fmt.Sprintf("lane-%d.img", i)),
-		image: t.imageSink(), mount: SpareMount(t.run, i)}
+// add keeps r when it is bad, a death apart.
+func (b *badLane) add(r Result) {
+	switch {
+	case isDeath(r):
+		b.deaths = append(b.deaths, r)
+	case Class(r) != "":
+		b.results = append(b.results, r)
+	}
+}
+
+// rerun runs ops from the checkpoint under a write log on every lane, in
+// a live session (a fresh one rebuilt after a death), and keeps their op
+// boundaries (t.bounds).
+func (t *tracer) rerun(ctx context.Context, ops []*agentv1.Request) error {
+	if err := t.start(ctx, nil); err != nil {
+		return err
+	}
+	var err error
+	t.bounds, err = t.apply(ctx, ops)
+	return err
+}
+
+// live makes the tracer's session one whose guest lives: after a death,
+// a fresh session (relay.Chain.Live) brought to the log's start.
+func (t *tracer) live(ctx context.Context) error {
+	run, replaced, err := t.chain.Live()
+	if err != nil {
+		return err
+	}
+	t.run = run
+	if !replaced {
+		return nil
+	}
+	if err := t.prepare(ctx); err != nil {
+		return fmt.Errorf("rebuild the log's start in session %s, after the guest died: %w", run.ID(), err)
+	}
+	return nil
+}
+
+// laneCheck is lane i's checker under the run's plan, for the trace ops.
+func (t *tracer) laneCheck(i int, ops []*agentv1.Request) *laneCheck {
+	lc := &laneCheck{i: i, fs: t.p.fs[i], tool: t.p.tools[i], co: t.p.crash, only: t.p.only, img: filepath.Join(t.dir, fmt.Sprintf("lane-%d.img", i)),
+		image: t.imageSink(), mount: SpareMount(t.run, i), t: t, ops: ops}
+	if t.bounds != nil {
+		lc.bounds = t.bounds[i]
+	}
+	return lc
 }
 
 // SpareMount is the agent Mount of lane i's spare disk in run's session,
@@ -528,11 +623,16 @@ func (ls *LaneSummary) add(o LaneSummary) {
 	ls.Atomic += o.Atomic
 	ls.AtBoundary += o.AtBoundary
 	ls.Bad += o.Bad
+	ls.Deaths += o.Deaths
+	ls.Skipped += o.Skipped
 	ls.Truncated = ls.Truncated || o.Truncated
 	if o.Replay != "" {
 		ls.Replay = o.Replay
 	}
 	if o.DurableNote != "" {
 		ls.DurableNote = o.DurableNote
+	}
+	if o.SkipNote != "" {
+		ls.SkipNote = o.SkipNote
 	}
 }

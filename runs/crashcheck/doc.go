@@ -2,15 +2,18 @@
 // trace runs: in a session of its own it runs the setup ops and a sync,
 // checkpoints, starts a write log on every lane's disk
 // (overlay.Device.StartLog), runs the trace, and then, per lane, lists the
-// crash states of the log (package crash) and checks each one on the host:
-// the crash view written to a scratch file, the journal replayed there as
-// a mount would (ext3/4: e2fsck -E journal_only; no step for filesystems
-// whose log only a mount replays), then the filesystem's read-only fsck
-// (runs/hostfsck, sandboxed). A state fsck calls dirty or cannot read is
-// a crash finding.
+// crash states of the log (package crash) and checks each one: mounted in
+// the guest on a spare disk (the kernel's journal or log replay), read for
+// what the trace's last fsync made durable, unmounted, then the
+// filesystem's read-only fsck on the host (runs/hostfsck, sandboxed); or,
+// with HostReplay, on the host alone. A state fsck calls dirty or cannot
+// read, or that lost what was made durable, is a crash finding.
 //
-// Partial: the oracles of durability (what an fsync made durable is
-// there) and of atomicity (the state is one the run saw at an op
-// boundary) need the crash state mounted in the guest, not yet done; so do
-// filesystems the host cannot replay (xfs refuses a dirty log).
+// A state whose check kills the guest (its kernel crashes mounting or
+// reading it, or it stops answering) gets that death as its verdict
+// (KernelCrash with the kernel's report, Hung, Died; package relay) and a
+// crash finding of its own; the run goes on in a fresh session, where the
+// setup and the trace run again, and the lane's later states are checked
+// there when its write log has the same shape (else they are counted as
+// skipped, and the summary says why).
 package crashcheck

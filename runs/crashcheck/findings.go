@@ -41,7 +41,10 @@ func NewFinding(in Of) (*session.Finding, error) {
 	}
 	f := &session.Finding{ID: id, Kind: session.KindCrash, Trace: slices.Clone(in.Trace), FoundTrace: slices.Clone(in.Trace),
 		OriginalLen: len(in.Trace), Created: time.Now().UTC(), LaneSpecs: []string{in.Spec}, Revert: "machine",
-		Signature: fmt.Sprintf("crash %s %s after %s", Class(in.Result), in.FS, lastKind(in.Last))}
+		Signature: fmt.Sprintf("crash %s %s after %s", Class(in.Result), in.FS, lastKind(in.Last)), Kernel: in.Result.Kernel}
+	if k := in.Result.Kernel; k != nil {
+		f.Signature += ": " + k.Signature()
+	}
 	f.Crash = &session.CrashPoint{Lane: in.Result.Lane, Setup: slices.Clone(in.Setup), SetupSync: in.SetupSync}
 	setPoint(f, in.Result, in.Lane)
 	return f, nil
@@ -60,16 +63,25 @@ func setPoint(f *session.Finding, r Result, ls LaneSummary) {
 		what = r.Durability
 	case "not-atomic":
 		what = "equal to no op boundary's state"
+	case KernelCrash:
+		what = r.Kernel.Summary()
+	case Hung, Died:
+		what = r.Output
 	}
 	f.Detail = fmt.Sprintf("lane %s, crash %s: %s: %s (%d of %d crash states bad)", r.Lane, r.State, r.Verdict, what, c.NotClean, c.States)
+	if isDeath(r) && r.Session != "" {
+		f.Detail += fmt.Sprintf("; the guest of session %s was lost checking it, the run went on in a fresh one", r.Session)
+	}
 }
 
-// Class is what a bad result is: "lost" (what was made durable is not
-// there) or "not-clean" (dirty, unmountable, or the checker could not read
-// it); "" for
-// a good one (or NoState: none checked).
+// Class is what a bad result is: its death's verdict (KernelCrash, Hung,
+// Died: the check lost the guest), "lost" (what was made durable is not
+// there), "not-clean" (dirty, unmountable, or the checker could not read
+// it) or "not-atomic"; "" for a good one (or NoState: none checked).
 func Class(r Result) string {
 	switch {
+	case isDeath(r):
+		return r.Verdict
 	case strings.HasPrefix(r.Durability, "LOST"):
 		return "lost"
 	case r.Verdict == Dirty || r.Verdict == Broken || r.Verdict == Unmountable:
@@ -78,6 +90,11 @@ func Class(r Result) string {
 		return "not-atomic"
 	}
 	return ""
+}
+
+// isDeath reports whether r's check lost the guest.
+func isDeath(r Result) bool {
+	return r.Verdict == KernelCrash || r.Verdict == Hung || r.Verdict == Died
 }
 
 func lastKind(op *agentv1.Request) string {
@@ -124,7 +141,8 @@ func Pick(bad []Result) Result {
 	return best
 }
 
-// recorder records a run's crash findings and minimizes them.
+// recorder records a run's crash findings and minimizes them, in the
+// run's first session (Summary.Session), whichever session found them.
 type recorder struct {
 	run       *session.Run
 	ctx       context.Context // not cancelled with the run: findings are kept
@@ -136,16 +154,29 @@ type recorder struct {
 	errs      []error
 }
 
-// found is a recorded finding and the lane's results it came from.
+// found is a recorded finding and the lane's results it came from; death:
+// it is about a state whose check lost the guest.
 type found struct {
-	f   *session.Finding
-	bad badLane
+	f     *session.Finding
+	bad   badLane
+	death bool
 }
 
-// record stores the finding of b.
+// record stores the findings of b: one of its bad states (Pick), one of
+// its deaths (the first), each when it has any.
 func (rc *recorder) record(b badLane) {
+	if len(b.results) > 0 {
+		rc.recordOne(b, Pick(b.results))
+	}
+	if len(b.deaths) > 0 {
+		rc.recordOne(b, b.deaths[0])
+	}
+}
+
+// recordOne stores the finding of r, one of b's.
+func (rc *recorder) recordOne(b badLane, r Result) {
 	f, err := NewFinding(Of{Spec: rc.specs[b.lane], FS: rc.fs[b.lane], Setup: rc.setup, SetupSync: rc.setupSync,
-		Trace: b.trace, Last: b.ops[len(b.ops)-1], Result: Pick(b.results), Lane: b.ls})
+		Trace: b.trace, Last: b.ops[len(b.ops)-1], Result: r, Lane: b.ls})
 	if err == nil {
 		err = rc.run.RecordFinding(rc.ctx, f)
 	}
@@ -153,7 +184,7 @@ func (rc *recorder) record(b badLane) {
 		rc.errs = append(rc.errs, err)
 		return
 	}
-	rc.found = append(rc.found, found{f: f, bad: b})
+	rc.found = append(rc.found, found{f: f, bad: b, death: isDeath(r)})
 	rc.run.Event(rc.ctx, "finding", fmt.Sprintf("%s %s: %s", f.ID, f.Kind, f.Detail), nil)
 	rc.emit(f)
 }

@@ -6,6 +6,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/session"
 )
 
@@ -86,5 +87,41 @@ func TestClassAtomicity(t *testing.T) {
 	}
 	if f.Signature != "crash not-atomic btrfs after fsync" || !strings.Contains(f.Detail, "equal to no op boundary") || !strings.Contains(f.Detail, "1 of 5") {
 		t.Errorf("signature %q, detail %q", f.Signature, f.Detail)
+	}
+}
+
+// TestNewFindingDeath: a state whose check lost the guest is a finding of
+// its verdict's class, with the kernel's report (its signature in the
+// finding's) or, without one, what the call saw; a good state is none.
+func TestNewFindingDeath(t *testing.T) {
+	t.Parallel()
+	report := &kreport.Report{Kind: kreport.Bug, Title: "kernel BUG at fs/ext2/super.c:42!", RIP: "ext2_fill_super+0x1c/0x90 [ext2]"}
+	fsync := &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "f"}}}
+	cases := []struct {
+		r         Result
+		class     string
+		signature string
+		detail    string
+	}{
+		{Result{Lane: "ext2", Verdict: KernelCrash, Output: report.Title, Kernel: report}, KernelCrash,
+			"crash kernel-crash ext2 after fsync: bug|ext2_fill_super [ext2]", "kernel-crash: kernel BUG at fs/ext2/super.c:42! (RIP ext2_fill_super+0x1c/0x90 [ext2])"},
+		{Result{Lane: "ext2", Verdict: Hung, Output: "no answer within 2m0s and no kernel report on the console"}, Hung,
+			"crash guest-hung ext2 after fsync", "guest-hung: no answer within 2m0s"},
+		{Result{Lane: "ext2", Verdict: Clean}, "", "", ""},
+	}
+	for _, tc := range cases {
+		if got := Class(tc.r); got != tc.class {
+			t.Errorf("Class(%s) = %q, want %q", tc.r.Verdict, got, tc.class)
+		}
+		if tc.class == "" {
+			continue
+		}
+		f, err := NewFinding(Of{Spec: "ext2", FS: "ext2", Trace: []string{"fsync f"}, Last: fsync, Result: tc.r, Lane: LaneSummary{States: 2, Bad: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Signature != tc.signature || !strings.Contains(f.Detail, tc.detail) || f.Kernel != tc.r.Kernel || f.Crash.Verdict != tc.r.Verdict {
+			t.Errorf("%s: finding signature %q, detail %q, kernel %+v: want %q, %q", tc.r.Verdict, f.Signature, f.Detail, f.Kernel, tc.signature, tc.detail)
+		}
 	}
 }

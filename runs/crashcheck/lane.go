@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"go.uber.org/zap"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
 )
 
@@ -52,6 +56,13 @@ type laneCheck struct {
 	// bounds are the lane's roots at the trace's op boundaries (nil: no
 	// atomic check).
 	bounds [][]byte
+	// t, when set, is the run's tracer: a state whose check loses the
+	// guest gets that death as its verdict and the check goes on in a
+	// fresh session where t runs ops, the trace, again (resume); nil (a
+	// LaneChecker), a death is the check's error.
+	t    *tracer
+	ops  []*agentv1.Request
+	last *agentv1.Request
 }
 
 // Check checks the lane's crash states, adding to ls; emit gets each
@@ -64,6 +75,7 @@ func (c LaneChecker) Check(ctx context.Context, run *session.Run, last *agentv1.
 
 // run is what the trace's last op made durable, then the check.
 func (lc *laneCheck) run(ctx context.Context, run *session.Run, lane string, last *agentv1.Request, ls *LaneSummary, emit func(Result) bool) error {
+	lc.last = last
 	info, err := lc.log(ctx, run)
 	if err != nil {
 		return err
@@ -139,15 +151,71 @@ func (lc *laneCheck) check(ctx context.Context, run *session.Run, lane string, i
 	defer func() { err = errors.Join(err, lc.remountLane(ctx, run)) }()
 	for k, st := range states {
 		r, err := lc.checkOne(ctx, run, lane, st, ls)
-		if err != nil {
+		d, dead := relay.Of(ctx, err)
+		switch {
+		case dead && lc.t != nil:
+			r = lc.died(run, st, d, ls)
+		case err != nil:
 			return fmt.Errorf("crash state %d (%s): %w", k, st, err)
 		}
-		r.Index, r.Lane = k, lane
-		if emit(r) {
-			return nil
+		r.Index, r.Lane, r.Session = k, lane, run.ID()
+		if emit(r) || (dead && k == len(states)-1) {
+			return nil // the next use of the chain replaces the dead guest
+		}
+		if dead {
+			if run, err = lc.resume(ctx, lane, info, k, len(states), ls); run == nil || err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// died is the result of state st, whose check lost the guest of run (d),
+// counted in ls; the chain's next Live replaces the guest.
+func (lc *laneCheck) died(run *session.Run, st crash.State, d *relay.Death, ls *LaneSummary) Result {
+	lc.t.chain.Lost(d)
+	lc.laneDown = "" // the dead guest's; a fresh one has the lane mounted
+	ls.States++
+	ls.Dirty++
+	ls.Bad++
+	ls.Deaths++
+	run.Log().Warn("a crash state's check lost the guest: the run goes on in a fresh session", zap.String("verdict", d.Verdict()), zap.String("death", d.Summary()))
+	return Result{State: st, Verdict: d.Verdict(), Output: d.Output(), Kernel: d.Report}
+}
+
+// resume goes on after state k of n lost the guest: in a fresh session the
+// trace runs again, and when the lane's write log has the shape it had
+// (each entry's kind, LBA and length, in order: its bytes differ run to
+// run, timestamps and generation numbers) the states after k are checked
+// there: its run is returned. When the log differs, or no guest is left,
+// they are counted in ls as skipped, with why, and the run is nil.
+func (lc *laneCheck) resume(ctx context.Context, lane string, was overlay.LogInfo, k, n int, ls *LaneSummary) (*session.Run, error) {
+	skip := func(why string) (*session.Run, error) {
+		ls.Skipped += n - k - 1
+		ls.SkipNote = fmt.Sprintf("%d crash states after state %d, whose check lost the guest, not checked: %s", n-k-1, k, why)
+		return nil, nil
+	}
+	if err := lc.t.rerun(ctx, lc.ops); errors.Is(err, relay.ErrTooManyDeaths) {
+		skip(err.Error())
+		return nil, err
+	} else if err != nil {
+		return nil, fmt.Errorf("the trace again in a fresh session, after crash state %d lost the guest: %w", k, err)
+	}
+	run := lc.t.run
+	info, err := lc.log(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(info.Entries, was.Entries) {
+		return skip(fmt.Sprintf("the trace's write log in the fresh session %s differs (%d entries, was %d)", run.ID(), len(info.Entries), len(was.Entries)))
+	}
+	if lc.t.bounds != nil {
+		lc.bounds = lc.t.bounds[lc.i]
+	}
+	lc.mount = SpareMount(run, lc.i)
+	lc.dur, err = durableAfter(ctx, run, lane, lc.last, flushCount(info.Entries))
+	return run, err
 }
 
 // checkOne checks one state (its image sent first, when asked), counting

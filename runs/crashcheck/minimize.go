@@ -20,8 +20,18 @@ const minimizeBudget = 48
 // with the smallest trace and the state it picks there; one whose trace
 // then repeats an earlier finding's (same lane spec and class) is marked
 // its duplicate.
+//
+// A finding about a state whose check lost the guest is not minimized:
+// each try would have to run in a fresh session, and could lose the guest
+// again; it is not counted in n.
 func (rc *recorder) minimize(ctx context.Context, t *tracer, n int) error {
-	for k := range rc.found[:max(0, min(n, len(rc.found)))] {
+	for k := range rc.found {
+		if rc.found[k].death {
+			continue
+		}
+		if n--; n < 0 {
+			return nil
+		}
 		if err := rc.minimizeOne(ctx, t, &rc.found[k]); err != nil {
 			return fmt.Errorf("minimize %s: %w", rc.found[k].f.ID, err)
 		}
@@ -106,17 +116,13 @@ func (t *tracer) reproduce(ctx context.Context, i int, ops []*agentv1.Request, c
 	if err := t.start(ctx, []int{i}); err != nil {
 		return nil, ls, err
 	}
-	bounds, err := t.apply(ctx, ops)
-	if err != nil {
+	var err error
+	if t.bounds, err = t.apply(ctx, ops); err != nil {
 		return nil, ls, err
 	}
 	var bad []Result
 	lane := t.run.Lanes()[i]
-	lc := t.laneCheck(i)
-	if bounds != nil {
-		lc.bounds = bounds[i]
-	}
-	err = lc.run(ctx, t.run, lane, ops[len(ops)-1], &ls, func(r Result) bool {
+	err = t.laneCheck(i, ops).run(ctx, t.run, lane, ops[len(ops)-1], &ls, func(r Result) bool {
 		if Class(r) == class {
 			bad = append(bad, r)
 		}
