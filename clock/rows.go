@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/themisfs/themis/internal/kreport"
 )
 
 // Row is one sweep cell as the JSON lines and the CSV of a clock sweep
@@ -38,6 +40,9 @@ type Row struct {
 	Expected       string `json:"expected,omitempty"`
 	DistinctGuest  int32  `json:"distinct_guest,omitempty"`
 	DistinctOnDisk int32  `json:"distinct_on_disk,omitempty"`
+	// Kernel is the kernel's report of a cell whose op crashed the
+	// guest's kernel (verdict kernel-crash).
+	Kernel *kreport.Report `json:"kernel,omitempty"`
 }
 
 // CSVHeader names the columns of Row.CSV.

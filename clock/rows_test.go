@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/themisfs/themis/internal/kreport"
 )
 
 func TestReadRows(t *testing.T) {
@@ -120,5 +122,24 @@ func TestRowCSV(t *testing.T) {
 				t.Errorf("CSV = %s, want %s", s, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadRowsKernel: a kernel-crash row of a sharded sweep's JSON lines
+// reads back with its report, so that a merge keeps it.
+func TestReadRowsKernel(t *testing.T) {
+	t.Parallel()
+	crashed := Row{Lane: "ext2", FS: "ext2", Name: "2^31", Value: 2147483648, Op: "mkdir", Field: "mtime", Verdict: "kernel-crash",
+		Kernel: &kreport.Report{Kind: kreport.Panic, Title: "Kernel panic - not syncing: sysrq triggered crash", Trace: []string{"sysrq_handle_crash+0x16/0x20"}}}
+	b, err := json.Marshal(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadRows(strings.NewReader(string(b)+"\n"), "s0.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Row{crashed}, MergeRows(rows)); diff != "" {
+		t.Errorf("read back and merged (-want +got):\n%s", diff)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/session"
 )
@@ -39,5 +40,21 @@ func TestCrashResultProtoKernel(t *testing.T) {
 		Lanes: map[string]*crashcheck.LaneSummary{"ext2": {States: 2, Deaths: 1, Skipped: 1, SkipNote: "the log differs"}}}).GetSummary()
 	if l := sum.GetLanes()[0]; !slices.Equal(sum.GetSessions(), []string{"s-1", "s-2"}) || sum.GetDeaths() != 1 || l.GetDeaths() != 1 || l.GetSkipped() != 1 || l.GetSkipNote() == "" {
 		t.Errorf("summary %v: want the sessions, the deaths and the skipped states", sum)
+	}
+}
+
+// TestSweepCellProtoKernel: a sweep cell whose op crashed the guest's
+// kernel carries the report; the summary, every session and the deaths.
+func TestSweepCellProtoKernel(t *testing.T) {
+	r := &kreport.Report{Kind: kreport.Panic, Title: "Kernel panic - not syncing: sysrq triggered crash"}
+	if k := sweepCellProto(clocksweep.Cell{Lane: "ext2", Op: "mkdir", Verdict: "kernel-crash", Kernel: r}).GetKernel(); k.GetTitle() != r.Title || k.GetKind() != "panic" {
+		t.Errorf("cell's kernel report %v, want %+v", k, r)
+	}
+	if k := sweepCellProto(clocksweep.Cell{Lane: "ext2", Op: "touch", Verdict: "represented"}).GetKernel(); k != nil {
+		t.Errorf("represented cell with a kernel report %v", k)
+	}
+	sum := sweepSummaryProto(&clocksweep.Summary{Session: "s-1", Sessions: []string{"s-1", "s-2"}, Deaths: 1})
+	if !slices.Equal(sum.GetSessions(), []string{"s-1", "s-2"}) || sum.GetDeaths() != 1 {
+		t.Errorf("summary %v: want the sessions and the death", sum)
 	}
 }

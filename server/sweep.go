@@ -43,6 +43,7 @@ func sweepSummaryProto(sum *clocksweep.Summary) *themisv1.SweepSummary {
 	out := &themisv1.SweepSummary{
 		SessionId: sum.Session, Cells: int64(sum.Cells), ByVerdict: map[string]int64{},
 		ElapsedS: sum.Elapsed.Seconds(), BootS: sum.Boot.Seconds(), CellsPerSec: sum.CellsPerSec,
+		Sessions: sum.Sessions, Deaths: int32(sum.Deaths),
 	}
 	for k, v := range sum.ByVerdict {
 		out.ByVerdict[k] = int64(v)
@@ -67,6 +68,7 @@ func sweepCellProto(c clocksweep.Cell) *themisv1.SweepCell {
 		Guest: timespecProto(c.Guest), AfterRemount: timespecProto(c.AfterRemount),
 		Errno: c.Errno, Verdict: c.Verdict, ClampedTo: c.ClampedTo, Expected: c.Expected,
 		Touches: int32(c.Touches), DistinctGuest: int32(c.DistinctGuest), DistinctOnDisk: int32(c.DistinctOnDisk),
+		Kernel: kernelReportProto(c.Kernel),
 	}
 	if c.OnDisk != nil {
 		out.OnDisk = timespecProto(*c.OnDisk)

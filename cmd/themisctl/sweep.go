@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -218,6 +219,9 @@ func rowOf(c *themisv1.SweepCell) clock.Row {
 		AfterRemount: c.GetAfterRemount().GetSec(), AfterRemountNs: c.GetAfterRemount().GetNsec(),
 		Errno: c.GetErrno(), Verdict: c.GetVerdict(), Expected: c.GetExpected(),
 		DistinctGuest: c.GetDistinctGuest(), DistinctOnDisk: c.GetDistinctOnDisk()}
+	if k := c.GetKernel(); k != nil {
+		r.Kernel = reportOf(k)
+	}
 	if od := c.GetOnDisk(); od != nil {
 		s, n := od.GetSec(), od.GetNsec()
 		r.OnDisk, r.OnDiskNs = &s, &n
@@ -284,10 +288,17 @@ func printSweep(rows []clock.Row, sum *themisv1.SweepSummary) error {
 		if r.OnDisk != nil {
 			od = ts(*r.OnDisk, *r.OnDiskNs)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Lane, r.Name, r.Op, r.Field, ts(r.Guest, r.GuestNs), od, ts(r.AfterRemount, r.AfterRemountNs), r.Verdict)
+		verdict := r.Verdict
+		if r.Kernel != nil {
+			verdict += ": " + r.Kernel.Title // the whole report: --json
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Lane, r.Name, r.Op, r.Field, ts(r.Guest, r.GuestNs), od, ts(r.AfterRemount, r.AfterRemountNs), verdict)
 	}
 	if sum != nil {
 		fmt.Fprintf(w, "\ncells\t%d\telapsed\t%.1f s\t(boot %.1f s)\n", sum.GetCells(), sum.GetElapsedS(), sum.GetBootS())
+		if sum.GetDeaths() > 0 {
+			fmt.Fprintf(w, "guests lost\t%d\t(sessions %s: each cell that lost one went on in a fresh one)\n", sum.GetDeaths(), strings.Join(sum.GetSessions(), ", "))
+		}
 		for _, c := range sum.GetContrast() {
 			fmt.Fprintf(w, "contrast %s\tset %d stored %d\ttime-excluded fingerprint equal: %v\ttime-included equal: %v\tfirst diff: /%s\n",
 				c.GetLane(), c.GetValue(), c.GetStored(), c.GetTimeExcludedEqual(), c.GetTimeIncludedEqual(), c.GetFirstDiff())

@@ -13,11 +13,14 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
+	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
+	"go.uber.org/zap"
 )
 
 // clockSlack is how far past the value a clock-driven op may stamp and
@@ -79,6 +82,9 @@ type Cell struct {
 	// Errno is the refusal of SetClock or the op (0: none).
 	Errno int32 `json:"errno,omitempty"`
 	// Verdict is the verdict's short form; ClampedTo the second clamped to.
+	// A cell whose op (or a read after it) lost the guest has its death's
+	// verdict (relay.KernelCrash, with Kernel; relay.Hung, relay.Died) and
+	// no views: the sweep went on in a fresh session.
 	Verdict   string `json:"verdict"`
 	ClampedTo int64  `json:"clamped_to,omitempty"`
 	// Expected is clock.Expect's verdict for the lane (for a clock-driven
@@ -89,6 +95,8 @@ type Cell struct {
 	Touches        int `json:"touches,omitempty"`
 	DistinctGuest  int `json:"distinct_guest,omitempty"`
 	DistinctOnDisk int `json:"distinct_on_disk,omitempty"`
+	// Kernel is the kernel's report of a kernel-crash cell.
+	Kernel *kreport.Report `json:"kernel,omitempty"`
 }
 
 // Contrast is the fingerprint contrast of one ext lane: the state made at
@@ -127,6 +135,10 @@ type Summary struct {
 	// CellsPerSec is Cells / Elapsed (cells of all lanes; one restore
 	// serves every lane of a value × op).
 	CellsPerSec float64 `json:"cells_per_sec"`
+	// Sessions are every session the sweep used, Session first; Deaths
+	// the guests lost (a cell that lost one went on in a fresh session).
+	Sessions []string `json:"sessions,omitempty"`
+	Deaths   int      `json:"deaths,omitempty"`
 }
 
 // validate checks o and fills its defaults; it returns the lane specs
@@ -177,9 +189,13 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 // cell as it is classified. In shard 0 the fingerprint contrast follows.
 //
 // A value the guest refuses (SetClock outside what settimeofday takes, an
-// op's errno) is a cell with verdict rejected, not an error. Bad options
-// are a FieldError. The session is busy while the sweep runs and ends with
-// it ("sweep finished", "sweep failed: ...").
+// op's errno) is a cell with verdict rejected, not an error. A lane whose
+// op (or a read after it) loses the guest gets the death as its cell's
+// verdict (relay: kernel-crash with the report), its session ends failed,
+// and the sweep goes on in a fresh one: the cell again for the lanes left,
+// then the next cells. Bad options are a FieldError. The session is busy
+// while the sweep runs and ends with it ("sweep finished", "sweep failed:
+// ...").
 func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (_ *Summary, err error) {
 	specs, plan, err := validate(&o)
 	if err != nil {
@@ -193,13 +209,14 @@ func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (_
 	}
 	defer func() { err = errors.Join(err, sd.Remove()) }()
 	dir := sd.Path
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Image: o.Image}, "sweep")
+	ch, err := relay.Acquire(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Image: o.Image}, "sweep")
 	if err != nil {
 		return nil, err
 	}
-	defer run.Close()
-	ctx = run.Context() // ends on Delete and at the daemon's max run duration
-	w := &sweeper{run: run, specs: specs, image: filepath.Join(dir, "lane.img")}
+	defer ch.Close()
+	ctx = ch.Context() // ends on Delete and at the daemon's max run duration
+	run := ch.Run()
+	w := &sweeper{chain: ch, run: run, specs: specs, image: filepath.Join(dir, "lane.img"), at: allLanes}
 	sum := &Summary{Session: run.ID(), ByVerdict: make(map[string]int), Boot: run.Boot()}
 	start := time.Now()
 	run.Event(ctx, "sweep.started", fmt.Sprintf(
@@ -213,23 +230,34 @@ func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (_
 		}
 	})
 	if runErr == nil && o.Shard == 0 && !o.NoContrast {
-		sum.Contrast, runErr = w.contrast(ctx)
+		if runErr = w.live(ctx); runErr == nil {
+			sum.Contrast, runErr = w.contrast(ctx)
+		}
 	}
+	sum.Sessions, sum.Deaths = ch.Sessions(), ch.Deaths()
 	sum.Elapsed = time.Since(start)
 	if secs := sum.Elapsed.Seconds(); secs > 0 {
 		sum.CellsPerSec = float64(sum.Cells) / secs
 	}
-	run.Event(context.WithoutCancel(ctx), "sweep.finished", fmt.Sprintf("%d cells, %v", sum.Cells, sum.ByVerdict), nil)
-	return sum, run.Finish(ctx, runErr)
+	run.Event(context.WithoutCancel(ctx), "sweep.finished", fmt.Sprintf("%d cells, %v, %d guests lost", sum.Cells, sum.ByVerdict, sum.Deaths), nil)
+	return sum, ch.Finish(runErr)
 }
 
-// sweeper drives a sweep's machine through its run's locked calls.
+// sweeper drives a sweep's machine through its run's locked calls, in
+// the chain's current session.
 type sweeper struct {
+	chain *relay.Chain
 	run   *session.Run
 	specs []guest.LaneSpec
 	image string // scratch file for the on-disk view
 	root  vmm.CheckpointID
+	// at is the lane whose step runs (allLanes: a step of every lane's,
+	// the restore or a sync): a death there is that lane's.
+	at int
 }
+
+// allLanes is sweeper.at during a step of all lanes.
+const allLanes = -1
 
 const sweepFile = "clk"
 
@@ -240,7 +268,7 @@ func (w *sweeper) sweep(ctx context.Context, plan clock.Plan, ops []string, emit
 	}
 	for _, v := range plan.Values {
 		for _, op := range v.Ops(ops) {
-			cells, err := w.cell(ctx, v, op)
+			cells, err := w.cellGoingOn(ctx, v, op)
 			if err != nil {
 				return fmt.Errorf("value %s, op %s: %w", v.Name, op, err)
 			}
@@ -253,7 +281,58 @@ func (w *sweeper) sweep(ctx context.Context, plan clock.Plan, ops []string, emit
 }
 
 func (w *sweeper) restore(ctx context.Context) error {
+	w.at = allLanes
 	return w.run.Restore(ctx, "restore root", w.root)
+}
+
+// cellGoingOn runs cell v × op until every lane has its verdict: a lane
+// whose step loses the guest gets the death as its verdict (a step of
+// every lane's: each lane left), and the cell runs again in a fresh
+// session (live) for the lanes left. Each run of it has one lane fewer,
+// or ends.
+func (w *sweeper) cellGoingOn(ctx context.Context, v clock.Value, op string) ([]Cell, error) {
+	dead := map[int]Cell{}
+	for {
+		if err := w.live(ctx); err != nil {
+			return nil, err
+		}
+		cells, err := w.cell(ctx, v, op, dead)
+		base := w.baseCells(v, op)
+		d, lost := relay.Of(ctx, err)
+		if !lost {
+			for i, c := range dead {
+				cells[i] = c
+			}
+			return cells, err
+		}
+		w.chain.Lost(d)
+		w.run.Log().Warn("a sweep cell lost the guest: the sweep goes on in a fresh session", zap.String("value", v.Name), zap.String("op", op), zap.Int("lane", w.at), zap.String("death", d.Summary()))
+		for i := range w.specs {
+			if _, ok := dead[i]; !ok && (w.at == allLanes || w.at == i) {
+				dead[i] = deathCell(base[i], d)
+			}
+		}
+	}
+}
+
+// deathCell is c, whose step lost the guest (d), with the death's verdict.
+func deathCell(c Cell, d *relay.Death) Cell {
+	return Cell{Lane: c.Lane, FS: c.FS, InodeSize: c.InodeSize, Name: c.Name, Kind: c.Kind, Value: c.Value, ValueNs: c.ValueNs,
+		Op: c.Op, Field: c.Field, Expected: c.Expected, Verdict: d.Verdict(), Kernel: d.Report}
+}
+
+// live makes the sweeper's session one whose guest lives: after a death,
+// a fresh one (relay.Chain.Live) with its own root checkpoint.
+func (w *sweeper) live(ctx context.Context) error {
+	run, replaced, err := w.chain.Live()
+	if err != nil || !replaced {
+		return err
+	}
+	w.run = run
+	if w.root, err = run.Checkpoint(ctx, "root checkpoint"); err != nil {
+		return fmt.Errorf("the root checkpoint of session %s, after the guest died: %w", run.ID(), err)
+	}
+	return nil
 }
 
 func pbTime(t clock.Timespec) *agentv1.Timespec { return &agentv1.Timespec{Sec: t.Sec, Nsec: t.Nsec} }
@@ -367,8 +446,8 @@ func (w *sweeper) remount(ctx context.Context, lane string) error {
 	return err
 }
 
-// cell runs one value × op on every lane.
-func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, error) {
+// baseCells are the cells of v × op, one per lane, before any view.
+func (w *sweeper) baseCells(v clock.Value, op string) []Cell {
 	f, _ := clock.OpField(op)
 	steps := v.Steps()
 	set := steps[len(steps)-1]
@@ -376,33 +455,65 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 	for i, sp := range w.specs {
 		cells[i] = Cell{Lane: sp.Name, FS: sp.FS, InodeSize: sp.InodeSize, Name: v.Name, Kind: v.Kind,
 			Value: set.Sec, ValueNs: set.Nsec, Op: op, Field: f}
-		if e, err := clock.ExpectCell(laneOf(sp), op, steps); err == nil {
-			cells[i].Expected = e.Verdict.String()
+		if e, err := clock.ExpectCell(laneOf(sp), op, steps); err == nil && v.Kind != clock.KindProbe {
+			cells[i].Expected = e.Verdict.String() // a probe has no single value to expect
 		}
 	}
+	return cells
+}
+
+// cell runs one value × op on every lane but those of skip (they have
+// their verdict).
+func (w *sweeper) cell(ctx context.Context, v clock.Value, op string, skip map[int]Cell) ([]Cell, error) {
+	cells := w.baseCells(v, op)
 	if err := w.restore(ctx); err != nil {
 		return nil, err
 	}
 	// A fresh file (with content, for read) made at the root's clock.
 	if op != clock.OpCreate && op != clock.OpMkdir {
-		for _, sp := range w.specs {
+		for i, sp := range w.specs {
+			if _, ok := skip[i]; ok {
+				continue
+			}
+			w.at = i
 			if _, err := w.run.CallOK(ctx, "prepare "+sp.Name, agent.NewRequest(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Data: []byte("x")})); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if v.Kind == clock.KindProbe {
-		for i := range cells {
-			cells[i].Expected = "" // no single value to expect
-		}
-		return cells, w.probe(ctx, v, cells)
+		return cells, w.probe(ctx, v, cells, skip)
 	}
+	rejected, err := w.apply(ctx, v.Steps(), op, skip)
+	if err != nil {
+		return nil, err
+	}
+	w.at = allLanes
+	if err := w.sync(ctx); err != nil {
+		return nil, err
+	}
+	for i := range w.specs {
+		if _, ok := skip[i]; ok {
+			continue
+		}
+		w.at = i
+		if err := w.views(ctx, i, &cells[i], rejected[i], v.Steps()); err != nil {
+			return nil, err
+		}
+	}
+	return cells, nil
+}
+
+// apply runs op at each step on every lane but skip's, each refusal its
+// lane's errno.
+func (w *sweeper) apply(ctx context.Context, steps []clock.Timespec, op string, skip map[int]Cell) ([]int32, error) {
 	rejected := make([]int32, len(w.specs))
 	for _, st := range steps {
 		for i, sp := range w.specs {
-			if rejected[i] != 0 {
+			if _, ok := skip[i]; ok || rejected[i] != 0 {
 				continue
 			}
+			w.at = i
 			// The clock is set right before each lane's op, not once for
 			// all: on a loaded host the lanes' round trips would add up
 			// past clockSlack.
@@ -422,41 +533,42 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string) ([]Cell, e
 			rejected[i] = resp.GetErrno()
 		}
 	}
-	if err := w.sync(ctx); err != nil {
-		return nil, err
+	return rejected, nil
+}
+
+// views reads lane i's three views of c's op (applied at steps; errno its
+// refusal) and gives c its verdict.
+func (w *sweeper) views(ctx context.Context, i int, c *Cell, errno int32, steps []clock.Timespec) error {
+	sp := w.specs[i]
+	if errno != 0 {
+		c.Errno = errno
+		c.Verdict = clock.Reject(c.Errno).String()
+		return nil
 	}
-	path := target(op)
-	for i, sp := range w.specs {
-		c := &cells[i]
-		if rejected[i] != 0 {
-			c.Errno = rejected[i]
-			c.Verdict = clock.Reject(c.Errno).String()
-			continue
-		}
-		var err error
-		if c.Guest, err = w.stat(ctx, sp.Name, path, f); err != nil {
-			return nil, err
-		}
-		if c.OnDisk, err = w.onDisk(ctx, i, path, f); err != nil {
-			return nil, err
-		}
-		if err := w.remount(ctx, sp.Name); err != nil {
-			return nil, err
-		}
-		if c.AfterRemount, err = w.stat(ctx, sp.Name, path, f); err != nil {
-			return nil, err
-		}
-		eff := set
-		if clock.UsesClock(op) && c.Guest.Compare(set) >= 0 && c.Guest.Sec-set.Sec < int64(clockSlack/time.Second) {
-			eff = c.Guest // the clock ran between SetClock and the op
-		}
-		vd := clock.Classify(eff, c.Guest, c.OnDisk, c.AfterRemount)
-		if r, err := clock.RuleFor(laneOf(sp), f); err == nil {
-			vd = r.Explain(op, vd.Prefer(r.Granularity, eff, c.Guest), eff, c.Guest, c.AfterRemount)
-		}
-		c.Verdict, c.ClampedTo = vd.String(), vd.ClampedTo
+	path, set := target(c.Op), steps[len(steps)-1]
+	var err error
+	if c.Guest, err = w.stat(ctx, sp.Name, path, c.Field); err != nil {
+		return err
 	}
-	return cells, nil
+	if c.OnDisk, err = w.onDisk(ctx, i, path, c.Field); err != nil {
+		return err
+	}
+	if err := w.remount(ctx, sp.Name); err != nil {
+		return err
+	}
+	if c.AfterRemount, err = w.stat(ctx, sp.Name, path, c.Field); err != nil {
+		return err
+	}
+	eff := set
+	if clock.UsesClock(c.Op) && c.Guest.Compare(set) >= 0 && c.Guest.Sec-set.Sec < int64(clockSlack/time.Second) {
+		eff = c.Guest // the clock ran between SetClock and the op
+	}
+	vd := clock.Classify(eff, c.Guest, c.OnDisk, c.AfterRemount)
+	if r, err := clock.RuleFor(laneOf(sp), c.Field); err == nil {
+		vd = r.Explain(c.Op, vd.Prefer(r.Granularity, eff, c.Guest), eff, c.Guest, c.AfterRemount)
+	}
+	c.Verdict, c.ClampedTo = vd.String(), vd.ClampedTo
+	return nil
 }
 
 // laneOf is what clock's rules need of a lane spec.
@@ -466,11 +578,12 @@ func laneOf(sp guest.LaneSpec) clock.Lane {
 
 // probe makes v.Touches rapid touches at v's clock and counts distinct
 // stored times in the guest view and on disk.
-func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []Cell) error {
+func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []Cell, skip map[int]Cell) error {
 	n := v.Touches
 	if n == 0 {
 		n = clock.DefaultTouches
 	}
+	w.at = allLanes
 	if errno, err := w.setClock(ctx, v.Time()); err != nil || errno != 0 {
 		for i := range cells {
 			cells[i].Errno = errno
@@ -488,6 +601,10 @@ func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []Cell) error 
 		// Each lane is stat'ed right after its touch; the on-disk view
 		// of every lane follows a sync per round.
 		for i, sp := range w.specs {
+			if _, ok := skip[i]; ok {
+				continue
+			}
+			w.at = i
 			if _, err := w.run.CallOK(ctx, "touch "+sp.Name, opReq(clock.OpTouch, sp.Name, clock.Timespec{})); err != nil {
 				return err
 			}
@@ -498,10 +615,14 @@ func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []Cell) error 
 			guestSeen[i][g] = true
 			guestTimes[i] = append(guestTimes[i], g)
 		}
+		w.at = allLanes
 		if err := w.sync(ctx); err != nil {
 			return err
 		}
 		for i := range w.specs {
+			if _, ok := skip[i]; ok {
+				continue
+			}
 			d, err := w.onDisk(ctx, i, sweepFile, clock.Mtime)
 			if err != nil {
 				return err
@@ -512,6 +633,10 @@ func (w *sweeper) probe(ctx context.Context, v clock.Value, cells []Cell) error 
 		}
 	}
 	for i, sp := range w.specs {
+		if _, ok := skip[i]; ok {
+			continue
+		}
+		w.at = i
 		c := &cells[i]
 		c.Touches, c.DistinctGuest, c.DistinctOnDisk = n, len(guestSeen[i]), len(diskSeen[i])
 		c.Guest = guestTimes[i][n-1]

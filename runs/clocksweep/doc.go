@@ -5,4 +5,9 @@
 // guest sees it, as the disk stores it (the lane's image parsed on the
 // host) and after a remount — giving each lane's cell a verdict; shard 0
 // adds the clamped-versus-representable contrast.
+//
+// A lane whose op (or a read after it) kills the guest gets the death as
+// its cell's verdict (kernel-crash with the kernel's report; package
+// relay), and the sweep goes on in a fresh session: the cell again for
+// the lanes left, then the next cells.
 package clocksweep
