@@ -38,19 +38,28 @@ func (s *Server) Corrupt(req *themisv1.CorruptRequest, stream themisv1.Themis_Co
 	sum, err := s.d.Corrupt(ctx, belowfs.CorruptOptions{
 		Lanes: req.GetLanes(), Targets: req.GetTargets(), Setup: req.GetSetup(), Sweep: req.GetSweep(), MemoryMiB: int(req.GetMemoryMib()), Image: req.GetImage(),
 	}, func(r belowfs.CorruptResult) {
-		out.send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: &themisv1.CorruptResult{
-			Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
-			Mounted: r.Mounted, MountError: r.MountError, KernelLog: r.KernelLog, Affected: r.Affected, ReadErrno: r.ReadErrno,
-			FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, FsckTool: r.FsckTool, Class: r.Class,
-		}}})
+		out.send(&themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Result{Result: corruptResultProto(r)}})
 	})
 	return out.end(err, func() *themisv1.CorruptResponse {
-		cs := &themisv1.CorruptSummary{SessionId: sum.Session, Results: int32(sum.Results), ByClass: map[string]int64{}, ElapsedS: sum.Elapsed.Seconds()}
-		for k, v := range sum.ByClass {
-			cs.ByClass[k] = int64(v)
-		}
-		return &themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Summary{Summary: cs}}
+		return &themisv1.CorruptResponse{Event: &themisv1.CorruptResponse_Summary{Summary: corruptSummaryProto(sum)}}
 	})
+}
+
+func corruptResultProto(r belowfs.CorruptResult) *themisv1.CorruptResult {
+	return &themisv1.CorruptResult{
+		Lane: r.Lane, Target: r.Target, Lba: r.LBA, Offset: int32(r.Offset), Bit: int32(r.Bit), Region: r.Region, Field: r.Field,
+		Mounted: r.Mounted, MountError: r.MountError, KernelLog: r.KernelLog, Affected: r.Affected, ReadErrno: r.ReadErrno,
+		FsckClean: r.FsckClean, FsckSummary: r.FsckSummary, FsckTool: r.FsckTool, Class: r.Class, Kernel: kernelReportProto(r.Kernel),
+	}
+}
+
+func corruptSummaryProto(sum *belowfs.CorruptSummary) *themisv1.CorruptSummary {
+	cs := &themisv1.CorruptSummary{SessionId: sum.Session, Results: int32(sum.Results), ByClass: map[string]int64{}, ElapsedS: sum.Elapsed.Seconds(),
+		Sessions: sum.Sessions, Deaths: int32(sum.Deaths)}
+	for k, v := range sum.ByClass {
+		cs.ByClass[k] = int64(v)
+	}
+	return cs
 }
 
 func lbaRanges(in []belowfs.LBARange) []*themisv1.LBARange {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/runs/belowfs"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/session"
@@ -56,5 +57,21 @@ func TestSweepCellProtoKernel(t *testing.T) {
 	sum := sweepSummaryProto(&clocksweep.Summary{Session: "s-1", Sessions: []string{"s-1", "s-2"}, Deaths: 1})
 	if !slices.Equal(sum.GetSessions(), []string{"s-1", "s-2"}) || sum.GetDeaths() != 1 {
 		t.Errorf("summary %v: want the sessions and the death", sum)
+	}
+}
+
+// TestCorruptResultProtoKernel: a flip whose mount crashed the guest's
+// kernel carries the report; the summary, every session and the deaths.
+func TestCorruptResultProtoKernel(t *testing.T) {
+	r := &kreport.Report{Kind: kreport.Oops, Title: "BUG: kernel NULL pointer dereference, address: 0000000000000008", RIP: "ext2_fill_super+0x1c/0x90 [ext2]"}
+	if k := corruptResultProto(belowfs.CorruptResult{Lane: "ext2", Target: "superblock.magic", Class: belowfs.ClassKernelCrash, Kernel: r}).GetKernel(); k.GetRip() != r.RIP || k.GetKind() != "oops" {
+		t.Errorf("result's kernel report %v, want %+v", k, r)
+	}
+	if k := corruptResultProto(belowfs.CorruptResult{Lane: "ext2", Target: "superblock.magic", Class: belowfs.ClassFatal}).GetKernel(); k != nil {
+		t.Errorf("fatal flip with a kernel report %v", k)
+	}
+	sum := corruptSummaryProto(&belowfs.CorruptSummary{Session: "s-1", Sessions: []string{"s-1", "s-2"}, Deaths: 1, ByClass: map[string]int{"kernel-crash": 1}})
+	if !slices.Equal(sum.GetSessions(), []string{"s-1", "s-2"}) || sum.GetDeaths() != 1 || sum.GetByClass()["kernel-crash"] != 1 {
+		t.Errorf("summary %v: want the sessions, the death and the class", sum)
 	}
 }

@@ -176,6 +176,9 @@ func runCorrupt(ctx context.Context, g *globals, c *conn, req *themisv1.CorruptR
 		}
 		if s := r.GetSummary(); s != nil && !g.json {
 			fmt.Fprintf(w, "\nresults\t%d\tby class\t%v\n", s.GetResults(), s.GetByClass())
+			if s.GetDeaths() > 0 {
+				fmt.Fprintf(w, "guests lost\t%d\t(sessions %s: each flip that lost one went on in a fresh one)\n", s.GetDeaths(), strings.Join(s.GetSessions(), ", "))
+			}
 		}
 		return nil
 	})

@@ -17,6 +17,15 @@ func writeCorruptRow(w io.Writer, res *themisv1.CorruptResult) {
 		fmt.Fprintf(w, "%s\t%s\t-\t%s\t%s\t-\t-\t\n", res.GetLane(), res.GetTarget(), res.GetField(), res.GetClass())
 		return
 	}
+	if k := res.GetKernel(); k != nil || res.GetClass() == belowfs.ClassHung || res.GetClass() == belowfs.ClassDied {
+		what := strings.Join(res.GetKernelLog()[:min(1, len(res.GetKernelLog()))], "")
+		if k != nil {
+			what = reportOf(k).Summary() // the whole report: --json
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d:%d.%d\t%s %s\t%s\t-\t-\t%s\n", res.GetLane(), res.GetTarget(), res.GetLba(), res.GetOffset(), res.GetBit(),
+			res.GetRegion(), res.GetField(), res.GetClass(), what)
+		return
+	}
 	fsck := "clean"
 	switch {
 	case res.GetFsckTool() == "" && strings.HasPrefix(res.GetFsckSummary(), "no host checker"):

@@ -57,3 +57,27 @@ func fmtRows(w *tabwriter.Writer, rs []*themisv1.CorruptResult) {
 		writeCorruptRow(w, r)
 	}
 }
+
+// TestCorruptRowKernel: a flip that crashed the guest's kernel prints its
+// class and the report's first line (RIP and panic), not a mount or fsck
+// it never reached; one that hung the guest prints what the call saw.
+func TestCorruptRowKernel(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmtRows(w, []*themisv1.CorruptResult{
+		{Lane: "ext2", Target: "superblock.magic", Class: "kernel-crash", Lba: 2, Offset: 56, Field: "s_magic",
+			Kernel: &themisv1.KernelReport{Kind: "oops", Title: "BUG: kernel NULL pointer dereference, address: 0000000000000008", Rip: "ext2_fill_super+0x1c/0x90 [ext2]", Panic: "Fatal exception"}},
+		{Lane: "ext2", Target: "gd.bg_inode_table", Class: "guest-hung", KernelLog: []string{"no answer within 2m0s and no kernel report on the console"}},
+	})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(strings.Fields(b.String()), " ")
+	for _, s := range []string{"s_magic kernel-crash - - BUG: kernel NULL pointer dereference, address: 0000000000000008 (RIP ext2_fill_super+0x1c/0x90 [ext2]); panic: Fatal exception",
+		"guest-hung - - no answer within 2m0s"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("rows lack %q:\n%s", s, got)
+		}
+	}
+}

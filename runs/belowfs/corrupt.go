@@ -20,16 +20,27 @@ import (
 	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/fsimage/xfs"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
+	"go.uber.org/zap"
 )
 
 // Blast-radius classes of a corruption (the paper's Table 11), most
 // severe first: the first that applies is the result's Class.
 const (
+	// ClassKernelCrash: the mount of the flipped image, or a read after
+	// it, crashed the guest's kernel (CorruptResult.Kernel holds the
+	// report); ClassHung and ClassDied: the guest stopped answering, or
+	// died, without a report (package relay). The run goes on in a fresh
+	// session.
+	ClassKernelCrash    = relay.KernelCrash
+	ClassHung           = relay.Hung
+	ClassDied           = relay.Died
 	ClassFatal          = "fatal"           // the mount fails
 	ClassNamespaceLoss  = "namespace-loss"  // paths vanish while the filesystem stays mounted
 	ClassDetected       = "detected"        // a filesystem error in the kernel log (EXTn-fs error, BTRFS checksum failure), or EIO/EUCLEAN/EBADMSG reading an affected file
@@ -112,6 +123,9 @@ type CorruptResult struct {
 	FsckTool string
 	// Class is one of the Class* constants.
 	Class string
+	// Kernel is the kernel's report of a ClassKernelCrash result (its
+	// text is KernelLog too).
+	Kernel *kreport.Report
 }
 
 // CorruptSummary is the outcome of a Corrupt run.
@@ -123,6 +137,10 @@ type CorruptSummary struct {
 	ByClass map[string]int
 	// Elapsed is the run's wall time, boot excluded.
 	Elapsed time.Duration
+	// Sessions are every session the run used, Session first; Deaths
+	// the guests lost (a flip that lost one went on in a fresh session).
+	Sessions []string
+	Deaths   int
 }
 
 // Target kinds.
@@ -663,13 +681,14 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 	}
 	defer func() { err = errors.Join(err, sd.Remove()) }()
 	dir := sd.Path
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Image: o.Image}, "corrupt")
+	ch, err := relay.Acquire(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Image: o.Image}, "corrupt")
 	if err != nil {
 		return nil, err
 	}
-	defer run.Close()
-	ctx = run.Context() // ends on Delete and at the daemon's max run duration
-	c := &corrupter{below: newBelow(run), scratch: filepath.Join(dir, "lane.img")}
+	defer ch.Close()
+	ctx = ch.Context() // ends on Delete and at the daemon's max run duration
+	run := ch.Run()
+	c := &corrupter{below: newBelow(run), chain: ch, scratch: filepath.Join(dir, "lane.img")}
 	sum := &CorruptSummary{Session: run.ID(), ByClass: map[string]int{}}
 	start := time.Now()
 	run.Event(ctx, "corrupt.started", fmt.Sprintf("%d targets", len(targets)), nil)
@@ -680,13 +699,14 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 			res(r)
 		}
 	})
-	sum.Elapsed = time.Since(start)
-	run.Event(context.WithoutCancel(ctx), "corrupt.finished", fmt.Sprintf("%d results, %v", sum.Results, sum.ByClass), nil)
-	return sum, run.Finish(ctx, runErr)
+	sum.Elapsed, sum.Sessions, sum.Deaths = time.Since(start), ch.Sessions(), ch.Deaths()
+	run.Event(context.WithoutCancel(ctx), "corrupt.finished", fmt.Sprintf("%d results, %v, %d guests lost", sum.Results, sum.ByClass, sum.Deaths), nil)
+	return sum, ch.Finish(runErr)
 }
 
 type corrupter struct {
 	*below
+	chain    *relay.Chain
 	scratch  string // scratch file for the host fsck
 	kmsgSeq  uint64 // last kernel log record seen
 	kmsgSeen bool   // kmsgSeq is a record seen (the first may be 0)
@@ -700,83 +720,160 @@ type observation struct {
 }
 
 func (c *corrupter) corrupt(ctx context.Context, setup []profileOp, targets []corruptTarget, emit func(CorruptResult)) error {
-	if err := c.setup(ctx, setup); err != nil {
+	if err := c.begin(ctx, setup); err != nil {
 		return err
 	}
-	if _, err := c.kmsg(ctx); err != nil {
-		return err
-	}
-	for i, lane := range c.lanes {
-		fsName := c.specs[i].FS
-		resolveOn, err := c.resolver(ctx, i)
-		if err != nil {
+	for i := range c.lanes {
+		if err := c.corruptLane(ctx, setup, i, targets, emit); err != nil {
 			return err
-		}
-		flips := make([]flip, len(targets))
-		na := make([]string, len(targets)) // why target j does not apply here
-		for j, t := range targets {
-			if err := t.t.AppliesTo(fsName); err != nil {
-				na[j] = fmt.Sprintf("%s has no ext2/3/4 %s", fsName, extOnly[t.t.Kind])
-				if fsName != "btrfs" {
-					na[j] = fmt.Sprintf("%s: %v", fsName, err)
-				}
-				continue
-			}
-			var f flip
-			err := c.dev(ctx, i, "resolve target", func(d *overlay.Device) error {
-				var err error
-				f, err = resolveOn(t.t, d)
-				return err
-			})
-			if err != nil {
-				return session.Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
-			}
-			flips[j] = f
-		}
-		rootHash, rootRoot, err := c.state(ctx, i)
-		if err != nil {
-			return err
-		}
-		// The counterfactual: the same stop-the-world remount, no flip.
-		if err := c.restore(ctx); err != nil {
-			return err
-		}
-		cf, err := c.observe(ctx, i, nil)
-		if err != nil {
-			return fmt.Errorf("lane %s: counterfactual: %w", lane, err)
-		}
-		if !cf.mounted || cf.leaves == nil {
-			return fmt.Errorf("lane %s: counterfactual remount failed: %s", lane, cf.mountError)
-		}
-		for j, t := range targets {
-			if na[j] != "" {
-				emit(CorruptResult{Lane: lane, Target: t.text, Field: na[j], Class: ClassNotApplicable})
-				continue
-			}
-			r, err := c.one(ctx, i, t.text, flips[j], cf)
-			if err != nil {
-				return fmt.Errorf("lane %s, target %s: %w", lane, t.text, err)
-			}
-			// The branch ends: the checkpoint's disk and tree are back.
-			if err := c.restore(ctx); err != nil {
-				return err
-			}
-			h, root, err := c.state(ctx, i)
-			if err != nil {
-				return err
-			}
-			if h != rootHash || !bytes.Equal(root, rootRoot) {
-				return fmt.Errorf("lane %s, target %s: the corruption outlived its branch (disk hash %x, checkpoint %x)", lane, t.text, h[:8], rootHash[:8])
-			}
-			emit(r)
 		}
 	}
 	return nil
 }
 
-// resolver parses lane i's image (fsimage for ext2/3/4, fsimage/btrfs for
-// btrfs) and returns how to resolve a target on it; call what it returns
-// inside c.dev (it reads the device).
+// begin runs the setup (and its sync and root checkpoint) and reads the
+// kernel log so far.
+func (c *corrupter) begin(ctx context.Context, setup []profileOp) error {
+	if err := c.setup(ctx, setup); err != nil {
+		return err
+	}
+	_, err := c.kmsg(ctx)
+	return err
+}
+
+// laneFlips is a lane made ready for its flips: each target's flip (or
+// why it does not apply), the root's disk hash and fingerprint, and the
+// unflipped counterfactual's observation.
+type laneFlips struct {
+	flips    []flip
+	na       []string
+	rootHash [32]byte
+	rootRoot []byte
+	cf       *observation
+}
+
+// corruptLane flips each target on lane i, each on a branch of the root. A
+// flip that loses the guest (its mount crashes the kernel, ...) is a
+// result of its death's class, and the next flips go on in a fresh
+// session, the setup run again and the lane made ready again.
+func (c *corrupter) corruptLane(ctx context.Context, setup []profileOp, i int, targets []corruptTarget, emit func(CorruptResult)) error {
+	lane := c.lanes[i]
+	var ln *laneFlips
+	for j, t := range targets {
+		if ln == nil {
+			if err := c.live(ctx, setup); err != nil {
+				return err
+			}
+			var err error
+			if ln, err = c.ready(ctx, i, targets); err != nil {
+				return err
+			}
+		}
+		if ln.na[j] != "" {
+			emit(CorruptResult{Lane: lane, Target: t.text, Field: ln.na[j], Class: ClassNotApplicable})
+			continue
+		}
+		r, err := c.one(ctx, i, t.text, ln.flips[j], ln.cf)
+		if d, dead := relay.Of(ctx, err); dead {
+			c.chain.Lost(d)
+			c.run.Log().Warn("a flip lost the guest: the run goes on in a fresh session", zap.String("lane", lane), zap.String("target", t.text), zap.String("death", d.Summary()))
+			emit(deathResult(r, d))
+			ln = nil
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("lane %s, target %s: %w", lane, t.text, err)
+		}
+		if err := c.branchGone(ctx, i, ln, t.text); err != nil {
+			return err
+		}
+		emit(r)
+	}
+	return nil
+}
+
+// deathResult is r, whose flip lost the guest (d), of the death's class.
+func deathResult(r CorruptResult, d *relay.Death) CorruptResult {
+	out := CorruptResult{Lane: r.Lane, Target: r.Target, LBA: r.LBA, Offset: r.Offset, Bit: r.Bit, Region: r.Region, Field: r.Field,
+		Class: d.Verdict(), Kernel: d.Report, KernelLog: []string{d.Summary()}}
+	if d.Report != nil && d.Report.Text != "" {
+		out.KernelLog = strings.Split(d.Report.Text, "\n")
+	}
+	return out
+}
+
+// live makes the corrupter's session one whose guest lives: after a
+// death, a fresh one (relay.Chain.Live) with the setup run again.
+func (c *corrupter) live(ctx context.Context, setup []profileOp) error {
+	run, replaced, err := c.chain.Live()
+	if err != nil || !replaced {
+		return err
+	}
+	c.below, c.kmsgSeq, c.kmsgSeen = newBelow(run), 0, false
+	if err := c.begin(ctx, setup); err != nil {
+		return fmt.Errorf("the setup again in session %s, after the guest died: %w", run.ID(), err)
+	}
+	return nil
+}
+
+// ready resolves each target's flip on lane i (or says why it does not
+// apply), keeps the root's state and observes the unflipped
+// counterfactual.
+func (c *corrupter) ready(ctx context.Context, i int, targets []corruptTarget) (*laneFlips, error) {
+	lane, fsName := c.lanes[i], c.specs[i].FS
+	resolveOn, err := c.resolver(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	ln := &laneFlips{flips: make([]flip, len(targets)), na: make([]string, len(targets))}
+	for j, t := range targets {
+		if err := t.t.AppliesTo(fsName); err != nil {
+			ln.na[j] = fmt.Sprintf("%s has no ext2/3/4 %s", fsName, extOnly[t.t.Kind])
+			if fsName != "btrfs" {
+				ln.na[j] = fmt.Sprintf("%s: %v", fsName, err)
+			}
+			continue
+		}
+		err := c.dev(ctx, i, "resolve target", func(d *overlay.Device) error {
+			var err error
+			ln.flips[j], err = resolveOn(t.t, d)
+			return err
+		})
+		if err != nil {
+			return nil, session.Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
+		}
+	}
+	if ln.rootHash, ln.rootRoot, err = c.state(ctx, i); err != nil {
+		return nil, err
+	}
+	if err := c.restore(ctx); err != nil {
+		return nil, err
+	}
+	if ln.cf, err = c.observe(ctx, i, nil); err != nil {
+		return nil, fmt.Errorf("lane %s: counterfactual: %w", lane, err)
+	}
+	if !ln.cf.mounted || ln.cf.leaves == nil {
+		return nil, fmt.Errorf("lane %s: counterfactual remount failed: %s", lane, ln.cf.mountError)
+	}
+	return ln, nil
+}
+
+// branchGone restores the root after target's flip on lane i and checks
+// that its disk and fingerprint are the root's again.
+func (c *corrupter) branchGone(ctx context.Context, i int, ln *laneFlips, target string) error {
+	if err := c.restore(ctx); err != nil {
+		return err
+	}
+	h, root, err := c.state(ctx, i)
+	if err != nil {
+		return err
+	}
+	if h != ln.rootHash || !bytes.Equal(root, ln.rootRoot) {
+		return fmt.Errorf("lane %s, target %s: the corruption outlived its branch (disk hash %x, checkpoint %x)", c.lanes[i], target, h[:8], ln.rootHash[:8])
+	}
+	return nil
+}
+
 func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.Device) (flip, error), error) {
 	switch fsName := c.specs[i].FS; {
 	case fsName == "xfs":

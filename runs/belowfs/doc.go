@@ -5,4 +5,7 @@
 // by a cold mount, a walk and the host fsck). Each leases a session of its
 // own (session.Manager.Acquire) and reads the lanes' overlays through the
 // run (session.Run.Disk); block owners come from the parsed image (fsimage).
+// A flip whose mount (or the reads after it) kills the guest is a result
+// of the death's class (kernel-crash with the kernel's report; package
+// relay), and Corrupt goes on in a fresh session, the setup run again.
 package belowfs
