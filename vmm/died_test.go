@@ -46,14 +46,16 @@ func TestGuestDiedErrorReport(t *testing.T) {
 }
 
 // TestFailFastCmdline: a WARN panics unless the caller says otherwise, and
-// the loglevel that shows a WARN's first line is there either way.
+// the loglevel that shows a WARN's first line is there either way, so is
+// a hung task's panic, at 30 s checked every 5 s.
 func TestFailFastCmdline(t *testing.T) {
 	for _, tc := range []struct {
 		notFatal bool
 		want     string
 	}{{false, "panic_on_warn=1"}, {true, "panic_on_warn=0"}} {
 		got := strings.Fields(FailFastCmdline(tc.notFatal))
-		for _, w := range []string{"oops=panic", "softlockup_panic=1", "loglevel=5", tc.want} {
+		for _, w := range []string{"oops=panic", "softlockup_panic=1", "loglevel=5", tc.want,
+			"hung_task_panic=1", "sysctl.kernel.hung_task_timeout_secs=30", "sysctl.kernel.hung_task_check_interval_secs=5"} {
 			if !strings.Contains(" "+strings.Join(got, " ")+" ", " "+w+" ") {
 				t.Errorf("FailFastCmdline(%v) = %q: no %s", tc.notFatal, got, w)
 			}

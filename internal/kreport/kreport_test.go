@@ -47,6 +47,14 @@ func TestParse(t *testing.T) {
 			Trace: []string{"dump_stack_lvl+0x44/0x5c", "panic+0x118/0x2f4", "sysrq_handle_crash+0x16/0x20", "__handle_sysrq.cold+0x41/0x11c",
 				"write_sysrq_trigger+0x24/0x40", "proc_reg_write+0x53/0xa0", "vfs_write+0xc4/0x3f0", "ksys_write+0x6b/0xf0", "do_syscall_64+0x5d/0x90",
 				"entry_SYSCALL_64_after_hwframe+0x6e/0xd8"}}, true},
+		// A real console: the guest of TestHungTaskRealGuest (runs/relay),
+		// its agent's mkdir blocked on a frozen ext4 lane past the
+		// detector's 30 s, hung_task_panic on (vmm.HungTaskCmdline): the
+		// user-space RIP inside the trace is not the report's.
+		{"hungtask-freeze.txt", &Report{Kind: HungTask, Title: "INFO: task init:1 blocked for more than 30 seconds.", Panic: "hung_task: blocked tasks",
+			Trace: []string{"__schedule+0x34d/0xa00", "schedule+0x5a/0xd0", "percpu_rwsem_wait+0x116/0x140", "__percpu_down_read+0x64/0x120",
+				"mnt_want_write+0x8b/0xc0", "filename_create+0x7c/0x1b0", "do_mkdirat+0x5f/0x170", "__x64_sys_mkdirat+0x47/0x80",
+				"do_syscall_64+0x5d/0x90", "entry_SYSCALL_64_after_hwframe+0x6e/0xd8"}}, true},
 		{"clean.txt", nil, false},
 	}
 	for _, tc := range cases {
@@ -148,7 +156,7 @@ func checkBounds(t *testing.T, r *Report) {
 // FuzzParse: whatever the console holds, Parse returns within its bounds,
 // and a report's title is one of the console's lines.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"bug.txt", "warning.txt", "kasan.txt", "clean.txt"} {
+	for _, name := range []string{"bug.txt", "warning.txt", "kasan.txt", "clean.txt", "hungtask.txt", "hungtask-freeze.txt"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
