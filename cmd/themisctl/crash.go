@@ -39,6 +39,13 @@ them get their trace shrunk. themisctl replay FINDING checks that state again in
 a fresh session; themisctl findings export FINDING writes it as a disk image
 with a check script.
 
+A state whose mount (or the reads in it) crashes the guest's kernel has the
+verdict kernel-crash, with the kernel's report, and a crash finding of its own;
+the run goes on in a fresh session (the setup and trace run again; the lane's
+later states are checked there when its write log has the same shape, else
+they are said NOT CHECKED). A guest that stops answering costs one call bound
+(2 min): guest-hung.
+
 --atomic adds the atomicity oracle: a state equal to none of the lane's states
 at the trace's op boundaries is a finding.`,
 		Args: cobra.NoArgs,
