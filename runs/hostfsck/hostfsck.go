@@ -163,10 +163,11 @@ var ErrReplayFailed = errors.New("the journal replay failed on this image")
 // verdict maps a non-zero exit status of the checker.
 func (f Tool) verdict(code int, out []byte) (Verdict, []byte, error) {
 	switch filepath.Base(f.bin) {
-	case "e2fsck", "fsck.exfat", "fsck.minix":
+	case "e2fsck", "fsck.exfat", "fsck.minix", "fsck.f2fs":
 		// e2fsck's exit status is a bit set: 1 and 2 corrected (not with
-		// -n), 4 left uncorrected, 8 operational error; fsck.exfat
-		// uses the same bits.
+		// -n), 4 left uncorrected, 8 operational error; fsck.exfat and
+		// fsck.f2fs (f2fs-tools since 1.14: --dry-run finding errors
+		// exits 4) use the same bits.
 		switch {
 		case code >= 1 && code <= 7:
 			return Dirty, out, nil
