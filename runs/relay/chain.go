@@ -104,17 +104,17 @@ func (c *Chain) Live() (run *session.Run, replaced bool, err error) {
 	if c.deaths > c.MaxDeaths {
 		return nil, false, fmt.Errorf("%s: the guest died %d times (at most %d): %w", c.kind, c.deaths, c.MaxDeaths, ErrTooManyDeaths)
 	}
-	next, err := c.m.Acquire(c.ctx, c.create, c.kind)
-	if err != nil {
-		return nil, false, fmt.Errorf("a session in the place of %s, whose guest died: %w", c.cur.ID(), err)
-	}
 	old, d := c.cur, c.dead
 	c.unwatch()
 	why := fmt.Sprintf("%s: %s (%s)", c.kind, d.Verdict(), d.Summary())
-	old.Event(context.WithoutCancel(c.ctx), c.kind+".guest.replaced", fmt.Sprintf("%s; session %s goes on", why, next.ID()), nil)
-	if err := old.End(session.StateFailed, why); err != nil {
+	if err := old.End(session.StateFailed, why); err != nil { // first: its slot and memory go back
 		old.Log().Warn("end a dead guest's session", zap.Error(err))
 	}
+	next, err := c.m.Acquire(c.ctx, c.create, c.kind)
+	if err != nil {
+		return nil, false, fmt.Errorf("a session in the place of %s, whose guest died: %w", old.ID(), err)
+	}
+	old.Event(context.WithoutCancel(c.ctx), c.kind+".guest.replaced", fmt.Sprintf("%s; session %s goes on", why, next.ID()), nil)
 	next.Event(c.ctx, c.kind+".guest.continues", fmt.Sprintf("in the place of session %s, whose guest died (%s)", old.ID(), d.Verdict()), nil)
 	c.adopt(next)
 	return next, true, nil

@@ -54,11 +54,12 @@ func die(t *testing.T, c *Chain, machines *sessiontest.Machines) {
 }
 
 // TestChain: a lost guest's session is replaced on the next Live (failed,
-// its reason naming the death, an event on each side), the chain's
-// context lives across them, Live without a death keeps the session, and
-// past MaxDeaths no session is leased.
+// its reason naming the death, an event on each side; ended before the
+// fresh one is leased, so a daemon of one session has room for it), the
+// chain's context lives across them, Live without a death keeps the
+// session, and past MaxDeaths no session is leased.
 func TestChain(t *testing.T) {
-	m, machines := sessiontest.NewManager(t, t.TempDir(), session.Config{}, func(vmm.Config) vmm.Machine {
+	m, machines := sessiontest.NewManager(t, t.TempDir(), session.Config{MaxSessions: 1}, func(vmm.Config) vmm.Machine {
 		return &crashing{Machine: &sessiontest.Machine{}}
 	})
 	ctx := context.Background()
