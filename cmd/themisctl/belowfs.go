@@ -127,7 +127,9 @@ func newCorrupt(g *globals) *cobra.Command {
 		Long: `Flip one bit found by parsing the live image, on a fork branch: drop caches and
 remount, observe (mount result, kernel log, paths that differ from the unflipped
 counterfactual, read errors, the host fsck: e2fsck -fn, btrfs check --readonly
---check-data-csum), classify, restore.
+--check-data-csum), classify, restore. A flip whose mount (or the reads after it)
+crashes the guest's kernel is class kernel-crash, with the kernel's report (--json:
+kernel), and the run goes on in a fresh session.
 
 Targets: superblock.magic, superblock.<field>, inode:<path>:i_size|i_mode|i_links_count,
 dirent:<dir>:<name>:rec_len, data:<path>:<offset>:<bit>, gd.<field>, bitmap.block,
