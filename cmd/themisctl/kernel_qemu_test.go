@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/themisfs/themis/internal/crashtest"
+	"github.com/themisfs/themis/internal/faultimage"
 	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
 // TestKernelFindingCLIRealGuest is a kernel finding through a daemon, as
 // a user meets it: explore on an image whose kernel panics on every mkdir
-// (crashtest.Image) gives a kernel finding, minimized to the one mkdir;
+// (faultimage.Build) gives a kernel finding, minimized to the one mkdir;
 // replay of it boots that image by itself (a custom one), says
 // reproduced and carries the report in --json; export writes a README
 // and repro.sh that say it crashes the kernel, and repro.sh refuses to
@@ -30,7 +30,7 @@ func TestKernelFindingCLIRealGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cache := t.TempDir()
-	img := crashtest.Image(t, env, cache, "mkdir")
+	img := faultimage.Build(t, env, cache, "mkdir")
 	sock := startDaemon(t, bin, t.TempDir(), cache)
 	cli := func(args ...string) []byte {
 		t.Helper()

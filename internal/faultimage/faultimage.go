@@ -16,9 +16,11 @@ import (
 )
 
 // Build builds the image whose agent crashes on crashOn
-// (faultagent.CrashOn), over env's default image's kernel; it skips t
-// when that kernel's unpacked tree is not in env's cache.
-func Build(t *testing.T, env *vmmtest.Env, crashOn string) *guest.Image {
+// (faultagent.CrashOn), over env's default image's kernel (its flavour
+// "custom": a replay of its findings boots it by itself), in cacheDir
+// ("": one of the test's own); it skips t when that kernel's unpacked
+// tree is not in env's cache.
+func Build(t *testing.T, env *vmmtest.Env, cacheDir, crashOn string) *guest.Image {
 	t.Helper()
 	if err := faultagent.CrashOn(crashOn).Check(); err != nil {
 		t.Fatal(err)
@@ -44,7 +46,10 @@ func Build(t *testing.T, env *vmmtest.Env, crashOn string) *guest.Image {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	img, err := guest.Build(ctx, guest.Options{CacheDir: t.TempDir(), Agent: agentBin, Kernel: kernel, ModulesDir: modules, Log: zaptest.NewLogger(t)})
+	if cacheDir == "" {
+		cacheDir = t.TempDir()
+	}
+	img, err := guest.Build(ctx, guest.Options{CacheDir: cacheDir, Agent: agentBin, Kernel: kernel, ModulesDir: modules, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("the image crashing on %q: %v", crashOn, err)
 	}

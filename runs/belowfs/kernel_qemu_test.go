@@ -21,7 +21,7 @@ import (
 // data flip is silent content damage as on the stock kernel.
 func TestKernelCrashFlipRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
-	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "mountfail:ext2")})
+	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "", "mountfail:ext2")})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -24,7 +24,7 @@ import (
 // runs there.
 func TestKernelCrashCellRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
-	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "mkdir:"+sweepFile)})
+	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "", "mkdir:"+sweepFile)})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	start := time.Now()

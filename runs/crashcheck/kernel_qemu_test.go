@@ -27,7 +27,7 @@ import (
 // with a report of the same signature. Boot and crash times are logged.
 func TestKernelCrashStateRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
-	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "mount:crash:ext2")})
+	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "", "mount:crash:ext2")})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/explore"
-	"github.com/themisfs/themis/internal/crashtest"
+	"github.com/themisfs/themis/internal/faultimage"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
@@ -36,7 +36,7 @@ import (
 // per try are logged (docs/benchmarks.md), not asserted.
 func TestKernelCrashRealGuest(t *testing.T) {
 	env := vmmtest.Setup(t)
-	img := crashtest.Image(t, env, t.TempDir(), "mkdir")
+	img := faultimage.Build(t, env, t.TempDir(), "mkdir")
 	stock := sessiontest.Real(t, session.Config{})
 	crashing := sessiontest.Real(t, session.Config{Image: img})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -31,7 +31,7 @@ import (
 func TestHungTaskRealGuest(t *testing.T) {
 	longtest.Need(t, "a hung task is a kernel report (the detector's 30 s)")
 	env := vmmtest.Setup(t)
-	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "freeze:hang")})
+	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "", "freeze:hang")})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: []string{"ext4"}}, "hung task test")
