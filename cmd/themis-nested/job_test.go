@@ -357,3 +357,29 @@ func TestMeasured(t *testing.T) {
 		t.Errorf("measured of no mark = %q", got)
 	}
 }
+
+// TestEnded: the step running when the emulated host's run ended gets an
+// attempt by how it ended: stopped on a signature (a stall too) or dead,
+// the emulator's, retried; timed out with none, ours.
+func TestEnded(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		out  nested.Outcome
+		want nested.Signature
+	}{
+		{"stalled", nested.Outcome{Stopped: &nested.Hit{Signature: nested.HostStalled, Step: "conf-nested", Line: "step conf-nested running 10m1s, past its timeout 8m0s"}}, nested.HostStalled},
+		{"soft lockup", nested.Outcome{Stopped: &nested.Hit{Signature: nested.SoftLockup}}, nested.SoftLockup},
+		{"died", nested.Outcome{Exited: "qemu: exit status 1"}, nested.HostDied},
+		{"timed out", nested.Outcome{TimedOut: true}, nested.None},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := ended(&tt.out)
+			if a.Signature != tt.want || a.Passed {
+				t.Errorf("ended = %+v, want signature %v", a, tt.want)
+			}
+			if v := nested.Decide([]nested.Attempt{a}, true); (v == nested.Retry) != (tt.want != nested.None) {
+				t.Errorf("verdict %v: a signature retries, none fails", v)
+			}
+		})
+	}
+}

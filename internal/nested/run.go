@@ -249,7 +249,7 @@ func boot(ctx context.Context, o Options, host *guest.Image, disk string, out *O
 	qctx, kill := context.WithCancel(bootCtx)
 	defer kill()
 	out.watch = NewWatcher(func(h Hit) {
-		o.Log.Warn("the emulated host's own failure on its console: stopping it", zap.String("signature", h.Signature.String()), zap.String("line", h.Line), zap.String("step", h.Step))
+		o.Log.Warn("the emulated host's own failure: stopping it", zap.String("signature", h.Signature.String()), zap.String("line", h.Line), zap.String("step", h.Step))
 		kill()
 	})
 	console, err := os.Create(out.Console)
@@ -257,6 +257,9 @@ func boot(ctx context.Context, o Options, host *guest.Image, disk string, out *O
 		return fmt.Errorf("nested: console log: %w", err)
 	}
 	defer console.Close()
+	watching := make(chan struct{})
+	defer close(watching)
+	go watchStall(out.watch, o.Plan, watching)
 	args := []string{
 		"-accel", o.Accel, "-cpu", o.CPU,
 		"-smp", strconv.Itoa(o.CPUs), "-m", strconv.Itoa(o.MemoryMiB),
@@ -299,6 +302,42 @@ func boot(ctx context.Context, o Options, host *guest.Image, disk string, out *O
 		out.Exited = fmt.Sprintf("qemu: %v: %s", err, LastLines(string(bytes.TrimSpace(stderr.Bytes())), 5))
 	}
 	return nil
+}
+
+// stallGrace is how long past a step's own timeout, with a silent
+// console, the emulated host is taken as stopped (Watcher.Stalled): the
+// init prints the step's end within seconds of its timeout when the
+// host's clock runs. stallPoll is how often that is checked.
+const (
+	stallGrace = 2 * time.Minute
+	stallPoll  = 10 * time.Second
+)
+
+// watchStall checks w for a stalled emulated host until done closes; the
+// watcher's onHit stops the host.
+func watchStall(w *Watcher, p Plan, done <-chan struct{}) {
+	timeouts := map[string]time.Duration{}
+	for _, s := range p.Steps {
+		timeouts[s.Name] = time.Duration(s.Timeout)
+	}
+	timeout := func(step string) time.Duration {
+		if t := timeouts[step]; t > 0 {
+			return t
+		}
+		return DefaultStepTimeout
+	}
+	tick := time.NewTicker(stallPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			if _, ok := w.Stalled(timeout, stallGrace); ok {
+				return
+			}
+		}
+	}
 }
 
 func fileEmpty(p string) bool {

@@ -32,9 +32,14 @@ const (
 	// SilentBoot: a guest's boot timed out with nothing at all on its
 	// console (no ready line, "(no console output)").
 	SilentBoot
+	// HostStalled (set by the runner's Watcher.Stalled, not by Classify):
+	// a step outlived its own timeout, which the init enforces by the
+	// emulated host's clock, with the console silent: the host's own time
+	// stopped (its timer interrupts no longer taken, as with one vCPU).
+	HostStalled
 )
 
-var signatureNames = [...]string{"none", "soft-lockup", "rcu-stall", "host-died", "triple-fault-before-ready", "silent-boot"}
+var signatureNames = [...]string{"none", "soft-lockup", "rcu-stall", "host-died", "triple-fault-before-ready", "silent-boot", "host-stalled"}
 
 func (s Signature) String() string {
 	if s < 0 || int(s) >= len(signatureNames) {

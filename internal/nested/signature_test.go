@@ -180,6 +180,75 @@ func TestWatcher(t *testing.T) {
 	}
 }
 
+// TestWatcherStalled: a step that outlives its own timeout (which the
+// init enforces by the emulated host's clock) by the grace, with the
+// console silent as long, is the host's own stop (HostStalled), reported
+// once with the step; a step within its time, a console that still
+// speaks, a step that ended, or a signature already seen is not.
+func TestWatcherStalled(t *testing.T) {
+	t.Parallel()
+	const grace = 2 * time.Minute
+	timeout := func(step string) time.Duration {
+		if step == "short" {
+			return time.Minute
+		}
+		return 8 * time.Minute
+	}
+	t0 := time.Date(2026, 12, 3, 7, 51, 29, 0, time.UTC)
+	type consoleLine struct {
+		at   time.Duration // after t0
+		text string
+	}
+	for _, tt := range []struct {
+		name    string
+		console []consoleLine
+		check   time.Duration // after t0
+		want    bool
+	}{
+		{"silent past timeout and grace", []consoleLine{{0, StartLine("conf-deletemiddlecheckpoint")}}, 10*time.Minute + time.Second, true},
+		{"within timeout and grace", []consoleLine{{0, StartLine("conf-deletemiddlecheckpoint")}}, 10 * time.Minute, false},
+		{"a shorter step's own timeout", []consoleLine{{0, StartLine("short")}}, 3*time.Minute + time.Second, true},
+		{"the console spoke lately", []consoleLine{{0, StartLine("conf-deletemiddlecheckpoint")}, {9 * time.Minute, "[  120.1] kvm: a line\n"}}, 10*time.Minute + time.Second, false},
+		{"the step ended", []consoleLine{{0, StartLine("short")}, {30 * time.Second, EndLine("short")}}, 20 * time.Minute, false},
+		{"a signature came first", []consoleLine{{0, StartLine("short")}, {10 * time.Second, "[   97.4] watchdog: BUG: soft lockup - CPU#1 stuck for 26s! [kvm.test:188]\n"}}, 20 * time.Minute, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			now := t0
+			var hits []Hit
+			w := NewWatcher(func(h Hit) { hits = append(hits, h) })
+			w.now = func() time.Time { return now }
+			for _, c := range tt.console {
+				now = t0.Add(c.at)
+				if _, err := w.Write([]byte(c.text)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := len(hits)
+			now = t0.Add(tt.check)
+			h, got := w.Stalled(timeout, grace)
+			if got != tt.want {
+				t.Fatalf("Stalled = %+v, %v; want %v", h, got, tt.want)
+			}
+			if !got {
+				if len(hits) != before {
+					t.Errorf("onHit called: %+v", hits)
+				}
+				return
+			}
+			if h.Signature != HostStalled || h.Step != w.Running() || !strings.Contains(h.Line, "past its timeout") || len(hits) != 1 || hits[0] != h {
+				t.Errorf("hit %+v (onHit %+v), want host-stalled in the running step, reported once", h, hits)
+			}
+			if hw, ok := w.Hit(); !ok || hw != h {
+				t.Errorf("Hit() = %+v, %v; want the stall recorded", hw, ok)
+			}
+			if _, again := w.Stalled(timeout, grace); again {
+				t.Error("the stall was reported twice")
+			}
+		})
+	}
+}
+
 // TestRunStopsOnSignature boots a fake QEMU that finishes one step, then
 // prints a soft lockup and hangs: Run stops it within seconds (not at its
 // timeout), names the signature and the step, and reads the first step's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // StepMark starts the lines the init prints on the console around each
@@ -36,24 +37,28 @@ type Hit struct {
 // that is the host kernel's own signature (HostLine) to onHit, once.
 // Safe for concurrent use.
 type Watcher struct {
-	mu      sync.Mutex
-	partial []byte
-	running string
-	ran     []string
-	segs    map[string][]byte
-	hit     *Hit
-	onHit   func(Hit)
+	mu        sync.Mutex
+	partial   []byte
+	running   string
+	ran       []string
+	segs      map[string][]byte
+	hit       *Hit
+	onHit     func(Hit)
+	now       func() time.Time // time.Now; tests set it
+	stepStart time.Time        // when the running step's start mark came
+	lastWrite time.Time        // when the console last had bytes
 }
 
 // NewWatcher returns a Watcher that calls onHit (may be nil) on the first
-// signature, from Write's goroutine.
+// signature, from Write's goroutine (or Stalled's).
 func NewWatcher(onHit func(Hit)) *Watcher {
-	return &Watcher{segs: map[string][]byte{}, onHit: onHit}
+	return &Watcher{segs: map[string][]byte{}, onHit: onHit, now: time.Now}
 }
 
 // Write implements io.Writer; it never fails.
 func (w *Watcher) Write(p []byte) (int, error) {
 	w.mu.Lock()
+	w.lastWrite = w.now()
 	var fire *Hit
 	rest := p
 	for len(rest) > 0 {
@@ -90,7 +95,7 @@ func (w *Watcher) line(line []byte) *Hit {
 	if i := bytes.Index(line, []byte(StepMark)); i >= 0 {
 		f := strings.Fields(string(line[i+len(StepMark):]))
 		if len(f) == 2 && f[0] == "start" {
-			w.running = f[1]
+			w.running, w.stepStart = f[1], w.lastWrite
 			w.ran = append(w.ran, f[1])
 			w.segs[f[1]] = nil
 			return nil
@@ -115,6 +120,31 @@ func (w *Watcher) line(line []byte) *Hit {
 		return w.hit
 	}
 	return nil
+}
+
+// Stalled reports the emulated host's own stop (HostStalled) when the
+// running step has outlived its timeout (its own: the init kills it then,
+// by the host's clock, and prints the end mark) by grace, and nothing has
+// come on the console for grace either: the host's clock has stopped.
+// Seen 2026-12-03, twice in four jobs: the console silent mid-step for 15
+// minutes, QEMU's vCPU threads busy, its main loop idle. Like a signature
+// on the console, the first one (of any kind) is recorded and reported to
+// onHit, once; Stalled returns whether this call found it.
+func (w *Watcher) Stalled(timeout func(step string) time.Duration, grace time.Duration) (Hit, bool) {
+	w.mu.Lock()
+	now := w.now()
+	if w.hit != nil || w.running == "" || now.Sub(w.stepStart) <= timeout(w.running)+grace || now.Sub(w.lastWrite) <= grace {
+		w.mu.Unlock()
+		return Hit{}, false
+	}
+	w.hit = &Hit{Signature: HostStalled, Step: w.running, Line: fmt.Sprintf("step %s running %v, past its timeout %v, the console silent for %v",
+		w.running, now.Sub(w.stepStart).Round(time.Second), timeout(w.running), now.Sub(w.lastWrite).Round(time.Second))}
+	h := *w.hit
+	w.mu.Unlock()
+	if w.onHit != nil {
+		w.onHit(h)
+	}
+	return h, true
 }
 
 // Hit returns the first signature seen, if any.
