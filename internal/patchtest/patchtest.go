@@ -31,13 +31,35 @@ const ExfatOffByOne = `--- a/fs/exfat/file.c
 // ExfatPatchName is the patch file's name as an image records it.
 const ExfatPatchName = "exfat-off-by-one.patch"
 
+// ExfatBugOnMkdir makes exfat hit BUG() on a mkdir below the root (Linux
+// 6.1's fs/exfat/namei.c): the kernel crashes on a reachable op sequence
+// of two ops, mkdir d and mkdir d/e.
+const ExfatBugOnMkdir = `--- a/fs/exfat/namei.c
++++ b/fs/exfat/namei.c
+@@ -853,6 +853,7 @@
+ 	loff_t i_pos;
+ 	int err;
+ 
++	BUG_ON(dir->i_ino != EXFAT_ROOT_INO); /* themis test: a mkdir below the root crashes */
+ 	mutex_lock(&EXFAT_SB(sb)->s_lock);
+ 	exfat_set_volume_dirty(sb);
+ 	err = exfat_add_entry(dir, dentry->d_name.name, &cdir, TYPE_DIR,
+`
+
 // BuildExfat builds (or finds cached) the cloud image with ExfatOffByOne
 // in cacheDir, named name. It skips where the kernel source is not
 // installed, except under CI, where that fails.
 func BuildExfat(ctx context.Context, t *testing.T, cacheDir, name string) *guest.Image {
 	t.Helper()
-	patch := filepath.Join(t.TempDir(), ExfatPatchName)
-	if err := os.WriteFile(patch, []byte(ExfatOffByOne), 0o644); err != nil {
+	return Build(ctx, t, cacheDir, name, ExfatPatchName, ExfatOffByOne)
+}
+
+// Build builds (or finds cached) the cloud image with the patch text
+// (file name file) in cacheDir, named name; it skips as BuildExfat does.
+func Build(ctx context.Context, t *testing.T, cacheDir, name, file, text string) *guest.Image {
+	t.Helper()
+	patch := filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(patch, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	img, err := guest.Build(ctx, guest.Options{CacheDir: cacheDir, Patches: []string{patch}, Name: name, Log: zaptest.NewLogger(t)})

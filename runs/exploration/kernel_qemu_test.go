@@ -85,7 +85,7 @@ func TestKernelCrashRealGuest(t *testing.T) {
 		t.Fatalf("stored finding %+v, %v: want it minimized to the one mkdir, with its report and its trace as found", stored, err)
 	}
 	logMinimizeTries(ctx, t, crashing, sum.Sessions)
-	replayFresh(ctx, t, crashing, stored)
+	replayFresh(ctx, t, crashing, "", stored)
 }
 
 // isMkdirAlone reports whether f is a minimized kernel finding of the one
@@ -126,12 +126,12 @@ func logMinimizeTries(ctx context.Context, t *testing.T, m *session.Manager, ses
 	}
 }
 
-// replayFresh replays f's trace on a fresh session of the crashing image:
-// its last op must kill the guest with a report of f's signature. It logs
-// how long that op took to fail.
-func replayFresh(ctx context.Context, t *testing.T, m *session.Manager, f *session.Finding) {
+// replayFresh replays f's trace on a fresh session of the crashing image
+// (image, "" m's default): its last op must kill the guest with a report
+// of f's signature. It logs how long that op took to fail.
+func replayFresh(ctx context.Context, t *testing.T, m *session.Manager, image string, f *session.Finding) {
 	t.Helper()
-	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: f.LaneSpecs}, "kernel crash test")
+	run, err := m.Acquire(ctx, session.CreateOptions{Lanes: f.LaneSpecs, Image: image}, "kernel crash test")
 	if err != nil {
 		t.Fatal(err)
 	}
