@@ -98,7 +98,7 @@ func crashImageUnread(t *testing.T, s *suite, r *result) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stream, err := unread.Crash(ctx, &themisv1.CrashRequest{Lanes: []string{"ext4:size=96"}, Setup: imageSetup,
-		Trace: []string{"write seed 0 4096 0x55", "fsync seed"}, Only: &themisv1.CrashKeep{}, Image: true, Minimize: -1, HostReplay: true})
+		Trace: []string{"write seed 0 4096 0x55", "fsync seed"}, Only: &themisv1.CrashKeep{}, StreamImage: true, Minimize: -1, HostReplay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
