@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/internal/faultimage"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm/vmmtest"
@@ -20,6 +21,7 @@ import (
 // report; the run goes on in a fresh session (the setup again), where the
 // data flip is silent content damage as on the stock kernel.
 func TestKernelCrashFlipRealGuest(t *testing.T) {
+	longtest.Need(t, "a flip whose mount crashes the kernel (about 25 s; the crash path's TestKernelCrashStateRealGuest runs the same relay in the test command)")
 	env := vmmtest.Setup(t)
 	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "", "mountfail:ext2")})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/internal/faultimage"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
@@ -23,6 +24,7 @@ import (
 // their Table 8 verdicts (ext2 clamps, ext4 represents), and the contrast
 // runs there.
 func TestKernelCrashCellRealGuest(t *testing.T) {
+	longtest.Need(t, "a sweep cell whose op crashes the kernel (about 25 s; the crash path's TestKernelCrashStateRealGuest runs the same relay in the test command)")
 	env := vmmtest.Setup(t)
 	m := sessiontest.Real(t, session.Config{Image: faultimage.Build(t, env, "", "mkdir:"+sweepFile)})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
