@@ -10,7 +10,9 @@
 #                                   # AMD-V host (QEMU TCG, -cpu qemu64,+svm,+npt,
 #                                   # real kvm-amd), plus explore and a clock
 #                                   # sweep on --backend kvm there against QEMU
-#                                   # here (cmd/themis-nested; .ci/run runs this);
+#                                   # here, and explore on a minix lane, which
+#                                   # boots the generic kernel flavour there
+#                                   # (cmd/themis-nested; .ci/run runs this);
 #                                   # each test is retried alone, and only on the
 #                                   # emulated host's own crash (docs/kvm.md): no
 #                                   # whole-job retry here or in .ci/run
