@@ -113,3 +113,29 @@ func TestWithout(t *testing.T) {
 		t.Errorf("Without = %v", got)
 	}
 }
+
+func TestReference(t *testing.T) {
+	for _, tc := range []struct {
+		fs, want string
+		err      bool
+	}{
+		{fs: "ext4", want: "xfs"},
+		{fs: "ext2", want: "xfs"},
+		{fs: "exfat", want: "ext2"},
+		{fs: "xfs", want: "ext2"},
+		{fs: "overlay", want: "ext2"},
+		{fs: "zfs", err: true},
+	} {
+		got, why, err := Reference(tc.fs)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("Reference(%q) = %q, %v; want %q (error %v)", tc.fs, got, err, tc.want, tc.err)
+		}
+		if err == nil {
+			ref, _ := Of(got)
+			own, _ := Of(tc.fs)
+			if ref.Name == own.Name || why == "" {
+				t.Errorf("Reference(%q) = %q (%q): same family %s or no reason", tc.fs, got, why, ref.Name)
+			}
+		}
+	}
+}

@@ -151,7 +151,7 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 	}
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	for _, sp := range specs {
-		if _, err := clock.RuleFor(laneOf(sp), clock.Mtime); err != nil {
+		if err := Supports(sp); err != nil {
 			return nil, clock.Plan{}, session.Invalid("lanes", "lane %s: %v", sp.Name, err)
 		}
 	}
@@ -572,6 +572,13 @@ func (w *sweeper) views(ctx context.Context, i int, c *Cell, errno int32, steps 
 }
 
 // laneOf is what clock's rules need of a lane spec.
+// Supports reports whether the sweep has clock rules for lane sp (nil: it
+// has; Run refuses a lane without).
+func Supports(sp guest.LaneSpec) error {
+	_, err := clock.RuleFor(laneOf(sp), clock.Mtime)
+	return err
+}
+
 func laneOf(sp guest.LaneSpec) clock.Lane {
 	return clock.Lane{FS: sp.FS, InodeSize: sp.InodeSize, Options: sp.Options}
 }

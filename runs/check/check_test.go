@@ -1,0 +1,106 @@
+package check
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/session"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		o         Options
+		field     string // want a FieldError on it
+		reference string
+		parts     []string // want these part names, "-" prefixed when skipped
+	}{
+		{name: "one lane gets a reference", o: Options{Lanes: []string{"exfat"}}, reference: "ext2",
+			parts: []string{"clock exfat", "differential exfat,ext2", "reference exfat", "crash exfat"}},
+		{name: "ext gets xfs", o: Options{Lanes: []string{"ext4"}}, reference: "xfs",
+			parts: []string{"clock ext4", "differential ext4,xfs", "reference ext4", "crash ext4"}},
+		{name: "two lanes no reference", o: Options{Lanes: []string{"ext2", "vfat"}},
+			parts: []string{"clock ext2,vfat", "differential ext2,vfat", "reference ext2", "reference vfat", "crash ext2", "-crash vfat"}},
+		{name: "none", o: Options{Lanes: []string{"udf"}, Reference: NoReference},
+			parts: []string{"clock udf", "-differential udf", "reference udf", "-crash udf"}},
+		{name: "asked reference", o: Options{Lanes: []string{"udf"}, Reference: "vfat", Kinds: []string{KindDifferential}}, reference: "vfat",
+			parts: []string{"differential udf,vfat"}},
+		{name: "reference is a lane", o: Options{Lanes: []string{"udf"}, Reference: "udf"}, field: "reference"},
+		{name: "bad reference", o: Options{Lanes: []string{"udf"}, Reference: "zfs"}, field: "reference"},
+		{name: "bad kind", o: Options{Lanes: []string{"udf"}, Kinds: []string{"fuzz"}}, field: "parts[0]"},
+		{name: "short budget", o: Options{Lanes: []string{"udf"}, Budget: time.Second}, field: "budget"},
+		{name: "no lanes", o: Options{}, field: "lanes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := validate(&tc.o)
+			if tc.field != "" {
+				var fe *session.FieldError
+				if !errors.As(err, &fe) || fe.Field != tc.field {
+					t.Fatalf("err %v, want a FieldError on %s", err, tc.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.reference != tc.reference || (p.reference != "" && p.referenceWhy == "") {
+				t.Errorf("reference %q (%q), want %q", p.reference, p.referenceWhy, tc.reference)
+			}
+			var got []string
+			for _, pt := range p.parts {
+				n := pt.Name()
+				if pt.Skipped != "" {
+					n = "-" + n
+				}
+				got = append(got, n)
+			}
+			if strings.Join(got, "; ") != strings.Join(tc.parts, "; ") {
+				t.Errorf("parts %q, want %q", got, tc.parts)
+			}
+			if tc.o.Budget != DefaultBudget || tc.o.Depth != DefaultDepth {
+				t.Errorf("defaults: budget %s depth %d", tc.o.Budget, tc.o.Depth)
+			}
+		})
+	}
+}
+
+func TestShare(t *testing.T) {
+	parts := []Part{{Kind: KindClock}, {Kind: KindDifferential, weight: 3}, {Kind: KindReference, weight: 2}, {Kind: KindCrash, weight: 2, Skipped: "no checker"}, {Kind: KindCrash, weight: 2}}
+	for _, tc := range []struct {
+		name        string
+		at          int
+		whole, left time.Duration
+		want        time.Duration
+	}{
+		{name: "clock takes a quarter", at: 0, whole: 8 * time.Minute, left: 8 * time.Minute, want: 2 * time.Minute},
+		{name: "clock takes what is left", at: 0, whole: 8 * time.Minute, left: time.Minute, want: time.Minute},
+		{name: "differential by weight, skipped parts left out", at: 1, whole: 10 * time.Minute, left: 7 * time.Minute, want: 3 * time.Minute},
+		{name: "left over flows on", at: 2, whole: 10 * time.Minute, left: 6 * time.Minute, want: 3 * time.Minute},
+		{name: "last takes the rest", at: 4, whole: 10 * time.Minute, left: 90 * time.Second, want: 90 * time.Second},
+		{name: "nothing left", at: 1, whole: time.Minute, left: -time.Second, want: 0},
+	} {
+		if got := share(parts[tc.at:], tc.whole, tc.left); got != tc.want {
+			t.Errorf("%s: share = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestAgainstRule(t *testing.T) {
+	for _, tc := range []struct {
+		verdict, expected string
+		want              bool
+	}{
+		{"represented", "represented", false},
+		{"rounded(2s)", "rounded(2s)", false},
+		{"diverged(guest 1.03, after remount 1.02)", "represented", true},
+		{"kernel-crash", "represented", true},
+		{"rounded(1s)", "", false}, // a probe: no single value to expect
+	} {
+		if got := AgainstRule(clocksweep.Cell{Verdict: tc.verdict, Expected: tc.expected}); got != tc.want {
+			t.Errorf("AgainstRule(%q, %q) = %v", tc.verdict, tc.expected, got)
+		}
+	}
+}

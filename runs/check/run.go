@@ -1,0 +1,189 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/session"
+)
+
+// MinPartBudget is the least share a part runs with; a part whose share
+// is smaller is skipped ("no budget left").
+const MinPartBudget = 5 * time.Second
+
+// maxCells bounds the clock cells against their rule a Part keeps (all
+// are counted and sent).
+const maxCells = 256
+
+// StopCancelled is Summary.Stopped when ctx ended the check.
+const StopCancelled = "cancelled"
+
+// Summary is what a check did: every planned part, run or skipped, in
+// order.
+type Summary struct {
+	// Lanes are the lanes under test; Reference the lane the differential
+	// added ("" none) and ReferenceWhy why that one.
+	Lanes                   []string
+	Reference, ReferenceWhy string
+	Parts                   []Part
+	// Findings adds up the parts'; Failed counts the parts that failed.
+	Findings, Failed int
+	// Budget is the check's; Elapsed its wall time.
+	Budget, Elapsed time.Duration
+	// Stopped is StopCancelled when the check was cancelled ("" it ran
+	// every part it planned).
+	Stopped string
+}
+
+// Sinks receive a check's events as they happen (any may be nil). Every
+// call comes from the goroutine running Run.
+type Sinks struct {
+	// Started: a part begins (its Budget set).
+	Started func(*Part)
+	// Progress: an explore part's progress.
+	Progress func(*Part, exploration.Progress)
+	// Found: an explore part's finding, the moment it is found and again
+	// when minimized (exploration.Run's found).
+	Found func(*Part, session.Finding)
+	// Cell: a clock cell whose verdict is not the lane's rule's.
+	Cell func(*Part, clocksweep.Cell)
+	// Done: a part ended, ran or skipped.
+	Done func(*Part)
+}
+
+// Run plans the check of o.Lanes and runs its parts one after another
+// (package doc), each in sessions of its own. A part that fails is
+// recorded (Part.Err) and the check goes on; a cancelled ctx skips the
+// parts left and returns the summary (Stopped StopCancelled) with a nil
+// error. Bad options are a FieldError.
+func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summary, error) {
+	p, err := validate(&o)
+	if err != nil {
+		return nil, err
+	}
+	sum := &Summary{Lanes: o.Lanes, Reference: p.reference, ReferenceWhy: p.referenceWhy, Budget: o.Budget}
+	start := time.Now()
+	deadline := start.Add(o.Budget)
+	for i := range p.parts {
+		part := &p.parts[i]
+		if part.Skipped == "" && ctx.Err() != nil {
+			part.Skipped, sum.Stopped = StopCancelled, StopCancelled
+		}
+		if part.Skipped == "" {
+			part.Budget = share(p.parts[i:], o.Budget, time.Until(deadline))
+			if part.Budget < MinPartBudget {
+				part.Skipped = "no budget left"
+			}
+		}
+		if part.Skipped == "" {
+			call(out.Started, part)
+			t0 := time.Now()
+			if err := runPart(ctx, m, o, part, out); err != nil {
+				part.Err = err.Error()
+				sum.Failed++
+			}
+			part.Elapsed = time.Since(t0)
+		}
+		sum.Findings += part.Findings
+		call(out.Done, part)
+	}
+	sum.Parts, sum.Elapsed = p.parts, time.Since(start)
+	return sum, nil
+}
+
+// share is the budget of rest[0] when left of the whole remains: the
+// clock part at most clockShare of the whole, an explore part its
+// weight's share of left among the explore parts still to run.
+func share(rest []Part, whole, left time.Duration) time.Duration {
+	if left <= 0 {
+		return 0
+	}
+	if rest[0].Kind == KindClock {
+		return min(left, time.Duration(float64(whole)*clockShare))
+	}
+	total := 0
+	for _, p := range rest {
+		if p.Skipped == "" {
+			total += p.weight
+		}
+	}
+	if total == 0 {
+		return left
+	}
+	return left * time.Duration(rest[0].weight) / time.Duration(total)
+}
+
+func call(f func(*Part), p *Part) {
+	if f != nil {
+		f(p)
+	}
+}
+
+// runPart runs one part and fills its results.
+func runPart(ctx context.Context, m *session.Manager, o Options, part *Part, out Sinks) error {
+	if part.Kind == KindClock {
+		return runClock(ctx, m, o, part, out)
+	}
+	eo := exploration.Options{
+		Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
+		Depth: o.Depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: part.Budget,
+	}
+	switch part.Kind {
+	case KindReference:
+		eo.Remount, eo.Fsck = true, part.fsck
+	case KindCrash:
+		eo.Crash = &exploration.CrashOptions{}
+	}
+	s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
+		if out.Progress != nil {
+			out.Progress(part, pr)
+		}
+	}, func(f session.Finding) {
+		if out.Found != nil {
+			out.Found(part, f)
+		}
+	})
+	if s != nil {
+		part.Explore, part.Findings, part.Stopped = s, s.Findings, s.Stopped
+	}
+	return err
+}
+
+// runClock runs the clock part: the sweep under the part's budget, its
+// cells against the lanes' rules kept as findings.
+func runClock(ctx context.Context, m *session.Manager, o Options, part *Part, out Sinks) error {
+	cctx, cancel := context.WithTimeout(ctx, part.Budget)
+	defer cancel()
+	s, err := clocksweep.Run(cctx, m, clocksweep.Options{Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB},
+		func(c clocksweep.Cell) {
+			if !AgainstRule(c) {
+				return
+			}
+			part.Findings++
+			if len(part.Cells) < maxCells {
+				part.Cells = append(part.Cells, c)
+			}
+			if out.Cell != nil {
+				out.Cell(part, c)
+			}
+		})
+	part.Sweep = s
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		part.Stopped = "budget"
+		return nil
+	}
+	if err != nil && ctx.Err() != nil {
+		part.Stopped = StopCancelled
+		return nil
+	}
+	return err
+}
+
+// AgainstRule reports whether a clock cell is a finding: the lane's rule
+// expects a verdict (a probe's cells have none) and the cell has another.
+func AgainstRule(c clocksweep.Cell) bool {
+	return c.Expected != "" && c.Verdict != c.Expected
+}
