@@ -5,10 +5,14 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/session"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestDiffRPCSides: the request's fields reach the domain as the two sides,
@@ -97,5 +101,77 @@ func TestCrashRPC(t *testing.T) {
 	if f.crash.Crash.MaxSubset != -1 || f.crash.Crash.MaxStates != 9 || !slices.Equal(f.crash.Trace, []string{"fsync"}) ||
 		!f.crash.NoSetupSync || !slices.Equal(f.crash.Only, []int{0, 2}) || !f.crash.StreamImage || f.crash.Image != "exfat-off-by-one" || f.crash.Minimize != -1 {
 		t.Errorf("domain got %+v", f.crash)
+	}
+}
+
+// TestCheckRPC: the request's fields reach the domain, each part streams
+// its start (skipped parts only their end), events named by their part,
+// and the summary with every part; bad fields are refused by name.
+func TestCheckRPC(t *testing.T) {
+	t.Parallel()
+	f := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, f))
+	for _, tc := range []struct {
+		req   *themisv1.CheckRequest
+		field string
+	}{
+		{&themisv1.CheckRequest{}, "lanes"},
+		{&themisv1.CheckRequest{Lanes: []string{"exfat"}, BudgetSeconds: -1}, "budget_seconds"},
+		{&themisv1.CheckRequest{Lanes: []string{"exfat"}, Depth: 11}, "depth"},
+		{&themisv1.CheckRequest{Lanes: []string{"exfat"}, Workers: -2}, "workers"},
+	} {
+		stream, err := c.Check(context.Background(), tc.req)
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%v: err %v, want InvalidArgument naming %s", tc.req, err, tc.field)
+		}
+	}
+	stream, err := c.Check(context.Background(), &themisv1.CheckRequest{Lanes: []string{"exfat"}, Reference: "none", Image: "bug-x",
+		BudgetSeconds: 90, Depth: 4, Seed: 9, Workers: 2, Parts: []string{"clock", "differential"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	var sum *themisv1.CheckSummary
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.GetPartStarted() != nil:
+			events = append(events, "start "+r.GetPart())
+		case r.GetCell() != nil:
+			events = append(events, "cell "+r.GetPart()+" "+r.GetCell().GetOp())
+		case r.GetProgress() != nil:
+			events = append(events, "progress "+r.GetPart())
+		case r.GetFinding() != nil:
+			events = append(events, "finding "+r.GetPart()+" "+r.GetFinding().GetId())
+		case r.GetPartDone() != nil:
+			events = append(events, "done "+r.GetPart()+" "+r.GetPartDone().GetSkipped())
+		case r.GetSummary() != nil:
+			sum = r.GetSummary()
+		}
+	}
+	want := []string{"start clock exfat", "cell clock exfat mkdir", "done clock exfat ",
+		"start differential exfat,ext2", "progress differential exfat,ext2", "finding differential exfat,ext2 f-d", "done differential exfat,ext2 ",
+		"done crash exfat lane exfat has no host checker"}
+	if !slices.Equal(events, want) {
+		t.Errorf("events\n%q\nwant\n%q", events, want)
+	}
+	if sum.GetFindings() != 2 || len(sum.GetParts()) != 3 || sum.GetParts()[1].GetExplore().GetSessionId() != "s-2" ||
+		sum.GetParts()[0].GetCells()[0].GetExpected() != "represented" || sum.GetBudgetS() != 90 || sum.GetReference() != "ext2" {
+		t.Errorf("summary %v", sum)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o := f.check; o.Reference != "none" || o.Image != "bug-x" || o.Budget != 90*time.Second || o.Depth != 4 || o.Seed != 9 || o.Workers != 2 ||
+		!slices.Equal(o.Kinds, []string{"clock", "differential"}) {
+		t.Errorf("domain got %+v", o)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/runs/belowfs"
+	"github.com/themisfs/themis/runs/check"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/diskdiff"
@@ -50,6 +51,7 @@ type Runs interface {
 	Corrupt(ctx context.Context, o belowfs.CorruptOptions, res func(belowfs.CorruptResult)) (*belowfs.CorruptSummary, error)
 	Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error)
 	Crash(ctx context.Context, o crashcheck.Options, out crashcheck.Sinks) (*crashcheck.Summary, error)
+	Check(ctx context.Context, o check.Options, out check.Sinks) (*check.Summary, error)
 	// ExploreRecord is what a finished explore run of session id kept.
 	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
 }
@@ -83,6 +85,11 @@ var _ managedDomain = managerDomain{}
 // Crash implements Runs.
 func (d managerDomain) Crash(ctx context.Context, o crashcheck.Options, out crashcheck.Sinks) (*crashcheck.Summary, error) {
 	return crashcheck.Run(ctx, d.Manager, o, out)
+}
+
+// Check implements Runs.
+func (d managerDomain) Check(ctx context.Context, o check.Options, out check.Sinks) (*check.Summary, error) {
+	return check.Run(ctx, d.Manager, o, out)
 }
 
 // ExploreRecord implements Runs.

@@ -11,6 +11,7 @@ import (
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/runs/belowfs"
+	"github.com/themisfs/themis/runs/check"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/exploration"
@@ -34,6 +35,7 @@ type fakeDomain struct {
 	diff      [2]session.DiffSide // the last Diff's sides
 	explore   exploration.Options // the last Explore's options
 	crash     crashcheck.Options  // the last Crash's options
+	check     check.Options       // the last Check's options
 
 	// When block is set, Apply signals entered and waits for block to close
 	// or for its context to end.
@@ -450,6 +452,39 @@ func (f *fakeDomain) Crash(_ context.Context, o crashcheck.Options, out crashche
 		}
 	}
 	return &crashcheck.Summary{Findings: 1, Session: "s-1", Lanes: map[string]*crashcheck.LaneSummary{"ext2": {Writes: 6, Flushes: 2, States: 9, Dirty: 1}}}, nil
+}
+
+// Check records the options and runs two parts: a clock part with one
+// cell against its rule and a differential part with one finding.
+func (f *fakeDomain) Check(_ context.Context, o check.Options, out check.Sinks) (*check.Summary, error) {
+	if err := f.record("Check"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.check = o
+	f.mu.Unlock()
+	parts := []check.Part{
+		{Kind: check.KindClock, Lanes: o.Lanes, Budget: time.Minute, Findings: 1,
+			Cells: []clocksweep.Cell{{Lane: "exfat", Op: "mkdir", Verdict: "diverged(x)", Expected: "represented"}}},
+		{Kind: check.KindDifferential, Lanes: append(o.Lanes, "ext2"), Budget: 2 * time.Minute, Findings: 1, Stopped: "max-duration",
+			Explore: &exploration.Summary{Session: "s-2", Findings: 1}},
+		{Kind: check.KindCrash, Lanes: o.Lanes, Skipped: "lane exfat has no host checker"},
+	}
+	for i := range parts {
+		p := &parts[i]
+		if p.Skipped == "" {
+			out.Started(p)
+		}
+		switch p.Kind {
+		case check.KindClock:
+			out.Cell(p, p.Cells[0])
+		case check.KindDifferential:
+			out.Progress(p, exploration.Progress{States: 7})
+			out.Found(p, session.Finding{ID: "f-d", Kind: "state", Session: "s-2"})
+		}
+		out.Done(p)
+	}
+	return &check.Summary{Lanes: o.Lanes, Reference: "ext2", ReferenceWhy: "why", Parts: parts, Findings: 2, Budget: o.Budget}, nil
 }
 
 func (f *fakeDomain) Diff(_ context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {

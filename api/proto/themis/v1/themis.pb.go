@@ -7396,6 +7396,542 @@ func (x *DiffResponse) GetMasked() []*DiffRange {
 	return nil
 }
 
+type CheckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lanes under test (lane specs, at most 16).
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// The lane the differential adds: "" one of another family when one lane
+	// is given (none for two or more), "none", or a lane spec.
+	Reference string `protobuf:"bytes,2,opt,name=reference,proto3" json:"reference,omitempty"`
+	// The guest image (a name or a directory), as for CreateSessionRequest.
+	Image     string `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	Backend   string `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
+	MemoryMib int32  `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// The parts' searches' wall-clock budget in seconds (0: 600; 10..604800).
+	BudgetSeconds int32 `protobuf:"varint,6,opt,name=budget_seconds,json=budgetSeconds,proto3" json:"budget_seconds,omitempty"`
+	// The explore parts' depth (0: 3; 1..10).
+	Depth int32  `protobuf:"varint,7,opt,name=depth,proto3" json:"depth,omitempty"`
+	Seed  uint64 `protobuf:"varint,8,opt,name=seed,proto3" json:"seed,omitempty"`
+	// Guests per explore part (0: auto).
+	Workers int32 `protobuf:"varint,9,opt,name=workers,proto3" json:"workers,omitempty"`
+	// Part kinds to run: clock, differential, reference, crash (empty: all).
+	Parts         []string `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRequest) Reset() {
+	*x = CheckRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRequest) ProtoMessage() {}
+
+func (x *CheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
+func (*CheckRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *CheckRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *CheckRequest) GetReference() string {
+	if x != nil {
+		return x.Reference
+	}
+	return ""
+}
+
+func (x *CheckRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *CheckRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *CheckRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *CheckRequest) GetBudgetSeconds() int32 {
+	if x != nil {
+		return x.BudgetSeconds
+	}
+	return 0
+}
+
+func (x *CheckRequest) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *CheckRequest) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *CheckRequest) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
+func (x *CheckRequest) GetParts() []string {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+type CheckPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// clock, differential, reference or crash.
+	Kind  string   `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Lanes []string `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// What the part checks, in words.
+	What string `protobuf:"bytes,3,opt,name=what,proto3" json:"what,omitempty"`
+	// Why the part did not run ("": it ran).
+	Skipped  string  `protobuf:"bytes,4,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	BudgetS  float64 `protobuf:"fixed64,5,opt,name=budget_s,json=budgetS,proto3" json:"budget_s,omitempty"`
+	ElapsedS float64 `protobuf:"fixed64,6,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	Findings int64   `protobuf:"varint,7,opt,name=findings,proto3" json:"findings,omitempty"`
+	// Why the part ended early ("": it covered its bounded space).
+	Stopped string `protobuf:"bytes,8,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// How the part failed ("": it did not).
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// An explore part's summary; the clock part's sweep summary and its cells
+	// against the lanes' rules (at most 256 kept).
+	Explore *ExploreSummary `protobuf:"bytes,10,opt,name=explore,proto3" json:"explore,omitempty"`
+	Sweep   *SweepSummary   `protobuf:"bytes,11,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	Cells   []*SweepCell    `protobuf:"bytes,12,rep,name=cells,proto3" json:"cells,omitempty"`
+	// The part's name in reports: kind and lanes.
+	Name          string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckPart) Reset() {
+	*x = CheckPart{}
+	mi := &file_themis_v1_themis_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckPart) ProtoMessage() {}
+
+func (x *CheckPart) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckPart.ProtoReflect.Descriptor instead.
+func (*CheckPart) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *CheckPart) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CheckPart) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *CheckPart) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
+func (x *CheckPart) GetSkipped() string {
+	if x != nil {
+		return x.Skipped
+	}
+	return ""
+}
+
+func (x *CheckPart) GetBudgetS() float64 {
+	if x != nil {
+		return x.BudgetS
+	}
+	return 0
+}
+
+func (x *CheckPart) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *CheckPart) GetFindings() int64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+func (x *CheckPart) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
+func (x *CheckPart) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CheckPart) GetExplore() *ExploreSummary {
+	if x != nil {
+		return x.Explore
+	}
+	return nil
+}
+
+func (x *CheckPart) GetSweep() *SweepSummary {
+	if x != nil {
+		return x.Sweep
+	}
+	return nil
+}
+
+func (x *CheckPart) GetCells() []*SweepCell {
+	if x != nil {
+		return x.Cells
+	}
+	return nil
+}
+
+func (x *CheckPart) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CheckSummary struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Lanes        []string               `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	Reference    string                 `protobuf:"bytes,2,opt,name=reference,proto3" json:"reference,omitempty"`
+	ReferenceWhy string                 `protobuf:"bytes,3,opt,name=reference_why,json=referenceWhy,proto3" json:"reference_why,omitempty"`
+	Parts        []*CheckPart           `protobuf:"bytes,4,rep,name=parts,proto3" json:"parts,omitempty"`
+	Findings     int64                  `protobuf:"varint,5,opt,name=findings,proto3" json:"findings,omitempty"`
+	Failed       int32                  `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	BudgetS      float64                `protobuf:"fixed64,7,opt,name=budget_s,json=budgetS,proto3" json:"budget_s,omitempty"`
+	ElapsedS     float64                `protobuf:"fixed64,8,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
+	// "cancelled" when the check was cancelled.
+	Stopped       string `protobuf:"bytes,9,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSummary) Reset() {
+	*x = CheckSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSummary) ProtoMessage() {}
+
+func (x *CheckSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSummary.ProtoReflect.Descriptor instead.
+func (*CheckSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CheckSummary) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *CheckSummary) GetReference() string {
+	if x != nil {
+		return x.Reference
+	}
+	return ""
+}
+
+func (x *CheckSummary) GetReferenceWhy() string {
+	if x != nil {
+		return x.ReferenceWhy
+	}
+	return ""
+}
+
+func (x *CheckSummary) GetParts() []*CheckPart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *CheckSummary) GetFindings() int64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+func (x *CheckSummary) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *CheckSummary) GetBudgetS() float64 {
+	if x != nil {
+		return x.BudgetS
+	}
+	return 0
+}
+
+func (x *CheckSummary) GetElapsedS() float64 {
+	if x != nil {
+		return x.ElapsedS
+	}
+	return 0
+}
+
+func (x *CheckSummary) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
+type CheckResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The part the event is of (its name; empty for the summary).
+	Part string `protobuf:"bytes,1,opt,name=part,proto3" json:"part,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*CheckResponse_PartStarted
+	//	*CheckResponse_Progress
+	//	*CheckResponse_Finding
+	//	*CheckResponse_Cell
+	//	*CheckResponse_PartDone
+	//	*CheckResponse_Summary
+	Event         isCheckResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CheckResponse) GetPart() string {
+	if x != nil {
+		return x.Part
+	}
+	return ""
+}
+
+func (x *CheckResponse) GetEvent() isCheckResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetPartStarted() *CheckPart {
+	if x != nil {
+		if x, ok := x.Event.(*CheckResponse_PartStarted); ok {
+			return x.PartStarted
+		}
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetProgress() *ExploreProgress {
+	if x != nil {
+		if x, ok := x.Event.(*CheckResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetFinding() *Finding {
+	if x != nil {
+		if x, ok := x.Event.(*CheckResponse_Finding); ok {
+			return x.Finding
+		}
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetCell() *SweepCell {
+	if x != nil {
+		if x, ok := x.Event.(*CheckResponse_Cell); ok {
+			return x.Cell
+		}
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetPartDone() *CheckPart {
+	if x != nil {
+		if x, ok := x.Event.(*CheckResponse_PartDone); ok {
+			return x.PartDone
+		}
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetSummary() *CheckSummary {
+	if x != nil {
+		if x, ok := x.Event.(*CheckResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isCheckResponse_Event interface {
+	isCheckResponse_Event()
+}
+
+type CheckResponse_PartStarted struct {
+	PartStarted *CheckPart `protobuf:"bytes,2,opt,name=part_started,json=partStarted,proto3,oneof"`
+}
+
+type CheckResponse_Progress struct {
+	Progress *ExploreProgress `protobuf:"bytes,3,opt,name=progress,proto3,oneof"`
+}
+
+type CheckResponse_Finding struct {
+	Finding *Finding `protobuf:"bytes,4,opt,name=finding,proto3,oneof"`
+}
+
+type CheckResponse_Cell struct {
+	Cell *SweepCell `protobuf:"bytes,5,opt,name=cell,proto3,oneof"`
+}
+
+type CheckResponse_PartDone struct {
+	PartDone *CheckPart `protobuf:"bytes,6,opt,name=part_done,json=partDone,proto3,oneof"`
+}
+
+type CheckResponse_Summary struct {
+	Summary *CheckSummary `protobuf:"bytes,7,opt,name=summary,proto3,oneof"`
+}
+
+func (*CheckResponse_PartStarted) isCheckResponse_Event() {}
+
+func (*CheckResponse_Progress) isCheckResponse_Event() {}
+
+func (*CheckResponse_Finding) isCheckResponse_Event() {}
+
+func (*CheckResponse_Cell) isCheckResponse_Event() {}
+
+func (*CheckResponse_PartDone) isCheckResponse_Event() {}
+
+func (*CheckResponse_Summary) isCheckResponse_Event() {}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -8080,7 +8616,54 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"normalized\x18\x03 \x01(\bR\n" +
 	"normalized\x12,\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x14.themis.v1.DiffRangeR\x06ranges\x12,\n" +
-	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked2\x9f\r\n" +
+	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked\"\x92\x02\n" +
+	"\fCheckRequest\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
+	"\treference\x18\x02 \x01(\tR\treference\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\tR\x05image\x12\x18\n" +
+	"\abackend\x18\x04 \x01(\tR\abackend\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x05 \x01(\x05R\tmemoryMib\x12%\n" +
+	"\x0ebudget_seconds\x18\x06 \x01(\x05R\rbudgetSeconds\x12\x14\n" +
+	"\x05depth\x18\a \x01(\x05R\x05depth\x12\x12\n" +
+	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x18\n" +
+	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
+	"\x05parts\x18\n" +
+	" \x03(\tR\x05parts\"\x8b\x03\n" +
+	"\tCheckPart\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
+	"\x04what\x18\x03 \x01(\tR\x04what\x12\x18\n" +
+	"\askipped\x18\x04 \x01(\tR\askipped\x12\x19\n" +
+	"\bbudget_s\x18\x05 \x01(\x01R\abudgetS\x12\x1b\n" +
+	"\telapsed_s\x18\x06 \x01(\x01R\belapsedS\x12\x1a\n" +
+	"\bfindings\x18\a \x01(\x03R\bfindings\x12\x18\n" +
+	"\astopped\x18\b \x01(\tR\astopped\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x123\n" +
+	"\aexplore\x18\n" +
+	" \x01(\v2\x19.themis.v1.ExploreSummaryR\aexplore\x12-\n" +
+	"\x05sweep\x18\v \x01(\v2\x17.themis.v1.SweepSummaryR\x05sweep\x12*\n" +
+	"\x05cells\x18\f \x03(\v2\x14.themis.v1.SweepCellR\x05cells\x12\x12\n" +
+	"\x04name\x18\r \x01(\tR\x04name\"\x99\x02\n" +
+	"\fCheckSummary\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
+	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
+	"\rreference_why\x18\x03 \x01(\tR\freferenceWhy\x12*\n" +
+	"\x05parts\x18\x04 \x03(\v2\x14.themis.v1.CheckPartR\x05parts\x12\x1a\n" +
+	"\bfindings\x18\x05 \x01(\x03R\bfindings\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\x12\x19\n" +
+	"\bbudget_s\x18\a \x01(\x01R\abudgetS\x12\x1b\n" +
+	"\telapsed_s\x18\b \x01(\x01R\belapsedS\x12\x18\n" +
+	"\astopped\x18\t \x01(\tR\astopped\"\xe7\x02\n" +
+	"\rCheckResponse\x12\x12\n" +
+	"\x04part\x18\x01 \x01(\tR\x04part\x129\n" +
+	"\fpart_started\x18\x02 \x01(\v2\x14.themis.v1.CheckPartH\x00R\vpartStarted\x128\n" +
+	"\bprogress\x18\x03 \x01(\v2\x1a.themis.v1.ExploreProgressH\x00R\bprogress\x12.\n" +
+	"\afinding\x18\x04 \x01(\v2\x12.themis.v1.FindingH\x00R\afinding\x12*\n" +
+	"\x04cell\x18\x05 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
+	"\tpart_done\x18\x06 \x01(\v2\x14.themis.v1.CheckPartH\x00R\bpartDone\x123\n" +
+	"\asummary\x18\a \x01(\v2\x17.themis.v1.CheckSummaryH\x00R\asummaryB\a\n" +
+	"\x05event2\xdd\r\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -8108,7 +8691,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aProfile\x12\x19.themis.v1.ProfileRequest\x1a\x1a.themis.v1.ProfileResponse0\x01\x12B\n" +
 	"\aCorrupt\x12\x19.themis.v1.CorruptRequest\x1a\x1a.themis.v1.CorruptResponse0\x01\x127\n" +
 	"\x04Diff\x12\x16.themis.v1.DiffRequest\x1a\x17.themis.v1.DiffResponse\x12<\n" +
-	"\x05Crash\x12\x17.themis.v1.CrashRequest\x1a\x18.themis.v1.CrashResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\x05Crash\x12\x17.themis.v1.CrashRequest\x1a\x18.themis.v1.CrashResponse0\x01\x12<\n" +
+	"\x05Check\x12\x17.themis.v1.CheckRequest\x1a\x18.themis.v1.CheckResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -8123,7 +8707,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -8205,33 +8789,37 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*DiffRequest)(nil),              // 77: themis.v1.DiffRequest
 	(*DiffRange)(nil),                // 78: themis.v1.DiffRange
 	(*DiffResponse)(nil),             // 79: themis.v1.DiffResponse
-	nil,                              // 80: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 81: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 82: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 83: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 84: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 85: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 86: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 87: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 88: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 89: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 90: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 91: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 92: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 93: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 94: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 95: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 96: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 97: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 98: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 99: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 100: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 101: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 102: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 103: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 104: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 105: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 106: themis.agent.v1.Timespec
+	(*CheckRequest)(nil),             // 80: themis.v1.CheckRequest
+	(*CheckPart)(nil),                // 81: themis.v1.CheckPart
+	(*CheckSummary)(nil),             // 82: themis.v1.CheckSummary
+	(*CheckResponse)(nil),            // 83: themis.v1.CheckResponse
+	nil,                              // 84: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 85: themis.v1.CorruptSummary.ByClassEntry
+	(*timestamppb.Timestamp)(nil),    // 86: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 87: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 88: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 89: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 90: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 91: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 92: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 93: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 94: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 95: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 96: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 97: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 98: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 99: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 100: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 101: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 102: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 103: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 104: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 105: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 106: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 107: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 108: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 109: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 110: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -8243,8 +8831,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	82,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	82,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	86,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	86,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -8252,48 +8840,48 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	82,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	86,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	83,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	84,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	85,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	86,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	87,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	88,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	89,  // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	90,  // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	91,  // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	92,  // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	93,  // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	94,  // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	95,  // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	96,  // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	97,  // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	98,  // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	99,  // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	100, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	101, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	102, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	87,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	88,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	89,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	90,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	91,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	92,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	93,  // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	94,  // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	95,  // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	96,  // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	97,  // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	98,  // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	99,  // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	100, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	101, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	102, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	103, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	104, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	105, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	106, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	103, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	104, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	104, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	107, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	108, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	108, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	105, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	82,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	109, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	86,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	103, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	107, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	82,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	82,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	82,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	86,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	86,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	86,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
@@ -8310,11 +8898,11 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
 	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
 	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	106, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	106, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	106, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	110, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	110, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	110, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
 	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	80,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	84,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -8326,62 +8914,74 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
 	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	81,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	85,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
 	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
 	78,  // 96: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	13,  // 97: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 98: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 99: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 100: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 101: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 102: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 103: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 104: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 105: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 106: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 107: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 108: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 109: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 110: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 111: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 112: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 113: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 114: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 115: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 116: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 117: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 118: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 119: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	14,  // 120: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 121: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 122: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 123: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 124: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 125: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 126: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 127: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 128: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 129: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 130: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 131: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 132: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 133: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 134: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 135: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 136: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 137: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 138: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 139: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 140: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 141: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 142: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	120, // [120:143] is the sub-list for method output_type
-	97,  // [97:120] is the sub-list for method input_type
-	97,  // [97:97] is the sub-list for extension type_name
-	97,  // [97:97] is the sub-list for extension extendee
-	0,   // [0:97] is the sub-list for field type_name
+	52,  // 97: themis.v1.CheckPart.explore:type_name -> themis.v1.ExploreSummary
+	65,  // 98: themis.v1.CheckPart.sweep:type_name -> themis.v1.SweepSummary
+	63,  // 99: themis.v1.CheckPart.cells:type_name -> themis.v1.SweepCell
+	81,  // 100: themis.v1.CheckSummary.parts:type_name -> themis.v1.CheckPart
+	81,  // 101: themis.v1.CheckResponse.part_started:type_name -> themis.v1.CheckPart
+	48,  // 102: themis.v1.CheckResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 103: themis.v1.CheckResponse.finding:type_name -> themis.v1.Finding
+	63,  // 104: themis.v1.CheckResponse.cell:type_name -> themis.v1.SweepCell
+	81,  // 105: themis.v1.CheckResponse.part_done:type_name -> themis.v1.CheckPart
+	82,  // 106: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
+	13,  // 107: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 108: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 109: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 110: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 111: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 112: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 113: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 114: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 115: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 116: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 117: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 118: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 119: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 120: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 121: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 122: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 123: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 124: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 125: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 126: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 127: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 128: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 129: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 130: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	14,  // 131: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 132: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 133: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 134: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 135: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 136: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 137: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 138: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 139: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 140: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 141: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 142: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 143: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 144: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 145: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 146: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 147: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 148: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 149: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 150: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 151: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 152: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 153: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 154: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	131, // [131:155] is the sub-list for method output_type
+	107, // [107:131] is the sub-list for method input_type
+	107, // [107:107] is the sub-list for extension type_name
+	107, // [107:107] is the sub-list for extension extendee
+	0,   // [0:107] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -8434,13 +9034,21 @@ func file_themis_v1_themis_proto_init() {
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
+	file_themis_v1_themis_proto_msgTypes[81].OneofWrappers = []any{
+		(*CheckResponse_PartStarted)(nil),
+		(*CheckResponse_Progress)(nil),
+		(*CheckResponse_Finding)(nil),
+		(*CheckResponse_Cell)(nil),
+		(*CheckResponse_PartDone)(nil),
+		(*CheckResponse_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   80,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

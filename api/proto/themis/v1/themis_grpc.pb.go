@@ -49,6 +49,7 @@ const (
 	Themis_Corrupt_FullMethodName          = "/themis.v1.Themis/Corrupt"
 	Themis_Diff_FullMethodName             = "/themis.v1.Themis/Diff"
 	Themis_Crash_FullMethodName            = "/themis.v1.Themis/Crash"
+	Themis_Check_FullMethodName            = "/themis.v1.Themis/Check"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -109,6 +110,13 @@ type ThemisClient interface {
 	// log (docs/crash.md) with the host's fsck after a host journal replay;
 	// one result per state, then the summary.
 	Crash(ctx context.Context, in *CrashRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CrashResponse], error)
+	// Check runs what a filesystem developer needs for some lanes in one time
+	// budget (docs/check.md): the clock rule cells, the differential (with a
+	// reference lane of another family when one lane is given), each lane's
+	// remount and host-fsck references, and the crash states of its
+	// persistence ops; each part in sessions of its own. Streams each part's
+	// start, progress, findings and end, then the summary.
+	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CheckResponse], error)
 }
 
 type themisClient struct {
@@ -394,6 +402,25 @@ func (c *themisClient) Crash(ctx context.Context, in *CrashRequest, opts ...grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_CrashClient = grpc.ServerStreamingClient[CrashResponse]
 
+func (c *themisClient) Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CheckResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[5], Themis_Check_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CheckRequest, CheckResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_CheckClient = grpc.ServerStreamingClient[CheckResponse]
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -452,6 +479,13 @@ type ThemisServer interface {
 	// log (docs/crash.md) with the host's fsck after a host journal replay;
 	// one result per state, then the summary.
 	Crash(*CrashRequest, grpc.ServerStreamingServer[CrashResponse]) error
+	// Check runs what a filesystem developer needs for some lanes in one time
+	// budget (docs/check.md): the clock rule cells, the differential (with a
+	// reference lane of another family when one lane is given), each lane's
+	// remount and host-fsck references, and the crash states of its
+	// persistence ops; each part in sessions of its own. Streams each part's
+	// start, progress, findings and end, then the summary.
+	Check(*CheckRequest, grpc.ServerStreamingServer[CheckResponse]) error
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -530,6 +564,9 @@ func (UnimplementedThemisServer) Diff(context.Context, *DiffRequest) (*DiffRespo
 }
 func (UnimplementedThemisServer) Crash(*CrashRequest, grpc.ServerStreamingServer[CrashResponse]) error {
 	return status.Error(codes.Unimplemented, "method Crash not implemented")
+}
+func (UnimplementedThemisServer) Check(*CheckRequest, grpc.ServerStreamingServer[CheckResponse]) error {
+	return status.Error(codes.Unimplemented, "method Check not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -931,6 +968,17 @@ func _Themis_Crash_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_CrashServer = grpc.ServerStreamingServer[CrashResponse]
 
+func _Themis_Check_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CheckRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).Check(m, &grpc.GenericServerStream[CheckRequest, CheckResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_CheckServer = grpc.ServerStreamingServer[CheckResponse]
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1035,6 +1083,11 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Crash",
 			Handler:       _Themis_Crash_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Check",
+			Handler:       _Themis_Check_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"time"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/runs/check"
+	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/session"
+)
+
+// Check implements themisv1.ThemisServer: it runs the check in the domain
+// and streams each part's start, its progress, findings and cells against
+// the clock rules, its end, then the summary. A cancelled stream cancels
+// the check; what its parts found stays stored.
+func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckServer) error {
+	switch {
+	case len(req.GetLanes()) == 0:
+		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
+	case req.GetBudgetSeconds() < 0:
+		return toStatus(session.Invalid("budget_seconds", "must not be negative, got %d", req.GetBudgetSeconds()))
+	case req.GetDepth() < 0 || req.GetDepth() > 10:
+		return toStatus(session.Invalid("depth", "want 1..10 (0 for the default %d), got %d", check.DefaultDepth, req.GetDepth()))
+	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
+		return toStatus(session.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
+	}
+	opts := check.Options{
+		Lanes: req.GetLanes(), Reference: req.GetReference(), Image: req.GetImage(), Backend: req.GetBackend(),
+		MemoryMiB: int(req.GetMemoryMib()), Budget: time.Duration(req.GetBudgetSeconds()) * time.Second,
+		Depth: int(req.GetDepth()), Seed: req.GetSeed(), Workers: int(req.GetWorkers()), Kinds: req.GetParts(),
+	}
+	out, ctx := newRunStream(s, "check", stream, func(m *themisv1.CheckResponse) bool { return m.GetProgress() != nil })
+	send := func(p *check.Part, m *themisv1.CheckResponse) {
+		m.Part = p.Name()
+		out.send(m)
+	}
+	sum, err := s.d.Check(ctx, opts, check.Sinks{
+		Started: func(p *check.Part) {
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_PartStarted{PartStarted: checkPartProto(p)}})
+		},
+		Progress: func(p *check.Part, pr exploration.Progress) {
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Progress{Progress: progressProto(pr)}})
+		},
+		Found: func(p *check.Part, f session.Finding) {
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Finding{Finding: findingProto(&f)}})
+		},
+		Cell: func(p *check.Part, c clocksweep.Cell) {
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Cell{Cell: sweepCellProto(c)}})
+		},
+		Done: func(p *check.Part) {
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_PartDone{PartDone: checkPartProto(p)}})
+		},
+	})
+	return out.end(err, func() *themisv1.CheckResponse {
+		return &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Summary{Summary: checkSummaryProto(sum)}}
+	})
+}
+
+func checkPartProto(p *check.Part) *themisv1.CheckPart {
+	out := &themisv1.CheckPart{
+		Kind: p.Kind, Name: p.Name(), Lanes: p.Lanes, What: p.What, Skipped: p.Skipped,
+		BudgetS: p.Budget.Seconds(), ElapsedS: p.Elapsed.Seconds(), Findings: int64(p.Findings), Stopped: p.Stopped, Error: p.Err,
+	}
+	if p.Explore != nil {
+		out.Explore = summaryProto(p.Explore)
+	}
+	if p.Sweep != nil {
+		out.Sweep = sweepSummaryProto(p.Sweep)
+	}
+	for _, c := range p.Cells {
+		out.Cells = append(out.Cells, sweepCellProto(c))
+	}
+	return out
+}
+
+func checkSummaryProto(s *check.Summary) *themisv1.CheckSummary {
+	out := &themisv1.CheckSummary{
+		Lanes: s.Lanes, Reference: s.Reference, ReferenceWhy: s.ReferenceWhy, Findings: int64(s.Findings), Failed: int32(s.Failed),
+		BudgetS: s.Budget.Seconds(), ElapsedS: s.Elapsed.Seconds(), Stopped: s.Stopped,
+	}
+	for i := range s.Parts {
+		out.Parts = append(out.Parts, checkPartProto(&s.Parts[i]))
+	}
+	return out
+}
