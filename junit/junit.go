@@ -15,6 +15,9 @@ type Finding struct {
 	// Lane is the lane a single-lane finding is about ("" for a
 	// difference between lanes).
 	Lane string
+	// Reproduce is the command that shows it again ("": themisctl replay
+	// and findings export of ID).
+	Reproduce string
 }
 
 // Run is one explore run.
@@ -69,7 +72,36 @@ type (
 )
 
 // Write writes r as a JUnit XML document.
-func Write(w io.Writer, r Run) error {
+func Write(w io.Writer, r Run) error { return WriteSuites(w, []Run{r}) }
+
+// WriteSuites writes runs as one JUnit XML document, a test suite each
+// (themisctl check: one per part).
+func WriteSuites(w io.Writer, runs []Run) error {
+	doc := suites{}
+	var total float64
+	for _, r := range runs {
+		s := suiteOf(r)
+		doc.Suites = append(doc.Suites, s)
+		doc.Tests += s.Tests
+		doc.Failures += s.Failures
+		total += r.Seconds
+	}
+	doc.Time = seconds(total)
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("junit: %w", err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// suiteOf is one run's test suite: a case per finding signature, one per
+// lane (failing with the findings about that lane alone).
+func suiteOf(r Run) suite {
 	s := suite{Name: r.Name, Time: seconds(r.Seconds)}
 	if len(r.Properties) > 0 {
 		s.Properties = &properties{}
@@ -101,17 +133,7 @@ func Write(w io.Writer, r Run) error {
 		}
 	}
 	s.Tests = len(s.Cases)
-	doc := suites{Tests: s.Tests, Failures: s.Failures, Time: s.Time, Suites: []suite{s}}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("junit: %w", err)
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return s
 }
 
 // bySignature groups findings by signature (a finding without one is its
@@ -149,6 +171,10 @@ func failureText(fs []Finding) string {
 		fmt.Fprintf(&b, "%s %s: %s\n", f.ID, f.Kind, f.Detail)
 		for i, op := range f.Trace {
 			fmt.Fprintf(&b, "  %d  %s\n", i+1, op)
+		}
+		if f.Reproduce != "" {
+			fmt.Fprintf(&b, "  reproduce: %s\n", f.Reproduce)
+			continue
 		}
 		fmt.Fprintf(&b, "  reproduce: themisctl replay %s; themisctl findings export %s\n", f.ID, f.ID)
 	}

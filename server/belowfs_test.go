@@ -165,7 +165,8 @@ func TestCheckRPC(t *testing.T) {
 		t.Errorf("events\n%q\nwant\n%q", events, want)
 	}
 	if sum.GetFindings() != 2 || len(sum.GetParts()) != 3 || sum.GetParts()[1].GetExplore().GetSessionId() != "s-2" ||
-		sum.GetParts()[0].GetCells()[0].GetExpected() != "represented" || sum.GetBudgetS() != 90 || sum.GetReference() != "ext2" {
+		sum.GetParts()[0].GetCells()[0].GetExpected() != "represented" || sum.GetBudgetS() != 90 || sum.GetReference() != "ext2" ||
+		len(sum.GetFound()) != 1 || sum.GetFound()[0].GetId() != "f-d" {
 		t.Errorf("summary %v", sum)
 	}
 	f.mu.Lock()

@@ -31,6 +31,7 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 		Depth: int(req.GetDepth()), Seed: req.GetSeed(), Workers: int(req.GetWorkers()), Kinds: req.GetParts(),
 	}
 	out, ctx := newRunStream(s, "check", stream, func(m *themisv1.CheckResponse) bool { return m.GetProgress() != nil })
+	found := findingsInOrder{}
 	send := func(p *check.Part, m *themisv1.CheckResponse) {
 		m.Part = p.Name()
 		out.send(m)
@@ -43,7 +44,9 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Progress{Progress: progressProto(pr)}})
 		},
 		Found: func(p *check.Part, f session.Finding) {
-			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Finding{Finding: findingProto(&f)}})
+			fp := findingProto(&f)
+			found.add(fp)
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Finding{Finding: fp}})
 		},
 		Cell: func(p *check.Part, c clocksweep.Cell) {
 			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Cell{Cell: sweepCellProto(c)}})
@@ -53,7 +56,9 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 		},
 	})
 	return out.end(err, func() *themisv1.CheckResponse {
-		return &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Summary{Summary: checkSummaryProto(sum)}}
+		ps := checkSummaryProto(sum)
+		ps.Found = found.list
+		return &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Summary{Summary: ps}}
 	})
 }
 
@@ -83,4 +88,23 @@ func checkSummaryProto(s *check.Summary) *themisv1.CheckSummary {
 		out.Parts = append(out.Parts, checkPartProto(&s.Parts[i]))
 	}
 	return out
+}
+
+// findingsInOrder keeps the last version of each finding, in the order
+// first seen.
+type findingsInOrder struct {
+	list []*themisv1.Finding
+	at   map[string]int
+}
+
+func (l *findingsInOrder) add(f *themisv1.Finding) {
+	if i, ok := l.at[f.GetId()]; ok {
+		l.list[i] = f
+		return
+	}
+	if l.at == nil {
+		l.at = make(map[string]int)
+	}
+	l.at[f.GetId()] = len(l.list)
+	l.list = append(l.list, f)
 }

@@ -61,15 +61,9 @@ func writeJUnit(path string, req *themisv1.ExploreRequest, sum *themisv1.Explore
 			"states": fmt.Sprint(sum.GetStates()), "unique_states": fmt.Sprint(sum.GetUniqueStates()), "session": sum.GetSessionId()},
 	}
 	for _, id := range found.order {
-		f := found.byID[id]
-		if f.GetDuplicateOf() != "" {
-			continue // its minimal trace is an earlier finding's
+		if jf, ok := junitFinding(found.byID[id], req.GetLanes()); ok {
+			r.Findings = append(r.Findings, jf)
 		}
-		jf := junit.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Signature: f.GetSignature(), Trace: f.GetTrace()}
-		if singleLane(f.GetKind()) && len(req.GetLanes()) == 1 {
-			jf.Lane = req.GetLanes()[0]
-		}
-		r.Findings = append(r.Findings, jf)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -83,6 +77,20 @@ func writeJUnit(path string, req *themisv1.ExploreRequest, sum *themisv1.Explore
 		return fmt.Errorf("--junit: %w", err)
 	}
 	return nil
+}
+
+// junitFinding is f as the JUnit report has it, false for a duplicate
+// (its minimal trace is an earlier finding's). A self-reference finding of
+// a single-lane run is about its lane.
+func junitFinding(f *themisv1.Finding, lanes []string) (junit.Finding, bool) {
+	if f.GetDuplicateOf() != "" {
+		return junit.Finding{}, false
+	}
+	jf := junit.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Signature: f.GetSignature(), Trace: f.GetTrace()}
+	if singleLane(f.GetKind()) && len(lanes) == 1 {
+		jf.Lane = lanes[0]
+	}
+	return jf, true
 }
 
 // maxReportPoints bounds the progress points a run report keeps.

@@ -60,7 +60,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.cacheDir, "cache-dir", "", "guest image cache (default: $THEMIS_CACHE_DIR or the user cache dir)")
 	g.conn.register(root)
 	root.AddCommand(newDoctor(g), newGuest(g))
-	root.AddCommand(newExplore(g), newFindings(g), newReplay(g), newBisect(g))
+	root.AddCommand(newExplore(g), newCheck(g), newFindings(g), newReplay(g), newBisect(g))
 	root.AddCommand(newSweep(g), newBench(g))
 	root.AddCommand(newProfile(g), newCorrupt(g), newCrash(g))
 	root.AddCommand(newDiff(g), newReport(g))

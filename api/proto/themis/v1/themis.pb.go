@@ -7679,7 +7679,10 @@ type CheckSummary struct {
 	BudgetS      float64                `protobuf:"fixed64,7,opt,name=budget_s,json=budgetS,proto3" json:"budget_s,omitempty"`
 	ElapsedS     float64                `protobuf:"fixed64,8,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
 	// "cancelled" when the check was cancelled.
-	Stopped       string `protobuf:"bytes,9,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	Stopped string `protobuf:"bytes,9,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// Every finding of the explore parts, as last streamed (minimized where
+	// it was), in the order found; the clock part's are its parts' cells.
+	Found         []*Finding `protobuf:"bytes,10,rep,name=found,proto3" json:"found,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7775,6 +7778,13 @@ func (x *CheckSummary) GetStopped() string {
 		return x.Stopped
 	}
 	return ""
+}
+
+func (x *CheckSummary) GetFound() []*Finding {
+	if x != nil {
+		return x.Found
+	}
+	return nil
 }
 
 type CheckResponse struct {
@@ -8644,7 +8654,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x01(\v2\x19.themis.v1.ExploreSummaryR\aexplore\x12-\n" +
 	"\x05sweep\x18\v \x01(\v2\x17.themis.v1.SweepSummaryR\x05sweep\x12*\n" +
 	"\x05cells\x18\f \x03(\v2\x14.themis.v1.SweepCellR\x05cells\x12\x12\n" +
-	"\x04name\x18\r \x01(\tR\x04name\"\x99\x02\n" +
+	"\x04name\x18\r \x01(\tR\x04name\"\xc3\x02\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
@@ -8654,7 +8664,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06failed\x18\x06 \x01(\x05R\x06failed\x12\x19\n" +
 	"\bbudget_s\x18\a \x01(\x01R\abudgetS\x12\x1b\n" +
 	"\telapsed_s\x18\b \x01(\x01R\belapsedS\x12\x18\n" +
-	"\astopped\x18\t \x01(\tR\astopped\"\xe7\x02\n" +
+	"\astopped\x18\t \x01(\tR\astopped\x12(\n" +
+	"\x05found\x18\n" +
+	" \x03(\v2\x12.themis.v1.FindingR\x05found\"\xe7\x02\n" +
 	"\rCheckResponse\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\tR\x04part\x129\n" +
 	"\fpart_started\x18\x02 \x01(\v2\x14.themis.v1.CheckPartH\x00R\vpartStarted\x128\n" +
@@ -8923,65 +8935,66 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	65,  // 98: themis.v1.CheckPart.sweep:type_name -> themis.v1.SweepSummary
 	63,  // 99: themis.v1.CheckPart.cells:type_name -> themis.v1.SweepCell
 	81,  // 100: themis.v1.CheckSummary.parts:type_name -> themis.v1.CheckPart
-	81,  // 101: themis.v1.CheckResponse.part_started:type_name -> themis.v1.CheckPart
-	48,  // 102: themis.v1.CheckResponse.progress:type_name -> themis.v1.ExploreProgress
-	49,  // 103: themis.v1.CheckResponse.finding:type_name -> themis.v1.Finding
-	63,  // 104: themis.v1.CheckResponse.cell:type_name -> themis.v1.SweepCell
-	81,  // 105: themis.v1.CheckResponse.part_done:type_name -> themis.v1.CheckPart
-	82,  // 106: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
-	13,  // 107: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 108: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 109: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 110: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 111: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 112: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 113: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 114: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 115: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 116: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 117: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 118: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 119: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 120: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 121: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 122: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 123: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 124: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 125: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 126: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 127: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 128: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 129: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 130: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	14,  // 131: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 132: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 133: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 134: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 135: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 136: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 137: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 138: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 139: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 140: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 141: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 142: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 143: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 144: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 145: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 146: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 147: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 148: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 149: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 150: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 151: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 152: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 153: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 154: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	131, // [131:155] is the sub-list for method output_type
-	107, // [107:131] is the sub-list for method input_type
-	107, // [107:107] is the sub-list for extension type_name
-	107, // [107:107] is the sub-list for extension extendee
-	0,   // [0:107] is the sub-list for field type_name
+	49,  // 101: themis.v1.CheckSummary.found:type_name -> themis.v1.Finding
+	81,  // 102: themis.v1.CheckResponse.part_started:type_name -> themis.v1.CheckPart
+	48,  // 103: themis.v1.CheckResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 104: themis.v1.CheckResponse.finding:type_name -> themis.v1.Finding
+	63,  // 105: themis.v1.CheckResponse.cell:type_name -> themis.v1.SweepCell
+	81,  // 106: themis.v1.CheckResponse.part_done:type_name -> themis.v1.CheckPart
+	82,  // 107: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
+	13,  // 108: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 109: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 110: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 111: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 112: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 113: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 114: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 115: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 116: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 117: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 118: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 119: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 120: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 121: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 122: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 123: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 124: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 125: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 126: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 127: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 128: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 129: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 130: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 131: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	14,  // 132: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 133: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 134: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 135: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 136: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 137: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 138: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 139: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 140: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 141: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 142: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 143: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 144: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 145: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 146: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 147: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 148: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 149: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 150: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 151: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 152: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 153: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 154: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 155: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	132, // [132:156] is the sub-list for method output_type
+	108, // [108:132] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
