@@ -150,7 +150,7 @@ func partStatus(p *themisv1.CheckPart) string {
 	}
 	s := fmt.Sprintf("%d finding(s) in %s", p.GetFindings(), secondsText(p.GetElapsedS()))
 	if e := p.GetExplore(); e != nil {
-		s += fmt.Sprintf(", %d states (%d unique, depth %d)", e.GetStates(), e.GetUniqueStates(), e.GetMaxDepth())
+		s += fmt.Sprintf(", last run depth %d: %d states (%d unique)", p.GetDepth(), e.GetStates(), e.GetUniqueStates())
 	}
 	if sw := p.GetSweep(); sw != nil {
 		s += fmt.Sprintf(", %d cells", sw.GetCells())

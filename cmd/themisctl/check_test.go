@@ -37,8 +37,8 @@ func TestPartStatus(t *testing.T) {
 	}{
 		{&themisv1.CheckPart{Skipped: "no checker"}, "skipped: no checker"},
 		{&themisv1.CheckPart{Error: "boom", ElapsedS: 3}, "failed after 3s: boom"},
-		{&themisv1.CheckPart{Findings: 1, ElapsedS: 61, Stopped: "max-duration", Explore: &themisv1.ExploreSummary{States: 9, UniqueStates: 4, MaxDepth: 3}},
-			"1 finding(s) in 1m1s, 9 states (4 unique, depth 3), stopped: max-duration"},
+		{&themisv1.CheckPart{Findings: 1, ElapsedS: 61, Stopped: "max-duration", Depth: 4, Explore: &themisv1.ExploreSummary{States: 9, UniqueStates: 4, MaxDepth: 3}},
+			"1 finding(s) in 1m1s, last run depth 4: 9 states (4 unique), stopped: max-duration"},
 		{&themisv1.CheckPart{ElapsedS: 40, Sweep: &themisv1.SweepSummary{Cells: 372}}, "0 finding(s) in 40s, 372 cells"},
 	} {
 		if got := partStatus(tc.p); got != tc.want {

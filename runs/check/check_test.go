@@ -104,3 +104,36 @@ func TestAgainstRule(t *testing.T) {
 		}
 	}
 }
+
+// TestSignatures: a finding found again by a deeper run is not fresh nor
+// counted twice; a finding minimized into a duplicate is not counted.
+func TestSignatures(t *testing.T) {
+	s := newSignatures()
+	steps := []struct {
+		f     session.Finding
+		fresh bool
+	}{
+		{session.Finding{ID: "a", Signature: "x"}, true},
+		{session.Finding{ID: "b", Signature: "y"}, true},
+		{session.Finding{ID: "b", Signature: "y", DuplicateOf: "a"}, true}, // b minimized to a's trace
+	}
+	for i, st := range steps {
+		if got := s.fresh(st.f); got != st.fresh {
+			t.Errorf("run 1 step %d: fresh %v", i, got)
+		}
+	}
+	s.endRun()
+	if s.count() != 1 {
+		t.Errorf("after run 1: %d counted, want 1 (b is a duplicate)", s.count())
+	}
+	if s.fresh(session.Finding{ID: "c", Signature: "x"}) {
+		t.Error("run 2: x found again is fresh")
+	}
+	if !s.fresh(session.Finding{ID: "d", Kind: "state", Detail: "z"}) {
+		t.Error("run 2: a new finding without a signature is not fresh")
+	}
+	s.endRun()
+	if s.count() != 2 {
+		t.Errorf("after run 2: %d counted, want 2", s.count())
+	}
+}

@@ -41,9 +41,12 @@ type Part struct {
 	Stopped string
 	// Err is how the part failed (the check goes on with the next part).
 	Err string
-	// Explore is an explore part's summary; Sweep and Cells the clock
-	// part's (Cells: those whose verdict is not the rule's).
+	// Explore is an explore part's summary (its last run's: Depth says
+	// how deep that was, runs covering their space going one op deeper);
+	// Sweep and Cells the clock part's (Cells: those whose verdict is not
+	// the rule's).
 	Explore *exploration.Summary
+	Depth   int
 	Sweep   *clocksweep.Summary
 	Cells   []clocksweep.Cell
 

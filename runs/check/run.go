@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
@@ -127,30 +128,91 @@ func runPart(ctx context.Context, m *session.Manager, o Options, part *Part, out
 	if part.Kind == KindClock {
 		return runClock(ctx, m, o, part, out)
 	}
-	eo := exploration.Options{
-		Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
-		Depth: o.Depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: part.Budget,
-	}
-	switch part.Kind {
-	case KindReference:
-		eo.Remount, eo.Fsck = true, part.fsck
-	case KindCrash:
-		eo.Crash = &exploration.CrashOptions{}
-	}
-	s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
-		if out.Progress != nil {
-			out.Progress(part, pr)
-		}
-	}, func(f session.Finding) {
-		if out.Found != nil {
-			out.Found(part, f)
-		}
-	})
-	if s != nil {
-		part.Explore, part.Findings, part.Stopped = s, s.Findings, s.Stopped
-	}
-	return err
+	return runExplore(ctx, m, o, part, out)
 }
+
+// runExplore runs an explore part: at o.Depth, then, while each run covers
+// its bounded space with time of the part's share left, one op deeper
+// (up to explore.MaxDepth). A finding a deeper run finds again (its
+// signature) is recorded in the ledger (seen once more) but not sent
+// again nor counted twice.
+func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, out Sinks) error {
+	end := time.Now().Add(part.Budget)
+	seen := newSignatures()
+	for depth := o.Depth; ; depth++ {
+		left := time.Until(end)
+		eo := exploration.Options{
+			Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
+			Depth: depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: left,
+		}
+		switch part.Kind {
+		case KindReference:
+			eo.Remount, eo.Fsck = true, part.fsck
+		case KindCrash:
+			eo.Crash = &exploration.CrashOptions{}
+		}
+		s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
+			if out.Progress != nil {
+				out.Progress(part, pr)
+			}
+		}, func(f session.Finding) {
+			if seen.fresh(f) && out.Found != nil {
+				out.Found(part, f)
+			}
+		})
+		seen.endRun()
+		if s != nil {
+			part.Explore, part.Stopped, part.Depth = s, s.Stopped, depth
+		}
+		part.Findings = seen.count()
+		if err != nil || s == nil || s.Stopped != "" || depth >= explore.MaxDepth || time.Until(end) < MinPartBudget {
+			return err
+		}
+	}
+}
+
+// signatures are an explore part's findings by signature, across its
+// runs: the latest version of each finding of the run going on, and the
+// signatures earlier runs found.
+type signatures struct {
+	earlier map[string]bool
+	current map[string]session.Finding // by ID
+	counted map[string]bool            // signatures of findings not duplicates
+}
+
+func newSignatures() *signatures {
+	return &signatures{earlier: map[string]bool{}, current: map[string]session.Finding{}, counted: map[string]bool{}}
+}
+
+func signatureOf(f session.Finding) string {
+	if f.Signature != "" {
+		return f.Signature
+	}
+	return f.Kind + "\x00" + f.Detail
+}
+
+// fresh records f and reports whether it is not one an earlier run found.
+func (s *signatures) fresh(f session.Finding) bool {
+	if s.earlier[signatureOf(f)] {
+		return false
+	}
+	s.current[f.ID] = f
+	return true
+}
+
+// endRun closes a run: its findings' signatures are earlier ones now.
+func (s *signatures) endRun() {
+	for _, f := range s.current {
+		s.earlier[signatureOf(f)] = true
+		if f.DuplicateOf == "" {
+			s.counted[signatureOf(f)] = true
+		}
+	}
+	clear(s.current)
+}
+
+// count is the distinct signatures found so far, duplicates aside.
+func (s *signatures) count() int { return len(s.counted) }
 
 // runClock runs the clock part: the sweep under the part's budget, its
 // cells against the lanes' rules kept as findings.

@@ -7542,7 +7542,10 @@ type CheckPart struct {
 	Sweep   *SweepSummary   `protobuf:"bytes,11,opt,name=sweep,proto3" json:"sweep,omitempty"`
 	Cells   []*SweepCell    `protobuf:"bytes,12,rep,name=cells,proto3" json:"cells,omitempty"`
 	// The part's name in reports: kind and lanes.
-	Name          string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
+	// An explore part's last run's depth: a run that covers its bounded space
+	// with time left is followed by one an op deeper.
+	Depth         int32 `protobuf:"varint,14,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7666,6 +7669,13 @@ func (x *CheckPart) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *CheckPart) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
 }
 
 type CheckSummary struct {
@@ -8639,7 +8649,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x18\n" +
 	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
 	"\x05parts\x18\n" +
-	" \x03(\tR\x05parts\"\x8b\x03\n" +
+	" \x03(\tR\x05parts\"\xa1\x03\n" +
 	"\tCheckPart\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
@@ -8654,7 +8664,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	" \x01(\v2\x19.themis.v1.ExploreSummaryR\aexplore\x12-\n" +
 	"\x05sweep\x18\v \x01(\v2\x17.themis.v1.SweepSummaryR\x05sweep\x12*\n" +
 	"\x05cells\x18\f \x03(\v2\x14.themis.v1.SweepCellR\x05cells\x12\x12\n" +
-	"\x04name\x18\r \x01(\tR\x04name\"\xc3\x02\n" +
+	"\x04name\x18\r \x01(\tR\x04name\x12\x14\n" +
+	"\x05depth\x18\x0e \x01(\x05R\x05depth\"\xc3\x02\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
