@@ -1,0 +1,90 @@
+package bugs
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// FindingKey is what tells a finding of a check from another across runs:
+// its kind and signature (explore.Finding.Signature).
+func FindingKey(kind, signature string) string { return "finding|" + kind + "|" + signature }
+
+// CellKey is a clock cell against its rule, across runs: the lane's
+// filesystem, op, field and verdict kind (the verdict without its detail:
+// the values a diverged cell shows vary from run to run).
+func CellKey(fs, op, field, verdict string) string {
+	kind, _, _ := strings.Cut(verdict, "(")
+	return "clock|" + fs + "|" + op + "|" + field + "|" + kind
+}
+
+// Outcome is what bench bugs saw of one case.
+type Outcome struct {
+	Case Case `json:"case"`
+	// Detected: the patched image's check found something outside the
+	// stock baseline; First is the time from the check's start to it,
+	// FirstKey, FirstPart and FirstDetail what it was.
+	Detected    bool          `json:"detected"`
+	First       time.Duration `json:"first_ns,omitempty"`
+	FirstKey    string        `json:"first_key,omitempty"`
+	FirstPart   string        `json:"first_part,omitempty"`
+	FirstDetail string        `json:"first_detail,omitempty"`
+	// Findings counts the patched check's findings and cells, InBaseline
+	// those the stock image shows too.
+	Findings   int `json:"findings"`
+	InBaseline int `json:"in_baseline"`
+	// States adds up the explore parts' states; Elapsed is the check's
+	// wall time.
+	States  int64         `json:"states"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Err is how the case could not be run or checked ("" it was).
+	Err string `json:"error,omitempty"`
+}
+
+// ClassMedian is the median time to detect of the detected cases of one
+// class.
+type ClassMedian struct {
+	Class    string        `json:"class"`
+	Cases    int           `json:"cases"`
+	Detected int           `json:"detected"`
+	Median   time.Duration `json:"median_ns"`
+}
+
+// Medians are the per-class detection counts and median times to detect,
+// in Classes order (classes without cases left out), and the whole
+// corpus's last (Class "all").
+func Medians(out []Outcome) []ClassMedian {
+	var res []ClassMedian
+	for _, class := range append(slices.Clone(Classes), "all") {
+		m := ClassMedian{Class: class}
+		var times []time.Duration
+		for _, o := range out {
+			if class != "all" && o.Case.Class != class {
+				continue
+			}
+			m.Cases++
+			if o.Detected {
+				m.Detected++
+				times = append(times, o.First)
+			}
+		}
+		if m.Cases == 0 {
+			continue
+		}
+		m.Median = median(times)
+		res = append(res, m)
+	}
+	return res
+}
+
+func median(ts []time.Duration) time.Duration {
+	if len(ts) == 0 {
+		return 0
+	}
+	s := slices.Clone(ts)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
