@@ -19,7 +19,7 @@ import (
 // newBench is `themisctl bench`: Themis against baselines.
 func newBench(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure Themis against baselines, side by side in one run"}
-	cmd.AddCommand(newBenchExplore(g), newBenchRestore(g), newBenchChannel(g), newBenchEcho(g))
+	cmd.AddCommand(newBenchExplore(g), newBenchRestore(g), newBenchChannel(g), newBenchEcho(g), newBenchBugs(g))
 	return cmd
 }
 

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/bugs"
+	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/guest"
+)
+
+// newBenchBugs is `themisctl bench bugs`: the same default check on every
+// case of the corpus and on the stock image of each case's filesystem and
+// flavour (docs/bugs.md).
+func newBenchBugs(g *globals) *cobra.Command {
+	var corpus, only, report string
+	var budget time.Duration
+	cmd := &cobra.Command{
+		Use:   "bugs",
+		Short: "Run the same default check on every case of the real-bug corpus (bugs/) and on the stock images: detected or missed, time to detect, the stock baseline",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cases, err := bugs.Load(corpus)
+			if err != nil {
+				return err
+			}
+			if cases, err = pickCases(cases, splitList(only)); err != nil {
+				return err
+			}
+			if budget < 10*time.Second || budget%time.Second != 0 {
+				return fmt.Errorf("--budget %s: want whole seconds, at least 10s", budget)
+			}
+			cache, err := cacheDir(g)
+			if err != nil {
+				return err
+			}
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				rep := runBenchBugs(ctx, g, c, cache, cases, budget)
+				if report != "" {
+					if err := writeBugsReport(report, rep); err != nil {
+						return err
+					}
+				}
+				if g.json {
+					return writeJSON(os.Stdout, rep)
+				}
+				printBugsReport(rep)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&corpus, "corpus", "bugs", "the corpus directory (one case per subdirectory: case.toml and bug.patch)")
+	f.StringVar(&only, "cases", "", "case ids to run, comma-separated (default all)")
+	f.DurationVar(&budget, "budget", 10*time.Minute, "each check's budget (themisctl check --budget), the stock checks' too")
+	f.StringVar(&report, "report", "", "also write the results as one self-contained HTML page to this file")
+	return cmd
+}
+
+// pickCases keeps the cases named (all when none is).
+func pickCases(all []bugs.Case, ids []string) ([]bugs.Case, error) {
+	if len(ids) == 0 {
+		return all, nil
+	}
+	var out []bugs.Case
+	for _, id := range ids {
+		i := slices.IndexFunc(all, func(c bugs.Case) bool { return c.ID == id })
+		if i < 0 {
+			return nil, fmt.Errorf("--cases: no case %q in the corpus", id)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// bugsReport is bench bugs' result.
+type bugsReport struct {
+	Budget    time.Duration      `json:"budget_ns"`
+	Cases     int                `json:"cases"`
+	Detected  int                `json:"detected"`
+	Outcomes  []bugs.Outcome     `json:"outcomes"`
+	Baselines []*stockBaseline   `json:"baselines"`
+	Medians   []bugs.ClassMedian `json:"medians"`
+	Started   time.Time          `json:"started"`
+	Elapsed   time.Duration      `json:"elapsed_ns"`
+}
+
+// stockBaseline is the check of one filesystem on its flavour's stock
+// image: what it found is not a case's detection.
+type stockBaseline struct {
+	FS       string        `json:"fs"`
+	Flavor   string        `json:"flavor"`
+	Image    string        `json:"image"`
+	Keys     []string      `json:"keys"`
+	Findings int           `json:"findings"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	Err      string        `json:"error,omitempty"`
+}
+
+// runBenchBugs checks each filesystem's stock image once, then every case
+// of that filesystem on its patched image, all under the same default
+// check and budget.
+func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases []bugs.Case, budget time.Duration) *bugsReport {
+	rep := &bugsReport{Budget: budget, Cases: len(cases), Started: time.Now()}
+	stock := map[string]*stockBaseline{}
+	for i, bc := range cases {
+		key := bc.FS + "/" + bc.Flavor
+		base, ok := stock[key]
+		if !ok {
+			base = stockCheck(ctx, g, c, cache, bc, budget)
+			stock[key] = base
+			rep.Baselines = append(rep.Baselines, base)
+		}
+		progress(fmt.Sprintf("[%d/%d] %s (%s, %s)", i+1, len(cases), bc.ID, bc.Class, bc.FS))
+		o := caseCheck(ctx, g, c, cache, bc, budget, base)
+		progress(fmt.Sprintf("[%d/%d] %s: %s", i+1, len(cases), bc.ID, outcomeText(o)))
+		rep.Outcomes = append(rep.Outcomes, o)
+		if o.Detected {
+			rep.Detected++
+		}
+	}
+	rep.Medians, rep.Elapsed = bugs.Medians(rep.Outcomes), time.Since(rep.Started)
+	return rep
+}
+
+// stockCheck checks bc's filesystem on its flavour's stock image.
+func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration) *stockBaseline {
+	base := &stockBaseline{FS: bc.FS, Flavor: bc.Flavor}
+	progress(fmt.Sprintf("stock %s on the %s image: the baseline", bc.FS, bc.Flavor))
+	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Flavor: bc.Flavor, Log: g.log})
+	if err != nil {
+		base.Err = fmt.Sprintf("stock image: %v", err)
+		return base
+	}
+	base.Image = img.Key
+	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)})
+	if err != nil {
+		base.Err = err.Error()
+		return base
+	}
+	base.Elapsed, base.Findings = seen.elapsed, len(seen.events)
+	for _, e := range seen.events {
+		if !slices.Contains(base.Keys, e.key) {
+			base.Keys = append(base.Keys, e.key)
+		}
+	}
+	sort.Strings(base.Keys)
+	return base
+}
+
+// caseCheck builds bc's image and checks it; its first finding outside
+// the baseline is its detection.
+func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration, base *stockBaseline) bugs.Outcome {
+	o := bugs.Outcome{Case: bc}
+	if base.Err != "" {
+		o.Err = "no stock baseline: " + base.Err
+		return o
+	}
+	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Flavor: bc.Flavor, Patches: []string{bc.Patch}, Name: "bug-" + bc.ID, Log: g.log})
+	if err != nil {
+		o.Err = fmt.Sprintf("build: %v", err)
+		return o
+	}
+	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)})
+	if err != nil {
+		o.Err = err.Error()
+		return o
+	}
+	o.Elapsed, o.States, o.Findings = seen.elapsed, seen.states, len(seen.events)
+	for _, e := range seen.events {
+		if slices.Contains(base.Keys, e.key) {
+			o.InBaseline++
+			continue
+		}
+		if !o.Detected {
+			o.Detected, o.First, o.FirstKey, o.FirstPart, o.FirstDetail = true, e.at, e.key, e.part, e.detail
+		}
+	}
+	return o
+}
+
+// checkEvent is a finding or a clock cell of a check, when it came.
+type checkEvent struct {
+	at                time.Duration
+	key, part, detail string
+}
+
+// checkSeen is what observeCheck saw of a check.
+type checkSeen struct {
+	events  []checkEvent // first version of each finding, every cell
+	states  int64
+	elapsed time.Duration
+}
+
+// observeCheck runs a check and records its findings and cells with the
+// time each came. A part that failed fails it.
+func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest) (*checkSeen, error) {
+	start := time.Now()
+	stream, err := c.Check(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	seen := &checkSeen{}
+	var sum *themisv1.CheckSummary
+	ids := map[string]bool{}
+	err = client.Drain(stream.Recv, func(m *themisv1.CheckResponse) error {
+		at := time.Since(start)
+		switch ev := m.GetEvent().(type) {
+		case *themisv1.CheckResponse_Finding:
+			f := ev.Finding
+			if !ids[f.GetId()] {
+				ids[f.GetId()] = true
+				seen.events = append(seen.events, checkEvent{at: at, key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: m.GetPart(), detail: f.GetDetail()})
+			}
+		case *themisv1.CheckResponse_Cell:
+			cl := ev.Cell
+			seen.events = append(seen.events, checkEvent{at: at, key: bugs.CellKey(cl.GetFs(), cl.GetOp(), cl.GetField(), cl.GetVerdict()), part: m.GetPart(), detail: ruleCellDetail(cl)})
+		case *themisv1.CheckResponse_Summary:
+			sum = ev.Summary
+		}
+		return nil
+	})
+	seen.elapsed = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	if sum == nil {
+		return nil, errors.New("check: the daemon ended the stream without a summary")
+	}
+	for _, p := range sum.GetParts() {
+		seen.states += p.GetExplore().GetStates()
+		if p.GetError() != "" {
+			return seen, fmt.Errorf("check part %s failed: %s", p.GetName(), p.GetError())
+		}
+	}
+	return seen, nil
+}
+
+// outcomeText is a case's outcome in one line.
+func outcomeText(o bugs.Outcome) string {
+	switch {
+	case o.Err != "":
+		return "error: " + o.Err
+	case o.Detected:
+		return fmt.Sprintf("detected in %s by %s (%s)", o.First.Round(time.Second), o.FirstPart, o.FirstKey)
+	}
+	return fmt.Sprintf("missed (%d finding(s), all in the stock baseline; %d states in %s)", o.Findings, o.States, o.Elapsed.Round(time.Second))
+}
+
+func printBugsReport(rep *bugsReport) {
+	w := newTable()
+	fmt.Fprintf(w, "CASE\tCLASS\tFS\tKIND\tRESULT\tTIME\tPART\tFINDINGS\tIN BASELINE\tSTATES\n")
+	for _, o := range rep.Outcomes {
+		result, at := "missed", "-"
+		switch {
+		case o.Err != "":
+			result = "error"
+		case o.Detected:
+			result, at = "detected", o.First.Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", o.Case.ID, o.Case.Class, o.Case.FS, o.Case.Kind, result, at, o.FirstPart, o.Findings, o.InBaseline, o.States)
+	}
+	fmt.Fprintf(w, "\ndetected %d of %d cases (budget %s each)\n", rep.Detected, rep.Cases, rep.Budget)
+	fmt.Fprintf(w, "CLASS\tCASES\tDETECTED\tMEDIAN TIME TO DETECT\n")
+	for _, m := range rep.Medians {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", m.Class, m.Cases, m.Detected, m.Median.Round(time.Second))
+	}
+	fmt.Fprintf(w, "\nSTOCK\tIMAGE\tFINDINGS\tKEYS\n")
+	for _, b := range rep.Baselines {
+		keys := strings.Join(b.Keys, "; ")
+		if b.Err != "" {
+			keys = "error: " + b.Err
+		}
+		fmt.Fprintf(w, "%s/%s\t%.12s\t%d\t%s\n", b.FS, b.Flavor, b.Image, b.Findings, keys)
+	}
+	w.Flush()
+	for _, o := range rep.Outcomes {
+		if o.Err != "" {
+			fmt.Fprintf(os.Stdout, "%s: %s\n", o.Case.ID, o.Err)
+		}
+	}
+}
+
+var bugsPage = template.Must(template.New("bugs").Funcs(template.FuncMap{
+	"dur": func(d time.Duration) string { return d.Round(time.Second).String() },
+}).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>themis bench bugs</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}.detected{background:#dfd}.missed{background:#fdd}.error{background:#fec}</style></head>
+<body><h1>Bug corpus: {{.Detected}} of {{.Cases}} detected</h1>
+<p>The same default <code>themisctl check</code> on every case, budget {{dur .Budget}} each, started {{.Started.Format "2006-01-02 15:04"}}, {{dur .Elapsed}} in all. A finding the stock image shows too is not a detection.</p>
+<table id="cases"><tr><th>case</th><th>class</th><th>fs</th><th>kind</th><th>result</th><th>time to detect</th><th>part</th><th>first finding</th><th>findings</th><th>in baseline</th><th>states</th></tr>
+{{range .Outcomes}}<tr class="{{if .Err}}error{{else if .Detected}}detected{{else}}missed{{end}}"><td>{{.Case.ID}}</td><td>{{.Case.Class}}</td><td>{{.Case.FS}}</td><td>{{.Case.Kind}}</td><td>{{if .Err}}error: {{.Err}}{{else if .Detected}}detected{{else}}missed{{end}}</td><td>{{if .Detected}}{{dur .First}}{{end}}</td><td>{{.FirstPart}}</td><td>{{.FirstDetail}}</td><td>{{.Findings}}</td><td>{{.InBaseline}}</td><td>{{.States}}</td></tr>
+{{end}}</table>
+<h2>By class</h2><table id="classes"><tr><th>class</th><th>cases</th><th>detected</th><th>median time to detect</th></tr>
+{{range .Medians}}<tr><td>{{.Class}}</td><td>{{.Cases}}</td><td>{{.Detected}}</td><td>{{dur .Median}}</td></tr>{{end}}</table>
+<h2>Stock baselines</h2><table id="stock"><tr><th>fs</th><th>flavour</th><th>image</th><th>findings</th><th>keys</th></tr>
+{{range .Baselines}}<tr><td>{{.FS}}</td><td>{{.Flavor}}</td><td>{{.Image}}</td><td>{{.Findings}}</td><td>{{if .Err}}error: {{.Err}}{{else}}{{range .Keys}}{{.}}<br>{{end}}{{end}}</td></tr>{{end}}</table>
+</body></html>
+`))
+
+// writeBugsReport writes the report as one self-contained HTML page.
+func writeBugsReport(path string, rep *bugsReport) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	if err := bugsPage.Execute(f, rep); err != nil {
+		return errors.Join(fmt.Errorf("--report: %w", err), f.Close())
+	}
+	return f.Close()
+}

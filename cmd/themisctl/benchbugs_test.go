@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/themisfs/themis/bugs"
+)
+
+func TestPickCases(t *testing.T) {
+	all := []bugs.Case{{ID: "a-x"}, {ID: "b-y"}, {ID: "c-z"}}
+	for _, tc := range []struct {
+		ids  []string
+		want string
+		err  bool
+	}{
+		{nil, "a-x,b-y,c-z", false},
+		{[]string{"c-z", "a-x"}, "c-z,a-x", false},
+		{[]string{"d-w"}, "", true},
+	} {
+		got, err := pickCases(all, tc.ids)
+		var ids []string
+		for _, c := range got {
+			ids = append(ids, c.ID)
+		}
+		if (err != nil) != tc.err || strings.Join(ids, ",") != tc.want {
+			t.Errorf("pickCases(%v) = %v, %v", tc.ids, ids, err)
+		}
+	}
+}
+
+// TestBugsReportEscapes: the page shows every case and baseline, and a
+// hostile detail (from a guest: a path, fsck output) is escaped.
+func TestBugsReportEscapes(t *testing.T) {
+	rep := &bugsReport{Budget: time.Minute, Cases: 2, Detected: 1, Outcomes: []bugs.Outcome{
+		{Case: bugs.Case{ID: "exfat-a", Class: "on-disk", FS: "exfat"}, Detected: true, First: 21 * time.Second, FirstPart: "reference exfat", FirstDetail: `<script>alert(1)</script>`},
+		{Case: bugs.Case{ID: "vfat-b", Class: "lost-update", FS: "vfat"}, Findings: 2, InBaseline: 2},
+	}, Baselines: []*stockBaseline{{FS: "exfat", Flavor: "cloud", Keys: []string{"clock|exfat|mkdir|mtime|diverged"}}}}
+	rep.Medians = bugs.Medians(rep.Outcomes)
+	path := filepath.Join(t.TempDir(), "bugs.html")
+	if err := writeBugsReport(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, want := range []string{"1 of 2 detected", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script>") {
+		t.Error("a finding's detail is not escaped")
+	}
+	if got := outcomeText(rep.Outcomes[1]); !strings.Contains(got, "missed (2 finding(s), all in the stock baseline") {
+		t.Errorf("outcomeText = %q", got)
+	}
+}
