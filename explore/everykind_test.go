@@ -54,7 +54,8 @@ func TestEveryStateEveryKind(t *testing.T) {
 		kinds []string
 	}{
 		{"default", nil, MetisOps},
-		{"with persistence", []string{OpSetMetis, OpSetPersistence}, AllOps},
+		{"with persistence", []string{OpSetMetis, OpSetPersistence}, slices.Concat(MetisOps, PersistenceOps)},
+		{"every kind", AllOps, AllOps},
 		{"persistence only", PersistenceOps, PersistenceOps},
 	}
 	for _, tt := range tests {

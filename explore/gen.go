@@ -45,6 +45,29 @@ const (
 	OpSync = "sync"
 )
 
+// renameat2(2) op kinds: rename with one of its flags. Not in MetisOps
+// (Metis has plain rename only); the set OpSetRenameFlags enables them, and
+// themisctl check does.
+const (
+	// OpRenameNoreplace is RENAME_NOREPLACE: EEXIST where the target is.
+	OpRenameNoreplace = "rename_noreplace"
+	// OpRenameExchange is RENAME_EXCHANGE: both paths must exist and swap.
+	OpRenameExchange = "rename_exchange"
+	// OpRenameWhiteout is RENAME_WHITEOUT: a whiteout (a 0/0 character
+	// device) is left where the source was.
+	OpRenameWhiteout = "rename_whiteout"
+)
+
+// Linux renameat2 flags.
+const (
+	renameNoreplace = 1 << 0
+	renameExchange  = 1 << 1
+	renameWhiteout  = 1 << 2
+)
+
+// RenameFlagOps are the renameat2 op kinds.
+var RenameFlagOps = []string{OpRenameNoreplace, OpRenameExchange, OpRenameWhiteout}
+
 // MetisOps is the default op set: all fourteen Metis operations.
 var MetisOps = []string{
 	OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpMkdir, OpRmdir, OpChmod,
@@ -55,7 +78,7 @@ var MetisOps = []string{
 var PersistenceOps = []string{OpFsync, OpFdatasync, OpSync}
 
 // AllOps is every op kind the Metis generator knows.
-var AllOps = slices.Concat(MetisOps, PersistenceOps)
+var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps)
 
 // Names of op sets Config.Ops accepts in place of the kinds they hold.
 const (
@@ -63,6 +86,8 @@ const (
 	OpSetMetis = "metis"
 	// OpSetPersistence stands for PersistenceOps.
 	OpSetPersistence = "persistence"
+	// OpSetRenameFlags stands for RenameFlagOps.
+	OpSetRenameFlags = "rename-flags"
 )
 
 // expandOps replaces op set names in ops by their kinds.
@@ -74,6 +99,8 @@ func expandOps(ops []string) []string {
 			out = append(out, MetisOps...)
 		case OpSetPersistence:
 			out = append(out, PersistenceOps...)
+		case OpSetRenameFlags:
+			out = append(out, RenameFlagOps...)
 		default:
 			out = append(out, k)
 		}
@@ -442,6 +469,22 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 			dst = g.newFile(rng)
 		}
 		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: src, NewPath: dst}}
+	case OpRenameNoreplace, OpRenameWhiteout:
+		src, isFile := g.anyPath(rng)
+		dst := g.newDir(rng)
+		if isFile {
+			dst = g.newFile(rng)
+		}
+		flags := uint32(renameNoreplace)
+		if kind == OpRenameWhiteout {
+			flags = renameWhiteout
+		}
+		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: src, NewPath: dst, Flags: flags}}
+	case OpRenameExchange:
+		// Both must exist: two existing paths, a file and a dir at times.
+		a, _ := g.anyPath(rng)
+		b, _ := g.anyPath(rng)
+		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: a, NewPath: b, Flags: renameExchange}}
 	case OpLink:
 		r.Op = &agentv1.Request_Link{Link: &agentv1.Link{Path: g.file(rng), NewPath: g.newFile(rng)}}
 	case OpSymlink:
@@ -571,6 +614,14 @@ func OpKind(op *agentv1.Request) string {
 	case *agentv1.Request_Removexattr:
 		return OpRemovexattr
 	case *agentv1.Request_Rename:
+		switch o.Rename.GetFlags() {
+		case renameNoreplace:
+			return OpRenameNoreplace
+		case renameExchange:
+			return OpRenameExchange
+		case renameWhiteout:
+			return OpRenameWhiteout
+		}
 		return OpRename
 	case *agentv1.Request_Link:
 		return OpLink

@@ -106,7 +106,10 @@ func TestGeneratorBins(t *testing.T) {
 				ok = isAny(x.Path) && slices.Contains(XattrNames, x.Name) && x.Flags == xattrCreate && string(x.Value) == string(XattrValue)
 			}
 			if rn := op.GetRename(); rn != nil {
-				ok = isFile(rn.Path) == isFile(rn.NewPath) && isAny(rn.Path) && isAny(rn.NewPath)
+				// exchange swaps any two paths; the others move a file
+				// to a file or a dir to a dir.
+				ok = isAny(rn.Path) && isAny(rn.NewPath) && (rn.Flags == renameExchange || isFile(rn.Path) == isFile(rn.NewPath)) &&
+					slices.Contains([]uint32{0, renameNoreplace, renameExchange, renameWhiteout}, rn.Flags)
 			}
 			if l := op.GetLink(); l != nil {
 				ok = isFile(l.Path) && isFile(l.NewPath)
@@ -274,7 +277,9 @@ func TestDrawEveryKind(t *testing.T) {
 		{"default, extras", GenConfig{}, 40, MetisOps, 40},
 		{"subset, extras", GenConfig{Ops: []string{OpMkdir, OpChmod}}, 5, []string{OpMkdir, OpChmod}, 5},
 		{"weight 0", GenConfig{Weights: map[string]float64{OpRename: 0, OpLink: 0}}, 30, without(OpRename, OpLink), 30},
-		{"metis and persistence", GenConfig{Ops: []string{OpSetMetis, OpSetPersistence}}, DefaultBranching, AllOps, len(AllOps)},
+		{"metis and persistence", GenConfig{Ops: []string{OpSetMetis, OpSetPersistence}}, DefaultBranching, slices.Concat(MetisOps, PersistenceOps), len(MetisOps) + len(PersistenceOps)},
+		{"every kind", GenConfig{Ops: AllOps}, DefaultBranching, AllOps, len(AllOps)},
+		{"metis and rename flags", GenConfig{Ops: []string{OpSetMetis, OpSetRenameFlags}}, 1, slices.Concat(MetisOps, RenameFlagOps), len(MetisOps) + len(RenameFlagOps)},
 		{"metis and fsync", GenConfig{Ops: []string{OpSetMetis, OpFsync}}, 20, append(slices.Clone(MetisOps), OpFsync), 20},
 		{"persistence only", GenConfig{Ops: PersistenceOps}, 1, PersistenceOps, 3},
 	}

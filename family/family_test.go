@@ -68,17 +68,17 @@ func TestJudge(t *testing.T) {
 		{name: "xfs: nothing but directory sizes", lanes: lanes("ext2", "xfs"), want: metis},
 		{name: "vfat: owners, modes, no links", lanes: lanes("ext2", "vfat"),
 			want:     with(func(p *oracle.Policy) { p.IgnoreOwner, p.IgnoreMode = true, true }),
-			excluded: []string{"link", "symlink"},
+			excluded: []string{"link", "rename_whiteout", "symlink"},
 			declared: map[string]map[string]int32{"vfat": {"chmod": 1, "chown": 1, "chgrp": 1, "setxattr": 95, "removexattr": 95}},
 			reason:   "symlink left out: vfat"},
-		{name: "udf: xattrs", lanes: lanes("ext2", "udf"), want: metis,
+		{name: "udf: xattrs, renameat2 noreplace only", lanes: lanes("ext2", "udf"), want: metis, excluded: []string{"rename_exchange", "rename_whiteout"},
 			declared: map[string]map[string]int32{"udf": {"setxattr": 95, "removexattr": 95}}, reason: "setxattr errno 95 tolerated: udf"},
 		{name: "overlay, empty lower layer", lanes: lanes("ext2", "overlay"), want: with(func(p *oracle.Policy) { p.IgnoreRootNlink = true })},
 		{name: "overlay over a seed", lanes: lanes("ext2", "overlay+seed"),
 			want: with(func(p *oracle.Policy) { p.IgnoreRootNlink, p.IgnoreDirNlink = true, true })},
 		{name: "exact turns it all off", lanes: lanes("ext2", "vfat"), policy: "exact", want: oracle.Exact},
 		{name: "a named policy keeps the op rules", lanes: lanes("ext2", "exfat"), policy: "metis", want: oracle.MetisParity,
-			excluded: []string{"link", "symlink"},
+			excluded: []string{"link", "rename_exchange", "rename_whiteout", "symlink"},
 			declared: map[string]map[string]int32{"exfat": {"chmod": 1, "chown": 1, "chgrp": 1, "setxattr": 95, "removexattr": 95}}},
 	} {
 		j, err := Judge(tt.lanes, tt.policy)
@@ -136,6 +136,19 @@ func TestReference(t *testing.T) {
 			if ref.Name == own.Name || why == "" {
 				t.Errorf("Reference(%q) = %q (%q): same family %s or no reason", tc.fs, got, why, ref.Name)
 			}
+		}
+	}
+}
+
+func TestCrashRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		fs   string
+		want bool
+	}{{"ext2", true}, {"vfat", true}, {"exfat", true}, {"minix", true}, {"udf", true},
+		{"ext3", false}, {"ext4", false}, {"btrfs", false}, {"xfs", false}, {"f2fs", false}, {"nilfs2", false}} {
+		got, why := CrashRepaired(tc.fs)
+		if got != tc.want || got != (why != "") {
+			t.Errorf("CrashRepaired(%q) = %v, %q; want %v with a reason", tc.fs, got, why, tc.want)
 		}
 	}
 }

@@ -16,3 +16,24 @@ func Reference(fs string) (lane, why string, err error) {
 	}
 	return "ext2", fmt.Sprintf("ext2: the POSIX reference as Metis takes it, another family than %s", f.Name), nil
 }
+
+// crashRepaired are the lane filesystems that promise no consistency after
+// a crash: no journal, log or copy-on-write, so a crash leaves what their
+// fsck repairs (ext2's leaked blocks and half-made entries, a FAT's lost
+// clusters). A "dirty" crash state of one is expected; what an fsync made
+// durable must still be there.
+var crashRepaired = map[string]string{
+	"ext2":  "ext2 has no journal",
+	"vfat":  "FAT has no journal",
+	"exfat": "exFAT has no journal",
+	"minix": "minix has no journal",
+	"udf":   "this udf has no journal (no VAT, no metadata log)",
+}
+
+// CrashRepaired reports whether a crash of filesystem fs may leave an
+// image its fsck must repair, and why ("" when a crash leaves it
+// consistent: a journal, a log or copy-on-write).
+func CrashRepaired(fs string) (bool, string) {
+	why, ok := crashRepaired[fs]
+	return ok, why
+}

@@ -1,9 +1,20 @@
 package family
 
+import "slices"
+
 // errnos the table names (Linux x86-64).
 const (
 	eperm      = 1
+	einval     = 22
 	eopnotsupp = 95
+)
+
+// Op rules of renameat2's flags, as the guest kernel gives them (measured
+// on 2026-12-03: RENAME_NOREPLACE everywhere; exchange and whiteout EINVAL
+// where the filesystem's rename takes only RENAME_NOREPLACE).
+var (
+	noRenameExchange = OpRule{Op: "rename_exchange", Errno: einval, Effect: Excluded, Why: "no RENAME_EXCHANGE (EINVAL): the other lanes would swap the two"}
+	noRenameWhiteout = OpRule{Op: "rename_whiteout", Errno: einval, Effect: Excluded, Why: "no RENAME_WHITEOUT (EINVAL): the other lanes would leave a whiteout"}
 )
 
 // noXattrs are the op rules of a filesystem without extended attributes:
@@ -51,7 +62,7 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: Owner, Why: "FAT stores no owner: every file has the mount's uid and gid"},
 			{Field: Mode, Why: "FAT stores a read-only bit: modes are the mount's fmask and dmask"}},
-		Ops:  fatOps,
+		Ops:  append(slices.Clone(fatOps), noRenameWhiteout),
 		Time: "1980-01-01 to 2107-12-31; mtime 2 s, ctime 10 ms, atime a day",
 	},
 	{
@@ -59,13 +70,13 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: Owner, Why: "exFAT stores no owner: every file has the mount's uid and gid"},
 			{Field: Mode, Why: "exFAT stores a read-only bit: modes are the mount's fmask and dmask"}},
-		Ops:  fatOps,
+		Ops:  append(slices.Clone(fatOps), noRenameExchange, noRenameWhiteout),
 		Time: "1980-01-01 to 2107-12-31; mtime and ctime 10 ms, atime 2 s",
 	},
 	{
 		Name: "udf", FS: []string{"udf"}, Module: "udf", Mkfs: "mkudffs", Package: "udftools", Quiesce: Sync,
 		Fields: []FieldRule{dirSize},
-		Ops:    noXattrs,
+		Ops:    append(slices.Clone(noXattrs), noRenameExchange, noRenameWhiteout),
 		Time:   "year 1 to 9999 (a 16-bit year), 1 µs",
 	},
 	{
@@ -76,13 +87,13 @@ var Table = []Family{
 	{
 		Name: "minix", FS: []string{"minix"}, Module: "minix", Mkfs: "mkfs.minix -3", Fsck: "fsck.minix -f", Package: "util-linux", Quiesce: Sync,
 		Fields: []FieldRule{dirSize},
-		Ops:    noXattrs,
+		Ops:    append(slices.Clone(noXattrs), noRenameExchange, noRenameWhiteout),
 		Time:   "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
 	},
 	{
 		Name: "nilfs2", FS: []string{"nilfs2"}, Module: "nilfs2", Mkfs: "mkfs.nilfs2", Package: "nilfs-tools", Quiesce: Sync,
 		Fields: []FieldRule{dirSize, {Field: Sketch, Why: "mkfs.nilfs2 makes /.nilfs, the sketch file each checkpoint records"}},
-		Ops:    noXattrs,
+		Ops:    append(slices.Clone(noXattrs), noRenameExchange, noRenameWhiteout),
 		Time:   "signed 64-bit seconds at 1 ns (the generic kernel flavour)",
 	},
 	{

@@ -106,7 +106,14 @@ func short(op *themisv1.Op) (string, bool) {
 	case *themisv1.Op_Removexattr:
 		return join("removexattr", o.Removexattr.GetPath(), o.Removexattr.GetName()), safe(o.Removexattr.GetPath(), o.Removexattr.GetName())
 	case *themisv1.Op_Rename:
-		return join("rename", o.Rename.GetPath(), o.Rename.GetNewPath()), o.Rename.GetFlags() == 0 && safe(o.Rename.GetPath(), o.Rename.GetNewPath())
+		r := o.Rename
+		word, ok := "", r.GetFlags() == 0
+		for _, f := range renameFlags {
+			if r.GetFlags() == f.bit {
+				word, ok = f.name, true
+			}
+		}
+		return join("rename", r.GetPath(), r.GetNewPath(), word), ok && safe(r.GetPath(), r.GetNewPath())
 	case *themisv1.Op_Link:
 		return join("link", o.Link.GetPath(), o.Link.GetNewPath()), safe(o.Link.GetPath(), o.Link.GetNewPath())
 	case *themisv1.Op_Symlink:

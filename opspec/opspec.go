@@ -2,6 +2,7 @@ package opspec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,7 +37,7 @@ truncate PATH LENGTH
 unlink PATH | mkdir PATH [MODE] | rmdir PATH | chmod PATH MODE
 chown PATH UID | chgrp PATH GID
 setxattr PATH NAME VALUE [create|replace] | removexattr PATH NAME
-rename OLD NEW | link OLD NEW | symlink TARGET PATH
+rename OLD NEW [noreplace|exchange|whiteout] | link OLD NEW | symlink TARGET PATH
 utimens PATH ATIME MTIME        (each: now, omit, SEC or SEC.NSEC)
 fsync [PATH] | fdatasync PATH | sync | drop-caches [1|2|3] | set-clock SEC[.NSEC] | umount | mount`
 
@@ -213,9 +214,7 @@ var shortForms = map[string]shortForm{
 	"removexattr": {2, 2, func(p *parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Removexattr{Removexattr: &agentv1.Removexattr{Path: p.arg(0), Name: p.arg(1)}}}
 	}},
-	"rename": {2, 2, func(p *parser) *themisv1.Op {
-		return &themisv1.Op{Op: &themisv1.Op_Rename{Rename: &agentv1.Rename{Path: p.arg(0), NewPath: p.arg(1)}}}
-	}},
+	"rename": {2, 3, (*parser).rename},
 	"link": {2, 2, func(p *parser) *themisv1.Op {
 		return &themisv1.Op{Op: &themisv1.Op_Link{Link: &agentv1.Link{Path: p.arg(0), NewPath: p.arg(1)}}}
 	}},
@@ -296,6 +295,29 @@ func (p *parser) setxattr() *themisv1.Op {
 		p.fail("flag %q: want create or replace", p.arg(3))
 	}
 	return &themisv1.Op{Op: &themisv1.Op_Setxattr{Setxattr: &agentv1.Setxattr{Path: p.arg(0), Name: p.arg(1), Value: []byte(p.arg(2)), Flags: fl}}}
+}
+
+// renameFlags are renameat2's flags by their short-form word.
+var renameFlags = []namedFlag{{"noreplace", 1}, {"exchange", 2}, {"whiteout", 4}}
+
+// namedFlag is a flag bit and its short-form word.
+type namedFlag struct {
+	name string
+	bit  uint32
+}
+
+// rename reads "rename OLD NEW [noreplace|exchange|whiteout]".
+func (p *parser) rename() *themisv1.Op {
+	var fl uint32
+	if w := p.arg(2); w != "" {
+		i := slices.IndexFunc(renameFlags, func(f namedFlag) bool { return f.name == w })
+		if i < 0 {
+			p.fail("flag %q: want noreplace, exchange or whiteout", w)
+		} else {
+			fl = renameFlags[i].bit
+		}
+	}
+	return &themisv1.Op{Op: &themisv1.Op_Rename{Rename: &agentv1.Rename{Path: p.arg(0), NewPath: p.arg(1), Flags: fl}}}
 }
 
 // dropCaches reads "drop-caches [1|2|3]" (3 when omitted).

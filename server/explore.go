@@ -61,7 +61,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Shard:          explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
 	}
 	if req.GetCrash() {
-		opts.Crash = &exploration.CrashOptions{Crash: crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetCrashMaxStates())}}
+		opts.Crash = &exploration.CrashOptions{Crash: crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetCrashMaxStates())}, Strict: req.GetCrashStrict()}
 	}
 	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
@@ -195,7 +195,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 	}
 	if c := s.Crash; c != nil {
 		out.Crash = &themisv1.ExploreCrash{Points: int64(c.Points), Repeats: int64(c.Repeats), Unlogged: int64(c.Unlogged), Failed: int64(c.Failed), States: int64(c.States),
-			NotClean: int64(c.NotClean), Durable: int64(c.Durable), Lost: int64(c.Lost), Findings: int64(c.Findings), CheckS: seconds(c.Time)}
+			NotClean: int64(c.NotClean), Durable: int64(c.Durable), Lost: int64(c.Lost), Findings: int64(c.Findings), CheckS: seconds(c.Time), Repaired: int64(c.Repaired)}
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)

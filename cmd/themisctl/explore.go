@@ -76,6 +76,7 @@ type crashJSON struct {
 	Failed   int64   `json:"failed"`
 	States   int64   `json:"states"`
 	NotClean int64   `json:"not_clean"`
+	Repaired int64   `json:"repaired"`
 	Durable  int64   `json:"durable"`
 	Lost     int64   `json:"lost"`
 	Findings int64   `json:"findings"`
@@ -201,7 +202,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.StringVar(&lanes, "fs", "ext2", "lane specs, comma-separated (ext2, ext4, vfat, btrfs, overlay, ...; ext*:seed=1 and overlay:seed=1 start from a small tree, an overlay lane in its lower layer); two or more are compared with each other")
 	fl.Int32Var(&req.Depth, "depth", 2, "operations from the root (1..10)")
 	fl.Int32Var(&req.Branching, "branching", 12, "operations tried per state: one of every --ops kind, then more drawn by the seeded policy up to B (so max(B, kinds): 14 by default)")
-	fl.StringVar(&ops, "ops", "", "op kinds tried at every state, comma-separated: create_file, write_file, truncate, unlink, mkdir, rmdir, chmod, chown, chgrp, setxattr, removexattr, rename, link, symlink (the Metis set, also \"metis\"; the default) and fsync, fdatasync, sync (\"persistence\": off by default, they change nothing on the disk state explore compares)")
+	fl.StringVar(&ops, "ops", "", "op kinds tried at every state, comma-separated: create_file, write_file, truncate, unlink, mkdir, rmdir, chmod, chown, chgrp, setxattr, removexattr, rename, link, symlink (the Metis set, also \"metis\"; the default) and fsync, fdatasync, sync (\"persistence\": off by default, they change nothing on the disk state explore compares), and rename_noreplace, rename_exchange, rename_whiteout (renameat2's flags, \"rename-flags\": off by default; check turns them on)")
 	fl.Int64Var(&req.MaxStates, "max-states", 0, "budget of states (0: no limit)")
 	fl.Int32Var(&req.MaxSeconds, "max-seconds", 0, "wall-clock budget (0: no limit)")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the operation policy: the same seed gives the same run")
@@ -219,6 +220,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.BoolVar(&req.Crash, "crash", false, "check the crash states of every persistence op the search applies (fsync, fdatasync, sync; in --ops by default then): each under a write log on every lane, its crash states checked on the host (docs/crash.md); every lane needs a host fsck; the machine revert")
 	fl.Int32Var(&req.CrashWrites, "crash-writes", 0, "with --crash: the most in-flight writes of one flush epoch a reordered state keeps (0: 2; -1: prefixes only; at most 8)")
 	fl.Int32Var(&req.CrashMaxStates, "crash-states", 0, "with --crash: crash states per lane and persistence op (0: 64; at most 4096), prefixes first")
+	fl.BoolVar(&req.CrashStrict, "crash-strict", false, "with --crash: a dirty crash state is a finding on every lane, also on ext2, vfat, exfat, minix and udf, which a crash may leave for their fsck to repair (by default counted as expected there; a lost fsync or an unreadable state is a finding either way)")
 	fl.BoolVar(&warnIsFinding, "warn-is-finding", true, "a WARN in the guest kernel ends the guest as an Oops does: the op that ran is a kernel finding with the report (false: panic_on_warn=0, the kernel goes on)")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	cmd.AddCommand(newExploreMerge(g))
@@ -336,7 +338,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
 	}
 	if c := sum.GetCrash(); c != nil {
-		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), Failed: c.GetFailed(), States: c.GetStates(), NotClean: c.GetNotClean(),
+		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), Failed: c.GetFailed(), States: c.GetStates(), NotClean: c.GetNotClean(), Repaired: c.GetRepaired(),
 			Durable: c.GetDurable(), Lost: c.GetLost(), Findings: c.GetFindings(), CheckS: c.GetCheckS()}
 	}
 	return out
@@ -401,8 +403,8 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	printJudged(w, sum)
 	if c := sum.GetCrash(); c != nil {
 		fmt.Fprintf(w, "crash: persistence ops checked\t%d (%d repeats skipped, %d not logged whole; %d lanes where the op failed)\n", c.GetPoints(), c.GetRepeats(), c.GetUnlogged(), c.GetFailed())
-		fmt.Fprintf(w, "crash: states checked\t%d in %.1f s (%.1f/s), %d not clean; durability checked %d, lost %d; %d crash findings\n",
-			c.GetStates(), c.GetCheckS(), float64(c.GetStates())/max(c.GetCheckS(), 1e-9), c.GetNotClean(), c.GetDurable(), c.GetLost(), c.GetFindings())
+		fmt.Fprintf(w, "crash: states checked\t%d in %.1f s (%.1f/s), %d not clean (%d of them dirty on a lane its fsck repairs after a crash: expected); durability checked %d, lost %d; %d crash findings\n",
+			c.GetStates(), c.GetCheckS(), float64(c.GetStates())/max(c.GetCheckS(), 1e-9), c.GetNotClean(), c.GetRepaired(), c.GetDurable(), c.GetLost(), c.GetFindings())
 	}
 	for _, r := range sum.GetBelowRoots() {
 		fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))

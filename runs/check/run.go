@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/themisfs/themis/explore"
@@ -143,13 +144,14 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 		left := time.Until(end)
 		eo := exploration.Options{
 			Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
-			Depth: depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: left,
+			Depth: depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: left, Ops: checkOps,
 		}
 		switch part.Kind {
 		case KindReference:
 			eo.Remount, eo.Fsck = true, part.fsck
 		case KindCrash:
 			eo.Crash = &exploration.CrashOptions{}
+			eo.Ops = append(slices.Clone(checkOps), explore.OpSetPersistence)
 		}
 		s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
 			if out.Progress != nil {
@@ -170,6 +172,10 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 		}
 	}
 }
+
+// checkOps are the explore parts' op kinds: Metis's and renameat2's flags
+// (the crash part adds the persistence ops).
+var checkOps = []string{explore.OpSetMetis, explore.OpSetRenameFlags}
 
 // signatures are an explore part's findings by signature, across its
 // runs: the latest version of each finding of the run going on, and the

@@ -12,6 +12,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/crashcheck"
@@ -27,6 +28,12 @@ import (
 type CrashOptions struct {
 	// Crash bounds the states checked per lane and persistence op.
 	Crash crash.Options
+	// Strict makes a dirty or broken (the checker gave up on it) crash
+	// state a finding on every lane; without it, one of a filesystem a
+	// crash may leave for its fsck to repair (family.CrashRepaired) is
+	// counted (CrashCounts.Repaired), not found: there a lost fsync and an
+	// unmountable state are the findings.
+	Strict bool
 }
 
 // CrashCounts is what --crash checked in a run.
@@ -39,8 +46,10 @@ type CrashCounts struct {
 	// fsync promises nothing).
 	Points, Repeats, Unlogged, Failed int
 	// States, NotClean, Durable and Lost add up every lane's states
-	// (crashcheck.LaneSummary).
-	States, NotClean, Durable, Lost int
+	// (crashcheck.LaneSummary); Repaired counts the dirty states of lanes
+	// whose filesystem a crash may leave for fsck to repair
+	// (family.CrashRepaired): expected, not findings.
+	States, NotClean, Durable, Lost, Repaired int
 	// Findings is the crash findings recorded.
 	Findings int
 	// Time is spent checking crash states.
@@ -53,6 +62,9 @@ type crashRun struct {
 	specs []string
 	fs    []string
 	tools []hostfsck.Tool
+	// repaired: a lane's dirty crash states are expected
+	// (family.CrashRepaired).
+	repaired []bool
 	// record stores a crash finding (the run's recorder).
 	record func(*session.Finding) error
 
@@ -104,6 +116,8 @@ func newCrashRun(o Options, fs []string, record func(*session.Finding) error) (*
 			return nil, fmt.Errorf("explore --crash: %w", err)
 		}
 		cr.tools = append(cr.tools, t)
+		rep, _ := family.CrashRepaired(f)
+		cr.repaired = append(cr.repaired, rep && !o.Crash.Strict)
 	}
 	return cr, nil
 }
@@ -214,8 +228,12 @@ func (x *system) crashLane(ctx context.Context, i int, path []*agentv1.Request, 
 		Mount: crashcheck.SpareMount(x.run, i)}
 	var ls crashcheck.LaneSummary
 	var bad []crashcheck.Result
+	repaired := 0
 	err := chk.Check(ctx, x.run, op, &ls, func(r crashcheck.Result) bool {
-		if crashcheck.Class(r) != "" {
+		switch {
+		case x.crash.repaired[i] && (r.Verdict == crashcheck.Dirty || r.Verdict == crashcheck.Broken) && crashcheck.Class(r) == "not-clean":
+			repaired++ // fsck repairs it, as the filesystem promises no more
+		case crashcheck.Class(r) != "":
 			bad = append(bad, r)
 		}
 		return false
@@ -224,6 +242,7 @@ func (x *system) crashLane(ctx context.Context, i int, path []*agentv1.Request, 
 		return checked(err)
 	}
 	x.crash.add(ls, time.Since(t0), len(bad) > 0)
+	x.crash.count(func(c *CrashCounts) { c.Repaired += repaired })
 	if len(bad) == 0 {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package exploration
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -278,6 +279,8 @@ func validate(o *Options) (family.Judgement, error) {
 		if err != nil {
 			return family.Judgement{}, session.Invalid("ops", "%v", err)
 		}
+		// Only the kinds the run would generate are left out (and said so).
+		judged.Excluded = slices.DeleteFunc(judged.Excluded, func(k string) bool { return !slices.Contains(g.Kinds(), k) })
 		if o.Ops = family.Without(g.Kinds(), judged.Excluded); len(o.Ops) == 0 {
 			return family.Judgement{}, session.Invalid("ops", "every op kind asked is one a lane's filesystem does not support (%s); --policy exact compares them anyway", strings.Join(judged.Excluded, ", "))
 		}

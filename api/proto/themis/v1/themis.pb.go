@@ -3798,7 +3798,12 @@ type ExploreRequest struct {
 	// BUG does, and the op that ran is a "kernel" finding with the report.
 	WarnNotFinding bool `protobuf:"varint,23,opt,name=warn_not_finding,json=warnNotFinding,proto3" json:"warn_not_finding,omitempty"`
 	// The guest image to boot, as for CreateSession.
-	Image         string `protobuf:"bytes,24,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,24,opt,name=image,proto3" json:"image,omitempty"`
+	// With crash: a dirty crash state is a finding on every lane, also on a
+	// filesystem a crash may leave for its fsck to repair (ext2, vfat, exfat,
+	// minix, udf), where it is counted as expected by default
+	// (ExploreCrash.repaired).
+	CrashStrict   bool `protobuf:"varint,25,opt,name=crash_strict,json=crashStrict,proto3" json:"crash_strict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3999,6 +4004,13 @@ func (x *ExploreRequest) GetImage() string {
 		return x.Image
 	}
 	return ""
+}
+
+func (x *ExploreRequest) GetCrashStrict() bool {
+	if x != nil {
+		return x.CrashStrict
+	}
+	return false
 }
 
 type ExploreProgress struct {
@@ -4978,7 +4990,11 @@ type ExploreCrash struct {
 	Findings int64   `protobuf:"varint,8,opt,name=findings,proto3" json:"findings,omitempty"`
 	CheckS   float64 `protobuf:"fixed64,9,opt,name=check_s,json=checkS,proto3" json:"check_s,omitempty"`
 	// Lanes not checked because the op failed there (errno).
-	Failed        int64 `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failed int64 `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Dirty states of lanes whose filesystem a crash may leave for its fsck to
+	// repair (ext2, vfat, exfat, minix, udf: no journal): expected, not
+	// findings; a lost fsync, an unreadable or unmountable state still are.
+	Repaired      int64 `protobuf:"varint,11,opt,name=repaired,proto3" json:"repaired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5079,6 +5095,13 @@ func (x *ExploreCrash) GetCheckS() float64 {
 func (x *ExploreCrash) GetFailed() int64 {
 	if x != nil {
 		return x.Failed
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetRepaired() int64 {
+	if x != nil {
+		return x.Repaired
 	}
 	return 0
 }
@@ -8268,7 +8291,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xd2\x05\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xf5\x05\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -8300,7 +8323,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\fcrash_writes\x18\x15 \x01(\x05R\vcrashWrites\x12(\n" +
 	"\x10crash_max_states\x18\x16 \x01(\x05R\x0ecrashMaxStates\x12(\n" +
 	"\x10warn_not_finding\x18\x17 \x01(\bR\x0ewarnNotFinding\x12\x14\n" +
-	"\x05image\x18\x18 \x01(\tR\x05image\"\x98\x02\n" +
+	"\x05image\x18\x18 \x01(\tR\x05image\x12!\n" +
+	"\fcrash_strict\x18\x19 \x01(\bR\vcrashStrict\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -8415,7 +8439,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0funique_by_depth\x18  \x03(\x03R\runiqueByDepth\x12!\n" +
 	"\fstate_depths\x18! \x03(\x05R\vstateDepths\x12-\n" +
 	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\x12+\n" +
-	"\x05image\x18# \x01(\v2\x15.themis.v1.GuestImageR\x05image\"\x8c\x02\n" +
+	"\x05image\x18# \x01(\v2\x15.themis.v1.GuestImageR\x05image\"\xa8\x02\n" +
 	"\fExploreCrash\x12\x16\n" +
 	"\x06points\x18\x01 \x01(\x03R\x06points\x12\x18\n" +
 	"\arepeats\x18\x02 \x01(\x03R\arepeats\x12\x1a\n" +
@@ -8427,7 +8451,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bfindings\x18\b \x01(\x03R\bfindings\x12\x17\n" +
 	"\acheck_s\x18\t \x01(\x01R\x06checkS\x12\x16\n" +
 	"\x06failed\x18\n" +
-	" \x01(\x03R\x06failed\"p\n" +
+	" \x01(\x03R\x06failed\x12\x1a\n" +
+	"\brepaired\x18\v \x01(\x03R\brepaired\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
