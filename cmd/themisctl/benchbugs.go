@@ -143,7 +143,7 @@ func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.
 		return base
 	}
 	base.Image = img.Key
-	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)})
+	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)}, nil)
 	if err != nil {
 		base.Err = err.Error()
 		return base
@@ -171,7 +171,10 @@ func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.C
 		o.Err = fmt.Sprintf("build: %v", err)
 		return o
 	}
-	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)})
+	// The check stops at its first finding outside the baseline: the rest
+	// of the budget would tell nothing more about this case.
+	outside := func(key string) bool { return !slices.Contains(base.Keys, key) }
+	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)}, outside)
 	if err != nil {
 		o.Err = err.Error()
 		return o
@@ -203,16 +206,29 @@ type checkSeen struct {
 }
 
 // observeCheck runs a check and records its findings and cells with the
-// time each came. A part that failed fails it.
-func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest) (*checkSeen, error) {
+// time each came. A part that failed fails it. With stopAt, the check is
+// cancelled at the first finding or cell whose key stopAt takes (the
+// summary is then the events so far).
+func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest, stopAt func(key string) bool) (*checkSeen, error) {
 	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := c.Check(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	stopped := false
+	note := func(seen *checkSeen, e checkEvent) {
+		seen.events = append(seen.events, e)
+		if stopAt != nil && !stopped && stopAt(e.key) {
+			stopped = true
+			cancel()
+		}
+	}
 	seen := &checkSeen{}
 	var sum *themisv1.CheckSummary
 	ids := map[string]bool{}
+	partStates := map[string]int64{} // the last progress of each part: the states of a check we stopped
 	err = client.Drain(stream.Recv, func(m *themisv1.CheckResponse) error {
 		at := time.Since(start)
 		switch ev := m.GetEvent().(type) {
@@ -220,17 +236,25 @@ func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest) (*ch
 			f := ev.Finding
 			if !ids[f.GetId()] {
 				ids[f.GetId()] = true
-				seen.events = append(seen.events, checkEvent{at: at, key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: m.GetPart(), detail: f.GetDetail()})
+				note(seen, checkEvent{at: at, key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: m.GetPart(), detail: f.GetDetail()})
 			}
 		case *themisv1.CheckResponse_Cell:
 			cl := ev.Cell
-			seen.events = append(seen.events, checkEvent{at: at, key: bugs.CellKey(cl.GetFs(), cl.GetOp(), cl.GetField(), cl.GetVerdict()), part: m.GetPart(), detail: ruleCellDetail(cl)})
+			note(seen, checkEvent{at: at, key: bugs.CellKey(cl.GetFs(), cl.GetOp(), cl.GetField(), cl.GetVerdict()), part: m.GetPart(), detail: ruleCellDetail(cl)})
+		case *themisv1.CheckResponse_Progress:
+			partStates[m.GetPart()] = ev.Progress.GetStates()
 		case *themisv1.CheckResponse_Summary:
 			sum = ev.Summary
 		}
 		return nil
 	})
 	seen.elapsed = time.Since(start)
+	if stopped {
+		for _, n := range partStates {
+			seen.states += n
+		}
+		return seen, nil // cancelled by us: what came before is the result
+	}
 	if err != nil {
 		return nil, err
 	}
