@@ -63,11 +63,12 @@ const (
 	OpRename    = "rename"    // rename a file: its ctime
 	OpChmod     = "chmod"     // chmod a file: ctime
 	OpRead      = "read"      // read a non-empty file: atime (relatime updates it)
+	OpSetxattr  = "setxattr"  // set a user xattr on a file: its ctime
 )
 
 // Ops lists every op, in the default order.
 func Ops() []string {
-	return []string{OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir, OpRename, OpChmod, OpRead}
+	return []string{OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir, OpRename, OpChmod, OpRead, OpSetxattr}
 }
 
 // OpField returns the timestamp an op changes; ok is false for an unknown op.
@@ -75,7 +76,7 @@ func OpField(op string) (f Field, ok bool) {
 	switch op {
 	case OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir:
 		return Mtime, true
-	case OpRename, OpChmod:
+	case OpRename, OpChmod, OpSetxattr:
 		return Ctime, true
 	case OpRead:
 		return Atime, true

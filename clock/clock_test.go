@@ -392,6 +392,11 @@ func TestExpectCellClockRefused(t *testing.T) {
 		{"ext4", OpTouch, []Timespec{{Sec: 1}}, "rejected(errno 22)"},
 		{"ext4", OpUtimensat, []Timespec{{Sec: 0}}, "represented"},
 		{"xfs", OpTouch, []Timespec{{Sec: SettodSecMin}}, "represented"},
+		{"f2fs", OpSetxattr, []Timespec{{Sec: 1 << 31}}, "represented"},
+		{"ext2", OpSetxattr, []Timespec{{Sec: 1 << 31}}, "clamped(2147483647)"},
+		{"exfat", OpSetxattr, []Timespec{{Sec: 1 << 31}}, "rejected(errno 95)"}, // no xattrs
+		{"minix", OpSetxattr, []Timespec{{Sec: 5000}}, "rejected(errno 95)"},
+		{"ext4", OpSetxattr, []Timespec{{Sec: -1}}, "rejected(errno 22)"}, // the clock refuses first
 	} {
 		e, err := ExpectCell(Lane{FS: tc.fs}, tc.op, tc.steps)
 		if err != nil {

@@ -240,7 +240,13 @@ const (
 	SettodSecMin = 3600
 	// errnoEINVAL is what settimeofday refuses with.
 	errnoEINVAL = 22
+	// errnoEOPNOTSUPP is a setxattr's on a filesystem without xattrs.
+	errnoEOPNOTSUPP = 95
 )
+
+// noXattrs are the lane filesystems without extended attributes (their
+// families' setxattr rule in package family's table).
+var noXattrs = []string{"vfat", "exfat", "udf", "minix", "nilfs2"}
 
 // ClockRefuses reports whether the guest kernel refuses to set its clock
 // to t.
@@ -258,6 +264,9 @@ func ExpectCell(l Lane, op string, steps []Timespec) (Expectation, error) {
 	}
 	if UsesClock(op) && slices.ContainsFunc(steps, ClockRefuses) {
 		return Expectation{Verdict: Reject(errnoEINVAL)}, nil
+	}
+	if op == OpSetxattr && slices.Contains(noXattrs, l.FS) {
+		return Expectation{Verdict: Reject(errnoEOPNOTSUPP)}, nil
 	}
 	r, err := RuleFor(l, f)
 	if err != nil {

@@ -369,6 +369,8 @@ func opReq(op, lane string, t clock.Timespec) *agentv1.Request {
 		return agent.NewRequest(&agentv1.Rename{Lane: lane, Path: sweepFile, NewPath: sweepFile + ".r"})
 	case clock.OpChmod:
 		return agent.NewRequest(&agentv1.Chmod{Lane: lane, Path: sweepFile, Mode: 0o600})
+	case clock.OpSetxattr:
+		return agent.NewRequest(&agentv1.Setxattr{Lane: lane, Path: sweepFile, Name: "user.themis", Value: []byte("v")})
 	case clock.OpRead:
 		// A byte: a read of none returns before the kernel touches the
 		// atime (file_accessed), and the cell measured nothing.
