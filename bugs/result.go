@@ -39,6 +39,21 @@ type Outcome struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Err is how the case could not be run or checked ("" it was).
 	Err string `json:"error,omitempty"`
+	// Explore is plain explore's detection of the case, side by side
+	// (bench bugs --versus explore; nil without).
+	Explore *Detection `json:"explore,omitempty"`
+}
+
+// Detection is whether another command than check detected a case: its
+// first finding outside that command's own stock baseline, and when.
+type Detection struct {
+	Command    string        `json:"command"`
+	Detected   bool          `json:"detected"`
+	First      time.Duration `json:"first_ns,omitempty"`
+	FirstKey   string        `json:"first_key,omitempty"`
+	Findings   int           `json:"findings"`
+	InBaseline int           `json:"in_baseline"`
+	Err        string        `json:"error,omitempty"`
 }
 
 // ClassMedian is the median time to detect of the detected cases of one

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/bugs"
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
 )
 
@@ -23,7 +25,7 @@ import (
 // case of the corpus and on the stock image of each case's filesystem and
 // flavour (docs/bugs.md).
 func newBenchBugs(g *globals) *cobra.Command {
-	var corpus, only, report string
+	var corpus, only, report, versus string
 	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "bugs",
@@ -40,12 +42,15 @@ func newBenchBugs(g *globals) *cobra.Command {
 			if budget < 10*time.Second || budget%time.Second != 0 {
 				return fmt.Errorf("--budget %s: want whole seconds, at least 10s", budget)
 			}
+			if versus != "" && versus != "explore" {
+				return fmt.Errorf("--versus %q: want explore (or nothing)", versus)
+			}
 			cache, err := cacheDir(g)
 			if err != nil {
 				return err
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				rep := runBenchBugs(ctx, g, c, cache, cases, budget)
+				rep := runBenchBugs(ctx, g, c, cache, cases, budget, versus == "explore")
 				if report != "" {
 					if err := writeBugsReport(report, rep); err != nil {
 						return err
@@ -64,6 +69,7 @@ func newBenchBugs(g *globals) *cobra.Command {
 	f.StringVar(&only, "cases", "", "case ids to run, comma-separated (default all)")
 	f.DurationVar(&budget, "budget", 10*time.Minute, "each check's budget (themisctl check --budget), the stock checks' too")
 	f.StringVar(&report, "report", "", "also write the results as one self-contained HTML page to this file")
+	f.StringVar(&versus, "versus", "", "also run plain explore (explore --fs REF,FS, its defaults, max-seconds the budget) on every case and stock image, side by side: \"explore\"")
 	return cmd
 }
 
@@ -98,31 +104,33 @@ type bugsReport struct {
 // stockBaseline is the check of one filesystem on its flavour's stock
 // image: what it found is not a case's detection.
 type stockBaseline struct {
-	FS       string        `json:"fs"`
-	Flavor   string        `json:"flavor"`
-	Image    string        `json:"image"`
-	Keys     []string      `json:"keys"`
-	Findings int           `json:"findings"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	Err      string        `json:"error,omitempty"`
+	FS     string   `json:"fs"`
+	Flavor string   `json:"flavor"`
+	Image  string   `json:"image"`
+	Keys   []string `json:"keys"`
+	// ExploreKeys are plain explore's (--versus explore).
+	ExploreKeys []string      `json:"explore_keys,omitempty"`
+	Findings    int           `json:"findings"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	Err         string        `json:"error,omitempty"`
 }
 
 // runBenchBugs checks each filesystem's stock image once, then every case
 // of that filesystem on its patched image, all under the same default
 // check and budget.
-func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases []bugs.Case, budget time.Duration) *bugsReport {
+func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases []bugs.Case, budget time.Duration, versus bool) *bugsReport {
 	rep := &bugsReport{Budget: budget, Cases: len(cases), Started: time.Now()}
 	stock := map[string]*stockBaseline{}
 	for i, bc := range cases {
 		key := bc.FS + "/" + bc.Flavor
 		base, ok := stock[key]
 		if !ok {
-			base = stockCheck(ctx, g, c, cache, bc, budget)
+			base = stockCheck(ctx, g, c, cache, bc, budget, versus)
 			stock[key] = base
 			rep.Baselines = append(rep.Baselines, base)
 		}
 		progress(fmt.Sprintf("[%d/%d] %s (%s, %s)", i+1, len(cases), bc.ID, bc.Class, bc.FS))
-		o := caseCheck(ctx, g, c, cache, bc, budget, base)
+		o := caseCheck(ctx, g, c, cache, bc, budget, base, versus)
 		progress(fmt.Sprintf("[%d/%d] %s: %s", i+1, len(cases), bc.ID, outcomeText(o)))
 		rep.Outcomes = append(rep.Outcomes, o)
 		if o.Detected {
@@ -134,7 +142,7 @@ func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases 
 }
 
 // stockCheck checks bc's filesystem on its flavour's stock image.
-func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration) *stockBaseline {
+func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration, versus bool) *stockBaseline {
 	base := &stockBaseline{FS: bc.FS, Flavor: bc.Flavor}
 	progress(fmt.Sprintf("stock %s on the %s image: the baseline", bc.FS, bc.Flavor))
 	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Flavor: bc.Flavor, Log: g.log})
@@ -148,19 +156,43 @@ func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.
 		base.Err = err.Error()
 		return base
 	}
-	base.Elapsed, base.Findings = seen.elapsed, len(seen.events)
-	for _, e := range seen.events {
-		if !slices.Contains(base.Keys, e.key) {
-			base.Keys = append(base.Keys, e.key)
+	base.Elapsed, base.Findings, base.Keys = seen.elapsed, len(seen.events), seen.keys()
+	if versus {
+		ex, err := observeExplore(ctx, c, exploreVersus(bc.FS, img.Key, budget), nil)
+		if err != nil {
+			base.Err = "explore: " + err.Error()
+			return base
+		}
+		base.ExploreKeys = ex.keys()
+	}
+	return base
+}
+
+// keys are the distinct keys of what a run found, sorted.
+func (s *checkSeen) keys() []string {
+	var out []string
+	for _, e := range s.events {
+		if !slices.Contains(out, e.key) {
+			out = append(out, e.key)
 		}
 	}
-	sort.Strings(base.Keys)
-	return base
+	sort.Strings(out)
+	return out
+}
+
+// exploreVersus is plain explore of fs against the reference lane check
+// would add, on image, for the budget: what a user ran before check.
+func exploreVersus(fs, image string, budget time.Duration) *themisv1.ExploreRequest {
+	lanes := []string{fs}
+	if ref, _, err := family.Reference(fs); err == nil {
+		lanes = []string{ref, fs}
+	}
+	return &themisv1.ExploreRequest{Lanes: lanes, Image: image, MaxSeconds: int32(budget / time.Second), Seed: 1}
 }
 
 // caseCheck builds bc's image and checks it; its first finding outside
 // the baseline is its detection.
-func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration, base *stockBaseline) bugs.Outcome {
+func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration, base *stockBaseline, versus bool) bugs.Outcome {
 	o := bugs.Outcome{Case: bc}
 	if base.Err != "" {
 		o.Err = "no stock baseline: " + base.Err
@@ -189,7 +221,64 @@ func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.C
 			o.Detected, o.First, o.FirstKey, o.FirstPart, o.FirstDetail = true, e.at, e.key, e.part, e.detail
 		}
 	}
+	if versus {
+		o.Explore = exploreDetection(ctx, c, bc.FS, img.Key, budget, base.ExploreKeys)
+	}
 	return o
+}
+
+// exploreDetection is plain explore's run on a case's image, judged
+// against its own stock baseline.
+func exploreDetection(ctx context.Context, c *conn, fs, image string, budget time.Duration, base []string) *bugs.Detection {
+	req := exploreVersus(fs, image, budget)
+	d := &bugs.Detection{Command: "explore --fs " + strings.Join(req.GetLanes(), ",")}
+	outside := func(key string) bool { return !slices.Contains(base, key) }
+	seen, err := observeExplore(ctx, c, req, outside)
+	if err != nil {
+		d.Err = err.Error()
+		return d
+	}
+	d.Findings = len(seen.events)
+	for _, e := range seen.events {
+		if !outside(e.key) {
+			d.InBaseline++
+		} else if !d.Detected {
+			d.Detected, d.First, d.FirstKey = true, e.at, e.key
+		}
+	}
+	return d
+}
+
+// observeExplore runs an explore and records its findings with the time
+// each came, stopping at the first stopAt takes (nil: none).
+func observeExplore(ctx context.Context, c *conn, req *themisv1.ExploreRequest, stopAt func(key string) bool) (*checkSeen, error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Explore(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	seen, ids, stopped := &checkSeen{}, map[string]bool{}, false
+	err = client.Drain(stream.Recv, func(m *themisv1.ExploreResponse) error {
+		f := m.GetFinding()
+		if f == nil || ids[f.GetId()] {
+			return nil
+		}
+		ids[f.GetId()] = true
+		e := checkEvent{at: time.Since(start), key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: "explore", detail: f.GetDetail()}
+		seen.events = append(seen.events, e)
+		if stopAt != nil && !stopped && stopAt(e.key) {
+			stopped = true
+			cancel()
+		}
+		return nil
+	})
+	seen.elapsed = time.Since(start)
+	if err != nil && !stopped {
+		return nil, err
+	}
+	return seen, nil
 }
 
 // checkEvent is a finding or a clock cell of a check, when it came.
@@ -295,6 +384,7 @@ func printBugsReport(rep *bugsReport) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", o.Case.ID, o.Case.Class, o.Case.FS, o.Case.Kind, result, at, o.FirstPart, o.Findings, o.InBaseline, o.States)
 	}
 	fmt.Fprintf(w, "\ndetected %d of %d cases (budget %s each)\n", rep.Detected, rep.Cases, rep.Budget)
+	printVersus(w, rep)
 	fmt.Fprintf(w, "CLASS\tCASES\tDETECTED\tMEDIAN TIME TO DETECT\n")
 	for _, m := range rep.Medians {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", m.Class, m.Cases, m.Detected, m.Median.Round(time.Second))
@@ -342,4 +432,27 @@ func writeBugsReport(path string, rep *bugsReport) error {
 		return errors.Join(fmt.Errorf("--report: %w", err), f.Close())
 	}
 	return f.Close()
+}
+
+// printVersus prints plain explore's detections beside check's, when run.
+func printVersus(w io.Writer, rep *bugsReport) {
+	n, detected := 0, 0
+	for _, o := range rep.Outcomes {
+		if o.Explore == nil {
+			continue
+		}
+		n++
+		at := "missed"
+		if o.Explore.Detected {
+			detected++
+			at = o.Explore.First.Round(time.Second).String()
+		}
+		if o.Explore.Err != "" {
+			at = "error: " + o.Explore.Err
+		}
+		fmt.Fprintf(w, "versus\t%s\t%s\t%s\n", o.Case.ID, o.Explore.Command, at)
+	}
+	if n > 0 {
+		fmt.Fprintf(w, "plain explore detected %d of %d\n", detected, n)
+	}
 }
