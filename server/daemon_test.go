@@ -448,6 +448,10 @@ func TestGrpcurl(t *testing.T) {
 	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "session_id: required") {
 		t.Errorf("grpcurl GetSession without id = %q, %v; want InvalidArgument naming session_id", out, err)
 	}
+	out, err = run("-d", `{"lanes": ["exfat"], "budget_seconds": 90}`, sock, "themis.v1.Themis/Check")
+	if err != nil || !strings.Contains(out, `"f-d"`) || !strings.Contains(out, `"summary"`) || !strings.Contains(out, "lane exfat has no host checker") {
+		t.Errorf("grpcurl Check = %q, %v; want the parts streamed, a finding and the summary", out, err)
+	}
 	out, err = run(sock, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)
