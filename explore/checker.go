@@ -303,7 +303,7 @@ func (s *search) start(ctx context.Context, w *worker) (*item, error) {
 	if divergent(st) || s.cfg.Depth == 0 {
 		return nil, nil // nothing to compare below a root the lanes disagree on
 	}
-	if root0.ops, err = w.draw(ctx, s.rootKey); err != nil {
+	if root0.ops, err = w.draw(ctx, s.rootKey, max(s.cfg.Walks, s.cfg.Branching)); err != nil {
 		return nil, err
 	}
 	return root0, nil

@@ -125,6 +125,15 @@ type Config struct {
 	// KeepStates fills Result.StateKeys (always on for a shard).
 	KeepStates bool
 
+	// Walks, when above 0, makes the search bounded random walks: at the
+	// root max(Walks, Branching) ops are drawn as usual (every kind, then
+	// weighted draws), and at every other state one op is kept of those
+	// drawn there, picked by the state's own random stream. With the
+	// visited set each root op leads a walk of up to Depth ops (walks that
+	// reach a state another has reached go on as one). Depth then reaches
+	// where a full tree cannot (Metis's swarm idea); deterministic by Seed.
+	Walks int
+
 	// Stop is polled before every op; returning true ends the search with
 	// Stopped "stopped" (the caller's wall-clock budget).
 	Stop func() bool
@@ -199,6 +208,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxFindings < 0 {
 		return cfg, fmt.Errorf("explore: max findings %d: want >= 0 (0: no limit)", cfg.MaxFindings)
+	}
+	if cfg.Walks < 0 || cfg.Walks > MaxBranching {
+		return cfg, fmt.Errorf("explore: walks %d: want 0..%d", cfg.Walks, MaxBranching)
 	}
 	if cfg.MinimizeBudget == 0 {
 		cfg.MinimizeBudget = DefaultMinimizeBudget

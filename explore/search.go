@@ -383,6 +383,9 @@ type frame struct {
 	depth int
 	ops   []*agentv1.Request
 	next  int
+	// walk: a walk's state (Config.Walks): its ops are tried until one
+	// leads on, and none is handed to another worker.
+	walk bool
 }
 
 // offer hands ops not started yet to an idle worker when the queue is
@@ -398,7 +401,7 @@ func (s *search) offer(frames []*frame) {
 	}
 	for k, f := range frames {
 		left := len(f.ops) - f.next
-		if left < 1 || (f.depth+1 >= s.cfg.Depth && left < minLeafSplit) {
+		if f.walk || left < 1 || (f.depth+1 >= s.cfg.Depth && left < minLeafSplit) {
 			continue
 		}
 		keep := f.next + left/2

@@ -211,7 +211,7 @@ func (w *worker) runItem(ctx context.Context, it *item) error {
 		}
 	}
 	w.at = false
-	err := w.try(ctx, it, len(it.prefix), it.prefix, it.ops, cp, it.key)
+	err := w.try(ctx, it, len(it.prefix), it.prefix, it.ops, cp, it.key, w.s.cfg.Walks > 0 && len(it.prefix) > 0)
 	if cp == w.root || errors.Is(err, ErrGuestDied) {
 		return err
 	}
@@ -227,16 +227,21 @@ func (w *worker) expand(ctx context.Context, it *item, depth int, trace []*agent
 	if depth >= w.s.cfg.Depth {
 		return nil
 	}
-	ops, err := w.draw(ctx, self)
+	ops, err := w.draw(ctx, self, w.s.cfg.Branching)
 	if err != nil {
 		return err
 	}
-	return w.try(ctx, it, depth, trace, ops, cp, self)
+	walk := w.s.cfg.Walks > 0
+	if walk {
+		// A walk tries them in the state's own order until one leads on.
+		w.s.rng(self+"\x00walk").Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
+	}
+	return w.try(ctx, it, depth, trace, ops, cp, self, walk)
 }
 
-// draw is the ops tried at the state self, the System in it. The
-// generator is called by one worker at a time.
-func (w *worker) draw(ctx context.Context, self string) ([]*agentv1.Request, error) {
+// draw is the n ops (as a rule: Generator.Draw) tried at the state self,
+// the System in it. The generator is called by one worker at a time.
+func (w *worker) draw(ctx context.Context, self string, n int) ([]*agentv1.Request, error) {
 	if sg, ok := w.s.cfg.Generator.(StateAwareGenerator); ok {
 		// Ops are drawn knowing what exists in the first lane, so that most
 		// of them do something; the rest still probe the errno paths.
@@ -246,19 +251,19 @@ func (w *worker) draw(ctx context.Context, self string) ([]*agentv1.Request, err
 		}
 		w.s.genMu.Lock()
 		defer w.s.genMu.Unlock()
-		return sg.DrawAt(w.s.rng(self), w.s.cfg.Branching, leaves), nil
+		return sg.DrawAt(w.s.rng(self), n, leaves), nil
 	}
 	w.s.genMu.Lock()
 	defer w.s.genMu.Unlock()
-	return w.s.cfg.Generator.Draw(w.s.rng(self), w.s.cfg.Branching), nil
+	return w.s.cfg.Generator.Draw(w.s.rng(self), n), nil
 }
 
 // try applies each of ops at the state cp holds and recurses into the
 // children the search has not expanded yet. Before each op, an idle
 // worker may take ops not started yet here or at a shallower state of
 // the path (search.offer).
-func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.Request, ops []*agentv1.Request, cp CheckpointID, self string) error {
-	f := &frame{trace: trace, self: self, depth: depth, ops: ops}
+func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.Request, ops []*agentv1.Request, cp CheckpointID, self string, walk bool) error {
+	f := &frame{trace: trace, self: self, depth: depth, ops: ops, walk: walk}
 	w.frames = append(w.frames, f)
 	defer func() { w.frames = w.frames[:len(w.frames)-1] }()
 	dirty := false // the System has moved past cp
@@ -299,10 +304,16 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 			}
 		}
 		if divergent(st) || depth+1 >= w.s.cfg.Depth {
+			if walk {
+				return nil // the walk ends here
+			}
 			continue // a divergence is reported by visit; nothing to compare below it
 		}
 		if err := w.descend(ctx, it, depth+1, child, key); err != nil {
 			return err
+		}
+		if walk {
+			return nil // one step of a walk: the rest of it went on below
 		}
 	}
 	return nil

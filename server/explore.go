@@ -57,6 +57,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		LazyRestore:    req.GetLazyRestore(),
 		Revert:         req.GetRevert(),
 		Workers:        workers,
+		Walks:          int(req.GetWalks()),
 		WarnNotFinding: req.GetWarnNotFinding(),
 		Shard:          explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
 	}
@@ -135,7 +136,7 @@ func requestProto(o *exploration.Options) *themisv1.ExploreRequest {
 		Lanes: o.Lanes, MemoryMib: int32(o.MemoryMiB), Backend: o.Backend, Depth: int32(o.Depth), Branching: int32(o.Branching),
 		Ops: o.Ops, MaxStates: int64(o.MaxStates), Seed: o.Seed, TimeMode: o.TimeMode, Policy: o.Policy,
 		MaxSeconds: int32(o.MaxDuration / time.Second), Fsck: o.Fsck, Remount: o.Remount, LazyRestore: o.LazyRestore,
-		Revert: o.Revert, Workers: workers, WarnNotFinding: o.WarnNotFinding,
+		Revert: o.Revert, Workers: workers, WarnNotFinding: o.WarnNotFinding, Walks: int32(o.Walks),
 		ShardIndex: int32(o.Shard.Index), ShardCount: int32(o.Shard.Count), ShardDepth: int32(o.Shard.Depth),
 	}
 }

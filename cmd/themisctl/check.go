@@ -151,6 +151,9 @@ func partStatus(p *themisv1.CheckPart) string {
 	s := fmt.Sprintf("%d finding(s) in %s", p.GetFindings(), secondsText(p.GetElapsedS()))
 	if e := p.GetExplore(); e != nil {
 		s += fmt.Sprintf(", last run depth %d: %d states (%d unique)", p.GetDepth(), e.GetStates(), e.GetUniqueStates())
+		if p.GetWalks() > 0 {
+			s += fmt.Sprintf(", after the full tree %d round(s) of walks", p.GetWalks())
+		}
 	}
 	if sw := p.GetSweep(); sw != nil {
 		s += fmt.Sprintf(", %d cells", sw.GetCells())

@@ -19,7 +19,10 @@
 // findings, the sweep's kernel-crash cells). The budget is shared: the clock
 // part may take at most a quarter of it, and each explore part gets its
 // weight's share of what is left when it starts, so the time a part leaves
-// over goes to the parts after it. As with explore's max-seconds, a part's
+// over goes to the parts after it. An explore part runs the full tree to
+// its depth, then, while a run covers its space with time left, rounds of
+// bounded random walks deeper (explore.Config.Walks). As with explore's
+// max-seconds, a part's
 // share bounds its search; boots and the minimization of findings are not
 // counted.
 package check

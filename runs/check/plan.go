@@ -42,13 +42,16 @@ type Part struct {
 	// Err is how the part failed (the check goes on with the next part).
 	Err string
 	// Explore is an explore part's summary (its last run's: Depth says
-	// how deep that was, runs covering their space going one op deeper);
+	// how deep that was: the full tree's, then the walks');
 	// Sweep and Cells the clock part's (Cells: those whose verdict is not
 	// the rule's).
 	Explore *exploration.Summary
 	Depth   int
-	Sweep   *clocksweep.Summary
-	Cells   []clocksweep.Cell
+	// Walks counts the rounds of random walks that followed the full
+	// tree (its last run's summary is Explore's).
+	Walks int
+	Sweep *clocksweep.Summary
+	Cells []clocksweep.Cell
 
 	weight int
 	fsck   bool

@@ -132,26 +132,26 @@ func runPart(ctx context.Context, m *session.Manager, o Options, part *Part, out
 	return runExplore(ctx, m, o, part, out)
 }
 
-// runExplore runs an explore part: at o.Depth, then, while each run covers
-// its bounded space with time of the part's share left, one op deeper
-// (up to explore.MaxDepth). A finding a deeper run finds again (its
-// signature) is recorded in the ledger (seen once more) but not sent
-// again nor counted twice.
+// Walk rounds of an explore part, after its full tree: walkRoots walks of
+// up to walkDepth ops each, a fresh seed per round.
+const (
+	walkRoots = 32
+	walkDepth = 10
+)
+
+// runExplore runs an explore part: the full tree to o.Depth, then, while
+// a run covers its bounded space with time of the part's share left,
+// rounds of bounded random walks to walkDepth (explore.Config.Walks), each
+// with the next seed. A finding a later run finds again (its signature) is
+// recorded in the ledger (seen once more) but not sent again nor counted
+// twice.
 func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, out Sinks) error {
 	end := time.Now().Add(part.Budget)
 	seen := newSignatures()
-	for depth := o.Depth; ; depth++ {
-		left := time.Until(end)
-		eo := exploration.Options{
-			Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
-			Depth: depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: left, Ops: checkOps,
-		}
-		switch part.Kind {
-		case KindReference:
-			eo.Remount, eo.Fsck = true, part.fsck
-		case KindCrash:
-			eo.Crash = &exploration.CrashOptions{}
-			eo.Ops = append(slices.Clone(checkOps), explore.OpSetPersistence)
+	for round := 0; ; round++ {
+		eo := exploreOptions(o, part, time.Until(end))
+		if round > 0 {
+			eo.Depth, eo.Walks, eo.Seed = walkDepth, walkRoots, o.Seed+uint64(round)
 		}
 		s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
 			if out.Progress != nil {
@@ -164,13 +164,29 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 		})
 		seen.endRun()
 		if s != nil {
-			part.Explore, part.Stopped, part.Depth = s, s.Stopped, depth
+			part.Explore, part.Stopped, part.Depth, part.Walks = s, s.Stopped, eo.Depth, round
 		}
 		part.Findings = seen.count()
-		if err != nil || s == nil || s.Stopped != "" || depth >= explore.MaxDepth || time.Until(end) < MinPartBudget {
+		if err != nil || s == nil || s.Stopped != "" || time.Until(end) < MinPartBudget {
 			return err
 		}
 	}
+}
+
+// exploreOptions are an explore part's run with left of its share.
+func exploreOptions(o Options, part *Part, left time.Duration) exploration.Options {
+	eo := exploration.Options{
+		Lanes: part.Lanes, Image: o.Image, Backend: o.Backend, MemoryMiB: o.MemoryMiB,
+		Depth: o.Depth, Seed: o.Seed, Workers: o.Workers, MaxDuration: left, Ops: checkOps,
+	}
+	switch part.Kind {
+	case KindReference:
+		eo.Remount, eo.Fsck = true, part.fsck
+	case KindCrash:
+		eo.Crash = &exploration.CrashOptions{}
+		eo.Ops = append(slices.Clone(checkOps), explore.OpSetPersistence)
+	}
+	return eo
 }
 
 // checkOps are the explore parts' op kinds: Metis's and renameat2's flags

@@ -105,6 +105,10 @@ type Options struct {
 	// (session.CreateOptions.WarnNotFatal). By default a WARN ends the
 	// guest as an Oops does, and the op is a "kernel" finding.
 	WarnNotFinding bool
+	// Walks, when above 0, makes the search bounded random walks
+	// (explore.Config.Walks): Walks ops at the root, then one op that
+	// leads to a new state at every state, to Depth.
+	Walks int
 	// Crash, when set, checks the crash states of every persistence op
 	// the search applies (CrashOptions); the op kinds default to the Metis
 	// set and the persistence ops then.
@@ -244,6 +248,9 @@ func validate(o *Options) (family.Judgement, error) {
 	}
 	if !validRevert(o.Revert) {
 		return family.Judgement{}, session.Invalid("revert", "%q: want auto, machine or remount", o.Revert)
+	}
+	if o.Walks < 0 || o.Walks > explore.MaxBranching {
+		return family.Judgement{}, session.Invalid("walks", "%d: want 0..%d (0: the full tree)", o.Walks, explore.MaxBranching)
 	}
 	if o.MaxStates < 0 {
 		return family.Judgement{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)

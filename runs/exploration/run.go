@@ -109,7 +109,7 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 	cfg := explore.Config{
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed, Ops: o.Ops,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
-		Found: rec.found, Minimized: rec.minimized, Shard: o.Shard,
+		Found: rec.found, Minimized: rec.minimized, Shard: o.Shard, Walks: o.Walks,
 	}
 	cleanup := func() error { return nil }
 	if o.Remount {

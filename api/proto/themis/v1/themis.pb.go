@@ -3803,7 +3803,11 @@ type ExploreRequest struct {
 	// filesystem a crash may leave for its fsck to repair (ext2, vfat, exfat,
 	// minix, udf), where it is counted as expected by default
 	// (ExploreCrash.repaired).
-	CrashStrict   bool `protobuf:"varint,25,opt,name=crash_strict,json=crashStrict,proto3" json:"crash_strict,omitempty"`
+	CrashStrict bool `protobuf:"varint,25,opt,name=crash_strict,json=crashStrict,proto3" json:"crash_strict,omitempty"`
+	// Above 0: bounded random walks instead of the full tree: walks ops at the
+	// root, then at every state one op that leads to a new state (tried in
+	// the state's own random order), to depth; deterministic by seed.
+	Walks         int32 `protobuf:"varint,26,opt,name=walks,proto3" json:"walks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4011,6 +4015,13 @@ func (x *ExploreRequest) GetCrashStrict() bool {
 		return x.CrashStrict
 	}
 	return false
+}
+
+func (x *ExploreRequest) GetWalks() int32 {
+	if x != nil {
+		return x.Walks
+	}
+	return 0
 }
 
 type ExploreProgress struct {
@@ -7566,9 +7577,12 @@ type CheckPart struct {
 	Cells   []*SweepCell    `protobuf:"bytes,12,rep,name=cells,proto3" json:"cells,omitempty"`
 	// The part's name in reports: kind and lanes.
 	Name string `protobuf:"bytes,13,opt,name=name,proto3" json:"name,omitempty"`
-	// An explore part's last run's depth: a run that covers its bounded space
-	// with time left is followed by one an op deeper.
-	Depth         int32 `protobuf:"varint,14,opt,name=depth,proto3" json:"depth,omitempty"`
+	// An explore part's last run's depth: the full tree's, then, while the
+	// runs cover their space with time left, rounds of bounded random walks
+	// (32 walks of up to 10 ops, the next seed each round).
+	Depth int32 `protobuf:"varint,14,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The rounds of walks that followed the full tree.
+	Walks         int32 `protobuf:"varint,15,opt,name=walks,proto3" json:"walks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7697,6 +7711,13 @@ func (x *CheckPart) GetName() string {
 func (x *CheckPart) GetDepth() int32 {
 	if x != nil {
 		return x.Depth
+	}
+	return 0
+}
+
+func (x *CheckPart) GetWalks() int32 {
+	if x != nil {
+		return x.Walks
 	}
 	return 0
 }
@@ -8291,7 +8312,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xf5\x05\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\x8b\x06\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -8324,7 +8345,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x10crash_max_states\x18\x16 \x01(\x05R\x0ecrashMaxStates\x12(\n" +
 	"\x10warn_not_finding\x18\x17 \x01(\bR\x0ewarnNotFinding\x12\x14\n" +
 	"\x05image\x18\x18 \x01(\tR\x05image\x12!\n" +
-	"\fcrash_strict\x18\x19 \x01(\bR\vcrashStrict\"\x98\x02\n" +
+	"\fcrash_strict\x18\x19 \x01(\bR\vcrashStrict\x12\x14\n" +
+	"\x05walks\x18\x1a \x01(\x05R\x05walks\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
@@ -8674,7 +8696,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x18\n" +
 	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
 	"\x05parts\x18\n" +
-	" \x03(\tR\x05parts\"\xa1\x03\n" +
+	" \x03(\tR\x05parts\"\xb7\x03\n" +
 	"\tCheckPart\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
@@ -8690,7 +8712,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05sweep\x18\v \x01(\v2\x17.themis.v1.SweepSummaryR\x05sweep\x12*\n" +
 	"\x05cells\x18\f \x03(\v2\x14.themis.v1.SweepCellR\x05cells\x12\x12\n" +
 	"\x04name\x18\r \x01(\tR\x04name\x12\x14\n" +
-	"\x05depth\x18\x0e \x01(\x05R\x05depth\"\xc3\x02\n" +
+	"\x05depth\x18\x0e \x01(\x05R\x05depth\x12\x14\n" +
+	"\x05walks\x18\x0f \x01(\x05R\x05walks\"\xc3\x02\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
