@@ -856,6 +856,15 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 // filesystem and does not name the cache. The reason is logged at debug.
 var errImageRefused = Invalid("image", "not a guest image of this daemon's image cache (give a name or key `themisctl guest list` shows, or the directory `themisctl guest build` printed)")
 
+// CheckImage checks that ref ("" the lanes' stock image) names a guest
+// image of the daemon's image cache, as Create would (a FieldError on
+// "image" otherwise): a run of several sessions refuses a bad image before
+// its first boot.
+func (m *Manager) CheckImage(ref string) error {
+	_, err := m.imageAt(ref)
+	return err
+}
+
 // imageAt opens the guest image ref names ("": nil): a name, key or
 // directory of the daemon's image cache (guest.Resolve: a client names one
 // `themisctl guest build` made; the daemon opens nothing else of the

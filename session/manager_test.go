@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +261,18 @@ func TestOpenNeedsConfig(t *testing.T) {
 		} else if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Open: %v, want it to name %s", err, tt.want)
 		}
+	}
+}
+
+// TestCheckImage: "" is the stock image; a name that is no image of the
+// cache is a FieldError on "image", as Create gives.
+func TestCheckImage(t *testing.T) {
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
+	if err := m.CheckImage(""); err != nil {
+		t.Errorf("CheckImage(\"\") = %v", err)
+	}
+	var fe *session.FieldError
+	if err := m.CheckImage("no-such-image"); !errors.As(err, &fe) || fe.Field != "image" {
+		t.Errorf("CheckImage(no-such-image) = %v, want a FieldError on image", err)
 	}
 }

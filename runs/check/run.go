@@ -66,6 +66,9 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 	if err != nil {
 		return nil, err
 	}
+	if err := m.CheckImage(o.Image); err != nil {
+		return nil, err
+	}
 	sum := &Summary{Lanes: o.Lanes, Reference: p.reference, ReferenceWhy: p.referenceWhy, Budget: o.Budget}
 	start := time.Now()
 	deadline := start.Add(o.Budget)
