@@ -58,7 +58,7 @@ the summary; --fail-on-findings exits 1 when any part found something, 2 when on
 	fl.StringVar(&req.Reference, "reference", "", "the lane the differential adds: empty for one of another family when one lane is given (none for two or more), none, or a lane spec")
 	addImageFlag(fl, &req.Image)
 	fl.DurationVar(&budget, "budget", 10*time.Minute, "wall-clock budget of the parts' searches (boots and the minimization of findings come on top)")
-	fl.Int32Var(&req.Depth, "depth", 3, "operations from the root in the explore parts (1..10)")
+	fl.Int32Var(&req.Depth, "depth", 2, "the depth of the explore parts' full tree (1..10); rounds of random walks to depth 10 follow it while time is left")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the explore parts' operation policy")
 	fl.Int32Var(&req.Workers, "workers", 0, "guests per explore part (0: auto, one per CPU)")
 	fl.StringVar(&parts, "parts", "", "part kinds to run, comma-separated: clock, differential, reference, crash (default all)")

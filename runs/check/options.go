@@ -28,7 +28,7 @@ const (
 	DefaultBudget = 10 * time.Minute
 	MaxBudget     = 7 * 24 * time.Hour
 	MinBudget     = 10 * time.Second
-	DefaultDepth  = 3
+	DefaultDepth  = 2
 	// NoReference is Options.Reference for a single-lane check without
 	// the differential.
 	NoReference = "none"
@@ -49,7 +49,8 @@ type Options struct {
 	// Budget is the wall-clock time of the parts' searches (default
 	// DefaultBudget; MinBudget..MaxBudget).
 	Budget time.Duration
-	// Depth is the explore parts' depth (default DefaultDepth).
+	// Depth is the explore parts' full tree's depth (default DefaultDepth;
+	// random walks go deeper after it).
 	Depth int
 	// Seed drives every random choice of the explore parts.
 	Seed uint64

@@ -7443,7 +7443,7 @@ type CheckRequest struct {
 	MemoryMib int32  `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	// The parts' searches' wall-clock budget in seconds (0: 600; 10..604800).
 	BudgetSeconds int32 `protobuf:"varint,6,opt,name=budget_seconds,json=budgetSeconds,proto3" json:"budget_seconds,omitempty"`
-	// The explore parts' depth (0: 3; 1..10).
+	// The explore parts' full tree's depth (0: 2; 1..10); random walks follow.
 	Depth int32  `protobuf:"varint,7,opt,name=depth,proto3" json:"depth,omitempty"`
 	Seed  uint64 `protobuf:"varint,8,opt,name=seed,proto3" json:"seed,omitempty"`
 	// Guests per explore part (0: auto).
