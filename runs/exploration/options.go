@@ -288,6 +288,9 @@ func validate(o *Options) (family.Judgement, error) {
 		}
 		// Only the kinds the run would generate are left out (and said so).
 		judged.Excluded = slices.DeleteFunc(judged.Excluded, func(k string) bool { return !slices.Contains(g.Kinds(), k) })
+		if len(judged.Excluded) == 0 {
+			judged.Excluded = nil // none: as a run whose lanes exclude nothing
+		}
 		if o.Ops = family.Without(g.Kinds(), judged.Excluded); len(o.Ops) == 0 {
 			return family.Judgement{}, session.Invalid("ops", "every op kind asked is one a lane's filesystem does not support (%s); --policy exact compares them anyway", strings.Join(judged.Excluded, ", "))
 		}
