@@ -20,7 +20,7 @@ import (
 // images show nothing but the triaged exFAT stamp (docs/hunt.md): a
 // create or mkdir mtime that reads back 10 ms earlier after a remount.
 func TestBenchBugsRealGuest(t *testing.T) {
-	longtest.Need(t, "bench bugs on two corpus cases and their stock images (about 8 minutes)")
+	longtest.Need(t, "bench bugs on two corpus cases and their stock images (about 10 minutes)")
 	env := vmmtest.Setup(t)
 	bin := themisctl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -31,7 +31,7 @@ func TestBenchBugsRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--addr", "unix://" + sock, "--cache-dir", env.CacheDir, "--json",
-		"bench", "bugs", "--corpus", corpus, "--cases", "exfat-stream-size-typo,vfat-setattr-times", "--budget", "90s"}
+		"bench", "bugs", "--corpus", corpus, "--cases", "exfat-stream-size-typo,vfat-setattr-times", "--budget", "3m"}
 	out, err := exec.CommandContext(ctx, bin, args...).Output()
 	if err != nil {
 		t.Fatalf("themisctl %s: %v\n%s", strings.Join(args, " "), err, out)

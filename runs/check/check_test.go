@@ -76,7 +76,8 @@ func TestShare(t *testing.T) {
 		want        time.Duration
 	}{
 		{name: "clock takes a quarter", at: 0, whole: 8 * time.Minute, left: 8 * time.Minute, want: 2 * time.Minute},
-		{name: "clock takes what is left", at: 0, whole: 8 * time.Minute, left: time.Minute, want: time.Minute},
+		{name: "clock takes what is left", at: 0, whole: 8 * time.Minute, left: 30 * time.Second, want: 30 * time.Second},
+		{name: "clock takes a minute of a short budget", at: 0, whole: 2 * time.Minute, left: 2 * time.Minute, want: time.Minute},
 		{name: "differential by weight, skipped parts left out", at: 1, whole: 10 * time.Minute, left: 7 * time.Minute, want: 3 * time.Minute},
 		{name: "left over flows on", at: 2, whole: 10 * time.Minute, left: 6 * time.Minute, want: 3 * time.Minute},
 		{name: "last takes the rest", at: 4, whole: 10 * time.Minute, left: 90 * time.Second, want: 90 * time.Second},

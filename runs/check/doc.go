@@ -17,7 +17,7 @@
 //
 // Kernel crashes are findings in every part (the explore runs' kernel
 // findings, the sweep's kernel-crash cells). The budget is shared: the clock
-// part may take at most a quarter of it, and each explore part gets its
+// part may take a quarter of it (at least a minute), and each explore part gets its
 // weight's share of what is left when it starts, so the time a part leaves
 // over goes to the parts after it. An explore part runs the full tree to
 // its depth, then, while a run covers its space with time left, rounds of
