@@ -55,7 +55,8 @@ type Finding struct {
 	// Path is the first differing path of a state divergence ("" is the
 	// lane root).
 	Path string
-	// Field names what differs at Path: "missing", "kind", "mode", "uid",
+	// Field names what differs at Path: "missing", "kind", "read_errno"
+	// (the filesystem refused to read it on one side), "mode", "uid",
 	// "gid", "nlink", "size", "content", "symlink_target", "atime",
 	// "mtime", "ctime"; or "root" when the roots differ but the leaves
 	// agree.
@@ -666,6 +667,7 @@ func FieldDiff(a, b *agentv1.Entry, mode agentv1.TimeMode) (field, va, vb string
 	}
 	cs := []cmp{
 		{"kind", a.GetKind().String(), b.GetKind().String()},
+		{"read_errno", oracle.ErrnoText(a.GetReadErrno()), oracle.ErrnoText(b.GetReadErrno())},
 		{"mode", fmt.Sprintf("0%o", a.GetMode()), fmt.Sprintf("0%o", b.GetMode())},
 		{"uid", fmt.Sprint(a.GetUid()), fmt.Sprint(b.GetUid())},
 		{"gid", fmt.Sprint(a.GetGid()), fmt.Sprint(b.GetGid())},

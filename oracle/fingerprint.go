@@ -3,8 +3,10 @@ package oracle
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/zeebo/blake3"
 
@@ -75,14 +77,30 @@ func leafBytes(e *agentv1.Entry, mode TimeMode) []byte {
 		enc.time(e.GetMtime())
 		enc.time(e.GetCtime())
 	}
+	if n := e.GetReadErrno(); n != 0 {
+		// After every other field, and only when set: the leaves of
+		// readable entries hash as they did before entries carried errnos.
+		enc.str("read_errno")
+		enc.u32(n)
+	}
 	return enc.b
+}
+
+// ErrnoText is an entry's read_errno in words: "none" for 0, else the
+// number and its meaning ("errno 74 (bad message)").
+func ErrnoText(n uint32) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("errno %d (%v)", n, syscall.Errno(n))
 }
 
 // LeafHash hashes one entry canonically: a versioned, length-prefixed binary
 // encoding of path, kind, mode, uid, gid, nlink, size, content_hash,
 // symlink_target and the timestamps the mode selects (NONE and UNSPECIFIED:
 // none; MTIME: mtime; ALL: atime, mtime, ctime; each as seconds and
-// nanoseconds). A nil entry hashes like an empty one.
+// nanoseconds), then read_errno when it is not 0. A nil entry hashes like
+// an empty one.
 func LeafHash(e *agentv1.Entry, mode TimeMode) [32]byte {
 	return blake3.Sum256(leafBytes(e, mode))
 }

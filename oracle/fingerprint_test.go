@@ -91,6 +91,11 @@ func refLeaf(e *agentv1.Entry, mode TimeMode) [32]byte {
 		w(t.GetSec())
 		w(t.GetNsec())
 	}
+	if n := e.GetReadErrno(); n != 0 {
+		w(uint64(len("read_errno")))
+		b.WriteString("read_errno")
+		w(n)
+	}
 	return blake3.Sum256(b.Bytes())
 }
 
@@ -124,7 +129,7 @@ func refFold(entries []*agentv1.Entry, mode TimeMode) [32]byte {
 
 func TestLeafHashMatchesReference(t *testing.T) {
 	t.Parallel()
-	for _, e := range append(tree(), nil, &agentv1.Entry{}) {
+	for _, e := range append(tree(), nil, &agentv1.Entry{}, &agentv1.Entry{Path: "bad", ReadErrno: 74}) {
 		for _, m := range modes {
 			if got, want := LeafHash(e, m), refLeaf(e, m); got != want {
 				t.Errorf("LeafHash(%q, %v) = %x, want %x", e.GetPath(), m, got, want)
@@ -222,6 +227,7 @@ func TestFoldEachFieldMatters(t *testing.T) {
 		{"content_hash", func(e *agentv1.Entry) { e.ContentHash[31] ^= 1 }, always},
 		{"content_hash empty", func(e *agentv1.Entry) { e.ContentHash = nil }, always},
 		{"symlink_target", func(e *agentv1.Entry) { e.SymlinkTarget = "x" }, always},
+		{"read_errno", func(e *agentv1.Entry) { e.ReadErrno = 74 }, always},
 		{"atime.sec", func(e *agentv1.Entry) { e.Atime.Sec++ }, []TimeMode{all}},
 		{"atime.nsec", func(e *agentv1.Entry) { e.Atime.Nsec++ }, []TimeMode{all}},
 		{"mtime.sec", func(e *agentv1.Entry) { e.Mtime.Sec++ }, []TimeMode{mtime, all}},
@@ -383,6 +389,15 @@ func TestRootAndFind(t *testing.T) {
 	}{{"a", es[1]}, {"", es[0]}, {"b/c", es[2]}, {"nope", nil}} {
 		if got := Find(es, tt.path); got != tt.want {
 			t.Errorf("Find(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestErrnoText(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[uint32]string{0: "none", 74: "errno 74 (bad message)", 5: "errno 5 (input/output error)"} {
+		if got := ErrnoText(n); got != want {
+			t.Errorf("ErrnoText(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

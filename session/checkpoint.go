@@ -499,8 +499,8 @@ func (m *Manager) snapshotLanes(ctx context.Context, s *session) (map[string][]b
 func (m *Manager) keepFiles(ctx context.Context, s *session, lane string, leaves []*agentv1.Entry) (bool, error) {
 	read := false
 	for _, e := range leaves {
-		if e.GetKind() != agentv1.Kind_KIND_REGULAR {
-			continue
+		if e.GetKind() != agentv1.Kind_KIND_REGULAR || e.GetReadErrno() != 0 {
+			continue // nothing to keep, or content the filesystem refused to read
 		}
 		size := e.GetSize()
 		if size < 0 {

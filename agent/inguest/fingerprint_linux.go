@@ -56,10 +56,19 @@ func fingerprintUpper(dir int, base string, mode agentv1.TimeMode, withLeaves bo
 }
 
 // folded folds entries into a result, with the entries sorted by path as
-// its leaves if asked for.
+// its leaves if asked for, and counts the unreadable ones.
 func folded(entries []*agentv1.Entry, mode agentv1.TimeMode, withLeaves bool) *agentv1.FingerprintResult {
 	sum := oracle.Fold(entries, mode)
 	res := &agentv1.FingerprintResult{Root: sum[:], Entries: uint64(len(entries))}
+	for _, e := range entries {
+		if e.GetReadErrno() == 0 {
+			continue
+		}
+		if res.Unreadable == 0 {
+			res.FirstUnreadable, res.FirstUnreadableErrno = e.GetPath(), e.GetReadErrno()
+		}
+		res.Unreadable++
+	}
 	if withLeaves {
 		slices.SortFunc(entries, func(a, b *agentv1.Entry) int { return strings.Compare(a.Path, b.Path) })
 		res.Leaves = entries
@@ -113,10 +122,11 @@ func (w *walker) root(fd int) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat root: %w", err)
 	}
-	if err := w.add(entryOf("", &st), &st); err != nil {
+	e := entryOf("", &st)
+	if err := w.add(e, &st); err != nil {
 		return err
 	}
-	return w.dir(fd, "")
+	return w.dir(fd, e)
 }
 
 // add appends an entry and, walking from below, its device number and
@@ -134,56 +144,99 @@ func (w *walker) add(e *agentv1.Entry, st *unix.Stat_t) error {
 	return nil
 }
 
-// dir adds the entries below the open directory fd, whose path is prefix.
-func (w *walker) dir(fd int, prefix string) error {
+// dir adds the entries below the open directory fd, whose entry is de. A
+// directory the filesystem will not list gets its errno (fsErrno) and no
+// entries below it.
+func (w *walker) dir(fd int, de *agentv1.Entry) error {
+	prefix := de.GetPath()
 	names, err := w.names(fd)
 	if err != nil {
-		return fmt.Errorf("%s: read directory: %w", displayPath(prefix), err)
+		return unreadableAs(de, fmt.Errorf("%s: read directory: %w", displayPath(prefix), err))
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		p := path.Join(prefix, name)
-		var st unix.Stat_t
-		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("%s: stat: %w", p, err)
-		}
-		e := entryOf(p, &st)
-		if err := w.add(e, &st); err != nil {
+		if err := w.child(fd, name, path.Join(prefix, name)); err != nil {
 			return err
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			if e.ContentHash, err = w.content(fd, name); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-		case unix.S_IFLNK:
-			if e.SymlinkTarget, err = readlinkat(fd, name); err != nil {
-				return fmt.Errorf("%s: readlink: %w", p, err)
-			}
-			// readlink(2) touches the link's atime and cannot be told not
-			// to; report the state after the read, so that walking again
-			// (under the same relatime rules) gives the same leaf.
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return fmt.Errorf("%s: stat: %w", p, err)
-			}
-			after := entryOf(p, &st)
-			after.SymlinkTarget = e.SymlinkTarget
-			w.entries[len(w.entries)-1] = after
-		case unix.S_IFDIR:
-			sub, err := openNoatime(fd, name, unix.O_DIRECTORY)
-			if err != nil {
-				return fmt.Errorf("%s: open: %w", p, err)
-			}
-			err = w.dir(sub, p)
-			if cerr := unix.Close(sub); cerr != nil && err == nil {
-				err = fmt.Errorf("%s: close: %w", p, cerr)
-			}
-			if err != nil {
-				return err
-			}
 		}
 	}
 	return nil
+}
+
+// child adds the entry name under the open directory fd, whose path is p,
+// and what is below it. What the filesystem refuses to read (fsErrno) is
+// the entry's errno, not an error.
+func (w *walker) child(fd int, name, p string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		e := &agentv1.Entry{Path: p}
+		if err := unreadableAs(e, fmt.Errorf("%s: stat: %w", p, err)); err != nil {
+			return err
+		}
+		return w.add(e, &unix.Stat_t{})
+	}
+	e := entryOf(p, &st)
+	if err := w.add(e, &st); err != nil {
+		return err
+	}
+	var err error
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if e.ContentHash, err = w.content(fd, name); err != nil {
+			return unreadableAs(e, fmt.Errorf("%s: %w", p, err))
+		}
+	case unix.S_IFLNK:
+		if e.SymlinkTarget, err = readlinkat(fd, name); err != nil {
+			return unreadableAs(e, fmt.Errorf("%s: readlink: %w", p, err))
+		}
+		// readlink(2) touches the link's atime and cannot be told not
+		// to; report the state after the read, so that walking again
+		// (under the same relatime rules) gives the same leaf.
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("%s: stat: %w", p, err)
+		}
+		after := entryOf(p, &st)
+		after.SymlinkTarget = e.SymlinkTarget
+		w.entries[len(w.entries)-1] = after
+	case unix.S_IFDIR:
+		sub, err := openNoatime(fd, name, unix.O_DIRECTORY)
+		if err != nil {
+			return unreadableAs(e, fmt.Errorf("%s: open: %w", p, err))
+		}
+		err = w.dir(sub, e)
+		if cerr := unix.Close(sub); cerr != nil && err == nil {
+			err = fmt.Errorf("%s: close: %w", p, cerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// unreadableAs records err's errno on e when it is the filesystem's answer
+// about the entry (fsErrno) and returns nil; any other err is returned.
+func unreadableAs(e *agentv1.Entry, err error) error {
+	n := fsErrno(err)
+	if n == 0 {
+		return err
+	}
+	e.ReadErrno = n
+	e.ContentHash, e.SymlinkTarget = nil, ""
+	return nil
+}
+
+// fsErrno is the errno in err when it is the filesystem's answer about an
+// entry (EIO, EUCLEAN, EBADMSG, ENOENT for a listed name, ...): anything
+// but the walker's own limits (ENOMEM, EMFILE, ENFILE, ENOBUFS) and
+// EINTR. 0 otherwise.
+func fsErrno(err error) uint32 {
+	var n unix.Errno
+	if !errors.As(err, &n) {
+		return 0
+	}
+	switch n {
+	case unix.ENOMEM, unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.EINTR:
+		return 0
+	}
+	return uint32(n)
 }
 
 // names lists a directory without "." and "..".

@@ -1014,7 +1014,9 @@ func (c *corrupter) observe(ctx context.Context, i int, f *flip) (*observation, 
 	if err != nil {
 		return nil, err
 	}
-	if fp.GetErrno() == 0 && fp.GetError() == "" {
+	// A walk with entries the filesystem refused to read is compared as a
+	// failed walk: every counterfactual path is stat'ed and read (compare).
+	if fp.GetErrno() == 0 && fp.GetError() == "" && fp.GetFingerprint().GetUnreadable() == 0 {
 		o.leaves = map[string]*agentv1.Entry{}
 		for _, e := range fp.GetFingerprint().GetLeaves() {
 			o.leaves[e.GetPath()] = e

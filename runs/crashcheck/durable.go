@@ -12,6 +12,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
 )
 
@@ -154,6 +155,10 @@ var errUnreadable = errors.New("unreadable")
 func unreadable(resp *agentv1.Response) error {
 	if err := agent.ResponseError(resp); err != nil {
 		return fmt.Errorf("%w: %v", errUnreadable, err)
+	}
+	if fp := resp.GetFingerprint(); fp.GetUnreadable() > 0 {
+		return fmt.Errorf("%w: %s: %s (%d entries the filesystem refused to read)", errUnreadable,
+			fp.GetFirstUnreadable(), oracle.ErrnoText(fp.GetFirstUnreadableErrno()), fp.GetUnreadable())
 	}
 	return nil
 }

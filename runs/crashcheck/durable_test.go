@@ -1,6 +1,7 @@
 package crashcheck
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/fsimage"
 )
 
@@ -67,6 +69,33 @@ func TestCheckDurable(t *testing.T) {
 		got, err := checkDurable(img, &tt.d)
 		if err != nil || (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {
 			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+// TestUnreadableResponse: a walk that has entries the filesystem refused
+// to read is unreadable like a walk that failed.
+func TestUnreadableResponse(t *testing.T) {
+	t.Parallel()
+	fpResp := func(fp *agentv1.FingerprintResult) *agentv1.Response {
+		return &agentv1.Response{Result: &agentv1.Response_Fingerprint{Fingerprint: fp}}
+	}
+	tests := []struct {
+		name string
+		resp *agentv1.Response
+		want string // "" readable
+	}{
+		{"read whole", fpResp(&agentv1.FingerprintResult{Entries: 3}), ""},
+		{"an entry refused", fpResp(&agentv1.FingerprintResult{Entries: 3, Unreadable: 1, FirstUnreadable: "d-00", FirstUnreadableErrno: 117}), "d-00: errno 117 (structure needs cleaning) (1 entries"},
+		{"the walk failed", &agentv1.Response{Errno: 5, Error: "open root: input/output error"}, "input/output error"},
+	}
+	for _, tt := range tests {
+		err := unreadable(tt.resp)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v, want nil", tt.name, err)
+		case tt.want != "" && (!errors.Is(err, errUnreadable) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want errUnreadable with %q", tt.name, err, tt.want)
 		}
 	}
 }

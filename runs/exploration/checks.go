@@ -53,12 +53,38 @@ func (x *system) remountCheck(ctx context.Context, _ explore.System, _ []*agentv
 		return nil, nil
 	}
 	field, va, vb := explore.FieldDiff(oracle.Find(before, path), oracle.Find(after, path), x.mode)
-	shown := path
-	if shown == "" {
-		shown = "/"
-	}
 	return &explore.Finding{Kind: KindRemount, Path: path, Field: field,
-		Detail: fmt.Sprintf("lane %s changed across umount+mount at %s: %s %s before, %s after", lane, shown, field, va, vb)}, nil
+		Detail: fmt.Sprintf("lane %s changed across umount+mount at %s: %s %s before, %s after", lane, shownPath(path), field, va, vb)}, nil
+}
+
+// unreadableCheck is the check every run has: a lane whose filesystem
+// refuses to read an entry of its own tree (the walk's read_errno: EIO,
+// EUCLEAN, EBADMSG, ...) after a sequence of ordinary ops is a finding,
+// with or without another lane to compare with.
+func (x *system) unreadableCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
+	t0 := time.Now()
+	defer since(&x.t.check, t0)
+	for _, lane := range x.lanes {
+		leaves, err := x.laneLeaves(ctx, lane)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range leaves {
+			if n := e.GetReadErrno(); n != 0 {
+				return &explore.Finding{Kind: KindUnreadable, Path: e.GetPath(), Field: "read_errno",
+					Detail: fmt.Sprintf("lane %s: the filesystem refuses to read %s: %s", lane, shownPath(e.GetPath()), oracle.ErrnoText(n))}, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// shownPath is a lane path as findings show it ("/" for the root).
+func shownPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
 }
 
 // layerSeen is the lower ⊕ upper reference's record of one overlay lane.

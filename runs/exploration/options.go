@@ -20,6 +20,9 @@ const (
 	// KindLayers: an overlay lane's merged view is not lower ⊕ upper seen
 	// from below (oracle.Merge).
 	KindLayers = "self-reference:layers"
+	// KindUnreadable: a lane's filesystem refused to read an entry of its
+	// own tree (every run checks it).
+	KindUnreadable = "unreadable"
 )
 
 // Summary.Stopped values besides explore's ("" done, "budget", "cancelled",

@@ -136,6 +136,8 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 			}))
 		}
 	}
+	// Last, so that after a remount check it sees the remounted lanes.
+	cfg.Checks = append(cfg.Checks, onSystem((*system).unreadableCheck))
 	return cfg, cleanup, nil
 }
 

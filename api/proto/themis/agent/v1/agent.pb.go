@@ -3322,6 +3322,12 @@ type Entry struct {
 	Atime         *Timespec `protobuf:"bytes,10,opt,name=atime,proto3" json:"atime,omitempty"`
 	Mtime         *Timespec `protobuf:"bytes,11,opt,name=mtime,proto3" json:"mtime,omitempty"`
 	Ctime         *Timespec `protobuf:"bytes,12,opt,name=ctime,proto3" json:"ctime,omitempty"`
+	// The errno the filesystem gave the walk reading this entry (its
+	// directory listing, content or link target; or its stat, and then only
+	// path and kind UNSPECIFIED are set): EIO, EUCLEAN, EBADMSG, ... 0 when
+	// it was read whole. An unreadable entry is part of the state, not a
+	// failed walk.
+	ReadErrno     uint32 `protobuf:"varint,13,opt,name=read_errno,json=readErrno,proto3" json:"read_errno,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3440,14 +3446,26 @@ func (x *Entry) GetCtime() *Timespec {
 	return nil
 }
 
+func (x *Entry) GetReadErrno() uint32 {
+	if x != nil {
+		return x.ReadErrno
+	}
+	return 0
+}
+
 type FingerprintResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// oracle.Fold of the entries under time_mode.
-	Root          []byte   `protobuf:"bytes,1,opt,name=root,proto3" json:"root,omitempty"`
-	Entries       uint64   `protobuf:"varint,2,opt,name=entries,proto3" json:"entries,omitempty"`
-	Leaves        []*Entry `protobuf:"bytes,3,rep,name=leaves,proto3" json:"leaves,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Root    []byte   `protobuf:"bytes,1,opt,name=root,proto3" json:"root,omitempty"`
+	Entries uint64   `protobuf:"varint,2,opt,name=entries,proto3" json:"entries,omitempty"`
+	Leaves  []*Entry `protobuf:"bytes,3,rep,name=leaves,proto3" json:"leaves,omitempty"`
+	// How many entries carry a read_errno, and the first of them in walk
+	// order (path and errno), whether or not leaves were asked for.
+	Unreadable           uint64 `protobuf:"varint,4,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	FirstUnreadable      string `protobuf:"bytes,5,opt,name=first_unreadable,json=firstUnreadable,proto3" json:"first_unreadable,omitempty"`
+	FirstUnreadableErrno uint32 `protobuf:"varint,6,opt,name=first_unreadable_errno,json=firstUnreadableErrno,proto3" json:"first_unreadable_errno,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *FingerprintResult) Reset() {
@@ -3499,6 +3517,27 @@ func (x *FingerprintResult) GetLeaves() []*Entry {
 		return x.Leaves
 	}
 	return nil
+}
+
+func (x *FingerprintResult) GetUnreadable() uint64 {
+	if x != nil {
+		return x.Unreadable
+	}
+	return 0
+}
+
+func (x *FingerprintResult) GetFirstUnreadable() string {
+	if x != nil {
+		return x.FirstUnreadable
+	}
+	return ""
+}
+
+func (x *FingerprintResult) GetFirstUnreadableErrno() uint32 {
+	if x != nil {
+		return x.FirstUnreadableErrno
+	}
+	return 0
 }
 
 // Exec runs path (absolute in the guest, or lane/path when lane is set) with argv
@@ -4006,7 +4045,7 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
 	"\x06leaves\x18\x03 \x01(\bR\x06leaves\x12\x14\n" +
 	"\x05below\x18\x04 \x01(\bR\x05below\x12\x14\n" +
-	"\x05lower\x18\x05 \x01(\bR\x05lower\"\x85\x03\n" +
+	"\x05lower\x18\x05 \x01(\bR\x05lower\"\xa4\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.themis.agent.v1.KindR\x04kind\x12\x12\n" +
@@ -4020,11 +4059,18 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x05atime\x18\n" +
 	" \x01(\v2\x19.themis.agent.v1.TimespecR\x05atime\x12/\n" +
 	"\x05mtime\x18\v \x01(\v2\x19.themis.agent.v1.TimespecR\x05mtime\x12/\n" +
-	"\x05ctime\x18\f \x01(\v2\x19.themis.agent.v1.TimespecR\x05ctime\"q\n" +
+	"\x05ctime\x18\f \x01(\v2\x19.themis.agent.v1.TimespecR\x05ctime\x12\x1d\n" +
+	"\n" +
+	"read_errno\x18\r \x01(\rR\treadErrno\"\xf2\x01\n" +
 	"\x11FingerprintResult\x12\x12\n" +
 	"\x04root\x18\x01 \x01(\fR\x04root\x12\x18\n" +
 	"\aentries\x18\x02 \x01(\x04R\aentries\x12.\n" +
-	"\x06leaves\x18\x03 \x03(\v2\x16.themis.agent.v1.EntryR\x06leaves\"a\n" +
+	"\x06leaves\x18\x03 \x03(\v2\x16.themis.agent.v1.EntryR\x06leaves\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18\x04 \x01(\x04R\n" +
+	"unreadable\x12)\n" +
+	"\x10first_unreadable\x18\x05 \x01(\tR\x0ffirstUnreadable\x124\n" +
+	"\x16first_unreadable_errno\x18\x06 \x01(\rR\x14firstUnreadableErrno\"a\n" +
 	"\x04Exec\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
