@@ -68,6 +68,45 @@ const (
 // RenameFlagOps are the renameat2 op kinds.
 var RenameFlagOps = []string{OpRenameNoreplace, OpRenameExchange, OpRenameWhiteout}
 
+// Far op kinds: a write or truncate at a file size limit (FarLengths). Not
+// in MetisOps (Metis's lengths are small); the set OpSetFar enables them,
+// and themisctl check does. Every filesystem's limit is its own, so a
+// differential run of two filesystems leaves them out (the family table
+// says so); they are for runs of one lane.
+const (
+	// OpWriteFar is a write_file whose offset is a FarLengths value.
+	OpWriteFar = "write_far"
+	// OpTruncateFar is a truncate to a FarLengths value.
+	OpTruncateFar = "truncate_far"
+)
+
+// FarOps are the far op kinds.
+var FarOps = []string{OpWriteFar, OpTruncateFar}
+
+// farFloor is where far lengths begin (the least, 2^31 - 4096): above
+// the largest small length (GenConfig.MaxLength is at most 1<<30, its
+// largest bin 1<<30 + 1), so OpKind tells a far write or truncate from a
+// small one by its offset or length alone.
+const farFloor = 1<<31 - 4096
+
+// FarLengths are the far offsets and truncate lengths: around each size
+// limit filesystems have, the limit less a 4 KiB block, less a 1 KiB
+// block, less a byte, the limit and a byte past it. The limits: 2^31 and
+// 2^32 bytes (signed and unsigned 32-bit sizes: FAT's 4 GiB), 2^41 to 2^44
+// (2^32 blocks of 512 B to 4 KiB: ext4's extent files, UDF's 4 TiB cap)
+// and 2^63 (MAX_LFS_FILESIZE, with nothing past it), ascending.
+var FarLengths = farLengths()
+
+func farLengths() []int64 {
+	var out []int64
+	for _, shift := range []uint{31, 32, 41, 42, 43, 44} {
+		p := int64(1) << shift
+		out = append(out, p-4096, p-1024, p-1, p, p+1)
+	}
+	const maxLFS = int64(^uint64(0) >> 1)
+	return append(out, maxLFS-4096, maxLFS-1024, maxLFS)
+}
+
 // MetisOps is the default op set: all fourteen Metis operations.
 var MetisOps = []string{
 	OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpMkdir, OpRmdir, OpChmod,
@@ -78,7 +117,7 @@ var MetisOps = []string{
 var PersistenceOps = []string{OpFsync, OpFdatasync, OpSync}
 
 // AllOps is every op kind the Metis generator knows.
-var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps)
+var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps, FarOps)
 
 // Names of op sets Config.Ops accepts in place of the kinds they hold.
 const (
@@ -88,6 +127,8 @@ const (
 	OpSetPersistence = "persistence"
 	// OpSetRenameFlags stands for RenameFlagOps.
 	OpSetRenameFlags = "rename-flags"
+	// OpSetFar stands for FarOps.
+	OpSetFar = "far"
 )
 
 // expandOps replaces op set names in ops by their kinds.
@@ -101,6 +142,8 @@ func expandOps(ops []string) []string {
 			out = append(out, PersistenceOps...)
 		case OpSetRenameFlags:
 			out = append(out, RenameFlagOps...)
+		case OpSetFar:
+			out = append(out, FarOps...)
 		default:
 			out = append(out, k)
 		}
@@ -372,7 +415,7 @@ func (g *MetisGenerator) Kinds() []string { return slices.Clone(g.kinds) }
 
 func needsFile(kind string) bool {
 	switch kind {
-	case OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpLink, OpSymlink:
+	case OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpLink, OpSymlink, OpWriteFar, OpTruncateFar:
 		return true
 	}
 	return false
@@ -440,6 +483,12 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 			Offset: pick(rng, g.lengths), Size: pick(rng, g.lengths), Fill: pick(rng, Fills)}}
 	case OpTruncate:
 		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: g.file(rng), Length: pick(rng, g.lengths)}}
+	case OpWriteFar:
+		r.Op = &agentv1.Request_Write{Write: &agentv1.Write{
+			Path: g.file(rng), Flags: oRdwr | pick(rng, []uint32{0, oSync}),
+			Offset: pick(rng, FarLengths), Size: pick(rng, g.lengths), Fill: pick(rng, Fills)}}
+	case OpTruncateFar:
+		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: g.file(rng), Length: pick(rng, FarLengths)}}
 	case OpUnlink:
 		r.Op = &agentv1.Request_Unlink{Unlink: &agentv1.Unlink{Path: g.file(rng)}}
 	case OpMkdir:
@@ -593,8 +642,14 @@ func OpKind(op *agentv1.Request) string {
 	case *agentv1.Request_Create:
 		return OpCreateFile
 	case *agentv1.Request_Write:
+		if o.Write.GetOffset() >= farFloor {
+			return OpWriteFar
+		}
 		return OpWriteFile
 	case *agentv1.Request_Truncate:
+		if o.Truncate.GetLength() >= farFloor {
+			return OpTruncateFar
+		}
 		return OpTruncate
 	case *agentv1.Request_Unlink:
 		return OpUnlink

@@ -93,11 +93,15 @@ func TestGeneratorBins(t *testing.T) {
 			}
 			if w := op.GetWrite(); w != nil {
 				extra := w.Flags &^ oRdwr
-				ok = isFile(w.Path) && w.Flags&oRdwr != 0 && (extra == 0 || extra == oAppend || extra == oSync) &&
-					slices.Contains(lengths, w.Offset) && slices.Contains(lengths, w.Size) && slices.Contains(Fills, w.Fill)
+				offsets := lengths
+				if OpKind(op) == OpWriteFar {
+					offsets = FarLengths // and no O_APPEND: it would write at the end
+				}
+				ok = isFile(w.Path) && w.Flags&oRdwr != 0 && (extra == 0 || extra == oAppend && OpKind(op) == OpWriteFile || extra == oSync) &&
+					slices.Contains(offsets, w.Offset) && slices.Contains(lengths, w.Size) && slices.Contains(Fills, w.Fill)
 			}
 			if tr := op.GetTruncate(); tr != nil {
-				ok = isFile(tr.Path) && slices.Contains(lengths, tr.Length)
+				ok = isFile(tr.Path) && (slices.Contains(lengths, tr.Length) || OpKind(op) == OpTruncateFar && slices.Contains(FarLengths, tr.Length))
 			}
 			if c := op.GetChown(); c != nil {
 				ok = isAny(c.Path) && (c.Uid == -1) != (c.Gid == -1) && (slices.Contains(IDs, c.Uid) || slices.Contains(IDs, c.Gid))
@@ -406,6 +410,38 @@ func TestOpKindPersistence(t *testing.T) {
 	for _, tt := range tests {
 		if got := OpKind(tt.op); got != tt.want {
 			t.Errorf("OpKind(%v) = %q, want %q", tt.op, got, tt.want)
+		}
+	}
+}
+
+// TestFarLengths: far lengths are ascending, above every small length a
+// generator may draw (so OpKind tells the kinds apart), and hold each
+// limit's neighbours.
+func TestFarLengths(t *testing.T) {
+	t.Parallel()
+	if !slices.IsSorted(FarLengths) {
+		t.Errorf("FarLengths not ascending: %v", FarLengths)
+	}
+	maxSmall := slices.Max(Lengths(1 << 30))
+	if FarLengths[0] <= maxSmall || FarLengths[0] < farFloor {
+		t.Errorf("least far length %d not above the largest small one %d and farFloor %d", FarLengths[0], maxSmall, farFloor)
+	}
+	for _, want := range []int64{1<<42 - 1024, 1 << 42, 1<<42 + 1, 1<<32 - 1, 1<<63 - 1} {
+		if !slices.Contains(FarLengths, want) {
+			t.Errorf("FarLengths lacks %d", want)
+		}
+	}
+	for _, tt := range []struct {
+		op   *agentv1.Request
+		want string
+	}{
+		{&agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Offset: 1<<30 + 1}}}, OpWriteFile},
+		{&agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Offset: FarLengths[0]}}}, OpWriteFar},
+		{&agentv1.Request{Op: &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Length: maxSmall}}}, OpTruncate},
+		{&agentv1.Request{Op: &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Length: 1<<63 - 1}}}, OpTruncateFar},
+	} {
+		if got := OpKind(tt.op); got != tt.want {
+			t.Errorf("OpKind(%v) = %s, want %s", tt.op, got, tt.want)
 		}
 	}
 }

@@ -118,6 +118,7 @@ const (
 	enotdir   = int32(syscall.ENOTDIR)
 	enotempty = int32(syscall.ENOTEMPTY)
 	einval    = int32(syscall.EINVAL)
+	efbig     = int32(syscall.EFBIG)
 	eperm     = int32(syscall.EPERM)
 	enodata   = int32(syscall.ENODATA)
 )
@@ -135,6 +136,10 @@ func (fs *toyFS) apply(op *agentv1.Request) int32 {
 		return fs.applyAttrs(op)
 	}
 }
+
+// toyMaxFile is the toy filesystem's file size limit (far writes and
+// truncates pass it: EFBIG).
+const toyMaxFile = 1 << 20
 
 // applyData runs create, write and truncate.
 func (fs *toyFS) applyData(op *agentv1.Request) int32 {
@@ -171,6 +176,9 @@ func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 		if w.Flags&oAppend != 0 {
 			off = int64(len(n.data))
 		}
+		if off+w.Size > toyMaxFile {
+			return efbig
+		}
 		data := resize(n.data, max(int64(len(n.data)), off+w.Size))
 		for i := off; i < off+w.Size; i++ {
 			data[i] = byte(w.Fill)
@@ -186,6 +194,9 @@ func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 			return eisdir
 		}
 		length := t.Length
+		if length > toyMaxFile {
+			return efbig
+		}
 		if fs.bug == "truncate-cap" && length > 65536 {
 			length = 65536
 		}

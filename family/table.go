@@ -7,6 +7,7 @@ const (
 	eperm      = 1
 	einval     = 22
 	eopnotsupp = 95
+	efbig      = 27
 )
 
 // Op rules of renameat2's flags, as the guest kernel gives them (measured
@@ -16,6 +17,15 @@ var (
 	noRenameExchange = OpRule{Op: "rename_exchange", Errno: einval, Effect: Excluded, Why: "no RENAME_EXCHANGE (EINVAL): the other lanes would swap the two"}
 	noRenameWhiteout = OpRule{Op: "rename_whiteout", Errno: einval, Effect: Excluded, Why: "no RENAME_WHITEOUT (EINVAL): the other lanes would leave a whiteout"}
 )
+
+// farSizes are every family's op rules for the far op kinds: a write or
+// truncate at a file size limit (explore.FarLengths). Each filesystem's
+// limit is its own (ext4's depends on its block size, vfat's is 4 GiB), so
+// a run of two or more lanes leaves them out; a run of one lane tries them.
+var farSizes = []OpRule{
+	{Op: "write_far", Errno: efbig, Effect: Excluded, Why: "its maximum file size is its own: the other lanes would write where it gives EFBIG, or the reverse"},
+	{Op: "truncate_far", Errno: efbig, Effect: Excluded, Why: "its maximum file size is its own: the other lanes would truncate where it gives EFBIG, or the reverse"},
+}
 
 // noXattrs are the op rules of a filesystem without extended attributes:
 // the state records none, so the errno is all that differs.
@@ -43,6 +53,7 @@ var Table = []Family{
 	{
 		Name: "ext", FS: []string{"ext2", "ext3", "ext4"}, Mkfs: "mkfs.ext2/3/4", Fsck: "e2fsck -fn", Package: "e2fsprogs", Quiesce: Sync,
 		Fields: []FieldRule{dirSize, {Field: LostFound, Why: "mke2fs makes /lost+found"}},
+		Ops:    farSizes,
 		Time:   "128-byte inodes: 1901-12-13 to 2038-01-19 at 1 s; 256-byte: to 2446-05-10 at 1 ns",
 	},
 	{
@@ -50,11 +61,13 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: RootNlink, Why: "a btrfs directory's nlink is 1: it counts no subdirectories"},
 			{Field: DirNlink, Why: "a btrfs directory's nlink is 1: it counts no subdirectories"}},
+		Ops:  farSizes,
 		Time: "signed 64-bit seconds at 1 ns",
 	},
 	{
 		Name: "xfs", FS: []string{"xfs"}, Module: "xfs", Mkfs: "mkfs.xfs", Fsck: "xfs_repair -n", Package: "xfsprogs", Quiesce: Remount,
 		Fields: []FieldRule{dirSize},
+		Ops:    farSizes,
 		Time:   "bigtime=1: 1901-12-13 to 2486-07-02 at 1 ns; bigtime=0: to 2038-01-19 at 1 ns",
 	},
 	{
@@ -62,7 +75,7 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: Owner, Why: "FAT stores no owner: every file has the mount's uid and gid"},
 			{Field: Mode, Why: "FAT stores a read-only bit: modes are the mount's fmask and dmask"}},
-		Ops:  append(slices.Clone(fatOps), noRenameWhiteout),
+		Ops:  slices.Concat(fatOps, []OpRule{noRenameWhiteout}, farSizes),
 		Time: "1980-01-01 to 2107-12-31; mtime 2 s, ctime 10 ms, atime a day",
 	},
 	{
@@ -70,30 +83,31 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: Owner, Why: "exFAT stores no owner: every file has the mount's uid and gid"},
 			{Field: Mode, Why: "exFAT stores a read-only bit: modes are the mount's fmask and dmask"}},
-		Ops:  append(slices.Clone(fatOps), noRenameExchange, noRenameWhiteout),
+		Ops:  slices.Concat(fatOps, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
 		Time: "1980-01-01 to 2107-12-31; mtime and ctime 10 ms, atime 2 s",
 	},
 	{
 		Name: "udf", FS: []string{"udf"}, Module: "udf", Mkfs: "mkudffs", Package: "udftools", Quiesce: Sync,
 		Fields: []FieldRule{dirSize},
-		Ops:    append(slices.Clone(noXattrs), noRenameExchange, noRenameWhiteout),
+		Ops:    slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
 		Time:   "year 1 to 9999 (a 16-bit year), 1 µs",
 	},
 	{
 		Name: "f2fs", FS: []string{"f2fs"}, Module: "f2fs", Mkfs: "mkfs.f2fs", Fsck: "fsck.f2fs --dry-run", Package: "f2fs-tools", Quiesce: Sync,
 		Fields: []FieldRule{dirSize},
+		Ops:    farSizes,
 		Time:   "signed 64-bit seconds at 1 ns (the generic kernel flavour)",
 	},
 	{
 		Name: "minix", FS: []string{"minix"}, Module: "minix", Mkfs: "mkfs.minix -3", Fsck: "fsck.minix -f", Package: "util-linux", Quiesce: Sync,
 		Fields: []FieldRule{dirSize},
-		Ops:    append(slices.Clone(noXattrs), noRenameExchange, noRenameWhiteout),
+		Ops:    slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
 		Time:   "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
 	},
 	{
 		Name: "nilfs2", FS: []string{"nilfs2"}, Module: "nilfs2", Mkfs: "mkfs.nilfs2", Package: "nilfs-tools", Quiesce: Sync,
 		Fields: []FieldRule{dirSize, {Field: Sketch, Why: "mkfs.nilfs2 makes /.nilfs, the sketch file each checkpoint records"}},
-		Ops:    append(slices.Clone(noXattrs), noRenameExchange, noRenameWhiteout),
+		Ops:    slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
 		Time:   "signed 64-bit seconds at 1 ns (the generic kernel flavour)",
 	},
 	{
@@ -101,6 +115,7 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize, {Field: LostFound, Why: "the ext2 lower layer's /lost+found shows through"},
 			{Field: RootNlink, Why: "overlayfs reports nlink 1 for a merged directory, and the root always is one"},
 			{Field: DirNlink, Seeded: true, Why: "over a populated lower layer every directory an op copies up is merged (nlink 1)"}},
+		Ops:  farSizes,
 		Time: "its upper layer's (ext2, 128-byte inodes)",
 	},
 }
