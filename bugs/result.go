@@ -37,6 +37,12 @@ type Outcome struct {
 	// wall time.
 	States  int64         `json:"states"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+	// Reproduced: the detection showed again in a fresh session on the
+	// patched image: a finding's trace replayed (themisctl replay), a
+	// clock cell in a clock part run again. Repro says what the replay
+	// showed, or why it could not replay the detection.
+	Reproduced bool   `json:"reproduced"`
+	Repro      string `json:"repro,omitempty"`
 	// Err is how the case could not be run or checked ("" it was).
 	Err string `json:"error,omitempty"`
 	// Explore is plain explore's detection of the case, side by side

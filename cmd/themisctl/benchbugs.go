@@ -91,14 +91,17 @@ func pickCases(all []bugs.Case, ids []string) ([]bugs.Case, error) {
 
 // bugsReport is bench bugs' result.
 type bugsReport struct {
-	Budget    time.Duration      `json:"budget_ns"`
-	Cases     int                `json:"cases"`
-	Detected  int                `json:"detected"`
-	Outcomes  []bugs.Outcome     `json:"outcomes"`
-	Baselines []*stockBaseline   `json:"baselines"`
-	Medians   []bugs.ClassMedian `json:"medians"`
-	Started   time.Time          `json:"started"`
-	Elapsed   time.Duration      `json:"elapsed_ns"`
+	Budget   time.Duration `json:"budget_ns"`
+	Cases    int           `json:"cases"`
+	Detected int           `json:"detected"`
+	// Reproduced counts the detections that showed again when replayed
+	// in a fresh session (bugs.Outcome.Reproduced).
+	Reproduced int                `json:"reproduced"`
+	Outcomes   []bugs.Outcome     `json:"outcomes"`
+	Baselines  []*stockBaseline   `json:"baselines"`
+	Medians    []bugs.ClassMedian `json:"medians"`
+	Started    time.Time          `json:"started"`
+	Elapsed    time.Duration      `json:"elapsed_ns"`
 }
 
 // stockBaseline is the check of one filesystem on its flavour's stock
@@ -135,6 +138,9 @@ func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases 
 		rep.Outcomes = append(rep.Outcomes, o)
 		if o.Detected {
 			rep.Detected++
+		}
+		if o.Reproduced {
+			rep.Reproduced++
 		}
 	}
 	rep.Medians, rep.Elapsed = bugs.Medians(rep.Outcomes), time.Since(rep.Started)
@@ -219,6 +225,7 @@ func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.C
 		}
 		if !o.Detected {
 			o.Detected, o.First, o.FirstKey, o.FirstPart, o.FirstDetail = true, e.at, e.key, e.part, e.detail
+			o.Reproduced, o.Repro = reproduceDetection(ctx, c, bc, img.Key, e)
 		}
 	}
 	if versus {
@@ -259,23 +266,18 @@ func observeExplore(ctx context.Context, c *conn, req *themisv1.ExploreRequest, 
 	if err != nil {
 		return nil, err
 	}
-	seen, ids, stopped := &checkSeen{}, map[string]bool{}, false
+	seen, ids := &checkSeen{stopAt: stopAt, cancel: cancel}, map[string]bool{}
 	err = client.Drain(stream.Recv, func(m *themisv1.ExploreResponse) error {
 		f := m.GetFinding()
 		if f == nil || ids[f.GetId()] {
 			return nil
 		}
 		ids[f.GetId()] = true
-		e := checkEvent{at: time.Since(start), key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: "explore", detail: f.GetDetail()}
-		seen.events = append(seen.events, e)
-		if stopAt != nil && !stopped && stopAt(e.key) {
-			stopped = true
-			cancel()
-		}
+		seen.note(checkEvent{at: time.Since(start), key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: "explore", detail: f.GetDetail(), finding: f.GetId()})
 		return nil
 	})
 	seen.elapsed = time.Since(start)
-	if err != nil && !stopped {
+	if err != nil && !seen.stopped {
 		return nil, err
 	}
 	return seen, nil
@@ -285,13 +287,28 @@ func observeExplore(ctx context.Context, c *conn, req *themisv1.ExploreRequest, 
 type checkEvent struct {
 	at                time.Duration
 	key, part, detail string
+	finding           string // the finding's id ("" a clock cell)
 }
 
-// checkSeen is what observeCheck saw of a check.
+// checkSeen is what observeCheck or observeExplore saw of a run. With
+// stopAt, note cancels the run at the first event whose key it takes.
 type checkSeen struct {
 	events  []checkEvent // first version of each finding, every cell
 	states  int64
 	elapsed time.Duration
+
+	stopAt  func(key string) bool // nil: never stop
+	cancel  context.CancelFunc
+	stopped bool // cancelled by note
+}
+
+// note records e and cancels the run if e is the first event stopAt takes.
+func (s *checkSeen) note(e checkEvent) {
+	s.events = append(s.events, e)
+	if s.stopAt != nil && !s.stopped && s.stopAt(e.key) {
+		s.stopped = true
+		s.cancel()
+	}
 }
 
 // observeCheck runs a check and records its findings and cells with the
@@ -306,15 +323,7 @@ func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest, stop
 	if err != nil {
 		return nil, err
 	}
-	stopped := false
-	note := func(seen *checkSeen, e checkEvent) {
-		seen.events = append(seen.events, e)
-		if stopAt != nil && !stopped && stopAt(e.key) {
-			stopped = true
-			cancel()
-		}
-	}
-	seen := &checkSeen{}
+	seen := &checkSeen{stopAt: stopAt, cancel: cancel}
 	var sum *themisv1.CheckSummary
 	ids := map[string]bool{}
 	partStates := map[string]int64{} // the last progress of each part: the states of a check we stopped
@@ -325,11 +334,11 @@ func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest, stop
 			f := ev.Finding
 			if !ids[f.GetId()] {
 				ids[f.GetId()] = true
-				note(seen, checkEvent{at: at, key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: m.GetPart(), detail: f.GetDetail()})
+				seen.note(checkEvent{at: at, key: bugs.FindingKey(f.GetKind(), f.GetSignature()), part: m.GetPart(), detail: f.GetDetail(), finding: f.GetId()})
 			}
 		case *themisv1.CheckResponse_Cell:
 			cl := ev.Cell
-			note(seen, checkEvent{at: at, key: bugs.CellKey(cl.GetFs(), cl.GetOp(), cl.GetField(), cl.GetVerdict()), part: m.GetPart(), detail: ruleCellDetail(cl)})
+			seen.note(checkEvent{at: at, key: bugs.CellKey(cl.GetFs(), cl.GetOp(), cl.GetField(), cl.GetVerdict()), part: m.GetPart(), detail: ruleCellDetail(cl)})
 		case *themisv1.CheckResponse_Progress:
 			partStates[m.GetPart()] = ev.Progress.GetStates()
 		case *themisv1.CheckResponse_Summary:
@@ -338,7 +347,7 @@ func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest, stop
 		return nil
 	})
 	seen.elapsed = time.Since(start)
-	if stopped {
+	if seen.stopped {
 		for _, n := range partStates {
 			seen.states += n
 		}
@@ -372,18 +381,21 @@ func outcomeText(o bugs.Outcome) string {
 
 func printBugsReport(rep *bugsReport) {
 	w := newTable()
-	fmt.Fprintf(w, "CASE\tCLASS\tFS\tKIND\tRESULT\tTIME\tPART\tFINDINGS\tIN BASELINE\tSTATES\n")
+	fmt.Fprintf(w, "CASE\tCLASS\tFS\tKIND\tRESULT\tTIME\tPART\tREPRODUCED\tFINDINGS\tIN BASELINE\tSTATES\n")
 	for _, o := range rep.Outcomes {
-		result, at := "missed", "-"
+		result, at, again := "missed", "-", "-"
 		switch {
 		case o.Err != "":
 			result = "error"
 		case o.Detected:
-			result, at = "detected", o.First.Round(time.Second).String()
+			result, at, again = "detected", o.First.Round(time.Second).String(), "no"
+			if o.Reproduced {
+				again = "yes"
+			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", o.Case.ID, o.Case.Class, o.Case.FS, o.Case.Kind, result, at, o.FirstPart, o.Findings, o.InBaseline, o.States)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", o.Case.ID, o.Case.Class, o.Case.FS, o.Case.Kind, result, at, o.FirstPart, again, o.Findings, o.InBaseline, o.States)
 	}
-	fmt.Fprintf(w, "\ndetected %d of %d cases (budget %s each)\n", rep.Detected, rep.Cases, rep.Budget)
+	fmt.Fprintf(w, "\ndetected %d of %d cases (budget %s each); %d of the detections reproduced in a fresh session\n", rep.Detected, rep.Cases, rep.Budget, rep.Reproduced)
 	printVersus(w, rep)
 	fmt.Fprintf(w, "CLASS\tCASES\tDETECTED\tMEDIAN TIME TO DETECT\n")
 	for _, m := range rep.Medians {
@@ -402,6 +414,9 @@ func printBugsReport(rep *bugsReport) {
 		if o.Err != "" {
 			fmt.Fprintf(os.Stdout, "%s: %s\n", o.Case.ID, o.Err)
 		}
+		if o.Detected && !o.Reproduced {
+			fmt.Fprintf(os.Stdout, "%s: not reproduced: %s\n", o.Case.ID, o.Repro)
+		}
 	}
 }
 
@@ -410,10 +425,10 @@ var bugsPage = template.Must(template.New("bugs").Funcs(template.FuncMap{
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>themis bench bugs</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}.detected{background:#dfd}.missed{background:#fdd}.error{background:#fec}</style></head>
-<body><h1>Bug corpus: {{.Detected}} of {{.Cases}} detected</h1>
+<body><h1>Bug corpus: {{.Detected}} of {{.Cases}} detected, {{.Reproduced}} reproduced</h1>
 <p>The same default <code>themisctl check</code> on every case, budget {{dur .Budget}} each, started {{.Started.Format "2006-01-02 15:04"}}, {{dur .Elapsed}} in all. A finding the stock image shows too is not a detection.</p>
-<table id="cases"><tr><th>case</th><th>class</th><th>fs</th><th>kind</th><th>result</th><th>time to detect</th><th>part</th><th>first finding</th><th>findings</th><th>in baseline</th><th>states</th></tr>
-{{range .Outcomes}}<tr class="{{if .Err}}error{{else if .Detected}}detected{{else}}missed{{end}}"><td>{{.Case.ID}}</td><td>{{.Case.Class}}</td><td>{{.Case.FS}}</td><td>{{.Case.Kind}}</td><td>{{if .Err}}error: {{.Err}}{{else if .Detected}}detected{{else}}missed{{end}}</td><td>{{if .Detected}}{{dur .First}}{{end}}</td><td>{{.FirstPart}}</td><td>{{.FirstDetail}}</td><td>{{.Findings}}</td><td>{{.InBaseline}}</td><td>{{.States}}</td></tr>
+<table id="cases"><tr><th>case</th><th>class</th><th>fs</th><th>kind</th><th>result</th><th>time to detect</th><th>part</th><th>first finding</th><th>reproduced in a fresh session</th><th>findings</th><th>in baseline</th><th>states</th></tr>
+{{range .Outcomes}}<tr class="{{if .Err}}error{{else if .Detected}}detected{{else}}missed{{end}}"><td>{{.Case.ID}}</td><td>{{.Case.Class}}</td><td>{{.Case.FS}}</td><td>{{.Case.Kind}}</td><td>{{if .Err}}error: {{.Err}}{{else if .Detected}}detected{{else}}missed{{end}}</td><td>{{if .Detected}}{{dur .First}}{{end}}</td><td>{{.FirstPart}}</td><td>{{.FirstDetail}}</td><td>{{if .Detected}}{{if .Reproduced}}yes{{else}}no{{end}}: {{.Repro}}{{end}}</td><td>{{.Findings}}</td><td>{{.InBaseline}}</td><td>{{.States}}</td></tr>
 {{end}}</table>
 <h2>By class</h2><table id="classes"><tr><th>class</th><th>cases</th><th>detected</th><th>median time to detect</th></tr>
 {{range .Medians}}<tr><td>{{.Class}}</td><td>{{.Cases}}</td><td>{{.Detected}}</td><td>{{dur .Median}}</td></tr>{{end}}</table>

@@ -16,7 +16,8 @@ import (
 // TestBenchBugsRealGuest runs bench bugs on two fast cases of the real
 // corpus end to end, through a daemon: each case's patch built into an
 // image, the default check on it and on the stock image; both are
-// detected, by findings the stock image does not show, and the stock
+// detected, by findings the stock image does not show, each detection
+// shows again in a fresh session where its kind can be replayed, and the stock
 // images show nothing but the triaged exFAT stamp (docs/hunt.md): a
 // create or mkdir mtime that reads back 10 ms earlier after a remount.
 func TestBenchBugsRealGuest(t *testing.T) {
@@ -46,6 +47,12 @@ func TestBenchBugsRealGuest(t *testing.T) {
 	for _, o := range rep.Outcomes {
 		if o.Err != "" || !o.Detected || o.First <= 0 || o.FirstKey == "" {
 			t.Errorf("case %s: %+v, want detected", o.Case.ID, o)
+		}
+		// Replayed in a fresh session, a detection shows again, or the
+		// replay says why it cannot replay its kind (the fsck
+		// self-reference).
+		if o.Detected && !o.Reproduced && !strings.HasPrefix(o.Repro, "not replayable: ") {
+			t.Errorf("case %s: detection %s not reproduced: %s", o.Case.ID, o.FirstKey, o.Repro)
 		}
 	}
 	for _, b := range rep.Baselines {

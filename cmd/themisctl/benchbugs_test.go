@@ -35,8 +35,9 @@ func TestPickCases(t *testing.T) {
 // TestBugsReportEscapes: the page shows every case and baseline, and a
 // hostile detail (from a guest: a path, fsck output) is escaped.
 func TestBugsReportEscapes(t *testing.T) {
-	rep := &bugsReport{Budget: time.Minute, Cases: 2, Detected: 1, Outcomes: []bugs.Outcome{
-		{Case: bugs.Case{ID: "exfat-a", Class: "on-disk", FS: "exfat"}, Detected: true, First: 21 * time.Second, FirstPart: "reference exfat", FirstDetail: `<script>alert(1)</script>`},
+	rep := &bugsReport{Budget: time.Minute, Cases: 2, Detected: 1, Reproduced: 1, Outcomes: []bugs.Outcome{
+		{Case: bugs.Case{ID: "exfat-a", Class: "on-disk", FS: "exfat"}, Detected: true, First: 21 * time.Second, FirstPart: "reference exfat", FirstDetail: `<script>alert(1)</script>`,
+			Reproduced: true, Repro: `lane exfat: the filesystem refuses to read <b>x</b>`},
 		{Case: bugs.Case{ID: "vfat-b", Class: "lost-update", FS: "vfat"}, Findings: 2, InBaseline: 2},
 	}, Baselines: []*stockBaseline{{FS: "exfat", Flavor: "cloud", Keys: []string{"clock|exfat|mkdir|mtime|diverged"}}}}
 	rep.Medians = bugs.Medians(rep.Outcomes)
@@ -49,7 +50,7 @@ func TestBugsReportEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	for _, want := range []string{"1 of 2 detected", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;"} {
+	for _, want := range []string{"1 of 2 detected, 1 reproduced", "yes: lane exfat: the filesystem refuses to read &lt;b&gt;x&lt;/b&gt;", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -59,5 +60,30 @@ func TestBugsReportEscapes(t *testing.T) {
 	}
 	if got := outcomeText(rep.Outcomes[1]); !strings.Contains(got, "missed (2 finding(s), all in the stock baseline") {
 		t.Errorf("outcomeText = %q", got)
+	}
+}
+
+// TestCheckSeenNote: every event is kept; the run is cancelled once, at
+// the first event stopAt takes, and never without a stopAt.
+func TestCheckSeenNote(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stopAt    func(string) bool
+		wantStops int
+		wantAfter int // events noted when the cancel came (0: none)
+	}{
+		{"no stop", nil, 0, 0},
+		{"stop at b", func(k string) bool { return k == "b" }, 1, 2},
+		{"every key stops, once", func(string) bool { return true }, 1, 1},
+	} {
+		stops, after := 0, 0
+		s := &checkSeen{stopAt: tc.stopAt}
+		s.cancel = func() { stops++; after = len(s.events) }
+		for _, k := range []string{"a", "b", "c"} {
+			s.note(checkEvent{key: k})
+		}
+		if len(s.events) != 3 || stops != tc.wantStops || after != tc.wantAfter || s.stopped != (tc.wantStops > 0) {
+			t.Errorf("%s: %d events, %d cancels after %d, stopped %v", tc.name, len(s.events), stops, after, s.stopped)
+		}
 	}
 }

@@ -157,7 +157,15 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*r
 	if err := replayStates(ctx, c, j, rep); err != nil {
 		return nil, err
 	}
-	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged
+	shows, replayable, err := replayReference(ctx, c, j, f, id)
+	if err != nil {
+		return nil, err
+	}
+	rep.Reference = shows
+	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged || shows != ""
+	if !replayable && len(f.GetLaneSpecs()) < 2 {
+		rep.NotReplayable = fmt.Sprintf("a %s finding of one lane: replay compares lanes and replays the remount and unreadable self-references only", f.GetKind())
+	}
 	return rep, nil
 }
 
@@ -247,6 +255,12 @@ func printReplay(rep *replayResult) error {
 	if rep.Revert == "remount" {
 		fmt.Fprintf(w, "revert\tremount (lanes remounted before each op)\n")
 	}
+	if rep.Reference != "" {
+		fmt.Fprintf(w, "self-reference\t%s\n", rep.Reference)
+	}
+	if rep.NotReplayable != "" {
+		fmt.Fprintf(w, "not replayable\t%s\n", rep.NotReplayable)
+	}
 	fmt.Fprintf(w, "reproduced\t%v\n", rep.Reproduced)
 	return w.Flush()
 }
@@ -273,7 +287,14 @@ type replayResult struct {
 	Roots         map[string]string `json:"roots"`
 	ErrnoDiverged bool              `json:"errno_diverged"`
 	StateDiverged bool              `json:"state_diverged"`
-	Reproduced    bool              `json:"reproduced"`
+	// Reference is what the finding's self-reference showed after the
+	// trace (a remount's change, an unreadable entry; "" nothing or not
+	// that kind).
+	Reference string `json:"reference,omitempty"`
+	// NotReplayable says why the replay cannot show the finding (a kind
+	// of one lane it does not replay); "" it can.
+	NotReplayable string `json:"not_replayable,omitempty"`
+	Reproduced    bool   `json:"reproduced"`
 }
 
 // printFinding shows a stored finding: its latest trace (minimized once

@@ -44,7 +44,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	n, why := workerCount(m, o)
 	c, err := newCrew(ctx, m, o, policy, n)
 	if err != nil {
-		return nil, fmt.Errorf("explore: %w", err)
+		return nil, err // "explore: session ...: ..." already (session.Acquire)
 	}
 	defer c.close()
 	run := c.primary()

@@ -104,7 +104,7 @@ func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.P
 			for _, r := range runs {
 				r.Close()
 			}
-			return nil, err
+			return nil, fmt.Errorf("explore: session %s: %w", r.ID(), err)
 		}
 		c.systems = append(c.systems, c.adopt(r))
 	}
