@@ -79,6 +79,11 @@ type Family struct {
 	Fields  []FieldRule
 	Ops     []OpRule
 	Time    string // the clock rule, in words (clock.RuleFor is the code)
+	// MaxFile is the largest file size its driver allows (s_maxbytes)
+	// where that does not depend on the lane's geometry (block size),
+	// 0 where it does or is past every far length (explore.FarLengths):
+	// a regular file larger than it is a finding (every explore run).
+	MaxFile int64
 }
 
 // FieldRule is a declared field with its reason.

@@ -75,8 +75,9 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: Owner, Why: "FAT stores no owner: every file has the mount's uid and gid"},
 			{Field: Mode, Why: "FAT stores a read-only bit: modes are the mount's fmask and dmask"}},
-		Ops:  slices.Concat(fatOps, []OpRule{noRenameWhiteout}, farSizes),
-		Time: "1980-01-01 to 2107-12-31; mtime 2 s, ctime 10 ms, atime a day",
+		Ops:     slices.Concat(fatOps, []OpRule{noRenameWhiteout}, farSizes),
+		Time:    "1980-01-01 to 2107-12-31; mtime 2 s, ctime 10 ms, atime a day",
+		MaxFile: 1<<32 - 1, // fat_fill_super: a 32-bit size
 	},
 	{
 		Name: "exfat", FS: []string{"exfat"}, Module: "exfat", Mkfs: "mkfs.exfat", Fsck: "fsck.exfat -n", Package: "exfatprogs", Quiesce: Sync,
@@ -88,9 +89,10 @@ var Table = []Family{
 	},
 	{
 		Name: "udf", FS: []string{"udf"}, Module: "udf", Mkfs: "mkudffs", Package: "udftools", Quiesce: Sync,
-		Fields: []FieldRule{dirSize},
-		Ops:    slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
-		Time:   "year 1 to 9999 (a 16-bit year), 1 µs",
+		Fields:  []FieldRule{dirSize},
+		Ops:     slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
+		Time:    "year 1 to 9999 (a 16-bit year), 1 µs",
+		MaxFile: 1 << 42, // UDF_MAX_FILESIZE (c2efd13a2ed4, in 6.1 stable): a file's extents list is bounded
 	},
 	{
 		Name: "f2fs", FS: []string{"f2fs"}, Module: "f2fs", Mkfs: "mkfs.f2fs", Fsck: "fsck.f2fs --dry-run", Package: "f2fs-tools", Quiesce: Sync,
@@ -100,9 +102,10 @@ var Table = []Family{
 	},
 	{
 		Name: "minix", FS: []string{"minix"}, Module: "minix", Mkfs: "mkfs.minix -3", Fsck: "fsck.minix -f", Package: "util-linux", Quiesce: Sync,
-		Fields: []FieldRule{dirSize},
-		Ops:    slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
-		Time:   "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
+		Fields:  []FieldRule{dirSize},
+		Ops:     slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
+		Time:    "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
+		MaxFile: 1<<31 - 1, // the s_max_size mkfs.minix -3 writes
 	},
 	{
 		Name: "nilfs2", FS: []string{"nilfs2"}, Module: "nilfs2", Mkfs: "mkfs.nilfs2", Package: "nilfs-tools", Quiesce: Sync,

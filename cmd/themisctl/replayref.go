@@ -18,13 +18,16 @@ import (
 // kind that compares a lane with itself, and says what it shows ("": it
 // shows nothing; not replayable: a kind it does not replay, said in
 // words). Remount: the lanes change across umount+mount. Unreadable: a
-// lane has an entry its filesystem refuses to read.
+// lane has an entry its filesystem refuses to read. Size limit: a lane
+// holds a file larger than its family allows.
 func replayReference(ctx context.Context, c *conn, j family.Judgement, f *themisv1.Finding, id string) (shows string, replayable bool, err error) {
 	switch f.GetKind() {
 	case exploration.KindRemount:
 		shows, err = replayRemount(ctx, c, j, f, id)
 	case exploration.KindUnreadable:
 		shows, err = replayUnreadable(ctx, c, id)
+	case exploration.KindSizeLimit:
+		shows, err = replaySizeLimit(ctx, c, f, id)
 	default:
 		return "", false, nil
 	}
@@ -71,6 +74,31 @@ func replayUnreadable(ctx context.Context, c *conn, id string) (string, error) {
 		for _, e := range lanes[lane] {
 			if n := e.GetReadErrno(); n != 0 {
 				return fmt.Sprintf("lane %s: the filesystem refuses to read %s: %s", lane, shownLanePath(e.GetPath()), oracle.ErrnoText(n)), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// replaySizeLimit says the first regular file of session id's lanes that
+// is larger than its lane's family allows (family.Family.MaxFile).
+func replaySizeLimit(ctx context.Context, c *conn, f *themisv1.Finding, id string) (string, error) {
+	_, lanes, err := findingLanes(f)
+	if err != nil {
+		return "", err
+	}
+	leaves, err := laneLeaves(ctx, c, id, agentv1.TimeMode_TIME_MODE_NONE)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range lanes {
+		fam, err := family.Of(l.FS)
+		if err != nil || fam.MaxFile == 0 {
+			continue
+		}
+		for _, e := range leaves[l.Name] {
+			if e.GetKind() == agentv1.Kind_KIND_REGULAR && e.GetSize() > fam.MaxFile {
+				return fmt.Sprintf("lane %s: %s has %d bytes, past its filesystem's largest file, %d bytes", l.Name, shownLanePath(e.GetPath()), e.GetSize(), fam.MaxFile), nil
 			}
 		}
 	}

@@ -79,6 +79,32 @@ func (x *system) unreadableCheck(ctx context.Context, _ explore.System, _ []*age
 	return nil, nil
 }
 
+// sizeCheck is the other check every run has: a regular file larger than
+// its lane's family allows (family.Family.MaxFile: FAT's 4 GiB, UDF's
+// 4 TiB, ...) is a finding; the far ops (explore.FarLengths) write and
+// truncate around those limits.
+func (x *system) sizeCheck(ctx context.Context, _ explore.System, _ []*agentv1.Request) (*explore.Finding, error) {
+	t0 := time.Now()
+	defer since(&x.t.check, t0)
+	for _, lane := range x.lanes {
+		limit, ok := x.maxFile[lane]
+		if !ok {
+			continue
+		}
+		leaves, err := x.laneLeaves(ctx, lane)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range leaves {
+			if e.GetKind() == agentv1.Kind_KIND_REGULAR && e.GetSize() > limit {
+				return &explore.Finding{Kind: KindSizeLimit, Path: e.GetPath(), Field: "size",
+					Detail: fmt.Sprintf("lane %s: %s has %d bytes, past its filesystem's largest file, %d bytes", lane, shownPath(e.GetPath()), e.GetSize(), limit)}, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
 // shownPath is a lane path as findings show it ("/" for the root).
 func shownPath(p string) string {
 	if p == "" {

@@ -2,11 +2,16 @@ package exploration
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/family"
+	"github.com/themisfs/themis/internal/longtest"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
@@ -62,5 +67,58 @@ func TestFamiliesRealGuest(t *testing.T) {
 				t.Errorf("judged %q: no reasons", s.Judged)
 			}
 		})
+	}
+}
+
+// TestMaxFileRealGuest holds the family table's largest files
+// (family.Family.MaxFile) against the guest's kernel: on every lane whose
+// family declares one, a truncate past it gives EFBIG and one to it does
+// not (it succeeds, or FAT, which has no holes, runs out of space).
+func TestMaxFileRealGuest(t *testing.T) {
+	longtest.Need(t, "the declared largest files against the guest kernel (one boot, about 40 s)")
+	m := sessiontest.Real(t, session.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var lanes []string
+	for _, f := range family.Table {
+		if f.MaxFile > 0 {
+			lanes = append(lanes, f.FS...)
+		}
+	}
+	info, err := m.Create(ctx, session.CreateOptions{Lanes: lanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errnoOn := func(lane, op string) int32 {
+		t.Helper()
+		req, err := opspec.ParseRequest(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Apply(ctx, info.ID, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Lane == lane {
+				return r.Errno
+			}
+		}
+		t.Fatalf("%s: no result for lane %s", op, lane)
+		return 0
+	}
+	errnoOn(lanes[0], "create f-00 0644")
+	for _, lane := range lanes {
+		fam, err := family.Of(lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		past := errnoOn(lane, fmt.Sprintf("truncate f-00 %d", fam.MaxFile+1))
+		at := errnoOn(lane, fmt.Sprintf("truncate f-00 %d", fam.MaxFile))
+		errnoOn(lane, "truncate f-00 0")
+		t.Logf("%s: truncate to %d: errno %d, one past: errno %d", lane, fam.MaxFile, at, past)
+		if past != int32(syscall.EFBIG) || at == int32(syscall.EFBIG) {
+			t.Errorf("%s: declared largest file %d: truncate to it gave errno %d, one past it %d; want not EFBIG, then EFBIG", lane, fam.MaxFile, at, past)
+		}
 	}
 }

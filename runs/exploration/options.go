@@ -23,6 +23,9 @@ const (
 	// KindUnreadable: a lane's filesystem refused to read an entry of its
 	// own tree (every run checks it).
 	KindUnreadable = "unreadable"
+	// KindSizeLimit: a lane holds a file larger than its filesystem's
+	// family allows (family.Family.MaxFile; every run checks it).
+	KindSizeLimit = "size-limit"
 )
 
 // Summary.Stopped values besides explore's ("" done, "budget", "cancelled",

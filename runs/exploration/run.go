@@ -137,7 +137,7 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 		}
 	}
 	// Last, so that after a remount check it sees the remounted lanes.
-	cfg.Checks = append(cfg.Checks, onSystem((*system).unreadableCheck))
+	cfg.Checks = append(cfg.Checks, onSystem((*system).unreadableCheck), onSystem((*system).sizeCheck))
 	return cfg, cleanup, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
@@ -44,6 +45,10 @@ type system struct {
 	layers               map[string]*layerSeen       // per overlay lane, for LayerCounts
 
 	fsckImage string // scratch file for the fsck check (and --crash's states)
+
+	// maxFile holds, per lane whose family declares one, the largest file
+	// size its driver allows (family.Family.MaxFile).
+	maxFile map[string]int64
 
 	// kernel is the report of the kernel crash that killed the guest (nil
 	// while it lives, or when it died without one).
@@ -86,8 +91,12 @@ func newSystem(run *session.Run, revert string, mode agentv1.TimeMode, policy or
 		ids:   make(map[string]vmm.CheckpointID), leaves: make(map[string][]*agentv1.Entry),
 		below: make(map[string][]*agentv1.Entry), lower: make(map[string][]*agentv1.Entry),
 		raw: make(map[string][]*agentv1.Entry), layers: make(map[string]*layerSeen), paths: make(map[explore.CheckpointID][]*agentv1.Request)}
+	x.maxFile = make(map[string]int64)
 	for _, sp := range run.Specs() {
 		x.overlay[sp.Name] = sp.IsOverlay()
+		if f, err := family.Of(sp.FS); err == nil && f.MaxFile > 0 {
+			x.maxFile[sp.Name] = f.MaxFile
+		}
 	}
 	return x
 }

@@ -42,3 +42,37 @@ func TestUnreadableCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestSizeCheck: a regular file past its lane's family's largest file is
+// a finding; at the limit, on a lane without one, or a directory, none.
+func TestSizeCheck(t *testing.T) {
+	t.Parallel()
+	file := func(size int64) []*agentv1.Entry {
+		return []*agentv1.Entry{{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY}, {Path: "f-00", Kind: agentv1.Kind_KIND_REGULAR, Size: size}}
+	}
+	tests := []struct {
+		name   string
+		udf    []*agentv1.Entry
+		ext4   []*agentv1.Entry
+		detail string
+	}{
+		{"at the limit", file(1 << 42), file(1 << 50), ""},
+		{"past it", file(1<<42 + 1), file(0), "lane udf: f-00 has 4398046511105 bytes, past its filesystem's largest file, 4398046511104 bytes"},
+		{"a directory", []*agentv1.Entry{{Path: "d", Kind: agentv1.Kind_KIND_DIRECTORY, Size: 1 << 43}}, file(0), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := &system{lanes: []string{"udf", "ext4"}, maxFile: map[string]int64{"udf": 1 << 42},
+				leaves: map[string][]*agentv1.Entry{"udf": tt.udf, "ext4": tt.ext4}}
+			f, err := x.sizeCheck(context.Background(), nil, nil)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case tt.detail == "" && f != nil:
+				t.Fatalf("finding %+v", f)
+			case tt.detail != "" && (f == nil || f.Kind != KindSizeLimit || f.Detail != tt.detail):
+				t.Fatalf("finding %+v, want %q", f, tt.detail)
+			}
+		})
+	}
+}
