@@ -142,18 +142,18 @@ func Fold(entries []*agentv1.Entry, mode TimeMode) [32]byte {
 		enc.str(l.path)
 		enc.b = append(enc.b, l.hash[:]...)
 		if len(enc.b) >= 32<<10 {
-			writeAll(h, enc.b)
+			WriteAll(h, enc.b)
 			enc.b = enc.b[:0]
 		}
 	}
-	writeAll(h, enc.b)
+	WriteAll(h, enc.b)
 	var root [32]byte
 	h.Sum(root[:0])
 	return root
 }
 
-// writeAll feeds p to h; a blake3 hasher never fails to write.
-func writeAll(h *blake3.Hasher, p []byte) {
+// WriteAll feeds p to h; a blake3 hasher never fails to write.
+func WriteAll(h *blake3.Hasher, p []byte) {
 	if _, err := h.Write(p); err != nil {
 		panic("oracle: blake3 write: " + err.Error())
 	}

@@ -57,7 +57,7 @@ func (c *Checkpoint) clone() *Checkpoint {
 
 // Limits of the file content kept for RestoreFile.
 const (
-	maxKeptFile     = 64 << 20  // larger files are fingerprinted but not kept
+	maxKeptFile     = 64 << 20  // larger files are fingerprinted but not kept; at most the agent's sparseFrom, past which a content hash is not the blake3 of the bytes
 	maxKeptPerSess  = 512 << 20 // content kept per session
 	readChunk       = 1 << 20   // the agent's ReadFile cap
 	maxNameLen      = 128

@@ -181,7 +181,7 @@ func (w *walker) child(fd int, name, p string) error {
 	var err error
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		if e.ContentHash, err = w.content(fd, name); err != nil {
+		if e.ContentHash, err = w.content(fd, name, st.Size); err != nil {
 			return unreadableAs(e, fmt.Errorf("%s: %w", p, err))
 		}
 	case unix.S_IFLNK:
@@ -257,11 +257,19 @@ func (w *walker) names(fd int) ([]string, error) {
 	}
 }
 
-// content returns the blake3-256 of the regular file name under dir.
-func (w *walker) content(dir int, name string) ([]byte, error) {
+// content returns the blake3-256 of the regular file name under dir, or
+// its sparseDigest when stat said it is larger than sparseFrom.
+func (w *walker) content(dir int, name string, size int64) ([]byte, error) {
 	fd, err := openNoatime(dir, name, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
+	}
+	if size > sparseFrom {
+		sum, err := sparseDigest(fd, size, w.buf, sparseReadMax)
+		if cerr := unix.Close(fd); cerr != nil && err == nil {
+			err = fmt.Errorf("close: %w", cerr)
+		}
+		return sum, err
 	}
 	h := blake3.New()
 	for {

@@ -500,19 +500,11 @@ func readFile(dir int, p string, off, length int64) (*agentv1.ReadFileResult, er
 
 func preadAll(fd int, off, length int64) (*agentv1.ReadFileResult, error) {
 	buf := make([]byte, length)
-	n := 0
-	eof := false
-	for n < len(buf) {
-		k, err := unix.Pread(fd, buf[n:], off+int64(n))
-		if err != nil {
-			return nil, err
-		}
-		if k == 0 {
-			eof = true
-			break
-		}
-		n += k
+	n, err := preadFull(fd, buf, off)
+	if err != nil {
+		return nil, err
 	}
+	eof := n < len(buf)
 	if !eof {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {

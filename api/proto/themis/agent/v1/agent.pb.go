@@ -3316,7 +3316,9 @@ type Entry struct {
 	Gid   uint32                 `protobuf:"varint,5,opt,name=gid,proto3" json:"gid,omitempty"`
 	Nlink uint64                 `protobuf:"varint,6,opt,name=nlink,proto3" json:"nlink,omitempty"`
 	Size  int64                  `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
-	// blake3-256 of the content of a regular file.
+	// blake3-256 of the content of a regular file of up to 64 MiB; past
+	// that, a digest of its nonzero 64 KiB chunks with their offsets and its
+	// size (docs/explore.md, far sizes).
 	ContentHash   []byte    `protobuf:"bytes,8,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	SymlinkTarget string    `protobuf:"bytes,9,opt,name=symlink_target,json=symlinkTarget,proto3" json:"symlink_target,omitempty"`
 	Atime         *Timespec `protobuf:"bytes,10,opt,name=atime,proto3" json:"atime,omitempty"`

@@ -1,0 +1,116 @@
+package inguest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/sys/unix"
+
+	"github.com/themisfs/themis/oracle"
+)
+
+// Regular files larger than sparseFrom are hashed by sparseDigest, not by
+// reading every byte: a far write or truncate (explore's far ops) makes a
+// file of terabytes that is nearly all hole, and reading it whole would
+// take the guest hours. Files up to sparseFrom keep the plain blake3 of
+// their bytes (the golden roots and the host's kept copies, at most
+// session's maxKeptFile of 64 MiB, rely on it).
+const sparseFrom = 64 << 20
+
+// sparseChunk is the unit of sparseDigest: a chunk whose bytes are all
+// zero is left out whether it is a hole or written zeros.
+const sparseChunk = 64 << 10
+
+// sparseReadMax bounds the bytes sparseDigest reads of one file. A
+// filesystem without its own SEEK_DATA (udf, vfat, exfat, minix, nilfs2)
+// reports the whole file as data; past the bound the file's digest is
+// sparseUnread's, which says its size and nothing of its bytes.
+const sparseReadMax = 256 << 20
+
+// sparseDomain starts every sparse digest, so that none equals the plain
+// blake3 of some file's bytes.
+const sparseDomain = "themis sparse content v1\x00"
+
+// sparseDigest hashes the regular file fd of the given size (> sparseFrom)
+// as the sequence of its nonzero sparseChunk-aligned chunks, each with its
+// offset and length, then the size. Only chunks that SEEK_DATA reports as
+// holding data are read, at most readMax bytes of them; the digest does not
+// depend on which zeros are holes. buf holds one chunk.
+func sparseDigest(fd int, size int64, buf []byte, readMax int64) ([]byte, error) {
+	h := blake3.New()
+	oracle.WriteAll(h, []byte(sparseDomain))
+	var read int64
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) || (err == nil && data >= size) {
+			break // no data at or past off
+		}
+		if err != nil {
+			return nil, fmt.Errorf("seek data at %d: %w", off, err)
+		}
+		end, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, fmt.Errorf("seek hole at %d: %w", data, err)
+		}
+		c := data &^ (sparseChunk - 1)
+		for ; c < end && c < size; c += sparseChunk {
+			if read >= readMax {
+				return sparseUnread(size), nil
+			}
+			n, err := preadFull(fd, buf[:sparseChunk], c)
+			if err != nil {
+				return nil, fmt.Errorf("read at %d: %w", c, err)
+			}
+			read += int64(n)
+			if allZero(buf[:n]) {
+				continue
+			}
+			oracle.WriteAll(h, binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(c)), uint64(n)))
+			oracle.WriteAll(h, buf[:n])
+		}
+		off = c
+	}
+	oracle.WriteAll(h, binary.LittleEndian.AppendUint64(nil, uint64(size)))
+	return h.Sum(nil), nil
+}
+
+// sparseUnread is the digest of a file of the given size whose data is
+// larger than sparseDigest reads: its size, and that it was not read.
+func sparseUnread(size int64) []byte {
+	h := blake3.New()
+	oracle.WriteAll(h, []byte(sparseDomain+"unread\x00"))
+	oracle.WriteAll(h, binary.LittleEndian.AppendUint64(nil, uint64(size)))
+	return h.Sum(nil)
+}
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// preadFull reads into buf from off until buf is full or the file ends,
+// retrying EINTR; it returns the bytes read.
+func preadFull(fd int, buf []byte, off int64) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Pread(fd, buf[n:], off+int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return n, nil
+}
