@@ -77,12 +77,15 @@ func TestEveryStateEveryKind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tried := 0
+			tried, steps := 0, 0 // ops drawn, and the ops they run (a burst runs many)
 			for i, ops := range rec.draws {
 				if err := checkEveryKind(ops, tt.kinds, max(DefaultBranching, len(tt.kinds))); err != nil {
 					t.Errorf("state %d: %v", i, err)
 				}
 				tried += len(ops)
+				for _, op := range ops {
+					steps += len(Steps(op))
+				}
 			}
 			applied := 0
 			for _, l := range sys.log {
@@ -90,8 +93,8 @@ func TestEveryStateEveryKind(t *testing.T) {
 					applied++
 				}
 			}
-			if len(rec.draws) == 0 || tried != res.States || applied != res.States {
-				t.Errorf("%d states expanded, %d ops drawn, %d applied, %d states: want every op drawn applied", len(rec.draws), tried, applied, res.States)
+			if len(rec.draws) == 0 || tried != res.States || applied != steps {
+				t.Errorf("%d states expanded, %d ops drawn (%d steps), %d applied, %d states: want every op drawn applied", len(rec.draws), tried, steps, applied, res.States)
 			}
 			persistent := slices.ContainsFunc(sys.log, func(l string) bool {
 				return strings.HasPrefix(l, "apply fsync:") || strings.HasPrefix(l, "apply sync:")

@@ -117,7 +117,7 @@ var MetisOps = []string{
 var PersistenceOps = []string{OpFsync, OpFdatasync, OpSync}
 
 // AllOps is every op kind the Metis generator knows.
-var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps, FarOps)
+var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps, FarOps, []string{OpCollide})
 
 // Names of op sets Config.Ops accepts in place of the kinds they hold.
 const (
@@ -544,6 +544,15 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 		r.Op = &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: p, Datasync: kind == OpFdatasync}}
 	case OpSync:
 		r.Op = &agentv1.Request_Sync{Sync: &agentv1.Sync{}}
+	case OpCollide:
+		last := pick(rng, collideLast)
+		var file string
+		if len(g.files) > 0 {
+			file = g.file(rng)
+		} else {
+			last = OpMkdir
+		}
+		return buildCollide("", last, file, pick(rng, Modes))
 	default:
 		panic("explore: unknown op kind " + kind) // kinds are checked by NewMetisGenerator
 	}
@@ -636,8 +645,12 @@ func opKey(op *agentv1.Request) string {
 
 // OpKind names the lane operation a request carries ("truncate",
 // "chown", ...; chown with uid -1 is "chgrp", fsync with datasync
-// "fdatasync"), or "" when none.
+// "fdatasync", a burst or an op making a colliding name "collide"), or ""
+// when none.
 func OpKind(op *agentv1.Request) string {
+	if _, burst := op.GetOp().(*agentv1.Request_Batch); burst || collides(op) {
+		return OpCollide // a burst, or one of its ops
+	}
 	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Create:
 		return OpCreateFile

@@ -50,6 +50,7 @@ type search struct {
 // everything below them.
 type item struct {
 	prefix   []*agentv1.Request
+	depth    int // of the state prefix leads to (a burst is one step, many ops)
 	key      string
 	ops      []*agentv1.Request
 	attempts int        // times a worker died running it
@@ -203,7 +204,7 @@ func (s *search) canonical() map[string][]*agentv1.Request {
 				if !ok || s.visited[e.parent] != d-1 {
 					continue
 				}
-				t := append(slices.Clip(pt), e.op)
+				t := appendStep(pt, e.op)
 				if !found || traceLess(t, best) {
 					best, found = t, true
 				}
@@ -289,7 +290,7 @@ func (s *search) resolve() {
 			if ct, ok := canon[c.at]; ok && c.at != "" {
 				t = ct
 				if c.op != nil {
-					t = append(slices.Clip(ct), c.op)
+					t = appendStep(ct, c.op)
 				}
 			}
 			if best == nil || traceLess(t, bestTrace) {
@@ -411,7 +412,7 @@ func (s *search) offer(frames []*frame) {
 		if keep >= len(f.ops) {
 			continue
 		}
-		s.queue = append(s.queue, &item{prefix: slices.Clone(f.trace), key: f.self, ops: slices.Clone(f.ops[keep:])})
+		s.queue = append(s.queue, &item{prefix: slices.Clone(f.trace), depth: f.depth, key: f.self, ops: slices.Clone(f.ops[keep:])})
 		f.ops = f.ops[:keep]
 		s.wake.Signal()
 		return

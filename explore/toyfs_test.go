@@ -121,7 +121,12 @@ const (
 	efbig     = int32(syscall.EFBIG)
 	eperm     = int32(syscall.EPERM)
 	enodata   = int32(syscall.ENODATA)
+	eoverflow = int32(syscall.EOVERFLOW)
 )
+
+// toyHashCap is how many colliding names a "hash-cap" lane's root holds
+// (stock btrfs's 4 KiB leaf holds 17 of the burst's names).
+const toyHashCap = 17
 
 // apply runs one op and returns its errno.
 func (fs *toyFS) apply(op *agentv1.Request) int32 {
@@ -137,6 +142,17 @@ func (fs *toyFS) apply(op *agentv1.Request) int32 {
 	}
 }
 
+// colliding counts the names of CollidingNames the toy holds.
+func (fs *toyFS) colliding() int {
+	n := 0
+	for p := range fs.names {
+		if IsColliding(p) {
+			n++
+		}
+	}
+	return n
+}
+
 // toyMaxFile is the toy filesystem's file size limit (far writes and
 // truncates pass it: EFBIG).
 const toyMaxFile = 1 << 20
@@ -148,6 +164,9 @@ func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 		c := o.Create
 		if e := fs.checkParent(c.Path); e != 0 {
 			return e
+		}
+		if fs.bug == "hash-cap" && IsColliding(c.Path) && fs.colliding() >= toyHashCap {
+			return eoverflow
 		}
 		if n, ok := fs.names[c.Path]; ok {
 			switch {

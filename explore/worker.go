@@ -166,7 +166,7 @@ func (w *worker) rest() []*item {
 	var out []*item
 	for _, f := range w.frames {
 		if f.next < len(f.ops) {
-			out = append(out, &item{prefix: slices.Clone(f.trace), key: f.self, ops: slices.Clone(f.ops[f.next:])})
+			out = append(out, &item{prefix: slices.Clone(f.trace), depth: f.depth, key: f.self, ops: slices.Clone(f.ops[f.next:])})
 		}
 	}
 	return out
@@ -211,7 +211,7 @@ func (w *worker) runItem(ctx context.Context, it *item) error {
 		}
 	}
 	w.at = false
-	err := w.try(ctx, it, len(it.prefix), it.prefix, it.ops, cp, it.key, w.s.cfg.Walks > 0 && len(it.prefix) > 0)
+	err := w.try(ctx, it, it.depth, it.prefix, it.ops, cp, it.key, w.s.cfg.Walks > 0 && it.depth > 0)
 	if cp == w.root || errors.Is(err, ErrGuestDied) {
 		return err
 	}
@@ -283,8 +283,8 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 			}
 		}
 		dirty = true
-		child := append(slices.Clip(trace), f.ops[i])
-		key, st, results, err := w.apply(ctx, depth, child, self)
+		child := appendStep(trace, f.ops[i])
+		key, st, results, err := w.apply(ctx, depth, trace, f.ops[i], self)
 		if err != nil {
 			return w.stepDeath(err, self, f.ops[i])
 		}
@@ -319,25 +319,37 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 	return nil
 }
 
-// apply runs the last op of child (at depth+1, from the state self) and
-// fingerprints the state it leads to, recording an errno divergence.
-func (w *worker) apply(ctx context.Context, depth int, child []*agentv1.Request, self string) (string, []LaneState, []LaneResult, error) {
-	op := child[len(child)-1]
-	results, err := w.sys.Apply(ctx, op)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("explore: apply %s: %w", OpKind(op), dead(err, child, nil))
-	}
-	w.s.applied(depth + 1)
-	if err := w.s.checkLanes(results); err != nil {
-		return "", nil, nil, err
-	}
-	if ErrnoFinding(w.s.cfg.Declared, op, results) {
-		if err := w.s.add(Finding{Kind: KindErrno, Trace: child, Lanes: results, Detail: describeErrnos(op, results)}, self, op); err != nil {
+// apply runs step (at depth+1, from the state self, reached by trace):
+// its ops (Steps) in order, recording an errno divergence of each, then
+// fingerprints the state it leads to. results are the last op's.
+func (w *worker) apply(ctx context.Context, depth int, trace []*agentv1.Request, step *agentv1.Request, self string) (string, []LaneState, []LaneResult, error) {
+	ops := Steps(step)
+	child := appendStep(trace, step)
+	var results []LaneResult
+	for i, op := range ops {
+		upTo := child[:len(trace)+i+1]
+		var err error
+		if results, err = w.sys.Apply(ctx, op); err != nil {
+			return "", nil, nil, fmt.Errorf("explore: apply %s: %w", OpKind(op), dead(err, upTo, nil))
+		}
+		if err := w.s.checkLanes(results); err != nil {
 			return "", nil, nil, err
 		}
-	} else if errnoDiverge(results) {
-		w.s.count(func(r *Result) { r.DeclaredOps++ })
+		if ErrnoFinding(w.s.cfg.Declared, op, results) {
+			// The sighting's op is the step as far as this op (a burst's
+			// first ops with it), so that its canonical trace ends here.
+			at := step
+			if len(ops) > 1 {
+				at = &agentv1.Request{Op: &agentv1.Request_Batch{Batch: &agentv1.Batch{Requests: ops[:i+1]}}}
+			}
+			if err := w.s.add(Finding{Kind: KindErrno, Trace: slices.Clip(upTo), Lanes: results, Detail: describeErrnos(op, results)}, self, at); err != nil {
+				return "", nil, nil, err
+			}
+		} else if errnoDiverge(results) {
+			w.s.count(func(r *Result) { r.DeclaredOps++ })
+		}
 	}
+	w.s.applied(depth + 1)
 	st, err := w.sys.Fingerprint(ctx)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("explore: fingerprint: %w", dead(err, child, results))

@@ -4,10 +4,12 @@ import "slices"
 
 // errnos the table names (Linux x86-64).
 const (
-	eperm      = 1
-	einval     = 22
-	eopnotsupp = 95
-	efbig      = 27
+	eperm        = 1
+	einval       = 22
+	eopnotsupp   = 95
+	efbig        = 27
+	enametoolong = 36
+	eoverflow    = 75
 )
 
 // Op rules of renameat2's flags, as the guest kernel gives them (measured
@@ -61,7 +63,8 @@ var Table = []Family{
 		Fields: []FieldRule{dirSize,
 			{Field: RootNlink, Why: "a btrfs directory's nlink is 1: it counts no subdirectories"},
 			{Field: DirNlink, Why: "a btrfs directory's nlink is 1: it counts no subdirectories"}},
-		Ops:  farSizes,
+		Ops: slices.Concat(farSizes, []OpRule{{Op: "collide", Errno: eoverflow, Effect: Excluded,
+			Why: "btrfs keeps the names of one crc32c hash in one item of a leaf and refuses one past what it holds (EOVERFLOW): the other lanes would make it"}}),
 		Time: "signed 64-bit seconds at 1 ns",
 	},
 	{
@@ -102,8 +105,9 @@ var Table = []Family{
 	},
 	{
 		Name: "minix", FS: []string{"minix"}, Module: "minix", Mkfs: "mkfs.minix -3", Fsck: "fsck.minix -f", Package: "util-linux", Quiesce: Sync,
-		Fields:  []FieldRule{dirSize},
-		Ops:     slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes),
+		Fields: []FieldRule{dirSize},
+		Ops: slices.Concat(noXattrs, []OpRule{noRenameExchange, noRenameWhiteout}, farSizes, []OpRule{{Op: "collide", Errno: enametoolong, Effect: Excluded,
+			Why: "names of at most 60 bytes (mkfs.minix -3): the other lanes would make the burst's 200-byte names"}}),
 		Time:    "unsigned 32-bit seconds, 1970 to 2106, at 1 s (the generic kernel flavour)",
 		MaxFile: 1<<31 - 1, // the s_max_size mkfs.minix -3 writes
 	},

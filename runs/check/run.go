@@ -198,11 +198,11 @@ func exploreOptions(o Options, part *Part, left time.Duration) exploration.Optio
 	return eo
 }
 
-// checkOps are the explore parts' op kinds: Metis's, renameat2's flags and
+// checkOps are the explore parts' op kinds: Metis's, renameat2's flags,
 // the far sizes (which the family table leaves out of the differential:
-// they run in the reference and crash parts, of one lane); the crash part
-// adds the persistence ops.
-var checkOps = []string{explore.OpSetMetis, explore.OpSetRenameFlags, explore.OpSetFar}
+// they run in the reference and crash parts, of one lane) and the
+// colliding-name burst; the crash part adds the persistence ops.
+var checkOps = []string{explore.OpSetMetis, explore.OpSetRenameFlags, explore.OpSetFar, explore.OpCollide}
 
 // signatures are an explore part's findings by signature, across its
 // runs: the latest version of each finding of the run going on, and the

@@ -1,0 +1,138 @@
+package explore
+
+import (
+	"context"
+	"hash/crc32"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+)
+
+// TestBtrfsNameHash checks the hash against the name of the 2026 btrfs
+// create fix's reproducer, whose crc32c the posting gives (0x1d90c899).
+func TestBtrfsNameHash(t *testing.T) {
+	if got := BtrfsNameHash("W6tIm-VK2@BGC@IBfcgg6j_p:pxp_QUqtWpGD5Ok_GmijKOJJt"); got != 0x1d90c899 {
+		t.Errorf("BtrfsNameHash = %#x, want 0x1d90c899", got)
+	}
+}
+
+// TestForgeCRC checks that the 4 forged bytes take any register state to
+// any target.
+func TestForgeCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		state, target := rng.Uint32(), rng.Uint32()
+		tail := forgeCRC(state, target)
+		// The raw register after tail, from state: Go's Update inverts on
+		// the way in and out.
+		if got := ^crc32.Update(^state, castagnoli, tail[:]); got != target {
+			t.Fatalf("forgeCRC(%#x, %#x) = %x: the register ends at %#x", state, target, tail, got)
+		}
+	}
+}
+
+// TestCollidingNames checks the burst's names: CollideFill+1 of them,
+// distinct even without case, collideLen bytes of collideChars, one hash.
+func TestCollidingNames(t *testing.T) {
+	names := CollidingNames()
+	if len(names) != CollideFill+1 {
+		t.Fatalf("%d names, want %d", len(names), CollideFill+1)
+	}
+	seen := map[string]bool{}
+	want := BtrfsNameHash(names[0])
+	for _, n := range names {
+		if len(n) != collideLen || !allIn([]byte(n), collideChars) {
+			t.Errorf("%q: want %d bytes of %q", n, collideLen, collideChars)
+		}
+		if h := BtrfsNameHash(n); h != want {
+			t.Errorf("%q: hash %#x, want %#x", n, h, want)
+		}
+		if seen[strings.ToLower(n)] {
+			t.Errorf("%q twice (without case)", n)
+		}
+		seen[strings.ToLower(n)] = true
+		if !IsColliding("d-00/"+n) || IsColliding("d-00/"+n[1:]) {
+			t.Errorf("IsColliding wrong for %q", n)
+		}
+	}
+}
+
+// TestCollideBurst checks a burst's ops, their kinds, and that a trace
+// holds them expanded.
+func TestCollideBurst(t *testing.T) {
+	names := CollidingNames()
+	for _, last := range collideLast {
+		t.Run(last, func(t *testing.T) {
+			b := buildCollide("", last, "f-00", 0o644)
+			steps := Steps(b)
+			if len(steps) != CollideFill+1 || OpKind(b) != OpCollide {
+				t.Fatalf("%d steps, kind %q: want %d, %q", len(steps), OpKind(b), CollideFill+1, OpCollide)
+			}
+			for i, op := range steps {
+				if OpKind(op) != OpCollide {
+					t.Errorf("step %d: kind %q, want %q", i, OpKind(op), OpCollide)
+				}
+			}
+			if got := opKinds(appendStep([]*agentv1.Request{create("f-00", 0o644)}, b)); len(got) != CollideFill+2 || got[0] != OpCreateFile {
+				t.Errorf("trace kinds %v: want create_file then %d of collide", got, CollideFill+1)
+			}
+			var made string
+			switch o := steps[CollideFill].GetOp().(type) {
+			case *agentv1.Request_Create:
+				made = o.Create.GetPath()
+			case *agentv1.Request_Mkdir:
+				made = o.Mkdir.GetPath()
+			case *agentv1.Request_Rename:
+				made = o.Rename.GetNewPath()
+			case *agentv1.Request_Link:
+				made = o.Link.GetNewPath()
+			case *agentv1.Request_Symlink:
+				made = o.Symlink.GetPath()
+			}
+			if made != names[CollideFill] {
+				t.Errorf("the last op makes %q, want the last name", made)
+			}
+		})
+	}
+	if OpKind(create("f-00", 0o644)) != OpCreateFile {
+		t.Error("a plain create is a collide")
+	}
+}
+
+// TestCollideFinding runs a search with the burst over a lane that refuses
+// names past a hash's capacity (as btrfs does) and a correct one: the
+// errno divergence is found inside a burst, its trace is plain ops that
+// end at the refused create, and it minimizes to the creates it needs.
+func TestCollideFinding(t *testing.T) {
+	t.Parallel()
+	sys := newToy("", "hash-cap")
+	c, err := NewChecker(sys, Config{Seed: 1, Depth: 2, Ops: []string{OpCreateFile, OpUnlink, OpCollide}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(res.Findings, func(f Finding) bool { return f.Kind == KindErrno })
+	if i < 0 {
+		t.Fatalf("no errno finding in %d findings", len(res.Findings))
+	}
+	f := res.Findings[i]
+	kinds := opKinds(f.Trace)
+	if slices.Contains(kinds, "") || kinds[len(kinds)-1] != OpCollide {
+		t.Errorf("trace kinds %v: want plain ops ending in a collide", kinds)
+	}
+	if got := f.Lanes[1].Errno; got != eoverflow {
+		t.Errorf("errno %d on the capped lane, want %d", got, eoverflow)
+	}
+	if !f.Minimized || len(f.Trace) != toyHashCap+1 {
+		t.Errorf("minimized %v to %d ops, want %d (the cap's creates and one more)", f.Minimized, len(f.Trace), toyHashCap+1)
+	}
+	if len(res.UniqueByDepth) > 3 {
+		t.Errorf("states by depth %v: past the search's depth 2 (a burst is one step)", res.UniqueByDepth)
+	}
+}
