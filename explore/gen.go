@@ -74,7 +74,8 @@ var RenameFlagOps = []string{OpRenameNoreplace, OpRenameExchange, OpRenameWhiteo
 // differential run of two filesystems leaves them out (the family table
 // says so); they are for runs of one lane.
 const (
-	// OpWriteFar is a write_file whose offset is a FarLengths value.
+	// OpWriteFar is a write_file whose offset is a FarLengths value,
+	// with O_CREAT.
 	OpWriteFar = "write_far"
 	// OpTruncateFar is a truncate to a FarLengths value.
 	OpTruncateFar = "truncate_far"
@@ -484,8 +485,10 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 	case OpTruncate:
 		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: g.file(rng), Length: pick(rng, g.lengths)}}
 	case OpWriteFar:
+		// O_CREAT: a far write makes its file (mode 0644), so that one op
+		// puts an extent at the limit and the next writes past it.
 		r.Op = &agentv1.Request_Write{Write: &agentv1.Write{
-			Path: g.file(rng), Flags: oRdwr | pick(rng, []uint32{0, oSync}),
+			Path: g.file(rng), Flags: oRdwr | oCreat | pick(rng, []uint32{0, oSync}),
 			Offset: pick(rng, FarLengths), Size: pick(rng, g.lengths), Fill: pick(rng, Fills)}}
 	case OpTruncateFar:
 		r.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: g.file(rng), Length: pick(rng, FarLengths)}}

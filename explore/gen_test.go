@@ -96,8 +96,12 @@ func TestGeneratorBins(t *testing.T) {
 				offsets := lengths
 				if OpKind(op) == OpWriteFar {
 					offsets = FarLengths // and no O_APPEND: it would write at the end
+					if w.Flags&oCreat == 0 {
+						ok = false // a far write makes its file
+					}
+					extra &^= oCreat
 				}
-				ok = isFile(w.Path) && w.Flags&oRdwr != 0 && (extra == 0 || extra == oAppend && OpKind(op) == OpWriteFile || extra == oSync) &&
+				ok = ok && isFile(w.Path) && w.Flags&oRdwr != 0 && (extra == 0 || extra == oAppend && OpKind(op) == OpWriteFile || extra == oSync) &&
 					slices.Contains(offsets, w.Offset) && slices.Contains(lengths, w.Size) && slices.Contains(Fills, w.Fill)
 			}
 			if tr := op.GetTruncate(); tr != nil {

@@ -185,6 +185,15 @@ func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 	case *agentv1.Request_Write:
 		w := o.Write
 		n, e := fs.lookup(w.Path)
+		if e == enoent && w.Flags&oCreat != 0 {
+			if e = fs.checkParent(w.Path); e != 0 {
+				return e
+			}
+			n = &inode{kind: agentv1.Kind_KIND_REGULAR, mode: 0o644, nlink: 1, xattrs: map[string]bool{}}
+			fs.setData(n, nil)
+			fs.names[w.Path] = n
+			e = 0
+		}
 		if e != 0 {
 			return e
 		}

@@ -77,7 +77,7 @@ func short(op *themisv1.Op) (string, bool) {
 		return join("create", c.GetPath(), octal(c.GetMode()), words), ok && c.GetFlags()&(oCreat|oWronly) == oCreat|oWronly && safe(c.GetPath())
 	case *themisv1.Op_Write:
 		w := o.Write
-		words, ok := flagWords(w.GetFlags()&^oRdwr, "append", "sync", "direct")
+		words, ok := flagWords(w.GetFlags()&^oRdwr, "append", "sync", "direct", "creat")
 		return join("write", w.GetPath(), strconv.FormatInt(w.GetOffset(), 10), strconv.FormatInt(w.GetSize(), 10), fmt.Sprintf("0x%02x", w.GetFill()), words),
 			ok && len(w.GetData()) == 0 && w.GetFlags()&oRdwr == oRdwr && w.GetFill() <= 0xff && safe(w.GetPath())
 	case *themisv1.Op_Truncate:

@@ -27,12 +27,12 @@ var flagNames = []struct {
 	name string
 	bit  uint32
 }{
-	{"excl", oExcl}, {"trunc", oTrunc}, {"append", oAppend}, {"sync", oSync}, {"direct", oDirect},
+	{"excl", oExcl}, {"trunc", oTrunc}, {"append", oAppend}, {"sync", oSync}, {"direct", oDirect}, {"creat", oCreat},
 }
 
 // Usage lists the short forms.
 const Usage = `create PATH [MODE] [excl|trunc|direct]...
-write PATH OFFSET SIZE [FILL] [append|sync|direct]...
+write PATH OFFSET SIZE [FILL] [append|sync|direct|creat]...
 truncate PATH LENGTH
 unlink PATH | mkdir PATH [MODE] | rmdir PATH | chmod PATH MODE
 chown PATH UID | chgrp PATH GID
@@ -267,7 +267,7 @@ func (p *parser) create() *themisv1.Op {
 	return &themisv1.Op{Op: &themisv1.Op_Create{Create: &agentv1.Create{Path: p.arg(0), Mode: mode, Flags: flags}}}
 }
 
-// write reads "write PATH OFFSET SIZE [FILL] [append|sync|direct]...".
+// write reads "write PATH OFFSET SIZE [FILL] [append|sync|direct|creat]...".
 func (p *parser) write() *themisv1.Op {
 	w := &agentv1.Write{Path: p.arg(0), Offset: p.int(1, "offset"), Size: p.int(2, "size"), Fill: 0}
 	from := 3
@@ -278,7 +278,7 @@ func (p *parser) write() *themisv1.Op {
 		}
 		w.Fill, from = uint32(v), 4
 	}
-	w.Flags = oRdwr | p.flags(from, "append", "sync", "direct")
+	w.Flags = oRdwr | p.flags(from, "append", "sync", "direct", "creat")
 	return &themisv1.Op{Op: &themisv1.Op_Write{Write: w}}
 }
 

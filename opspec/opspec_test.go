@@ -17,6 +17,7 @@ func TestRoundTrip(t *testing.T) {
 		"create f 0600 excl trunc",
 		"write f 0 4096 0x55",
 		"write f 65535 2 0xff append sync",
+		"write f 4398046510080 1024 0x55 sync creat",
 		"truncate f 65537",
 		"unlink f",
 		"mkdir d-00 0755",
