@@ -4,6 +4,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"sync"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -196,3 +197,18 @@ func buildCollide(dir, kind, file string, mode uint32) *agentv1.Request {
 
 // collideLast are the kinds of a burst's last op.
 var collideLast = []string{OpCreateFile, OpMkdir, OpRename, OpLink, OpSymlink}
+
+// collideLastKinds are the kinds a burst's last op may take in a run whose
+// enabled kinds are kinds: a create always; mkdir, and with pool files
+// rename, link and symlink, where the run enables them. A kind the family
+// table leaves out of the run (vfat's and exfat's link and symlink) is
+// not enabled, so no burst ends in it either.
+func collideLastKinds(kinds []string, files bool) []string {
+	out := []string{OpCreateFile}
+	for _, k := range collideLast[1:] {
+		if slices.Contains(kinds, k) && (files || k == OpMkdir) {
+			out = append(out, k)
+		}
+	}
+	return out
+}

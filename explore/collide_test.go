@@ -136,3 +136,49 @@ func TestCollideFinding(t *testing.T) {
 		t.Errorf("states by depth %v: past the search's depth 2 (a burst is one step)", res.UniqueByDepth)
 	}
 }
+
+// TestCollideLastKinds checks that a burst ends only in a kind the run
+// enables (the family table takes link and symlink out of an exfat run).
+func TestCollideLastKinds(t *testing.T) {
+	tests := []struct {
+		ops  []string
+		want []string
+	}{
+		{[]string{OpCollide}, []string{OpCreateFile}},
+		{AllOps, collideLast},
+		{[]string{OpCollide, OpLink, OpMkdir}, []string{OpCreateFile, OpMkdir, OpLink}},
+		{[]string{OpCollide, OpRename, OpSymlink, OpChmod}, []string{OpCreateFile, OpRename, OpSymlink}},
+	}
+	for _, tt := range tests {
+		g, err := NewMetisGenerator(GenConfig{Ops: tt.ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for range 200 {
+			steps := Steps(g.build(rng, OpCollide))
+			switch steps[len(steps)-1].GetOp().(type) {
+			case *agentv1.Request_Create:
+				seen[OpCreateFile] = true
+			case *agentv1.Request_Mkdir:
+				seen[OpMkdir] = true
+			case *agentv1.Request_Rename:
+				seen[OpRename] = true
+			case *agentv1.Request_Link:
+				seen[OpLink] = true
+			case *agentv1.Request_Symlink:
+				seen[OpSymlink] = true
+			}
+		}
+		var got []string
+		for _, k := range collideLast {
+			if seen[k] {
+				got = append(got, k)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("ops %v: bursts end in %v, want %v", tt.ops, got, tt.want)
+		}
+	}
+}

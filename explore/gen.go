@@ -316,6 +316,8 @@ type MetisGenerator struct {
 	cum     []float64 // cumulative weights, parallel to kinds
 	lengths []int64
 	direct  bool
+	// collideLast are the kinds a burst's last op may take (OpCollide).
+	collideLast []string
 }
 
 // GenConfig configures a MetisGenerator; zero fields take the defaults.
@@ -364,6 +366,7 @@ func NewMetisGenerator(cfg GenConfig) (*MetisGenerator, error) {
 	if err := g.enable(expandOps(ops), cfg.Weights); err != nil {
 		return nil, err
 	}
+	g.collideLast = collideLastKinds(g.kinds, len(g.files) > 0)
 	return g, nil
 }
 
@@ -548,12 +551,10 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 	case OpSync:
 		r.Op = &agentv1.Request_Sync{Sync: &agentv1.Sync{}}
 	case OpCollide:
-		last := pick(rng, collideLast)
+		last := pick(rng, g.collideLast)
 		var file string
-		if len(g.files) > 0 {
+		if last != OpCreateFile && last != OpMkdir {
 			file = g.file(rng)
-		} else {
-			last = OpMkdir
 		}
 		return buildCollide("", last, file, pick(rng, Modes))
 	default:
