@@ -182,3 +182,16 @@ func TestCollideLastKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstContinues checks which ops of a trace run without a remount
+// before them: a burst's after its first, nothing else.
+func TestBurstContinues(t *testing.T) {
+	trace := appendStep([]*agentv1.Request{create("f-00", 0o644)}, buildCollide("", OpRename, "f-00", 0o644))
+	trace = appendStep(trace, buildCollide("", OpCreateFile, "", 0o644)) // a second burst starts afresh
+	for i, op := range trace {
+		want := i != 0 && i != 1 && i != CollideFill+2
+		if got := BurstContinues(op); got != want {
+			t.Errorf("op %d (%s): continues a burst %v, want %v", i, OpKind(op), got, want)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 )
 
@@ -77,6 +79,10 @@ func init() {
 type step struct {
 	Short text   // the op in opspec short form
 	Body  string // its C code (cStep)
+	// Fresh: under the remount revert the lanes are remounted before it
+	// (every op but the first and a collide burst's ops after its first:
+	// explore.BurstContinues).
+	Fresh bool
 }
 
 // lane is a Lane in the templates.
@@ -133,12 +139,16 @@ func Generate(in Input) (Files, error) {
 	if f.Revert == "" {
 		v.Revert = "unknown (taken as machine: the ops run back to back)"
 	}
-	for _, s := range f.Trace {
+	for i, s := range f.Trace {
 		body, err := cStep(s)
 		if err != nil {
 			return nil, err
 		}
-		v.Steps = append(v.Steps, step{Short: text(s), Body: body})
+		req, err := opspec.ParseRequest(s) // cStep parsed it
+		if err != nil {
+			return nil, fmt.Errorf("repro: trace op %q: %w", s, err)
+		}
+		v.Steps = append(v.Steps, step{Short: text(s), Body: body, Fresh: i > 0 && !explore.BurstContinues(req)})
 	}
 	for i, l := range in.Lanes {
 		mount := "loop"

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/oracle"
 )
@@ -189,5 +190,23 @@ func TestReproOnHost(t *testing.T) {
 				t.Errorf("exit %d, want %d with %q", status, tt.status, tt.want)
 			}
 		})
+	}
+}
+
+// TestGenerateBurstRemounts checks that under the remount revert repro.sh
+// remounts before every op but the first and a collide burst's later ones
+// (explore.BurstContinues), as the search did.
+func TestGenerateBurstRemounts(t *testing.T) {
+	names := explore.CollidingNames()
+	trace := []string{"create f-00 0644", "create " + names[0] + " 0644", "create " + names[1] + " 0644", "rename f-00 " + names[explore.CollideFill], "unlink f-00"}
+	files, err := Generate(Input{
+		Finding: Finding{ID: "f-test", Kind: KindState, Detail: "d", Trace: trace, Revert: "remount"},
+		Lanes:   lanesOf(t, "ext4", "ext2"), Policy: oracle.MetisParity,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "fresh=(0 1 0 0 1 )"; !strings.Contains(string(files["repro.sh"]), want) {
+		t.Errorf("repro.sh has no %q:\n%s", want, files["repro.sh"])
 	}
 }

@@ -236,9 +236,10 @@ func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
 	t0 := time.Now()
 	defer since(&x.t.op, t0)
-	if x.revert == RevertRemount && !x.disks.fresh {
+	if x.revert == RevertRemount && !x.disks.fresh && !explore.BurstContinues(op) {
 		// A replay or a lazily skipped restore: the search ran every op
-		// on freshly mounted lanes.
+		// on freshly mounted lanes, but the ops of a burst after its
+		// first (explore.BurstContinues).
 		if err := x.remounted(ctx, nil); err != nil {
 			return nil, err
 		}
