@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/oracle"
 )
