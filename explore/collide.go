@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -117,20 +118,11 @@ var topIndex = sync.OnceValue(func() [256]byte {
 
 func allIn(b []byte, set string) bool {
 	for _, x := range b {
-		if !containsByte(set, x) {
+		if strings.IndexByte(set, x) < 0 {
 			return false
 		}
 	}
 	return true
-}
-
-func containsByte(s string, x byte) bool {
-	for i := range len(s) {
-		if s[i] == x {
-			return true
-		}
-	}
-	return false
 }
 
 // BurstContinues reports whether op is an op of a collide burst after its
