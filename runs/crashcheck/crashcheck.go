@@ -125,6 +125,10 @@ type Result struct {
 	// fdatasync of a file returned, "kept" when the file holds what it
 	// held then, or what was lost; "" when not checked.
 	Durability string
+	// Fsynced is, for a LOST state, what the final fsync or fdatasync
+	// made durable ("an empty file", "a file", "a directory"): a
+	// finding's signature tells an empty file lost from data lost.
+	Fsynced string
 	// Atomicity is, with Options.Atomic, the op boundary of the trace
 	// whose fingerprint the mounted state equals ("op 0": before the
 	// first op, "op k": after the k-th), or NotAtBoundary; "" when not

@@ -42,6 +42,17 @@ type durable struct {
 	flushes  int
 }
 
+// what says what d is: "a directory", "an empty file" or "a file".
+func (d *durable) what() string {
+	switch {
+	case d.entries != nil:
+		return "a directory"
+	case len(d.content) == 0:
+		return "an empty file"
+	}
+	return "a file"
+}
+
 // maxDurableEntries bounds the names a directory's durability check
 // compares.
 const maxDurableEntries = 4096

@@ -41,13 +41,24 @@ func NewFinding(in Of) (*session.Finding, error) {
 	}
 	f := &session.Finding{ID: id, Kind: session.KindCrash, Trace: slices.Clone(in.Trace), FoundTrace: slices.Clone(in.Trace),
 		OriginalLen: len(in.Trace), Created: time.Now().UTC(), LaneSpecs: []string{in.Spec}, Revert: "machine",
-		Signature: fmt.Sprintf("crash %s %s after %s", Class(in.Result), in.FS, lastKind(in.Last)), Kernel: in.Result.Kernel}
-	if k := in.Result.Kernel; k != nil {
-		f.Signature += ": " + k.Signature()
-	}
+		Signature: signatureOf(in), Kernel: in.Result.Kernel}
 	f.Crash = &session.CrashPoint{Lane: in.Result.Lane, Setup: slices.Clone(in.Setup), SetupSync: in.SetupSync}
 	setPoint(f, in.Result, in.Lane)
 	return f, nil
+}
+
+// signatureOf is the signature of in's finding: its class, filesystem and
+// last op, what a lost fsync had made durable, a kernel report's
+// signature.
+func signatureOf(in Of) string {
+	sig := fmt.Sprintf("crash %s %s after %s", Class(in.Result), in.FS, lastKind(in.Last))
+	if Class(in.Result) == "lost" && in.Result.Fsynced != "" {
+		sig += " of " + in.Result.Fsynced
+	}
+	if k := in.Result.Kernel; k != nil {
+		sig += ": " + k.Signature()
+	}
+	return sig
 }
 
 // setPoint sets f's crash state and detail from r, of a trace whose lane

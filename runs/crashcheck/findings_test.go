@@ -125,3 +125,25 @@ func TestNewFindingDeath(t *testing.T) {
 		}
 	}
 }
+
+// TestSignatureOf: a lost state's signature says what the fsync had made
+// durable (an empty file lost is not the bug of a file's data lost); a
+// not-clean state's does not.
+func TestSignatureOf(t *testing.T) {
+	t.Parallel()
+	fsync := &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "f"}}}
+	for _, tt := range []struct {
+		name string
+		r    Result
+		want string
+	}{
+		{"empty file lost", Result{Verdict: Dirty, Durability: "LOST f: missing", Fsynced: (&durable{}).what()}, "crash lost ext2 after fsync of an empty file"},
+		{"data lost", Result{Verdict: Clean, Durability: "LOST f: missing", Fsynced: (&durable{content: []byte{1}}).what()}, "crash lost ext2 after fsync of a file"},
+		{"entries lost", Result{Verdict: Clean, Durability: "LOST directory d: x missing", Fsynced: (&durable{entries: []string{"x"}}).what()}, "crash lost ext2 after fsync of a directory"},
+		{"not clean", Result{Verdict: Dirty, Durability: Kept}, "crash not-clean ext2 after fsync"},
+	} {
+		if got := signatureOf(Of{FS: "ext2", Last: fsync, Result: tt.r}); got != tt.want {
+			t.Errorf("%s: signature %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -326,7 +326,7 @@ func (lc *laneCheck) checkDurable(r *checked, ls *LaneSummary) error {
 	r.Durability = Kept
 	if lost != "" {
 		ls.Lost++
-		r.Durability = "LOST " + lost
+		r.Durability, r.Fsynced = "LOST "+lost, lc.dur.what()
 	}
 	return nil
 }
