@@ -118,7 +118,7 @@ var MetisOps = []string{
 var PersistenceOps = []string{OpFsync, OpFdatasync, OpSync}
 
 // AllOps is every op kind the Metis generator knows.
-var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps, FarOps, []string{OpCollide})
+var AllOps = slices.Concat(MetisOps, PersistenceOps, RenameFlagOps, FarOps, []string{OpCollide, OpRegrow})
 
 // Names of op sets Config.Ops accepts in place of the kinds they hold.
 const (
@@ -419,7 +419,7 @@ func (g *MetisGenerator) Kinds() []string { return slices.Clone(g.kinds) }
 
 func needsFile(kind string) bool {
 	switch kind {
-	case OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpLink, OpSymlink, OpWriteFar, OpTruncateFar:
+	case OpCreateFile, OpWriteFile, OpTruncate, OpUnlink, OpLink, OpSymlink, OpWriteFar, OpTruncateFar, OpRegrow:
 		return true
 	}
 	return false
@@ -454,6 +454,12 @@ func (g *MetisGenerator) prefer(rng *rand.Rand, fit, all []string) string {
 
 // file is a pool file for an op that needs one to exist.
 func (g *MetisGenerator) file(rng *rand.Rand) string { return g.prefer(rng, g.exFiles, g.files) }
+
+// writable is a pool file for a write with O_CREAT: one that exists or
+// one whose parent does.
+func (g *MetisGenerator) writable(rng *rand.Rand) string {
+	return g.prefer(rng, slices.Concat(g.exFiles, g.newFiles), g.files)
+}
 
 // dir is a pool dir for an op that needs one to exist.
 func (g *MetisGenerator) dir(rng *rand.Rand) string { return g.prefer(rng, g.exDirs, g.dirs) }
@@ -557,6 +563,8 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 			file = g.file(rng)
 		}
 		return buildCollide("", last, file, pick(rng, Modes))
+	case OpRegrow:
+		return buildRegrow(rng, g.writable(rng), g.lengths)
 	default:
 		panic("explore: unknown op kind " + kind) // kinds are checked by NewMetisGenerator
 	}
@@ -649,11 +657,18 @@ func opKey(op *agentv1.Request) string {
 
 // OpKind names the lane operation a request carries ("truncate",
 // "chown", ...; chown with uid -1 is "chgrp", fsync with datasync
-// "fdatasync", a burst or an op making a colliding name "collide"), or ""
-// when none.
+// "fdatasync", a collide burst or an op making a colliding name
+// "collide", a regrow burst "regrow": its ops are plain writes and
+// truncates), or "" when none.
 func OpKind(op *agentv1.Request) string {
-	if _, burst := op.GetOp().(*agentv1.Request_Batch); burst || collides(op) {
-		return OpCollide // a burst, or one of its ops
+	if b, burst := op.GetOp().(*agentv1.Request_Batch); burst {
+		if slices.ContainsFunc(b.Batch.GetRequests(), collides) {
+			return OpCollide
+		}
+		return OpRegrow
+	}
+	if collides(op) {
+		return OpCollide // one of a burst's ops
 	}
 	switch o := op.GetOp().(type) {
 	case *agentv1.Request_Create:

@@ -27,6 +27,9 @@ type inode struct {
 	hash   []byte // blake3 of data
 	target string
 	xattrs map[string]bool
+	// cut are the bytes the last truncate down cut off (a "stale-tail"
+	// lane shows them again when the file grows back over them).
+	cut []byte
 }
 
 type toyFS struct {
@@ -102,6 +105,16 @@ func (fs *toyFS) setData(n *inode, data []byte) {
 	n.data = data
 	h := blake3.Sum256(data)
 	n.hash = h[:]
+}
+
+// grow is n's data resized to size: what it grows by is zeros, or on a
+// "stale-tail" lane the bytes the last truncate down cut off.
+func (fs *toyFS) grow(n *inode, size int64) []byte {
+	out := resize(n.data, size)
+	if fs.bug == "stale-tail" && size > int64(len(n.data)) {
+		copy(out[len(n.data):], n.cut)
+	}
+	return out
 }
 
 func resize(data []byte, size int64) []byte {
@@ -207,7 +220,7 @@ func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 		if off+w.Size > toyMaxFile {
 			return efbig
 		}
-		data := resize(n.data, max(int64(len(n.data)), off+w.Size))
+		data := fs.grow(n, max(int64(len(n.data)), off+w.Size))
 		for i := off; i < off+w.Size; i++ {
 			data[i] = byte(w.Fill)
 		}
@@ -228,7 +241,10 @@ func (fs *toyFS) applyData(op *agentv1.Request) int32 {
 		if fs.bug == "truncate-cap" && length > 65536 {
 			length = 65536
 		}
-		fs.setData(n, resize(n.data, length))
+		if length < int64(len(n.data)) {
+			n.cut = n.data[length:]
+		}
+		fs.setData(n, fs.grow(n, length))
 	default:
 		return einval
 	}

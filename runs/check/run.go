@@ -202,7 +202,7 @@ func exploreOptions(o Options, part *Part, left time.Duration) exploration.Optio
 // the far sizes (which the family table leaves out of the differential:
 // they run in the reference and crash parts, of one lane) and the
 // colliding-name burst; the crash part adds the persistence ops.
-var checkOps = []string{explore.OpSetMetis, explore.OpSetRenameFlags, explore.OpSetFar, explore.OpCollide}
+var checkOps = []string{explore.OpSetMetis, explore.OpSetRenameFlags, explore.OpSetFar, explore.OpCollide, explore.OpRegrow}
 
 // signatures are an explore part's findings by signature, across its
 // runs: the latest version of each finding of the run going on, and the
