@@ -134,13 +134,23 @@ func TestImageNames(t *testing.T) {
 		return img
 	}
 	first := build("dev", "a")
-	for _, ref := range []string{"dev", first.Key, filepath.Dir(first.Kernel)} {
+	for _, ref := range []string{"dev", first.Key, first.Key[:16], first.Key[:minKeyPrefix], filepath.Dir(first.Kernel)} {
 		if img, err := Resolve(cache, ref); err != nil || img.Key != first.Key || img.Flavor != "custom" {
 			t.Errorf("Resolve(%s) = %+v, %v", ref, img, err)
 		}
 	}
 	if _, err := Resolve(cache, "nope"); err == nil || !strings.Contains(err.Error(), `no image named "nope"`) {
 		t.Errorf("Resolve(nope) err = %v", err)
+	}
+	for ref, want := range map[string]string{first.Key[:minKeyPrefix-1]: `no image named`, "0123456789abcdef": "no image key starts with it", "abcd0123": "names 2 images"} {
+		for _, d := range []string{"abcd0123aa", "abcd0123bb"} {
+			if err := os.MkdirAll(filepath.Join(cache, "images", d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := Resolve(cache, ref); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Resolve(%s) err = %v, want %q", ref, err, want)
+		}
 	}
 	outside := t.TempDir() // an image directory outside the cache is refused
 	if err := os.CopyFS(filepath.Join(outside, "img"), os.DirFS(filepath.Dir(first.Kernel))); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -87,7 +88,8 @@ func (img *Image) ReadPatch(i int) ([]byte, error) {
 }
 
 // Resolve finds an image of cacheDir's image cache by name (Options.Name),
-// by key, or by its directory, and opens nothing outside the cache: a
+// by key or a key's prefix of at least minKeyPrefix hex digits that names
+// one image (guest list shows 16), or by its directory, and opens nothing outside the cache: a
 // daemon opens what a client names this way.
 func Resolve(cacheDir, ref string) (*Image, error) {
 	if ref == "" {
@@ -109,7 +111,9 @@ func Resolve(cacheDir, ref string) (*Image, error) {
 		}
 		dir = filepath.Join(root, key)
 		if _, err := os.Stat(dir); err != nil && !named {
-			return nil, fmt.Errorf("guest: no image named %q in %s (themisctl guest list shows them)", ref, cacheDir)
+			if dir, err = keyPrefix(root, ref); err != nil {
+				return nil, fmt.Errorf("guest: %w in %s (themisctl guest list shows them)", err, cacheDir)
+			}
 		}
 	}
 	abs, err := filepath.EvalSymlinks(dir)
@@ -120,4 +124,34 @@ func Resolve(cacheDir, ref string) (*Image, error) {
 		return nil, fmt.Errorf("guest: image %q: %s is not directly under the image cache %s", ref, abs, root)
 	}
 	return Open(abs)
+}
+
+// minKeyPrefix is the shortest key prefix Resolve takes for a key.
+const minKeyPrefix = 8
+
+var hexPrefix = regexp.MustCompile(`^[0-9a-f]+$`)
+
+// keyPrefix is the directory under root of the one image whose key starts
+// with ref, a prefix of at least minKeyPrefix hex digits.
+func keyPrefix(root, ref string) (string, error) {
+	if len(ref) < minKeyPrefix || !hexPrefix.MatchString(ref) {
+		return "", fmt.Errorf("no image named %q", ref)
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return "", fmt.Errorf("the image cache: %w", err)
+	}
+	var found []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), ref) {
+			found = append(found, e.Name())
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no image named %q, and no image key starts with it", ref)
+	case 1:
+		return filepath.Join(root, found[0]), nil
+	}
+	return "", fmt.Errorf("key prefix %q names %d images: give more of the key", ref, len(found))
 }
