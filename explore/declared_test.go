@@ -120,15 +120,7 @@ func TestDeclaredShardsMerge(t *testing.T) {
 		Pool: PathPool{Files: 2, Depth: 1}, Declared: map[string]map[string]int32{"lane1": {OpChmod: 1}}, KeepStates: true}
 	run := func(cfg Config) *Result {
 		t.Helper()
-		c, err := NewChecker(declaredToy{newToy("", "")}, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return mustCheck(t, declaredToy{newToy("", "")}, cfg)
 	}
 	whole := run(cfg)
 	if whole.DeclaredStates == 0 || len(whole.DeclaredKeys) != whole.DeclaredStates {

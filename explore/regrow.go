@@ -29,15 +29,15 @@ var regrowFills = slices.DeleteFunc(slices.Clone(Fills), func(f uint32) bool { r
 // buildRegrow draws a regrow of file: the write of size, the truncate to
 // a shorter length, then the grow, each length from the bins lengths.
 func buildRegrow(rng *rand.Rand, file string, lengths []int64) *agentv1.Request {
-	size := pick(rng, between(lengths, 2, lengths[len(lengths)-1]))
+	top := lengths[len(lengths)-1]
+	size := pick(rng, between(lengths, 2, top))
 	cut := pick(rng, between(lengths, 1, size-1))
 	grow := &agentv1.Request{}
 	if rng.IntN(2) == 0 {
-		grow.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: file, Length: pick(rng, between(lengths, cut+1, lengths[len(lengths)-1]))}}
+		grow.Op = &agentv1.Request_Truncate{Truncate: &agentv1.Truncate{Path: file, Length: pick(rng, between(lengths, cut+1, top))}}
 	} else {
 		grow.Op = &agentv1.Request_Write{Write: &agentv1.Write{Path: file, Flags: oRdwr,
-			Offset: pick(rng, between(lengths, cut+1, lengths[len(lengths)-1])), Size: pick(rng, between(lengths, 1, lengths[len(lengths)-1])),
-			Fill: pick(rng, regrowFills)}}
+			Offset: pick(rng, between(lengths, cut+1, top)), Size: pick(rng, between(lengths, 1, top)), Fill: pick(rng, regrowFills)}}
 	}
 	ops := []*agentv1.Request{
 		{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: file, Flags: oRdwr | oCreat, Size: size, Fill: pick(rng, regrowFills)}}},

@@ -1,7 +1,6 @@
 package explore
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -59,15 +58,7 @@ func TestBuildRegrow(t *testing.T) {
 func TestRegrowFinding(t *testing.T) {
 	t.Parallel()
 	run := func(ops []string) *Result {
-		c, err := NewChecker(newToy("", "stale-tail"), Config{Seed: 1, Depth: 1, Ops: ops})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return mustCheck(t, newToy("", "stale-tail"), Config{Seed: 1, Depth: 1, Ops: ops})
 	}
 	with := run(append(slices.Clone(MetisOps), OpRegrow))
 	i := slices.IndexFunc(with.Findings, func(f Finding) bool { return f.Kind == KindState })

@@ -29,15 +29,7 @@ func runStreamed(t *testing.T, bug string, cfg Config) (*Result, []streamEvent, 
 	var events []streamEvent
 	cfg.Found = func(f Finding) { events = append(events, streamEvent{false, f, sys.applies}) }
 	cfg.Minimized = func(f Finding) { events = append(events, streamEvent{true, f, sys.applies}) }
-	c, err := NewChecker(sys, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, events, sys
+	return mustCheck(t, sys, cfg), events, sys
 }
 
 // TestFindingsStreamed checks that a finding is reported the moment the
@@ -187,17 +179,7 @@ func (b *belowSystem) Fingerprint(ctx context.Context) ([]LaneState, error) {
 func TestBelowNotInKey(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Depth: 2, Branching: 10, Seed: 3, Pool: PathPool{Files: 2, Dirs: 1, Depth: 2}}
-	run := func(sys System) *Result {
-		c, err := NewChecker(sys, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	run := func(sys System) *Result { return mustCheck(t, sys, cfg) }
 	plain := run(newToy("", ""))
 	below := run(&belowSystem{toySystem: newToy("", "")})
 	if plain.Unique != below.Unique || string(plain.Digest) != string(below.Digest) || len(below.Findings) != 0 {

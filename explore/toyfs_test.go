@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"testing"
 
 	"github.com/zeebo/blake3"
 
@@ -574,4 +575,18 @@ func (s *toySystem) Leaves(ctx context.Context, lane string) ([]*agentv1.Entry, 
 		}
 	}
 	return nil, fmt.Errorf("toy: no lane %q", lane)
+}
+
+// mustCheck runs a search of sys under cfg, failing the test on an error.
+func mustCheck(t *testing.T, sys System, cfg Config) *Result {
+	t.Helper()
+	c, err := NewChecker(sys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -2,7 +2,6 @@ package explore
 
 import (
 	"bytes"
-	"context"
 	"testing"
 )
 
@@ -13,15 +12,7 @@ import (
 func TestWalks(t *testing.T) {
 	t.Parallel()
 	run := func(seed uint64, walks int) *Result {
-		c, err := NewChecker(newToy("", ""), Config{Depth: 8, Seed: seed, Walks: walks})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return mustCheck(t, newToy("", ""), Config{Depth: 8, Seed: seed, Walks: walks})
 	}
 	a, again, other := run(5, 20), run(5, 20), run(6, 20)
 	if a.MaxDepthReached != 8 {
