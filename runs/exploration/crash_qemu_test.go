@@ -34,6 +34,33 @@ func TestExploreCrashRealGuest(t *testing.T) {
 	if c := lenient.Crash; c == nil || c.Points == 0 || c.Findings != 0 || c.Repaired != c.NotClean {
 		t.Errorf("ext2 without --crash-strict: crash counts %+v, want every not-clean state counted as repaired and no finding", c)
 	}
+	// What the guest had written back before each persistence op's log
+	// started decides how many crash states are not clean: a run where
+	// every state came out clean (measured once in CI: 5 states, none
+	// dirty) has nothing to find and is run once more.
+	var sum *Summary
+	var found []session.Finding
+	for try := 1; ; try++ {
+		sum, found = strictCrashRun(ctx, t, m)
+		if c := sum.Crash; c.NotClean > 0 || try == 2 {
+			break
+		}
+		t.Logf("try %d: every crash state clean (%+v); again", try, *sum.Crash)
+	}
+	c := sum.Crash
+	t.Logf("ext2, depth 2: %d states, crash counts %+v", sum.States, *c)
+	if c.Points == 0 || c.States == 0 || c.Findings == 0 || len(found) != c.Findings || sum.Findings < c.Findings {
+		t.Fatalf("crash counts %+v, %d findings streamed, summary findings %d: want persistence ops checked and the ext2 control's findings", c, len(found), sum.Findings)
+	}
+	for _, f := range found[:1] {
+		replayCrash(ctx, t, m, f)
+	}
+}
+
+// strictCrashRun is explore --crash --crash-strict on the ext2 control at
+// depth 2: its summary (with crash counts) and the findings it streamed.
+func strictCrashRun(ctx context.Context, t *testing.T, m *session.Manager) (*Summary, []session.Finding) {
+	t.Helper()
 	var mu sync.Mutex
 	var found []session.Finding
 	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 4, Ops: []string{"mkdir", "create_file", "fsync", "sync"},
@@ -45,18 +72,10 @@ func TestExploreCrashRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := sum.Crash
-	if c == nil {
+	if sum.Crash == nil {
 		t.Fatal("no crash counts in the summary")
 	}
-	t.Logf("ext2, depth 2: %d states, %d persistence ops checked, %d crash states (%d not clean, durability %d/%d lost), %d crash findings, %s checking",
-		sum.States, c.Points, c.States, c.NotClean, c.Durable, c.Lost, c.Findings, c.Time)
-	if c.Points == 0 || c.States == 0 || c.Findings == 0 || len(found) != c.Findings || sum.Findings < c.Findings {
-		t.Fatalf("crash counts %+v, %d findings streamed, summary findings %d: want persistence ops checked and the ext2 control's findings", c, len(found), sum.Findings)
-	}
-	for _, f := range found[:1] {
-		replayCrash(ctx, t, m, f)
-	}
+	return sum, found
 }
 
 // replayCrash checks finding f's crash state again in a fresh session
