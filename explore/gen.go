@@ -429,13 +429,23 @@ func pick[T any](rng *rand.Rand, s []T) T { return s[rng.IntN(len(s))] }
 
 // anyPath draws a file with probability bias, else a dir (an existing one,
 // mostly, in a state-aware draw).
-func (g *MetisGenerator) anyPath(rng *rand.Rand) (string, bool) {
+func (g *MetisGenerator) anyPath(rng *rand.Rand) (string, bool) { return g.anyPathBiased(rng, g.bias) }
+
+// renameFlagBias is the file bias of the renameat2 kinds' paths: a
+// directory a third of the time, not Metis's one in twenty. What their
+// flags change is mostly a directory's ('..' of an exchanged or
+// whited-out directory moved to another parent; bugs/f2fs-*-pino,
+// f2fs-rename-whiteout-dotdot).
+const renameFlagBias = 2.0 / 3
+
+// anyPathBiased is anyPath with file bias bias.
+func (g *MetisGenerator) anyPathBiased(rng *rand.Rand, bias float64) (string, bool) {
 	switch {
 	case len(g.dirs) == 0:
 		return g.file(rng), true
 	case len(g.files) == 0:
 		return g.dir(rng), false
-	case rng.Float64() < g.bias:
+	case rng.Float64() < bias:
 		return g.file(rng), true
 	default:
 		return g.dir(rng), false
@@ -531,7 +541,7 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 		}
 		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: src, NewPath: dst}}
 	case OpRenameNoreplace, OpRenameWhiteout:
-		src, isFile := g.anyPath(rng)
+		src, isFile := g.anyPathBiased(rng, min(g.bias, renameFlagBias))
 		dst := g.newDir(rng)
 		if isFile {
 			dst = g.newFile(rng)
@@ -543,8 +553,8 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: src, NewPath: dst, Flags: flags}}
 	case OpRenameExchange:
 		// Both must exist: two existing paths, a file and a dir at times.
-		a, _ := g.anyPath(rng)
-		b, _ := g.anyPath(rng)
+		a, _ := g.anyPathBiased(rng, min(g.bias, renameFlagBias))
+		b, _ := g.anyPathBiased(rng, min(g.bias, renameFlagBias))
 		r.Op = &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: a, NewPath: b, Flags: renameExchange}}
 	case OpLink:
 		r.Op = &agentv1.Request_Link{Link: &agentv1.Link{Path: g.file(rng), NewPath: g.newFile(rng)}}

@@ -449,3 +449,30 @@ func TestFarLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestRenameFlagsTakeDirectories: the renameat2 kinds take a directory
+// about a third of the time (renameFlagBias), plain rename Metis's one in
+// twenty.
+func TestRenameFlagsTakeDirectories(t *testing.T) {
+	g, err := NewMetisGenerator(GenConfig{Ops: []string{OpRename, OpRenameWhiteout, OpRenameExchange}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dirs := DefaultPool.Paths()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 2000
+	for _, tc := range []struct {
+		kind     string
+		min, max float64
+	}{{OpRename, 0.02, 0.08}, {OpRenameWhiteout, 0.28, 0.39}, {OpRenameExchange, 0.28, 0.39}} {
+		taken := 0
+		for range n {
+			if slices.Contains(dirs, g.build(rng, tc.kind).GetRename().GetPath()) {
+				taken++
+			}
+		}
+		if f := float64(taken) / n; f < tc.min || f > tc.max {
+			t.Errorf("%s: a directory in %.3f of %d draws, want %.2f..%.2f", tc.kind, f, n, tc.min, tc.max)
+		}
+	}
+}

@@ -34,6 +34,12 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		return toStatus(session.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
 	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
 		return toStatus(session.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
+	case len(req.GetSetup()) > exploration.MaxSetup:
+		return toStatus(session.Invalid("setup", "%d ops: want at most %d", len(req.GetSetup()), exploration.MaxSetup))
+	}
+	setup, err := exploration.ParseTrace(req.GetSetup())
+	if err != nil {
+		return toStatus(session.Invalid("setup", "%v", err))
 	}
 	workers := int(req.GetWorkers())
 	if workers == 0 {
@@ -58,6 +64,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Revert:         req.GetRevert(),
 		Workers:        workers,
 		Walks:          int(req.GetWalks()),
+		Setup:          setup,
 		WarnNotFinding: req.GetWarnNotFinding(),
 		Shard:          explore.Shard{Index: int(req.GetShardIndex()), Count: int(req.GetShardCount()), Depth: int(req.GetShardDepth())},
 	}

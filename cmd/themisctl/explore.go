@@ -164,7 +164,7 @@ func (l *findingLog) json() []*findingJSONView {
 // newExplore is `themisctl explore`.
 func newExplore(g *globals) *cobra.Command {
 	var req themisv1.ExploreRequest
-	var lanes, timeMode, ops, shard string
+	var lanes, timeMode, ops, shard, setup string
 	var out exploreOutputs
 	var warnIsFinding bool
 	cmd := &cobra.Command{
@@ -172,7 +172,7 @@ func newExplore(g *globals) *cobra.Command {
 		Short: "Drive real filesystems through their state space (bounded DFS) and report where they misbehave",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req.Lanes, req.Ops = splitList(lanes), splitList(ops)
+			req.Lanes, req.Ops, req.Setup = splitList(lanes), splitList(ops), splitTrace(setup)
 			req.WarnNotFinding = !warnIsFinding
 			mode, err := parseTimeMode("--time-mode", timeMode)
 			if err != nil {
@@ -223,6 +223,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.BoolVar(&req.CrashStrict, "crash-strict", false, "with --crash: a dirty crash state is a finding on every lane, also on ext2, vfat, exfat, minix and udf, which a crash may leave for their fsck to repair (by default counted as expected there; a lost fsync or an unreadable state is a finding either way)")
 	fl.BoolVar(&warnIsFinding, "warn-is-finding", true, "a WARN in the guest kernel ends the guest as an Oops does: the op that ran is a kernel finding with the report (false: panic_on_warn=0, the kernel goes on)")
 	fl.Int32Var(&req.Walks, "walks", 0, "bounded random walks instead of the full tree: this many ops at the root, then one op that leads to a new state at every state, down to --depth (which may then be up to 10); 0: the full tree")
+	fl.StringVar(&setup, "setup", "", "ops applied on every lane before the root, ';'-separated, in the short form of traces (e.g. 'mkdir d-00 0755; write f-00 0 1000 0x61 creat'; Metis kinds, at most 64, each must succeed everywhere): the search starts from the tree they make, every finding's trace starts with them")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	cmd.AddCommand(newExploreMerge(g))
 	return cmd

@@ -2,11 +2,14 @@ package check
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/runs/clocksweep"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
 
@@ -136,5 +139,37 @@ func TestSignatures(t *testing.T) {
 	s.endRun()
 	if s.count() != 2 {
 		t.Errorf("after run 2: %d counted, want 2", s.count())
+	}
+}
+
+// TestPopulatedRootInPool: the populated root is a valid explore setup
+// (Metis kinds) over pool names only (files as files, dirs as dirs), each
+// made in a parent made before it, so that the ops explore draws reach it.
+func TestPopulatedRootInPool(t *testing.T) {
+	files, dirs := explore.DefaultPool.Paths()
+	made := map[string]bool{"": true}
+	for i, op := range populatedRoot {
+		kind := explore.OpKind(op)
+		path, pool := op.GetWrite().GetPath(), files
+		switch kind {
+		case explore.OpMkdir:
+			path, pool = op.GetMkdir().GetPath(), dirs
+		case explore.OpCreateFile:
+			path = op.GetCreate().GetPath()
+		case explore.OpWriteFile:
+		default:
+			t.Errorf("op %d: kind %s, want mkdir, create_file or write_file", i+1, kind)
+		}
+		parent := ""
+		if j := strings.LastIndexByte(path, '/'); j >= 0 {
+			parent = path[:j]
+		}
+		if !slices.Contains(pool, path) || !made[parent] || made[path] {
+			t.Errorf("op %d (%s): %q not a new pool path under a directory made before it", i+1, kind, path)
+		}
+		made[path] = kind == explore.OpMkdir
+	}
+	if _, err := exploration.ParseTrace(exploration.FormatTrace(populatedRoot)); err != nil {
+		t.Errorf("populated root does not round-trip as a trace: %v", err)
 	}
 }

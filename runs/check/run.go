@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"
@@ -162,6 +163,9 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 		if round > 0 {
 			eo.Depth, eo.Walks, eo.Seed = walkDepth, walkRoots, o.Seed+uint64(round)
 		}
+		if round%2 == 0 {
+			eo.Setup = populatedRoot
+		}
 		s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
 			if out.Progress != nil {
 				out.Progress(part, pr)
@@ -180,6 +184,28 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 			return err
 		}
 	}
+}
+
+// populatedRoot is the tree an explore part's full tree, and every other
+// round of its walks, start from (the other rounds from the empty root):
+// pool names only (explore.DefaultPool), so that the ops drawn reach them —
+// directories at two levels, a file in each, files small (inline data)
+// and past a few blocks, an empty one. ACE's workloads begin with the
+// setup their core ops need; from this root a depth-2 tree reaches what
+// needs a parent and a child first (a rename of a directory into another
+// parent, an exchange of entries of two directories).
+var populatedRoot = mustParse(
+	"mkdir d-00 0755", "mkdir d-01 0755", "mkdir d-00/d-00 0755",
+	"write f-00 0 1000 0x61 creat", "write f-01 0 9000 0x62 creat", "create f-02 0644",
+	"write d-00/f-00 0 3000 0x63 creat", "write d-01/f-01 0 1 0x64 creat",
+)
+
+func mustParse(ops ...string) []*agentv1.Request {
+	out, err := exploration.ParseTrace(ops)
+	if err != nil {
+		panic("check: populated root: " + err.Error())
+	}
+	return out
 }
 
 // exploreOptions are an explore part's run with left of its share.

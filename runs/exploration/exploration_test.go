@@ -63,6 +63,9 @@ func TestExploreBadInput(t *testing.T) {
 		{"crash with the remount revert", Options{Lanes: []string{"ext2"}, Revert: RevertRemount, Crash: &CrashOptions{}}, "revert"},
 		{"crash on vfat (no host fsck)", Options{Lanes: []string{"ext2", "vfat"}, Crash: &CrashOptions{}}, "lanes[1]"},
 		{"crash bounds", Options{Lanes: []string{"ext2"}, Crash: &CrashOptions{Crash: crash.Options{MaxStates: -1}}}, "crash"},
+		{"setup persistence op", Options{Lanes: []string{"ext2"}, Setup: []*agentv1.Request{{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}}}, "setup"},
+		{"setup empty op", Options{Lanes: []string{"ext2"}, Setup: []*agentv1.Request{{}}}, "setup"},
+		{"setup too long", Options{Lanes: []string{"ext2"}, Setup: slices.Repeat([]*agentv1.Request{{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d-00"}}}}, MaxSetup+1)}, "setup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,6 +307,40 @@ func TestExploreFindingsStreamed(t *testing.T) {
 	all, err := m.Findings(ctx, sum.Session)
 	if err != nil || len(all) != len(order) {
 		t.Errorf("Findings(%s): %d, %v; want %d", sum.Session, len(all), err, len(order))
+	}
+}
+
+// TestExploreSetup: the setup's ops run before the root on every lane,
+// every finding's trace (as found and minimized) starts with them, and a
+// setup op that fails on a lane fails the run, naming the op and lane.
+func TestExploreSetup(t *testing.T) {
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, func(vmm.Config) vmm.Machine {
+		return &divergingMachine{Machine: &sessiontest.Machine{}}
+	})
+	ctx := context.Background()
+	setup := []*agentv1.Request{
+		{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: "f-00", Flags: 0o102, Size: 1000, Fill: 0x61}}},
+		{Op: &agentv1.Request_Create{Create: &agentv1.Create{Path: "f-01", Flags: 0o101, Mode: 0o644}}},
+	}
+	want := FormatTrace(setup)
+	var got []session.Finding
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 20, Seed: 7, Setup: setup}, nil,
+		func(f session.Finding) { got = append(got, f) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || sum.Findings == 0 {
+		t.Fatalf("%d findings sent (summary %d): want the mkdir divergence", len(got), sum.Findings)
+	}
+	for _, f := range got {
+		if !slices.Equal(f.Trace[:min(len(want), len(f.Trace))], want) || len(f.Trace) != len(want)+1 ||
+			!slices.Equal(f.FoundTrace[:len(want)], want) || f.OriginalLen != len(f.FoundTrace) {
+			t.Errorf("finding %s: trace %q (found %q, %d ops), want the setup %q and then the op", f.ID, f.Trace, f.FoundTrace, f.OriginalLen, want)
+		}
+	}
+	_, err = Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Setup: []*agentv1.Request{{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d-00", Mode: 0o755}}}}}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "setup op 1 (mkdir d-00 0755) failed on lane ext4") {
+		t.Errorf("a setup op failing on lane ext4: %v, want it named", err)
 	}
 }
 

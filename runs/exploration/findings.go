@@ -26,6 +26,7 @@ type findingRecorder struct {
 	revert string                // the run's revert strategy, recorded with each finding
 	policy string                // the name of the run's canonicalization policy, too
 	send   func(session.Finding) // the caller's found; may be nil
+	setup  []string              // Options.Setup, written: every trace starts with it
 
 	byID map[int]*session.Finding // by explore's Finding.ID
 	errs []error                  // ledger failures, returned at the end of the run
@@ -38,11 +39,11 @@ func (r *findingRecorder) found(f explore.Finding) {
 		r.errs = append(r.errs, err)
 		return
 	}
-	trace := FormatTrace(f.Trace)
+	trace := r.trace(f.Trace)
 	fd := &session.Finding{
 		ID: id, Kind: f.Kind, Detail: f.Detail,
 		Trace: trace, FoundTrace: slices.Clone(trace), Path: f.Path, Field: f.Field, Seed: f.Seed,
-		Minimized: f.Minimized, OriginalLen: f.OriginalLen, Created: time.Now().UTC(),
+		Minimized: f.Minimized, OriginalLen: f.OriginalLen + len(r.setup), Created: time.Now().UTC(),
 		LaneSpecs: slices.Clone(r.specs), Lanes: laneResults(f.Lanes), Revert: r.revert, Policy: r.policy, Signature: f.Signature(),
 		Kernel: f.Kernel,
 	}
@@ -61,13 +62,14 @@ func (r *findingRecorder) minimized(f explore.Finding) {
 	if fd == nil {
 		return // its first record failed (already in errs)
 	}
-	fd.Detail, fd.Trace, fd.Path, fd.Field, fd.Lanes = f.Detail, FormatTrace(f.Trace), f.Path, f.Field, laneResults(f.Lanes)
+	fd.Detail, fd.Trace, fd.Path, fd.Field, fd.Lanes = f.Detail, r.trace(f.Trace), f.Path, f.Field, laneResults(f.Lanes)
 	fd.Minimized, fd.DuplicateOf = f.Minimized, ""
 	if f.Kernel != nil {
 		fd.Kernel = f.Kernel // the report of the minimized trace's last try
 	}
 	if f.Found != nil {
-		fd.FoundTrace, fd.OriginalLen = FormatTrace(f.Found), len(f.Found)
+		fd.FoundTrace = r.trace(f.Found)
+		fd.OriginalLen = len(fd.FoundTrace)
 	}
 	if dup := r.byID[f.DuplicateOf]; f.DuplicateOf != 0 && dup != nil {
 		fd.DuplicateOf = dup.ID
@@ -85,6 +87,11 @@ func (r *findingRecorder) minimized(f explore.Finding) {
 	}
 	r.run.Event(r.ctx, "finding.minimized", detail, fd.Lanes)
 	r.emit(fd)
+}
+
+// trace is a search trace as recorded: the setup's ops, then its own.
+func (r *findingRecorder) trace(ops []*agentv1.Request) []string {
+	return slices.Concat(r.setup, FormatTrace(ops))
 }
 
 func (r *findingRecorder) emit(fd *session.Finding) {

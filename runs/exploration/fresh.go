@@ -64,8 +64,13 @@ func (c *crew) successor(ctx context.Context, i int) (explore.System, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	nx := c.adopt(r)
+	c.mu.Unlock()
+	if err := c.populate(ctx, nx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.systems[i] = nx
 	return nx, nil
 }

@@ -119,7 +119,16 @@ type Options struct {
 	// the search applies (CrashOptions); the op kinds default to the Metis
 	// set and the persistence ops then.
 	Crash *CrashOptions
+	// Setup are ops applied on every lane of every worker before the
+	// search's root (each must succeed on every lane): the root is the
+	// state they make, so the search starts from a populated tree, and
+	// every finding's trace starts with them (a replay in a fresh session
+	// makes the same tree). Metis op kinds only, at most MaxSetup.
+	Setup []*agentv1.Request
 }
+
+// MaxSetup bounds Options.Setup.
+const MaxSetup = 64
 
 // Progress is a snapshot of a running exploration.
 type Progress struct {
@@ -270,6 +279,9 @@ func validate(o *Options) (family.Judgement, error) {
 	if _, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops}); err != nil {
 		return family.Judgement{}, session.Invalid("ops", "%v", err)
 	}
+	if err := validSetup(o.Setup); err != nil {
+		return family.Judgement{}, err
+	}
 	if o.MaxDuration < 0 {
 		return family.Judgement{}, session.Invalid("max_duration", "%s: negative", o.MaxDuration)
 	}
@@ -320,4 +332,21 @@ func validate(o *Options) (family.Judgement, error) {
 		}
 	}
 	return judged, nil
+}
+
+// validSetup checks Options.Setup: at most MaxSetup ops, each of a Metis
+// kind (no persistence op, burst or far size: the root is a plain tree).
+func validSetup(ops []*agentv1.Request) error {
+	if len(ops) > MaxSetup {
+		return session.Invalid("setup", "%d ops: want at most %d", len(ops), MaxSetup)
+	}
+	for i, op := range ops {
+		if op == nil || op.GetOp() == nil {
+			return session.Invalid("setup", "op %d: empty", i+1)
+		}
+		if k := explore.OpKind(op); !slices.Contains(explore.MetisOps, k) {
+			return session.Invalid("setup", "op %d: kind %s: want one of %s", i+1, k, strings.Join(explore.MetisOps, ", "))
+		}
+	}
+	return nil
 }

@@ -50,7 +50,8 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	run := c.primary()
 	ctx = c.ctx // ends on Delete of any worker's session and at the daemon's max run duration
 	// Findings are kept whatever happens to the run.
-	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, policy: policy.Name, send: found, byID: make(map[int]*session.Finding)}
+	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, policy: policy.Name, send: found, byID: make(map[int]*session.Finding),
+		setup: FormatTrace(o.Setup)}
 	cr, err := newCrashRun(o, laneFS(run.Specs()), crashRecorder(rec.ctx, run, found))
 	if err != nil {
 		return nil, errors.Join(err, c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))
@@ -79,8 +80,8 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 		return nil, errors.Join(fmt.Errorf("explore: %w", err), c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))
 	}
 	run.Event(ctx, "explore.started", fmt.Sprintf(
-		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s, workers %d (%s): %s%s",
-		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, c.revert, n, why,
+		"depth %d, branching %d, %s, max states %d, seed %d, time mode %s, policy %s, remount %v, fsck %v, revert %s, setup %d ops, workers %d (%s): %s%s",
+		o.Depth, o.Branching, describeOps(chk.Config()), o.MaxStates, o.Seed, o.TimeMode, policy.Name, o.Remount, o.Fsck, c.revert, len(o.Setup), n, why,
 		strings.Join(c.sessions(), ","), describeShard(chk.Config().Shard)), nil)
 	res, runErr := chk.Run(ctx)
 	sum := summarize(run, c, res, time.Since(start))

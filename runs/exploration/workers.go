@@ -41,6 +41,7 @@ type crew struct {
 	dir      string // the fsck scratch dir, "" without Fsck and Crash
 	crash    *crashRun
 	quiet    bool // periodic writeback off in every session (--crash)
+	setup    []*agentv1.Request
 
 	ctx    context.Context // the search's: ends when any worker's run context does
 	cancel context.CancelCauseFunc
@@ -73,7 +74,7 @@ func workerCount(m *session.Manager, o Options) (int, string) {
 // makes their systems; on error it ends the ones it got.
 func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.Policy, n int) (*crew, error) {
 	c := &crew{m: m, create: session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Spares: o.Crash != nil, WarnNotFatal: o.WarnNotFinding, Image: o.Image},
-		timeMode: o.TimeMode, policy: policy}
+		timeMode: o.TimeMode, policy: policy, setup: o.Setup}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	runs := make([]*session.Run, n)
 	errs := make([]error, n)
@@ -108,7 +109,30 @@ func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.P
 		}
 		c.systems = append(c.systems, c.adopt(r))
 	}
+	for _, x := range c.systems {
+		if err := c.populate(ctx, x); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// populate applies the run's setup ops (Options.Setup) to x, before the
+// search's root: each must succeed on every lane.
+func (c *crew) populate(ctx context.Context, x *system) error {
+	for i, op := range c.setup {
+		res, err := x.Apply(ctx, op)
+		if err != nil {
+			return fmt.Errorf("explore: setup op %d (%s) in session %s: %w", i+1, explore.OpKind(op), x.run.ID(), err)
+		}
+		for _, r := range res {
+			if r.Errno != 0 {
+				return fmt.Errorf("explore: setup op %d (%s) failed on lane %s: %s", i+1, FormatTrace([]*agentv1.Request{op})[0], r.Lane, oracle.ErrnoText(uint32(r.Errno)))
+			}
+		}
+	}
+	return nil
 }
 
 // adopt makes r a worker's session: its context ending ends the search,

@@ -3807,7 +3807,12 @@ type ExploreRequest struct {
 	// Above 0: bounded random walks instead of the full tree: walks ops at the
 	// root, then at every state one op that leads to a new state (tried in
 	// the state's own random order), to depth; deterministic by seed.
-	Walks         int32 `protobuf:"varint,26,opt,name=walks,proto3" json:"walks,omitempty"`
+	Walks int32 `protobuf:"varint,26,opt,name=walks,proto3" json:"walks,omitempty"`
+	// Ops in opspec's short form applied on every lane before the root (at
+	// most 64, Metis kinds, each must succeed on every lane): the search
+	// starts from the tree they make, and every finding's trace starts with
+	// them.
+	Setup         []string `protobuf:"bytes,27,rep,name=setup,proto3" json:"setup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4022,6 +4027,13 @@ func (x *ExploreRequest) GetWalks() int32 {
 		return x.Walks
 	}
 	return 0
+}
+
+func (x *ExploreRequest) GetSetup() []string {
+	if x != nil {
+		return x.Setup
+	}
+	return nil
 }
 
 type ExploreProgress struct {
@@ -8312,7 +8324,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\">\n" +
 	"\x12ListEventsResponse\x12(\n" +
-	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\x8b\x06\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.themis.v1.EventR\x06events\"\xa1\x06\n" +
 	"\x0eExploreRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1c\n" +
@@ -8346,7 +8358,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x10warn_not_finding\x18\x17 \x01(\bR\x0ewarnNotFinding\x12\x14\n" +
 	"\x05image\x18\x18 \x01(\tR\x05image\x12!\n" +
 	"\fcrash_strict\x18\x19 \x01(\bR\vcrashStrict\x12\x14\n" +
-	"\x05walks\x18\x1a \x01(\x05R\x05walks\"\x98\x02\n" +
+	"\x05walks\x18\x1a \x01(\x05R\x05walks\x12\x14\n" +
+	"\x05setup\x18\x1b \x03(\tR\x05setup\"\x98\x02\n" +
 	"\x0fExploreProgress\x12\x16\n" +
 	"\x06states\x18\x01 \x01(\x03R\x06states\x12#\n" +
 	"\runique_states\x18\x02 \x01(\x03R\funiqueStates\x12\x14\n" +
