@@ -438,18 +438,28 @@ func (g *MetisGenerator) anyPath(rng *rand.Rand) (string, bool) { return g.anyPa
 // f2fs-rename-whiteout-dotdot).
 const renameFlagBias = 2.0 / 3
 
-// anyPathBiased is anyPath with file bias bias.
+// anyPathBiased is anyPath with file bias bias. In a state-aware draw a
+// kind of which nothing exists yields to the other kind when that has an
+// entry: a rename at a state of directories only takes a directory, not
+// a file that is not there (ENOENT, the state unchanged).
 func (g *MetisGenerator) anyPathBiased(rng *rand.Rand, bias float64) (string, bool) {
 	switch {
 	case len(g.dirs) == 0:
 		return g.file(rng), true
 	case len(g.files) == 0:
 		return g.dir(rng), false
-	case rng.Float64() < bias:
-		return g.file(rng), true
-	default:
-		return g.dir(rng), false
 	}
+	file := rng.Float64() < bias
+	switch {
+	case file && len(g.exFiles) == 0 && len(g.exDirs) > 0:
+		file = false
+	case !file && len(g.exDirs) == 0 && len(g.exFiles) > 0:
+		file = true
+	}
+	if file {
+		return g.file(rng), true
+	}
+	return g.dir(rng), false
 }
 
 // prefer picks from fit when it is not empty, always while g.fitAll is set

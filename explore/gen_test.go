@@ -476,3 +476,33 @@ func TestRenameFlagsTakeDirectories(t *testing.T) {
 		}
 	}
 }
+
+// TestAnyPathYieldsToWhatExists: at a state of directories only, an op on
+// any path takes a directory (not a file that is not there); at a state of
+// files only, a file.
+func TestAnyPathYieldsToWhatExists(t *testing.T) {
+	g, err := NewMetisGenerator(GenConfig{Ops: []string{OpRename, OpRenameWhiteout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, dirs := DefaultPool.Paths()
+	dir := func(p string) *agentv1.Entry { return &agentv1.Entry{Path: p, Kind: agentv1.Kind_KIND_DIRECTORY} }
+	file := func(p string) *agentv1.Entry { return &agentv1.Entry{Path: p, Kind: agentv1.Kind_KIND_REGULAR} }
+	for _, tc := range []struct {
+		name  string
+		state []*agentv1.Entry
+		want  []string
+	}{
+		{"directories only", []*agentv1.Entry{dir("d-00"), dir("d-01"), dir("d-00/d-00")}, dirs},
+		{"files only", []*agentv1.Entry{file("f-00"), file("f-01")}, files},
+	} {
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 50 {
+			for _, op := range g.DrawAt(rng, 4, tc.state) {
+				if src := op.GetRename().GetPath(); !slices.Contains(tc.want, src) {
+					t.Errorf("%s: %v takes %q", tc.name, op, src)
+				}
+			}
+		}
+	}
+}
