@@ -161,6 +161,9 @@ func partStatus(p *themisv1.CheckPart) string {
 	if p.GetStopped() != "" {
 		s += ", stopped: " + p.GetStopped()
 	}
+	if p.GetSetupFailed() != "" {
+		s += "; every run from the empty root: " + p.GetSetupFailed()
+	}
 	return s
 }
 

@@ -40,6 +40,8 @@ func TestPartStatus(t *testing.T) {
 		{&themisv1.CheckPart{Findings: 1, ElapsedS: 61, Stopped: "max-duration", Depth: 4, Explore: &themisv1.ExploreSummary{States: 9, UniqueStates: 4, MaxDepth: 3}},
 			"1 finding(s) in 1m1s, last run depth 4: 9 states (4 unique), stopped: max-duration"},
 		{&themisv1.CheckPart{ElapsedS: 40, Sweep: &themisv1.SweepSummary{Cells: 372}}, "0 finding(s) in 40s, 372 cells"},
+		{&themisv1.CheckPart{ElapsedS: 40, SetupFailed: "explore: setup: op 3 (mkdir d-00/d-00 0755) failed on lane ext4: errno 74 (bad message)"},
+			"0 finding(s) in 40s; every run from the empty root: explore: setup: op 3 (mkdir d-00/d-00 0755) failed on lane ext4: errno 74 (bad message)"},
 		{&themisv1.CheckPart{ElapsedS: 90, Depth: 10, Walks: 2, Explore: &themisv1.ExploreSummary{States: 300, UniqueStates: 200}},
 			"0 finding(s) in 1m30s, last run depth 10: 300 states (200 unique), after the full tree 2 round(s) of walks"},
 	} {

@@ -50,8 +50,12 @@ type Part struct {
 	// Walks counts the rounds of random walks that followed the full
 	// tree (its last run's summary is Explore's).
 	Walks int
-	Sweep *clocksweep.Summary
-	Cells []clocksweep.Cell
+	// SetupFailed says which op of the populated root failed on which
+	// lane (the filesystem refused an ordinary op): the part's runs then
+	// all start from the empty root.
+	SetupFailed string
+	Sweep       *clocksweep.Summary
+	Cells       []clocksweep.Cell
 
 	weight int
 	fsck   bool

@@ -163,7 +163,7 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 		if round > 0 {
 			eo.Depth, eo.Walks, eo.Seed = walkDepth, walkRoots, o.Seed+uint64(round)
 		}
-		if round%2 == 0 {
+		if round%2 == 0 && part.SetupFailed == "" {
 			eo.Setup = populatedRoot
 		}
 		s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
@@ -176,6 +176,13 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 			}
 		})
 		seen.endRun()
+		if errors.Is(err, exploration.ErrSetup) && part.SetupFailed == "" {
+			// The filesystem refused an op of the populated root: the
+			// round again, and every round after it, from the empty root.
+			part.SetupFailed = err.Error()
+			round--
+			continue
+		}
 		if s != nil {
 			part.Explore, part.Stopped, part.Depth, part.Walks = s, s.Stopped, eo.Depth, round
 		}

@@ -339,7 +339,7 @@ func TestExploreSetup(t *testing.T) {
 		}
 	}
 	_, err = Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Setup: []*agentv1.Request{{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d-00", Mode: 0o755}}}}}, nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "setup op 1 (mkdir d-00 0755) failed on lane ext4") {
+	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "explore: setup: op 1 (mkdir d-00 0755) failed on lane ext4") {
 		t.Errorf("a setup op failing on lane ext4: %v, want it named", err)
 	}
 }

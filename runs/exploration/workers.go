@@ -118,6 +118,10 @@ func newCrew(ctx context.Context, m *session.Manager, o Options, policy oracle.P
 	return c, nil
 }
 
+// ErrSetup is the error of a run whose setup op (Options.Setup) failed on
+// a lane: the filesystem refused it, the run did not start.
+var ErrSetup = errors.New("explore: setup")
+
 // populate applies the run's setup ops (Options.Setup) to x, before the
 // search's root: each must succeed on every lane.
 func (c *crew) populate(ctx context.Context, x *system) error {
@@ -128,7 +132,7 @@ func (c *crew) populate(ctx context.Context, x *system) error {
 		}
 		for _, r := range res {
 			if r.Errno != 0 {
-				return fmt.Errorf("explore: setup op %d (%s) failed on lane %s: %s", i+1, FormatTrace([]*agentv1.Request{op})[0], r.Lane, oracle.ErrnoText(uint32(r.Errno)))
+				return fmt.Errorf("%w: op %d (%s) failed on lane %s: %s", ErrSetup, i+1, FormatTrace([]*agentv1.Request{op})[0], r.Lane, oracle.ErrnoText(uint32(r.Errno)))
 			}
 		}
 	}

@@ -7594,7 +7594,11 @@ type CheckPart struct {
 	// (32 walks of up to 10 ops, the next seed each round).
 	Depth int32 `protobuf:"varint,14,opt,name=depth,proto3" json:"depth,omitempty"`
 	// The rounds of walks that followed the full tree.
-	Walks         int32 `protobuf:"varint,15,opt,name=walks,proto3" json:"walks,omitempty"`
+	Walks int32 `protobuf:"varint,15,opt,name=walks,proto3" json:"walks,omitempty"`
+	// Set when an op of the populated root failed on a lane under test (the
+	// filesystem refused an ordinary op): the op and lane, and the part's
+	// runs then all start from the empty root.
+	SetupFailed   string `protobuf:"bytes,16,opt,name=setup_failed,json=setupFailed,proto3" json:"setup_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7732,6 +7736,13 @@ func (x *CheckPart) GetWalks() int32 {
 		return x.Walks
 	}
 	return 0
+}
+
+func (x *CheckPart) GetSetupFailed() string {
+	if x != nil {
+		return x.SetupFailed
+	}
+	return ""
 }
 
 type CheckSummary struct {
@@ -8709,7 +8720,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x18\n" +
 	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
 	"\x05parts\x18\n" +
-	" \x03(\tR\x05parts\"\xb7\x03\n" +
+	" \x03(\tR\x05parts\"\xda\x03\n" +
 	"\tCheckPart\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
@@ -8726,7 +8737,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05cells\x18\f \x03(\v2\x14.themis.v1.SweepCellR\x05cells\x12\x12\n" +
 	"\x04name\x18\r \x01(\tR\x04name\x12\x14\n" +
 	"\x05depth\x18\x0e \x01(\x05R\x05depth\x12\x14\n" +
-	"\x05walks\x18\x0f \x01(\x05R\x05walks\"\xc3\x02\n" +
+	"\x05walks\x18\x0f \x01(\x05R\x05walks\x12!\n" +
+	"\fsetup_failed\x18\x10 \x01(\tR\vsetupFailed\"\xc3\x02\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
