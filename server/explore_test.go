@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/runs/exploration"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -118,6 +119,8 @@ func TestExploreBadInput(t *testing.T) {
 		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Branching: -1}, "branching"},
 		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, MaxStates: -5}, "max_states"},
 		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, MaxSeconds: -1}, "max_seconds"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Setup: slices.Repeat([]string{"mkdir d-00"}, exploration.MaxSetup+1)}, "setup"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Setup: []string{"mknod d-00"}}, "setup"},
 	}
 	for _, tt := range tests {
 		stream, err := c.Explore(context.Background(), tt.req)

@@ -128,7 +128,7 @@ func (c *crew) populate(ctx context.Context, x *system) error {
 	for i, op := range c.setup {
 		res, err := x.Apply(ctx, op)
 		if err != nil {
-			return fmt.Errorf("explore: setup op %d (%s) in session %s: %w", i+1, explore.OpKind(op), x.run.ID(), err)
+			return fmt.Errorf("explore: setup: op %d (%s) in session %s: %w", i+1, explore.OpKind(op), x.run.ID(), err)
 		}
 		for _, r := range res {
 			if r.Errno != 0 {
