@@ -107,6 +107,9 @@ type Result struct {
 	Replays int
 	// RestoresSkipped counts restores LazyRestore left out.
 	RestoresSkipped int
+	// UnconfirmedHangs counts hung task reports whose hang did not recur
+	// when their trace was replayed on a fresh System: not findings.
+	UnconfirmedHangs int
 	// Root is the lanes' state before any op.
 	Root []LaneState
 	// Digest is sha256 over the sorted root tuples of the unique states:

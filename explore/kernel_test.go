@@ -16,13 +16,21 @@ import (
 var crashReport = kreport.Report{Kind: kreport.Bug, Title: "kernel BUG at fs/toy/namei.c:12!", RIP: "toy_mkdir+0x1c/0x90 [toy]",
 	Trace: []string{"vfs_mkdir+0x9c/0x140", "do_mkdirat+0x8a/0x140"}, Panic: "Fatal exception"}
 
+// hungReport is the toy kernel's hung task report.
+var hungReport = kreport.Report{Kind: kreport.HungTask, Title: "INFO: task kworker/u4:2:47 blocked for more than 30 seconds.",
+	Trace: []string{"__schedule+0x2f0/0x8a0", "io_schedule+0x42/0x70"}, Panic: "hung_task: blocked tasks"}
+
 // crashingSystem is a toy System whose kernel crashes on every mkdir of
 // d-00 (a KernelCrash, or with report false a death with nothing on the
-// console); after a death every call fails. deaths counts the deaths by
-// the state they happened at and the op (mkdir d-00 with its mode).
+// console; with hang, a hung task's report); after a death every call
+// fails. With left set, only its first *left mkdirs of d-00 (counted by
+// every System sharing it) die. deaths counts the deaths by the state
+// they happened at and the op (mkdir d-00 with its mode).
 type crashingSystem struct {
 	*toySystem
 	report bool
+	hang   bool
+	left   *int
 	dead   bool
 	mu     *sync.Mutex
 	deaths map[string]int
@@ -40,11 +48,21 @@ func (c *crashingSystem) Apply(ctx context.Context, op *agentv1.Request) ([]Lane
 		return nil, err
 	}
 	c.mu.Lock()
+	if c.left != nil && *c.left == 0 {
+		c.mu.Unlock()
+		return c.toySystem.Apply(ctx, op)
+	}
+	if c.left != nil {
+		*c.left--
+	}
 	c.deaths[stateKey(st)+"\x00"+opKey(op)]++
 	c.mu.Unlock()
 	c.dead = true
 	err = fmt.Errorf("toy: the guest reset: %w", ErrGuestDied)
-	if c.report {
+	switch {
+	case c.hang:
+		return nil, &KernelCrash{Report: hungReport, Err: err}
+	case c.report:
 		return nil, &KernelCrash{Report: crashReport, Err: err}
 	}
 	return nil, err
@@ -61,6 +79,13 @@ func (c *crashingSystem) Restore(ctx context.Context, id CheckpointID) error {
 // and returns the result, the deaths by state and the Systems made.
 func runCrashing(t *testing.T, n int, report bool, cfg Config) (*Result, map[string]int, int) {
 	t.Helper()
+	return runDying(t, n, crashingSystem{report: report}, cfg)
+}
+
+// runDying is runCrashing over Systems that die as like does (its report,
+// hang and left).
+func runDying(t *testing.T, n int, like crashingSystem, cfg Config) (*Result, map[string]int, int) {
+	t.Helper()
 	var mu sync.Mutex
 	deaths := map[string]int{}
 	made := 0
@@ -68,7 +93,7 @@ func runCrashing(t *testing.T, n int, report bool, cfg Config) (*Result, map[str
 		mu.Lock()
 		made++
 		mu.Unlock()
-		return &crashingSystem{toySystem: newToy("", ""), report: report, mu: &mu, deaths: deaths}
+		return &crashingSystem{toySystem: newToy("", ""), report: like.report, hang: like.hang, left: like.left, mu: &mu, deaths: deaths}
 	}
 	w := Workers{Replace: func(context.Context, int, System) (System, error) { return mk(), nil }}
 	for range n {
@@ -168,6 +193,40 @@ func TestKernelCrashMinimized(t *testing.T) {
 	f := got[0]
 	if f.Kind != KindKernel || !f.Minimized || len(f.Trace) != 1 || f.Trace[0].GetMkdir().GetPath() != "d-00" || f.Kernel == nil || f.Kernel.Title != crashReport.Title {
 		t.Errorf("minimized %v, trace %v, report %+v: want the one mkdir d-00 with the report", f.Minimized, describe(f.Trace), f.Kernel)
+	}
+}
+
+// TestHungTaskConfirmed: a hung task report is a finding only when its
+// hang recurs as its trace is replayed on a fresh System (a deadlock);
+// one that does not (a host that did not run the emulator for 30 s) is
+// counted in UnconfirmedHangs, not reported, and the op is not marked as
+// killing the guest: the search applies it elsewhere and reaches more
+// states than when every mkdir of d-00 hangs.
+func TestHungTaskConfirmed(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Seed: 5, Depth: 3, Ops: []string{OpMkdir, OpCreateFile, OpRmdir}, Pool: PathPool{Files: 1, Dirs: 2, Depth: 1}, KeepStates: true, NoMinimize: true}
+	always, deaths, _ := runDying(t, 2, crashingSystem{hang: true}, cfg)
+	if always.Stopped != StopDone || len(always.Findings) != 1 || always.UnconfirmedHangs != 0 {
+		t.Fatalf("every mkdir d-00 hangs: stopped %q, %d unconfirmed, findings %+v: want one kernel finding", always.Stopped, always.UnconfirmedHangs, always.Findings)
+	}
+	if f := always.Findings[0]; f.Kind != KindKernel || f.Kernel == nil || f.Kernel.Kind != kreport.HungTask {
+		t.Errorf("finding %+v: want the hung task's kernel finding", f)
+	}
+	for k, d := range deaths {
+		if d > 2 {
+			t.Errorf("mkdir d-00 killed %d guests at state and op %x, want 2 (the hang and its replay)", d, k)
+		}
+	}
+	once := 1
+	res, _, made := runDying(t, 2, crashingSystem{hang: true, left: &once}, cfg)
+	if res.Stopped != StopDone || len(res.Findings) != 0 || res.UnconfirmedHangs != 1 {
+		t.Fatalf("one mkdir d-00 hangs: stopped %q, %d unconfirmed, findings %+v: want none found, one unconfirmed", res.Stopped, res.UnconfirmedHangs, res.Findings)
+	}
+	if made != 3 {
+		t.Errorf("%d Systems made, want 2 workers + 1 replaced", made)
+	}
+	if res.Unique <= always.Unique {
+		t.Errorf("%d unique states after an unconfirmed hang, %d when every mkdir d-00 hangs: want more", res.Unique, always.Unique)
 	}
 }
 

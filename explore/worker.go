@@ -131,21 +131,64 @@ func (w *worker) loop(ctx context.Context) {
 // it: the op is recorded as killing the guest at its state (never applied
 // there again), the finding added (reported at once), the System
 // replaced, and the item done with what the worker's path had not started
-// queued again; what the item visited stays visited. It reports whether
-// the worker goes on (false: the search halts, MaxFindings reached or no
-// fresh System).
+// queued again; what the item visited stays visited. A hung task is a
+// finding only once its hang recurs (hangRecurs); one that does not is
+// counted (Result.UnconfirmedHangs) and the op stays applicable. It
+// reports whether the worker goes on (false: the search halts,
+// MaxFindings reached or no fresh System).
 func (w *worker) skipStep(ctx context.Context, it *item, gd *guestDeath) bool {
-	w.s.crashed(gd.at, gd.op)
-	if err := w.s.add(gd.finding(), gd.at, gd.op); err != nil {
-		w.s.done(it, err, false)
+	hang := gd.report.Kind == kreport.HungTask
+	if !hang && !w.recordDeath(it, gd) {
 		return false
 	}
 	if err := w.replaceSystem(ctx); err != nil {
 		w.s.done(it, errors.Join(gd, err), false)
 		return false
 	}
+	if hang {
+		recurs, err := w.hangRecurs(ctx, gd.trace)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.s.done(it, errors.Join(gd, err), false)
+			return false
+		case recurs || err != nil: // a run that ends before the replay does keeps what it saw
+			if !w.recordDeath(it, gd) {
+				return false
+			}
+		default:
+			w.s.count(func(r *Result) { r.UnconfirmedHangs++ })
+		}
+	}
 	w.s.requeue(gd.rest)
 	return true
+}
+
+// recordDeath records the op gd died of as killing the guest at its state
+// and adds its finding; false (the item done) when the search halts.
+func (w *worker) recordDeath(it *item, gd *guestDeath) bool {
+	w.s.crashed(gd.at, gd.op)
+	if err := w.s.add(gd.finding(), gd.at, gd.op); err != nil {
+		w.s.done(it, err, false)
+		return false
+	}
+	return true
+}
+
+// hangRecurs replays trace, which ended in a hung task report, on the
+// worker's fresh System and reports whether the guest dies again. The
+// detector reports a task that was not scheduled for 30 s
+// (vmm.HungTaskTimeout): a deadlock, or a host that did not run the
+// emulator that long (a loaded CI machine): only a deadlock recurs. A death
+// of any kind confirms the hang; the System it killed is replaced.
+func (w *worker) hangRecurs(ctx context.Context, trace []*agentv1.Request) (bool, error) {
+	_, err := w.s.replay(ctx, w, trace)
+	switch {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, ErrGuestDied) || ctx.Err() != nil:
+		return false, err
+	}
+	return true, w.replaceSystem(ctx)
 }
 
 // stepDeath marks err, when it is the guest dying, as the death of

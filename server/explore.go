@@ -184,7 +184,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: seconds(s.Elapsed),
 		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
 		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
-		RestoresSkipped: int64(s.RestoresSkipped), Revert: s.Revert,
+		RestoresSkipped: int64(s.RestoresSkipped), UnconfirmedHangs: int64(s.UnconfirmedHangs), Revert: s.Revert,
 		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
 		ShardIndex: int32(s.Shard.Index), ShardCount: int32(s.Shard.Count), ShardDepth: int32(s.Shard.Depth),
 		Image: guestImageProto(s.Image), Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),

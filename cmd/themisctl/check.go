@@ -164,6 +164,9 @@ func partStatus(p *themisv1.CheckPart) string {
 	if p.GetSetupFailed() != "" {
 		s += "; every run from the empty root: " + p.GetSetupFailed()
 	}
+	if n := p.GetUnconfirmedHangs(); n > 0 {
+		s += fmt.Sprintf("; %d hung task(s) not confirmed (did not recur in a fresh guest: not findings)", n)
+	}
 	return s
 }
 

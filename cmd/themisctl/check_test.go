@@ -42,6 +42,8 @@ func TestPartStatus(t *testing.T) {
 		{&themisv1.CheckPart{ElapsedS: 40, Sweep: &themisv1.SweepSummary{Cells: 372}}, "0 finding(s) in 40s, 372 cells"},
 		{&themisv1.CheckPart{ElapsedS: 40, SetupFailed: "explore: setup: op 3 (mkdir d-00/d-00 0755) failed on lane ext4: errno 74 (bad message)"},
 			"0 finding(s) in 40s; every run from the empty root: explore: setup: op 3 (mkdir d-00/d-00 0755) failed on lane ext4: errno 74 (bad message)"},
+		{&themisv1.CheckPart{ElapsedS: 50, UnconfirmedHangs: 2},
+			"0 finding(s) in 50s; 2 hung task(s) not confirmed (did not recur in a fresh guest: not findings)"},
 		{&themisv1.CheckPart{ElapsedS: 90, Depth: 10, Walks: 2, Explore: &themisv1.ExploreSummary{States: 300, UniqueStates: 200}},
 			"0 finding(s) in 1m30s, last run depth 10: 300 states (200 unique), after the full tree 2 round(s) of walks"},
 	} {

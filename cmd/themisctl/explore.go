@@ -42,16 +42,19 @@ type exploreJSON struct {
 	MaxDepth     int32                `json:"max_depth"`
 	// UniqueByDepth counts the unique states by the shallowest depth the
 	// run reached each at ([0]: the root).
-	UniqueByDepth []int64            `json:"unique_by_depth,omitempty"`
-	Digest        string             `json:"digest"`
-	Roots         map[string]string  `json:"roots"`
-	OpS           float64            `json:"op_s"`
-	FingerprintS  float64            `json:"fingerprint_s"`
-	RestoreS      float64            `json:"restore_s"`
-	Skipped       int64              `json:"restores_skipped"`
-	BelowRoots    map[string]string  `json:"below_roots,omitempty"`
-	Layers        []layersJSON       `json:"layers,omitempty"`
-	FindingList   []*findingJSONView `json:"finding_list"`
+	UniqueByDepth []int64           `json:"unique_by_depth,omitempty"`
+	Digest        string            `json:"digest"`
+	Roots         map[string]string `json:"roots"`
+	OpS           float64           `json:"op_s"`
+	FingerprintS  float64           `json:"fingerprint_s"`
+	RestoreS      float64           `json:"restore_s"`
+	Skipped       int64             `json:"restores_skipped"`
+	// UnconfirmedHangs are hung task reports that did not recur when
+	// replayed in a fresh guest: not findings.
+	UnconfirmedHangs int64              `json:"unconfirmed_hangs,omitempty"`
+	BelowRoots       map[string]string  `json:"below_roots,omitempty"`
+	Layers           []layersJSON       `json:"layers,omitempty"`
+	FindingList      []*findingJSONView `json:"finding_list"`
 	// Policy, Judged, OpsLeftOut, DeclaredOps and DeclaredStates are how
 	// the run was judged (ExploreSummary's fields of those names).
 	Policy         string   `json:"policy,omitempty"`
@@ -317,7 +320,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Image: sum.GetImage(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
 		Workers: sum.GetWorkers(), WorkersWhy: sum.GetWorkersWhy(), Sessions: sum.GetSessions(),
 		MaxDepth: sum.GetMaxDepth(), UniqueByDepth: sum.GetUniqueByDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
-		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(),
+		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(), UnconfirmedHangs: sum.GetUnconfirmedHangs(),
 		FindingList: found.json(),
 		Policy:      sum.GetPolicy(), Judged: sum.GetJudged(), OpsLeftOut: sum.GetOpsLeftOut(),
 		DeclaredOps: sum.GetDeclaredOps(), DeclaredStates: sum.GetDeclaredStates(),
@@ -396,6 +399,9 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	fmt.Fprintf(w, "revert\t%s\n", sum.GetRevert())
 	fmt.Fprintf(w, "workers\t%d (%s)\n", sum.GetWorkers(), sum.GetWorkersWhy())
 	fmt.Fprintf(w, "time in ops / fingerprints / restores\t%.1f s / %.1f s / %.1f s\n", sum.GetOpS(), sum.GetFingerprintS(), sum.GetRestoreS())
+	if n := sum.GetUnconfirmedHangs(); n > 0 {
+		fmt.Fprintf(w, "hung tasks not confirmed\t%d (did not recur when replayed in a fresh guest: a loaded host, most likely; not findings)\n", n)
+	}
 	if sum.GetRestoresSkipped() > 0 {
 		fmt.Fprintf(w, "restores skipped (lazy)\t%d\n", sum.GetRestoresSkipped())
 	}

@@ -54,8 +54,11 @@ type Part struct {
 	// lane (the filesystem refused an ordinary op): the part's runs then
 	// all start from the empty root.
 	SetupFailed string
-	Sweep       *clocksweep.Summary
-	Cells       []clocksweep.Cell
+	// UnconfirmedHangs counts, over all the part's runs, hung task
+	// reports that did not recur in a fresh guest: not findings.
+	UnconfirmedHangs int
+	Sweep            *clocksweep.Summary
+	Cells            []clocksweep.Cell
 
 	weight int
 	fsck   bool

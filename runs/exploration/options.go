@@ -172,6 +172,9 @@ type Summary struct {
 	Revert string
 	// RestoresSkipped counts restores LazyRestore left out.
 	RestoresSkipped int
+	// UnconfirmedHangs counts hung task reports whose hang did not recur
+	// when replayed in a fresh guest (explore.Result): not findings.
+	UnconfirmedHangs int
 	// States counts ops applied by the search, Unique the distinct states
 	// (the root included), Findings the findings recorded but those
 	// marked DuplicateOf after minimization.

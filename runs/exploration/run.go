@@ -180,7 +180,7 @@ func summarize(run *session.Run, c *crew, res *explore.Result, elapsed time.Dura
 	sum := &Summary{
 		Session: run.ID(), Sessions: c.sessions(), Revert: c.revert, States: res.States, Unique: res.Unique, Backend: run.Backend(), Image: run.Image(),
 		Stopped: res.Stopped, Elapsed: elapsed, Boot: run.Boot(), MaxDepth: res.MaxDepthReached, UniqueByDepth: res.UniqueByDepth,
-		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)), RestoresSkipped: res.RestoresSkipped,
+		Digest: hex.EncodeToString(res.Digest), Roots: make(map[string][]byte, len(res.Root)), RestoresSkipped: res.RestoresSkipped, UnconfirmedHangs: res.UnconfirmedHangs,
 		DeclaredOps: res.DeclaredOps, DeclaredStates: res.DeclaredStates,
 	}
 	systems := c.all()

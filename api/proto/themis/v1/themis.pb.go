@@ -4715,9 +4715,13 @@ type ExploreSummary struct {
 	// What crash checked (absent without it); its findings count in findings.
 	Crash *ExploreCrash `protobuf:"bytes,34,opt,name=crash,proto3" json:"crash,omitempty"`
 	// The guest image the run booted.
-	Image         *GuestImage `protobuf:"bytes,35,opt,name=image,proto3" json:"image,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Image *GuestImage `protobuf:"bytes,35,opt,name=image,proto3" json:"image,omitempty"`
+	// Hung task reports whose hang did not recur when their trace was
+	// replayed in a fresh guest (most likely a host that did not run the
+	// emulator for the detector's 30 s): not findings.
+	UnconfirmedHangs int64 `protobuf:"varint,36,opt,name=unconfirmed_hangs,json=unconfirmedHangs,proto3" json:"unconfirmed_hangs,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExploreSummary) Reset() {
@@ -4993,6 +4997,13 @@ func (x *ExploreSummary) GetImage() *GuestImage {
 		return x.Image
 	}
 	return nil
+}
+
+func (x *ExploreSummary) GetUnconfirmedHangs() int64 {
+	if x != nil {
+		return x.UnconfirmedHangs
+	}
+	return 0
 }
 
 // What explore --crash checked.
@@ -7598,9 +7609,13 @@ type CheckPart struct {
 	// Set when an op of the populated root failed on a lane under test (the
 	// filesystem refused an ordinary op): the op and lane, and the part's
 	// runs then all start from the empty root.
-	SetupFailed   string `protobuf:"bytes,16,opt,name=setup_failed,json=setupFailed,proto3" json:"setup_failed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SetupFailed string `protobuf:"bytes,16,opt,name=setup_failed,json=setupFailed,proto3" json:"setup_failed,omitempty"`
+	// Hung task reports, over all the part's runs, whose hang did not recur
+	// when replayed in a fresh guest (ExploreSummary.unconfirmed_hangs):
+	// not findings.
+	UnconfirmedHangs int64 `protobuf:"varint,17,opt,name=unconfirmed_hangs,json=unconfirmedHangs,proto3" json:"unconfirmed_hangs,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CheckPart) Reset() {
@@ -7743,6 +7758,13 @@ func (x *CheckPart) GetSetupFailed() string {
 		return x.SetupFailed
 	}
 	return ""
+}
+
+func (x *CheckPart) GetUnconfirmedHangs() int64 {
+	if x != nil {
+		return x.UnconfirmedHangs
+	}
+	return 0
 }
 
 type CheckSummary struct {
@@ -8440,7 +8462,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"durability\x12\x16\n" +
 	"\x06output\x18\f \x01(\tR\x06output\x12\x16\n" +
 	"\x06states\x18\r \x01(\x05R\x06states\x12\x1b\n" +
-	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xaa\t\n" +
+	"\tnot_clean\x18\x0e \x01(\x05R\bnotClean\"\xd7\t\n" +
 	"\x0eExploreSummary\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -8485,7 +8507,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0funique_by_depth\x18  \x03(\x03R\runiqueByDepth\x12!\n" +
 	"\fstate_depths\x18! \x03(\x05R\vstateDepths\x12-\n" +
 	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\x12+\n" +
-	"\x05image\x18# \x01(\v2\x15.themis.v1.GuestImageR\x05image\"\xa8\x02\n" +
+	"\x05image\x18# \x01(\v2\x15.themis.v1.GuestImageR\x05image\x12+\n" +
+	"\x11unconfirmed_hangs\x18$ \x01(\x03R\x10unconfirmedHangs\"\xa8\x02\n" +
 	"\fExploreCrash\x12\x16\n" +
 	"\x06points\x18\x01 \x01(\x03R\x06points\x12\x18\n" +
 	"\arepeats\x18\x02 \x01(\x03R\arepeats\x12\x1a\n" +
@@ -8720,7 +8743,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x18\n" +
 	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
 	"\x05parts\x18\n" +
-	" \x03(\tR\x05parts\"\xda\x03\n" +
+	" \x03(\tR\x05parts\"\x87\x04\n" +
 	"\tCheckPart\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
@@ -8738,7 +8761,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04name\x18\r \x01(\tR\x04name\x12\x14\n" +
 	"\x05depth\x18\x0e \x01(\x05R\x05depth\x12\x14\n" +
 	"\x05walks\x18\x0f \x01(\x05R\x05walks\x12!\n" +
-	"\fsetup_failed\x18\x10 \x01(\tR\vsetupFailed\"\xc3\x02\n" +
+	"\fsetup_failed\x18\x10 \x01(\tR\vsetupFailed\x12+\n" +
+	"\x11unconfirmed_hangs\x18\x11 \x01(\x03R\x10unconfirmedHangs\"\xc3\x02\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
