@@ -226,7 +226,7 @@ func newExplore(g *globals) *cobra.Command {
 	fl.BoolVar(&req.CrashStrict, "crash-strict", false, "with --crash: a dirty crash state is a finding on every lane, also on ext2, vfat, exfat, minix and udf, which a crash may leave for their fsck to repair (by default counted as expected there; a lost fsync or an unreadable state is a finding either way)")
 	fl.BoolVar(&warnIsFinding, "warn-is-finding", true, "a WARN in the guest kernel ends the guest as an Oops does: the op that ran is a kernel finding with the report (false: panic_on_warn=0, the kernel goes on)")
 	fl.Int32Var(&req.Walks, "walks", 0, "bounded random walks instead of the full tree: this many ops at the root, then one op that leads to a new state at every state, down to --depth (which may then be up to 10); 0: the full tree")
-	fl.StringVar(&setup, "setup", "", "ops applied on every lane before the root, ';'-separated, in the short form of traces (e.g. 'mkdir d-00 0755; write f-00 0 1000 0x61 creat'; Metis kinds, at most 64, each must succeed everywhere): the search starts from the tree they make, every finding's trace starts with them")
+	fl.StringVar(&setup, "setup", "", "ops applied on every lane before the root, ';'-separated, in the short form of traces (e.g. 'mkdir d-00 0755; write f-00 0 1000 0x61 creat; sync'; Metis kinds and fsync, fdatasync, sync, at most 64, each must succeed everywhere; a sync makes the root durable, and --crash checks no setup op): the search starts from the tree they make, every finding's trace starts with them")
 	fl.BoolVar(&req.LazyRestore, "lazy-restore", false, "skip the restore after an op that failed on every lane and changed nothing (faster on TCG; hidden state may drift)")
 	cmd.AddCommand(newExploreMerge(g))
 	return cmd

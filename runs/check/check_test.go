@@ -173,3 +173,23 @@ func TestPopulatedRootInPool(t *testing.T) {
 		t.Errorf("populated root does not round-trip as a trace: %v", err)
 	}
 }
+
+// TestRootOfPart: the differential starts from the populated tree as
+// made (in the page cache); the single-lane parts from the same tree
+// synced, so that crash states hold it whole.
+func TestRootOfPart(t *testing.T) {
+	want := exploration.FormatTrace(populatedRoot)
+	for _, tc := range []struct {
+		kind   string
+		synced bool
+	}{{KindDifferential, false}, {KindReference, true}, {KindCrash, true}} {
+		got := exploration.FormatTrace(rootOf(tc.kind))
+		n := len(want)
+		if tc.synced {
+			n++
+		}
+		if len(got) != n || !slices.Equal(got[:len(want)], want) || (tc.synced && got[n-1] != "sync") {
+			t.Errorf("%s part's root %q: want the populated tree%s", tc.kind, got, map[bool]string{true: " and a sync"}[tc.synced])
+		}
+	}
+}

@@ -164,7 +164,7 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 			eo.Depth, eo.Walks, eo.Seed = walkDepth, walkRoots, o.Seed+uint64(round)
 		}
 		if round%2 == 0 && part.SetupFailed == "" {
-			eo.Setup = populatedRoot
+			eo.Setup = rootOf(part.Kind)
 		}
 		s, err := exploration.Run(ctx, m, eo, func(pr exploration.Progress) {
 			if out.Progress != nil {
@@ -207,6 +207,22 @@ var populatedRoot = mustParse(
 	"write f-00 0 1000 0x61 creat", "write f-01 0 9000 0x62 creat", "create f-02 0644",
 	"write d-00/f-00 0 3000 0x63 creat", "write d-01/f-01 0 1 0x64 creat",
 )
+
+// durableRoot is populatedRoot synced: the root of the single-lane parts.
+// The crash part's crash states then hold the tree whole (a fsync of a
+// file in d-00 is checked against a durable d-00, as CrashMonkey
+// persists its workloads' setup), and the reference part's files have
+// their blocks allocated (delayed allocation done), as a remount leaves
+// them. The differential keeps the tree in the page cache, as measured.
+var durableRoot = append(slices.Clone(populatedRoot), mustParse("sync")...)
+
+// rootOf is the populated root of a part of kind.
+func rootOf(kind string) []*agentv1.Request {
+	if kind == KindDifferential {
+		return populatedRoot
+	}
+	return durableRoot
+}
 
 func mustParse(ops ...string) []*agentv1.Request {
 	out, err := exploration.ParseTrace(ops)

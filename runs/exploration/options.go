@@ -123,7 +123,8 @@ type Options struct {
 	// search's root (each must succeed on every lane): the root is the
 	// state they make, so the search starts from a populated tree, and
 	// every finding's trace starts with them (a replay in a fresh session
-	// makes the same tree). Metis op kinds only, at most MaxSetup.
+	// makes the same tree). Metis and persistence op kinds (setupKinds),
+	// at most MaxSetup; under Crash a setup op has no crash states.
 	Setup []*agentv1.Request
 }
 
@@ -337,8 +338,14 @@ func validate(o *Options) (family.Judgement, error) {
 	return judged, nil
 }
 
-// validSetup checks Options.Setup: at most MaxSetup ops, each of a Metis
-// kind (no persistence op, burst or far size: the root is a plain tree).
+// setupKinds are the op kinds Options.Setup may hold: Metis's and the
+// persistence ops (a sync makes the root durable; under --crash a setup's
+// op has no crash states). No burst or far size: the root is a plain
+// tree.
+var setupKinds = slices.Concat(explore.MetisOps, explore.PersistenceOps)
+
+// validSetup checks Options.Setup: at most MaxSetup ops, each of
+// setupKinds.
 func validSetup(ops []*agentv1.Request) error {
 	if len(ops) > MaxSetup {
 		return session.Invalid("setup", "%d ops: want at most %d", len(ops), MaxSetup)
@@ -347,8 +354,8 @@ func validSetup(ops []*agentv1.Request) error {
 		if op == nil || op.GetOp() == nil {
 			return session.Invalid("setup", "op %d: empty", i+1)
 		}
-		if k := explore.OpKind(op); !slices.Contains(explore.MetisOps, k) {
-			return session.Invalid("setup", "op %d: kind %s: want one of %s", i+1, k, strings.Join(explore.MetisOps, ", "))
+		if k := explore.OpKind(op); !slices.Contains(setupKinds, k) {
+			return session.Invalid("setup", "op %d: kind %s: want one of %s", i+1, k, strings.Join(setupKinds, ", "))
 		}
 	}
 	return nil

@@ -220,9 +220,15 @@ func (x *system) Drop(ctx context.Context, id explore.CheckpointID) error {
 // under --crash a persistence op's crash states are checked too
 // (crashApply).
 func (x *system) Apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
+	return x.applyOnPath(ctx, op, x.crash != nil && slices.Contains(explore.PersistenceOps, explore.OpKind(op)))
+}
+
+// applyOnPath applies op (with crash, checking its crash states:
+// crashApply) and adds it to the path from the root.
+func (x *system) applyOnPath(ctx context.Context, op *agentv1.Request, crash bool) ([]explore.LaneResult, error) {
 	var res []explore.LaneResult
 	var err error
-	if x.crash != nil && slices.Contains(explore.PersistenceOps, explore.OpKind(op)) {
+	if crash {
 		res, err = x.crashApply(ctx, op)
 	} else {
 		res, err = x.apply(ctx, op)

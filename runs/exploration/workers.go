@@ -126,7 +126,7 @@ var ErrSetup = errors.New("explore: setup")
 // search's root: each must succeed on every lane.
 func (c *crew) populate(ctx context.Context, x *system) error {
 	for i, op := range c.setup {
-		res, err := x.Apply(ctx, op)
+		res, err := x.applyOnPath(ctx, op, false) // a replacement's too: the setup is not under test
 		if err != nil {
 			return fmt.Errorf("explore: setup: op %d (%s) in session %s: %w", i+1, explore.OpKind(op), x.run.ID(), err)
 		}
