@@ -59,7 +59,11 @@ type Detection struct {
 	FirstKey   string        `json:"first_key,omitempty"`
 	Findings   int           `json:"findings"`
 	InBaseline int           `json:"in_baseline"`
-	Err        string        `json:"error,omitempty"`
+	// States and Elapsed are how far the command went: the states it
+	// explored and its time, to its end or its first detection.
+	States  int64         `json:"states"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Err     string        `json:"error,omitempty"`
 }
 
 // ClassMedian is the median time to detect of the detected cases of one

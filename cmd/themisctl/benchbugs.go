@@ -245,7 +245,7 @@ func exploreDetection(ctx context.Context, c *conn, fs, image string, budget tim
 		d.Err = err.Error()
 		return d
 	}
-	d.Findings = len(seen.events)
+	d.Findings, d.States, d.Elapsed = len(seen.events), seen.states, seen.elapsed
 	for _, e := range seen.events {
 		if !outside(e.key) {
 			d.InBaseline++
@@ -268,6 +268,12 @@ func observeExplore(ctx context.Context, c *conn, req *themisv1.ExploreRequest, 
 	}
 	seen, ids := &checkSeen{stopAt: stopAt, cancel: cancel}, map[string]bool{}
 	err = client.Drain(stream.Recv, func(m *themisv1.ExploreResponse) error {
+		if p := m.GetProgress(); p != nil {
+			seen.states = p.GetStates()
+		}
+		if s := m.GetSummary(); s != nil {
+			seen.states = s.GetStates()
+		}
 		f := m.GetFinding()
 		if f == nil || ids[f.GetId()] {
 			return nil
@@ -422,6 +428,9 @@ func printBugsReport(rep *bugsReport) {
 
 var bugsPage = template.Must(template.New("bugs").Funcs(template.FuncMap{
 	"dur": func(d time.Duration) string { return d.Round(time.Second).String() },
+	"versus": func(r *bugsReport) bool {
+		return slices.ContainsFunc(r.Outcomes, func(o bugs.Outcome) bool { return o.Explore != nil })
+	},
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>themis bench bugs</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}.detected{background:#dfd}.missed{background:#fdd}.error{background:#fec}</style></head>
@@ -432,6 +441,8 @@ var bugsPage = template.Must(template.New("bugs").Funcs(template.FuncMap{
 {{end}}</table>
 <h2>By class</h2><table id="classes"><tr><th>class</th><th>cases</th><th>detected</th><th>median time to detect</th></tr>
 {{range .Medians}}<tr><td>{{.Class}}</td><td>{{.Cases}}</td><td>{{.Detected}}</td><td>{{dur .Median}}</td></tr>{{end}}</table>
+{{if versus .}}<h2>Plain explore, side by side</h2><table id="versus"><tr><th>case</th><th>check</th><th>command</th><th>plain explore</th><th>how far</th></tr>
+{{range .Outcomes}}{{$o := .}}{{with .Explore}}<tr><td>{{$o.Case.ID}}</td><td>{{if $o.Detected}}{{dur $o.First}}{{else}}missed{{end}}</td><td>{{.Command}}</td><td>{{if .Err}}error: {{.Err}}{{else if .Detected}}{{dur .First}}{{else}}missed{{end}}</td><td>{{.States}} states in {{dur .Elapsed}}</td></tr>{{end}}{{end}}</table>{{end}}
 <h2>Stock baselines</h2><table id="stock"><tr><th>fs</th><th>flavour</th><th>image</th><th>findings</th><th>keys</th></tr>
 {{range .Baselines}}<tr><td>{{.FS}}</td><td>{{.Flavor}}</td><td>{{.Image}}</td><td>{{.Findings}}</td><td>{{if .Err}}error: {{.Err}}{{else}}{{range .Keys}}{{.}}<br>{{end}}{{end}}</td></tr>{{end}}</table>
 </body></html>
@@ -457,7 +468,7 @@ func printVersus(w io.Writer, rep *bugsReport) {
 			continue
 		}
 		n++
-		at := "missed"
+		at := fmt.Sprintf("missed (%d states in %s)", o.Explore.States, o.Explore.Elapsed.Round(time.Second))
 		if o.Explore.Detected {
 			detected++
 			at = o.Explore.First.Round(time.Second).String()

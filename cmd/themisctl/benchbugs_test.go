@@ -41,6 +41,7 @@ func TestBugsReportEscapes(t *testing.T) {
 		{Case: bugs.Case{ID: "vfat-b", Class: "lost-update", FS: "vfat"}, Findings: 2, InBaseline: 2},
 	}, Baselines: []*stockBaseline{{FS: "exfat", Flavor: "cloud", Keys: []string{"clock|exfat|mkdir|mtime|diverged"}}}}
 	rep.Medians = bugs.Medians(rep.Outcomes)
+	rep.Outcomes[1].Explore = &bugs.Detection{Command: "explore --fs ext2,vfat", States: 22, Elapsed: 4 * time.Second}
 	path := filepath.Join(t.TempDir(), "bugs.html")
 	if err := writeBugsReport(path, rep); err != nil {
 		t.Fatal(err)
@@ -50,7 +51,8 @@ func TestBugsReportEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	for _, want := range []string{"1 of 2 detected, 1 reproduced", "yes: lane exfat: the filesystem refuses to read &lt;b&gt;x&lt;/b&gt;", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;"} {
+	for _, want := range []string{"1 of 2 detected, 1 reproduced", "yes: lane exfat: the filesystem refuses to read &lt;b&gt;x&lt;/b&gt;", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;",
+		"Plain explore, side by side", "<td>vfat-b</td><td>missed</td><td>explore --fs ext2,vfat</td><td>missed</td><td>22 states in 4s</td>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -85,5 +87,25 @@ func TestCheckSeenNote(t *testing.T) {
 		if len(s.events) != 3 || stops != tc.wantStops || after != tc.wantAfter || s.stopped != (tc.wantStops > 0) {
 			t.Errorf("%s: %d events, %d cancels after %d, stopped %v", tc.name, len(s.events), stops, after, s.stopped)
 		}
+	}
+}
+
+// TestPrintVersus: plain explore's line per case says when it detected,
+// how far a miss went, or its error, and the count.
+func TestPrintVersus(t *testing.T) {
+	rep := &bugsReport{Outcomes: []bugs.Outcome{
+		{Case: bugs.Case{ID: "a"}, Explore: &bugs.Detection{Command: "explore --fs ext2,f2fs", Detected: true, First: 31 * time.Second}},
+		{Case: bugs.Case{ID: "b"}, Explore: &bugs.Detection{Command: "explore --fs ext2,udf", States: 22, Elapsed: 4200 * time.Millisecond}},
+		{Case: bugs.Case{ID: "c"}, Explore: &bugs.Detection{Command: "explore --fs ext2,udf", Err: "boom"}},
+		{Case: bugs.Case{ID: "d"}},
+	}}
+	var b strings.Builder
+	printVersus(&b, rep)
+	want := "versus\ta\texplore --fs ext2,f2fs\t31s\n" +
+		"versus\tb\texplore --fs ext2,udf\tmissed (22 states in 4s)\n" +
+		"versus\tc\texplore --fs ext2,udf\terror: boom\n" +
+		"plain explore detected 1 of 3\n"
+	if b.String() != want {
+		t.Errorf("printVersus:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
