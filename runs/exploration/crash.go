@@ -124,7 +124,7 @@ func newCrashRun(o Options, fs []string, record func(*session.Finding) error) (*
 
 // claim marks path and op checked; false when they were already.
 func (cr *crashRun) claim(path []*agentv1.Request, op *agentv1.Request) bool {
-	key := strings.Join(FormatTrace(append(slices.Clone(path), op)), "\x00")
+	key := pointKey(path, op)
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if cr.seen[key] {
@@ -133,6 +133,19 @@ func (cr *crashRun) claim(path []*agentv1.Request, op *agentv1.Request) bool {
 	}
 	cr.seen[key] = true
 	return true
+}
+
+// unclaim takes back claim's mark: the point was not checked.
+func (cr *crashRun) unclaim(path []*agentv1.Request, op *agentv1.Request) {
+	key := pointKey(path, op)
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	delete(cr.seen, key)
+}
+
+// pointKey is a crash point's key: the path and the op.
+func pointKey(path []*agentv1.Request, op *agentv1.Request) string {
+	return strings.Join(FormatTrace(append(slices.Clone(path), op)), "\x00")
 }
 
 // add counts one lane's states of a point.
@@ -161,12 +174,20 @@ func (cr *crashRun) Counts() CrashCounts {
 
 // crashApply is Apply of a persistence op under --crash: the op under a
 // write log on every lane, then each lane's crash states checked. A point
-// already checked, or whose log cannot start, is applied plainly.
-func (x *system) crashApply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
+// already checked, or whose log cannot start, is applied plainly. A point
+// whose op or check lost the guest is not checked: its claim goes, so
+// that a replay of the path (a hung task's confirmation, minimization)
+// checks it again.
+func (x *system) crashApply(ctx context.Context, op *agentv1.Request) (_ []explore.LaneResult, err error) {
 	path := slices.Clone(x.path)
 	if !x.crash.claim(path, op) {
 		return x.apply(ctx, op)
 	}
+	defer func() {
+		if errors.Is(err, explore.ErrGuestDied) {
+			x.crash.unclaim(path, op)
+		}
+	}()
 	if logged, err := x.startLogs(ctx); err != nil || !logged {
 		if err == nil {
 			x.crash.count(func(c *CrashCounts) { c.Unlogged++ })

@@ -375,3 +375,32 @@ func TestSeedTreeInPool(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashPointClaim: a crash point (path and op) is checked once; a
+// point whose check lost the guest is unclaimed and checked again by the
+// next replay of its path (a hung task's confirmation, minimization).
+func TestCrashPointClaim(t *testing.T) {
+	cr := &crashRun{seen: map[string]bool{}}
+	path, err := ParseTrace([]string{"mkdir d-00 0755", "create d-00/f-00 0644"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, other := &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}}, &agentv1.Request{Op: &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: "d-00/f-00"}}}
+	steps := []struct {
+		claim bool // claim (else unclaim)
+		op    *agentv1.Request
+		want  bool
+	}{{true, op, true}, {true, op, false}, {true, other, true}, {false, op, false}, {true, op, true}, {true, other, false}}
+	for i, s := range steps {
+		if !s.claim {
+			cr.unclaim(path, s.op)
+			continue
+		}
+		if got := cr.claim(path, s.op); got != s.want {
+			t.Errorf("step %d: claim %s = %v, want %v", i, explore.OpKind(s.op), got, s.want)
+		}
+	}
+	if cr.counts.Repeats != 2 {
+		t.Errorf("%d repeats, want 2", cr.counts.Repeats)
+	}
+}
