@@ -3,6 +3,7 @@ package bugs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,22 @@ func TestKeysAndMedians(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("median %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestTriagedKeys: the triaged stock findings of a filesystem are its
+// keys only, in the form a clock cell's key takes.
+func TestTriagedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		fs   string
+		want []string
+	}{
+		{"exfat", []string{"clock|exfat|create|mtime|diverged", "clock|exfat|mkdir|mtime|diverged"}},
+		{"vfat", nil},
+	} {
+		if got := TriagedKeys(tc.fs); !slices.Equal(got, tc.want) {
+			t.Errorf("TriagedKeys(%s) = %q, want %q", tc.fs, got, tc.want)
 		}
 	}
 }

@@ -107,10 +107,12 @@ type bugsReport struct {
 // stockBaseline is the check of one filesystem on its flavour's stock
 // image: what it found is not a case's detection.
 type stockBaseline struct {
-	FS     string   `json:"fs"`
-	Flavor string   `json:"flavor"`
-	Image  string   `json:"image"`
-	Keys   []string `json:"keys"`
+	FS     string `json:"fs"`
+	Flavor string `json:"flavor"`
+	Image  string `json:"image"`
+	// Keys are what the stock check found and the triaged stock findings
+	// of the filesystem (bugs.TriagedStock).
+	Keys []string `json:"keys"`
 	// ExploreKeys are plain explore's (--versus explore).
 	ExploreKeys []string      `json:"explore_keys,omitempty"`
 	Findings    int           `json:"findings"`
@@ -163,6 +165,7 @@ func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.
 		return base
 	}
 	base.Elapsed, base.Findings, base.Keys = seen.elapsed, len(seen.events), seen.keys()
+	base.Keys = withTriaged(base.Keys, bc.FS)
 	if versus {
 		ex, err := observeExplore(ctx, c, exploreVersus(bc.FS, img.Key, budget), nil)
 		if err != nil {
@@ -172,6 +175,19 @@ func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.
 		base.ExploreKeys = ex.keys()
 	}
 	return base
+}
+
+// withTriaged is keys with the stock findings of fs that docs/hunt.md
+// triages (bugs.TriagedStock) added, sorted: a baseline run that did not
+// meet one does not make it a case's detection.
+func withTriaged(keys []string, fs string) []string {
+	for _, k := range bugs.TriagedKeys(fs) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // keys are the distinct keys of what a run found, sorted.

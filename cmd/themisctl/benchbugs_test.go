@@ -109,3 +109,21 @@ func TestPrintVersus(t *testing.T) {
 		t.Errorf("printVersus:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestWithTriaged: a stock baseline holds the triaged stock findings of
+// its filesystem whether or not its run met them, once each, sorted.
+func TestWithTriaged(t *testing.T) {
+	for _, tc := range []struct {
+		keys []string
+		fs   string
+		want string
+	}{
+		{nil, "exfat", "clock|exfat|create|mtime|diverged,clock|exfat|mkdir|mtime|diverged"},
+		{[]string{"clock|exfat|mkdir|mtime|diverged", "finding|kernel|x"}, "exfat", "clock|exfat|create|mtime|diverged,clock|exfat|mkdir|mtime|diverged,finding|kernel|x"},
+		{[]string{"finding|kernel|x"}, "vfat", "finding|kernel|x"},
+	} {
+		if got := strings.Join(withTriaged(tc.keys, tc.fs), ","); got != tc.want {
+			t.Errorf("withTriaged(%q, %s) = %s, want %s", tc.keys, tc.fs, got, tc.want)
+		}
+	}
+}
