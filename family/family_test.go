@@ -163,3 +163,16 @@ func TestCrashRepaired(t *testing.T) {
 		}
 	}
 }
+
+func TestFsyncNameless(t *testing.T) {
+	for _, tc := range []struct {
+		fs   string
+		want bool
+	}{{"minix", true}, {"ext2", false}, {"ext4", false}, {"vfat", false}, {"exfat", false}, {"udf", false},
+		{"btrfs", false}, {"xfs", false}, {"f2fs", false}, {"nilfs2", false}} {
+		got, why := FsyncNameless(tc.fs)
+		if got != tc.want || got != (why != "") {
+			t.Errorf("FsyncNameless(%q) = %v, %q; want %v with a reason", tc.fs, got, why, tc.want)
+		}
+	}
+}

@@ -37,3 +37,22 @@ func CrashRepaired(fs string) (bool, string) {
 	why, ok := crashRepaired[fs]
 	return ok, why
 }
+
+// fsyncNameless are the lane filesystems whose fsync writes the fsync'd
+// inode and its blocks and nothing else (generic_file_fsync): not the
+// directory entry that names a new or moved file, nor the inodes a
+// directory's new entries name. fsync(2) allows it ("does not necessarily
+// ensure that the entry in the directory containing the file has also
+// reached disk"); ext2 served by the ext4 driver syncs the parent
+// (ext4_sync_parent), so it is not here.
+var fsyncNameless = map[string]string{
+	"minix": "minix's fsync is generic_file_fsync: the fsync'd inode and its blocks, not the entry naming it nor the inodes a directory's entries name",
+}
+
+// FsyncNameless reports whether filesystem fs's fsync may leave out the
+// names leading to what it made durable, and why: a crash state that
+// lacks only such a name lost nothing the filesystem promised.
+func FsyncNameless(fs string) (bool, string) {
+	why, ok := fsyncNameless[fs]
+	return ok, why
+}

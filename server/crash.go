@@ -48,7 +48,7 @@ func crashSummaryProto(sum *crashcheck.Summary) *themisv1.CrashResponse {
 		l := sum.Lanes[lane]
 		cs.Lanes = append(cs.Lanes, &themisv1.CrashLane{Lane: lane, Writes: int32(l.Writes), Flushes: int32(l.Flushes),
 			States: int32(l.States), NotClean: int32(l.Dirty), Truncated: l.Truncated, Check: l.Replay,
-			Durable: int32(l.Durable), Lost: int32(l.Lost), DurableNote: l.DurableNote, Atomic: int32(l.Atomic), AtBoundary: int32(l.AtBoundary),
+			Durable: int32(l.Durable), Lost: int32(l.Lost), Unnamed: int32(l.Unnamed), DurableNote: l.DurableNote, Atomic: int32(l.Atomic), AtBoundary: int32(l.AtBoundary),
 			Deaths: int32(l.Deaths), Skipped: int32(l.Skipped), SkipNote: l.SkipNote})
 	}
 	return &themisv1.CrashResponse{Event: &themisv1.CrashResponse_Summary{Summary: cs}}

@@ -203,7 +203,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 	}
 	if c := s.Crash; c != nil {
 		out.Crash = &themisv1.ExploreCrash{Points: int64(c.Points), Repeats: int64(c.Repeats), Unlogged: int64(c.Unlogged), Failed: int64(c.Failed), States: int64(c.States),
-			NotClean: int64(c.NotClean), Durable: int64(c.Durable), Lost: int64(c.Lost), Findings: int64(c.Findings), CheckS: seconds(c.Time), Repaired: int64(c.Repaired)}
+			NotClean: int64(c.NotClean), Durable: int64(c.Durable), Lost: int64(c.Lost), Unnamed: int64(c.Unnamed), Findings: int64(c.Findings), CheckS: seconds(c.Time), Repaired: int64(c.Repaired)}
 	}
 	out.Roots = laneRoots(s.Roots)
 	out.BelowRoots = laneRoots(s.BelowRoots)

@@ -157,6 +157,9 @@ func printCrashSummary(s *themisv1.CrashSummary) error {
 			states += " (cut at --max-states)"
 		}
 		durable := fmt.Sprintf("%d checked, %d lost", l.GetDurable(), l.GetLost())
+		if l.GetUnnamed() > 0 {
+			durable += fmt.Sprintf(", %d lost only a name this fsync does not promise", l.GetUnnamed())
+		}
 		if l.GetDurableNote() != "" {
 			durable += "; " + l.GetDurableNote()
 		}

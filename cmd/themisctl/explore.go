@@ -82,6 +82,7 @@ type crashJSON struct {
 	Repaired int64   `json:"repaired"`
 	Durable  int64   `json:"durable"`
 	Lost     int64   `json:"lost"`
+	Unnamed  int64   `json:"unnamed"`
 	Findings int64   `json:"findings"`
 	CheckS   float64 `json:"check_s"`
 }
@@ -344,7 +345,7 @@ func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, fou
 	}
 	if c := sum.GetCrash(); c != nil {
 		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), Failed: c.GetFailed(), States: c.GetStates(), NotClean: c.GetNotClean(), Repaired: c.GetRepaired(),
-			Durable: c.GetDurable(), Lost: c.GetLost(), Findings: c.GetFindings(), CheckS: c.GetCheckS()}
+			Durable: c.GetDurable(), Lost: c.GetLost(), Unnamed: c.GetUnnamed(), Findings: c.GetFindings(), CheckS: c.GetCheckS()}
 	}
 	return out
 }
@@ -411,8 +412,8 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 	printJudged(w, sum)
 	if c := sum.GetCrash(); c != nil {
 		fmt.Fprintf(w, "crash: persistence ops checked\t%d (%d repeats skipped, %d not logged whole; %d lanes where the op failed)\n", c.GetPoints(), c.GetRepeats(), c.GetUnlogged(), c.GetFailed())
-		fmt.Fprintf(w, "crash: states checked\t%d in %.1f s (%.1f/s), %d not clean (%d of them dirty on a lane its fsck repairs after a crash: expected); durability checked %d, lost %d; %d crash findings\n",
-			c.GetStates(), c.GetCheckS(), float64(c.GetStates())/max(c.GetCheckS(), 1e-9), c.GetNotClean(), c.GetRepaired(), c.GetDurable(), c.GetLost(), c.GetFindings())
+		fmt.Fprintf(w, "crash: states checked\t%d in %.1f s (%.1f/s), %d not clean (%d of them dirty on a lane its fsck repairs after a crash: expected); durability checked %d, lost %d%s; %d crash findings\n",
+			c.GetStates(), c.GetCheckS(), float64(c.GetStates())/max(c.GetCheckS(), 1e-9), c.GetNotClean(), c.GetRepaired(), c.GetDurable(), c.GetLost(), unnamedNote(c.GetUnnamed()), c.GetFindings())
 	}
 	for _, r := range sum.GetBelowRoots() {
 		fmt.Fprintf(w, "root of %s from below\t%s\n", r.GetLane(), hex.EncodeToString(r.GetRoot()))
@@ -425,4 +426,13 @@ func printExploreSummary(sum *themisv1.ExploreSummary) error {
 		fmt.Fprintf(w, "worker sessions\t%s\n", strings.Join(sum.GetSessions()[1:], ", "))
 	}
 	return w.Flush()
+}
+
+// unnamedNote is the crash line's count of states that lost only a name
+// their filesystem's fsync does not promise ("" none).
+func unnamedNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d more lost only a name the filesystem's fsync does not promise: expected)", n)
 }

@@ -147,6 +147,11 @@ const NotAtBoundary = "none"
 // Kept is Result.Durability of a state that kept what was made durable.
 const Kept = "kept"
 
+// NameOnly starts Result.Durability of a state that lost only a name its
+// filesystem's fsync does not promise (family.FsyncNameless): counted
+// (LaneSummary.Unnamed), not lost.
+const NameOnly = "name only, not promised by this fsync: "
+
 // LaneSummary is one lane's log and states.
 type LaneSummary struct {
 	Writes, Flushes int
@@ -155,8 +160,10 @@ type LaneSummary struct {
 	Replay          string // the host's journal replay step, or why none
 	// Durable counts the states checked for what the final fsync made
 	// durable, Lost those that lost it; DurableNote says why none were.
-	Durable, Lost int
-	DurableNote   string
+	// Unnamed counts those that lost only a name the filesystem's fsync
+	// does not promise (NameOnly).
+	Durable, Lost, Unnamed int
+	DurableNote            string
 	// Atomic counts the states compared with the op boundaries
 	// (Options.Atomic), AtBoundary those equal to one.
 	Atomic, AtBoundary int
@@ -624,6 +631,7 @@ func (ls *LaneSummary) add(o LaneSummary) {
 	ls.Dirty += o.Dirty
 	ls.Durable += o.Durable
 	ls.Lost += o.Lost
+	ls.Unnamed += o.Unnamed
 	ls.Atomic += o.Atomic
 	ls.AtBoundary += o.AtBoundary
 	ls.Bad += o.Bad

@@ -22,13 +22,16 @@ var workload = []string{"mkdir d 0755", "create d/f 0644", "write d/f 0 12288 0x
 // machinery sees a crash bug); ext4 (data=ordered) leaves none once its
 // journal is replayed, and every ext4 crash state after the fsync's
 // flushes holds g as fsync'd (ext2's fsync does not make the rename's
-// directory entry durable: its count is logged, not judged).
+// directory entry durable: its count is logged, not judged). minix's fsync
+// writes g's inode and data, not the root's entry the rename made
+// (family.FsyncNameless): its states after the fsync lack the name g, and
+// that is counted as a name the fsync does not promise, never as lost.
 func TestCrashStatesRealGuest(t *testing.T) {
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dirty := map[string][]Result{}
-	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Setup: []string{"create seed 0644"}, Trace: workload,
+	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4", "minix"}, Setup: []string{"create seed 0644"}, Trace: workload,
 		Crash: crash.Options{MaxSubset: 1, MaxStates: 48}}, Sinks{Result: func(r Result) {
 		if r.Verdict != Clean {
 			dirty[r.Lane] = append(dirty[r.Lane], r)
@@ -38,8 +41,8 @@ func TestCrashStatesRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for lane, ls := range sum.Lanes {
-		t.Logf("%s: %d writes, %d flushes, %d states (truncated %v), %d not clean; %s; durability checked in %d, lost in %d", lane, ls.Writes, ls.Flushes,
-			ls.States, ls.Truncated, ls.Dirty, ls.Replay, ls.Durable, ls.Lost)
+		t.Logf("%s: %d writes, %d flushes, %d states (truncated %v), %d not clean; %s; durability checked in %d, lost in %d, a name only in %d", lane, ls.Writes, ls.Flushes,
+			ls.States, ls.Truncated, ls.Dirty, ls.Replay, ls.Durable, ls.Lost, ls.Unnamed)
 		if ls.Writes == 0 || ls.Flushes == 0 || ls.States < 2 {
 			t.Errorf("%s: %+v: want writes, flushes (the guest sends them) and crash states", lane, ls)
 		}
@@ -52,6 +55,12 @@ func TestCrashStatesRealGuest(t *testing.T) {
 	}
 	if ls := sum.Lanes["ext4"]; ls.Durable == 0 || ls.Lost != 0 {
 		t.Errorf("ext4: durability checked in %d crash states, lost in %d: want checked, never lost", ls.Durable, ls.Lost)
+	}
+	if ls := sum.Lanes["minix"]; ls.Unnamed == 0 || ls.Lost != 0 || ls.Unnamed > ls.Durable {
+		t.Errorf("minix: durability checked in %d crash states, lost in %d, a name only in %d: want the name g missing after the fsync, counted, never lost", ls.Durable, ls.Lost, ls.Unnamed)
+	}
+	if ls := sum.Lanes["ext4"]; ls.Unnamed != 0 {
+		t.Errorf("ext4: %d crash states counted as losing only a name: its fsync promises names", ls.Unnamed)
 	}
 	for _, r := range dirty["ext4"] {
 		t.Errorf("ext4 (journal replayed): crash state %d (%s) is %s:\n%s", r.Index, r.State, r.Verdict, r.Output)

@@ -14,6 +14,7 @@ import (
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
+	"golang.org/x/sys/unix"
 )
 
 // maxDurableBytes bounds the file a durability check reads (in the guest
@@ -162,16 +163,48 @@ func readGuestFile(ctx context.Context, run *session.Run, lane, path string) ([]
 // a finding (the kernel found it corrupt: EUCLEAN, EIO), not a failure.
 var errUnreadable = errors.New("unreadable")
 
-// unreadable is resp's errno as an error wrapping errUnreadable (nil: none).
+// unreadableError is an agent's errno reading a lane (errors.Is
+// errUnreadable), with the errno.
+type unreadableError struct {
+	errno unix.Errno
+	msg   string
+}
+
+func (e *unreadableError) Error() string        { return errUnreadable.Error() + ": " + e.msg }
+func (e *unreadableError) Is(target error) bool { return target == errUnreadable }
+
+// unreadable is resp's errno as an unreadableError (nil: none).
 func unreadable(resp *agentv1.Response) error {
 	if err := agent.ResponseError(resp); err != nil {
-		return fmt.Errorf("%w: %v", errUnreadable, err)
+		return &unreadableError{errno: unix.Errno(resp.GetErrno()), msg: err.Error()}
 	}
 	if fp := resp.GetFingerprint(); fp.GetUnreadable() > 0 {
-		return fmt.Errorf("%w: %s: %s (%d entries the filesystem refused to read)", errUnreadable,
-			fp.GetFirstUnreadable(), oracle.ErrnoText(fp.GetFirstUnreadableErrno()), fp.GetUnreadable())
+		return &unreadableError{errno: unix.Errno(fp.GetFirstUnreadableErrno()), msg: fmt.Sprintf("%s: %s (%d entries the filesystem refused to read)",
+			fp.GetFirstUnreadable(), oracle.ErrnoText(fp.GetFirstUnreadableErrno()), fp.GetUnreadable())}
 	}
 	return nil
+}
+
+// goneErrnos are what a path that does not resolve gives: a name on the
+// way missing, or naming an inode the filesystem refuses as stale (an
+// entry whose inode was never written: minix's iget of an inode with no
+// links).
+var goneErrnos = []unix.Errno{unix.ENOENT, unix.ENOTDIR, unix.ESTALE}
+
+// guestGone reports whether path does not resolve on a lane in the guest.
+func guestGone(ctx context.Context, run *session.Run, lane, path string) (bool, error) {
+	st, err := run.Call(ctx, "stat "+path, agent.NewRequest(&agentv1.Stat{Lane: lane, Path: path}))
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(goneErrnos, unix.Errno(st.GetErrno())), nil
+}
+
+// staleEntry reports whether err is a directory's entry naming an inode
+// the filesystem refuses as stale.
+func staleEntry(err error) bool {
+	var u *unreadableError
+	return errors.As(err, &u) && u.errno == unix.ESTALE
 }
 
 // lostIn says what a crash state's copy of d's file lost against what was

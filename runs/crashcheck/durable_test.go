@@ -74,7 +74,8 @@ func TestCheckDurable(t *testing.T) {
 }
 
 // TestUnreadableResponse: a walk that has entries the filesystem refused
-// to read is unreadable like a walk that failed.
+// to read is unreadable like a walk that failed; a stale entry (ESTALE: an
+// entry whose inode was never written) is told apart.
 func TestUnreadableResponse(t *testing.T) {
 	t.Parallel()
 	fpResp := func(fp *agentv1.FingerprintResult) *agentv1.Response {
@@ -82,15 +83,21 @@ func TestUnreadableResponse(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		resp *agentv1.Response
-		want string // "" readable
+		resp  *agentv1.Response
+		want  string // "" readable
+		stale bool
 	}{
-		{"read whole", fpResp(&agentv1.FingerprintResult{Entries: 3}), ""},
-		{"an entry refused", fpResp(&agentv1.FingerprintResult{Entries: 3, Unreadable: 1, FirstUnreadable: "d-00", FirstUnreadableErrno: 117}), "d-00: errno 117 (structure needs cleaning) (1 entries"},
-		{"the walk failed", &agentv1.Response{Errno: 5, Error: "open root: input/output error"}, "input/output error"},
+		{"read whole", fpResp(&agentv1.FingerprintResult{Entries: 3}), "", false},
+		{"an entry refused", fpResp(&agentv1.FingerprintResult{Entries: 3, Unreadable: 1, FirstUnreadable: "d-00", FirstUnreadableErrno: 117}), "d-00: errno 117 (structure needs cleaning) (1 entries", false},
+		{"a stale entry", fpResp(&agentv1.FingerprintResult{Entries: 3, Unreadable: 1, FirstUnreadable: "d-00/d-01", FirstUnreadableErrno: 116}), "d-00/d-01: errno 116 (stale file handle)", true},
+		{"the walk failed", &agentv1.Response{Errno: 5, Error: "open root: input/output error"}, "input/output error", false},
+		{"the walk stale", &agentv1.Response{Errno: 116, Error: "open root: stale file handle"}, "stale file handle", true},
 	}
 	for _, tt := range tests {
 		err := unreadable(tt.resp)
+		if staleEntry(err) != tt.stale {
+			t.Errorf("%s: staleEntry(%v) = %v, want %v", tt.name, err, !tt.stale, tt.stale)
+		}
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: %v, want nil", tt.name, err)

@@ -324,7 +324,11 @@ func (lc *laneCheck) checkDurable(r *checked, ls *LaneSummary) error {
 	}
 	ls.Durable++
 	r.Durability = Kept
-	if lost != "" {
+	switch {
+	case lost != "" && r.nameOnly:
+		ls.Unnamed++
+		r.Durability = NameOnly + lost
+	case lost != "":
 		ls.Lost++
 		r.Durability, r.Fsynced = "LOST "+lost, lc.dur.what()
 	}
@@ -338,6 +342,7 @@ type checked struct {
 	replayErr      error
 	inGuestDurable bool   // lost was read in the guest
 	lost           string // what was lost ("" none)
+	nameOnly       bool   // lost only a name the fsync does not promise
 }
 
 // checkState writes st's crash view to img, replays its journal and runs

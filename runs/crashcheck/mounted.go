@@ -9,6 +9,7 @@ import (
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
@@ -45,7 +46,7 @@ func (lc *laneCheck) checkMounted(ctx context.Context, run *session.Run, st cras
 		r.Verdict, r.Output = Unmountable, err.Error()
 		return r, nil
 	}
-	got, err := lc.readDurable(ctx, run)
+	got, nameOnly, err := lc.readDurable(ctx, run)
 	if err == nil {
 		r.Atomicity, err = lc.atomicity(ctx, run)
 	}
@@ -56,7 +57,7 @@ func (lc *laneCheck) checkMounted(ctx context.Context, run *session.Run, st cras
 		return r, err
 	}
 	if lc.dur != nil && !lc.dur.datasync && r.State.Flushes >= lc.dur.flushes {
-		r.inGuestDurable, r.lost = true, got
+		r.inGuestDurable, r.lost, r.nameOnly = true, got, nameOnly
 	}
 	return r, lc.fsckSpare(ctx, run, &r)
 }
@@ -93,27 +94,35 @@ func (lc *laneCheck) remountLane(ctx context.Context, run *session.Run) error {
 // readDurable says what the mounted crash state lost of what the trace's
 // final fsync made durable: the file's content, or a directory's names
 // ("" nothing; nothing is read after an fdatasync, checked by inode on the
-// host).
-func (lc *laneCheck) readDurable(ctx context.Context, run *session.Run) (string, error) {
+// host). nameOnly: on a filesystem whose fsync does not promise names
+// (family.FsyncNameless), all it lost is such a name: the fsync'd path
+// does not resolve, or a fsync'd directory's entry names a stale inode.
+func (lc *laneCheck) readDurable(ctx context.Context, run *session.Run) (lost string, nameOnly bool, err error) {
 	d := lc.dur
 	if d == nil || d.datasync {
-		return "", nil
+		return "", false, nil
 	}
-	var lost string
-	var err error
+	lane := lc.mount.GetLane()
 	if d.entries != nil {
 		var got []string
-		got, _, err = guestEntries(ctx, run, lc.mount.GetLane(), d.path)
+		got, _, err = guestEntries(ctx, run, lane, d.path)
 		lost = d.lostEntries(got)
+		nameOnly = staleEntry(err)
 	} else {
 		var got []byte
-		got, _, err = readGuestFile(ctx, run, lc.mount.GetLane(), d.path)
+		got, _, err = readGuestFile(ctx, run, lane, d.path)
 		lost = d.lostIn(got)
 	}
 	if errors.Is(err, errUnreadable) {
-		return fmt.Sprintf("%s: %v in the crash state", d.path, err), nil
+		lost, err = fmt.Sprintf("%s: %v in the crash state", d.path, err), nil
 	}
-	return lost, err
+	if nameless, _ := family.FsyncNameless(lc.fs); !nameless || lost == "" || err != nil {
+		return lost, false, err
+	}
+	if !nameOnly {
+		nameOnly, err = guestGone(ctx, run, lane, d.path)
+	}
+	return lost, nameOnly, err
 }
 
 // atomicity is the op boundary the mounted state's root equals ("op k"),

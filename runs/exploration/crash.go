@@ -48,8 +48,10 @@ type CrashCounts struct {
 	// States, NotClean, Durable and Lost add up every lane's states
 	// (crashcheck.LaneSummary); Repaired counts the dirty states of lanes
 	// whose filesystem a crash may leave for fsck to repair
-	// (family.CrashRepaired): expected, not findings.
-	States, NotClean, Durable, Lost, Repaired int
+	// (family.CrashRepaired): expected, not findings; Unnamed the states
+	// that lost only a name the filesystem's fsync does not promise
+	// (crashcheck.NameOnly).
+	States, NotClean, Durable, Lost, Repaired, Unnamed int
 	// Findings is the crash findings recorded.
 	Findings int
 	// Time is spent checking crash states.
@@ -154,6 +156,7 @@ func (cr *crashRun) add(ls crashcheck.LaneSummary, d time.Duration, finding bool
 	defer cr.mu.Unlock()
 	c := &cr.counts
 	c.States, c.NotClean, c.Durable, c.Lost, c.Time = c.States+ls.States, c.NotClean+ls.Dirty, c.Durable+ls.Durable, c.Lost+ls.Lost, c.Time+d
+	c.Unnamed += ls.Unnamed
 	if finding {
 		c.Findings++
 	}

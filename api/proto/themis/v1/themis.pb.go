@@ -864,9 +864,13 @@ type CrashLane struct {
 	// States whose check lost the guest; states not checked after one (the
 	// trace's write log differed in the fresh session, or too many deaths),
 	// and why.
-	Deaths        int32  `protobuf:"varint,13,opt,name=deaths,proto3" json:"deaths,omitempty"`
-	Skipped       int32  `protobuf:"varint,14,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	SkipNote      string `protobuf:"bytes,15,opt,name=skip_note,json=skipNote,proto3" json:"skip_note,omitempty"`
+	Deaths   int32  `protobuf:"varint,13,opt,name=deaths,proto3" json:"deaths,omitempty"`
+	Skipped  int32  `protobuf:"varint,14,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	SkipNote string `protobuf:"bytes,15,opt,name=skip_note,json=skipNote,proto3" json:"skip_note,omitempty"`
+	// States checked for durability that lost only a name the filesystem's
+	// fsync does not promise (minix: generic_file_fsync writes the inode and
+	// its blocks, not the entry naming it): counted, not lost.
+	Unnamed       int32 `protobuf:"varint,16,opt,name=unnamed,proto3" json:"unnamed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1004,6 +1008,13 @@ func (x *CrashLane) GetSkipNote() string {
 		return x.SkipNote
 	}
 	return ""
+}
+
+func (x *CrashLane) GetUnnamed() int32 {
+	if x != nil {
+		return x.Unnamed
+	}
+	return 0
 }
 
 type Session struct {
@@ -5028,7 +5039,10 @@ type ExploreCrash struct {
 	// Dirty states of lanes whose filesystem a crash may leave for its fsck to
 	// repair (ext2, vfat, exfat, minix, udf: no journal): expected, not
 	// findings; a lost fsync, an unreadable or unmountable state still are.
-	Repaired      int64 `protobuf:"varint,11,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	Repaired int64 `protobuf:"varint,11,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	// States that lost only a name the filesystem's fsync does not promise
+	// (CrashLane.unnamed): counted, not lost.
+	Unnamed       int64 `protobuf:"varint,12,opt,name=unnamed,proto3" json:"unnamed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5136,6 +5150,13 @@ func (x *ExploreCrash) GetFailed() int64 {
 func (x *ExploreCrash) GetRepaired() int64 {
 	if x != nil {
 		return x.Repaired
+	}
+	return 0
+}
+
+func (x *ExploreCrash) GetUnnamed() int64 {
+	if x != nil {
+		return x.Unnamed
 	}
 	return 0
 }
@@ -8110,7 +8131,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\bsessions\x18\b \x03(\tR\bsessions\x12\x16\n" +
 	"\x06deaths\x18\t \x01(\x05R\x06deaths\x12\x18\n" +
 	"\apartial\x18\n" +
-	" \x01(\tR\apartial\"\x93\x03\n" +
+	" \x01(\tR\apartial\"\xad\x03\n" +
 	"\tCrashLane\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x16\n" +
 	"\x06writes\x18\x02 \x01(\x05R\x06writes\x12\x18\n" +
@@ -8128,7 +8149,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"atBoundary\x12\x16\n" +
 	"\x06deaths\x18\r \x01(\x05R\x06deaths\x12\x18\n" +
 	"\askipped\x18\x0e \x01(\x05R\askipped\x12\x1b\n" +
-	"\tskip_note\x18\x0f \x01(\tR\bskipNote\"\xa1\x04\n" +
+	"\tskip_note\x18\x0f \x01(\tR\bskipNote\x12\x18\n" +
+	"\aunnamed\x18\x10 \x01(\x05R\aunnamed\"\xa1\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.themis.v1.Session.StateR\x05state\x12%\n" +
@@ -8508,7 +8530,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\fstate_depths\x18! \x03(\x05R\vstateDepths\x12-\n" +
 	"\x05crash\x18\" \x01(\v2\x17.themis.v1.ExploreCrashR\x05crash\x12+\n" +
 	"\x05image\x18# \x01(\v2\x15.themis.v1.GuestImageR\x05image\x12+\n" +
-	"\x11unconfirmed_hangs\x18$ \x01(\x03R\x10unconfirmedHangs\"\xa8\x02\n" +
+	"\x11unconfirmed_hangs\x18$ \x01(\x03R\x10unconfirmedHangs\"\xc2\x02\n" +
 	"\fExploreCrash\x12\x16\n" +
 	"\x06points\x18\x01 \x01(\x03R\x06points\x12\x18\n" +
 	"\arepeats\x18\x02 \x01(\x03R\arepeats\x12\x1a\n" +
@@ -8521,7 +8543,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\acheck_s\x18\t \x01(\x01R\x06checkS\x12\x16\n" +
 	"\x06failed\x18\n" +
 	" \x01(\x03R\x06failed\x12\x1a\n" +
-	"\brepaired\x18\v \x01(\x03R\brepaired\"p\n" +
+	"\brepaired\x18\v \x01(\x03R\brepaired\x12\x18\n" +
+	"\aunnamed\x18\f \x01(\x03R\aunnamed\"p\n" +
 	"\n" +
 	"LaneLayers\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x18\n" +
