@@ -82,7 +82,7 @@ func TestUnreadableResponse(t *testing.T) {
 		return &agentv1.Response{Result: &agentv1.Response_Fingerprint{Fingerprint: fp}}
 	}
 	tests := []struct {
-		name string
+		name  string
 		resp  *agentv1.Response
 		want  string // "" readable
 		stale bool
