@@ -29,8 +29,12 @@ type Outcome struct {
 	FirstKey    string        `json:"first_key,omitempty"`
 	FirstPart   string        `json:"first_part,omitempty"`
 	FirstDetail string        `json:"first_detail,omitempty"`
+	// StockClean: the detection's key is in the stock baseline, but the
+	// stock image does not show the finding itself (its trace run there
+	// keeps what was made durable); it says what the stock image showed.
+	StockClean string `json:"stock_clean,omitempty"`
 	// Findings counts the patched check's findings and cells, InBaseline
-	// those the stock image shows too.
+	// those whose key the stock baseline holds.
 	Findings   int `json:"findings"`
 	InBaseline int `json:"in_baseline"`
 	// States adds up the explore parts' states; Elapsed is the check's

@@ -35,10 +35,12 @@ func TestPickCases(t *testing.T) {
 // TestBugsReportEscapes: the page shows every case and baseline, and a
 // hostile detail (from a guest: a path, fsck output) is escaped.
 func TestBugsReportEscapes(t *testing.T) {
-	rep := &bugsReport{Budget: time.Minute, Cases: 2, Detected: 1, Reproduced: 1, Outcomes: []bugs.Outcome{
+	rep := &bugsReport{Budget: time.Minute, Cases: 3, Detected: 2, Reproduced: 1, Outcomes: []bugs.Outcome{
 		{Case: bugs.Case{ID: "exfat-a", Class: "on-disk", FS: "exfat"}, Detected: true, First: 21 * time.Second, FirstPart: "reference exfat", FirstDetail: `<script>alert(1)</script>`,
 			Reproduced: true, Repro: `lane exfat: the filesystem refuses to read <b>x</b>`},
 		{Case: bugs.Case{ID: "vfat-b", Class: "lost-update", FS: "vfat"}, Findings: 2, InBaseline: 2},
+		{Case: bugs.Case{ID: "ext2-c", Class: "crash-consistency", FS: "ext2"}, Detected: true, First: 3 * time.Minute, FirstPart: "crash ext2", FirstKey: "finding|crash|crash lost ext2 after fsync of a file",
+			StockClean: "its setup and trace on the stock image: 9 crash states, none lost what the fsync made durable", Findings: 4, InBaseline: 4},
 	}, Baselines: []*stockBaseline{{FS: "exfat", Flavor: "cloud", Keys: []string{"clock|exfat|mkdir|mtime|diverged"}}}}
 	rep.Medians = bugs.Medians(rep.Outcomes)
 	rep.Outcomes[1].Explore = &bugs.Detection{Command: "explore --fs ext2,vfat", States: 22, Elapsed: 4 * time.Second}
@@ -51,7 +53,7 @@ func TestBugsReportEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	for _, want := range []string{"1 of 2 detected, 1 reproduced", "yes: lane exfat: the filesystem refuses to read &lt;b&gt;x&lt;/b&gt;", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;",
+	for _, want := range []string{"2 of 3 detected, 1 reproduced", "(its key is in the stock baseline; its setup and trace on the stock image: 9 crash states", "yes: lane exfat: the filesystem refuses to read &lt;b&gt;x&lt;/b&gt;", "exfat-a", "vfat-b", `class="missed"`, "21s", "clock|exfat|mkdir|mtime|diverged", "&lt;script&gt;",
 		"Plain explore, side by side", "<td>vfat-b</td><td>missed</td><td>explore --fs ext2,vfat</td><td>missed</td><td>22 states in 4s</td>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -62,6 +64,9 @@ func TestBugsReportEscapes(t *testing.T) {
 	}
 	if got := outcomeText(rep.Outcomes[1]); !strings.Contains(got, "missed (2 finding(s), all in the stock baseline") {
 		t.Errorf("outcomeText = %q", got)
+	}
+	if got := outcomeText(rep.Outcomes[2]); !strings.Contains(got, "a key of the stock baseline; its setup and trace on the stock image") {
+		t.Errorf("outcomeText of a stock-clean detection = %q", got)
 	}
 }
 

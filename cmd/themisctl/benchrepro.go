@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/bugs"
+	"github.com/themisfs/themis/client"
 )
 
 // reproClockBudget bounds the clock part run again to reproduce a cell.
@@ -66,4 +68,70 @@ func reproduceCell(ctx context.Context, c *conn, bc bugs.Case, image, key string
 		}
 	}
 	return false, fmt.Sprintf("the clock part again: %d cells, not this one", len(seen.events))
+}
+
+// maxStockReplays bounds the findings of a case's check, in the stock
+// baseline by key, that stockClean replays on the stock image.
+const maxStockReplays = 3
+
+// stockClean looks, in time order, for a finding among events (a case's
+// check's, each in the stock baseline by its key) that the stock image
+// does not show when its own trace runs there: a crash finding that lost
+// what an fsync made durable, whose setup and trace keep it in every
+// crash state on stock. A key is coarse — "lost after fsync of a file" is
+// one key for every way of losing one — and a stock bug of the same key
+// would hide the case's otherwise. It returns the finding and what the
+// stock image showed, or false.
+func stockClean(ctx context.Context, c *conn, stock string, events []checkEvent) (checkEvent, string, bool) {
+	tried := 0
+	for _, e := range events {
+		if e.finding == "" || tried == maxStockReplays {
+			continue
+		}
+		fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: e.finding})
+		f := fr.GetFinding()
+		if err != nil || f.GetCrash() == nil || !strings.HasPrefix(f.GetCrash().GetDurability(), "LOST") {
+			continue
+		}
+		tried++
+		states, lost, err := crashOnStock(ctx, c, f, stock)
+		if err != nil {
+			progress(fmt.Sprintf("finding %s on the stock image: %v", e.finding, err))
+			continue
+		}
+		if states > 0 && lost == 0 {
+			return e, fmt.Sprintf("its setup and trace on the stock image: %d crash states, none lost what the fsync made durable", states), true
+		}
+	}
+	return checkEvent{}, "", false
+}
+
+// crashOnStock runs crash finding f's setup and trace on the stock image
+// in a fresh session, every crash state, and counts them and those that
+// lost what the trace's fsync made durable.
+func crashOnStock(ctx context.Context, c *conn, f *themisv1.Finding, stock string) (states, lost int32, err error) {
+	req := crashOf(f, false)
+	req.Only, req.Image = nil, stock
+	progress(fmt.Sprintf("crash finding %s on the stock image: every crash state of its setup and trace", f.GetId()))
+	stream, err := c.Crash(ctx, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	var sum *themisv1.CrashSummary
+	err = client.Drain(stream.Recv, func(r *themisv1.CrashResponse) error {
+		if s := r.GetSummary(); s != nil {
+			sum = s
+		}
+		return nil
+	})
+	if err == nil && sum == nil {
+		err = fmt.Errorf("the daemon ended the stream without a summary")
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range sum.GetLanes() {
+		states, lost = states+l.GetStates(), lost+l.GetLost()
+	}
+	return states, lost, nil
 }
