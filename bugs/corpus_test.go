@@ -116,13 +116,14 @@ func TestKeysAndMedians(t *testing.T) {
 }
 
 // TestTriagedKeys: the triaged stock findings of a filesystem are its
-// keys only, in the form a clock cell's key takes.
+// keys only, in the form a clock cell's or a finding's key takes.
 func TestTriagedKeys(t *testing.T) {
 	for _, tc := range []struct {
 		fs   string
 		want []string
 	}{
 		{"exfat", []string{"clock|exfat|create|mtime|diverged", "clock|exfat|mkdir|mtime|diverged"}},
+		{"ext2", []string{"finding|crash|crash lost ext2 after fsync of an empty file", "finding|crash|crash lost ext2 after fsync of a file", "finding|crash|crash lost ext2 after fdatasync of a file"}},
 		{"vfat", nil},
 	} {
 		if got := TriagedKeys(tc.fs); !slices.Equal(got, tc.want) {
