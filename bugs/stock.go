@@ -21,6 +21,7 @@ var TriagedStock = []Triaged{
 	{FS: "exfat", Key: CellKey("exfat", "mkdir", "mtime", "diverged"), Why: "docs/hunt.md: exFAT, a new directory's mtime reads back 10 ms earlier after a remount"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of an empty file"), Why: "docs/hunt.md: ext2 (the ext4 driver without a journal), fsync of a new empty file is not durable"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a file"), Why: "docs/hunt.md: ext2, the same early return loses a file with data whose inode is not I_DIRTY (the 10-minute stock baseline)"},
+	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a directory"), Why: "docs/hunt.md: ext2, the same early return skips the cache flush after a directory's fsync"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fdatasync of a file"), Why: "docs/hunt.md: ext2, fdatasync loses the size (most likely the same root cause)"},
 }
 
