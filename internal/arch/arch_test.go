@@ -87,3 +87,42 @@ func TestSessionHoldsNoRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryPackageHasItsRow: docs/architecture.md's table of rooms names
+// every package of the module (a row starting with it, or one naming it
+// beside another: "| `internal/nested`, `cmd/themis-nested-init` ...").
+func TestEveryPackageHasItsRow(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		if !strings.HasPrefix(line, "| `") || !ok {
+			continue
+		}
+		for _, name := range strings.Split(first, ", ") {
+			rows[strings.Trim(name, "`")] = true
+		}
+	}
+	cmd := exec.Command("go", "list", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	pkgs := strings.Fields(string(out))
+	if len(pkgs) < 10 {
+		t.Fatalf("go list ./... gave %d packages", len(pkgs))
+	}
+	for _, p := range pkgs {
+		if rel := strings.TrimPrefix(p, "github.com/themisfs/themis/"); !rows[rel] {
+			t.Errorf("docs/architecture.md has no row for package %s", rel)
+		}
+	}
+}

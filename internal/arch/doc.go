@@ -1,4 +1,12 @@
-// Package arch holds tests that keep the dependency rules of docs/design.md:
-// the pure packages (explore, oracle, clock, family, fsimage, fsimage/btrfs, fsimage/xfs, fsimage/nilfs2, report, runreport, junit) never import a VMM
-// backend, grpc or os/exec.
+// Package arch holds tests that keep the dependency rules and the map of
+// the tree true (docs/architecture.md):
+//
+//   - the pure packages (explore, oracle, clock, family, fsimage,
+//     fsimage/btrfs, fsimage/xfs, fsimage/nilfs2, report, runreport, junit,
+//     crash) never import a VMM backend, grpc or os/exec
+//     (TestPurePackagesStayPure);
+//   - session, the daemon's core, reaches no run nor what only the runs
+//     need (TestSessionHoldsNoRuns);
+//   - every package of the module has its row in docs/architecture.md
+//     (TestEveryPackageHasItsRow).
 package arch
