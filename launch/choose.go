@@ -7,14 +7,15 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
 )
 
 // Backend names, as asked (Auto, QEMU, KVM) and as chosen (QEMU, KVM, None).
 const (
 	Auto = "auto"
-	QEMU = "qemu"
-	KVM  = "kvm"
+	QEMU = vmm.BackendQEMU
+	KVM  = vmm.BackendKVM
 	// None is auto's choice on a host with neither: Boot refuses it.
 	None = "none"
 )

@@ -411,15 +411,15 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 		return nil, Invalid("restore_mode", "%q: want %q or %q", o.Restore, vmm.RestoreDevices, vmm.RestoreFull)
 	}
 	switch o.Backend {
-	case "", "auto":
-		o.Backend = "auto"
-	case "qemu":
-	case "kvm": // checked against the host by Create
+	case "", launch.Auto:
+		o.Backend = launch.Auto
+	case launch.QEMU:
+	case launch.KVM: // checked against the host by Create
 		if o.ICount {
-			return nil, Invalid("icount", "instruction counting is QEMU TCG's: not with backend \"kvm\"")
+			return nil, Invalid("icount", "instruction counting is QEMU TCG's: not with backend %q", launch.KVM)
 		}
 	default:
-		return nil, Invalid("backend", "%q: want \"auto\", \"qemu\" or \"kvm\"", o.Backend)
+		return nil, Invalid("backend", "%q: want %q, %q or %q", o.Backend, launch.Auto, launch.QEMU, launch.KVM)
 	}
 	return specs, nil
 }
@@ -429,7 +429,7 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 func chooseBackend(o CreateOptions) (launch.Choice, error) {
 	backend := o.Backend
 	if o.ICount {
-		backend = "qemu"
+		backend = launch.QEMU
 	}
 	choice, err := launch.Choose(launch.Probe(), backend)
 	var fe *launch.FieldError

@@ -44,6 +44,13 @@ var (
 // DefaultMemoryMiB is guest RAM, in MiB, when Config.MemoryMiB is 0.
 const DefaultMemoryMiB = 128
 
+// Backend names: the two Machine implementations, vmm/qemu and vmm/kvm
+// (launch.QEMU and launch.KVM are these).
+const (
+	BackendQEMU = "qemu"
+	BackendKVM  = "kvm"
+)
+
 // CheckpointID names a checkpoint of one machine. IDs are never reused.
 type CheckpointID uint64
 

@@ -21,6 +21,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/nested"
 	"github.com/themisfs/themis/internal/testcount"
+	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap"
 )
 
@@ -272,10 +273,10 @@ func jobPlan(o options, env []string, us []unit) nested.Plan {
 				Env: env, Timeout: nested.Duration(testTimeout + time.Minute)}
 		case u.Name == exploreUnit || u.Name == genericUnit:
 			args, _ := exploreArgsOf(o, u.Name)
-			s = nested.Step{Argv: argv("themisctl", append([]string{"--json", "explore", "--backend", "kvm"}, strings.Fields(args)...)...),
+			s = nested.Step{Argv: argv("themisctl", append([]string{"--json", "explore", "--backend", vmm.BackendKVM}, strings.Fields(args)...)...),
 				Env: withEnv(), Timeout: nested.Duration(runTimeout)}
 		default:
-			s = nested.Step{Argv: argv("themisctl", append(append([]string{"--json"}, sweepArgs...), "--backend", "kvm")...),
+			s = nested.Step{Argv: argv("themisctl", append(append([]string{"--json"}, sweepArgs...), "--backend", vmm.BackendKVM)...),
 				Env: withEnv(), Timeout: nested.Duration(runTimeout)}
 		}
 		s.Name = u.Step
@@ -547,7 +548,7 @@ func (j *job) compareExplore(ctx context.Context, unit string, kvmOut []byte) (s
 	}
 	*kvmRes = k
 	if *qemuRes == nil {
-		qemuOut, err := runHere(ctx, j.themisctl, append([]string{"--json", "explore", "--backend", "qemu"}, strings.Fields(args)...)...)
+		qemuOut, err := runHere(ctx, j.themisctl, append([]string{"--json", "explore", "--backend", vmm.BackendQEMU}, strings.Fields(args)...)...)
 		if err != nil {
 			return "", fmt.Errorf("explore on qemu here: %w", err)
 		}
@@ -557,7 +558,7 @@ func (j *job) compareExplore(ctx context.Context, unit string, kvmOut []byte) (s
 	}
 	q := *qemuRes
 	switch {
-	case k.Backend != "kvm":
+	case k.Backend != vmm.BackendKVM:
 		return fmt.Sprintf("explore there ran on backend %q, want kvm", k.Backend), nil
 	// Not the states count: with several workers a state first reached
 	// deep may be expanded again when reached shallower, as timing has it
@@ -589,7 +590,7 @@ func (j *job) compareSweep(ctx context.Context, kvmOut []byte) (string, error) {
 		return "sweep on kvm: " + err.Error(), nil
 	}
 	if j.qemuSweep == nil {
-		qemuOut, err := runHere(ctx, j.themisctl, append(append([]string{"--json"}, sweepArgs...), "--backend", "qemu")...)
+		qemuOut, err := runHere(ctx, j.themisctl, append(append([]string{"--json"}, sweepArgs...), "--backend", vmm.BackendQEMU)...)
 		if err != nil {
 			return "", fmt.Errorf("sweep on qemu here: %w", err)
 		}

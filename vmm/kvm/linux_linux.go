@@ -241,7 +241,7 @@ func newMachine(cfg vmm.Config, vm *VM) (*Machine, error) {
 	if err := m.setupDevices(); err != nil {
 		return nil, err
 	}
-	m.path = checkpoint.New(checkpoint.Config{Backend: "kvm", Memory: linuxMemory{m}, Disks: cfg.Disks, Verify: cfg.Verify})
+	m.path = checkpoint.New(checkpoint.Config{Backend: vmm.BackendKVM, Memory: linuxMemory{m}, Disks: cfg.Disks, Verify: cfg.Verify})
 	vm.att = m
 	return m, nil
 }

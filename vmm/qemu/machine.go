@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg vmm.Config) (m *Machine, err error) {
 	}
 	m = &Machine{cfg: cfg, log: log.Named("vmm.qemu"), exited: make(chan struct{})}
 	m.memory = &memory{m: m, held: map[checkpoint.Ref]fork.ID{}}
-	m.path = checkpoint.New(checkpoint.Config{Backend: "qemu", Memory: m.memory, Disks: cfg.Disks, Verify: cfg.Verify})
+	m.path = checkpoint.New(checkpoint.Config{Backend: vmm.BackendQEMU, Memory: m.memory, Disks: cfg.Disks, Verify: cfg.Verify})
 	defer func() {
 		if err != nil {
 			if cerr := m.Close(); cerr != nil {
