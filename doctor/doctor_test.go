@@ -89,7 +89,7 @@ func TestBootCheck(t *testing.T) {
 func TestBootCheckBadBackend(t *testing.T) {
 	t.Parallel()
 	_, err := BootCheck(context.Background(), BootOptions{Backend: "bhyve"})
-	if err == nil || !strings.Contains(err.Error(), `backend "bhyve"`) {
+	if err == nil || !strings.Contains(err.Error(), `backend: "bhyve"`) {
 		t.Fatalf("BootCheck with an unknown backend: %v", err)
 	}
 }
@@ -102,7 +102,7 @@ func TestBootCheckKVMNeedsHardware(t *testing.T) {
 		t.Skip("this host has hardware virtualization")
 	}
 	_, err := BootCheck(context.Background(), BootOptions{Backend: "kvm"})
-	if err == nil || !strings.Contains(err.Error(), `backend "kvm"`) || !strings.Contains(err.Error(), "cannot boot") {
+	if err == nil || !strings.Contains(err.Error(), `backend: "kvm"`) || !strings.Contains(err.Error(), "cannot boot") {
 		t.Fatalf("BootCheck with kvm on a host without hardware virtualization: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm"
 )
@@ -89,24 +90,12 @@ type Choice struct {
 	Fallback bool
 }
 
-// FieldError is a backend that was asked for and cannot be had: an
-// unknown name, or kvm where Linux cannot boot on /dev/kvm.
-type FieldError struct {
-	// Field is the input field, "backend".
-	Field string
-	// Value is what was asked.
-	Value string
-	// Reason says what is wrong and what would do.
-	Reason string
-}
-
-func (e *FieldError) Error() string { return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Reason) }
-
 // Choose is the backend rule: from what the host offers and what was asked
 // ("" or "auto", "qemu", "kvm") it returns the backend and why. "qemu" is
 // taken as asked (QEMU's own start says if it is missing); "kvm" needs
 // hardware virtualization; auto is decideAuto. Anything else, and kvm
-// without hardware virtualization, is a *FieldError.
+// without hardware virtualization, is an errkind.FieldError naming
+// "backend".
 func Choose(h Host, asked string) (Choice, error) {
 	switch asked {
 	case "", Auto:
@@ -115,12 +104,11 @@ func Choose(h Host, asked string) (Choice, error) {
 		return Choice{Backend: QEMU, Why: "asked for qemu"}, nil
 	case KVM:
 		if h.KVM != KVMHardware {
-			return Choice{}, &FieldError{Field: "backend", Value: asked,
-				Reason: fmt.Sprintf("Linux cannot boot on this host's /dev/kvm: %s; use qemu or auto", h.KVMWhy)}
+			return Choice{}, errkind.Invalid("backend", "%q: Linux cannot boot on this host's /dev/kvm: %s; use qemu or auto", asked, h.KVMWhy)
 		}
 		return Choice{Backend: KVM, Why: "asked for kvm"}, nil
 	default:
-		return Choice{}, &FieldError{Field: "backend", Value: asked, Reason: "want auto, qemu or kvm"}
+		return Choice{}, errkind.Invalid("backend", "%q: want %s, %s or %s", asked, Auto, QEMU, KVM)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/launch"
@@ -17,9 +18,9 @@ import (
 func Example() {
 	ctx := context.Background()
 	choice, err := launch.Choose(launch.Probe(), "auto")
-	var fe *launch.FieldError
+	var fe *errkind.FieldError
 	if errors.As(err, &fe) {
-		fmt.Printf("invalid %s: %q: %s\n", fe.Field, fe.Value, fe.Reason)
+		fmt.Printf("invalid %s: %s\n", fe.Field, fe.Msg)
 		return
 	}
 	img, err := guest.Build(ctx, guest.Options{})

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/themisfs/themis/errkind"
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -17,13 +18,13 @@ import (
 func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckServer) error {
 	switch {
 	case len(req.GetLanes()) == 0:
-		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
+		return toStatus(errkind.Invalid("lanes", "at least one lane spec is required"))
 	case req.GetBudgetSeconds() < 0:
-		return toStatus(session.Invalid("budget_seconds", "must not be negative, got %d", req.GetBudgetSeconds()))
+		return toStatus(errkind.Invalid("budget_seconds", "must not be negative, got %d", req.GetBudgetSeconds()))
 	case req.GetDepth() < 0 || req.GetDepth() > 10:
-		return toStatus(session.Invalid("depth", "want 1..10 (0 for the default %d), got %d", check.DefaultDepth, req.GetDepth()))
+		return toStatus(errkind.Invalid("depth", "want 1..10 (0 for the default %d), got %d", check.DefaultDepth, req.GetDepth()))
 	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
-		return toStatus(session.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
+		return toStatus(errkind.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
 	}
 	opts := check.Options{
 		Lanes: req.GetLanes(), Reference: req.GetReference(), Image: req.GetImage(), Backend: req.GetBackend(),

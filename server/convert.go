@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/themisfs/themis/errkind"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -151,12 +152,12 @@ func eventProto(e session.Event) *themisv1.Event {
 // message. field is the request field holding op, for error messages.
 func opRequest(field string, op *themisv1.Op) (*agentv1.Request, error) {
 	if op == nil {
-		return nil, session.Invalid(field, "required")
+		return nil, errkind.Invalid(field, "required")
 	}
 	var req agentv1.Request
 	switch o := op.Op.(type) {
 	case nil:
-		return nil, session.Invalid(field, "no operation set")
+		return nil, errkind.Invalid(field, "no operation set")
 	case *themisv1.Op_Create:
 		req.Op = &agentv1.Request_Create{Create: orEmpty(o.Create)}
 	case *themisv1.Op_Write:
@@ -199,7 +200,7 @@ func opRequest(field string, op *themisv1.Op) (*agentv1.Request, error) {
 		req.Op = &agentv1.Request_Mount{Mount: orEmpty(o.Mount)}
 	default:
 		// A oneof member added to the proto but not here.
-		return nil, session.Invalid(field, "unsupported operation %T", o)
+		return nil, errkind.Invalid(field, "unsupported operation %T", o)
 	}
 	return &req, nil
 }
@@ -229,6 +230,6 @@ func originDomain(field string, o themisv1.Checkpoint_Origin) (session.Origin, e
 	case themisv1.Checkpoint_ORIGIN_AUTO:
 		return session.OriginAuto, nil
 	default:
-		return "", session.Invalid(field, "unknown origin %d", int32(o))
+		return "", errkind.Invalid(field, "unknown origin %d", int32(o))
 	}
 }

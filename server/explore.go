@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
@@ -21,25 +22,25 @@ import (
 // summary. A cancelled stream cancels the run; what was found stays stored.
 func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_ExploreServer) error {
 	if len(req.GetLanes()) == 0 {
-		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
+		return toStatus(errkind.Invalid("lanes", "at least one lane spec is required"))
 	}
 	switch {
 	case req.GetDepth() < 0 || req.GetDepth() > explore.MaxDepth:
-		return toStatus(session.Invalid("depth", "want 1..%d (0 for the default %d), got %d", explore.MaxDepth, explore.DefaultDepth, req.GetDepth()))
+		return toStatus(errkind.Invalid("depth", "want 1..%d (0 for the default %d), got %d", explore.MaxDepth, explore.DefaultDepth, req.GetDepth()))
 	case req.GetBranching() < 0 || req.GetBranching() > explore.MaxBranching:
-		return toStatus(session.Invalid("branching", "want 1..%d (0 for the default), got %d", explore.MaxBranching, req.GetBranching()))
+		return toStatus(errkind.Invalid("branching", "want 1..%d (0 for the default), got %d", explore.MaxBranching, req.GetBranching()))
 	case req.GetMaxStates() < 0:
-		return toStatus(session.Invalid("max_states", "must not be negative, got %d", req.GetMaxStates()))
+		return toStatus(errkind.Invalid("max_states", "must not be negative, got %d", req.GetMaxStates()))
 	case req.GetMaxSeconds() < 0:
-		return toStatus(session.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
+		return toStatus(errkind.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
 	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
-		return toStatus(session.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
+		return toStatus(errkind.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
 	case len(req.GetSetup()) > exploration.MaxSetup:
-		return toStatus(session.Invalid("setup", "%d ops: want at most %d", len(req.GetSetup()), exploration.MaxSetup))
+		return toStatus(errkind.Invalid("setup", "%d ops: want at most %d", len(req.GetSetup()), exploration.MaxSetup))
 	}
 	setup, err := exploration.ParseTrace(req.GetSetup())
 	if err != nil {
-		return toStatus(session.Invalid("setup", "%v", err))
+		return toStatus(errkind.Invalid("setup", "%v", err))
 	}
 	workers := int(req.GetWorkers())
 	if workers == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"sync"
 	"time"
 
@@ -357,7 +358,7 @@ func (f *fakeDomain) ExploreRecord(_ context.Context, id string) (*exploration.R
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if id != "s-1" || f.explore.Lanes == nil {
-		return nil, fmt.Errorf("run record of session %q: %w", id, session.ErrNotFound)
+		return nil, fmt.Errorf("run record of session %q: %w", id, errkind.ErrNotFound)
 	}
 	return &exploration.Record{Options: f.explore, Summary: exploration.Summary{Session: "s-1", Unique: 2, UniqueByDepth: []int{1, 1}},
 		Progress: []exploration.Progress{{States: 1, Unique: 1}, {States: 2, Unique: 2, Elapsed: time.Second}}}, nil
@@ -403,7 +404,7 @@ func (f *fakeDomain) Finding(_ context.Context, id string) (*session.Finding, er
 		return nil, err
 	}
 	if id != "f-1" {
-		return nil, fmt.Errorf("finding %q: %w", id, session.ErrNotFound)
+		return nil, fmt.Errorf("finding %q: %w", id, errkind.ErrNotFound)
 	}
 	return &session.Finding{ID: "f-1", Kind: "errno-divergence", Created: t0}, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/base64"
+	"github.com/themisfs/themis/errkind"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ const pageTokenPrefix = "p1:"
 func pageSize(n int32) (int, error) {
 	switch {
 	case n < 0:
-		return 0, session.Invalid("page_size", "must not be negative, got %d", n)
+		return 0, errkind.Invalid("page_size", "must not be negative, got %d", n)
 	case n == 0:
 		return DefaultPageSize, nil
 	case n > MaxPageSize:
@@ -44,7 +45,7 @@ func decodePageToken(tok string) (session.PageKey, error) {
 	if tok == "" {
 		return session.PageKey{}, nil
 	}
-	bad := session.Invalid("page_token", "not a token from this API's next_page_token")
+	bad := errkind.Invalid("page_token", "not a token from this API's next_page_token")
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return session.PageKey{}, bad

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"net"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,7 @@ func TestExploreClientNotReading(t *testing.T) {
 	}
 	select {
 	case cause := <-f.ended:
-		if !errors.Is(cause, session.ErrExhausted) || !strings.Contains(cause.Error(), "client not reading") {
+		if !errors.Is(cause, errkind.ErrExhausted) || !strings.Contains(cause.Error(), "client not reading") {
 			t.Errorf("run's context ended with %v, want client not reading (ErrExhausted)", cause)
 		}
 	case <-time.After(15 * time.Second):
@@ -297,7 +298,7 @@ func TestStreamStallConfig(t *testing.T) {
 	}
 	select {
 	case cause := <-f.ended:
-		if !errors.Is(cause, session.ErrExhausted) || !strings.Contains(cause.Error(), "queued for 1s") {
+		if !errors.Is(cause, errkind.ErrExhausted) || !strings.Contains(cause.Error(), "queued for 1s") {
 			t.Errorf("run's context ended with %v, want client not reading after 1s (ErrExhausted)", cause)
 		}
 	case <-time.After(20 * time.Second):

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"time"
 
 	"go.uber.org/zap"
@@ -77,7 +78,7 @@ func Register(s *grpc.Server, srv *Server) {
 // required returns a FieldError when v is empty.
 func required(field, v string) error {
 	if v == "" {
-		return session.Invalid(field, "required")
+		return errkind.Invalid(field, "required")
 	}
 	return nil
 }
@@ -95,26 +96,26 @@ func firstErr(errs ...error) error {
 // CreateSession implements themisv1.ThemisServer.
 func (s *Server) CreateSession(ctx context.Context, req *themisv1.CreateSessionRequest) (*themisv1.CreateSessionResponse, error) {
 	if len(req.GetLanes()) == 0 {
-		return nil, toStatus(session.Invalid("lanes", "required: at least one lane spec"))
+		return nil, toStatus(errkind.Invalid("lanes", "required: at least one lane spec"))
 	}
 	for i, l := range req.GetLanes() {
 		if l == "" {
-			return nil, toStatus(session.Invalid(fmt.Sprintf("lanes[%d]", i), "empty lane spec"))
+			return nil, toStatus(errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "empty lane spec"))
 		}
 		// Every field to its grammar here, whatever the domain does: a
 		// lane's name and spec reach exported reproducers' shell and C.
 		if _, err := guest.ParseLaneSpec(l); err != nil {
-			return nil, toStatus(session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err))
+			return nil, toStatus(errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err))
 		}
 	}
 	if req.GetMemoryMib() < 0 {
-		return nil, toStatus(session.Invalid("memory_mib", "must not be negative, got %d", req.GetMemoryMib()))
+		return nil, toStatus(errkind.Invalid("memory_mib", "must not be negative, got %d", req.GetMemoryMib()))
 	}
 	mode := vmm.RestoreMode(req.GetRestoreMode())
 	switch mode {
 	case "", vmm.RestoreDevices, vmm.RestoreFull:
 	default:
-		return nil, toStatus(session.Invalid("restore_mode", "unknown mode %q (want %q or %q)", mode, vmm.RestoreDevices, vmm.RestoreFull))
+		return nil, toStatus(errkind.Invalid("restore_mode", "unknown mode %q (want %q or %q)", mode, vmm.RestoreDevices, vmm.RestoreFull))
 	}
 	info, err := s.d.Create(ctx, session.CreateOptions{
 		Lanes:     req.GetLanes(),
@@ -256,7 +257,7 @@ func (s *Server) Fingerprint(ctx context.Context, req *themisv1.FingerprintReque
 		return nil, toStatus(err)
 	}
 	if _, ok := agentv1.TimeMode_name[int32(req.GetTimeMode())]; !ok {
-		return nil, toStatus(session.Invalid("time_mode", "unknown time mode %d", int32(req.GetTimeMode())))
+		return nil, toStatus(errkind.Invalid("time_mode", "unknown time mode %d", int32(req.GetTimeMode())))
 	}
 	for i, l := range req.GetLanes() {
 		if err := required(fmt.Sprintf("lanes[%d]", i), l); err != nil {
@@ -307,16 +308,16 @@ func (s *Server) ReadFile(ctx context.Context, req *themisv1.ReadFileRequest) (*
 		return nil, toStatus(err)
 	}
 	if req.GetOffset() < 0 {
-		return nil, toStatus(session.Invalid("offset", "must not be negative, got %d", req.GetOffset()))
+		return nil, toStatus(errkind.Invalid("offset", "must not be negative, got %d", req.GetOffset()))
 	}
 	length := req.GetLength()
 	switch {
 	case length < 0:
-		return nil, toStatus(session.Invalid("length", "must not be negative, got %d", length))
+		return nil, toStatus(errkind.Invalid("length", "must not be negative, got %d", length))
 	case length == 0:
 		length = DefaultReadLength
 	case length > MaxReadLength:
-		return nil, toStatus(session.Invalid("length", "at most %d bytes, got %d", MaxReadLength, length))
+		return nil, toStatus(errkind.Invalid("length", "at most %d bytes, got %d", MaxReadLength, length))
 	}
 	data, eof, r, err := s.d.ReadFile(ctx, req.GetSessionId(), req.GetLane(), req.GetPath(), req.GetOffset(), length)
 	if err != nil {
@@ -348,12 +349,12 @@ func (s *Server) ListEvents(ctx context.Context, req *themisv1.ListEventsRequest
 		return nil, toStatus(err)
 	}
 	if req.GetAfterSeq() < 0 {
-		return nil, toStatus(session.Invalid("after_seq", "must not be negative, got %d", req.GetAfterSeq()))
+		return nil, toStatus(errkind.Invalid("after_seq", "must not be negative, got %d", req.GetAfterSeq()))
 	}
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0:
-		return nil, toStatus(session.Invalid("limit", "must not be negative, got %d", limit))
+		return nil, toStatus(errkind.Invalid("limit", "must not be negative, got %d", limit))
 	case limit == 0:
 		limit = DefaultEventLimit
 	case limit > MaxEventLimit:

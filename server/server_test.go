@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"net"
 	"slices"
 	"strings"
@@ -62,11 +63,11 @@ func TestToStatus(t *testing.T) {
 		msg   string
 		field string
 	}{
-		{fmt.Errorf("create: %w", session.Invalid("lanes[1]", "unknown filesystem %q", "zfs")), codes.InvalidArgument, `create: lanes[1]: unknown filesystem "zfs"`, "lanes[1]"},
-		{fmt.Errorf("plain: %w", session.ErrInvalid), codes.InvalidArgument, "plain: invalid argument", ""},
-		{fmt.Errorf("session s-9: %w", session.ErrNotFound), codes.NotFound, "session s-9: not found", ""},
-		{fmt.Errorf("session s-1 is ended: %w", session.ErrState), codes.FailedPrecondition, "session s-1 is ended: wrong state", ""},
-		{fmt.Errorf("12 manual checkpoints: %w", session.ErrExhausted), codes.ResourceExhausted, "12 manual checkpoints: resource exhausted", ""},
+		{fmt.Errorf("create: %w", errkind.Invalid("lanes[1]", "unknown filesystem %q", "zfs")), codes.InvalidArgument, `create: lanes[1]: unknown filesystem "zfs"`, "lanes[1]"},
+		{fmt.Errorf("plain: %w", errkind.ErrInvalid), codes.InvalidArgument, "plain: invalid argument", ""},
+		{fmt.Errorf("session s-9: %w", errkind.ErrNotFound), codes.NotFound, "session s-9: not found", ""},
+		{fmt.Errorf("session s-1 is ended: %w", errkind.ErrState), codes.FailedPrecondition, "session s-1 is ended: wrong state", ""},
+		{fmt.Errorf("12 manual checkpoints: %w", errkind.ErrExhausted), codes.ResourceExhausted, "12 manual checkpoints: resource exhausted", ""},
 		{fmt.Errorf("fsck image: %w", scratch.ErrNoRoom), codes.ResourceExhausted, "fsck image: no room for the image copy", ""},
 		{fmt.Errorf("apply: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "apply: context deadline exceeded", ""},
 		{fmt.Errorf("apply: %w", context.Canceled), codes.Canceled, "apply: context canceled", ""},
@@ -409,10 +410,10 @@ func TestDomainErrors(t *testing.T) {
 		code  codes.Code
 		field string
 	}{
-		{fmt.Errorf("create: %w", session.Invalid("lanes[1]", "unknown filesystem %q", "zfs")), codes.InvalidArgument, "lanes[1]"},
-		{fmt.Errorf("session s-9: %w", session.ErrNotFound), codes.NotFound, ""},
-		{fmt.Errorf("session s-1 is ended: %w", session.ErrState), codes.FailedPrecondition, ""},
-		{fmt.Errorf("4 sessions running: %w", session.ErrExhausted), codes.ResourceExhausted, ""},
+		{fmt.Errorf("create: %w", errkind.Invalid("lanes[1]", "unknown filesystem %q", "zfs")), codes.InvalidArgument, "lanes[1]"},
+		{fmt.Errorf("session s-9: %w", errkind.ErrNotFound), codes.NotFound, ""},
+		{fmt.Errorf("session s-1 is ended: %w", errkind.ErrState), codes.FailedPrecondition, ""},
+		{fmt.Errorf("4 sessions running: %w", errkind.ErrExhausted), codes.ResourceExhausted, ""},
 		{errors.New("boom"), codes.Internal, ""},
 	}
 	for _, tt := range tests {

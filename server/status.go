@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -10,17 +11,16 @@ import (
 
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
-	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
 
 // toStatus maps a domain or validation error to a gRPC status error. It is
 // the only place error kinds become codes:
 //
-//	session.ErrInvalid   -> InvalidArgument (with a BadRequest detail naming the field)
-//	session.ErrNotFound  -> NotFound
-//	session.ErrState     -> FailedPrecondition
-//	session.ErrExhausted, scratch.ErrNoRoom -> ResourceExhausted
+//	errkind.ErrInvalid   -> InvalidArgument (with a BadRequest detail naming the field)
+//	errkind.ErrNotFound  -> NotFound
+//	errkind.ErrState     -> FailedPrecondition
+//	errkind.ErrExhausted, scratch.ErrNoRoom -> ResourceExhausted
 //	context.DeadlineExceeded -> DeadlineExceeded
 //	context.Canceled     -> Canceled
 //	anything else        -> Internal
@@ -32,13 +32,13 @@ func toStatus(err error) error {
 	}
 	var code codes.Code
 	switch {
-	case errors.Is(err, session.ErrInvalid):
+	case errors.Is(err, errkind.ErrInvalid):
 		code = codes.InvalidArgument
-	case errors.Is(err, session.ErrNotFound):
+	case errors.Is(err, errkind.ErrNotFound):
 		code = codes.NotFound
-	case errors.Is(err, session.ErrState):
+	case errors.Is(err, errkind.ErrState):
 		code = codes.FailedPrecondition
-	case errors.Is(err, session.ErrExhausted), errors.Is(err, scratch.ErrNoRoom):
+	case errors.Is(err, errkind.ErrExhausted), errors.Is(err, scratch.ErrNoRoom):
 		code = codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
@@ -52,7 +52,7 @@ func toStatus(err error) error {
 		}
 	}
 	st := status.New(code, err.Error())
-	var fe *session.FieldError
+	var fe *errkind.FieldError
 	if code == codes.InvalidArgument && errors.As(err, &fe) {
 		withDetail, derr := st.WithDetails(&errdetails.BadRequest{
 			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Msg}},

@@ -3,10 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"sync"
 	"time"
-
-	"github.com/themisfs/themis/session"
 )
 
 // runStream sends a run's events on a server stream through a bounded
@@ -15,7 +14,7 @@ import (
 // progress message replaces the one still queued (progress is coalesced);
 // every other message and the summary are kept, in order. When the buffer
 // holds limit messages and no room comes within wait, the run's context is
-// cancelled (cause: client not reading, session.ErrExhausted) and the RPC
+// cancelled (cause: client not reading, errkind.ErrExhausted) and the RPC
 // ends with ResourceExhausted; a failed Send cancels the run too. end maps
 // the run's error or the stream's through toStatus, like every other error
 // of the API.
@@ -148,7 +147,7 @@ func (r *runStream[T]) send(m T) {
 // stall records that the client stopped reading and cancels the run. r.mu
 // is held.
 func (r *runStream[T]) stall() {
-	r.err = fmt.Errorf("%s: client not reading the stream: %d messages queued for %v: %w", r.what, len(r.queue), r.wait, session.ErrExhausted)
+	r.err = fmt.Errorf("%s: client not reading the stream: %d messages queued for %v: %w", r.what, len(r.queue), r.wait, errkind.ErrExhausted)
 	r.queue = nil
 	r.cancel(r.err)
 }

@@ -4,8 +4,8 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/runs/clocksweep"
-	"github.com/themisfs/themis/session"
 )
 
 // ClockSweep implements themisv1.ThemisServer: it decodes the plan (strict
@@ -13,7 +13,7 @@ import (
 // the summary.
 func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.Themis_ClockSweepServer) error {
 	if len(req.GetLanes()) == 0 {
-		return toStatus(session.Invalid("lanes", "at least one lane spec is required"))
+		return toStatus(errkind.Invalid("lanes", "at least one lane spec is required"))
 	}
 	opts := clocksweep.Options{
 		Lanes: req.GetLanes(), Ops: req.GetOps(),
@@ -22,11 +22,11 @@ func (s *Server) ClockSweep(req *themisv1.ClockSweepRequest, stream themisv1.The
 	}
 	if len(req.GetPlanJson()) > 0 {
 		if len(req.GetPlanJson()) > 1<<20 {
-			return toStatus(session.Invalid("plan_json", "larger than 1 MiB"))
+			return toStatus(errkind.Invalid("plan_json", "larger than 1 MiB"))
 		}
 		p, err := clock.DecodePlan(req.GetPlanJson(), clock.FormatJSON)
 		if err != nil {
-			return toStatus(session.Invalid("plan_json", "%v", err))
+			return toStatus(errkind.Invalid("plan_json", "%v", err))
 		}
 		opts.Plan = p
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"os"
 	"strconv"
 
@@ -101,7 +102,7 @@ const minFreeToCreate = 1 << 20
 func (m *Manager) newSessionBudget(id string) (*budget.Budget, error) {
 	if used := m.budget.Used(); used > m.budget.Limit()-minFreeToCreate {
 		return nil, fmt.Errorf("daemon budget exhausted: %s of %s in use, a new session needs %s (%s): %w",
-			budget.Size(used), budget.Size(m.budget.Limit()), budget.Size(minFreeToCreate), DaemonBudgetKey, ErrExhausted)
+			budget.Size(used), budget.Size(m.budget.Limit()), budget.Size(minFreeToCreate), DaemonBudgetKey, errkind.ErrExhausted)
 	}
 	return budget.New("session "+id, SessionBudgetKey, m.cfg.SessionBudget, m.budget)
 }
@@ -123,11 +124,11 @@ func (m *Manager) budgetFailed(s *session, what string, refusal error) error {
 	if err := m.stop(s, StateFailed, reason); err != nil {
 		m.log.Warn("stop session over its budget", zap.String("session", s.info.ID), zap.Error(err))
 	}
-	return fmt.Errorf("session %s failed: %s: %w: %w", s.info.ID, what, ErrExhausted, refusal)
+	return fmt.Errorf("session %s failed: %s: %w: %w", s.info.ID, what, errkind.ErrExhausted, refusal)
 }
 
 // syncCheckpointRAM sets s's checkpoint RAM usage from its machine; a
-// refused growth is an error wrapping ErrExhausted (the usage stays).
+// refused growth is an error wrapping errkind.ErrExhausted (the usage stays).
 // s.mu is held.
 func (s *session) syncCheckpointRAM() error {
 	cm, ok := s.mach.(vmm.CheckpointMemory)
@@ -135,7 +136,7 @@ func (s *session) syncCheckpointRAM() error {
 		return nil
 	}
 	if err := s.budget.Set(kindCheckpointRAM, cm.CheckpointBytes()); err != nil {
-		return fmt.Errorf("%w: %w", ErrExhausted, err)
+		return fmt.Errorf("%w: %w", errkind.ErrExhausted, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestBudgetRealQEMU(t *testing.T) {
 			t.Logf("op %d: %+v", i, res)
 		}
 	}
-	if !errors.Is(failed, session.ErrExhausted) || !strings.Contains(failed.Error(), "overlay") || !strings.Contains(failed.Error(), session.SessionBudgetKey) {
+	if !errors.Is(failed, errkind.ErrExhausted) || !strings.Contains(failed.Error(), "overlay") || !strings.Contains(failed.Error(), session.SessionBudgetKey) {
 		t.Fatalf("24 MiB into an 8 MiB budget: %v, want ErrExhausted naming the overlay and %s", failed, session.SessionBudgetKey)
 	}
 	t.Logf("refused: %v", failed)
@@ -64,7 +65,7 @@ func TestBudgetRealQEMU(t *testing.T) {
 	// A fork on the other session needs a RAM shadow (128 MiB, devices
 	// restore) that its 8 MiB cannot hold: refused, undone, still running.
 	_, err = m.Fork(ctx, other.ID, "", "")
-	if !errors.Is(err, session.ErrExhausted) || !strings.Contains(err.Error(), "checkpoint RAM") {
+	if !errors.Is(err, errkind.ErrExhausted) || !strings.Contains(err.Error(), "checkpoint RAM") {
 		t.Fatalf("fork past the budget: %v, want ErrExhausted naming checkpoint RAM", err)
 	}
 	t.Logf("fork refused: %v", err)

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestBudgetOverlayWrites(t *testing.T) {
 				t.Fatalf("bystander's write within its budget: %v", err)
 			}
 			_, err := m.Apply(ctx, victim, writeOp(tc.second))
-			if !errors.Is(err, session.ErrExhausted) || !errors.Is(err, budget.ErrExhausted) {
+			if !errors.Is(err, errkind.ErrExhausted) || !errors.Is(err, budget.ErrExhausted) {
 				t.Fatalf("write past the budget: %v, want ErrExhausted", err)
 			}
 			for _, w := range []string{tc.wantBudget, "overlay", tc.want} {
@@ -114,7 +115,7 @@ func TestBudgetForkRefused(t *testing.T) {
 		t.Fatalf("first fork (2 MiB of 3): %v", err)
 	}
 	_, err := m.Fork(ctx, id, "two", "")
-	if !errors.Is(err, session.ErrExhausted) || !strings.Contains(err.Error(), "checkpoint RAM") {
+	if !errors.Is(err, errkind.ErrExhausted) || !strings.Contains(err.Error(), "checkpoint RAM") {
 		t.Fatalf("second fork (4 MiB of 3): %v, want ErrExhausted naming checkpoint RAM", err)
 	}
 	if got := len(ms.At(0).Checkpoints()); got != 1 {
@@ -140,7 +141,7 @@ func TestBudgetCreateRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}})
-	if !errors.Is(err, session.ErrExhausted) || !strings.Contains(err.Error(), session.DaemonBudgetKey) {
+	if !errors.Is(err, errkind.ErrExhausted) || !strings.Contains(err.Error(), session.DaemonBudgetKey) {
 		t.Fatalf("create with the daemon budget spent: %v", err)
 	}
 	if err := m.Delete(ctx, id); err != nil {

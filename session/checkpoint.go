@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"regexp"
 	"strconv"
 	"strings"
@@ -83,14 +84,14 @@ func validateName(name string) error {
 		return nil
 	}
 	if len(name) > maxNameLen {
-		return Invalid("name", "%d bytes: at most %d", len(name), maxNameLen)
+		return errkind.Invalid("name", "%d bytes: at most %d", len(name), maxNameLen)
 	}
 	if idLike.MatchString(name) {
-		return Invalid("name", "%q looks like a checkpoint id", name)
+		return errkind.Invalid("name", "%q looks like a checkpoint id", name)
 	}
 	for _, r := range name {
 		if !unicode.IsPrint(r) {
-			return Invalid("name", "%q contains a non-printable character", name)
+			return errkind.Invalid("name", "%q contains a non-printable character", name)
 		}
 	}
 	return nil
@@ -99,7 +100,7 @@ func validateName(name string) error {
 // resolve finds a checkpoint of s by id or name (live names win).
 func (s *session) resolve(ref string) (*Checkpoint, error) {
 	if ref == "" {
-		return nil, Invalid("checkpoint", "required")
+		return nil, errkind.Invalid("checkpoint", "required")
 	}
 	var byName *Checkpoint
 	for _, c := range s.cps {
@@ -113,7 +114,7 @@ func (s *session) resolve(ref string) (*Checkpoint, error) {
 	if byName != nil {
 		return byName, nil
 	}
-	return nil, fmt.Errorf("checkpoint %q of session %s: %w", ref, s.info.ID, ErrNotFound)
+	return nil, fmt.Errorf("checkpoint %q of session %s: %w", ref, s.info.ID, errkind.ErrNotFound)
 }
 
 func (s *session) live() []*Checkpoint {
@@ -127,7 +128,7 @@ func (s *session) live() []*Checkpoint {
 }
 
 // Fork checkpoints a session's whole machine. A manual fork past the pool
-// limit is ErrExhausted; an auto fork past the ring size evicts the oldest
+// limit is errkind.ErrExhausted; an auto fork past the ring size evicts the oldest
 // live auto checkpoint first.
 func (m *Manager) Fork(ctx context.Context, sessionID, name string, origin Origin) (*Checkpoint, error) {
 	origin, err := checkOrigin(origin)
@@ -179,7 +180,7 @@ func checkOrigin(origin Origin) (Origin, error) {
 	case OriginManual, OriginAuto:
 		return origin, nil
 	default:
-		return "", Invalid("origin", "%q: want %q or %q", origin, OriginManual, OriginAuto)
+		return "", errkind.Invalid("origin", "%q: want %q or %q", origin, OriginManual, OriginAuto)
 	}
 }
 
@@ -191,7 +192,7 @@ func (m *Manager) makeRoom(ctx context.Context, s *session, name string, origin 
 	pool := 0
 	for _, c := range live {
 		if name != "" && c.Name == name {
-			return Invalid("name", "%q already names live checkpoint %s", name, c.ID)
+			return errkind.Invalid("name", "%q already names live checkpoint %s", name, c.ID)
 		}
 		if c.Origin == origin {
 			pool++
@@ -205,7 +206,7 @@ func (m *Manager) makeRoom(ctx context.Context, s *session, name string, origin 
 		return nil
 	}
 	if origin == OriginManual {
-		return fmt.Errorf("manual checkpoint pool full (%d); delete one: %w", limit, ErrExhausted)
+		return fmt.Errorf("manual checkpoint pool full (%d); delete one: %w", limit, errkind.ErrExhausted)
 	}
 	for _, c := range live {
 		if c.Origin == OriginAuto {
@@ -284,7 +285,7 @@ func (m *Manager) dropCheckpoint(ctx context.Context, s *session, c *Checkpoint,
 		return nil
 	}); err != nil {
 		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
-			return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+			return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, errkind.ErrState)
 		}
 		return err
 	}
@@ -323,7 +324,7 @@ func (m *Manager) dropCheckpoint(ctx context.Context, s *session, c *Checkpoint,
 // long the restore took.
 func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoint, time.Duration, error) {
 	if ref == "" {
-		return nil, 0, Invalid("checkpoint", "required")
+		return nil, 0, errkind.Invalid("checkpoint", "required")
 	}
 	s, err := m.lookup(ctx, sessionID)
 	if err != nil {
@@ -335,7 +336,7 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 		return nil, 0, err
 	}
 	if !c.Live {
-		return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+		return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, errkind.ErrState)
 	}
 	t0 := time.Now()
 	if err := m.guestCall(ctx, s, "restore "+c.ID, func(ctx context.Context, mach vmm.Machine) error {
@@ -346,7 +347,7 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 		return nil
 	}); err != nil {
 		if errors.Is(err, vmm.ErrUnknownCheckpoint) {
-			return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+			return nil, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, errkind.ErrState)
 		}
 		if s.info.State.live() {
 			m.event(ctx, Event{Session: s.info.ID, Kind: "restore.failed", Detail: err.Error(), Checkpoint: c.ID})
@@ -384,7 +385,7 @@ func (m *Manager) Restore(ctx context.Context, sessionID, ref string) (*Checkpoi
 // that are no longer live are read from the ledger.
 func (m *Manager) Checkpoints(ctx context.Context, sessionID string, all bool) ([]*Checkpoint, error) {
 	if sessionID == "" {
-		return nil, Invalid("session_id", "required")
+		return nil, errkind.Invalid("session_id", "required")
 	}
 	m.mu.Lock()
 	s := m.sessions[sessionID]
@@ -409,7 +410,7 @@ func (m *Manager) Checkpoints(ctx context.Context, sessionID string, all bool) (
 // DeleteCheckpoint removes a live checkpoint; its neighbours stay restorable.
 func (m *Manager) DeleteCheckpoint(ctx context.Context, sessionID, ref string) error {
 	if ref == "" {
-		return Invalid("checkpoint", "required")
+		return errkind.Invalid("checkpoint", "required")
 	}
 	s, err := m.lookup(ctx, sessionID)
 	if err != nil {
@@ -421,7 +422,7 @@ func (m *Manager) DeleteCheckpoint(ctx context.Context, sessionID, ref string) e
 		return err
 	}
 	if !c.Live {
-		return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+		return fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, errkind.ErrState)
 	}
 	return m.dropCheckpoint(ctx, s, c, "checkpoint.deleted", c.ID+" deleted")
 }
@@ -600,13 +601,13 @@ func (m *Manager) lstat(ctx context.Context, s *session, lane, path string) (*ag
 // the rest of the running state is left as it is.
 func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path string) (removed bool, size int64, err error) {
 	if ref == "" {
-		return false, 0, Invalid("checkpoint", "required")
+		return false, 0, errkind.Invalid("checkpoint", "required")
 	}
 	if err := CheckPath("path", path); err != nil {
 		return false, 0, err
 	}
 	if path == "" {
-		return false, 0, Invalid("path", "required")
+		return false, 0, errkind.Invalid("path", "required")
 	}
 	s, err := m.lookup(ctx, sessionID)
 	if err != nil {
@@ -621,7 +622,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 		return false, 0, err
 	}
 	if !c.Live {
-		return false, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, ErrState)
+		return false, 0, fmt.Errorf("checkpoint %s not on the current path: %w", c.ID, errkind.ErrState)
 	}
 	// No parent component may be a symlink now (lstat semantics).
 	parts := strings.Split(path, "/")
@@ -638,7 +639,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 			return false, 0, fmt.Errorf("session %s: stat %s/%s: %w", s.info.ID, lane, prefix, errno)
 		}
 		if st.GetKind() == agentv1.Kind_KIND_SYMLINK {
-			return false, 0, Invalid("path", "%q is a symlink", prefix)
+			return false, 0, errkind.Invalid("path", "%q is a symlink", prefix)
 		}
 	}
 	cur, curErrno, err := m.lstat(ctx, s, lane, path)
@@ -647,7 +648,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 	}
 	exists := curErrno == 0
 	if exists && cur.GetKind() == agentv1.Kind_KIND_DIRECTORY {
-		return false, 0, Invalid("path", "%q is a directory now; only files and symlinks are restored", path)
+		return false, 0, errkind.Invalid("path", "%q is a directory now; only files and symlinks are restored", path)
 	}
 	rec, had := s.files[c.ID][lane][path]
 	unlink := func() error {
@@ -693,7 +694,7 @@ func (m *Manager) RestoreFile(ctx context.Context, sessionID, ref, lane, path st
 		size = int64(len(data))
 		detail = fmt.Sprintf("%s/%s restored (from %s)", lane, path, c.ID)
 	default:
-		return false, 0, Invalid("path", "%q was a %s at %s; only files and symlinks are restored", path, strings.ToLower(strings.TrimPrefix(rec.kind.String(), "KIND_")), c.ID)
+		return false, 0, errkind.Invalid("path", "%q was a %s at %s; only files and symlinks are restored", path, strings.ToLower(strings.TrimPrefix(rec.kind.String(), "KIND_")), c.ID)
 	}
 	m.event(ctx, Event{Session: s.info.ID, Kind: "restored_file", Detail: detail, Checkpoint: c.ID})
 	return removed, size, nil
@@ -721,5 +722,5 @@ func (m *Manager) writeAll(ctx context.Context, s *session, lane, path string, d
 // notKept is RestoreFile's error for a file whose content Fork did not keep.
 func notKept(path, cp string) error {
 	return fmt.Errorf("content of %s at %s was not kept (over %d MiB, or past the session's %d MiB of kept content or its budget, %s): %w",
-		path, cp, maxRestoreBytes>>20, maxKeptPerSess>>20, SessionBudgetKey, ErrState)
+		path, cp, maxRestoreBytes>>20, maxKeptPerSess>>20, SessionBudgetKey, errkind.ErrState)
 }

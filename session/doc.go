@@ -12,7 +12,7 @@
 // current path: a Restore drops the ones above its target, DeleteCheckpoint
 // (vmm Machine.Delete) removes one anywhere on the path.
 //
-// Two pools per session: manual (limited, ErrExhausted when full) and auto (a
+// Two pools per session: manual (limited, errkind.ErrExhausted when full) and auto (a
 // ring; the oldest live auto checkpoint is evicted). Fork keeps the content
 // of each lane's regular files (content-addressed, only what is new, read
 // through the guest and checked against the fingerprint) so that RestoreFile
@@ -24,7 +24,7 @@
 //
 // An experiment (runs/exploration, runs/clocksweep, runs/belowfs) leases a
 // session of its own: Acquire creates it and marks it busy (the other
-// methods refuse it with ErrState while the run lasts); the Run's Do, Call,
+// methods refuse it with errkind.ErrState while the run lasts); the Run's Do, Call,
 // Apply, Checkpoint, Restore and Disk use its machine under the session's
 // lock with a per-call bound (RunCallTimeout; a dead or silent guest wraps
 // ErrGuestGone), Event and RecordFinding write the ledger, and End (or
@@ -45,9 +45,9 @@
 //
 // # Errors
 //
-// Bad input is a FieldError (ErrInvalid) naming the request field; unknown
-// sessions and checkpoints are ErrNotFound; a session that is not running or
-// a checkpoint not on the current path is ErrState; limits are ErrExhausted.
+// Bad input is a errkind.FieldError (errkind.ErrInvalid) naming the request field; unknown
+// sessions and checkpoints are errkind.ErrNotFound; a session that is not running or
+// a checkpoint not on the current path is errkind.ErrState; limits are errkind.ErrExhausted.
 // A machine error wrapping vmm.ErrGuestDied (or a broken agent channel) marks
 // the session failed and closes its machine; a guest never panics the Manager.
 // A failing system call in the guest is a result (LaneResult.Errno), not an error.
@@ -82,7 +82,7 @@
 //
 // Guest RAM is bounded by Config.MaxMemoryMiB, and on QEMU by the room of
 // the scratch dir's tmpfs (qemu.ScratchDir), where it lives: a boot the
-// host has no room for (vmm.ErrNoRAM) fails that Create with ErrExhausted,
+// host has no room for (vmm.ErrNoRAM) fails that Create with errkind.ErrExhausted,
 // naming the dir and its free space, and Open warns when the dir cannot
 // hold MaxMemoryMiB (or one guest of vmm.DefaultMemoryMiB) of guest RAM.
 // What a session keeps beside
@@ -94,11 +94,11 @@
 // its machine's checkpoint memory (vmm.CheckpointMemory, read after each
 // checkpoint, restore and delete). A write the overlay refuses reaches the
 // guest as an I/O error, so its filesystems no longer model anything: the
-// next call on the session fails it (StateFailed) wrapping ErrExhausted,
+// next call on the session fails it (StateFailed) wrapping errkind.ErrExhausted,
 // with the refusal naming the budget, the kind, the usage by kind and the
-// config key; a run's calls all wrap ErrExhausted from then on. A fork
+// config key; a run's calls all wrap errkind.ErrExhausted from then on. A fork
 // whose checkpoint memory does not fit is deleted again and refused
-// (ErrExhausted); the session goes on. A daemon with less than 1 MiB of
+// (errkind.ErrExhausted); the session goes on. A daemon with less than 1 MiB of
 // its budget left refuses Create.
 //
 // session must not import grpc or Prometheus: the server package adapts it.

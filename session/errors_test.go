@@ -3,16 +3,17 @@ package session
 import (
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"testing"
 )
 
 func TestFieldErrorIsInvalid(t *testing.T) {
 	t.Parallel()
-	err := fmt.Errorf("create: %w", Invalid("lanes[0]", "unknown filesystem %q", "zfs"))
-	if !errors.Is(err, ErrInvalid) {
-		t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
+	err := fmt.Errorf("create: %w", errkind.Invalid("lanes[0]", "unknown filesystem %q", "zfs"))
+	if !errors.Is(err, errkind.ErrInvalid) {
+		t.Errorf("errors.Is(%v, errkind.ErrInvalid) = false", err)
 	}
-	var fe *FieldError
+	var fe *errkind.FieldError
 	if !errors.As(err, &fe) || fe.Field != "lanes[0]" {
 		t.Errorf("errors.As: %v, field %q", fe, fe.Field)
 	}

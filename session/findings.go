@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"github.com/themisfs/themis/errkind"
 	"time"
 
 	"github.com/themisfs/themis/guest"
@@ -126,7 +127,7 @@ type Seen struct {
 }
 
 // Findings lists the findings of one session ("" = every session), oldest
-// first. An unknown session is ErrNotFound.
+// first. An unknown session is errkind.ErrNotFound.
 func (m *Manager) Findings(ctx context.Context, sessionID string) ([]Finding, error) {
 	return m.FindingsPage(ctx, sessionID, PageKey{}, -1)
 }
@@ -145,7 +146,7 @@ func (k PageKey) After(o PageKey) bool {
 
 // FindingsPage lists up to limit (-1: every) findings of one session (""
 // = every session) after key, oldest first. A session with no findings and
-// no record is ErrNotFound; the findings of a session whose record was
+// no record is errkind.ErrNotFound; the findings of a session whose record was
 // pruned (Prune) are still listed.
 func (m *Manager) FindingsPage(ctx context.Context, sessionID string, after PageKey, limit int) ([]Finding, error) {
 	fs, err := m.ledger.findingsPage(ctx, sessionID, after, limit)
@@ -158,10 +159,10 @@ func (m *Manager) FindingsPage(ctx context.Context, sessionID string, after Page
 	return fs, nil
 }
 
-// Finding returns one finding by id; an unknown id is ErrNotFound.
+// Finding returns one finding by id; an unknown id is errkind.ErrNotFound.
 func (m *Manager) Finding(ctx context.Context, id string) (*Finding, error) {
 	if id == "" {
-		return nil, Invalid("finding_id", "required")
+		return nil, errkind.Invalid("finding_id", "required")
 	}
 	return m.ledger.finding(ctx, id)
 }

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
@@ -27,14 +28,14 @@ func TestRunLease(t *testing.T) {
 	if got := strings.Join(run.Lanes(), ","); got != "ext2,ext4" || run.Backend() != "qemu" {
 		t.Errorf("lanes %q, backend %q: want ext2,ext4 on qemu", got, run.Backend())
 	}
-	if _, err := m.Apply(ctx, run.ID(), sync); !errors.Is(err, session.ErrState) || !strings.Contains(err.Error(), "busy with a profile run") {
+	if _, err := m.Apply(ctx, run.ID(), sync); !errors.Is(err, errkind.ErrState) || !strings.Contains(err.Error(), "busy with a profile run") {
 		t.Errorf("Apply during the run: %v, want ErrState naming the run", err)
 	}
 	res, err := run.Apply(ctx, &agentv1.Request{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d", Mode: 0o755}}})
 	if err != nil || len(res) != 2 || res[0].Lane != "ext2" || res[1].Lane != "ext4" {
 		t.Errorf("run.Apply = %v, %v: want one result per lane", res, err)
 	}
-	if _, err := run.Apply(ctx, &agentv1.Request{}); !errors.Is(err, session.ErrInvalid) {
+	if _, err := run.Apply(ctx, &agentv1.Request{}); !errors.Is(err, errkind.ErrInvalid) {
 		t.Errorf("run.Apply(no op) = %v, want ErrInvalid", err)
 	}
 	if err := run.End(session.StateEnded, "profile finished"); err != nil {
@@ -45,7 +46,7 @@ func TestRunLease(t *testing.T) {
 	if err != nil || in.State != session.StateEnded || in.Reason != "profile finished" {
 		t.Errorf("after End: %+v, %v: want ended, profile finished", in, err)
 	}
-	if _, err := run.Call(ctx, "sync", sync); !errors.Is(err, session.ErrState) {
+	if _, err := run.Call(ctx, "sync", sync); !errors.Is(err, errkind.ErrState) {
 		t.Errorf("Call after End = %v, want ErrState", err)
 	}
 

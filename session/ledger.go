@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"io/fs"
 	"os"
 	"path"
@@ -129,12 +130,12 @@ func secureLedgerFile(file string) error {
 
 // writeErr wraps the error of a write to the ledger (what it was). A
 // write its file system had no room for (SQLITE_FULL: ENOSPC on the
-// database, its WAL or its index) is ErrExhausted, naming the file: the
+// database, its WAL or its index) is errkind.ErrExhausted, naming the file: the
 // daemon goes on, and writes work again once there is room.
 func (l *ledger) writeErr(what string, err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
-		return fmt.Errorf("ledger %s: %s: no space left on its file system (ENOSPC; free some in the state dir): %w: %w", l.file, what, err, ErrExhausted)
+		return fmt.Errorf("ledger %s: %s: no space left on its file system (ENOSPC; free some in the state dir): %w: %w", l.file, what, err, errkind.ErrExhausted)
 	}
 	return fmt.Errorf("ledger: %s: %w", what, err)
 }
@@ -309,11 +310,11 @@ func scanSession(sc interface{ Scan(...any) error }) (*Info, error) {
 	return &in, nil
 }
 
-// session returns one session, or an error wrapping ErrNotFound.
+// session returns one session, or an error wrapping errkind.ErrNotFound.
 func (l *ledger) session(ctx context.Context, id string) (*Info, error) {
 	in, err := scanSession(l.db.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("session %q: %w", id, errkind.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: session %s: %w", id, err)
@@ -581,7 +582,7 @@ func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return l.writeErr("update finding "+f.ID, err)
 	} else if n != 1 {
-		return fmt.Errorf("ledger: update finding %s: %d rows: %w", f.ID, n, ErrNotFound)
+		return fmt.Errorf("ledger: update finding %s: %d rows: %w", f.ID, n, errkind.ErrNotFound)
 	}
 	return nil
 }
@@ -608,11 +609,11 @@ func scanFinding(sc interface{ Scan(...any) error }) (f *Finding, key string, er
 	return f, o.SeenKey, nil
 }
 
-// finding returns one finding, or an error wrapping ErrNotFound.
+// finding returns one finding, or an error wrapping errkind.ErrNotFound.
 func (l *ledger) finding(ctx context.Context, id string) (*Finding, error) {
 	f, key, err := scanFinding(l.db.QueryRowContext(ctx, `SELECT `+findingCols+` FROM findings WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("finding %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("finding %q: %w", id, errkind.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: finding %s: %w", id, err)

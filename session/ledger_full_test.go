@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func TestLedgerFull(t *testing.T) {
 	}
 	filler := fillDir(t, dir)
 	_, err = m.Fork(ctx, a.ID, "", session.OriginManual)
-	sessiontest.WantErr(t, err, session.ErrExhausted, "")
+	sessiontest.WantErr(t, err, errkind.ErrExhausted, "")
 	for _, want := range []string{filepath.Join(dir, "ledger.db"), "ENOSPC", "insert checkpoint"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Fork on a full state dir: %q does not say %q", err, want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"time"
 
 	"github.com/themisfs/themis/vmm"
@@ -74,7 +75,7 @@ var ErrUnresponsive = errors.New("guest unresponsive")
 // marked unresponsive and the error wraps ErrUnresponsive; an answer marks
 // an unresponsive session running again. Other errors go through
 // machineErr. A write its overlays refused (the session's budget) fails
-// the session, wrapping ErrExhausted. s.mu is held and s is live.
+// the session, wrapping errkind.ErrExhausted. s.mu is held and s is live.
 func (m *Manager) guestCall(ctx context.Context, s *session, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
 	if refusal := s.overBudget(); refusal != nil {
 		return m.budgetFailed(s, what, refusal)
@@ -119,7 +120,7 @@ type killer interface{ Kill() error }
 // flight fail, and the holder's stop ends s with reason) and waits up to
 // endGrace again; a holder that still does not let go is given up on
 // (abandon). An unresponsive session's machine is killed before it is
-// closed. With noRun, a session leased by a run is refused (ErrState)
+// closed. With noRun, a session leased by a run is refused (errkind.ErrState)
 // and left alone.
 func (m *Manager) shut(s *session, reason string, noRun bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), endGrace)
@@ -148,9 +149,9 @@ func (m *Manager) shut(s *session, reason string, noRun bool) error {
 	return m.stop(s, StateEnded, reason)
 }
 
-// busyErr is the ErrState of a session leased by a run.
+// busyErr is the errkind.ErrState of a session leased by a run.
 func busyErr(id, run string) error {
-	return fmt.Errorf("session %q is busy with %s run (cancel the run to end it): %w", id, article(run), ErrState)
+	return fmt.Errorf("session %q is busy with %s run (cancel the run to end it): %w", id, article(run), errkind.ErrState)
 }
 
 // kill kills s's machine without its lock: Kill where the machine has it,

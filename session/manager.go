@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"os"
 	"path/filepath"
 	"sort"
@@ -43,7 +44,7 @@ type Config struct {
 	MaxSessions int
 	// MaxMemoryMiB bounds the sum of guest RAM over running sessions, in MiB (default 2048).
 	MaxMemoryMiB int
-	// ManualCheckpoints is the manual pool size per session (default 12); a fork past it is ErrExhausted.
+	// ManualCheckpoints is the manual pool size per session (default 12); a fork past it is errkind.ErrExhausted.
 	ManualCheckpoints int
 	// AutoCheckpoints is the auto ring size per session (default 10); a fork past it
 	// evicts the oldest live auto checkpoint.
@@ -69,7 +70,7 @@ type Config struct {
 	// guest RAM: the sectors its overlays hold, the file content kept for
 	// RestoreFile and its machine's checkpoint memory (RAM shadow, undo
 	// pages, saved states). A write past it fails the session
-	// (ErrExhausted, naming what ran out); a fork past it is refused.
+	// (errkind.ErrExhausted, naming what ran out); a fork past it is refused.
 	// Default: DefaultSessionBudget, at most DaemonBudget.
 	SessionBudget int64
 	// DaemonBudget bounds the same bytes over all sessions together
@@ -329,7 +330,7 @@ type session struct {
 	// upper layer's (the one that changes).
 	devs []*overlay.Device
 	// run names the run (Acquire's kind) that drives the machine while it
-	// lasts: the other session methods refuse the session (ErrState).
+	// lasts: the other session methods refuse the session (errkind.ErrState).
 	run string
 	// lease is that run while it lasts, nil otherwise; read without mu, so
 	// that Delete can cancel a run that holds mu in a machine call.
@@ -379,20 +380,20 @@ func newID(prefix string) (string, error) {
 // boots anything.
 func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 	if len(o.Lanes) == 0 {
-		return nil, Invalid("lanes", "at least one lane spec is required")
+		return nil, errkind.Invalid("lanes", "at least one lane spec is required")
 	}
 	if len(o.Lanes) > 16 {
-		return nil, Invalid("lanes", "%d lanes: at most 16", len(o.Lanes))
+		return nil, errkind.Invalid("lanes", "%d lanes: at most 16", len(o.Lanes))
 	}
 	specs := make([]guest.LaneSpec, len(o.Lanes))
 	names := make(map[string]bool)
 	for i, s := range o.Lanes {
 		spec, err := guest.ParseLaneSpec(s)
 		if err != nil {
-			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+			return nil, errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
 		if names[spec.Name] {
-			return nil, Invalid(fmt.Sprintf("lanes[%d]", i), "duplicate lane name %q (rename one with :name=...)", spec.Name)
+			return nil, errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "duplicate lane name %q (rename one with :name=...)", spec.Name)
 		}
 		names[spec.Name] = true
 		specs[i] = spec
@@ -401,14 +402,14 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 		o.MemoryMiB = vmm.DefaultMemoryMiB
 	}
 	if o.MemoryMiB < 64 || o.MemoryMiB > 4096 {
-		return nil, Invalid("memory_mib", "%d MiB: want 64..4096", o.MemoryMiB)
+		return nil, errkind.Invalid("memory_mib", "%d MiB: want 64..4096", o.MemoryMiB)
 	}
 	switch o.Restore {
 	case "":
 		o.Restore = vmm.RestoreDevices
 	case vmm.RestoreDevices, vmm.RestoreFull:
 	default:
-		return nil, Invalid("restore_mode", "%q: want %q or %q", o.Restore, vmm.RestoreDevices, vmm.RestoreFull)
+		return nil, errkind.Invalid("restore_mode", "%q: want %q or %q", o.Restore, vmm.RestoreDevices, vmm.RestoreFull)
 	}
 	switch o.Backend {
 	case "", launch.Auto:
@@ -416,10 +417,10 @@ func ValidateCreate(o *CreateOptions) ([]guest.LaneSpec, error) {
 	case launch.QEMU:
 	case launch.KVM: // checked against the host by Create
 		if o.ICount {
-			return nil, Invalid("icount", "instruction counting is QEMU TCG's: not with backend %q", launch.KVM)
+			return nil, errkind.Invalid("icount", "instruction counting is QEMU TCG's: not with backend %q", launch.KVM)
 		}
 	default:
-		return nil, Invalid("backend", "%q: want %q, %q or %q", o.Backend, launch.Auto, launch.QEMU, launch.KVM)
+		return nil, errkind.Invalid("backend", "%q: want %q, %q or %q", o.Backend, launch.Auto, launch.QEMU, launch.KVM)
 	}
 	return specs, nil
 }
@@ -431,12 +432,7 @@ func chooseBackend(o CreateOptions) (launch.Choice, error) {
 	if o.ICount {
 		backend = launch.QEMU
 	}
-	choice, err := launch.Choose(launch.Probe(), backend)
-	var fe *launch.FieldError
-	if errors.As(err, &fe) {
-		return choice, Invalid(fe.Field, "%q: %s", fe.Value, fe.Reason)
-	}
-	return choice, err
+	return launch.Choose(launch.Probe(), backend)
 }
 
 // reserve counts one more session of memoryMiB against the limits, or
@@ -446,11 +442,11 @@ func (m *Manager) reserve(memoryMiB int) error {
 	defer m.mu.Unlock()
 	switch {
 	case m.closed:
-		return fmt.Errorf("session: manager closed: %w", ErrState)
+		return fmt.Errorf("session: manager closed: %w", errkind.ErrState)
 	case len(m.sessions)+m.reserved+1 > m.cfg.MaxSessions:
-		return fmt.Errorf("session limit reached (max %d running): %w", m.cfg.MaxSessions, ErrExhausted)
+		return fmt.Errorf("session limit reached (max %d running): %w", m.cfg.MaxSessions, errkind.ErrExhausted)
 	case m.memory+memoryMiB > m.cfg.MaxMemoryMiB:
-		return fmt.Errorf("memory limit reached (%d MiB in use + %d MiB requested > %d MiB): %w", m.memory, memoryMiB, m.cfg.MaxMemoryMiB, ErrExhausted)
+		return fmt.Errorf("memory limit reached (%d MiB in use + %d MiB requested > %d MiB): %w", m.memory, memoryMiB, m.cfg.MaxMemoryMiB, errkind.ErrExhausted)
 	}
 	m.reserved++
 	m.memory += memoryMiB
@@ -459,10 +455,10 @@ func (m *Manager) reserve(memoryMiB int) error {
 
 // bootFailed records session s, whose boot failed with err, as failed
 // and returns the error Create returns. A host without room for the
-// guest's RAM (vmm.ErrNoRAM) is a limit: ErrExhausted.
+// guest's RAM (vmm.ErrNoRAM) is a limit: errkind.ErrExhausted.
 func (m *Manager) bootFailed(ctx context.Context, s *session, err error) error {
 	if errors.Is(err, vmm.ErrNoRAM) {
-		err = fmt.Errorf("%w: %w", ErrExhausted, err)
+		err = fmt.Errorf("%w: %w", errkind.ErrExhausted, err)
 	}
 	s.budget.Close()
 	s.info.State, s.info.Ended, s.info.Reason = StateFailed, time.Now().UTC(), err.Error()
@@ -544,7 +540,7 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (*Info, error) {
 		s.mu.Lock()
 		err := m.stop(s, StateEnded, "daemon stopped")
 		s.unlock()
-		return nil, errors.Join(fmt.Errorf("session: manager closed: %w", ErrState), err)
+		return nil, errors.Join(fmt.Errorf("session: manager closed: %w", errkind.ErrState), err)
 	}
 	m.reserved--
 	m.sessions[id] = s
@@ -699,16 +695,16 @@ func (m *Manager) event(ctx context.Context, e Event) {
 }
 
 // find returns a live session not leased by a run, from the session map
-// and its view, without its lock. Unknown ids are ErrNotFound; sessions
-// that ended or failed are ErrState.
+// and its view, without its lock. Unknown ids are errkind.ErrNotFound; sessions
+// that ended or failed are errkind.ErrState.
 func (m *Manager) find(ctx context.Context, id string) (*session, error) {
 	if id == "" {
-		return nil, Invalid("session_id", "required")
+		return nil, errkind.Invalid("session_id", "required")
 	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return nil, fmt.Errorf("session: manager closed: %w", ErrState)
+		return nil, fmt.Errorf("session: manager closed: %w", errkind.ErrState)
 	}
 	s := m.sessions[id]
 	m.mu.Unlock()
@@ -717,11 +713,11 @@ func (m *Manager) find(ctx context.Context, id string) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("session %q is %s (%s): %w", id, in.State, in.Reason, ErrState)
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, in.State, in.Reason, errkind.ErrState)
 	}
 	v := s.snapshot()
 	if !v.info.State.live() {
-		return nil, fmt.Errorf("session %q is %s (%s): %w", id, v.info.State, v.info.Reason, ErrState)
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, v.info.State, v.info.Reason, errkind.ErrState)
 	}
 	if v.run != "" {
 		return nil, busyErr(id, v.run)
@@ -742,7 +738,7 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 	if !s.info.State.live() {
 		st, reason := s.info.State, s.info.Reason
 		s.unlock()
-		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, ErrState)
+		return nil, fmt.Errorf("session %q is %s (%s): %w", id, st, reason, errkind.ErrState)
 	}
 	if s.run != "" {
 		run := s.run
@@ -756,7 +752,7 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 // not (from the ledger).
 func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 	if id == "" {
-		return nil, Invalid("session_id", "required")
+		return nil, errkind.Invalid("session_id", "required")
 	}
 	m.mu.Lock()
 	s := m.sessions[id]
@@ -854,10 +850,10 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 // imageAt refuses, whatever the reason (missing, not a directory, outside
 // the image cache, not an image): the answer tells nothing of the host's
 // filesystem and does not name the cache. The reason is logged at debug.
-var errImageRefused = Invalid("image", "not a guest image of this daemon's image cache (give a name or key `themisctl guest list` shows, or the directory `themisctl guest build` printed)")
+var errImageRefused = errkind.Invalid("image", "not a guest image of this daemon's image cache (give a name or key `themisctl guest list` shows, or the directory `themisctl guest build` printed)")
 
 // CheckImage checks that ref ("" the lanes' stock image) names a guest
-// image of the daemon's image cache, as Create would (a FieldError on
+// image of the daemon's image cache, as Create would (a errkind.FieldError on
 // "image" otherwise): a run of several sessions refuses a bad image before
 // its first boot.
 func (m *Manager) CheckImage(ref string) error {

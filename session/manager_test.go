@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 	"time"
@@ -33,71 +34,71 @@ func TestBadInputs(t *testing.T) {
 		kind  error
 		field string
 	}{
-		{"no lanes", func() error { _, err := m.Create(ctx, session.CreateOptions{}); return err }, session.ErrInvalid, "lanes"},
+		{"no lanes", func() error { _, err := m.Create(ctx, session.CreateOptions{}); return err }, errkind.ErrInvalid, "lanes"},
 		{"bad lane", func() error {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2", "zfs"}})
 			return err
-		}, session.ErrInvalid, "lanes[1]"},
+		}, errkind.ErrInvalid, "lanes[1]"},
 		{"dup lane", func() error {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2", "ext2"}})
 			return err
-		}, session.ErrInvalid, "lanes[1]"},
+		}, errkind.ErrInvalid, "lanes[1]"},
 		{"memory", func() error {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 32})
 			return err
-		}, session.ErrInvalid, "memory_mib"},
+		}, errkind.ErrInvalid, "memory_mib"},
 		{"restore", func() error {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Restore: "half"})
 			return err
-		}, session.ErrInvalid, "restore_mode"},
+		}, errkind.ErrInvalid, "restore_mode"},
 		{"backend", func() error {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm2"})
 			return err
-		}, session.ErrInvalid, "backend"},
+		}, errkind.ErrInvalid, "backend"},
 		{"icount on kvm", func() error {
 			_, err := m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm", ICount: true})
 			return err
-		}, session.ErrInvalid, "icount"},
-		{"empty session", func() error { _, err := m.Apply(ctx, "", mk("d")); return err }, session.ErrInvalid, "session_id"},
-		{"unknown session", func() error { _, err := m.Apply(ctx, "s-nope", mk("d")); return err }, session.ErrNotFound, ""},
-		{"unknown session get", func() error { _, err := m.Get(ctx, "s-nope"); return err }, session.ErrNotFound, ""},
-		{"unknown session delete", func() error { return m.Delete(ctx, "s-nope") }, session.ErrNotFound, ""},
-		{"nil op", func() error { _, err := m.Apply(ctx, sid, nil); return err }, session.ErrInvalid, "op"},
-		{"empty op", func() error { _, err := m.Apply(ctx, sid, &agentv1.Request{}); return err }, session.ErrInvalid, "op"},
+		}, errkind.ErrInvalid, "icount"},
+		{"empty session", func() error { _, err := m.Apply(ctx, "", mk("d")); return err }, errkind.ErrInvalid, "session_id"},
+		{"unknown session", func() error { _, err := m.Apply(ctx, "s-nope", mk("d")); return err }, errkind.ErrNotFound, ""},
+		{"unknown session get", func() error { _, err := m.Get(ctx, "s-nope"); return err }, errkind.ErrNotFound, ""},
+		{"unknown session delete", func() error { return m.Delete(ctx, "s-nope") }, errkind.ErrNotFound, ""},
+		{"nil op", func() error { _, err := m.Apply(ctx, sid, nil); return err }, errkind.ErrInvalid, "op"},
+		{"empty op", func() error { _, err := m.Apply(ctx, sid, &agentv1.Request{}); return err }, errkind.ErrInvalid, "op"},
 		{"not an apply op", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}})
 			return err
-		}, session.ErrInvalid, "op"},
-		{"absolute path", func() error { _, err := m.Apply(ctx, sid, mk("/etc")); return err }, session.ErrInvalid, "op.mkdir.path"},
-		{"dotdot", func() error { _, err := m.Apply(ctx, sid, mk("a/../../b")); return err }, session.ErrInvalid, "op.mkdir.path"},
-		{"nul", func() error { _, err := m.Apply(ctx, sid, mk("a\x00b")); return err }, session.ErrInvalid, "op.mkdir.path"},
-		{"long", func() error { _, err := m.Apply(ctx, sid, mk(strings.Repeat("a", 4097))); return err }, session.ErrInvalid, "op.mkdir.path"},
+		}, errkind.ErrInvalid, "op"},
+		{"absolute path", func() error { _, err := m.Apply(ctx, sid, mk("/etc")); return err }, errkind.ErrInvalid, "op.mkdir.path"},
+		{"dotdot", func() error { _, err := m.Apply(ctx, sid, mk("a/../../b")); return err }, errkind.ErrInvalid, "op.mkdir.path"},
+		{"nul", func() error { _, err := m.Apply(ctx, sid, mk("a\x00b")); return err }, errkind.ErrInvalid, "op.mkdir.path"},
+		{"long", func() error { _, err := m.Apply(ctx, sid, mk(strings.Repeat("a", 4097))); return err }, errkind.ErrInvalid, "op.mkdir.path"},
 		{"rename new_path", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Rename{Rename: &agentv1.Rename{Path: "a", NewPath: "../x"}}})
 			return err
-		}, session.ErrInvalid, "op.rename.new_path"},
+		}, errkind.ErrInvalid, "op.rename.new_path"},
 		{"write size", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: "f", Size: 64<<20 + 1}}})
 			return err
-		}, session.ErrInvalid, "op.write.size"},
+		}, errkind.ErrInvalid, "op.write.size"},
 		{"write offset", func() error {
 			_, err := m.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: "f", Offset: -1}}})
 			return err
-		}, session.ErrInvalid, "op.write.offset"},
-		{"read length", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", 0, 2<<20); return err }, session.ErrInvalid, "length"},
-		{"read offset", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", -1, 0); return err }, session.ErrInvalid, "offset"},
-		{"read lane", func() error { _, _, _, err := m.ReadFile(ctx, sid, "zz", "f", 0, 0); return err }, session.ErrInvalid, "lane"},
-		{"stat path", func() error { _, _, err := m.Stat(ctx, sid, "ext2", "../f", false); return err }, session.ErrInvalid, "path"},
+		}, errkind.ErrInvalid, "op.write.offset"},
+		{"read length", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", 0, 2<<20); return err }, errkind.ErrInvalid, "length"},
+		{"read offset", func() error { _, _, _, err := m.ReadFile(ctx, sid, "ext2", "f", -1, 0); return err }, errkind.ErrInvalid, "offset"},
+		{"read lane", func() error { _, _, _, err := m.ReadFile(ctx, sid, "zz", "f", 0, 0); return err }, errkind.ErrInvalid, "lane"},
+		{"stat path", func() error { _, _, err := m.Stat(ctx, sid, "ext2", "../f", false); return err }, errkind.ErrInvalid, "path"},
 		{"fingerprint lane", func() error {
 			_, err := m.Fingerprint(ctx, sid, agentv1.TimeMode_TIME_MODE_ALL, false, []string{"ext2", "q"})
 			return err
-		}, session.ErrInvalid, "lanes[1]"},
-		{"fork origin", func() error { _, err := m.Fork(ctx, sid, "", "sometimes"); return err }, session.ErrInvalid, "origin"},
-		{"fork id-like name", func() error { _, err := m.Fork(ctx, sid, "c-7", session.OriginManual); return err }, session.ErrInvalid, "name"},
-		{"restore unknown", func() error { _, _, err := m.Restore(ctx, sid, "c-99"); return err }, session.ErrNotFound, ""},
-		{"restore empty", func() error { _, _, err := m.Restore(ctx, sid, ""); return err }, session.ErrInvalid, "checkpoint"},
-		{"restorefile path", func() error { _, _, err := m.RestoreFile(ctx, sid, "c-1", "ext2", "/abs"); return err }, session.ErrInvalid, "path"},
-		{"events limit", func() error { _, err := m.Events(ctx, sid, 0, 5000); return err }, session.ErrInvalid, "limit"},
+		}, errkind.ErrInvalid, "lanes[1]"},
+		{"fork origin", func() error { _, err := m.Fork(ctx, sid, "", "sometimes"); return err }, errkind.ErrInvalid, "origin"},
+		{"fork id-like name", func() error { _, err := m.Fork(ctx, sid, "c-7", session.OriginManual); return err }, errkind.ErrInvalid, "name"},
+		{"restore unknown", func() error { _, _, err := m.Restore(ctx, sid, "c-99"); return err }, errkind.ErrNotFound, ""},
+		{"restore empty", func() error { _, _, err := m.Restore(ctx, sid, ""); return err }, errkind.ErrInvalid, "checkpoint"},
+		{"restorefile path", func() error { _, _, err := m.RestoreFile(ctx, sid, "c-1", "ext2", "/abs"); return err }, errkind.ErrInvalid, "path"},
+		{"events limit", func() error { _, err := m.Events(ctx, sid, 0, 5000); return err }, errkind.ErrInvalid, "limit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { sessiontest.WantErr(t, c.call(), c.kind, c.field) })
@@ -111,7 +112,7 @@ func TestBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Fork(ctx, sid, "one", session.OriginManual)
-	sessiontest.WantErr(t, err, session.ErrInvalid, "name")
+	sessiontest.WantErr(t, err, errkind.ErrInvalid, "name")
 }
 
 func TestLimitsPoolsAndRestart(t *testing.T) {
@@ -123,7 +124,7 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 256})
-	sessiontest.WantErr(t, err, session.ErrExhausted, "")
+	sessiontest.WantErr(t, err, errkind.ErrExhausted, "")
 	if !strings.Contains(err.Error(), "300") {
 		t.Errorf("memory error %q does not name the limit", err)
 	}
@@ -132,7 +133,7 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Create(ctx, session.CreateOptions{Lanes: []string{"ext2"}, MemoryMiB: 64})
-	sessiontest.WantErr(t, err, session.ErrExhausted, "")
+	sessiontest.WantErr(t, err, errkind.ErrExhausted, "")
 
 	// Manual pool.
 	for range 2 {
@@ -141,7 +142,7 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 		}
 	}
 	_, err = m.Fork(ctx, a.ID, "", session.OriginManual)
-	sessiontest.WantErr(t, err, session.ErrExhausted, "")
+	sessiontest.WantErr(t, err, errkind.ErrExhausted, "")
 	if !strings.Contains(err.Error(), "manual checkpoint pool full (2)") {
 		t.Errorf("pool error %q", err)
 	}
@@ -165,12 +166,12 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 	if got := machines.At(0).Checkpoints(); len(got) != 4 {
 		t.Errorf("machine path %v, want 4 checkpoints", got)
 	}
-	// Restore to c-2 drops c-4 and c-5; restoring c-5 then is session.ErrState.
+	// Restore to c-2 drops c-4 and c-5; restoring c-5 then is errkind.ErrState.
 	if _, _, err := m.Restore(ctx, a.ID, "c-2"); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = m.Restore(ctx, a.ID, "c-5")
-	sessiontest.WantErr(t, err, session.ErrState, "")
+	sessiontest.WantErr(t, err, errkind.ErrState, "")
 	if err := m.DeleteCheckpoint(ctx, a.ID, "c-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +179,12 @@ func TestLimitsPoolsAndRestart(t *testing.T) {
 		t.Errorf("depth %d, want 1", in.Depth)
 	}
 
-	// A guest that dies fails its session; later calls are session.ErrState.
+	// A guest that dies fails its session; later calls are errkind.ErrState.
 	machines.At(1).(*sessiontest.Machine).Kill()
 	_, err = m.Apply(ctx, b.ID, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
 	sessiontest.WantErr(t, err, vmm.ErrGuestDied, "")
 	_, err = m.Apply(ctx, b.ID, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	sessiontest.WantErr(t, err, session.ErrState, "")
+	sessiontest.WantErr(t, err, errkind.ErrState, "")
 	if in, _ := m.Get(ctx, b.ID); in.State != session.StateFailed {
 		t.Errorf("state %s, want failed", in.State)
 	}
@@ -234,7 +235,7 @@ func TestBackendKVMNeedsHardware(t *testing.T) {
 	}
 	defer m.Close()
 	_, err = m.Create(context.Background(), session.CreateOptions{Lanes: []string{"ext2"}, Backend: "kvm"})
-	sessiontest.WantErr(t, err, session.ErrInvalid, "backend")
+	sessiontest.WantErr(t, err, errkind.ErrInvalid, "backend")
 	if !strings.Contains(err.Error(), "hardware virtualization") && !strings.Contains(err.Error(), "vmx") {
 		t.Errorf("the error does not say why: %v", err)
 	}
@@ -271,7 +272,7 @@ func TestCheckImage(t *testing.T) {
 	if err := m.CheckImage(""); err != nil {
 		t.Errorf("CheckImage(\"\") = %v", err)
 	}
-	var fe *session.FieldError
+	var fe *errkind.FieldError
 	if err := m.CheckImage("no-such-image"); !errors.As(err, &fe) || fe.Field != "image" {
 		t.Errorf("CheckImage(no-such-image) = %v, want a FieldError on image", err)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"time"
 
@@ -68,20 +69,20 @@ type Event struct {
 func CheckPath(field, p string) error {
 	switch {
 	case len(p) > maxPath:
-		return Invalid(field, "%d bytes: at most %d", len(p), maxPath)
+		return errkind.Invalid(field, "%d bytes: at most %d", len(p), maxPath)
 	case strings.IndexByte(p, 0) >= 0:
-		return Invalid(field, "contains NUL")
+		return errkind.Invalid(field, "contains NUL")
 	case strings.HasPrefix(p, "/"):
-		return Invalid(field, "%q: must be relative to the lane", p)
+		return errkind.Invalid(field, "%q: must be relative to the lane", p)
 	case p == "":
 		return nil
 	}
 	for _, c := range strings.Split(p, "/") {
 		switch c {
 		case "..":
-			return Invalid(field, "%q: \"..\" is not allowed", p)
+			return errkind.Invalid(field, "%q: \"..\" is not allowed", p)
 		case ".", "":
-			return Invalid(field, "%q: empty or \".\" component", p)
+			return errkind.Invalid(field, "%q: empty or \".\" component", p)
 		}
 	}
 	return nil
@@ -90,14 +91,14 @@ func CheckPath(field, p string) error {
 // checkLane validates a lane name of s.
 func (s *session) checkLane(field, lane string) error {
 	if lane == "" {
-		return Invalid(field, "required")
+		return errkind.Invalid(field, "required")
 	}
 	for _, sp := range s.specs {
 		if sp.Name == lane {
 			return nil
 		}
 	}
-	return Invalid(field, "no lane %q in session %s", lane, s.info.ID)
+	return errkind.Invalid(field, "no lane %q in session %s", lane, s.info.ID)
 }
 
 // laneOps are the operations Apply runs; global ones run once, not per lane.
@@ -110,7 +111,7 @@ var globalOps = map[string]bool{"sync": true, "drop_caches": true, "set_clock": 
 
 // ValidateOp checks an operation as Apply does and returns its kind (the
 // oneof field name: "mkdir", "sync", ...) and whether it is global (sync,
-// drop_caches, set_clock: run once, not per lane). A bad op is a FieldError.
+// drop_caches, set_clock: run once, not per lane). A bad op is a errkind.FieldError.
 func ValidateOp(op *agentv1.Request) (kind string, global bool, err error) {
 	kind, _, err = validateOp(op)
 	return kind, globalOps[kind], err
@@ -119,16 +120,16 @@ func ValidateOp(op *agentv1.Request) (kind string, global bool, err error) {
 // validateOp checks an operation for Apply and returns its kind (the oneof field name).
 func validateOp(op *agentv1.Request) (string, protoreflect.Message, error) {
 	if op == nil {
-		return "", nil, Invalid("op", "required")
+		return "", nil, errkind.Invalid("op", "required")
 	}
 	r := op.ProtoReflect()
 	fd := r.WhichOneof(r.Descriptor().Oneofs().ByName("op"))
 	if fd == nil {
-		return "", nil, Invalid("op", "no operation set")
+		return "", nil, errkind.Invalid("op", "no operation set")
 	}
 	kind := string(fd.Name())
 	if !laneOps[kind] && !globalOps[kind] {
-		return "", nil, Invalid("op", "%s is not an operation Apply runs", kind)
+		return "", nil, errkind.Invalid("op", "%s is not an operation Apply runs", kind)
 	}
 	msg := r.Get(fd).Message()
 	f := func(name string) string { return "op." + kind + "." + name }
@@ -144,46 +145,46 @@ func validateOp(op *agentv1.Request) (string, protoreflect.Message, error) {
 	case *agentv1.Write:
 		switch {
 		case o.GetOffset() < 0:
-			return "", nil, Invalid(f("offset"), "%d: negative", o.GetOffset())
+			return "", nil, errkind.Invalid(f("offset"), "%d: negative", o.GetOffset())
 		case o.GetSize() < 0:
-			return "", nil, Invalid(f("size"), "%d: negative", o.GetSize())
+			return "", nil, errkind.Invalid(f("size"), "%d: negative", o.GetSize())
 		case o.GetSize() > maxWrite:
-			return "", nil, Invalid(f("size"), "%d bytes: at most %d", o.GetSize(), maxWrite)
+			return "", nil, errkind.Invalid(f("size"), "%d bytes: at most %d", o.GetSize(), maxWrite)
 		case len(o.GetData()) > maxWriteData:
-			return "", nil, Invalid(f("data"), "%d bytes: at most %d", len(o.GetData()), maxWriteData)
+			return "", nil, errkind.Invalid(f("data"), "%d bytes: at most %d", len(o.GetData()), maxWriteData)
 		case o.GetFill() > 0xff:
-			return "", nil, Invalid(f("fill"), "%d: want a byte", o.GetFill())
+			return "", nil, errkind.Invalid(f("fill"), "%d: want a byte", o.GetFill())
 		}
 	case *agentv1.Truncate:
 		if o.GetLength() < 0 {
-			return "", nil, Invalid(f("length"), "%d: negative", o.GetLength())
+			return "", nil, errkind.Invalid(f("length"), "%d: negative", o.GetLength())
 		}
 	case *agentv1.Setxattr:
 		if len(o.GetValue()) > maxXattrValue {
-			return "", nil, Invalid(f("value"), "%d bytes: at most %d", len(o.GetValue()), maxXattrValue)
+			return "", nil, errkind.Invalid(f("value"), "%d bytes: at most %d", len(o.GetValue()), maxXattrValue)
 		}
 		if o.GetName() == "" {
-			return "", nil, Invalid(f("name"), "required")
+			return "", nil, errkind.Invalid(f("name"), "required")
 		}
 	case *agentv1.Removexattr:
 		if o.GetName() == "" {
-			return "", nil, Invalid(f("name"), "required")
+			return "", nil, errkind.Invalid(f("name"), "required")
 		}
 	case *agentv1.Symlink:
 		if len(o.GetTarget()) > maxSymlinkDest || strings.IndexByte(o.GetTarget(), 0) >= 0 {
-			return "", nil, Invalid(f("target"), "at most %d bytes, no NUL", maxSymlinkDest)
+			return "", nil, errkind.Invalid(f("target"), "at most %d bytes, no NUL", maxSymlinkDest)
 		}
 	case *agentv1.Mount:
 		if o.GetDevice() != "" || o.GetFstype() != "" {
-			return "", nil, Invalid(f("device"), "set by the session; a Mount op only remounts a lane")
+			return "", nil, errkind.Invalid(f("device"), "set by the session; a Mount op only remounts a lane")
 		}
 	case *agentv1.DropCaches:
 		if o.GetLevel() < 1 || o.GetLevel() > 3 {
-			return "", nil, Invalid(f("level"), "%d: want 1, 2 or 3", o.GetLevel())
+			return "", nil, errkind.Invalid(f("level"), "%d: want 1, 2 or 3", o.GetLevel())
 		}
 	case *agentv1.SetClock:
 		if o.GetTime() == nil {
-			return "", nil, Invalid(f("time"), "required")
+			return "", nil, errkind.Invalid(f("time"), "required")
 		}
 	}
 	return kind, msg, nil
@@ -244,7 +245,7 @@ func describeOp(kind string, msg protoreflect.Message, lanes int) string {
 // Fingerprint fingerprints the given lanes of a session (empty: all).
 func (m *Manager) Fingerprint(ctx context.Context, sessionID string, mode agentv1.TimeMode, leaves bool, lanes []string) ([]LaneFingerprint, error) {
 	if _, ok := agentv1.TimeMode_name[int32(mode)]; !ok {
-		return nil, Invalid("time_mode", "unknown time mode %d", mode)
+		return nil, errkind.Invalid("time_mode", "unknown time mode %d", mode)
 	}
 	s, err := m.lookup(ctx, sessionID)
 	if err != nil {
@@ -324,11 +325,11 @@ func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, of
 	}
 	switch {
 	case off < 0:
-		return nil, false, res, Invalid("offset", "%d: negative", off)
+		return nil, false, res, errkind.Invalid("offset", "%d: negative", off)
 	case length < 0:
-		return nil, false, res, Invalid("length", "%d: negative", length)
+		return nil, false, res, errkind.Invalid("length", "%d: negative", length)
 	case length > maxRead:
-		return nil, false, res, Invalid("length", "%d: at most %d", length, maxRead)
+		return nil, false, res, errkind.Invalid("length", "%d: at most %d", length, maxRead)
 	case length == 0:
 		length = defaultRead
 	}
@@ -356,11 +357,11 @@ func (m *Manager) ReadFile(ctx context.Context, sessionID, lane, path string, of
 func (m *Manager) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error) {
 	switch {
 	case sessionID == "":
-		return nil, Invalid("session_id", "required")
+		return nil, errkind.Invalid("session_id", "required")
 	case limit < 0 || limit > maxEvents:
-		return nil, Invalid("limit", "%d: want 0..%d", limit, maxEvents)
+		return nil, errkind.Invalid("limit", "%d: want 0..%d", limit, maxEvents)
 	case afterSeq < 0:
-		return nil, Invalid("after_seq", "%d: negative", afterSeq)
+		return nil, errkind.Invalid("after_seq", "%d: negative", afterSeq)
 	case limit == 0:
 		limit = defaultEvents
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestRealGuest(t *testing.T) {
 		// A symlinked parent is refused.
 		apply(t, &agentv1.Request{Op: &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: "/", Path: "esc"}}})
 		_, _, err = m.RestoreFile(ctx, sid, c1.ID, "ext4", "esc/etc/passwd")
-		sessiontest.WantErr(t, err, session.ErrInvalid, "path")
+		sessiontest.WantErr(t, err, errkind.ErrInvalid, "path")
 	})
 
 	t.Run("Pools", func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestRealGuest(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := m.Fork(ctx, sid, "", session.OriginManual)
-		sessiontest.WantErr(t, err, session.ErrExhausted, "")
+		sessiontest.WantErr(t, err, errkind.ErrExhausted, "")
 		var autos []*session.Checkpoint
 		for range 3 {
 			c, err := m.Fork(ctx, sid, "", session.OriginAuto)
@@ -165,7 +166,7 @@ func TestRealGuest(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = m.Restore(ctx, sid, autos[2].ID)
-		sessiontest.WantErr(t, err, session.ErrState, "")
+		sessiontest.WantErr(t, err, errkind.ErrState, "")
 	})
 
 	// Restart: close (guest stopped, "daemon stopped"), open again.
@@ -200,7 +201,7 @@ func TestRealGuest(t *testing.T) {
 		}
 	}
 	_, err = m2.Apply(ctx, sid, &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	sessiontest.WantErr(t, err, session.ErrState, "")
+	sessiontest.WantErr(t, err, errkind.ErrState, "")
 
 	// Delete leaves no QEMU child behind.
 	check2 := vmmtest.Leaks(t)
@@ -212,7 +213,7 @@ func TestRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	check2()
-	if err := m2.Delete(ctx, in2.ID); !errors.Is(err, session.ErrState) {
-		t.Errorf("second delete: %v, want session.ErrState", err)
+	if err := m2.Delete(ctx, in2.ID); !errors.Is(err, errkind.ErrState) {
+		t.Errorf("second delete: %v, want errkind.ErrState", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"time"
 )
 
@@ -22,10 +23,10 @@ func (r *Run) SaveRecord(ctx context.Context, kind string, record []byte) error 
 }
 
 // RunRecord returns the record a run of session id saved and its kind; a
-// session whose run saved none (or an unknown one) is ErrNotFound.
+// session whose run saved none (or an unknown one) is errkind.ErrNotFound.
 func (m *Manager) RunRecord(ctx context.Context, id string) (kind string, record []byte, err error) {
 	if id == "" {
-		return "", nil, Invalid("session_id", "required")
+		return "", nil, errkind.Invalid("session_id", "required")
 	}
 	return m.ledger.record(ctx, id)
 }
@@ -43,7 +44,7 @@ func (l *ledger) saveRecord(ctx context.Context, session, kind string, record []
 func (l *ledger) record(ctx context.Context, session string) (kind string, record []byte, err error) {
 	err = l.db.QueryRowContext(ctx, `SELECT kind, record FROM run_records WHERE session = ?`, session).Scan(&kind, &record)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil, fmt.Errorf("run record of session %q: %w (no run of it kept one: an explore run keeps one when it ends)", session, ErrNotFound)
+		return "", nil, fmt.Errorf("run record of session %q: %w (no run of it kept one: an explore run keeps one when it ends)", session, errkind.ErrNotFound)
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("ledger: run record of %s: %w", session, err)

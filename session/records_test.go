@@ -3,13 +3,14 @@ package session
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"path/filepath"
 	"testing"
 	"time"
 )
 
 // TestRunRecords: a saved record reads back byte for byte with its kind,
-// a second save replaces it, and a session without one is ErrNotFound.
+// a second save replaces it, and a session without one is errkind.ErrNotFound.
 func TestRunRecords(t *testing.T) {
 	ctx := context.Background()
 	l, err := openLedger(ctx, filepath.Join(t.TempDir(), "ledger.db"))
@@ -30,7 +31,7 @@ func TestRunRecords(t *testing.T) {
 			t.Errorf("after saving %q %q: got %q %q, %v", st.kind, st.record, kind, rec, err)
 		}
 	}
-	if _, _, err := l.record(ctx, "s-2"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("a session without a record: %v, want ErrNotFound", err)
+	if _, _, err := l.record(ctx, "s-2"); !errors.Is(err, errkind.ErrNotFound) {
+		t.Errorf("a session without a record: %v, want errkind.ErrNotFound", err)
 	}
 }

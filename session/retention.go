@@ -15,7 +15,7 @@ type Pruned struct {
 // cutoff, with their checkpoints and events, and every event older than
 // cutoff. Running sessions and findings stay (a finding keeps its lane
 // specs and trace, all a replay needs; Findings of a pruned session's id
-// is then ErrNotFound, and ListFindings with no session lists it).
+// is then errkind.ErrNotFound, and ListFindings with no session lists it).
 func (m *Manager) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	return m.ledger.prune(ctx, cutoff)
 }

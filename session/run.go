@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ var ErrGuestGone = errors.New("guest gone")
 // Run is a lease on one new session's machine for an experiment (an
 // explore run, a clock sweep, a profile, a corruption run). Acquire
 // creates the session and marks it busy: the other session methods refuse
-// it with ErrState while the run lasts. Every use of the machine goes
+// it with errkind.ErrState while the run lasts. Every use of the machine goes
 // through Do (locked, bounded); End ends the session, once. The run uses
 // Context for everything it does, so that it ends when its session is
 // deleted or it runs past Config.MaxRunDuration. A Run is used from one
@@ -79,12 +80,12 @@ func (m *Manager) Acquire(ctx context.Context, o CreateOptions, kind string) (*R
 	s := m.sessions[in.ID]
 	m.mu.Unlock()
 	if s == nil {
-		return nil, fmt.Errorf("%s: session %s ended before the run started: %w", kind, in.ID, ErrState)
+		return nil, fmt.Errorf("%s: session %s ended before the run started: %w", kind, in.ID, errkind.ErrState)
 	}
 	s.mu.Lock()
 	defer s.unlock()
 	if !s.info.State.live() {
-		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", kind, in.ID, s.info.State, s.info.Reason, ErrState)
+		return nil, fmt.Errorf("%s: session %s is %s (%s): %w", kind, in.ID, s.info.State, s.info.Reason, errkind.ErrState)
 	}
 	s.run = kind
 	r := &Run{m: m, s: s, kind: kind, info: *in, boot: boot, specs: slices.Clone(s.specs), done: make(chan struct{})}
@@ -165,22 +166,22 @@ func (r *Run) Lanes() []string { return slices.Clone(r.lanes) }
 // wrapping agent.ErrBadResponse) wraps ErrGuestGone; a cancelled ctx
 // wraps ctx's error only; past RunCallTimeout the session is also marked
 // StateUnresponsive; once the session's overlays refused a write (its
-// budget), every call wraps ErrExhausted. A session that ended
-// (Manager.Close) is ErrState.
+// budget), every call wraps errkind.ErrExhausted. A session that ended
+// (Manager.Close) is errkind.ErrState.
 func (r *Run) Do(ctx context.Context, what string, f func(ctx context.Context, mach vmm.Machine) error) error {
 	r.s.mu.Lock()
 	defer r.s.unlock()
 	if !r.s.info.State.live() || r.s.mach == nil {
-		return fmt.Errorf("session %s is %s (%s): %w", r.s.info.ID, r.s.info.State, r.s.info.Reason, ErrState)
+		return fmt.Errorf("session %s is %s (%s): %w", r.s.info.ID, r.s.info.State, r.s.info.Reason, errkind.ErrState)
 	}
 	if refusal := r.s.overBudget(); refusal != nil {
-		return fmt.Errorf("%s: %w: %w", what, ErrExhausted, refusal)
+		return fmt.Errorf("%s: %w: %w", what, errkind.ErrExhausted, refusal)
 	}
 	cctx, cancel := context.WithTimeout(ctx, RunCallTimeout)
 	defer cancel()
 	err := f(cctx, r.s.mach)
 	if refusal := r.s.overBudget(); refusal != nil {
-		return fmt.Errorf("%s: %w: %w", what, ErrExhausted, refusal)
+		return fmt.Errorf("%s: %w: %w", what, errkind.ErrExhausted, refusal)
 	}
 	switch {
 	case err == nil:
@@ -225,7 +226,7 @@ func (r *Run) CallOK(ctx context.Context, what string, req *agentv1.Request) (*a
 // Apply runs one operation (validated as for Manager.Apply) on every lane,
 // global ops (sync, drop_caches, set_clock) once, their result given to
 // every lane: Step without requests after it. It records no event. A bad
-// op is a FieldError.
+// op is a errkind.FieldError.
 func (r *Run) Apply(ctx context.Context, op *agentv1.Request) ([]LaneResult, error) {
 	res, _, err := r.Step(ctx, op, nil)
 	return res, err
@@ -279,7 +280,7 @@ func (r *Run) CallLane(ctx context.Context, what string, op *agentv1.Request, la
 	m := op.ProtoReflect()
 	fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("op"))
 	if fd == nil || fd.Message() == nil || fd.Message().Fields().ByName("lane") == nil {
-		return nil, Invalid("op", "%s: not an operation on a lane", what)
+		return nil, errkind.Invalid("op", "%s: not an operation on a lane", what)
 	}
 	return r.Call(ctx, what, withLane(op, string(fd.Name()), lane))
 }
@@ -300,7 +301,7 @@ func withLane(op *agentv1.Request, kind, lane string) *agentv1.Request {
 
 // Checkpoint checkpoints the machine (no pool, no ledger record). A
 // checkpoint whose memory does not fit the session's budget is deleted
-// again and the error wraps ErrExhausted.
+// again and the error wraps errkind.ErrExhausted.
 func (r *Run) Checkpoint(ctx context.Context, what string) (vmm.CheckpointID, error) {
 	var id vmm.CheckpointID
 	err := r.Do(ctx, what, func(ctx context.Context, mach vmm.Machine) error {

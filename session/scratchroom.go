@@ -15,7 +15,7 @@ const maxMemoryKey = "limits.max_memory_mib"
 // QEMU guests keep their RAM (qemu.ScratchDir: a tmpfs), has less room
 // than maxMemoryMiB, the most guest RAM the daemon runs at once, or ""
 // when it has room. The daemon starts either way: each guest whose RAM
-// does not fit is refused when it boots (ErrExhausted wrapping
+// does not fit is refused when it boots (errkind.ErrExhausted wrapping
 // vmm.ErrNoRAM: RESOURCE_EXHAUSTED, naming the dir and its free space).
 func scratchRoom(dir string, maxMemoryMiB int) string {
 	free, err := scratch.Free(dir)

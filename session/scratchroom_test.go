@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -48,7 +49,7 @@ func TestCreateNoRoomForRAM(t *testing.T) {
 	ctx := context.Background()
 	opts := session.CreateOptions{Lanes: []string{"ext2"}, Backend: "qemu"}
 	_, err = m.Create(ctx, opts)
-	if !errors.Is(err, session.ErrExhausted) || !errors.Is(err, vmm.ErrNoRAM) || !strings.Contains(err.Error(), "/dev/shm has 7.9 MiB free") {
+	if !errors.Is(err, errkind.ErrExhausted) || !errors.Is(err, vmm.ErrNoRAM) || !strings.Contains(err.Error(), "/dev/shm has 7.9 MiB free") {
 		t.Fatalf("Create without room for guest RAM: %v; want ErrExhausted wrapping vmm.ErrNoRAM, naming the dir and its free space", err)
 	}
 	info, err := m.Create(ctx, opts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"sync"
 	"time"
 
@@ -29,12 +30,12 @@ func newBoots() *boots {
 }
 
 // beginCreate registers a Create: its context also ends when the Manager
-// stops its sessions; done unregisters it. A closed Manager is ErrState.
+// stops its sessions; done unregisters it. A closed Manager is errkind.ErrState.
 func (m *Manager) beginCreate(ctx context.Context) (_ context.Context, done func(), err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, nil, fmt.Errorf("session: manager closed: %w", ErrState)
+		return nil, nil, fmt.Errorf("session: manager closed: %w", errkind.ErrState)
 	}
 	m.boots.wg.Add(1)
 	ctx, cancel := context.WithCancel(ctx)

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 
 	"github.com/themisfs/themis/guest"
@@ -69,7 +70,7 @@ func (m *Manager) Views(ctx context.Context, a, b DiffSide, f func(a, b DiskView
 		{FieldsB.At, b.At, fmt.Sprintf("a checkpoint id or name, or %q", Current)},
 	} {
 		if c.v == "" {
-			return Invalid(c.field, "required: %s", c.want)
+			return errkind.Invalid(c.field, "required: %s", c.want)
 		}
 	}
 	sa, sb, err := m.lookupPair(ctx, a.Session, b.Session)
@@ -130,7 +131,7 @@ func (s *session) diskView(side DiffSide, f SideFields) (DiskView, error) {
 	}
 	idx := slices.IndexFunc(s.specs, func(sp guest.LaneSpec) bool { return sp.Name == side.Lane })
 	if idx < 0 || idx >= len(s.devs) || s.devs[idx] == nil {
-		return DiskView{}, fmt.Errorf("session %s has no disk for lane %q: %w", s.info.ID, side.Lane, ErrState)
+		return DiskView{}, fmt.Errorf("session %s has no disk for lane %q: %w", s.info.ID, side.Lane, errkind.ErrState)
 	}
 	dev := s.devs[idx]
 	n := dev.Depth()
@@ -140,7 +141,7 @@ func (s *session) diskView(side DiffSide, f SideFields) (DiskView, error) {
 			return DiskView{}, fmt.Errorf("%s: %w", f.At, err)
 		}
 		if !c.Live {
-			return DiskView{}, fmt.Errorf("%s: checkpoint %s not on the current path: %w", f.At, c.ID, ErrState)
+			return DiskView{}, fmt.Errorf("%s: checkpoint %s not on the current path: %w", f.At, c.ID, errkind.ErrState)
 		}
 		n = c.OverlayDepth - 1
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -605,7 +606,7 @@ func validateCorruptLanes(o *CorruptOptions) ([]guest.LaneSpec, error) {
 			continue // no checker: the results say so
 		}
 		if err := tool.Installed(); err != nil {
-			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+			return nil, errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
 	}
 	return specs, nil
@@ -629,7 +630,7 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 	for i, s := range o.Targets {
 		t, err := ParseTarget(s)
 		if err != nil {
-			return nil, nil, session.Invalid(fmt.Sprintf("targets[%d]", i), "%v", err)
+			return nil, nil, errkind.Invalid(fmt.Sprintf("targets[%d]", i), "%v", err)
 		}
 		ts[i] = corruptTarget{text: strings.TrimSpace(s), t: t, implicit: implicit && i >= given}
 		if ts[i].implicit {
@@ -638,7 +639,7 @@ func validateCorrupt(o *CorruptOptions) ([]corruptTarget, []profileOp, error) {
 		// A target asked for by name must exist on every lane.
 		for _, sp := range specs {
 			if err := t.AppliesTo(sp.FS); err != nil {
-				return nil, nil, session.Invalid(fmt.Sprintf("targets[%d]", i), "%s on lane %s (%s): %v", ts[i].text, sp.Name, sp.FS, err)
+				return nil, nil, errkind.Invalid(fmt.Sprintf("targets[%d]", i), "%s on lane %s (%s): %v", ts[i].text, sp.Name, sp.FS, err)
 			}
 		}
 	}
@@ -840,7 +841,7 @@ func (c *corrupter) ready(ctx context.Context, i int, targets []corruptTarget) (
 			return err
 		})
 		if err != nil {
-			return nil, session.Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
+			return nil, errkind.Invalid(fmt.Sprintf("targets[%d]", j), "lane %s: %v", lane, err)
 		}
 	}
 	if ln.rootHash, ln.rootRoot, err = c.state(ctx, i); err != nil {

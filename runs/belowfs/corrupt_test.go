@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/hostfsck"
-	"github.com/themisfs/themis/session"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -101,9 +101,9 @@ func TestValidateCorrupt(t *testing.T) {
 		{CorruptOptions{Lanes: []string{"overlay"}, Targets: []string{"inode:d/f:i_size"}}, "targets[0]"},
 	} {
 		_, _, err := validateCorrupt(&c.o)
-		var fe *session.FieldError
-		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, session.ErrInvalid) {
-			t.Errorf("validateCorrupt(%+v) = %v, want a session.FieldError on %s", c.o, err, c.field)
+		var fe *errkind.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, errkind.ErrInvalid) {
+			t.Errorf("validateCorrupt(%+v) = %v, want a errkind.FieldError on %s", c.o, err, c.field)
 		}
 	}
 }
@@ -257,7 +257,7 @@ func TestValidateCorruptBtrfs(t *testing.T) {
 	}
 	o = CorruptOptions{Lanes: []string{"ext2", "btrfs"}, Targets: []string{"data:d/f:0:0", "bitmap.block"}}
 	_, _, err := validateCorrupt(&o)
-	var fe *session.FieldError
+	var fe *errkind.FieldError
 	if !errors.As(err, &fe) || fe.Field != "targets[1]" || !strings.Contains(err.Error(), "bitmap.block on lane btrfs (btrfs): an ext2/3/4 block group bitmap is not a btrfs structure") {
 		t.Errorf("bitmap.block on btrfs: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"math"
 	"slices"
 	"strings"
@@ -187,18 +188,18 @@ func parseOps(field string, ops []string, laneOnly bool) ([]profileOp, error) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		r, err := opspec.ParseRequest(s)
 		if err != nil {
-			return nil, session.Invalid(f, "%v", err)
+			return nil, errkind.Invalid(f, "%v", err)
 		}
 		kind, global, err := session.ValidateOp(r)
 		if err != nil {
-			var fe *session.FieldError
+			var fe *errkind.FieldError
 			if errors.As(err, &fe) {
-				return nil, session.Invalid(f, "%s: %s", fe.Field, fe.Msg)
+				return nil, errkind.Invalid(f, "%s: %s", fe.Field, fe.Msg)
 			}
-			return nil, session.Invalid(f, "%v", err)
+			return nil, errkind.Invalid(f, "%v", err)
 		}
 		if laneOnly && (global || kind == "umount" || kind == "mount") {
-			return nil, session.Invalid(f, "%q: want an operation on a lane's files, not %s", s, kind)
+			return nil, errkind.Invalid(f, "%q: want an operation on a lane's files, not %s", s, kind)
 		}
 		out = append(out, profileOp{text: strings.TrimSpace(s), kind: kind, req: r})
 	}
@@ -232,14 +233,14 @@ func parseProfileOps(field string, ops []string) ([]profileOp, error) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		w, ok, err := opspec.ParseWalk(s)
 		if err != nil {
-			return nil, session.Invalid(f, "%v", err)
+			return nil, errkind.Invalid(f, "%v", err)
 		}
 		if !ok {
 			op, err := parseOps(field, []string{s}, true)
 			if err != nil {
-				var fe *session.FieldError
+				var fe *errkind.FieldError
 				if errors.As(err, &fe) {
-					return nil, session.Invalid(f, "%s", fe.Msg)
+					return nil, errkind.Invalid(f, "%s", fe.Msg)
 				}
 				return nil, err
 			}
@@ -265,9 +266,9 @@ func validateProfile(o *ProfileOptions) (ops, setup []profileOp, err error) {
 	}{{"ls_files", &o.LsFiles, DefaultLsFiles}, {"tree_entries", &o.TreeEntries, DefaultTreeEntries}} {
 		switch {
 		case *c.n < 0 || *c.n > maxProfileTree:
-			return nil, nil, session.Invalid(c.field, "%d: want 0..%d", *c.n, maxProfileTree)
+			return nil, nil, errkind.Invalid(c.field, "%d: want 0..%d", *c.n, maxProfileTree)
 		case *c.n != 0 && o.Setup != nil:
-			return nil, nil, session.Invalid(c.field, "sizes the default setup's tree: with an explicit setup, build the tree there")
+			return nil, nil, errkind.Invalid(c.field, "sizes the default setup's tree: with an explicit setup, build the tree there")
 		case *c.n == 0 && o.Setup == nil:
 			*c.n = c.def
 		}

@@ -2,6 +2,7 @@ package belowfs
 
 import (
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"path"
 	"slices"
 	"strings"
@@ -9,7 +10,6 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/opspec"
-	"github.com/themisfs/themis/session"
 )
 
 func TestValidateProfile(t *testing.T) {
@@ -55,9 +55,9 @@ func TestValidateProfile(t *testing.T) {
 		{ProfileOptions{Setup: []string{"create f"}, LsFiles: 3}, "ls_files"},
 	} {
 		_, _, err := validateProfile(&c.o)
-		var fe *session.FieldError
+		var fe *errkind.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field {
-			t.Errorf("validateProfile(%+v) = %v, want a session.FieldError on %s", c.o, err, c.field)
+			t.Errorf("validateProfile(%+v) = %v, want a errkind.FieldError on %s", c.o, err, c.field)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := validate(&tc.o)
 			if tc.field != "" {
-				var fe *session.FieldError
+				var fe *errkind.FieldError
 				if !errors.As(err, &fe) || fe.Field != tc.field {
 					t.Fatalf("err %v, want a FieldError on %s", err, tc.field)
 				}

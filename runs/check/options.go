@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
@@ -82,7 +83,7 @@ func validate(o *Options) (*plan, error) {
 	case o.Budget == 0:
 		o.Budget = DefaultBudget
 	case o.Budget < MinBudget || o.Budget > MaxBudget:
-		return nil, session.Invalid("budget", "%s: want %s..%s", o.Budget, MinBudget, MaxBudget)
+		return nil, errkind.Invalid("budget", "%s: want %s..%s", o.Budget, MinBudget, MaxBudget)
 	}
 	if o.Depth == 0 {
 		o.Depth = DefaultDepth
@@ -95,7 +96,7 @@ func validate(o *Options) (*plan, error) {
 	}
 	for i, k := range o.Kinds {
 		if !slices.Contains(Kinds, k) {
-			return nil, session.Invalid(fmt.Sprintf("parts[%d]", i), "%q: want one of %s", k, strings.Join(Kinds, ", "))
+			return nil, errkind.Invalid(fmt.Sprintf("parts[%d]", i), "%q: want one of %s", k, strings.Join(Kinds, ", "))
 		}
 	}
 	p := &plan{lanes: specs}
@@ -116,18 +117,18 @@ func (p *plan) chooseReference(asked string) error {
 	case asked == "":
 		ref, why, err := family.Reference(p.lanes[0].FS)
 		if err != nil {
-			return session.Invalid("lanes[0]", "%v", err)
+			return errkind.Invalid("lanes[0]", "%v", err)
 		}
 		p.reference, p.referenceWhy = ref, why
 		return nil
 	}
 	sp, err := guest.ParseLaneSpec(asked)
 	if err != nil {
-		return session.Invalid("reference", "%v", err)
+		return errkind.Invalid("reference", "%v", err)
 	}
 	for _, l := range p.lanes {
 		if l.Name == sp.Name {
-			return session.Invalid("reference", "%q is a lane under test already", asked)
+			return errkind.Invalid("reference", "%q is a lane under test already", asked)
 		}
 	}
 	p.reference, p.referenceWhy = asked, "asked"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"path/filepath"
 	"strings"
 	"time"
@@ -152,14 +153,14 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 	o.MemoryMiB, o.Backend = co.MemoryMiB, co.Backend
 	for _, sp := range specs {
 		if err := Supports(sp); err != nil {
-			return nil, clock.Plan{}, session.Invalid("lanes", "lane %s: %v", sp.Name, err)
+			return nil, clock.Plan{}, errkind.Invalid("lanes", "lane %s: %v", sp.Name, err)
 		}
 	}
 	if len(o.Plan.Values) == 0 && o.Plan.Name == "" && len(o.Plan.Ops) == 0 {
 		o.Plan = clock.DefaultPlan()
 	}
 	if err := o.Plan.Check(); err != nil {
-		return nil, clock.Plan{}, session.Invalid("plan", "%v", err)
+		return nil, clock.Plan{}, errkind.Invalid("plan", "%v", err)
 	}
 	if len(o.Ops) == 0 {
 		o.Ops = o.Plan.Ops
@@ -168,14 +169,14 @@ func validate(o *Options) ([]guest.LaneSpec, clock.Plan, error) {
 		o.Ops = clock.Ops()
 	}
 	if err := clock.CheckOps(o.Ops); err != nil {
-		return nil, clock.Plan{}, session.Invalid("ops", "%v", err)
+		return nil, clock.Plan{}, errkind.Invalid("ops", "%v", err)
 	}
 	if o.Shards == 0 {
 		o.Shards = 1
 	}
 	plan, err := clock.Shard(o.Plan, o.Shard, o.Shards)
 	if err != nil {
-		return nil, clock.Plan{}, session.Invalid("shard", "%v", err)
+		return nil, clock.Plan{}, errkind.Invalid("shard", "%v", err)
 	}
 	return specs, plan, nil
 }

@@ -3,6 +3,7 @@ package clocksweep
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
@@ -29,9 +30,9 @@ func TestClockSweepOptionsRejected(t *testing.T) {
 		{"backend", Options{Lanes: []string{"ext2"}, Backend: "xen"}, "backend"},
 	} {
 		_, err := Run(ctx, m, c.o, nil)
-		var fe *session.FieldError
+		var fe *errkind.FieldError
 		if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, c.field) {
-			t.Errorf("%s: err = %v, want a session.FieldError on %s", c.name, err, c.field)
+			t.Errorf("%s: err = %v, want a errkind.FieldError on %s", c.name, err, c.field)
 		}
 	}
 	if st := m.Stats(); st.Created != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"path/filepath"
 	"slices"
 	"time"
@@ -252,7 +253,7 @@ type plan struct {
 // validate parses the ops and finds each lane's checker.
 func validate(o *Options) (*plan, error) {
 	if len(o.Lanes) == 0 {
-		return nil, session.Invalid("lanes", "at least one lane spec is required")
+		return nil, errkind.Invalid("lanes", "at least one lane spec is required")
 	}
 	specs, err := session.ValidateCreate(&session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB})
 	if err != nil {
@@ -265,12 +266,12 @@ func validate(o *Options) (*plan, error) {
 			err = t.Installed()
 		}
 		if err != nil {
-			return nil, session.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
+			return nil, errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err)
 		}
 		p.tools, p.fs = append(p.tools, t), append(p.fs, s.Layer().FS)
 	}
 	if err := o.Crash.Check(); err != nil {
-		return nil, session.Invalid("crash", "%v", err)
+		return nil, errkind.Invalid("crash", "%v", err)
 	}
 	if err := p.choices(o); err != nil {
 		return nil, err
@@ -295,13 +296,13 @@ func validate(o *Options) (*plan, error) {
 func (p *plan) choices(o *Options) error {
 	switch {
 	case o.Minimize < -1 || o.Minimize > MaxMinimize:
-		return session.Invalid("minimize", "%d: want -1 (none) to %d", o.Minimize, MaxMinimize)
+		return errkind.Invalid("minimize", "%d: want -1 (none) to %d", o.Minimize, MaxMinimize)
 	case o.Only != nil && o.Workload != "":
-		return session.Invalid("only", "checks one state of one trace, not of a workload")
+		return errkind.Invalid("only", "checks one state of one trace, not of a workload")
 	case o.StreamImage && o.Only == nil:
-		return session.Invalid("stream_image", "needs only: the one state whose image to send")
+		return errkind.Invalid("stream_image", "needs only: the one state whose image to send")
 	case o.Atomic && o.HostReplay:
-		return session.Invalid("atomic", "compares the states mounted in the guest: not with host_replay")
+		return errkind.Invalid("atomic", "compares the states mounted in the guest: not with host_replay")
 	}
 	p.crash, p.only, p.image, p.minimize, p.setupSync, p.atomic = o.Crash, o.Only, o.StreamImage, o.Minimize, !o.NoSetupSync, o.Atomic
 	switch {
@@ -317,16 +318,16 @@ func (p *plan) choices(o *Options) error {
 func (p *plan) traceSet(o *Options) error {
 	switch {
 	case o.Workload != "" && len(o.Trace) > 0:
-		return session.Invalid("workload", "give a trace or a workload, not both")
+		return errkind.Invalid("workload", "give a trace or a workload, not both")
 	case o.Workload == "" && len(o.Trace) == 0:
-		return session.Invalid("trace", "at least one op is required (or a workload)")
+		return errkind.Invalid("trace", "at least one op is required (or a workload)")
 	case o.Workload == "":
 		p.traces = [][]string{o.Trace}
 		return nil
 	}
 	ws, cut, err := crash.AceWorkloads(o.Workload, o.MaxWorkloads)
 	if err != nil {
-		return session.Invalid("workload", "%v", err)
+		return errkind.Invalid("workload", "%v", err)
 	}
 	if o.Setup == nil {
 		o.Setup = crash.AceSetup
@@ -338,7 +339,7 @@ func (p *plan) traceSet(o *Options) error {
 // parseOps parses short-form ops, naming the field of a bad one.
 func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 	if len(ops) > MaxTraceOps {
-		return nil, session.Invalid(field, "%d ops, at most %d", len(ops), MaxTraceOps)
+		return nil, errkind.Invalid(field, "%d ops, at most %d", len(ops), MaxTraceOps)
 	}
 	out := make([]*agentv1.Request, len(ops))
 	for i, s := range ops {
@@ -347,7 +348,7 @@ func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 			_, _, err = session.ValidateOp(r)
 		}
 		if err != nil {
-			return nil, session.Invalid(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+			return nil, errkind.Invalid(fmt.Sprintf("%s[%d]", field, i), "%v", err)
 		}
 		out[i] = r
 	}

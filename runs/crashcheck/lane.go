@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/family"
 	"path/filepath"
 	"slices"
@@ -366,7 +367,7 @@ func checkState(ctx context.Context, run *session.Run, i int, tool hostfsck.Tool
 		return r, nil
 	case errors.Is(err, hostfsck.ErrNoSpace):
 		// The host's disk was full: the run's error, as for the image copy.
-		return r, fmt.Errorf("the temp dir %s (free some there): %w: %w", filepath.Dir(filepath.Dir(img)), err, session.ErrExhausted)
+		return r, fmt.Errorf("the temp dir %s (free some there): %w: %w", filepath.Dir(filepath.Dir(img)), err, errkind.ErrExhausted)
 	case err != nil && !errors.Is(err, hostfsck.ErrNoRecovery):
 		// The checker failed (timed out, killed, its sandbox), not the
 		// state: the run's error, as a failed fsck is, never a finding.

@@ -2,12 +2,12 @@ package crashcheck
 
 import (
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/crash"
-	"github.com/themisfs/themis/session"
 )
 
 // TestValidate: bad options are a FieldError naming the field; a workload
@@ -39,7 +39,7 @@ func TestValidate(t *testing.T) {
 		{"atomic on the host", Options{Lanes: []string{"ext2"}, Trace: []string{"sync"}, Atomic: true, HostReplay: true}, "atomic"},
 	} {
 		_, err := validate(&tt.o)
-		var fe *session.FieldError
+		var fe *errkind.FieldError
 		if !errors.As(err, &fe) || fe.Field != tt.field {
 			t.Errorf("%s: %v, want a FieldError on %q", tt.name, err, tt.field)
 		}

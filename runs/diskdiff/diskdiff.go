@@ -3,6 +3,7 @@ package diskdiff
 import (
 	"context"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/session"
@@ -19,7 +20,7 @@ func Diff(ctx context.Context, m *session.Manager, a, b session.DiffSide, normal
 	var d *fsimage.DiffResult
 	err := m.Views(ctx, a, b, func(va, vb session.DiskView) error {
 		if va.Size != vb.Size {
-			return session.Invalid(session.FieldsB.Lane, "images differ in size: %s/%s is %d bytes, %s/%s is %d bytes",
+			return errkind.Invalid(session.FieldsB.Lane, "images differ in size: %s/%s is %d bytes, %s/%s is %d bytes",
 				va.Side.Session, va.Side.Lane, va.Size, vb.Side.Session, vb.Side.Lane, vb.Size)
 		}
 		var err error

@@ -3,6 +3,7 @@ package diskdiff
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"testing"
 	"time"
 
@@ -58,10 +59,10 @@ func TestDiffRealGuest(t *testing.T) {
 	if d.RawSectors == 0 || d.NormalizedSectors == 0 || len(d.Ranges) == 0 || d.Ranges[0].Region == "" {
 		t.Errorf("mkdir left no labelled normalized diff: %+v", d)
 	}
-	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, session.ErrNotFound) && !errors.Is(err, session.ErrInvalid) {
+	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, errkind.ErrNotFound) && !errors.Is(err, errkind.ErrInvalid) {
 		t.Errorf("diff from an unknown checkpoint: %v", err)
 	}
-	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, session.ErrInvalid) {
+	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, errkind.ErrInvalid) {
 		t.Errorf("diff of an unknown lane: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package diskdiff
 
 import (
 	"context"
+	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
@@ -53,16 +54,16 @@ func TestDiffSides(t *testing.T) {
 		field string
 		msg   string
 	}{
-		{"no session", session.DiffSide{Lane: "ext2", At: session.Current}, session.DiffSide{At: session.Current}, session.ErrInvalid, "session_id", ""},
-		{"no lane", session.DiffSide{Session: ids[0], At: session.Current}, session.DiffSide{At: session.Current}, session.ErrInvalid, "lane", ""},
-		{"no from", session.DiffSide{Session: ids[0], Lane: "ext2"}, session.DiffSide{At: session.Current}, session.ErrInvalid, "from", ""},
-		{"no to", cur(ids[0], "ext2"), session.DiffSide{Session: ids[1]}, session.ErrInvalid, "to", ""},
-		{"unknown session_b", cur(ids[0], "ext2"), session.DiffSide{Session: "s-nope", At: session.Current}, session.ErrNotFound, "", "session_b"},
-		{"unknown session_id", cur("s-nope", "ext2"), session.DiffSide{Session: ids[0], At: session.Current}, session.ErrNotFound, "", "session_id"},
-		{"unknown lane", cur(ids[0], "zfs"), session.DiffSide{At: session.Current}, session.ErrInvalid, "lane", ""},
-		{"unknown lane_b", cur(ids[0], "ext2"), session.DiffSide{Session: ids[1], Lane: "b", At: session.Current}, session.ErrInvalid, "lane_b", ""},
-		{"unknown checkpoint b", cur(ids[0], "ext2"), session.DiffSide{Session: ids[1], At: "c-9"}, session.ErrNotFound, "", "to"},
-		{"sizes", cur(ids[0], "ext2"), session.DiffSide{Session: ids[2], Lane: "ext2:size=16", At: session.Current}, session.ErrInvalid, "lane_b", "is 8388608 bytes"},
+		{"no session", session.DiffSide{Lane: "ext2", At: session.Current}, session.DiffSide{At: session.Current}, errkind.ErrInvalid, "session_id", ""},
+		{"no lane", session.DiffSide{Session: ids[0], At: session.Current}, session.DiffSide{At: session.Current}, errkind.ErrInvalid, "lane", ""},
+		{"no from", session.DiffSide{Session: ids[0], Lane: "ext2"}, session.DiffSide{At: session.Current}, errkind.ErrInvalid, "from", ""},
+		{"no to", cur(ids[0], "ext2"), session.DiffSide{Session: ids[1]}, errkind.ErrInvalid, "to", ""},
+		{"unknown session_b", cur(ids[0], "ext2"), session.DiffSide{Session: "s-nope", At: session.Current}, errkind.ErrNotFound, "", "session_b"},
+		{"unknown session_id", cur("s-nope", "ext2"), session.DiffSide{Session: ids[0], At: session.Current}, errkind.ErrNotFound, "", "session_id"},
+		{"unknown lane", cur(ids[0], "zfs"), session.DiffSide{At: session.Current}, errkind.ErrInvalid, "lane", ""},
+		{"unknown lane_b", cur(ids[0], "ext2"), session.DiffSide{Session: ids[1], Lane: "b", At: session.Current}, errkind.ErrInvalid, "lane_b", ""},
+		{"unknown checkpoint b", cur(ids[0], "ext2"), session.DiffSide{Session: ids[1], At: "c-9"}, errkind.ErrNotFound, "", "to"},
+		{"sizes", cur(ids[0], "ext2"), session.DiffSide{Session: ids[2], Lane: "ext2:size=16", At: session.Current}, errkind.ErrInvalid, "lane_b", "is 8388608 bytes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Diff(ctx, m, tt.a, tt.b, false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"sync"
@@ -83,11 +84,11 @@ func validateCrash(o *Options, fs []string) error {
 		return nil
 	}
 	if err := o.Crash.Crash.Check(); err != nil {
-		return session.Invalid("crash", "%v", err)
+		return errkind.Invalid("crash", "%v", err)
 	}
 	switch o.Revert {
 	case RevertRemount:
-		return session.Invalid("revert", "--crash needs the machine revert: a crash state is of the disk since a checkpoint")
+		return errkind.Invalid("revert", "--crash needs the machine revert: a crash state is of the disk since a checkpoint")
 	case "", RevertAuto:
 		o.Revert = RevertMachine
 	}
@@ -97,7 +98,7 @@ func validateCrash(o *Options, fs []string) error {
 			err = t.Installed()
 		}
 		if err != nil {
-			return session.Invalid(fmt.Sprintf("lanes[%d]", i), "--crash: %v", err)
+			return errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "--crash: %v", err)
 		}
 	}
 	if len(o.Ops) == 0 {

@@ -3,6 +3,7 @@ package exploration
 import (
 	"context"
 	"errors"
+	"github.com/themisfs/themis/errkind"
 	"reflect"
 	"slices"
 	"strings"
@@ -70,20 +71,20 @@ func TestExploreBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Run(ctx, m, tt.o, nil, nil)
-			sessiontest.WantErr(t, err, session.ErrInvalid, tt.field)
+			sessiontest.WantErr(t, err, errkind.ErrInvalid, tt.field)
 		})
 	}
 	if n := machines.Len(); n != 0 {
 		t.Errorf("%d machines started for bad input, want 0", n)
 	}
-	if _, err := m.Finding(ctx, "f-000000000000"); !errors.Is(err, session.ErrNotFound) {
-		t.Errorf("Finding(unknown) = %v, want session.ErrNotFound", err)
+	if _, err := m.Finding(ctx, "f-000000000000"); !errors.Is(err, errkind.ErrNotFound) {
+		t.Errorf("Finding(unknown) = %v, want errkind.ErrNotFound", err)
 	}
-	if _, err := m.Finding(ctx, ""); !errors.Is(err, session.ErrInvalid) {
-		t.Errorf("Finding(\"\") = %v, want session.ErrInvalid", err)
+	if _, err := m.Finding(ctx, ""); !errors.Is(err, errkind.ErrInvalid) {
+		t.Errorf("Finding(\"\") = %v, want errkind.ErrInvalid", err)
 	}
-	if _, err := m.Findings(ctx, "s-000000000000"); !errors.Is(err, session.ErrNotFound) {
-		t.Errorf("Findings(unknown session) = %v, want session.ErrNotFound", err)
+	if _, err := m.Findings(ctx, "s-000000000000"); !errors.Is(err, errkind.ErrNotFound) {
+		t.Errorf("Findings(unknown session) = %v, want errkind.ErrNotFound", err)
 	}
 }
 
@@ -119,8 +120,8 @@ func TestExploreFake(t *testing.T) {
 	if sum.States != len(explore.MetisOps) || sum.Unique != 1 || sum.Findings != 0 || sum.Stopped != "" || sum.Backend != "qemu" {
 		t.Errorf("summary %+v: want %d states (one per Metis kind; every child equals the root), 1 unique, no findings", sum, len(explore.MetisOps))
 	}
-	if !errors.Is(busy, session.ErrState) {
-		t.Errorf("Apply during the run: %v, want session.ErrState", busy)
+	if !errors.Is(busy, errkind.ErrState) {
+		t.Errorf("Apply during the run: %v, want errkind.ErrState", busy)
 	}
 	in, err := m.Get(ctx, sum.Session)
 	if err != nil {

@@ -1,6 +1,7 @@
 package exploration
 
 import (
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
@@ -257,40 +258,40 @@ func validate(o *Options) (family.Judgement, error) {
 	case o.Depth == 0:
 		o.Depth = explore.DefaultDepth
 	case o.Depth < 1 || o.Depth > explore.MaxDepth:
-		return family.Judgement{}, session.Invalid("depth", "%d: want 1..%d", o.Depth, explore.MaxDepth)
+		return family.Judgement{}, errkind.Invalid("depth", "%d: want 1..%d", o.Depth, explore.MaxDepth)
 	}
 	switch {
 	case o.Branching == 0:
 		o.Branching = explore.DefaultBranching
 	case o.Branching < 1 || o.Branching > explore.MaxBranching:
-		return family.Judgement{}, session.Invalid("branching", "%d: want 1..%d", o.Branching, explore.MaxBranching)
+		return family.Judgement{}, errkind.Invalid("branching", "%d: want 1..%d", o.Branching, explore.MaxBranching)
 	}
 	if !validRevert(o.Revert) {
-		return family.Judgement{}, session.Invalid("revert", "%q: want auto, machine or remount", o.Revert)
+		return family.Judgement{}, errkind.Invalid("revert", "%q: want auto, machine or remount", o.Revert)
 	}
 	if o.Walks < 0 || o.Walks > explore.MaxBranching {
-		return family.Judgement{}, session.Invalid("walks", "%d: want 0..%d (0: the full tree)", o.Walks, explore.MaxBranching)
+		return family.Judgement{}, errkind.Invalid("walks", "%d: want 0..%d (0: the full tree)", o.Walks, explore.MaxBranching)
 	}
 	if o.MaxStates < 0 {
-		return family.Judgement{}, session.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
+		return family.Judgement{}, errkind.Invalid("max_states", "%d: want >= 0 (0: no limit)", o.MaxStates)
 	}
 	if _, err := o.Shard.Resolve(o.Depth); err != nil {
-		return family.Judgement{}, session.Invalid("shard", "%v", err)
+		return family.Judgement{}, errkind.Invalid("shard", "%v", err)
 	}
 	if (o.Workers < 0 && o.Workers != AutoWorkers) || o.Workers > MaxWorkers {
-		return family.Judgement{}, session.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
+		return family.Judgement{}, errkind.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
 	}
 	if _, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops}); err != nil {
-		return family.Judgement{}, session.Invalid("ops", "%v", err)
+		return family.Judgement{}, errkind.Invalid("ops", "%v", err)
 	}
 	if err := validSetup(o.Setup); err != nil {
 		return family.Judgement{}, err
 	}
 	if o.MaxDuration < 0 {
-		return family.Judgement{}, session.Invalid("max_duration", "%s: negative", o.MaxDuration)
+		return family.Judgement{}, errkind.Invalid("max_duration", "%s: negative", o.MaxDuration)
 	}
 	if _, ok := agentv1.TimeMode_name[int32(o.TimeMode)]; !ok {
-		return family.Judgement{}, session.Invalid("time_mode", "unknown time mode %d", o.TimeMode)
+		return family.Judgement{}, errkind.Invalid("time_mode", "unknown time mode %d", o.TimeMode)
 	}
 	if o.Policy == "" {
 		o.Policy = defaultPolicy
@@ -301,12 +302,12 @@ func validate(o *Options) (family.Judgement, error) {
 	}
 	judged, err := family.Judge(lanes, o.Policy)
 	if err != nil {
-		return family.Judgement{}, session.Invalid("policy", "%v", err)
+		return family.Judgement{}, errkind.Invalid("policy", "%v", err)
 	}
 	if len(judged.Excluded) > 0 {
 		g, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops})
 		if err != nil {
-			return family.Judgement{}, session.Invalid("ops", "%v", err)
+			return family.Judgement{}, errkind.Invalid("ops", "%v", err)
 		}
 		// Only the kinds the run would generate are left out (and said so).
 		judged.Excluded = slices.DeleteFunc(judged.Excluded, func(k string) bool { return !slices.Contains(g.Kinds(), k) })
@@ -314,7 +315,7 @@ func validate(o *Options) (family.Judgement, error) {
 			judged.Excluded = nil // none: as a run whose lanes exclude nothing
 		}
 		if o.Ops = family.Without(g.Kinds(), judged.Excluded); len(o.Ops) == 0 {
-			return family.Judgement{}, session.Invalid("ops", "every op kind asked is one a lane's filesystem does not support (%s); --policy exact compares them anyway", strings.Join(judged.Excluded, ", "))
+			return family.Judgement{}, errkind.Invalid("ops", "every op kind asked is one a lane's filesystem does not support (%s); --policy exact compares them anyway", strings.Join(judged.Excluded, ", "))
 		}
 	}
 	for _, c := range []struct {
@@ -322,17 +323,17 @@ func validate(o *Options) (family.Judgement, error) {
 		field string
 	}{{o.Remount, "remount"}, {o.Fsck, "fsck"}} {
 		if c.on && len(specs) != 1 {
-			return family.Judgement{}, session.Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
+			return family.Judgement{}, errkind.Invalid(c.field, "a self-reference of single-lane runs; %d lanes are compared with each other", len(specs))
 		}
 	}
 	if o.Fsck {
 		// An overlay lane's upper layer is checked.
 		tool, err := hostfsck.For(specs[0].Layer().FS)
 		if err != nil {
-			return family.Judgement{}, session.Invalid("fsck", "lane %s: %v", specs[0].Name, err)
+			return family.Judgement{}, errkind.Invalid("fsck", "lane %s: %v", specs[0].Name, err)
 		}
 		if err := tool.Installed(); err != nil {
-			return family.Judgement{}, session.Invalid("fsck", "%v", err)
+			return family.Judgement{}, errkind.Invalid("fsck", "%v", err)
 		}
 	}
 	return judged, nil
@@ -348,14 +349,14 @@ var setupKinds = slices.Concat(explore.MetisOps, explore.PersistenceOps)
 // setupKinds.
 func validSetup(ops []*agentv1.Request) error {
 	if len(ops) > MaxSetup {
-		return session.Invalid("setup", "%d ops: want at most %d", len(ops), MaxSetup)
+		return errkind.Invalid("setup", "%d ops: want at most %d", len(ops), MaxSetup)
 	}
 	for i, op := range ops {
 		if op == nil || op.GetOp() == nil {
-			return session.Invalid("setup", "op %d: empty", i+1)
+			return errkind.Invalid("setup", "op %d: empty", i+1)
 		}
 		if k := explore.OpKind(op); !slices.Contains(setupKinds, k) {
-			return session.Invalid("setup", "op %d: kind %s: want one of %s", i+1, k, strings.Join(setupKinds, ", "))
+			return errkind.Invalid("setup", "op %d: kind %s: want one of %s", i+1, k, strings.Join(setupKinds, ", "))
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"sync"
 
@@ -100,7 +101,7 @@ func LoadRecord(ctx context.Context, m *session.Manager, id string) (*Record, er
 		return nil, err
 	}
 	if kind != RecordKind {
-		return nil, fmt.Errorf("session %s: its run record is %q, not an explore run's (%s): %w", id, kind, RecordKind, session.ErrNotFound)
+		return nil, fmt.Errorf("session %s: its run record is %q, not an explore run's (%s): %w", id, kind, RecordKind, errkind.ErrNotFound)
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -254,7 +255,7 @@ func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 	x.forget()
 	after, keep := x.fingerprintRequests()
 	res, fps, err := x.run.Step(ctx, op, after)
-	var fe *session.FieldError
+	var fe *errkind.FieldError
 	if errors.As(err, &fe) {
 		return nil, fmt.Errorf("explore op: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/errkind"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -184,14 +185,14 @@ func NewManager(t *testing.T, dir string, cfg session.Config, newMachine func(vm
 }
 
 // WantErr fails the test unless err wraps kind and, when field is set, is a
-// session.FieldError naming field.
+// errkind.FieldError naming field.
 func WantErr(t *testing.T, err, kind error, field string) {
 	t.Helper()
 	if !errors.Is(err, kind) {
 		t.Fatalf("error %v, want %v", err, kind)
 	}
 	if field != "" {
-		var fe *session.FieldError
+		var fe *errkind.FieldError
 		if !errors.As(err, &fe) || fe.Field != field {
 			t.Fatalf("error %v: want field %q", err, field)
 		}

@@ -1,12 +1,11 @@
-package session
+package errkind
 
 import (
 	"errors"
 	"fmt"
 )
 
-// Error kinds. The gRPC layer maps them to codes in one place
-// (server.toStatus): ErrInvalid -> InvalidArgument, ErrNotFound -> NotFound,
+// Error kinds: ErrInvalid -> InvalidArgument, ErrNotFound -> NotFound,
 // ErrState -> FailedPrecondition, ErrExhausted -> ResourceExhausted.
 var (
 	ErrInvalid   = errors.New("invalid argument")
