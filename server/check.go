@@ -1,10 +1,10 @@
 package server
 
 import (
-	"github.com/themisfs/themis/errkind"
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/runs/check"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"

@@ -1,13 +1,13 @@
 package server
 
 import (
-	"github.com/themisfs/themis/errkind"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/session"
 )

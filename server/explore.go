@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/runs/exploration"

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"sync"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/runs/belowfs"
 	"github.com/themisfs/themis/runs/check"

@@ -2,11 +2,11 @@ package server
 
 import (
 	"encoding/base64"
-	"github.com/themisfs/themis/errkind"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 )
 

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"net"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"

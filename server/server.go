@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,6 +13,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"

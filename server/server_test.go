@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"net"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"

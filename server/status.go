@@ -3,12 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/vmm"

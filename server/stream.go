@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"sync"
 	"time"
+
+	"github.com/themisfs/themis/errkind"
 )
 
 // runStream sends a run's events on a server stream through a bounded

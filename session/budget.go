@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"os"
 	"strconv"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/internal/budget"
 	"github.com/themisfs/themis/vmm"
 	"go.uber.org/zap"

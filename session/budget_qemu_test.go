@@ -3,11 +3,11 @@ package session_test
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )

@@ -3,8 +3,9 @@ package session
 import (
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"testing"
+
+	"github.com/themisfs/themis/errkind"
 )
 
 func TestFieldErrorIsInvalid(t *testing.T) {

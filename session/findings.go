@@ -2,9 +2,9 @@ package session
 
 import (
 	"context"
-	"github.com/themisfs/themis/errkind"
 	"time"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
 )

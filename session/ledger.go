@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"io/fs"
 	"os"
 	"path"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/vmm"

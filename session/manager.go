@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/budget"
 	"github.com/themisfs/themis/launch"

@@ -3,12 +3,12 @@ package session_test
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"

@@ -3,12 +3,12 @@ package session
 import (
 	"context"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"strings"
 	"time"
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/vmm"
 	"google.golang.org/protobuf/reflect/protoreflect"

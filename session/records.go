@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"time"
+
+	"github.com/themisfs/themis/errkind"
 )
 
 // MaxRunRecord bounds the bytes of one run record (SaveRecord).

@@ -3,10 +3,11 @@ package session
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/themisfs/themis/errkind"
 )
 
 // TestRunRecords: a saved record reads back byte for byte with its kind,

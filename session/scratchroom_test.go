@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"

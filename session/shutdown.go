@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/themisfs/themis/errkind"
 )
 
 // bootWait bounds how long Close waits for booting Creates to unwind after

@@ -3,9 +3,9 @@ package session
 import (
 	"context"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 
 	"github.com/themisfs/themis/overlay"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/fsimage/btrfs"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/themisfs/themis/agent"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/opspec"

@@ -2,13 +2,13 @@ package belowfs
 
 import (
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"path"
 	"slices"
 	"strings"
 	"testing"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/opspec"
 )
 

@@ -2,12 +2,12 @@ package check
 
 import (
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"

@@ -2,11 +2,11 @@ package check
 
 import (
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/runs/exploration"

@@ -3,11 +3,11 @@ package clocksweep
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )

@@ -2,12 +2,12 @@ package crashcheck
 
 import (
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/errkind"
 )
 
 // TestValidate: bad options are a FieldError naming the field; a workload

@@ -3,8 +3,8 @@ package diskdiff
 import (
 	"context"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/fsimage"
 	"github.com/themisfs/themis/session"
 )

@@ -3,10 +3,10 @@ package diskdiff
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"

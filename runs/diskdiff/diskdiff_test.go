@@ -2,10 +2,10 @@ package diskdiff
 
 import (
 	"context"
-	"github.com/themisfs/themis/errkind"
 	"strings"
 	"testing"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"

@@ -3,7 +3,6 @@ package exploration
 import (
 	"context"
 	"errors"
-	"github.com/themisfs/themis/errkind"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/session"

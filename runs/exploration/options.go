@@ -1,12 +1,12 @@
 package exploration
 
 import (
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"strings"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"

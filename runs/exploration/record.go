@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/themisfs/themis/errkind"
 	"slices"
 	"sync"
 
 	"go.uber.org/zap"
 
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 )
 
