@@ -9,8 +9,8 @@ import (
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/internal/hosttool"
-	"github.com/themisfs/themis/runs/hostfsck"
 )
 
 // Lane is one lane filesystem: whether this host and its newest cached

@@ -11,9 +11,9 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/repro"
 	"github.com/themisfs/themis/runs/crashcheck"
-	"github.com/themisfs/themis/runs/hostfsck"
 )
 
 // printCrashPoint shows a crash finding's state: the setup, the

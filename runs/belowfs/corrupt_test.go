@@ -15,8 +15,8 @@ import (
 	"github.com/themisfs/themis/fsimage/btrfs"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/overlay"
-	"github.com/themisfs/themis/runs/hostfsck"
 )
 
 func TestParseTarget(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"
-	"github.com/themisfs/themis/runs/hostfsck"
 )
 
 // Budget shares: the clock part takes at most clockShare of the budget;

@@ -12,12 +12,12 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/overlay"
-	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
@@ -29,7 +29,7 @@ const MaxTraceOps = 64
 // Options are the inputs of Run.
 type Options struct {
 	// Lanes are lane specs, as for Create (a host fsck must exist for
-	// each: runs/hostfsck).
+	// each: hostfsck).
 	Lanes []string
 	// Setup runs before the checkpoint, then a sync: the log's start,
 	// taken as durable.

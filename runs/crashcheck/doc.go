@@ -5,7 +5,7 @@
 // crash states of the log (package crash) and checks each one: mounted in
 // the guest on a spare disk (the kernel's journal or log replay), read for
 // what the trace's last fsync made durable, unmounted, then the
-// filesystem's read-only fsck on the host (runs/hostfsck, sandboxed); or,
+// filesystem's read-only fsck on the host (hostfsck, sandboxed); or,
 // with HostReplay, on the host alone. A state fsck calls dirty or cannot
 // read, or that lost what was made durable, is a crash finding.
 //

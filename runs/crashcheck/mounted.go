@@ -10,9 +10,9 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/family"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/overlay"
-	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/session"
 	"golang.org/x/sys/unix"
 )

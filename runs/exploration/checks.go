@@ -10,10 +10,10 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/overlay"
-	"github.com/themisfs/themis/runs/hostfsck"
 )
 
 // remountCheck is the "state unchanged by umount+mount" self-reference of a

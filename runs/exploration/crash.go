@@ -15,9 +15,9 @@ import (
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/crashcheck"
-	"github.com/themisfs/themis/runs/hostfsck"
 	"github.com/themisfs/themis/session"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
-	"github.com/themisfs/themis/runs/hostfsck"
+	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/session"
 )
 
