@@ -8,4 +8,12 @@
 // A flip whose mount (or the reads after it) kills the guest is a result
 // of the death's class (kernel-crash with the kernel's report; package
 // relay), and Corrupt goes on in a fresh session, the setup run again.
+//
+// Files: profile.go is Profile; corrupt.go is Corrupt's options, results
+// and its loop over lanes and targets; target.go parses a target
+// (ParseTarget) and holds the ext field tables; resolve.go finds a
+// target's bit on an image (ext through fsimage, btrfs, or a raw LBA;
+// the corrupter's resolver picks the parser, xfs too); observe.go is
+// what a flip's branch shows (the cold mount, the walk against the clean
+// branch, the host fsck).
 package belowfs
