@@ -10,7 +10,6 @@ import (
 	"github.com/themisfs/themis/runs/check"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
-	"github.com/themisfs/themis/runs/diskdiff"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
@@ -119,5 +118,5 @@ func (d managerDomain) Corrupt(ctx context.Context, o belowfs.CorruptOptions, re
 
 // Diff implements Runs.
 func (d managerDomain) Diff(ctx context.Context, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {
-	return diskdiff.Diff(ctx, d.Manager, a, b, normalize)
+	return diffDisks(ctx, d.Manager, a, b, normalize)
 }

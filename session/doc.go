@@ -30,7 +30,7 @@
 // ErrGuestGone), Event and RecordFinding write the ledger, and End (or
 // Finish, with a reason from the run's error) ends the session, once. Runs
 // take no pool and record no event per op. Views resolves two lanes' disks
-// at checkpoints for runs/diskdiff. session imports none of the runs nor
+// at checkpoints for the Diff RPC (server/diff.go). session imports none of the runs nor
 // what only they need (explore, opspec, clock, grpc): internal/arch holds
 // it to that.
 //

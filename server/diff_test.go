@@ -1,4 +1,4 @@
-package diskdiff
+package server
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/themisfs/themis/session/sessiontest"
 )
 
-// TestDiffSides checks Diff's inputs across sessions and lanes on fake
+// TestDiffDisksSides checks Diff's inputs across sessions and lanes on fake
 // machines over real base images (mkfs): nothing runs in the guests, so
 // equal specs give equal disks.
-func TestDiffSides(t *testing.T) {
+func TestDiffDisksSides(t *testing.T) {
 	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
 	ctx := context.Background()
 	var ids []string
@@ -37,7 +37,7 @@ func TestDiffSides(t *testing.T) {
 		{"two sessions, reversed", cur(ids[1], "ext2"), session.DiffSide{Session: ids[0], Lane: "b", At: session.Current}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := Diff(ctx, m, tt.a, tt.b, true)
+			d, err := diffDisks(ctx, m, tt.a, tt.b, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +66,7 @@ func TestDiffSides(t *testing.T) {
 		{"sizes", cur(ids[0], "ext2"), session.DiffSide{Session: ids[2], Lane: "ext2:size=16", At: session.Current}, errkind.ErrInvalid, "lane_b", "is 8388608 bytes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Diff(ctx, m, tt.a, tt.b, false)
+			_, err := diffDisks(ctx, m, tt.a, tt.b, false)
 			sessiontest.WantErr(t, err, tt.kind, tt.field)
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("error %q, want it to mention %q", err, tt.msg)
@@ -74,7 +74,7 @@ func TestDiffSides(t *testing.T) {
 		})
 	}
 	// The sessions are still usable: every lock was released.
-	if _, err := Diff(ctx, m, cur(ids[2], "ext2:size=16"), session.DiffSide{At: session.Current}, false); err != nil {
+	if _, err := diffDisks(ctx, m, cur(ids[2], "ext2:size=16"), session.DiffSide{At: session.Current}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {

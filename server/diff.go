@@ -1,4 +1,4 @@
-package diskdiff
+package server
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"github.com/themisfs/themis/session"
 )
 
-// Diff compares the disks sides a and b name (as session.Manager.Views
-// resolves them). With normalize, nuisance fields of ext2/3/4 are masked.
+// diffDisks is the Diff RPC's domain: it compares the disks sides a and b
+// name — a lane at two points of one session, two lanes of one session, or
+// lanes of two sessions — byte by byte, labelled by filesystem structure
+// (fsimage.Diff), over the views session.Manager.Views resolves. With normalize, nuisance fields of ext2/3/4 are masked.
 //
 // Errors name the request's fields: session_id, lane, from for a;
 // session_b, lane_b, to for b. Images of different sizes are refused
 // (lane_b), naming both sizes. Both sessions are locked for the length of
 // the comparison.
-func Diff(ctx context.Context, m *session.Manager, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {
+func diffDisks(ctx context.Context, m *session.Manager, a, b session.DiffSide, normalize bool) (*fsimage.DiffResult, error) {
 	var d *fsimage.DiffResult
 	err := m.Views(ctx, a, b, func(va, vb session.DiskView) error {
 		if va.Size != vb.Size {

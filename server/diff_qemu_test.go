@@ -1,4 +1,4 @@
-package diskdiff
+package server
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/themisfs/themis/session/sessiontest"
 )
 
-// TestDiffRealGuest: the disk at a checkpoint against itself is equal; after
+// TestDiffDisksRealGuest: the disk at a checkpoint against itself is equal; after
 // a mkdir and a sync, the raw and the normalized diff both show sectors, in
 // labelled structures.
-func TestDiffRealGuest(t *testing.T) {
+func TestDiffDisksRealGuest(t *testing.T) {
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -42,7 +42,7 @@ func TestDiffRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, session.DiffSide{At: c.ID}, true)
+	same, err := diffDisks(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, session.DiffSide{At: c.ID}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestDiffRealGuest(t *testing.T) {
 	}
 	apply("mkdir d-00 0755")
 	apply("sync")
-	d, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, session.DiffSide{At: session.Current}, true)
+	d, err := diffDisks(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "before"}, session.DiffSide{At: session.Current}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,18 +59,18 @@ func TestDiffRealGuest(t *testing.T) {
 	if d.RawSectors == 0 || d.NormalizedSectors == 0 || len(d.Ranges) == 0 || d.Ranges[0].Region == "" {
 		t.Errorf("mkdir left no labelled normalized diff: %+v", d)
 	}
-	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, errkind.ErrNotFound) && !errors.Is(err, errkind.ErrInvalid) {
+	if _, err := diffDisks(ctx, m, session.DiffSide{Session: info.ID, Lane: "ext2", At: "nope"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, errkind.ErrNotFound) && !errors.Is(err, errkind.ErrInvalid) {
 		t.Errorf("diff from an unknown checkpoint: %v", err)
 	}
-	if _, err := Diff(ctx, m, session.DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, errkind.ErrInvalid) {
+	if _, err := diffDisks(ctx, m, session.DiffSide{Session: info.ID, Lane: "zfs", At: "before"}, session.DiffSide{At: session.Current}, false); !errors.Is(err, errkind.ErrInvalid) {
 		t.Errorf("diff of an unknown lane: %v", err)
 	}
 }
 
-// TestDiffSessionsRealGuest is Figure 5 across sessions: two guests on
+// TestDiffDisksSessionsRealGuest is Figure 5 across sessions: two guests on
 // ext2 run the same ops; their disks differ raw (timestamps) and not once
 // normalized; one extra op in the second still shows after normalization.
-func TestDiffSessionsRealGuest(t *testing.T) {
+func TestDiffDisksSessionsRealGuest(t *testing.T) {
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -108,7 +108,7 @@ func TestDiffSessionsRealGuest(t *testing.T) {
 		}
 	}
 	a, b := session.DiffSide{Session: ids[0], Lane: "ext2", At: session.Current}, session.DiffSide{Session: ids[1], At: session.Current}
-	same, err := Diff(ctx, m, a, b, true)
+	same, err := diffDisks(ctx, m, a, b, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +120,13 @@ func TestDiffSessionsRealGuest(t *testing.T) {
 		t.Errorf("same ops in two sessions: raw %d sectors, %d masked: want the timestamps to differ raw", same.RawSectors, len(same.Masked))
 	}
 	// The other direction locks the sessions in the same order and agrees.
-	back, err := Diff(ctx, m, session.DiffSide{Session: ids[1], Lane: "ext2", At: session.Current}, session.DiffSide{Session: ids[0], At: session.Current}, true)
+	back, err := diffDisks(ctx, m, session.DiffSide{Session: ids[1], Lane: "ext2", At: session.Current}, session.DiffSide{Session: ids[0], At: session.Current}, true)
 	if err != nil || back.RawSectors != same.RawSectors || back.NormalizedSectors != 0 {
 		t.Errorf("reverse diff: %+v, %v", back, err)
 	}
 	apply(ids[1], "mkdir e 0755")
 	apply(ids[1], "sync")
-	extra, err := Diff(ctx, m, a, b, true)
+	extra, err := diffDisks(ctx, m, a, b, true)
 	if err != nil {
 		t.Fatal(err)
 	}
