@@ -1,6 +1,10 @@
 package arch
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,5 +128,61 @@ func TestEveryPackageHasItsRow(t *testing.T) {
 		if rel := strings.TrimPrefix(p, "github.com/themisfs/themis/"); !rows[rel] {
 			t.Errorf("docs/architecture.md has no row for package %s", rel)
 		}
+	}
+}
+
+// maxFuncLines is the longest a non-test function may be (docs/style.md:
+// functions that fit on a screen); longFuncs are the exceptions, each with
+// its reason.
+const maxFuncLines = 100
+
+var longFuncs = map[string]string{
+	"agent/inguest/ops_linux.go:handle": "the agent's request switch: one case per operation, each a call",
+}
+
+// TestFunctionsFitOnAScreen: no non-test function of the module (generated
+// code aside) is longer than maxFuncLines, but the exceptions named.
+func TestFunctionsFitOnAScreen(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, ".pb.go"):
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+			if _, ok := longFuncs[rel+":"+fn.Name.Name]; n > maxFuncLines && !ok {
+				t.Errorf("%s: func %s is %d lines, more than %d", rel, fn.Name.Name, n, maxFuncLines)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d Go files: want the module's", files)
 	}
 }

@@ -8,5 +8,7 @@
 //   - session, the daemon's core, reaches no run nor what only the runs
 //     need (TestSessionHoldsNoRuns);
 //   - every package of the module has its row in docs/architecture.md
-//     (TestEveryPackageHasItsRow).
+//     (TestEveryPackageHasItsRow);
+//   - no non-test function is longer than 100 lines but the agent's
+//     request switch (TestFunctionsFitOnAScreen).
 package arch
