@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -184,5 +185,49 @@ func TestFunctionsFitOnAScreen(t *testing.T) {
 	}
 	if files < 100 {
 		t.Fatalf("read %d Go files: want the module's", files)
+	}
+}
+
+// cliDaemonImports are the packages of the daemon's side that
+// cmd/themisctl still imports directly, each with what for. The CLI is to
+// be flags, one call and printing (issue 29): this list only shrinks.
+var cliDaemonImports = map[string]string{
+	"server":           "the embedded daemon (connect.go, daemon.go) and page limits",
+	"session":          "bench explore runs in process",
+	"runs/belowfs":     "flag defaults, the corrupt classes it prints, the profile ops of report",
+	"runs/crashcheck":  "the crash verdicts a crash finding's replay judges",
+	"runs/exploration": "trace parsing of explore merge, the self-reference kinds of replay, MaxWorkers",
+}
+
+// TestCLIReachesTheDaemonThroughItsAPI: cmd/themisctl imports no package
+// of the daemon's side (server, session, runs/...) beyond
+// cliDaemonImports, and each of those it still imports.
+func TestCLIReachesTheDaemonThroughItsAPI(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "./cmd/themisctl")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./cmd/themisctl: %v", err)
+	}
+	const mod = "github.com/themisfs/themis/"
+	imports := strings.Fields(string(out))
+	if len(imports) < 10 {
+		t.Fatalf("go list: cmd/themisctl imports %d packages", len(imports))
+	}
+	for _, imp := range imports {
+		rel, ok := strings.CutPrefix(imp, mod)
+		daemon := rel == "server" || rel == "session" || strings.HasPrefix(rel, "runs/")
+		if _, allowed := cliDaemonImports[rel]; ok && daemon && !allowed {
+			t.Errorf("cmd/themisctl imports %s: the CLI reaches the daemon through its API (client)", rel)
+		}
+	}
+	for rel := range cliDaemonImports {
+		if !slices.Contains(imports, mod+rel) {
+			t.Errorf("cmd/themisctl no longer imports %s: take it off cliDaemonImports", rel)
+		}
 	}
 }

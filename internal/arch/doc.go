@@ -10,5 +10,8 @@
 //   - every package of the module has its row in docs/architecture.md
 //     (TestEveryPackageHasItsRow);
 //   - no non-test function is longer than 100 lines but the agent's
-//     request switch (TestFunctionsFitOnAScreen).
+//     request switch (TestFunctionsFitOnAScreen);
+//   - cmd/themisctl imports of the daemon's side (server, session,
+//     runs/...) only what cliDaemonImports lists, a list that only
+//     shrinks (TestCLIReachesTheDaemonThroughItsAPI).
 package arch
