@@ -17,7 +17,6 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/internal/kreport"
-	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
@@ -233,22 +232,13 @@ func Corrupt(ctx context.Context, m *session.Manager, o CorruptOptions, res func
 	if err != nil {
 		return nil, err
 	}
-	// Owned (internal/scratch): a daemon that dies mid-run leaves it to the
-	// next one's startup sweep.
-	sd, err := scratch.MkdirTemp("", "themis-corrupt-")
-	if err != nil {
-		return nil, fmt.Errorf("corrupt: scratch dir: %w", err)
-	}
-	defer func() { err = errors.Join(err, sd.Remove()) }()
-	dir := sd.Path
-	ch, err := relay.Acquire(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Image: o.Image}, "corrupt")
+	ch, ctx, err := relay.Start(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Image: o.Image}, "corrupt")
 	if err != nil {
 		return nil, err
 	}
-	defer ch.Close()
-	ctx = ch.Context() // ends on Delete and at the daemon's max run duration
+	defer func() { err = errors.Join(err, ch.Close()) }()
 	run := ch.Run()
-	c := &corrupter{below: newBelow(run), chain: ch, scratch: filepath.Join(dir, "lane.img")}
+	c := &corrupter{below: newBelow(run), chain: ch.Chain, scratch: filepath.Join(ch.Dir, "lane.img")}
 	sum := &CorruptSummary{Session: run.ID(), ByClass: map[string]int{}}
 	start := time.Now()
 	run.Event(ctx, "corrupt.started", fmt.Sprintf("%d targets", len(targets)), nil)

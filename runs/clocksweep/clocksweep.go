@@ -202,22 +202,13 @@ func Run(ctx context.Context, m *session.Manager, o Options, cell func(Cell)) (_
 	if err != nil {
 		return nil, err
 	}
-	// Owned (internal/scratch): a daemon that dies mid-run leaves it to the
-	// next one's startup sweep.
-	sd, err := scratch.MkdirTemp("", "themis-sweep-")
-	if err != nil {
-		return nil, fmt.Errorf("sweep: scratch dir: %w", err)
-	}
-	defer func() { err = errors.Join(err, sd.Remove()) }()
-	dir := sd.Path
-	ch, err := relay.Acquire(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Image: o.Image}, "sweep")
+	ch, ctx, err := relay.Start(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend, Image: o.Image}, "sweep")
 	if err != nil {
 		return nil, err
 	}
-	defer ch.Close()
-	ctx = ch.Context() // ends on Delete and at the daemon's max run duration
+	defer func() { err = errors.Join(err, ch.Close()) }()
 	run := ch.Run()
-	w := &sweeper{chain: ch, run: run, specs: specs, image: filepath.Join(dir, "lane.img"), at: allLanes}
+	w := &sweeper{chain: ch.Chain, run: run, specs: specs, image: filepath.Join(ch.Dir, "lane.img"), at: allLanes}
 	sum := &Summary{Session: run.ID(), ByVerdict: make(map[string]int), Boot: run.Boot()}
 	start := time.Now()
 	run.Event(ctx, "sweep.started", fmt.Sprintf(

@@ -14,7 +14,6 @@ import (
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/internal/kreport"
-	"github.com/themisfs/themis/internal/scratch"
 	"github.com/themisfs/themis/launch"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/overlay"
@@ -202,17 +201,16 @@ type Summary struct {
 // finding per lane and trace with a state not clean or that lost what was
 // made durable, and minimizes the first o.Minimize of them. Bad options
 // are a FieldError.
-func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summary, error) {
+func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (_ *Summary, err error) {
 	p, err := validate(&o)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := relay.Acquire(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay, Image: o.Image}, "crash")
+	ch, ctx, err := relay.Start(ctx, m, session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Spares: !o.HostReplay, Image: o.Image}, "crash")
 	if err != nil {
 		return nil, err
 	}
-	defer ch.Close()
-	ctx = ch.Context()
+	defer func() { err = errors.Join(err, ch.Close()) }()
 	run := ch.Run()
 	sum := &Summary{Session: run.ID(), Lanes: map[string]*LaneSummary{}, Truncated: p.truncated}
 	for _, lane := range run.Lanes() {
@@ -220,7 +218,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 	}
 	start := time.Now()
 	rec := &recorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, fs: p.fs, setup: o.Setup, setupSync: !o.NoSetupSync, send: out.Finding}
-	err = check(ctx, ch, p, sum, rec, out)
+	err = check(ctx, ch.Chain, ch.Dir, p, sum, rec, out)
 	sum.Elapsed, sum.Findings = time.Since(start), len(rec.found)
 	sum.Sessions, sum.Deaths = ch.Sessions(), ch.Deaths()
 	if s := sum.Elapsed.Seconds(); s > 0 {
@@ -357,16 +355,11 @@ func parseOps(field string, ops []string) ([]*agentv1.Request, error) {
 
 // check is Run past the session's creation: the setup and a sync, the
 // checkpoint, then every trace from it under a write log, its crash
-// states checked and its findings recorded; then the minimization. Past
-// the chain's deaths (relay.ErrTooManyDeaths) what is left is not
-// checked, and sum says so.
-func check(ctx context.Context, ch *relay.Chain, p *plan, sum *Summary, rec *recorder, out Sinks) error {
-	dir, err := scratch.MkdirTemp("", "themis-crash-")
-	if err != nil {
-		return err
-	}
-	defer dir.Remove()
-	t := &tracer{chain: ch, run: ch.Run(), p: p, dir: dir.Path, out: out}
+// states checked (their images in the run's scratch dir) and its findings
+// recorded; then the minimization. Past the chain's deaths
+// (relay.ErrTooManyDeaths) what is left is not checked, and sum says so.
+func check(ctx context.Context, ch *relay.Chain, dir string, p *plan, sum *Summary, rec *recorder, out Sinks) error {
+	t := &tracer{chain: ch, run: ch.Run(), p: p, dir: dir, out: out}
 	if err := t.prepare(ctx); err != nil {
 		return err
 	}
@@ -384,7 +377,7 @@ func check(ctx context.Context, ch *relay.Chain, p *plan, sum *Summary, rec *rec
 		}
 		sum.Workloads++
 	}
-	err = rec.minimize(ctx, t, p.minimize)
+	err := rec.minimize(ctx, t, p.minimize)
 	if errors.Is(err, relay.ErrTooManyDeaths) {
 		sum.Partial, err = fmt.Sprintf("%v: the findings left not minimized", err), nil
 	}
