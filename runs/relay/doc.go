@@ -8,4 +8,6 @@
 // corruption (runs/belowfs) use it: a crash state, cell or flipped bit
 // that kills the guest gets that death as its verdict, and the run goes on
 // in a fresh session (Chain.Replace) that rebuilds what the dead one held.
+// Each starts through Start, the one run prologue: a scratch dir of its
+// own (internal/scratch) and the chain's first session.
 package relay
