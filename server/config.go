@@ -106,10 +106,15 @@ type Limits struct {
 	// (default: half the host's memory, at least 256).
 	DaemonBudgetMiB int `toml:"daemon_budget_mib"`
 	// StreamStallS is how long, in seconds, a run waits for room in its
-	// stream's full buffer (DefaultStreamBuffer messages) before it is
+	// stream's full buffer (StreamBuffer messages) before it is
 	// cancelled: a client that does not read its stream (default 30,
 	// DefaultStreamWait).
 	StreamStallS int `toml:"stream_stall_s"`
+	// StreamBuffer is how many messages (findings, cells, rows, image
+	// chunks of up to 128 KiB; progress is coalesced) a run may queue ahead
+	// of a client that does not read its stream (default
+	// DefaultStreamBuffer, at most MaxStreamBuffer).
+	StreamBuffer int `toml:"stream_buffer"`
 	// MaxConnsPerPeer is the most TCP connections one peer (an IPv4
 	// address, an IPv6 /64) holds at once, counted before the TLS handshake;
 	// one more is closed at once (default DefaultConnsPerPeer, at most
@@ -267,12 +272,16 @@ func (c Config) validate() (listenAddr, error) {
 		{session.SessionBudgetKey, c.Limits.SessionBudgetMiB},
 		{session.DaemonBudgetKey, c.Limits.DaemonBudgetMiB},
 		{"limits.stream_stall_s", c.Limits.StreamStallS},
+		{"limits.stream_buffer", c.Limits.StreamBuffer},
 		{"limits.max_conns_per_peer", c.Limits.MaxConnsPerPeer},
 		{"ledger.retention_days", c.Ledger.RetentionDays},
 	} {
 		if l.v < 0 {
 			return la, fmt.Errorf("%s: must not be negative, got %d", l.name, l.v)
 		}
+	}
+	if c.Limits.StreamBuffer > MaxStreamBuffer {
+		return la, fmt.Errorf("limits.stream_buffer: at most %d messages, got %d", MaxStreamBuffer, c.Limits.StreamBuffer)
 	}
 	if c.Limits.MaxConnsPerPeer > MaxConnections {
 		return la, fmt.Errorf("limits.max_conns_per_peer: at most %d (all connections), got %d", MaxConnections, c.Limits.MaxConnsPerPeer)

@@ -20,7 +20,7 @@ func TestExampleConfig(t *testing.T) {
 		StateDir:      "/var/lib/themis",
 		CacheDir:      "/var/cache/themis",
 		MetricsListen: "127.0.0.1:9464",
-		Limits:        Limits{MaxSessions: 4, MaxMemoryMiB: 2048, ManualCheckpoints: 12, AutoCheckpoints: 10, CallTimeoutS: 60, MaxRunSeconds: 3600, MaxBaseCacheMiB: 8192, SessionBudgetMiB: 2048, StreamStallS: 30, MaxConnsPerPeer: 16},
+		Limits:        Limits{MaxSessions: 4, MaxMemoryMiB: 2048, ManualCheckpoints: 12, AutoCheckpoints: 10, CallTimeoutS: 60, MaxRunSeconds: 3600, MaxBaseCacheMiB: 8192, SessionBudgetMiB: 2048, StreamStallS: 30, StreamBuffer: 256, MaxConnsPerPeer: 16},
 		Ledger:        LedgerConfig{RetentionDays: 30},
 	}
 	if diff := cmp.Diff(want, cfg, cmp.AllowUnexported(Config{}, bounds{})); diff != "" {

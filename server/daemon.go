@@ -154,6 +154,9 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	if cfg.Limits.StreamStallS > 0 {
 		d.srv.streamWait = time.Duration(cfg.Limits.StreamStallS) * time.Second
 	}
+	if cfg.Limits.StreamBuffer > 0 {
+		d.srv.streamBuffer = cfg.Limits.StreamBuffer
+	}
 	var unauth *tokenAuth // streams without the token are bounded on a token-only TCP daemon
 	if la.network == "tcp" && cfg.TLS.ClientCA == "" {
 		unauth = auth

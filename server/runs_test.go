@@ -270,21 +270,31 @@ func TestExploreClientNotReadingFreesSession(t *testing.T) {
 	}
 }
 
-// TestStreamStallConfig checks limits.stream_stall_s: a negative value is
-// refused naming the key, and a daemon with it set cancels the run of a
-// client that does not read its stream after that long instead of
-// DefaultStreamWait.
+// TestStreamStallConfig checks limits.stream_stall_s and
+// limits.stream_buffer: a value out of range is refused naming its key,
+// and a daemon with them set cancels the run of a client that does not
+// read its stream once that many messages waited that long, instead of
+// DefaultStreamBuffer for DefaultStreamWait.
 func TestStreamStallConfig(t *testing.T) {
 	t.Parallel()
-	_, err := startDaemon(t.Context(), Config{Listen: "unix:///tmp/x.sock", StateDir: t.TempDir(), Limits: Limits{StreamStallS: -1}},
-		zaptest.NewLogger(t), fakeOpen(&fakeDomain{}))
-	if err == nil || !strings.Contains(err.Error(), "limits.stream_stall_s") {
-		t.Errorf("stream_stall_s -1: err = %v, want it to name limits.stream_stall_s", err)
+	for _, tc := range []struct {
+		limits Limits
+		key    string
+	}{
+		{Limits{StreamStallS: -1}, "limits.stream_stall_s"},
+		{Limits{StreamBuffer: -1}, "limits.stream_buffer"},
+		{Limits{StreamBuffer: MaxStreamBuffer + 1}, "limits.stream_buffer: at most"},
+	} {
+		_, err := startDaemon(t.Context(), Config{Listen: "unix:///tmp/x.sock", StateDir: t.TempDir(), Limits: tc.limits},
+			zaptest.NewLogger(t), fakeOpen(&fakeDomain{}))
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%+v: err = %v, want it to name %s", tc.limits, err, tc.key)
+		}
 	}
 
 	f := &floodDomain{fakeDomain: &fakeDomain{}, ended: make(chan error, 1)}
 	sock := filepath.Join(sockDir(t), "themisd.sock")
-	d, err := startDaemon(t.Context(), Config{Listen: "unix://" + sock, StateDir: t.TempDir(), Limits: Limits{StreamStallS: 1}},
+	d, err := startDaemon(t.Context(), Config{Listen: "unix://" + sock, StateDir: t.TempDir(), Limits: Limits{StreamStallS: 1, StreamBuffer: 4}},
 		zaptest.NewLogger(t), func(context.Context, Config, func(time.Duration), *zap.Logger) (managedDomain, error) { return f, nil })
 	if err != nil {
 		t.Fatal(err)
@@ -298,8 +308,8 @@ func TestStreamStallConfig(t *testing.T) {
 	}
 	select {
 	case cause := <-f.ended:
-		if !errors.Is(cause, errkind.ErrExhausted) || !strings.Contains(cause.Error(), "queued for 1s") {
-			t.Errorf("run's context ended with %v, want client not reading after 1s (ErrExhausted)", cause)
+		if !errors.Is(cause, errkind.ErrExhausted) || !strings.Contains(cause.Error(), "4 messages queued for 1s") {
+			t.Errorf("run's context ended with %v, want client not reading, 4 messages queued for 1s (ErrExhausted)", cause)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("run still going 20s after its client stopped reading (stream_stall_s 1)")

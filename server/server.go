@@ -33,6 +33,9 @@ const (
 	// progress is coalesced) a run may queue ahead of a client that does
 	// not read its stream.
 	DefaultStreamBuffer = 256
+	// MaxStreamBuffer caps limits.stream_buffer: 4096 image chunks of 128
+	// KiB are 512 MiB held for one client.
+	MaxStreamBuffer = 4096
 	// DefaultStreamWait is how long a run waits for room in a full stream
 	// buffer before it is cancelled (ResourceExhausted: client not reading).
 	DefaultStreamWait = 30 * time.Second

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -43,7 +45,7 @@ func crashENOSPC(t *testing.T, s *suite, r *result) {
 		}
 	})
 	scratchtest.Mount(t, small, tmpTmpfsMiB)
-	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-state")) // no session budget: a checkpoint's RAM shadow is past the suite's
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-state"), 0) // no session budget: a checkpoint's RAM shadow is past the suite's
 	defer stop()
 	t.Setenv("TMPDIR", small)
 	t0 := time.Now()
@@ -77,11 +79,15 @@ func crashENOSPC(t *testing.T, s *suite, r *result) {
 	s.probe(t, r)
 }
 
-// imageSetup is the setup of crash-image-unread's lane (ext4:size=96): a
-// file of 64 MiB of data, so that the state's image is more than a stream
-// buffers (server.DefaultStreamBuffer chunks of 128 KiB: 32 MiB) and
-// gRPC's flow-control windows hold (up to 16 MiB).
-var imageSetup = []string{"create seed 0644", "create big 0644", "write big 0 67108864 0x55"}
+// imageBuffer is crash-image-unread's limits.stream_buffer: 8 image
+// chunks of 128 KiB, 1 MiB queued for the client.
+const imageBuffer = 8
+
+// imageSetup is the setup of crash-image-unread's lane (ext4:size=64): a
+// file of 8 MiB of data, so that the state's image (64 chunks of 128 KiB
+// with data, zeros left out) is more than the stream buffers (imageBuffer
+// chunks) and gRPC's windows (unreadConn's, fixed at 64 KiB) hold.
+var imageSetup = []string{"create seed 0644", "create big 0644", "write big 0 8388608 0x55"}
 
 // crashImageUnread asks a crash run of one state (only) for that state's
 // disk image on a connection of its own and never reads the stream: the
@@ -91,13 +97,18 @@ var imageSetup = []string{"create seed 0644", "create big 0644", "write big 0 67
 // bystander answer throughout; the census (after) finds the run's temp
 // dir removed.
 func crashImageUnread(t *testing.T, s *suite, r *result) {
-	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-image-state")) // a 64 MiB lane is past the suite's session budget
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-image-state"), imageBuffer)
 	defer stop()
-	unread := dial(t, ownAddr()) // its own: an unread stream holds its connection's window
-	defer unread.Close()
+	conn := unreadConn(t, ownAddr())
+	defer func() {
+		if err := conn.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	unread := themisv1.NewThemisClient(conn)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	stream, err := unread.Crash(ctx, &themisv1.CrashRequest{Lanes: []string{"ext4:size=96"}, Setup: imageSetup,
+	stream, err := unread.Crash(ctx, &themisv1.CrashRequest{Lanes: []string{"ext4:size=64"}, Setup: imageSetup,
 		Trace: []string{"write seed 0 4096 0x55", "fsync seed"}, Only: &themisv1.CrashKeep{}, StreamImage: true, Minimize: -1, HostReplay: true})
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +134,20 @@ func crashImageUnread(t *testing.T, s *suite, r *result) {
 		}
 	}
 	s.probe(t, r)
+}
+
+// unreadConn is a connection of its own to the daemon at addr (an
+// unread stream holds its connection's window) whose flow-control windows
+// stay at gRPC's least, 64 KiB (a window set by hand is not grown by
+// gRPC's bandwidth estimate), so that a small image fills them.
+func unreadConn(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
 
 // drainCrash reads a crash run's stream to its end and counts its results
@@ -175,7 +200,7 @@ var fsckFaults = []struct {
 func crashFsckTimeout(t *testing.T, s *suite, r *result) {
 	hostileChecker(t, hungFsck)
 	defer func(d time.Duration) { sandbox.Default.Timeout = d }(sandbox.Default.Timeout)
-	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-fsck-state")) // a checkpoint's RAM shadow is past the suite's budget
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-fsck-state"), 0) // a checkpoint's RAM shadow is past the suite's budget
 	defer stop()
 	for _, f := range fsckFaults {
 		sandbox.Default.Timeout = f.timeout
@@ -299,7 +324,7 @@ func crashReplayENOSPC(t *testing.T, s *suite, r *result) {
 	})
 	scratchtest.Mount(t, small, replayTmpfsMiB)
 	hostileChecker(t, heldFsck)
-	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-replay-state"))
+	c, stop := s.ownDaemon(t, filepath.Join(dirs.Work, "crash-replay-state"), 0)
 	defer stop()
 	t.Setenv("TMPDIR", small)
 	done, conducted := make(chan struct{}), make(chan int)

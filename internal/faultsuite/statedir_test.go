@@ -66,7 +66,7 @@ func statedirENOSPC(t *testing.T, s *suite, r *result) {
 	}
 	scratchtest.Mount(t, state, stateTmpfsMiB)
 	ledger := filepath.Join(state, "ledger.db")
-	c, stop := s.ownDaemon(t, state)
+	c, stop := s.ownDaemon(t, state, 0)
 	defer stop()
 	resp, err := c.CreateSession(ctxFor(t, bootWithin), &themisv1.CreateSessionRequest{Lanes: []string{laneSpec}, Backend: "qemu"})
 	if err != nil {
@@ -146,9 +146,10 @@ func ownAddr() string { return "unix://" + filepath.Join(dirs.Work, "own.sock") 
 
 // ownDaemon starts a daemon of the case's own in this process, over the
 // fault image, on state, without the suite daemon's budgets (its stream
-// stall is the suite's), and dials it at ownAddr; stop closes the client
+// stall is the suite's; streamBuffer, 0 for the default, its
+// limits.stream_buffer), and dials it at ownAddr; stop closes the client
 // and shuts the daemon down.
-func (s *suite) ownDaemon(t *testing.T, state string) (c *client.Client, stop func()) {
+func (s *suite) ownDaemon(t *testing.T, state string, streamBuffer int) (c *client.Client, stop func()) {
 	t.Helper()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	mgr, err := session.Open(context.Background(), session.Config{StateDir: state, CacheDir: s.env.CacheDir,
@@ -157,7 +158,7 @@ func (s *suite) ownDaemon(t *testing.T, state string) (c *client.Client, stop fu
 		t.Fatal(err)
 	}
 	d, err := server.StartDaemonWith(context.Background(), server.Config{
-		Listen: ownAddr(), StateDir: state, Limits: server.Limits{StreamStallS: int(streamStall / time.Second)},
+		Listen: ownAddr(), StateDir: state, Limits: server.Limits{StreamStallS: int(streamStall / time.Second), StreamBuffer: streamBuffer},
 	}, server.NewDomain(mgr), log)
 	if err != nil {
 		t.Fatal(err)

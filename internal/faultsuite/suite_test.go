@@ -76,7 +76,7 @@ var faults = []fault{
 	{"sigterm-themisd", "SIGTERM to a themisd process mid-explore, then a restart on its state dir", sigtermThemisd},
 	{"statedir-enospc", "ENOSPC on the state dir (the ledger and its WAL on a small tmpfs, filled): ledger writes, then the space freed", statedirENOSPC},
 	{"crash-enospc", "ENOSPC on the temp dir (a small tmpfs) where a crash run writes its crash states' images and replays their journals", crashENOSPC},
-	{"crash-image-unread", "a client asks a crash run for one state's disk image (64 MiB of data) and never reads the stream", crashImageUnread},
+	{"crash-image-unread", "a client asks a crash run for one state's disk image (8 MiB of data, stream_buffer 8) and never reads the stream", crashImageUnread},
 	{"crash-fsck-timeout", "a crash run's host checker (e2fsck) hangs: past the sandbox's timeout (2 s for the case), then SIGKILLed from the host", crashFsckTimeout},
 	{"crash-replay-enospc", "ENOSPC on the temp dir inside a crash state's journal replay, after its image copy", crashReplayENOSPC},
 	{"sigkill-themisd", "SIGKILL to a themisd process mid-explore, then a restart on its state dir", sigkillThemisd},
