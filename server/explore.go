@@ -21,30 +21,12 @@ import (
 // moment it is found, then its minimized update with the same id) and the
 // summary. A cancelled stream cancels the run; what was found stays stored.
 func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_ExploreServer) error {
-	if len(req.GetLanes()) == 0 {
-		return toStatus(errkind.Invalid("lanes", "at least one lane spec is required"))
-	}
-	switch {
-	case req.GetDepth() < 0 || req.GetDepth() > explore.MaxDepth:
-		return toStatus(errkind.Invalid("depth", "want 1..%d (0 for the default %d), got %d", explore.MaxDepth, explore.DefaultDepth, req.GetDepth()))
-	case req.GetBranching() < 0 || req.GetBranching() > explore.MaxBranching:
-		return toStatus(errkind.Invalid("branching", "want 1..%d (0 for the default), got %d", explore.MaxBranching, req.GetBranching()))
-	case req.GetMaxStates() < 0:
-		return toStatus(errkind.Invalid("max_states", "must not be negative, got %d", req.GetMaxStates()))
-	case req.GetMaxSeconds() < 0:
+	if req.GetMaxSeconds() < 0 {
 		return toStatus(errkind.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
-	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
-		return toStatus(errkind.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
-	case len(req.GetSetup()) > exploration.MaxSetup:
-		return toStatus(errkind.Invalid("setup", "%d ops: want at most %d", len(req.GetSetup()), exploration.MaxSetup))
 	}
 	setup, err := exploration.ParseTrace(req.GetSetup())
 	if err != nil {
 		return toStatus(errkind.Invalid("setup", "%v", err))
-	}
-	workers := int(req.GetWorkers())
-	if workers == 0 {
-		workers = exploration.AutoWorkers
 	}
 	opts := exploration.Options{
 		Lanes:          req.GetLanes(),
@@ -63,7 +45,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		Remount:        req.GetRemount(),
 		LazyRestore:    req.GetLazyRestore(),
 		Revert:         req.GetRevert(),
-		Workers:        workers,
+		Workers:        int(req.GetWorkers()),
 		Walks:          int(req.GetWalks()),
 		Setup:          setup,
 		WarnNotFinding: req.GetWarnNotFinding(),
@@ -71,6 +53,9 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	}
 	if req.GetCrash() {
 		opts.Crash = &exploration.CrashOptions{Crash: crash.Options{MaxSubset: int(req.GetCrashWrites()), MaxStates: int(req.GetCrashMaxStates())}, Strict: req.GetCrashStrict()}
+	}
+	if err := exploration.Validate(opts); err != nil {
+		return toStatus(err)
 	}
 	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
@@ -136,15 +121,11 @@ func (s *Server) GetExploreRun(ctx context.Context, req *themisv1.GetExploreRunR
 
 // requestProto is the request of a run's options, as the run resolved them.
 func requestProto(o *exploration.Options) *themisv1.ExploreRequest {
-	workers := int32(o.Workers)
-	if o.Workers == exploration.AutoWorkers {
-		workers = 0
-	}
 	return &themisv1.ExploreRequest{
 		Lanes: o.Lanes, MemoryMib: int32(o.MemoryMiB), Backend: o.Backend, Depth: int32(o.Depth), Branching: int32(o.Branching),
 		Ops: o.Ops, MaxStates: int64(o.MaxStates), Seed: o.Seed, TimeMode: o.TimeMode, Policy: o.Policy,
 		MaxSeconds: int32(o.MaxDuration / time.Second), Fsck: o.Fsck, Remount: o.Remount, LazyRestore: o.LazyRestore,
-		Revert: o.Revert, Workers: workers, WarnNotFinding: o.WarnNotFinding, Walks: int32(o.Walks),
+		Revert: o.Revert, Workers: int32(o.Workers), WarnNotFinding: o.WarnNotFinding, Walks: int32(o.Walks),
 		ShardIndex: int32(o.Shard.Index), ShardCount: int32(o.Shard.Count), ShardDepth: int32(o.Shard.Depth),
 	}
 }

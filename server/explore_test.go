@@ -20,7 +20,7 @@ func TestExploreStream(t *testing.T) {
 	d := &fakeDomain{}
 	c := themisv1.NewThemisClient(serve(t, d))
 	ctx := context.Background()
-	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"a", "b"}, Depth: 2, Ops: []string{"metis", "fsync"}})
+	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"ext2", "ext4"}, Depth: 2, Ops: []string{"metis", "fsync"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestGetExploreRun(t *testing.T) {
 	d := &fakeDomain{}
 	c := themisv1.NewThemisClient(serve(t, d))
 	ctx := context.Background()
-	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"a", "b"}, Depth: 2, Seed: 9, Ops: []string{"metis"}})
+	stream, err := c.Explore(ctx, &themisv1.ExploreRequest{Lanes: []string{"ext2", "ext4"}, Depth: 2, Seed: 9, Ops: []string{"metis"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestGetExploreRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := r.GetRequest(); !slices.Equal(q.GetLanes(), []string{"a", "b"}) || q.GetDepth() != 2 || q.GetSeed() != 9 {
+	if q := r.GetRequest(); !slices.Equal(q.GetLanes(), []string{"ext2", "ext4"}) || q.GetDepth() != 2 || q.GetSeed() != 9 {
 		t.Errorf("request %v, want lanes a,b depth 2 seed 9", q)
 	}
 	if s := r.GetSummary(); s.GetUniqueStates() != 2 || !slices.Equal(s.GetUniqueByDepth(), []int64{1, 1}) {
@@ -121,6 +121,12 @@ func TestExploreBadInput(t *testing.T) {
 		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, MaxSeconds: -1}, "max_seconds"},
 		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Setup: slices.Repeat([]string{"mkdir d-00"}, exploration.MaxSetup+1)}, "setup"},
 		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Setup: []string{"mknod d-00"}}, "setup"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Workers: -1}, "workers"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Workers: exploration.MaxWorkers + 1}, "workers"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Ops: []string{"mknod"}}, "ops"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2"}, Policy: "lenient"}, "policy"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2", "zfs"}}, "lanes[1]"},
+		{&themisv1.ExploreRequest{Lanes: []string{"ext2", "ext4"}, Remount: true}, "remount"},
 	}
 	for _, tt := range tests {
 		stream, err := c.Explore(context.Background(), tt.req)

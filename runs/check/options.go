@@ -9,7 +9,6 @@ import (
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
-	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
 
@@ -56,7 +55,7 @@ type Options struct {
 	// Seed drives every random choice of the explore parts.
 	Seed uint64
 	// Workers is each explore part's (exploration.Options.Workers; 0:
-	// exploration.AutoWorkers).
+	// auto).
 	Workers int
 	// Kinds are the part kinds to run (default Kinds).
 	Kinds []string
@@ -87,9 +86,6 @@ func validate(o *Options) (*plan, error) {
 	}
 	if o.Depth == 0 {
 		o.Depth = DefaultDepth
-	}
-	if o.Workers == 0 {
-		o.Workers = exploration.AutoWorkers
 	}
 	if len(o.Kinds) == 0 {
 		o.Kinds = Kinds

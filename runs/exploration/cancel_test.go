@@ -33,7 +33,7 @@ func newSlow(vmm.Config) vmm.Machine { return &slowMachine{&sessiontest.Machine{
 func TestExploreMaxRunDuration(t *testing.T) {
 	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{MaxRunDuration: 300 * time.Millisecond}, newSlow)
 	start := time.Now()
-	sum, err := Run(context.Background(), m, Options{Lanes: []string{"ext2"}, Depth: 4}, nil, nil)
+	sum, err := Run(context.Background(), m, Options{Workers: 1, Lanes: []string{"ext2"}, Depth: 4}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestDeleteCancelsRun(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		sum, err := Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 4}, nil, nil)
+		sum, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2"}, Depth: 4}, nil, nil)
 		done <- result{sum, err}
 	}()
 	var id string

@@ -39,7 +39,7 @@ func TestExploreRealGuest(t *testing.T) {
 		// the same order (a correct ext2 keeps a state across umount+mount).
 		var sums []*Summary
 		for _, revert := range []string{RevertRemount, RevertMachine, RevertRemount} {
-			o := Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7, Revert: revert}
+			o := Options{Workers: 1, Lanes: []string{"ext2"}, Depth: 2, Branching: 10, MaxStates: 40, Seed: 7, Revert: revert}
 			progressed := 0
 			s, err := Run(ctx, m, o, func(Progress) { progressed++ }, nil)
 			if err != nil {
@@ -78,7 +78,7 @@ func TestExploreRealGuest(t *testing.T) {
 		{"xfs", "XfsSelfReferences"}, {"exfat", "ExfatSelfReferences"}, {"f2fs", "F2fsSelfReferences"}, {"minix", "MinixSelfReferences"}} {
 		lane := c.lane
 		t.Run(c.name, func(t *testing.T) {
-			s, err := Run(ctx, m, Options{Lanes: []string{lane}, Depth: 1, Branching: 10, Seed: 7, Remount: true, Fsck: true}, nil, nil)
+			s, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{lane}, Depth: 1, Branching: 10, Seed: 7, Remount: true, Fsck: true}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestExploreRealGuest(t *testing.T) {
 		var statesAt []int
 		// metis: vfat's declared modes and owners
 		// are findings again (its op rules still apply).
-		s, err := Run(ctx, m, Options{Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7, Policy: "metis"},
+		s, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "vfat"}, Depth: 1, Branching: 10, Seed: 7, Policy: "metis"},
 			func(p Progress) { states = p.States },
 			func(f session.Finding) { msgs = append(msgs, f); statesAt = append(statesAt, states) })
 		if err != nil {
@@ -183,7 +183,7 @@ func TestExploreRealGuest(t *testing.T) {
 		cctx, stop := context.WithCancel(ctx)
 		defer stop()
 		var msgs []session.Finding
-		s, err := Run(cctx, m, Options{Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7, Policy: "metis"}, nil,
+		s, err := Run(cctx, m, Options{Workers: 1, Lanes: []string{"ext2", "vfat"}, Depth: 2, Branching: 10, Seed: 7, Policy: "metis"}, nil,
 			func(f session.Finding) {
 				msgs = append(msgs, f)
 				stop()

@@ -102,7 +102,7 @@ func TestExploreFake(t *testing.T) {
 	})
 	ctx := context.Background()
 	var busy error
-	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7, Revert: RevertMachine},
+	sum, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7, Revert: RevertMachine},
 		func(p Progress) {
 			if busy == nil {
 				running, err := m.List(ctx, false)
@@ -134,7 +134,7 @@ func TestExploreFake(t *testing.T) {
 	// A guest that dies at its first op.
 	var got []session.Finding
 	dying = true
-	sum, err = Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 1, Branching: 2, Seed: 1<<63 + 5, Revert: RevertMachine}, nil,
+	sum, err = Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2"}, Depth: 1, Branching: 2, Seed: 1<<63 + 5, Revert: RevertMachine}, nil,
 		func(f session.Finding) { got = append(got, f) })
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func (c *syncingMachine) Call(ctx context.Context, req *agentv1.Request) (*agent
 func TestExplorePersistenceOps(t *testing.T) {
 	mach := &syncingMachine{Machine: &sessiontest.Machine{}, fsyncs: map[string]int{}}
 	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, func(vmm.Config) vmm.Machine { return mach })
-	sum, err := Run(context.Background(), m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 1, Seed: 3,
+	sum, err := Run(context.Background(), m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 1, Seed: 3,
 		Ops: []string{explore.OpFsync, explore.OpSync}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestExploreFindingsStreamed(t *testing.T) {
 	ctx := context.Background()
 	var got []session.Finding
 	progressAfter := map[string]int{} // finding id -> progress calls after it was first sent
-	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 20, Seed: 7},
+	sum, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 20, Seed: 7},
 		func(Progress) {
 			for id := range progressAfter {
 				progressAfter[id]++
@@ -325,7 +325,7 @@ func TestExploreSetup(t *testing.T) {
 	}
 	want := FormatTrace(setup)
 	var got []session.Finding
-	sum, err := Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 20, Seed: 7, Setup: setup}, nil,
+	sum, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 20, Seed: 7, Setup: setup}, nil,
 		func(f session.Finding) { got = append(got, f) })
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +339,7 @@ func TestExploreSetup(t *testing.T) {
 			t.Errorf("finding %s: trace %q (found %q, %d ops), want the setup %q and then the op", f.ID, f.Trace, f.FoundTrace, f.OriginalLen, want)
 		}
 	}
-	_, err = Run(ctx, m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 1, Setup: []*agentv1.Request{{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d-00", Mode: 0o755}}}}}, nil, nil)
+	_, err = Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 1, Setup: []*agentv1.Request{{Op: &agentv1.Request_Mkdir{Mkdir: &agentv1.Mkdir{Path: "d-00", Mode: 0o755}}}}}, nil, nil)
 	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "explore: setup: op 1 (mkdir d-00 0755) failed on lane ext4") {
 		t.Errorf("a setup op failing on lane ext4: %v, want it named", err)
 	}
@@ -349,7 +349,7 @@ func TestExploreSetup(t *testing.T) {
 	// which matters for a replaced worker's System: the first ones get the
 	// run's crash state after their setup.)
 	synced := append(slices.Clone(setup), &agentv1.Request{Op: &agentv1.Request_Sync{Sync: &agentv1.Sync{}}})
-	sum, err = Run(ctx, m, Options{Lanes: []string{"ext2"}, Depth: 1, Branching: 4, Ops: []string{explore.OpMkdir}, Seed: 7, Setup: synced, Crash: &CrashOptions{}}, nil, nil)
+	sum, err = Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2"}, Depth: 1, Branching: 4, Ops: []string{explore.OpMkdir}, Seed: 7, Setup: synced, Crash: &CrashOptions{}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

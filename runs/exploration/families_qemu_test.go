@@ -37,7 +37,7 @@ func TestFamiliesRealGuest(t *testing.T) {
 		{lanes: []string{"ext2", "btrfs"}, policy: "exact", findings: true},
 	} {
 		t.Run(strings.Join(tt.lanes, ",")+"/"+tt.policy, func(t *testing.T) {
-			s, err := Run(ctx, m, Options{Lanes: tt.lanes, Depth: 2, Seed: 1, Policy: tt.policy}, nil, nil)
+			s, err := Run(ctx, m, Options{Workers: 1, Lanes: tt.lanes, Depth: 2, Seed: 1, Policy: tt.policy}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func TestKernelCrashRealGuest(t *testing.T) {
 	crashing := sessiontest.Real(t, session.Config{Image: img})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	o := Options{Lanes: []string{"ext2"}, Depth: 2, Branching: 2, Ops: []string{explore.OpMkdir, explore.OpCreateFile}, Seed: 7}
+	o := Options{Workers: 1, Lanes: []string{"ext2"}, Depth: 2, Branching: 2, Ops: []string{explore.OpMkdir, explore.OpCreateFile}, Seed: 7}
 
 	base, err := Run(ctx, stock, o, nil, nil)
 	if err != nil {

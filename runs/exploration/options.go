@@ -99,7 +99,7 @@ type Options struct {
 	// RevertRemount, or "" / RevertAuto for the backend's (Revert).
 	Revert string
 	// Workers is how many guests explore the one search, each in a
-	// session of its own (0: one; AutoWorkers: AutoWorkerCount; never
+	// session of its own (0: auto, AutoWorkerCount; never
 	// more than the session manager has room for; at most MaxWorkers).
 	// The unique states, digest and findings do not depend on it
 	// (explore.NewParallelChecker).
@@ -242,6 +242,14 @@ type LayerCounts struct {
 	Whiteouts, Opaque int
 }
 
+// Validate checks o as Run will, without changing it: the API's edge
+// calls it so that a bad request is refused before its stream starts. The
+// error is errkind.ErrInvalid naming the field.
+func Validate(o Options) error {
+	_, err := validate(&o)
+	return err
+}
+
 // validate checks o, fills its defaults and returns how the run is
 // judged (family.Judge of its lanes and policy).
 func validate(o *Options) (family.Judgement, error) {
@@ -278,8 +286,8 @@ func validate(o *Options) (family.Judgement, error) {
 	if _, err := o.Shard.Resolve(o.Depth); err != nil {
 		return family.Judgement{}, errkind.Invalid("shard", "%v", err)
 	}
-	if (o.Workers < 0 && o.Workers != AutoWorkers) || o.Workers > MaxWorkers {
-		return family.Judgement{}, errkind.Invalid("workers", "%d: want 1..%d, 0 (one) or %d (auto)", o.Workers, MaxWorkers, AutoWorkers)
+	if o.Workers < 0 || o.Workers > MaxWorkers {
+		return family.Judgement{}, errkind.Invalid("workers", "%d: want 0 (auto) up to %d", o.Workers, MaxWorkers)
 	}
 	if _, err := explore.NewMetisGenerator(explore.GenConfig{Ops: o.Ops}); err != nil {
 		return family.Judgement{}, errkind.Invalid("ops", "%v", err)

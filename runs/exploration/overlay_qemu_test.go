@@ -62,7 +62,7 @@ func TestOverlayExploreRealGuest(t *testing.T) {
 	})
 
 	t.Run("Single", func(t *testing.T) {
-		s, err := Run(ctx, m, Options{Lanes: []string{"overlay"}, Depth: 1, Seed: 7, Remount: true, Fsck: true}, nil, nil)
+		s, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"overlay"}, Depth: 1, Seed: 7, Remount: true, Fsck: true}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestOverlayExploreRealGuest(t *testing.T) {
 			explores bool // past the root
 		}{{"metis", false}, {"overlay", true}} {
 			var msgs []session.Finding
-			s, err := Run(ctx, m, Options{Lanes: []string{"ext2", "overlay"}, Depth: 1, Seed: 7, Policy: tt.policy}, nil,
+			s, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "overlay"}, Depth: 1, Seed: 7, Policy: tt.policy}, nil,
 				func(f session.Finding) { msgs = append(msgs, f) })
 			if err != nil {
 				t.Fatal(err)
@@ -157,7 +157,7 @@ func TestOverlaySeededExploreRealGuest(t *testing.T) {
 
 	t.Run("Single", func(t *testing.T) {
 		const lane = "overlay:seed=1"
-		s, err := Run(ctx, m, Options{Lanes: []string{lane}, Depth: 2, Seed: seed}, nil, nil)
+		s, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{lane}, Depth: 2, Seed: seed}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestOverlaySeededExploreRealGuest(t *testing.T) {
 	t.Run("Differential", func(t *testing.T) {
 		lanes := []string{"ext2:seed=1", "overlay:seed=1"}
 		for _, policy := range []string{"overlay", "overlay-dirs"} {
-			s, err := Run(ctx, m, Options{Lanes: lanes, Depth: 1, Seed: seed, Policy: policy}, nil, nil)
+			s, err := Run(ctx, m, Options{Workers: 1, Lanes: lanes, Depth: 1, Seed: seed, Policy: policy}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

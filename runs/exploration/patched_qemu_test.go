@@ -42,7 +42,7 @@ func TestPatchedModuleRealGuest(t *testing.T) {
 	}{{"patched", name, true}, {"stock", "", false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := sessiontest.Real(t, session.Config{})
-			s, err := Run(ctx, m, Options{Lanes: []string{"ext2", "exfat"}, Depth: 1, Seed: 1, Image: tt.image}, nil, nil)
+			s, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "exfat"}, Depth: 1, Seed: 1, Image: tt.image}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestPatchedModuleCrashRealGuest(t *testing.T) {
 	img := patchtest.Build(ctx, t, cache, "themis-test-exfat-bug-on-mkdir", "exfat-bug-on-mkdir.patch", patchtest.ExfatBugOnMkdir)
 	m := sessiontest.Real(t, session.Config{})
 	start := time.Now()
-	sum, err := Run(ctx, m, Options{Lanes: []string{"exfat"}, Depth: 2, Branching: 2, Ops: []string{explore.OpMkdir, explore.OpCreateFile}, Seed: 7, Image: img.Key}, nil, nil)
+	sum, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"exfat"}, Depth: 2, Branching: 2, Ops: []string{explore.OpMkdir, explore.OpCreateFile}, Seed: 7, Image: img.Key}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,5 +107,8 @@ func LoadRecord(ctx context.Context, m *session.Manager, id string) (*Record, er
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("session %s: explore run record: %w", id, err)
 	}
+	if r.Options.Workers < 0 {
+		r.Options.Workers = 0 // auto, stored as -1 before 2026-12-04
+	}
 	return &r, nil
 }

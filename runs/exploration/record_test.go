@@ -1,8 +1,13 @@
 package exploration
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/session/sessiontest"
 )
 
 // TestTrail: however many reports come, the trail keeps at most
@@ -43,5 +48,37 @@ func TestTrail(t *testing.T) {
 				t.Errorf("uneven thinning: gaps %v", gaps)
 			}
 		})
+	}
+}
+
+// TestLoadRecordAutoWorkers checks that a record stored when auto workers
+// were -1 (before 2026-12-04) reads back as 0, today's auto, and that a
+// count reads back as itself.
+func TestLoadRecordAutoWorkers(t *testing.T) {
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
+	ctx := context.Background()
+	for _, tt := range []struct{ stored, want int }{{-1, 0}, {0, 0}, {3, 3}} {
+		run, err := m.Acquire(ctx, session.CreateOptions{Lanes: []string{"ext2"}}, "explore")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(Record{Options: Options{Lanes: []string{"ext2"}, Workers: tt.stored}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.SaveRecord(ctx, RecordKind, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.End(session.StateEnded, "done"); err != nil {
+			t.Fatal(err)
+		}
+		run.Close()
+		r, err := LoadRecord(ctx, m, run.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Options.Workers != tt.want {
+			t.Errorf("stored workers %d: loaded %d, want %d", tt.stored, r.Options.Workers, tt.want)
+		}
 	}
 }

@@ -64,7 +64,7 @@ func TestRevertStrategies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.want+"/"+tt.revert, func(t *testing.T) {
-			sum, err := Run(context.Background(), m, Options{Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7, Revert: tt.revert}, nil, nil)
+			sum, err := Run(context.Background(), m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 2, Branching: 3, Seed: 7, Revert: tt.revert}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,14 +16,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// Options.Workers bounds and its automatic value.
-const (
-	MaxWorkers = 64
-	// AutoWorkers asks for AutoWorkerCount workers.
-	AutoWorkers = -1
-)
+// MaxWorkers bounds Options.Workers.
+const MaxWorkers = 64
 
-// AutoWorkerCount is the number of workers AutoWorkers means: one per CPU
+// AutoWorkerCount is the number of workers Options.Workers 0 means: one per CPU
 // the process may use (GOMAXPROCS: the cgroup's CPU limit, in a
 // container), at most 8; Run then takes no more than the session manager
 // has room for.
@@ -53,15 +49,12 @@ type crew struct {
 	every   []*system      // every system made, replaced ones included
 }
 
-// workerCount is how many workers to start for o: o.Workers (0: one;
-// AutoWorkers: AutoWorkerCount), no more than the Manager has room for (at
-// least 1: Acquire then says why there is none), and the reason, in words.
+// workerCount is how many workers to start for o: o.Workers (0:
+// AutoWorkerCount), no more than the Manager has room for (at least 1:
+// Acquire then says why there is none), and the reason, in words.
 func workerCount(m *session.Manager, o Options) (int, string) {
 	want, why := o.Workers, "asked"
-	switch want {
-	case 0:
-		want, why = 1, "default"
-	case AutoWorkers:
+	if want == 0 {
 		want, why = AutoWorkerCount(), fmt.Sprintf("auto: %d CPUs", runtime.GOMAXPROCS(0))
 	}
 	if free := m.Free(o.MemoryMiB); free < want {
