@@ -16,20 +16,16 @@ import (
 // the clock rules, its end, then the summary. A cancelled stream cancels
 // the check; what its parts found stays stored.
 func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckServer) error {
-	switch {
-	case len(req.GetLanes()) == 0:
-		return toStatus(errkind.Invalid("lanes", "at least one lane spec is required"))
-	case req.GetBudgetSeconds() < 0:
+	if req.GetBudgetSeconds() < 0 {
 		return toStatus(errkind.Invalid("budget_seconds", "must not be negative, got %d", req.GetBudgetSeconds()))
-	case req.GetDepth() < 0 || req.GetDepth() > 10:
-		return toStatus(errkind.Invalid("depth", "want 1..10 (0 for the default %d), got %d", check.DefaultDepth, req.GetDepth()))
-	case req.GetWorkers() < 0 || req.GetWorkers() > exploration.MaxWorkers:
-		return toStatus(errkind.Invalid("workers", "%d: want 0 (auto) up to %d", req.GetWorkers(), exploration.MaxWorkers))
 	}
 	opts := check.Options{
 		Lanes: req.GetLanes(), Reference: req.GetReference(), Image: req.GetImage(), Backend: req.GetBackend(),
 		MemoryMiB: int(req.GetMemoryMib()), Budget: time.Duration(req.GetBudgetSeconds()) * time.Second,
 		Depth: int(req.GetDepth()), Seed: req.GetSeed(), Workers: int(req.GetWorkers()), Kinds: req.GetParts(),
+	}
+	if err := check.Validate(opts); err != nil {
+		return toStatus(err)
 	}
 	out, ctx := newRunStream(s, "check", stream, func(m *themisv1.CheckResponse) bool { return m.GetProgress() != nil })
 	found := findingsInOrder{}

@@ -37,6 +37,10 @@ func TestValidate(t *testing.T) {
 		{name: "bad kind", o: Options{Lanes: []string{"udf"}, Kinds: []string{"fuzz"}}, field: "parts[0]"},
 		{name: "short budget", o: Options{Lanes: []string{"udf"}, Budget: time.Second}, field: "budget"},
 		{name: "no lanes", o: Options{}, field: "lanes"},
+		{name: "deep", o: Options{Lanes: []string{"udf"}, Depth: 11}, field: "depth"},
+		{name: "negative depth", o: Options{Lanes: []string{"udf"}, Depth: -1}, field: "depth"},
+		{name: "negative workers", o: Options{Lanes: []string{"udf"}, Workers: -1}, field: "workers"},
+		{name: "too many workers", o: Options{Lanes: []string{"udf"}, Workers: 65}, field: "workers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := validate(&tc.o)

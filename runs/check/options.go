@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
 
@@ -70,6 +72,14 @@ type plan struct {
 	parts        []Part
 }
 
+// Validate checks o as Run will, without changing it: the API's edge
+// calls it so that a bad request is refused before its stream starts. The
+// error is errkind.ErrInvalid naming the field.
+func Validate(o Options) error {
+	_, err := validate(&o)
+	return err
+}
+
 // validate checks o, fills its defaults and plans the parts.
 func validate(o *Options) (*plan, error) {
 	co := session.CreateOptions{Lanes: o.Lanes, MemoryMiB: o.MemoryMiB, Backend: o.Backend}
@@ -84,8 +94,14 @@ func validate(o *Options) (*plan, error) {
 	case o.Budget < MinBudget || o.Budget > MaxBudget:
 		return nil, errkind.Invalid("budget", "%s: want %s..%s", o.Budget, MinBudget, MaxBudget)
 	}
-	if o.Depth == 0 {
+	switch {
+	case o.Depth == 0:
 		o.Depth = DefaultDepth
+	case o.Depth < 1 || o.Depth > explore.MaxDepth:
+		return nil, errkind.Invalid("depth", "%d: want 1..%d (0 for the default %d)", o.Depth, explore.MaxDepth, DefaultDepth)
+	}
+	if o.Workers < 0 || o.Workers > exploration.MaxWorkers {
+		return nil, errkind.Invalid("workers", "%d: want 0 (auto) up to %d", o.Workers, exploration.MaxWorkers)
 	}
 	if len(o.Kinds) == 0 {
 		o.Kinds = Kinds
