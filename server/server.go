@@ -14,7 +14,6 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/errkind"
-	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -98,37 +97,22 @@ func firstErr(errs ...error) error {
 
 // CreateSession implements themisv1.ThemisServer.
 func (s *Server) CreateSession(ctx context.Context, req *themisv1.CreateSessionRequest) (*themisv1.CreateSessionResponse, error) {
-	if len(req.GetLanes()) == 0 {
-		return nil, toStatus(errkind.Invalid("lanes", "required: at least one lane spec"))
-	}
-	for i, l := range req.GetLanes() {
-		if l == "" {
-			return nil, toStatus(errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "empty lane spec"))
-		}
-		// Every field to its grammar here, whatever the domain does: a
-		// lane's name and spec reach exported reproducers' shell and C.
-		if _, err := guest.ParseLaneSpec(l); err != nil {
-			return nil, toStatus(errkind.Invalid(fmt.Sprintf("lanes[%d]", i), "%v", err))
-		}
-	}
-	if req.GetMemoryMib() < 0 {
-		return nil, toStatus(errkind.Invalid("memory_mib", "must not be negative, got %d", req.GetMemoryMib()))
-	}
-	mode := vmm.RestoreMode(req.GetRestoreMode())
-	switch mode {
-	case "", vmm.RestoreDevices, vmm.RestoreFull:
-	default:
-		return nil, toStatus(errkind.Invalid("restore_mode", "unknown mode %q (want %q or %q)", mode, vmm.RestoreDevices, vmm.RestoreFull))
-	}
-	info, err := s.d.Create(ctx, session.CreateOptions{
+	o := session.CreateOptions{
 		Lanes:     req.GetLanes(),
 		MemoryMiB: int(req.GetMemoryMib()),
-		Restore:   mode,
+		Restore:   vmm.RestoreMode(req.GetRestoreMode()),
 		Verify:    req.GetVerify(),
 		Backend:   req.GetBackend(),
 		Image:     req.GetImage(),
 		ICount:    req.GetIcount(),
-	})
+	}
+	// Every field to its grammar here, whatever the domain does: a lane's
+	// name and spec reach exported reproducers' shell and C.
+	probe := o // ValidateCreate fills defaults; the domain fills its own
+	if _, err := session.ValidateCreate(&probe); err != nil {
+		return nil, toStatus(err)
+	}
+	info, err := s.d.Create(ctx, o)
 	if err != nil {
 		return nil, toStatus(err)
 	}
