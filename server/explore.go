@@ -11,6 +11,7 @@ import (
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,7 +25,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	if req.GetMaxSeconds() < 0 {
 		return toStatus(errkind.Invalid("max_seconds", "must not be negative, got %d", req.GetMaxSeconds()))
 	}
-	setup, err := exploration.ParseTrace(req.GetSetup())
+	setup, err := opspec.ParseTrace(req.GetSetup())
 	if err != nil {
 		return toStatus(errkind.Invalid("setup", "%v", err))
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 )
@@ -13,9 +14,9 @@ import (
 // Paging limits of the list RPCs (ListSessions, ListFindings).
 const (
 	// DefaultPageSize is a list's page_size when the request leaves it 0.
-	DefaultPageSize = 100
+	DefaultPageSize = api.DefaultPageSize
 	// MaxPageSize caps page_size; larger requests are clamped.
-	MaxPageSize = 1000
+	MaxPageSize = api.MaxPageSize
 )
 
 // pageTokenPrefix versions the token's format.

@@ -11,6 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/errkind"
@@ -25,9 +26,9 @@ const (
 	// MaxReadLength is the largest ReadFile length, in bytes.
 	MaxReadLength = 1 << 20
 	// DefaultEventLimit is ListEvents' limit when the request leaves it 0.
-	DefaultEventLimit = 100
+	DefaultEventLimit = api.DefaultEventLimit
 	// MaxEventLimit caps ListEvents' limit; larger requests are clamped.
-	MaxEventLimit = 1000
+	MaxEventLimit = api.MaxEventLimit
 	// DefaultStreamBuffer is how many messages (findings, cells, rows;
 	// progress is coalesced) a run may queue ahead of a client that does
 	// not read its stream.

@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/opspec"
-	"github.com/themisfs/themis/runs/belowfs"
 )
 
 func lbaString(rs []*themisv1.LBARange, max int) string {
@@ -61,8 +61,8 @@ beyond the mount, and which structures they lie in.`,
 	pf.StringVar(&lanes, "fs", "ext2", "ext* lane specs, comma-separated")
 	pf.StringArrayVar(&plan.Ops, "op", nil, `an op in the short form, or "ls [DIR]" / "find [DIR]" (lane-relative; "/" is the lane root) (repeatable; default the paper's Table 2 rows, then ls dir, find tree and find / for Table 4)`)
 	pf.StringArrayVar(&plan.Setup, "setup", nil, "an op run once before the checkpoint (repeatable; default: create f, then directory dir of --ls-files files and the nested tree of --tree-entries entries)")
-	pf.Int32Var(&plan.LsFiles, "ls-files", 0, fmt.Sprintf("files in the default setup's directory dir (default %d)", belowfs.DefaultLsFiles))
-	pf.Int32Var(&plan.TreeEntries, "tree-entries", 0, fmt.Sprintf("entries in the default setup's nested tree (default %d)", belowfs.DefaultTreeEntries))
+	pf.Int32Var(&plan.LsFiles, "ls-files", 0, fmt.Sprintf("files in the default setup's directory dir (default %d)", api.DefaultLsFiles))
+	pf.Int32Var(&plan.TreeEntries, "tree-entries", 0, fmt.Sprintf("entries in the default setup's nested tree (default %d)", api.DefaultTreeEntries))
 	pf.Int32Var(&plan.MemoryMib, "memory", 128, "guest RAM in MiB")
 	addImageFlag(pf, &plan.Image)
 	return cmd

@@ -8,10 +8,10 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/bench"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
-	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -44,8 +44,8 @@ func newBenchExplore(g *globals) *cobra.Command {
 			}
 			for _, w := range splitList(workers) {
 				n, err := strconv.Atoi(w)
-				if err != nil || n < 1 || n > exploration.MaxWorkers {
-					return fmt.Errorf("--workers: %q: want a list of counts from 1 to %d", w, exploration.MaxWorkers)
+				if err != nil || n < 1 || n > api.MaxWorkers {
+					return fmt.Errorf("--workers: %q: want a list of counts from 1 to %d", w, api.MaxWorkers)
 				}
 				o.Workers = append(o.Workers, n)
 			}

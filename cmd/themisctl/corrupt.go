@@ -5,19 +5,19 @@ import (
 	"io"
 	"strings"
 
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/runs/belowfs"
 )
 
 // corruptHeader and writeCorruptRow print one corrupt result per line.
 const corruptHeader = "LANE\tTARGET\tLBA:BYTE.BIT\tREGION/FIELD\tCLASS\tMOUNTED\tFSCK\tAFFECTED\n"
 
 func writeCorruptRow(w io.Writer, res *themisv1.CorruptResult) {
-	if res.GetClass() == belowfs.ClassNotApplicable {
+	if res.GetClass() == api.ClassNotApplicable {
 		fmt.Fprintf(w, "%s\t%s\t-\t%s\t%s\t-\t-\t\n", res.GetLane(), res.GetTarget(), res.GetField(), res.GetClass())
 		return
 	}
-	if k := res.GetKernel(); k != nil || res.GetClass() == belowfs.ClassHung || res.GetClass() == belowfs.ClassDied {
+	if k := res.GetKernel(); k != nil || res.GetClass() == api.Hung || res.GetClass() == api.Died {
 		what := strings.Join(res.GetKernelLog()[:min(1, len(res.GetKernelLog()))], "")
 		if k != nil {
 			what = reportOf(k).Summary() // the whole report: --json

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
-	"github.com/themisfs/themis/runs/crashcheck"
 )
 
 // newCrash is `themisctl crash`.
@@ -109,7 +109,7 @@ func runCrash(ctx context.Context, g *globals, c *conn, req *themisv1.CrashReque
 			return nil
 		case g.json:
 			return writeProtoJSONLine(res)
-		case res.GetVerdict() != "clean" || strings.HasPrefix(res.GetDurability(), "LOST") || res.GetAtomicity() == crashcheck.NotAtBoundary:
+		case res.GetVerdict() != api.CrashClean || strings.HasPrefix(res.GetDurability(), "LOST") || res.GetAtomicity() == api.NotAtBoundary:
 			printCrashResult(os.Stdout, res)
 		}
 		return nil

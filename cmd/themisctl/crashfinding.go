@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/hostfsck"
 	"github.com/themisfs/themis/repro"
-	"github.com/themisfs/themis/runs/crashcheck"
 )
 
 // printCrashPoint shows a crash finding's state: the setup, the
@@ -84,12 +84,12 @@ func crashReproduced(f *themisv1.Finding, res *themisv1.CrashResult) bool {
 	switch {
 	case strings.HasPrefix(f.GetCrash().GetDurability(), "LOST"):
 		return strings.HasPrefix(res.GetDurability(), "LOST")
-	case was == crashcheck.KernelCrash:
+	case was == api.KernelCrash:
 		return res.GetVerdict() == was && reportOf(res.GetKernel()).Signature() == reportOf(f.GetKernel()).Signature()
-	case was == crashcheck.Hung || was == crashcheck.Died:
+	case was == api.Hung || was == api.Died:
 		return res.GetVerdict() == was
 	}
-	return res.GetVerdict() == crashcheck.Dirty || res.GetVerdict() == crashcheck.Broken
+	return res.GetVerdict() == api.CrashDirty || res.GetVerdict() == api.CrashBroken
 }
 
 // crashOnce runs req (one state) and returns its one result and the

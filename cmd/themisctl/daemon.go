@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/server"
 )
@@ -47,7 +48,7 @@ func listEvents(ctx context.Context, c *conn, id string, after int64, limit int)
 	}
 	resp := &themisv1.ListEventsResponse{}
 	for limit == 0 || len(resp.Events) < limit {
-		want := server.MaxEventLimit
+		want := api.MaxEventLimit
 		if limit > 0 {
 			want = min(want, limit-len(resp.Events))
 		}

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
-	"github.com/themisfs/themis/server"
 )
 
 // newFindings is `themisctl findings`.
@@ -51,7 +51,7 @@ func newFindings(g *globals) *cobra.Command {
 // page.
 func listFindings(ctx context.Context, c *conn, session string) ([]*themisv1.Finding, error) {
 	var all []*themisv1.Finding
-	req := &themisv1.ListFindingsRequest{SessionId: session, PageSize: server.MaxPageSize}
+	req := &themisv1.ListFindingsRequest{SessionId: session, PageSize: api.MaxPageSize}
 	for {
 		page, err := c.ListFindings(ctx, req)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/themisfs/themis/explore"
-	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/opspec"
 )
 
 // maxShardJSON bounds one shard's --json file.
@@ -183,11 +183,11 @@ func partFinding(f *findingJSONView, id int) (explore.PartFinding, error) {
 	if f.Signature == "" {
 		return explore.PartFinding{}, errors.New("no signature (a daemon older than explore merge)")
 	}
-	trace, err := exploration.ParseTrace(f.Trace)
+	trace, err := opspec.ParseTrace(f.Trace)
 	if err != nil {
 		return explore.PartFinding{}, fmt.Errorf("trace: %w", err)
 	}
-	found, err := exploration.ParseTrace(f.FoundTrace)
+	found, err := opspec.ParseTrace(f.FoundTrace)
 	if err != nil {
 		return explore.PartFinding{}, fmt.Errorf("found trace: %w", err)
 	}

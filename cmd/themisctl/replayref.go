@@ -6,12 +6,12 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/oracle"
-	"github.com/themisfs/themis/runs/exploration"
 )
 
 // replayReference runs, after a replayed trace, the self-reference of f's
@@ -22,11 +22,11 @@ import (
 // holds a file larger than its family allows.
 func replayReference(ctx context.Context, c *conn, j family.Judgement, f *themisv1.Finding, id string) (shows string, replayable bool, err error) {
 	switch f.GetKind() {
-	case exploration.KindRemount:
+	case api.KindRemount:
 		shows, err = replayRemount(ctx, c, j, f, id)
-	case exploration.KindUnreadable:
+	case api.KindUnreadable:
 		shows, err = replayUnreadable(ctx, c, id)
-	case exploration.KindSizeLimit:
+	case api.KindSizeLimit:
 		shows, err = replaySizeLimit(ctx, c, f, id)
 	default:
 		return "", false, nil

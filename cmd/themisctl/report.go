@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report"
 	"github.com/themisfs/themis/report/ingest"
-	"github.com/themisfs/themis/runs/belowfs"
 )
 
 // defaultWriteSizes are the write-amplification curve's sizes.
@@ -135,12 +135,12 @@ func (o *reportFlags) run(cmd *cobra.Command, g *globals) error {
 	if err != nil {
 		return err
 	}
-	ops := make([]string, 0, len(byteSizes)+len(belowfs.DefaultProfileOps))
+	ops := make([]string, 0, len(byteSizes)+len(api.DefaultProfileOps))
 	for _, n := range byteSizes {
 		ops = append(ops, fmt.Sprintf("write f 0 %d 0x55", n))
 	}
 	if o.metadata {
-		for _, op := range belowfs.DefaultProfileOps {
+		for _, op := range api.DefaultProfileOps {
 			if !strings.HasPrefix(op, "write ") {
 				ops = append(ops, op)
 			}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/server"
 )
 
 // newSession is `themisctl session`: create, list and rm.
@@ -58,7 +58,7 @@ func newSessionList(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				resp := &themisv1.ListSessionsResponse{}
-				req := &themisv1.ListSessionsRequest{All: all, PageSize: server.MaxPageSize}
+				req := &themisv1.ListSessionsRequest{All: all, PageSize: api.MaxPageSize}
 				for {
 					page, err := c.ListSessions(ctx, req)
 					if err != nil {

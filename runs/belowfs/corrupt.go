@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/fsimage/btrfs"
@@ -43,7 +44,7 @@ const (
 	// ClassNotApplicable marks a sweep target naming a structure the
 	// lane's filesystem does not have (an ext2/3/4 superblock field on
 	// btrfs): nothing was flipped.
-	ClassNotApplicable = "n/a"
+	ClassNotApplicable = api.ClassNotApplicable
 )
 
 // Table11Targets are the paper's Table 11 corruptions of the default setup.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/fsimage"
@@ -23,10 +24,7 @@ import (
 // DefaultProfileOps are the ops of the paper's Table 2 (ext2 write and
 // metadata amplification), each run from the state DefaultProfileSetup
 // makes: f exists, empty, and everything is on disk.
-var DefaultProfileOps = []string{
-	"write f 0 1 0x55", "write f 0 512 0x55", "write f 0 4096 0x55", "write f 0 65536 0x55", "write f 0 1048576 0x55",
-	"create g 0644", "mkdir d 0755", "chmod f 0600", "chown f 1000", "link f l", "rename f r", "unlink f",
-}
+var DefaultProfileOps = api.DefaultProfileOps
 
 // DefaultProfileReadOps are the read-side rows of the paper's Table 4 that
 // are whole commands rather than one syscall: ls of a directory and find
@@ -42,8 +40,8 @@ var DefaultProfileSetup = []string{"create f 0644", "sync"}
 // The paper gives none for ls; for find its text breaks off at "a full
 // find over 8".
 const (
-	DefaultLsFiles     = 8
-	DefaultTreeEntries = 8
+	DefaultLsFiles     = api.DefaultLsFiles
+	DefaultTreeEntries = api.DefaultTreeEntries
 	maxProfileTree     = 4096
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/runs/clocksweep"
-	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 )
 
@@ -174,7 +174,7 @@ func TestPopulatedRootInPool(t *testing.T) {
 		}
 		made[path] = kind == explore.OpMkdir
 	}
-	if _, err := exploration.ParseTrace(exploration.FormatTrace(populatedRoot)); err != nil {
+	if _, err := opspec.ParseTrace(opspec.FormatTrace(populatedRoot)); err != nil {
 		t.Errorf("populated root does not round-trip as a trace: %v", err)
 	}
 }
@@ -183,12 +183,12 @@ func TestPopulatedRootInPool(t *testing.T) {
 // made (in the page cache); the single-lane parts from the same tree
 // synced, so that crash states hold it whole.
 func TestRootOfPart(t *testing.T) {
-	want := exploration.FormatTrace(populatedRoot)
+	want := opspec.FormatTrace(populatedRoot)
 	for _, tc := range []struct {
 		kind   string
 		synced bool
 	}{{KindDifferential, false}, {KindReference, true}, {KindCrash, true}} {
-		got := exploration.FormatTrace(rootOf(tc.kind))
+		got := opspec.FormatTrace(rootOf(tc.kind))
 		n := len(want)
 		if tc.synced {
 			n++

@@ -8,6 +8,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
@@ -225,7 +226,7 @@ func rootOf(kind string) []*agentv1.Request {
 }
 
 func mustParse(ops ...string) []*agentv1.Request {
-	out, err := exploration.ParseTrace(ops)
+	out, err := opspec.ParseTrace(ops)
 	if err != nil {
 		panic("check: populated root: " + err.Error())
 	}

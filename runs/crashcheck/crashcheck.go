@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/agent"
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/errkind"
@@ -92,12 +93,12 @@ type Sinks struct {
 
 // Verdicts of a Result.
 const (
-	Clean  = "clean"
-	Dirty  = "dirty"
-	Broken = "broken" // fsck could not read it (no superblock, ...)
+	Clean  = api.CrashClean
+	Dirty  = api.CrashDirty
+	Broken = api.CrashBroken // fsck could not read it (no superblock, ...)
 	// NoState is the verdict of Options.Only when the replay's log has no
 	// such crash state (it logged other writes): nothing was checked.
-	NoState = "no-such-state"
+	NoState = api.CrashNoState
 	// KernelCrash, Hung and Died are the verdicts of a state whose check
 	// in the guest (its mount, the reads, the unmount) lost the guest
 	// (package relay): its kernel crashed with a report (Result.Kernel),
@@ -142,7 +143,7 @@ type Result struct {
 }
 
 // NotAtBoundary is Result.Atomicity of a state equal to no op boundary.
-const NotAtBoundary = "none"
+const NotAtBoundary = api.NotAtBoundary
 
 // Kept is Result.Durability of a state that kept what was made durable.
 const Kept = "kept"

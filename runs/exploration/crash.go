@@ -16,6 +16,7 @@ import (
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/hostfsck"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/session"
@@ -148,7 +149,7 @@ func (cr *crashRun) unclaim(path []*agentv1.Request, op *agentv1.Request) {
 
 // pointKey is a crash point's key: the path and the op.
 func pointKey(path []*agentv1.Request, op *agentv1.Request) string {
-	return strings.Join(FormatTrace(append(slices.Clone(path), op)), "\x00")
+	return strings.Join(opspec.FormatTrace(append(slices.Clone(path), op)), "\x00")
 }
 
 // add counts one lane's states of a point.
@@ -271,8 +272,8 @@ func (x *system) crashLane(ctx context.Context, i int, path []*agentv1.Request, 
 	if len(bad) == 0 {
 		return nil
 	}
-	f, err := crashcheck.NewFinding(crashcheck.Of{Spec: x.crash.specs[i], FS: x.crash.fs[i], Setup: FormatTrace(path),
-		Trace: FormatTrace([]*agentv1.Request{op}), Last: op, Result: crashcheck.Pick(bad), Lane: ls})
+	f, err := crashcheck.NewFinding(crashcheck.Of{Spec: x.crash.specs[i], FS: x.crash.fs[i], Setup: opspec.FormatTrace(path),
+		Trace: opspec.FormatTrace([]*agentv1.Request{op}), Last: op, Result: crashcheck.Pick(bad), Lane: ls})
 	if err != nil {
 		return err
 	}

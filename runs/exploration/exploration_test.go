@@ -15,6 +15,7 @@ import (
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm"
@@ -323,7 +324,7 @@ func TestExploreSetup(t *testing.T) {
 		{Op: &agentv1.Request_Write{Write: &agentv1.Write{Path: "f-00", Flags: 0o102, Size: 1000, Fill: 0x61}}},
 		{Op: &agentv1.Request_Create{Create: &agentv1.Create{Path: "f-01", Flags: 0o101, Mode: 0o644}}},
 	}
-	want := FormatTrace(setup)
+	want := opspec.FormatTrace(setup)
 	var got []session.Finding
 	sum, err := Run(ctx, m, Options{Workers: 1, Lanes: []string{"ext2", "ext4"}, Depth: 1, Branching: 20, Seed: 7, Setup: setup}, nil,
 		func(f session.Finding) { got = append(got, f) })
@@ -382,7 +383,7 @@ func TestSeedTreeInPool(t *testing.T) {
 // next replay of its path (a hung task's confirmation, minimization).
 func TestCrashPointClaim(t *testing.T) {
 	cr := &crashRun{seen: map[string]bool{}}
-	path, err := ParseTrace([]string{"mkdir d-00 0755", "create d-00/f-00 0644"})
+	path, err := opspec.ParseTrace([]string{"mkdir d-00 0755", "create d-00/f-00 0644"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
@@ -91,7 +88,7 @@ func (r *findingRecorder) minimized(f explore.Finding) {
 
 // trace is a search trace as recorded: the setup's ops, then its own.
 func (r *findingRecorder) trace(ops []*agentv1.Request) []string {
-	return slices.Concat(r.setup, FormatTrace(ops))
+	return slices.Concat(r.setup, opspec.FormatTrace(ops))
 }
 
 func (r *findingRecorder) emit(fd *session.Finding) {
@@ -119,45 +116,4 @@ func laneResults(ls []explore.LaneResult) []session.LaneResult {
 		out = append(out, session.LaneResult{Lane: l.Lane, Errno: l.Errno})
 	}
 	return out
-}
-
-// FormatTrace writes ops in opspec short form (protojson where the short
-// form cannot say it exactly).
-func FormatTrace(trace []*agentv1.Request) []string {
-	out := make([]string, len(trace))
-	for i, r := range trace {
-		op, err := opspec.FromRequest(r)
-		if err != nil {
-			b, merr := protojson.Marshal(r)
-			if merr != nil {
-				out[i] = fmt.Sprintf("<unprintable op: %v>", err)
-				continue
-			}
-			out[i] = string(b)
-			continue
-		}
-		out[i] = opspec.Format(op)
-	}
-	return out
-}
-
-// ParseTrace reads back what FormatTrace wrote.
-func ParseTrace(trace []string) ([]*agentv1.Request, error) {
-	out := make([]*agentv1.Request, len(trace))
-	for i, s := range trace {
-		if strings.HasPrefix(s, "{") {
-			r := new(agentv1.Request)
-			if err := protojson.Unmarshal([]byte(s), r); err != nil {
-				return nil, fmt.Errorf("op %d %q: %w", i+1, s, err)
-			}
-			out[i] = r
-			continue
-		}
-		r, err := opspec.ParseRequest(s)
-		if err != nil {
-			return nil, fmt.Errorf("op %d %q: %w", i+1, s, err)
-		}
-		out[i] = r
-	}
-	return out, nil
 }

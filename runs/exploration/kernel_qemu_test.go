@@ -13,6 +13,7 @@ import (
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/internal/faultimage"
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 	"github.com/themisfs/themis/vmm"
@@ -136,7 +137,7 @@ func replayFresh(ctx context.Context, t *testing.T, m *session.Manager, image st
 		t.Fatal(err)
 	}
 	defer run.Close()
-	ops, err := ParseTrace(f.Trace)
+	ops, err := opspec.ParseTrace(f.Trace)
 	if err != nil {
 		t.Fatal(err)
 	}

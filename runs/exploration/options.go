@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
@@ -16,17 +17,17 @@ import (
 
 // Finding kinds of the run's own self-references (explore.Config.Checks).
 const (
-	KindRemount = "self-reference:remount"
-	KindFsck    = "self-reference:fsck"
+	KindRemount = api.KindRemount
+	KindFsck    = api.KindFsck
 	// KindLayers: an overlay lane's merged view is not lower ⊕ upper seen
 	// from below (oracle.Merge).
-	KindLayers = "self-reference:layers"
+	KindLayers = api.KindLayers
 	// KindUnreadable: a lane's filesystem refused to read an entry of its
 	// own tree (every run checks it).
-	KindUnreadable = "unreadable"
+	KindUnreadable = api.KindUnreadable
 	// KindSizeLimit: a lane holds a file larger than its filesystem's
 	// family allows (family.Family.MaxFile; every run checks it).
-	KindSizeLimit = "size-limit"
+	KindSizeLimit = api.KindSizeLimit
 )
 
 // Summary.Stopped values besides explore's ("" done, "budget", "cancelled",

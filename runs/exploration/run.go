@@ -13,6 +13,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/internal/scratch"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 )
 
@@ -51,7 +52,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	ctx = c.ctx // ends on Delete of any worker's session and at the daemon's max run duration
 	// Findings are kept whatever happens to the run.
 	rec := &findingRecorder{run: run, ctx: context.WithoutCancel(ctx), specs: o.Lanes, revert: c.revert, policy: policy.Name, send: found, byID: make(map[int]*session.Finding),
-		setup: FormatTrace(o.Setup)}
+		setup: opspec.FormatTrace(o.Setup)}
 	cr, err := newCrashRun(o, laneFS(run.Specs()), crashRecorder(rec.ctx, run, found))
 	if err != nil {
 		return nil, errors.Join(err, c.end(session.StateEnded, "explore failed"), run.End(session.StateEnded, "explore failed: "+err.Error()))

@@ -8,8 +8,10 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/themisfs/themis/api"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/session"
@@ -17,7 +19,7 @@ import (
 )
 
 // MaxWorkers bounds Options.Workers.
-const MaxWorkers = 64
+const MaxWorkers = api.MaxWorkers
 
 // AutoWorkerCount is the number of workers Options.Workers 0 means: one per CPU
 // the process may use (GOMAXPROCS: the cgroup's CPU limit, in a
@@ -125,7 +127,7 @@ func (c *crew) populate(ctx context.Context, x *system) error {
 		}
 		for _, r := range res {
 			if r.Errno != 0 {
-				return fmt.Errorf("%w: op %d (%s) failed on lane %s: %s", ErrSetup, i+1, FormatTrace([]*agentv1.Request{op})[0], r.Lane, oracle.ErrnoText(uint32(r.Errno)))
+				return fmt.Errorf("%w: op %d (%s) failed on lane %s: %s", ErrSetup, i+1, opspec.FormatTrace([]*agentv1.Request{op})[0], r.Lane, oracle.ErrnoText(uint32(r.Errno)))
 			}
 		}
 	}

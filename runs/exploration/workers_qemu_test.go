@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
@@ -100,11 +101,11 @@ func partFindings(t *testing.T, fs []session.Finding) []explore.PartFinding {
 	t.Helper()
 	var out []explore.PartFinding
 	for _, f := range fs {
-		trace, err := ParseTrace(f.Trace)
+		trace, err := opspec.ParseTrace(f.Trace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		found, err := ParseTrace(f.FoundTrace)
+		found, err := opspec.ParseTrace(f.FoundTrace)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
@@ -14,13 +15,13 @@ import (
 const (
 	// KernelCrash: the guest's kernel died with a report on its console
 	// (an Oops, a BUG, a WARN, a panic, a lockup, a hung task).
-	KernelCrash = "kernel-crash"
+	KernelCrash = api.KernelCrash
 	// Hung: the guest gave no answer within the call's bound
 	// (session.RunCallTimeout) and left no report.
-	Hung = "guest-hung"
+	Hung = api.Hung
 	// Died: the guest went away without a report (the emulator exited,
 	// the agent's channel broke or answered the impossible).
-	Died = "guest-died"
+	Died = api.Died
 )
 
 // Death is a guest lost under a run's call.

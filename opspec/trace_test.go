@@ -1,4 +1,4 @@
-package exploration
+package opspec_test
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/opspec"
 )
 
 // TestParseTraceRoundTrip: every op the generator draws reads back from
@@ -18,7 +19,7 @@ func TestParseTraceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := g.Draw(rand.New(rand.NewPCG(1, 2)), 300)
-	back, err := ParseTrace(FormatTrace(ops))
+	back, err := opspec.ParseTrace(opspec.FormatTrace(ops))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestParseTraceRoundTrip(t *testing.T) {
 			t.Errorf("op %d: %v read back as %v", i, ops[i], back[i])
 		}
 	}
-	if _, err := ParseTrace([]string{"mkdir"}); err == nil {
+	if _, err := opspec.ParseTrace([]string{"mkdir"}); err == nil {
 		t.Error("a bad op read back")
 	}
 }
