@@ -97,7 +97,7 @@ func (o Options) custom() bool { return len(o.Patches) > 0 || len(o.ModuleSrcs) 
 // caller's kernel.
 func (o Options) flavorName() string {
 	if o.Kernel != "" || o.KernelTree != "" {
-		return "custom"
+		return FlavorCustom
 	}
 	name, _, _ := flavorOf(o.Flavor)
 	return name

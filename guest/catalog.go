@@ -133,5 +133,5 @@ func flavorOfRelease(rel string) string {
 			return f
 		}
 	}
-	return "custom"
+	return FlavorCustom
 }

@@ -25,6 +25,9 @@ import (
 const (
 	FlavorCloud   = "cloud"
 	FlavorGeneric = "generic"
+	// FlavorCustom is the flavour recorded for an image of a kernel built
+	// from a tree (--kernel-tree).
+	FlavorCustom = "custom"
 )
 
 // kernelFlavor is a flavour's Debian metapackage, whose dependency names

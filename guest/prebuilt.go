@@ -50,7 +50,7 @@ func prebuilt(o Options) (*Image, error) {
 		if f == "" {
 			f = flavorOfRelease(img.KernelVersion)
 		}
-		if f == want || (want == FlavorCloud && f == "custom") {
+		if f == want || (want == FlavorCloud && f == FlavorCustom) {
 			return img, nil
 		}
 	}

@@ -452,6 +452,14 @@ func TestGrpcurl(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"f-d"`) || !strings.Contains(out, `"summary"`) || !strings.Contains(out, "lane exfat has no host checker") {
 		t.Errorf("grpcurl Check = %q, %v; want the parts streamed, a finding and the summary", out, err)
 	}
+	out, err = run("-d", `{"finding_id": "f-1", "image": "bug-x"}`, sock, "themis.v1.Themis/Replay")
+	if err != nil || !strings.Contains(out, `"reproduced": true`) || !strings.Contains(out, `"vfat=1"`) || !strings.Contains(out, `"image": "bug-x"`) {
+		t.Errorf("grpcurl Replay = %q, %v; want the steps' errnos and reproduced", out, err)
+	}
+	out, err = run("-d", `{}`, sock, "themis.v1.Themis/Replay")
+	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "finding_id: required") {
+		t.Errorf("grpcurl Replay without id = %q, %v; want InvalidArgument naming finding_id", out, err)
+	}
 	out, err = run(sock, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)

@@ -53,6 +53,8 @@ type Runs interface {
 	Check(ctx context.Context, o check.Options, out check.Sinks) (*check.Summary, error)
 	// ExploreRecord is what a finished explore run of session id kept.
 	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
+	// Replay runs finding f again in a session of its own.
+	Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error)
 }
 
 // Domain is what the adapters call, so tests can substitute a fake. It
@@ -94,6 +96,11 @@ func (d managerDomain) Check(ctx context.Context, o check.Options, out check.Sin
 // ExploreRecord implements Runs.
 func (d managerDomain) ExploreRecord(ctx context.Context, id string) (*exploration.Record, error) {
 	return exploration.LoadRecord(ctx, d.Manager, id)
+}
+
+// Replay implements Runs.
+func (d managerDomain) Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error) {
+	return exploration.Replay(ctx, d.Manager, f, on)
 }
 
 // Explore implements Runs.

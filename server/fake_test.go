@@ -37,6 +37,7 @@ type fakeDomain struct {
 	explore   exploration.Options // the last Explore's options
 	crash     crashcheck.Options  // the last Crash's options
 	check     check.Options       // the last Check's options
+	replayed  [2]string           // the last Replay's finding and image
 
 	// When block is set, Apply signals entered and waits for block to close
 	// or for its context to end.
@@ -407,6 +408,22 @@ func (f *fakeDomain) Finding(_ context.Context, id string) (*session.Finding, er
 		return nil, fmt.Errorf("finding %q: %w", id, errkind.ErrNotFound)
 	}
 	return &session.Finding{ID: "f-1", Kind: "errno-divergence", Created: t0}, nil
+}
+
+func (f *fakeDomain) Replay(_ context.Context, fd *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error) {
+	if err := f.record("Replay"); err != nil {
+		return nil, err
+	}
+	if on.Stock && on.Image != "" {
+		return nil, errkind.Invalid("stock", "not with an image")
+	}
+	f.mu.Lock()
+	f.replayed = [2]string{fd.ID, on.Image}
+	f.mu.Unlock()
+	return &exploration.Replayed{Finding: fd.ID, Session: "s-9", Kind: fd.Kind, Image: on.Image,
+		Steps:         []exploration.ReplayStep{{Op: "mkdir d 0755", Results: []session.LaneResult{{Lane: "ext2"}, {Lane: "vfat", Errno: 1}}, Diverged: true}},
+		Roots:         map[string]string{"ext2": "aa", "vfat": "bb"},
+		ErrnoDiverged: true, Reproduced: true}, nil
 }
 
 func (f *fakeDomain) ClockSweep(_ context.Context, o clocksweep.Options, cell func(clocksweep.Cell)) (*clocksweep.Summary, error) {

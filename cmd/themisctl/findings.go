@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/api"
-	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/explore"
-	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/opspec"
-	"github.com/themisfs/themis/oracle"
 )
 
 // newFindings is `themisctl findings`.
@@ -124,76 +119,38 @@ func newReplay(g *globals) *cobra.Command {
 	return cmd
 }
 
-// replay runs a finding's trace on a fresh session with its lanes (removed
-// after) and compares the lanes' errnos and final fingerprints.
+// replay replays a finding in a fresh session of its lanes on the daemon
+// (the Replay RPC: exploration.Replay), on image ("": the finding's own),
+// and says what it showed.
 func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*replayResult, error) {
+	return replayAsked(ctx, c, f, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image})
+}
+
+// replayOnStock is replay on the lanes' stock image, whatever the finding
+// was found on.
+func replayOnStock(ctx context.Context, c *conn, f *themisv1.Finding) (*replayResult, error) {
+	return replayAsked(ctx, c, f, &themisv1.ReplayRequest{FindingId: f.GetId(), Stock: true})
+}
+
+// replayAsked makes the Replay call req (of finding f).
+func replayAsked(ctx context.Context, c *conn, f *themisv1.Finding, req *themisv1.ReplayRequest) (*replayResult, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	j, err := findingJudgement(f, "")
+	r, err := c.Replay(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	cs, remove, err := replaySession(ctx, c, f, image, false)
-	if err != nil {
-		return nil, err
-	}
-	defer remove()
-	id := cs.GetId()
-	rep := &replayResult{Finding: f.GetId(), Session: id, Kind: f.GetKind(), Revert: f.GetRevert(), Image: image,
-		Booted: imageLine(cs.GetImage()), Kernel: cs.GetImage().GetKernelVersion()}
-	for i, s := range f.GetTrace() {
-		if i > 0 && f.GetRevert() == "remount" {
-			if err := remountLanes(ctx, c, id); err != nil {
-				return nil, fmt.Errorf("finding %s: remount before op %d: %w", f.GetId(), i+1, err)
-			}
-		}
-		step, err := replayStepOf(ctx, c, id, f, s)
-		if err != nil {
-			return nil, err
-		}
-		step.Diverged = explore.ErrnoFinding(j.Declared, step.op, step.results)
-		rep.Steps = append(rep.Steps, step)
-		rep.ErrnoDiverged = rep.ErrnoDiverged || step.Diverged
-	}
-	if err := replayStates(ctx, c, j, rep); err != nil {
-		return nil, err
-	}
-	shows, replayable, err := replayReference(ctx, c, j, f, id)
-	if err != nil {
-		return nil, err
-	}
-	rep.Reference = shows
-	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged || shows != ""
-	if !replayable && len(f.GetLaneSpecs()) < 2 {
-		rep.NotReplayable = fmt.Sprintf("a %s finding of one lane: replay compares lanes and replays the remount and unreadable self-references only", f.GetKind())
+	rep := &replayResult{Finding: r.GetFindingId(), Session: r.GetSessionId(), Kind: r.GetKind(), Revert: r.GetRevert(), Image: r.GetImage(),
+		Booted: imageLine(r.GetBooted()), Kernel: r.GetBooted().GetKernelVersion(), Steps: []replayStep{}, Roots: r.GetRoots(),
+		ErrnoDiverged: r.GetErrnoDiverged(), StateDiverged: r.GetStateDiverged(), Reference: r.GetReference(),
+		NotReplayable: r.GetNotReplayable(), Reproduced: r.GetReproduced()}
+	for _, st := range r.GetSteps() {
+		rep.Steps = append(rep.Steps, replayStep{Op: st.GetOp(), Errnos: st.GetErrnos(), Diverged: st.GetDiverged()})
 	}
 	return rep, nil
 }
 
-// replayStates fingerprints the replay's lanes and compares them as the
-// run that found the finding did (j): canonicalized under its policy
-// (lanes of other families differ in what they declare: exfat stores no
-// owner), so the state diverges where the canonical roots differ. Roots
-// are the lanes' own.
-func replayStates(ctx context.Context, c *conn, j family.Judgement, rep *replayResult) error {
-	fp, err := c.Fingerprint(ctx, &themisv1.FingerprintRequest{SessionId: rep.Session, Leaves: true})
-	if err != nil {
-		return err
-	}
-	rep.Roots = map[string]string{}
-	var first [32]byte
-	for i, l := range fp.GetLanes() {
-		rep.Roots[l.GetLane()] = hex.EncodeToString(l.GetRoot())
-		canon := oracle.FoldPolicy(l.GetLeaves(), agentv1.TimeMode_TIME_MODE_NONE, j.Policy)
-		if i == 0 {
-			first = canon
-		} else if canon != first {
-			rep.StateDiverged = true
-		}
-	}
-	return nil
-}
-
-// replayStepOf applies one op of f's trace on session id.
+// replayStepOf applies one op of f's trace on session id (a kernel
+// finding's replay: its ops until the guest dies).
 func replayStepOf(ctx context.Context, c *conn, id string, f *themisv1.Finding, s string) (replayStep, error) {
 	op, err := opspec.Parse(s)
 	if err != nil {
@@ -203,14 +160,9 @@ func replayStepOf(ctx context.Context, c *conn, id string, f *themisv1.Finding, 
 	if err != nil {
 		return replayStep{}, err
 	}
-	req, err := opspec.ParseRequest(s)
-	if err != nil {
-		return replayStep{}, fmt.Errorf("finding %s: trace op %q: %w", f.GetId(), s, err)
-	}
-	step := replayStep{Op: s, Diverged: resp.GetDiverged(), op: req}
+	step := replayStep{Op: s, Diverged: resp.GetDiverged()}
 	for _, r := range resp.GetResults() {
 		step.Errnos = append(step.Errnos, fmt.Sprintf("%s=%d", r.GetLane(), r.GetErrno()))
-		step.results = append(step.results, explore.LaneResult{Lane: r.GetLane(), Errno: r.GetErrno()})
 	}
 	return step, nil
 }
@@ -269,10 +221,6 @@ type replayStep struct {
 	Op       string   `json:"op"`
 	Errnos   []string `json:"errnos"`
 	Diverged bool     `json:"diverged"`
-	// op and results are the op as applied and the lanes' errnos, for
-	// judging the step under the finding's declared differences.
-	op      *agentv1.Request
-	results []explore.LaneResult
 }
 
 type replayResult struct {

@@ -240,7 +240,7 @@ func stockReplay(ctx context.Context, c *conn, f *themisv1.Finding) (*repro.Stoc
 		}
 		return &repro.Stock{Kernel: rep.Kernel, Reproduced: rep.Reproduced}, nil
 	}
-	rep, err := replay(ctx, c, f, "")
+	rep, err := replayOnStock(ctx, c, f)
 	if err != nil {
 		return nil, err
 	}

@@ -45,16 +45,22 @@ func (x *system) remountCheck(ctx context.Context, _ explore.System, _ []*agentv
 	if err != nil {
 		return nil, err
 	}
-	if bytes.Equal(oracle.Root(before, x.mode), oracle.Root(after, x.mode)) {
-		return nil, nil
+	return remountDiff(lane, before, after, x.mode), nil
+}
+
+// remountDiff is the remount self-reference's finding of lane, whose
+// leaves were before and are after an umount+mount (nil: unchanged).
+func remountDiff(lane string, before, after []*agentv1.Entry, mode agentv1.TimeMode) *explore.Finding {
+	if bytes.Equal(oracle.Root(before, mode), oracle.Root(after, mode)) {
+		return nil
 	}
-	path, ok := oracle.FirstDiff(before, after, x.mode)
+	path, ok := oracle.FirstDiff(before, after, mode)
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	field, va, vb := explore.FieldDiff(oracle.Find(before, path), oracle.Find(after, path), x.mode)
+	field, va, vb := explore.FieldDiff(oracle.Find(before, path), oracle.Find(after, path), mode)
 	return &explore.Finding{Kind: KindRemount, Path: path, Field: field,
-		Detail: fmt.Sprintf("lane %s changed across umount+mount at %s: %s %s before, %s after", lane, shownPath(path), field, va, vb)}, nil
+		Detail: fmt.Sprintf("lane %s changed across umount+mount at %s: %s %s before, %s after", lane, shownPath(path), field, va, vb)}
 }
 
 // unreadableCheck is the check every run has: a lane whose filesystem
@@ -69,14 +75,23 @@ func (x *system) unreadableCheck(ctx context.Context, _ explore.System, _ []*age
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range leaves {
-			if n := e.GetReadErrno(); n != 0 {
-				return &explore.Finding{Kind: KindUnreadable, Path: e.GetPath(), Field: "read_errno",
-					Detail: fmt.Sprintf("lane %s: the filesystem refuses to read %s: %s", lane, shownPath(e.GetPath()), oracle.ErrnoText(n))}, nil
-			}
+		if f := unreadableIn(lane, leaves); f != nil {
+			return f, nil
 		}
 	}
 	return nil, nil
+}
+
+// unreadableIn is the unreadable check's finding of lane's leaves (nil:
+// every entry read).
+func unreadableIn(lane string, leaves []*agentv1.Entry) *explore.Finding {
+	for _, e := range leaves {
+		if n := e.GetReadErrno(); n != 0 {
+			return &explore.Finding{Kind: KindUnreadable, Path: e.GetPath(), Field: "read_errno",
+				Detail: fmt.Sprintf("lane %s: the filesystem refuses to read %s: %s", lane, shownPath(e.GetPath()), oracle.ErrnoText(n))}
+		}
+	}
+	return nil
 }
 
 // sizeCheck is the other check every run has: a regular file larger than
@@ -95,14 +110,23 @@ func (x *system) sizeCheck(ctx context.Context, _ explore.System, _ []*agentv1.R
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range leaves {
-			if e.GetKind() == agentv1.Kind_KIND_REGULAR && e.GetSize() > limit {
-				return &explore.Finding{Kind: KindSizeLimit, Path: e.GetPath(), Field: "size",
-					Detail: fmt.Sprintf("lane %s: %s has %d bytes, past its filesystem's largest file, %d bytes", lane, shownPath(e.GetPath()), e.GetSize(), limit)}, nil
-			}
+		if f := oversizedIn(lane, leaves, limit); f != nil {
+			return f, nil
 		}
 	}
 	return nil, nil
+}
+
+// oversizedIn is the size check's finding of lane's leaves: a regular
+// file larger than limit bytes (nil: none).
+func oversizedIn(lane string, leaves []*agentv1.Entry, limit int64) *explore.Finding {
+	for _, e := range leaves {
+		if e.GetKind() == agentv1.Kind_KIND_REGULAR && e.GetSize() > limit {
+			return &explore.Finding{Kind: KindSizeLimit, Path: e.GetPath(), Field: "size",
+				Detail: fmt.Sprintf("lane %s: %s has %d bytes, past its filesystem's largest file, %d bytes", lane, shownPath(e.GetPath()), e.GetSize(), limit)}
+		}
+	}
+	return nil
 }
 
 // shownPath is a lane path as findings show it ("/" for the root).

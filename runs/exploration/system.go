@@ -265,11 +265,7 @@ func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 	for i, resp := range fps {
 		keep[i](resp)
 	}
-	out := make([]explore.LaneResult, len(res))
-	for i, r := range res {
-		out[i] = explore.LaneResult{Lane: r.Lane, Errno: r.Errno}
-	}
-	return out, nil
+	return exploreResults(res), nil
 }
 
 // Fingerprint implements explore.System: the agent walks each lane (with

@@ -8062,6 +8062,284 @@ func (*CheckResponse_PartDone) isCheckResponse_Event() {}
 
 func (*CheckResponse_Summary) isCheckResponse_Event() {}
 
+type ReplayRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	// The guest image to replay on: a name or key of the daemon's image
+	// cache. Empty: the image the finding was found on where it was patched
+	// (or built from module sources), else the lanes' stock image.
+	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// Replay on the lanes' stock image whatever the finding was found on
+	// (not with image): does an unpatched kernel show it too?
+	Stock         bool `protobuf:"varint,3,opt,name=stock,proto3" json:"stock,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayRequest) Reset() {
+	*x = ReplayRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayRequest) ProtoMessage() {}
+
+func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
+func (*ReplayRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ReplayRequest) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *ReplayRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ReplayRequest) GetStock() bool {
+	if x != nil {
+		return x.Stock
+	}
+	return false
+}
+
+// One op of a replayed trace.
+type ReplayStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	// Per lane, "lane=errno".
+	Errnos []string `protobuf:"bytes,2,rep,name=errnos,proto3" json:"errnos,omitempty"`
+	// The lanes' errnos differ beyond what the finding's lanes declare.
+	Diverged      bool `protobuf:"varint,3,opt,name=diverged,proto3" json:"diverged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayStep) Reset() {
+	*x = ReplayStep{}
+	mi := &file_themis_v1_themis_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayStep) ProtoMessage() {}
+
+func (x *ReplayStep) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayStep.ProtoReflect.Descriptor instead.
+func (*ReplayStep) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ReplayStep) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *ReplayStep) GetErrnos() []string {
+	if x != nil {
+		return x.Errnos
+	}
+	return nil
+}
+
+func (x *ReplayStep) GetDiverged() bool {
+	if x != nil {
+		return x.Diverged
+	}
+	return false
+}
+
+type ReplayResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	// The replay's session (ended when the replay returns).
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Kind      string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The finding's revert: "remount" replays each op on freshly mounted
+	// lanes.
+	Revert string `protobuf:"bytes,4,opt,name=revert,proto3" json:"revert,omitempty"`
+	// The image asked (empty: see ReplayRequest.image) and the one booted.
+	Image  string        `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	Booted *GuestImage   `protobuf:"bytes,6,opt,name=booted,proto3" json:"booted,omitempty"`
+	Steps  []*ReplayStep `protobuf:"bytes,7,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Each lane's fingerprint root after the trace, hex.
+	Roots         map[string]string `protobuf:"bytes,8,rep,name=roots,proto3" json:"roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ErrnoDiverged bool              `protobuf:"varint,9,opt,name=errno_diverged,json=errnoDiverged,proto3" json:"errno_diverged,omitempty"`
+	// The lanes' final states differ under the finding's policy.
+	StateDiverged bool `protobuf:"varint,10,opt,name=state_diverged,json=stateDiverged,proto3" json:"state_diverged,omitempty"`
+	// What the finding's self-reference showed after the trace ("" nothing,
+	// or a kind that has none).
+	Reference string `protobuf:"bytes,11,opt,name=reference,proto3" json:"reference,omitempty"`
+	// Why the replay cannot show the finding (a kind of one lane it has no
+	// check for); empty: it can.
+	NotReplayable string `protobuf:"bytes,12,opt,name=not_replayable,json=notReplayable,proto3" json:"not_replayable,omitempty"`
+	Reproduced    bool   `protobuf:"varint,13,opt,name=reproduced,proto3" json:"reproduced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayResponse) Reset() {
+	*x = ReplayResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayResponse) ProtoMessage() {}
+
+func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
+func (*ReplayResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ReplayResponse) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetRevert() string {
+	if x != nil {
+		return x.Revert
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetBooted() *GuestImage {
+	if x != nil {
+		return x.Booted
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetSteps() []*ReplayStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetRoots() map[string]string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetErrnoDiverged() bool {
+	if x != nil {
+		return x.ErrnoDiverged
+	}
+	return false
+}
+
+func (x *ReplayResponse) GetStateDiverged() bool {
+	if x != nil {
+		return x.StateDiverged
+	}
+	return false
+}
+
+func (x *ReplayResponse) GetReference() string {
+	if x != nil {
+		return x.Reference
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetNotReplayable() string {
+	if x != nil {
+		return x.NotReplayable
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetReproduced() bool {
+	if x != nil {
+		return x.Reproduced
+	}
+	return false
+}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -8806,7 +9084,40 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04cell\x18\x05 \x01(\v2\x14.themis.v1.SweepCellH\x00R\x04cell\x123\n" +
 	"\tpart_done\x18\x06 \x01(\v2\x14.themis.v1.CheckPartH\x00R\bpartDone\x123\n" +
 	"\asummary\x18\a \x01(\v2\x17.themis.v1.CheckSummaryH\x00R\asummaryB\a\n" +
-	"\x05event2\xdd\r\n" +
+	"\x05event\"Z\n" +
+	"\rReplayRequest\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x14\n" +
+	"\x05stock\x18\x03 \x01(\bR\x05stock\"P\n" +
+	"\n" +
+	"ReplayStep\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x16\n" +
+	"\x06errnos\x18\x02 \x03(\tR\x06errnos\x12\x1a\n" +
+	"\bdiverged\x18\x03 \x01(\bR\bdiverged\"\x95\x04\n" +
+	"\x0eReplayResponse\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06revert\x18\x04 \x01(\tR\x06revert\x12\x14\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\x12-\n" +
+	"\x06booted\x18\x06 \x01(\v2\x15.themis.v1.GuestImageR\x06booted\x12+\n" +
+	"\x05steps\x18\a \x03(\v2\x15.themis.v1.ReplayStepR\x05steps\x12:\n" +
+	"\x05roots\x18\b \x03(\v2$.themis.v1.ReplayResponse.RootsEntryR\x05roots\x12%\n" +
+	"\x0eerrno_diverged\x18\t \x01(\bR\rerrnoDiverged\x12%\n" +
+	"\x0estate_diverged\x18\n" +
+	" \x01(\bR\rstateDiverged\x12\x1c\n" +
+	"\treference\x18\v \x01(\tR\treference\x12%\n" +
+	"\x0enot_replayable\x18\f \x01(\tR\rnotReplayable\x12\x1e\n" +
+	"\n" +
+	"reproduced\x18\r \x01(\bR\n" +
+	"reproduced\x1a8\n" +
+	"\n" +
+	"RootsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x9c\x0e\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -8835,7 +9146,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aCorrupt\x12\x19.themis.v1.CorruptRequest\x1a\x1a.themis.v1.CorruptResponse0\x01\x127\n" +
 	"\x04Diff\x12\x16.themis.v1.DiffRequest\x1a\x17.themis.v1.DiffResponse\x12<\n" +
 	"\x05Crash\x12\x17.themis.v1.CrashRequest\x1a\x18.themis.v1.CrashResponse0\x01\x12<\n" +
-	"\x05Check\x12\x17.themis.v1.CheckRequest\x1a\x18.themis.v1.CheckResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\x05Check\x12\x17.themis.v1.CheckRequest\x1a\x18.themis.v1.CheckResponse0\x01\x12=\n" +
+	"\x06Replay\x12\x18.themis.v1.ReplayRequest\x1a\x19.themis.v1.ReplayResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -8850,7 +9162,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -8936,33 +9248,37 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*CheckPart)(nil),                // 81: themis.v1.CheckPart
 	(*CheckSummary)(nil),             // 82: themis.v1.CheckSummary
 	(*CheckResponse)(nil),            // 83: themis.v1.CheckResponse
-	nil,                              // 84: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 85: themis.v1.CorruptSummary.ByClassEntry
-	(*timestamppb.Timestamp)(nil),    // 86: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 87: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 88: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 89: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 90: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 91: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 92: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 93: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 94: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 95: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 96: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 97: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 98: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 99: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 100: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 101: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 102: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 103: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 104: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 105: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 106: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 107: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 108: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 109: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 110: themis.agent.v1.Timespec
+	(*ReplayRequest)(nil),            // 84: themis.v1.ReplayRequest
+	(*ReplayStep)(nil),               // 85: themis.v1.ReplayStep
+	(*ReplayResponse)(nil),           // 86: themis.v1.ReplayResponse
+	nil,                              // 87: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 88: themis.v1.CorruptSummary.ByClassEntry
+	nil,                              // 89: themis.v1.ReplayResponse.RootsEntry
+	(*timestamppb.Timestamp)(nil),    // 90: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 91: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 92: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 93: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 94: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 95: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 96: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 97: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 98: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 99: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 100: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 101: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 102: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 103: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 104: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 105: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 106: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 107: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 108: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 109: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 110: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 111: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 112: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 113: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 114: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -8974,8 +9290,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	86,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	86,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	90,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	90,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -8983,48 +9299,48 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	86,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	90,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	87,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	88,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	89,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	90,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	91,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	92,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	93,  // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	94,  // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	95,  // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	96,  // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	97,  // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	98,  // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	99,  // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	100, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	101, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	102, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	103, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	104, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	105, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	106, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	91,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	92,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	93,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	94,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	95,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	96,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	97,  // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	98,  // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	99,  // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	100, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	101, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	102, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	103, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	104, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	105, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	106, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	107, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	108, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	109, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	110, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	107, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	108, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	108, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	111, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	112, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	112, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	109, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	86,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	113, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	90,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	107, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	111, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	86,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	86,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	86,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	90,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	90,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	90,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
@@ -9041,11 +9357,11 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
 	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
 	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	110, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	110, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	110, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	114, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	114, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	114, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
 	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	84,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	87,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -9057,7 +9373,7 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
 	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	85,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	88,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
 	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
@@ -9073,59 +9389,64 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	63,  // 105: themis.v1.CheckResponse.cell:type_name -> themis.v1.SweepCell
 	81,  // 106: themis.v1.CheckResponse.part_done:type_name -> themis.v1.CheckPart
 	82,  // 107: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
-	13,  // 108: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 109: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 110: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 111: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 112: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 113: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 114: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 115: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 116: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 117: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 118: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 119: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 120: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 121: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 122: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 123: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 124: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 125: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 126: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 127: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 128: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 129: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 130: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 131: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	14,  // 132: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 133: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 134: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 135: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 136: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 137: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 138: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 139: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 140: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 141: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 142: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 143: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 144: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 145: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 146: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 147: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 148: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 149: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 150: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 151: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 152: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 153: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 154: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 155: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	132, // [132:156] is the sub-list for method output_type
-	108, // [108:132] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	10,  // 108: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
+	85,  // 109: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
+	89,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
+	13,  // 111: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 112: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 113: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 114: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 115: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 116: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 117: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 118: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 119: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 120: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 121: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 122: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 123: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 124: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 125: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 126: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 127: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 128: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 129: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 130: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 131: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 132: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 133: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 134: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	84,  // 135: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	14,  // 136: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 137: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 138: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 139: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 140: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 141: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 142: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 143: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 144: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 145: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 146: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 147: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 148: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 149: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 150: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 151: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 152: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 153: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 154: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 155: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 156: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 157: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 158: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 159: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	86,  // 160: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	136, // [136:161] is the sub-list for method output_type
+	111, // [111:136] is the sub-list for method input_type
+	111, // [111:111] is the sub-list for extension type_name
+	111, // [111:111] is the sub-list for extension extendee
+	0,   // [0:111] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -9192,7 +9513,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   84,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

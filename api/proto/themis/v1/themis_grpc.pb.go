@@ -50,6 +50,7 @@ const (
 	Themis_Diff_FullMethodName             = "/themis.v1.Themis/Diff"
 	Themis_Crash_FullMethodName            = "/themis.v1.Themis/Crash"
 	Themis_Check_FullMethodName            = "/themis.v1.Themis/Check"
+	Themis_Replay_FullMethodName           = "/themis.v1.Themis/Replay"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -117,6 +118,14 @@ type ThemisClient interface {
 	// persistence ops; each part in sessions of its own. Streams each part's
 	// start, progress, findings and end, then the summary.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CheckResponse], error)
+	// Replay runs a stored finding's trace again in a fresh session of its
+	// lanes (on the image asked, else the patched image it was found on, else
+	// its lanes' stock one) and says whether it shows again: the lanes'
+	// errnos under its declared differences, their final states under its
+	// policy, and its self-reference (remount, unreadable, size limit). The
+	// session ends with the replay. A crash finding replays with Crash (its
+	// crash.keep as only), a kernel finding with its ops until the guest dies.
+	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
 }
 
 type themisClient struct {
@@ -421,6 +430,16 @@ func (c *themisClient) Check(ctx context.Context, in *CheckRequest, opts ...grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_CheckClient = grpc.ServerStreamingClient[CheckResponse]
 
+func (c *themisClient) Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayResponse)
+	err := c.cc.Invoke(ctx, Themis_Replay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -486,6 +505,14 @@ type ThemisServer interface {
 	// persistence ops; each part in sessions of its own. Streams each part's
 	// start, progress, findings and end, then the summary.
 	Check(*CheckRequest, grpc.ServerStreamingServer[CheckResponse]) error
+	// Replay runs a stored finding's trace again in a fresh session of its
+	// lanes (on the image asked, else the patched image it was found on, else
+	// its lanes' stock one) and says whether it shows again: the lanes'
+	// errnos under its declared differences, their final states under its
+	// policy, and its self-reference (remount, unreadable, size limit). The
+	// session ends with the replay. A crash finding replays with Crash (its
+	// crash.keep as only), a kernel finding with its ops until the guest dies.
+	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -567,6 +594,9 @@ func (UnimplementedThemisServer) Crash(*CrashRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedThemisServer) Check(*CheckRequest, grpc.ServerStreamingServer[CheckResponse]) error {
 	return status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedThemisServer) Replay(context.Context, *ReplayRequest) (*ReplayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Replay not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -979,6 +1009,24 @@ func _Themis_Check_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_CheckServer = grpc.ServerStreamingServer[CheckResponse]
 
+func _Themis_Replay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).Replay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_Replay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).Replay(ctx, req.(*ReplayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1057,6 +1105,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Diff",
 			Handler:    _Themis_Diff_Handler,
+		},
+		{
+			MethodName: "Replay",
+			Handler:    _Themis_Replay_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+)
+
+// TestReplayRPC: Replay looks the finding up, hands it and the image to
+// the domain, and returns its result; a missing id is InvalidArgument
+// naming finding_id, an unknown one NotFound.
+func TestReplayRPC(t *testing.T) {
+	t.Parallel()
+	f := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, f))
+	for _, tc := range []struct {
+		id   string
+		code codes.Code
+	}{{"", codes.InvalidArgument}, {"f-nope", codes.NotFound}} {
+		_, err := c.Replay(context.Background(), &themisv1.ReplayRequest{FindingId: tc.id})
+		if status.Code(err) != tc.code || (tc.code == codes.InvalidArgument && !strings.Contains(err.Error(), "finding_id")) {
+			t.Errorf("Replay(%q): %v, want %v", tc.id, err, tc.code)
+		}
+	}
+	if _, err := c.Replay(context.Background(), &themisv1.ReplayRequest{FindingId: "f-1", Image: "bug-x", Stock: true}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "stock") {
+		t.Errorf("Replay with an image and stock: %v, want InvalidArgument naming stock", err)
+	}
+	resp, err := c.Replay(context.Background(), &themisv1.ReplayRequest{FindingId: "f-1", Image: "bug-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.replayed != [2]string{"f-1", "bug-x"} {
+		t.Errorf("the domain replayed %v, want f-1 on bug-x", f.replayed)
+	}
+	st := resp.GetSteps()
+	if !resp.GetReproduced() || !resp.GetErrnoDiverged() || resp.GetSessionId() != "s-9" || len(st) != 1 ||
+		!slices.Equal(st[0].GetErrnos(), []string{"ext2=0", "vfat=1"}) || !st[0].GetDiverged() || resp.GetRoots()["vfat"] != "bb" {
+		t.Errorf("Replay = %v", resp)
+	}
+}
