@@ -460,6 +460,10 @@ func TestGrpcurl(t *testing.T) {
 	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "finding_id: required") {
 		t.Errorf("grpcurl Replay without id = %q, %v; want InvalidArgument naming finding_id", out, err)
 	}
+	out, err = run("-d", `{"finding_id": "f-1", "images": ["a", "b"]}`, sock, "themis.v1.Themis/Bisect")
+	if err != nil || !strings.Contains(out, `"firstDifferingImage": "b"`) || !strings.Contains(out, `"kernelVersion": "6.1.1"`) {
+		t.Errorf("grpcurl Bisect = %q, %v; want the rows and the first image that differs", out, err)
+	}
 	out, err = run(sock, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)

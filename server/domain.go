@@ -55,6 +55,8 @@ type Runs interface {
 	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
 	// Replay runs finding f again in a session of its own.
 	Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error)
+	// Bisect replays finding f on images in order.
+	Bisect(ctx context.Context, f *session.Finding, images []string) (*exploration.Bisected, error)
 }
 
 // Domain is what the adapters call, so tests can substitute a fake. It
@@ -101,6 +103,11 @@ func (d managerDomain) ExploreRecord(ctx context.Context, id string) (*explorati
 // Replay implements Runs.
 func (d managerDomain) Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error) {
 	return exploration.Replay(ctx, d.Manager, f, on)
+}
+
+// Bisect implements Runs.
+func (d managerDomain) Bisect(ctx context.Context, f *session.Finding, images []string) (*exploration.Bisected, error) {
+	return exploration.Bisect(ctx, d.Manager, f, images)
 }
 
 // Explore implements Runs.

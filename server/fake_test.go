@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -424,6 +425,20 @@ func (f *fakeDomain) Replay(_ context.Context, fd *session.Finding, on explorati
 		Steps:         []exploration.ReplayStep{{Op: "mkdir d 0755", Results: []session.LaneResult{{Lane: "ext2"}, {Lane: "vfat", Errno: 1}}, Diverged: true}},
 		Roots:         map[string]string{"ext2": "aa", "vfat": "bb"},
 		ErrnoDiverged: true, Reproduced: true}, nil
+}
+
+func (f *fakeDomain) Bisect(_ context.Context, fd *session.Finding, images []string) (*exploration.Bisected, error) {
+	if err := f.record("Bisect"); err != nil {
+		return nil, err
+	}
+	if len(images) < 2 {
+		return nil, errkind.Invalid("images", "%d given", len(images))
+	}
+	b := &exploration.Bisected{Finding: fd.ID, FirstDiffer: images[1]}
+	for i, img := range images {
+		b.Rows = append(b.Rows, exploration.BisectRow{Image: img, Kernel: "6.1." + strconv.Itoa(i), Reproduced: i == 0, Session: "s-" + strconv.Itoa(i)})
+	}
+	return b, nil
 }
 
 func (f *fakeDomain) ClockSweep(_ context.Context, o clocksweep.Options, cell func(clocksweep.Cell)) (*clocksweep.Summary, error) {

@@ -34,3 +34,24 @@ func replayProto(r *exploration.Replayed) *themisv1.ReplayResponse {
 	}
 	return out
 }
+
+// Bisect implements themisv1.ThemisServer: the finding replayed on each
+// image in order (exploration.Bisect).
+func (s *Server) Bisect(ctx context.Context, req *themisv1.BisectRequest) (*themisv1.BisectResponse, error) {
+	if err := required("finding_id", req.GetFindingId()); err != nil {
+		return nil, toStatus(err)
+	}
+	f, err := s.d.Finding(ctx, req.GetFindingId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	b, err := s.d.Bisect(ctx, f, req.GetImages())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &themisv1.BisectResponse{FindingId: b.Finding, FirstDifferingImage: b.FirstDiffer}
+	for _, r := range b.Rows {
+		out.Rows = append(out.Rows, &themisv1.BisectRow{Image: r.Image, KernelVersion: r.Kernel, Reproduced: r.Reproduced, Detail: r.Detail, SessionId: r.Session})
+	}
+	return out, nil
+}

@@ -44,3 +44,24 @@ func TestReplayRPC(t *testing.T) {
 		t.Errorf("Replay = %v", resp)
 	}
 }
+
+// TestBisectRPC: Bisect looks the finding up and returns the domain's rows
+// and the first image that differs; a missing id names finding_id, and the
+// domain's refusal of too few images names images.
+func TestBisectRPC(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	if _, err := c.Bisect(context.Background(), &themisv1.BisectRequest{Images: []string{"a", "b"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "finding_id") {
+		t.Errorf("Bisect without a finding: %v, want InvalidArgument naming finding_id", err)
+	}
+	if _, err := c.Bisect(context.Background(), &themisv1.BisectRequest{FindingId: "f-1", Images: []string{"a"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "images") {
+		t.Errorf("Bisect of one image: %v, want InvalidArgument naming images", err)
+	}
+	resp, err := c.Bisect(context.Background(), &themisv1.BisectRequest{FindingId: "f-1", Images: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := resp.GetRows(); len(rows) != 3 || !rows[0].GetReproduced() || rows[1].GetReproduced() || rows[2].GetKernelVersion() != "6.1.2" || rows[2].GetSessionId() != "s-2" || resp.GetFirstDifferingImage() != "b" {
+		t.Errorf("Bisect = %v", resp)
+	}
+}

@@ -44,11 +44,7 @@ func newBisect(g *globals) *cobra.Command {
 				}
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
-				if err != nil {
-					return err
-				}
-				r, err := bisect(ctx, c, fr.GetFinding(), list)
+				r, err := bisect(ctx, c, args[0], list)
 				if err != nil {
 					return err
 				}
@@ -63,22 +59,17 @@ func newBisect(g *globals) *cobra.Command {
 	return cmd
 }
 
-// bisect replays f on every image in order (each a fresh session) and
-// names the first whose outcome (reproduced or not) differs from the
-// first image's. The list is the user's order, not a search: every image
-// is replayed, so a flaky outcome shows too.
-func bisect(ctx context.Context, c *conn, f *themisv1.Finding, images []string) (*bisectResult, error) {
-	r := &bisectResult{Finding: f.GetId()}
-	for _, img := range images {
-		rep, err := replay(ctx, c, f, img)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", img, err)
-		}
-		row := bisectRow{Image: img, Kernel: rep.Kernel, Reproduced: rep.Reproduced, Detail: fmt.Sprintf("errno differs %v, state differs %v", rep.ErrnoDiverged, rep.StateDiverged)}
-		if r.FirstDiffer == "" && len(r.Rows) > 0 && row.Reproduced != r.Rows[0].Reproduced {
-			r.FirstDiffer = img
-		}
-		r.Rows = append(r.Rows, row)
+// bisect replays finding id on every image in order on the daemon (the
+// Bisect RPC: exploration.Bisect).
+func bisect(ctx context.Context, c *conn, id string, images []string) (*bisectResult, error) {
+	progress(fmt.Sprintf("replaying %s on %d images, in order", id, len(images)))
+	resp, err := c.Bisect(ctx, &themisv1.BisectRequest{FindingId: id, Images: images})
+	if err != nil {
+		return nil, err
+	}
+	r := &bisectResult{Finding: resp.GetFindingId(), FirstDiffer: resp.GetFirstDifferingImage()}
+	for _, row := range resp.GetRows() {
+		r.Rows = append(r.Rows, bisectRow{Image: row.GetImage(), Kernel: row.GetKernelVersion(), Reproduced: row.GetReproduced(), Detail: row.GetDetail()})
 	}
 	return r, nil
 }

@@ -280,3 +280,58 @@ func (s ReplayStep) ErrnoList() []string {
 
 // String is the step as a line: the op and its errnos.
 func (s ReplayStep) String() string { return s.Op + " " + strings.Join(s.ErrnoList(), " ") }
+
+// MaxBisectImages bounds Bisect's images.
+const MaxBisectImages = 16
+
+// Bisected is a finding replayed on images in order (Bisect).
+type Bisected struct {
+	Finding string
+	Rows    []BisectRow
+	// FirstDiffer is the first image whose outcome differs from the
+	// first's ("": none).
+	FirstDiffer string
+}
+
+// BisectRow is one image's replay.
+type BisectRow struct {
+	Image, Kernel, Session string
+	Reproduced             bool
+	// Detail is what the replay showed, in words.
+	Detail string
+}
+
+// Bisect replays f on every image in order (each a session of its own)
+// and names the first whose outcome (reproduced or not) differs from the
+// first image's. The list is the caller's order, not a search: every
+// image is replayed, so a flaky outcome shows too.
+func Bisect(ctx context.Context, m *session.Manager, f *session.Finding, images []string) (*Bisected, error) {
+	if len(images) < 2 || len(images) > MaxBisectImages {
+		return nil, errkind.Invalid("images", "%d given: want 2 to %d images, in order", len(images), MaxBisectImages)
+	}
+	for i, img := range images {
+		if img == "" {
+			return nil, errkind.Invalid(fmt.Sprintf("images[%d]", i), "empty: want a name or key of the image cache")
+		}
+	}
+	b := &Bisected{Finding: f.ID}
+	for _, img := range images {
+		rep, err := Replay(ctx, m, f, ReplayOn{Image: img})
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", img, err)
+		}
+		row := BisectRow{Image: img, Session: rep.Session, Reproduced: rep.Reproduced,
+			Detail: fmt.Sprintf("errno differs %v, state differs %v", rep.ErrnoDiverged, rep.StateDiverged)}
+		if rep.Booted != nil {
+			row.Kernel = rep.Booted.KernelVersion
+		}
+		if rep.Reference != "" {
+			row.Detail = rep.Reference
+		}
+		if b.FirstDiffer == "" && len(b.Rows) > 0 && row.Reproduced != b.Rows[0].Reproduced {
+			b.FirstDiffer = img
+		}
+		b.Rows = append(b.Rows, row)
+	}
+	return b, nil
+}

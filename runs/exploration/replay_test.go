@@ -34,3 +34,25 @@ func TestReplayRefuses(t *testing.T) {
 		t.Errorf("sessions after refused replays: %v, %v; want none", n, err)
 	}
 }
+
+// TestBisectRefuses: Bisect refuses, before it boots anything, fewer than
+// two images or more than MaxBisectImages (naming images) and an empty one
+// (naming it).
+func TestBisectRefuses(t *testing.T) {
+	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
+	f := &session.Finding{ID: "f-1", Kind: "errno", LaneSpecs: []string{"ext2", "vfat"}}
+	many := make([]string, MaxBisectImages+1)
+	for i := range many {
+		many[i] = "img"
+	}
+	for _, tc := range []struct {
+		images []string
+		field  string
+	}{{[]string{"a"}, "images"}, {many, "images"}, {[]string{"a", ""}, "images[1]"}} {
+		_, err := Bisect(context.Background(), m, f, tc.images)
+		var fe *errkind.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("Bisect(%d images): %v, want a FieldError on %s", len(tc.images), err, tc.field)
+		}
+	}
+}

@@ -8340,6 +8340,200 @@ func (x *ReplayResponse) GetReproduced() bool {
 	return false
 }
 
+type BisectRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	// Guest images in order (names or keys of the daemon's image cache):
+	// 2 to 16.
+	Images        []string `protobuf:"bytes,2,rep,name=images,proto3" json:"images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BisectRequest) Reset() {
+	*x = BisectRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BisectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BisectRequest) ProtoMessage() {}
+
+func (x *BisectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BisectRequest.ProtoReflect.Descriptor instead.
+func (*BisectRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *BisectRequest) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *BisectRequest) GetImages() []string {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+// One image's replay of a finding.
+type BisectRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// The kernel the replay's session booted.
+	KernelVersion string `protobuf:"bytes,2,opt,name=kernel_version,json=kernelVersion,proto3" json:"kernel_version,omitempty"`
+	Reproduced    bool   `protobuf:"varint,3,opt,name=reproduced,proto3" json:"reproduced,omitempty"`
+	// What the replay showed, in words.
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	SessionId     string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BisectRow) Reset() {
+	*x = BisectRow{}
+	mi := &file_themis_v1_themis_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BisectRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BisectRow) ProtoMessage() {}
+
+func (x *BisectRow) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BisectRow.ProtoReflect.Descriptor instead.
+func (*BisectRow) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *BisectRow) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *BisectRow) GetKernelVersion() string {
+	if x != nil {
+		return x.KernelVersion
+	}
+	return ""
+}
+
+func (x *BisectRow) GetReproduced() bool {
+	if x != nil {
+		return x.Reproduced
+	}
+	return false
+}
+
+func (x *BisectRow) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *BisectRow) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type BisectResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	Rows      []*BisectRow           `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	// The first image whose outcome differs from the first's; empty: none.
+	FirstDifferingImage string `protobuf:"bytes,3,opt,name=first_differing_image,json=firstDifferingImage,proto3" json:"first_differing_image,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *BisectResponse) Reset() {
+	*x = BisectResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BisectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BisectResponse) ProtoMessage() {}
+
+func (x *BisectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BisectResponse.ProtoReflect.Descriptor instead.
+func (*BisectResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *BisectResponse) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *BisectResponse) GetRows() []*BisectRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *BisectResponse) GetFirstDifferingImage() string {
+	if x != nil {
+		return x.FirstDifferingImage
+	}
+	return ""
+}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -9117,7 +9311,25 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"RootsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x9c\x0e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\rBisectRequest\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x16\n" +
+	"\x06images\x18\x02 \x03(\tR\x06images\"\x9f\x01\n" +
+	"\tBisectRow\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12%\n" +
+	"\x0ekernel_version\x18\x02 \x01(\tR\rkernelVersion\x12\x1e\n" +
+	"\n" +
+	"reproduced\x18\x03 \x01(\bR\n" +
+	"reproduced\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\"\x8d\x01\n" +
+	"\x0eBisectResponse\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12(\n" +
+	"\x04rows\x18\x02 \x03(\v2\x14.themis.v1.BisectRowR\x04rows\x122\n" +
+	"\x15first_differing_image\x18\x03 \x01(\tR\x13firstDifferingImage2\xdb\x0e\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -9147,7 +9359,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04Diff\x12\x16.themis.v1.DiffRequest\x1a\x17.themis.v1.DiffResponse\x12<\n" +
 	"\x05Crash\x12\x17.themis.v1.CrashRequest\x1a\x18.themis.v1.CrashResponse0\x01\x12<\n" +
 	"\x05Check\x12\x17.themis.v1.CheckRequest\x1a\x18.themis.v1.CheckResponse0\x01\x12=\n" +
-	"\x06Replay\x12\x18.themis.v1.ReplayRequest\x1a\x19.themis.v1.ReplayResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\x06Replay\x12\x18.themis.v1.ReplayRequest\x1a\x19.themis.v1.ReplayResponse\x12=\n" +
+	"\x06Bisect\x12\x18.themis.v1.BisectRequest\x1a\x19.themis.v1.BisectResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -9162,7 +9375,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -9251,34 +9464,37 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ReplayRequest)(nil),            // 84: themis.v1.ReplayRequest
 	(*ReplayStep)(nil),               // 85: themis.v1.ReplayStep
 	(*ReplayResponse)(nil),           // 86: themis.v1.ReplayResponse
-	nil,                              // 87: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 88: themis.v1.CorruptSummary.ByClassEntry
-	nil,                              // 89: themis.v1.ReplayResponse.RootsEntry
-	(*timestamppb.Timestamp)(nil),    // 90: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 91: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 92: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 93: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 94: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 95: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 96: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 97: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 98: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 99: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 100: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 101: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 102: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 103: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 104: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 105: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 106: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 107: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 108: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 109: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 110: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 111: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 112: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 113: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 114: themis.agent.v1.Timespec
+	(*BisectRequest)(nil),            // 87: themis.v1.BisectRequest
+	(*BisectRow)(nil),                // 88: themis.v1.BisectRow
+	(*BisectResponse)(nil),           // 89: themis.v1.BisectResponse
+	nil,                              // 90: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 91: themis.v1.CorruptSummary.ByClassEntry
+	nil,                              // 92: themis.v1.ReplayResponse.RootsEntry
+	(*timestamppb.Timestamp)(nil),    // 93: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 94: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 95: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 96: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 97: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 98: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 99: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 100: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 101: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 102: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 103: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 104: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 105: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 106: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 107: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 108: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 109: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 110: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 111: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 112: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 113: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 114: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 115: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 116: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 117: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -9290,8 +9506,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	90,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	90,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	93,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -9299,48 +9515,48 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	90,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	91,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	92,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	93,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	94,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	95,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	96,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	97,  // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	98,  // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	99,  // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	100, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	101, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	102, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	103, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	104, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	105, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	106, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	107, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	108, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	109, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	110, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	94,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	95,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	96,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	97,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	98,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	99,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	100, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	101, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	102, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	103, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	104, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	105, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	106, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	107, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	108, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	109, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	110, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	111, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	112, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	113, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	111, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	112, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	112, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	114, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	115, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	115, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	113, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	90,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	116, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	93,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	111, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	114, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	90,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	90,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	90,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	93,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	93,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
@@ -9357,11 +9573,11 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
 	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
 	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	114, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	114, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	114, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	117, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	117, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	117, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
 	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	87,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	90,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -9373,7 +9589,7 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
 	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	88,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	91,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
 	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
@@ -9391,62 +9607,65 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	82,  // 107: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
 	10,  // 108: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
 	85,  // 109: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
-	89,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
-	13,  // 111: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 112: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 113: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 114: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 115: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 116: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 117: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 118: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 119: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 120: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 121: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 122: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 123: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 124: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 125: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 126: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 127: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 128: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 129: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 130: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 131: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 132: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 133: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 134: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	84,  // 135: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
-	14,  // 136: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 137: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 138: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 139: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 140: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 141: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 142: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 143: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 144: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 145: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 146: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 147: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 148: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 149: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 150: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 151: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 152: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 153: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 154: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 155: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 156: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 157: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 158: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 159: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	86,  // 160: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
-	136, // [136:161] is the sub-list for method output_type
-	111, // [111:136] is the sub-list for method input_type
-	111, // [111:111] is the sub-list for extension type_name
-	111, // [111:111] is the sub-list for extension extendee
-	0,   // [0:111] is the sub-list for field type_name
+	92,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
+	88,  // 111: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
+	13,  // 112: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 113: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 114: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 115: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 116: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 117: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 118: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 119: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 120: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 121: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 122: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 123: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 124: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 125: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 126: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 127: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 128: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 129: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 130: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 131: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 132: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 133: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 134: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 135: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	84,  // 136: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	87,  // 137: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
+	14,  // 138: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 139: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 140: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 141: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 142: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 143: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 144: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 145: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 146: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 147: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 148: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 149: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 150: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 151: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 152: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 153: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 154: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 155: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 156: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 157: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 158: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 159: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 160: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 161: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	86,  // 162: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	89,  // 163: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
+	138, // [138:164] is the sub-list for method output_type
+	112, // [112:138] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -9513,7 +9732,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   88,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,7 @@ const (
 	Themis_Crash_FullMethodName            = "/themis.v1.Themis/Crash"
 	Themis_Check_FullMethodName            = "/themis.v1.Themis/Check"
 	Themis_Replay_FullMethodName           = "/themis.v1.Themis/Replay"
+	Themis_Bisect_FullMethodName           = "/themis.v1.Themis/Bisect"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -126,6 +127,10 @@ type ThemisClient interface {
 	// session ends with the replay. A crash finding replays with Crash (its
 	// crash.keep as only), a kernel finding with its ops until the guest dies.
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
+	// Bisect replays a finding (as Replay) on each image in the order given
+	// and names the first whose outcome, reproduced or not, differs from the
+	// first image's. Every image is replayed, so a flaky outcome shows too.
+	Bisect(ctx context.Context, in *BisectRequest, opts ...grpc.CallOption) (*BisectResponse, error)
 }
 
 type themisClient struct {
@@ -440,6 +445,16 @@ func (c *themisClient) Replay(ctx context.Context, in *ReplayRequest, opts ...gr
 	return out, nil
 }
 
+func (c *themisClient) Bisect(ctx context.Context, in *BisectRequest, opts ...grpc.CallOption) (*BisectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BisectResponse)
+	err := c.cc.Invoke(ctx, Themis_Bisect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -513,6 +528,10 @@ type ThemisServer interface {
 	// session ends with the replay. A crash finding replays with Crash (its
 	// crash.keep as only), a kernel finding with its ops until the guest dies.
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
+	// Bisect replays a finding (as Replay) on each image in the order given
+	// and names the first whose outcome, reproduced or not, differs from the
+	// first image's. Every image is replayed, so a flaky outcome shows too.
+	Bisect(context.Context, *BisectRequest) (*BisectResponse, error)
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -597,6 +616,9 @@ func (UnimplementedThemisServer) Check(*CheckRequest, grpc.ServerStreamingServer
 }
 func (UnimplementedThemisServer) Replay(context.Context, *ReplayRequest) (*ReplayResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Replay not implemented")
+}
+func (UnimplementedThemisServer) Bisect(context.Context, *BisectRequest) (*BisectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Bisect not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -1027,6 +1049,24 @@ func _Themis_Replay_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_Bisect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BisectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).Bisect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_Bisect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).Bisect(ctx, req.(*BisectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1109,6 +1149,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Replay",
 			Handler:    _Themis_Replay_Handler,
+		},
+		{
+			MethodName: "Bisect",
+			Handler:    _Themis_Bisect_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
