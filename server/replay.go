@@ -32,6 +32,12 @@ func replayProto(r *exploration.Replayed) *themisv1.ReplayResponse {
 	for _, st := range r.Steps {
 		out.Steps = append(out.Steps, &themisv1.ReplayStep{Op: st.Op, Errnos: st.ErrnoList(), Diverged: st.Diverged})
 	}
+	if k := r.Kernel; k != nil {
+		out.CrashedAt, out.CrashedOp, out.Signature, out.WantSignature, out.Verdict = int32(k.CrashedAt), k.CrashedOp, k.Signature, k.Want, k.Verdict
+		if k.Report != nil {
+			out.Kernel = kernelReportProto(k.Report)
+		}
+	}
 	return out
 }
 

@@ -123,19 +123,8 @@ func newReplay(g *globals) *cobra.Command {
 // (the Replay RPC: exploration.Replay), on image ("": the finding's own),
 // and says what it showed.
 func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*replayResult, error) {
-	return replayAsked(ctx, c, f, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image})
-}
-
-// replayOnStock is replay on the lanes' stock image, whatever the finding
-// was found on.
-func replayOnStock(ctx context.Context, c *conn, f *themisv1.Finding) (*replayResult, error) {
-	return replayAsked(ctx, c, f, &themisv1.ReplayRequest{FindingId: f.GetId(), Stock: true})
-}
-
-// replayAsked makes the Replay call req (of finding f).
-func replayAsked(ctx context.Context, c *conn, f *themisv1.Finding, req *themisv1.ReplayRequest) (*replayResult, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	r, err := c.Replay(ctx, req)
+	r, err := c.Replay(ctx, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image})
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,10 @@ import (
 	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
+	"github.com/themisfs/themis/runs/relay"
 	"github.com/themisfs/themis/session"
 )
 
@@ -34,6 +36,24 @@ type Replayed struct {
 	// NotReplayable says why the replay cannot show the finding; "" it can.
 	NotReplayable string
 	Reproduced    bool
+	// Kernel is a kernel finding's replay (nil for other kinds).
+	Kernel *KernelReplayed
+}
+
+// KernelReplayed is what a kernel finding's replay showed.
+type KernelReplayed struct {
+	// CrashedAt is the op (from 1) the guest died in, or in the lanes'
+	// remount before it; 0: it lived to the trace's end. CrashedOp is that
+	// op.
+	CrashedAt int
+	CrashedOp string
+	// Report is the report the dead guest left (nil: it lived, or died
+	// without one); Signature its signature, Want the finding's
+	// (kreport.Report.Signature).
+	Report          *kreport.Report
+	Signature, Want string
+	// Verdict says the outcome in words.
+	Verdict string
 }
 
 // ReplayStep is one op of a replayed trace and the lanes' errnos.
@@ -67,13 +87,15 @@ type ReplayOn struct {
 // op's errnos under the lanes' declared differences, the final states
 // folded under f's policy, and f's self-reference. The session ends with
 // the replay. Crash and kernel findings are refused (ErrInvalid on
-// finding_id): they replay through crashcheck and their ops.
+// finding_id): it replays through crashcheck (Options.Only). A kernel
+// finding's ops run until the guest dies; the report it leaves must have
+// the finding's signature.
 func Replay(ctx context.Context, m *session.Manager, f *session.Finding, on ReplayOn) (*Replayed, error) {
 	if on.Stock && on.Image != "" {
 		return nil, errkind.Invalid("stock", "not with an image (%q): the stock image is the lanes' own", on.Image)
 	}
-	if f.Kind == session.KindCrash || f.Kind == session.KindKernel {
-		return nil, errkind.Invalid("finding_id", "%s is a %s finding: it replays with Crash (its keep as only) or its ops until the guest dies, not Replay", f.ID, f.Kind)
+	if f.Kind == session.KindCrash {
+		return nil, errkind.Invalid("finding_id", "%s is a crash finding: it replays with Crash (its keep as only), not Replay", f.ID)
 	}
 	trace, err := opspec.ParseTrace(f.Trace)
 	if err != nil {
@@ -93,7 +115,11 @@ func Replay(ctx context.Context, m *session.Manager, f *session.Finding, on Repl
 	}
 	defer run.Close()
 	rep := &Replayed{Finding: f.ID, Session: run.ID(), Kind: f.Kind, Revert: f.Revert, Image: on.Image, Booted: run.Image()}
-	err = replayOn(run.Context(), run, f, trace, j, rep)
+	if f.Kind == session.KindKernel {
+		err = replayKernel(run.Context(), run, f, trace, rep)
+	} else {
+		err = replayOn(run.Context(), run, f, trace, j, rep)
+	}
 	if err := run.Finish(run.Context(), err); err != nil {
 		return nil, err
 	}
@@ -141,6 +167,59 @@ func replayOn(ctx context.Context, run *session.Run, f *session.Finding, trace [
 		rep.NotReplayable = fmt.Sprintf("a %s finding of one lane: replay compares lanes and replays the remount, unreadable and size-limit self-references only", f.Kind)
 	}
 	return nil
+}
+
+// replayKernel runs kernel finding f's trace on run until the guest dies
+// and judges its end: reproduced when it left a report of f's signature
+// (the first line is not compared as it is: it holds addresses, CPU and
+// PID numbers).
+func replayKernel(ctx context.Context, run *session.Run, f *session.Finding, trace []*agentv1.Request, rep *Replayed) error {
+	k := &KernelReplayed{}
+	if f.Kernel != nil {
+		k.Want = f.Kernel.Signature()
+	}
+	rep.Kernel = k
+	for i, op := range trace {
+		var err error
+		if i > 0 && f.Revert == RevertRemount {
+			err = remountAll(ctx, run)
+		}
+		var results []session.LaneResult
+		if err == nil {
+			results, err = run.Apply(ctx, op)
+		}
+		if err != nil {
+			d, ok := relay.Of(ctx, err)
+			if !ok {
+				return fmt.Errorf("finding %s: op %d: %w", f.ID, i+1, err)
+			}
+			k.CrashedAt, k.CrashedOp, k.Report = i+1, f.Trace[i], d.Report
+			break
+		}
+		rep.Steps = append(rep.Steps, ReplayStep{Op: f.Trace[i], Results: results})
+	}
+	rep.Reproduced = k.judge(len(trace))
+	return nil
+}
+
+// judge sets k's verdict after a replay of ops ops and says whether it
+// reproduced the finding: the guest died with a report of its signature.
+func (k *KernelReplayed) judge(ops int) bool {
+	switch {
+	case k.CrashedAt == 0:
+		k.Verdict = fmt.Sprintf("not reproduced: the %d ops ran and the guest lives", ops)
+		return false
+	case k.Report == nil:
+		k.Verdict = fmt.Sprintf("not reproduced: the guest died at op %d without a kernel report", k.CrashedAt)
+		return false
+	}
+	k.Signature = k.Report.Signature()
+	if k.Signature != k.Want {
+		k.Verdict = fmt.Sprintf("not reproduced: the kernel crashed at op %d with another report (%s, want %s): %s", k.CrashedAt, k.Signature, k.Want, k.Report.Title)
+		return false
+	}
+	k.Verdict = fmt.Sprintf("reproduced: the kernel crashed again at op %d: %s", k.CrashedAt, k.Report.Title)
+	return true
 }
 
 // replayJudgement is how f's lanes are compared: under the policy f was

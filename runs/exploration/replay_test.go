@@ -3,15 +3,17 @@ package exploration
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
 
-// TestReplayRefuses: Replay refuses, before it boots anything, a crash or
-// kernel finding (naming finding_id) and the stock image with another
+// TestReplayRefuses: Replay refuses, before it boots anything, a crash
+// finding (naming finding_id) and the stock image with another
 // (naming stock).
 func TestReplayRefuses(t *testing.T) {
 	m, _ := sessiontest.NewManager(t, t.TempDir(), session.Config{}, nil)
@@ -21,7 +23,6 @@ func TestReplayRefuses(t *testing.T) {
 		field string
 	}{
 		{session.Finding{ID: "f-c", Kind: session.KindCrash, LaneSpecs: []string{"ext4"}}, ReplayOn{}, "finding_id"},
-		{session.Finding{ID: "f-k", Kind: session.KindKernel, LaneSpecs: []string{"ext4"}}, ReplayOn{}, "finding_id"},
 		{session.Finding{ID: "f-1", Kind: KindRemount, LaneSpecs: []string{"ext4"}}, ReplayOn{Image: "bug-x", Stock: true}, "stock"},
 	} {
 		_, err := Replay(context.Background(), m, &tc.f, tc.on)
@@ -54,5 +55,35 @@ func TestBisectRefuses(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("Bisect(%d images): %v, want a FieldError on %s", len(tc.images), err, tc.field)
 		}
+	}
+}
+
+// TestKernelReplayJudge: a replay reproduces a kernel finding when its
+// guest dies with a report of the finding's signature (another address
+// in the first line is the same fault); not when it lives, dies without
+// a report, or crashes elsewhere.
+func TestKernelReplayJudge(t *testing.T) {
+	want := &kreport.Report{Kind: kreport.Oops, Title: "BUG: unable to handle page fault for address: ffff888003a1c000", RIP: "ext2_mkdir+0x1c/0x90 [ext2]"}
+	same := &kreport.Report{Kind: kreport.Oops, Title: "BUG: unable to handle page fault for address: ffff888004b2d000", RIP: "ext2_mkdir+0x1c/0x90 [ext2]", Trace: []string{"vfs_mkdir+0x9c/0x140"}}
+	other := &kreport.Report{Kind: kreport.Oops, Title: "BUG: unable to handle page fault for address: ffff888004b2d000", RIP: "ext2_rmdir+0x10/0x50 [ext2]"}
+	tests := []struct {
+		name    string
+		crashed int
+		report  *kreport.Report
+		want    bool
+		says    string
+	}{
+		{"same fault", 2, same, true, "reproduced: the kernel crashed again at op 2: BUG: unable to handle page fault for address: ffff888004b2d000"},
+		{"lives", 0, nil, false, "not reproduced: the 2 ops ran and the guest lives"},
+		{"no report", 2, nil, false, "not reproduced: the guest died at op 2 without a kernel report"},
+		{"another fault", 2, other, false, "not reproduced: the kernel crashed at op 2 with another report (oops|ext2_rmdir [ext2], want oops|ext2_mkdir [ext2])"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := &KernelReplayed{CrashedAt: tt.crashed, Report: tt.report, Want: want.Signature()}
+			if got := k.judge(2); got != tt.want || !strings.HasPrefix(k.Verdict, tt.says) {
+				t.Errorf("reproduced %v, %q; want %v, %q", got, k.Verdict, tt.want, tt.says)
+			}
+		})
 	}
 }

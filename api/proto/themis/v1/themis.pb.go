@@ -8215,6 +8215,16 @@ type ReplayResponse struct {
 	// check for); empty: it can.
 	NotReplayable string `protobuf:"bytes,12,opt,name=not_replayable,json=notReplayable,proto3" json:"not_replayable,omitempty"`
 	Reproduced    bool   `protobuf:"varint,13,opt,name=reproduced,proto3" json:"reproduced,omitempty"`
+	// A kernel finding's replay: the op (from 1) the guest died in, or in
+	// the remount before it (0: it lived to the trace's end), that op, the
+	// report it left (absent: none), its signature and the finding's, and
+	// the verdict in words. steps are then the ops that returned.
+	CrashedAt     int32         `protobuf:"varint,14,opt,name=crashed_at,json=crashedAt,proto3" json:"crashed_at,omitempty"`
+	CrashedOp     string        `protobuf:"bytes,15,opt,name=crashed_op,json=crashedOp,proto3" json:"crashed_op,omitempty"`
+	Kernel        *KernelReport `protobuf:"bytes,16,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	Signature     string        `protobuf:"bytes,17,opt,name=signature,proto3" json:"signature,omitempty"`
+	WantSignature string        `protobuf:"bytes,18,opt,name=want_signature,json=wantSignature,proto3" json:"want_signature,omitempty"`
+	Verdict       string        `protobuf:"bytes,19,opt,name=verdict,proto3" json:"verdict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8338,6 +8348,48 @@ func (x *ReplayResponse) GetReproduced() bool {
 		return x.Reproduced
 	}
 	return false
+}
+
+func (x *ReplayResponse) GetCrashedAt() int32 {
+	if x != nil {
+		return x.CrashedAt
+	}
+	return 0
+}
+
+func (x *ReplayResponse) GetCrashedOp() string {
+	if x != nil {
+		return x.CrashedOp
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetKernel() *KernelReport {
+	if x != nil {
+		return x.Kernel
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetWantSignature() string {
+	if x != nil {
+		return x.WantSignature
+	}
+	return ""
+}
+
+func (x *ReplayResponse) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
 }
 
 type BisectRequest struct {
@@ -9288,7 +9340,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"ReplayStep\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x16\n" +
 	"\x06errnos\x18\x02 \x03(\tR\x06errnos\x12\x1a\n" +
-	"\bdiverged\x18\x03 \x01(\bR\bdiverged\"\x95\x04\n" +
+	"\bdiverged\x18\x03 \x01(\bR\bdiverged\"\xe3\x05\n" +
 	"\x0eReplayResponse\x12\x1d\n" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x1d\n" +
@@ -9307,7 +9359,15 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x0enot_replayable\x18\f \x01(\tR\rnotReplayable\x12\x1e\n" +
 	"\n" +
 	"reproduced\x18\r \x01(\bR\n" +
-	"reproduced\x1a8\n" +
+	"reproduced\x12\x1d\n" +
+	"\n" +
+	"crashed_at\x18\x0e \x01(\x05R\tcrashedAt\x12\x1d\n" +
+	"\n" +
+	"crashed_op\x18\x0f \x01(\tR\tcrashedOp\x12/\n" +
+	"\x06kernel\x18\x10 \x01(\v2\x17.themis.v1.KernelReportR\x06kernel\x12\x1c\n" +
+	"\tsignature\x18\x11 \x01(\tR\tsignature\x12%\n" +
+	"\x0ewant_signature\x18\x12 \x01(\tR\rwantSignature\x12\x18\n" +
+	"\averdict\x18\x13 \x01(\tR\averdict\x1a8\n" +
 	"\n" +
 	"RootsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -9608,64 +9668,65 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	10,  // 108: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
 	85,  // 109: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
 	92,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
-	88,  // 111: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
-	13,  // 112: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 113: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 114: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 115: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 116: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 117: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 118: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 119: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 120: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 121: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 122: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 123: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 124: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 125: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 126: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 127: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 128: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 129: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 130: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 131: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 132: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 133: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 134: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 135: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	84,  // 136: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
-	87,  // 137: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
-	14,  // 138: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 139: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 140: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 141: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 142: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 143: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 144: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 145: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 146: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 147: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 148: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 149: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 150: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 151: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 152: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 153: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 154: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 155: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 156: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 157: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 158: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 159: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 160: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 161: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	86,  // 162: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
-	89,  // 163: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
-	138, // [138:164] is the sub-list for method output_type
-	112, // [112:138] is the sub-list for method input_type
-	112, // [112:112] is the sub-list for extension type_name
-	112, // [112:112] is the sub-list for extension extendee
-	0,   // [0:112] is the sub-list for field type_name
+	50,  // 111: themis.v1.ReplayResponse.kernel:type_name -> themis.v1.KernelReport
+	88,  // 112: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
+	13,  // 113: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 114: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 115: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 116: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 117: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 118: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 119: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 120: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 121: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 122: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 123: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 124: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 125: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 126: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 127: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 128: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 129: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 130: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 131: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 132: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 133: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 134: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 135: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 136: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	84,  // 137: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	87,  // 138: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
+	14,  // 139: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 140: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 141: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 142: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 143: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 144: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 145: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 146: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 147: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 148: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 149: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 150: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 151: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 152: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 153: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 154: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 155: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 156: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 157: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 158: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 159: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 160: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 161: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 162: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	86,  // 163: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	89,  // 164: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
+	139, // [139:165] is the sub-list for method output_type
+	113, // [113:139] is the sub-list for method input_type
+	113, // [113:113] is the sub-list for extension type_name
+	113, // [113:113] is the sub-list for extension extendee
+	0,   // [0:113] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }

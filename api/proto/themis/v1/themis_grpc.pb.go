@@ -123,9 +123,11 @@ type ThemisClient interface {
 	// lanes (on the image asked, else the patched image it was found on, else
 	// its lanes' stock one) and says whether it shows again: the lanes'
 	// errnos under its declared differences, their final states under its
-	// policy, and its self-reference (remount, unreadable, size limit). The
-	// session ends with the replay. A crash finding replays with Crash (its
-	// crash.keep as only), a kernel finding with its ops until the guest dies.
+	// policy, and its self-reference (remount, unreadable, size limit); a
+	// kernel finding's ops until the guest dies, and the report it leaves
+	// against the finding's. The session ends with the replay (failed, when
+	// its guest died). A crash finding replays with Crash (its crash.keep as
+	// only).
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
 	// Bisect replays a finding (as Replay) on each image in the order given
 	// and names the first whose outcome, reproduced or not, differs from the
@@ -524,9 +526,11 @@ type ThemisServer interface {
 	// lanes (on the image asked, else the patched image it was found on, else
 	// its lanes' stock one) and says whether it shows again: the lanes'
 	// errnos under its declared differences, their final states under its
-	// policy, and its self-reference (remount, unreadable, size limit). The
-	// session ends with the replay. A crash finding replays with Crash (its
-	// crash.keep as only), a kernel finding with its ops until the guest dies.
+	// policy, and its self-reference (remount, unreadable, size limit); a
+	// kernel finding's ops until the guest dies, and the report it leaves
+	// against the finding's. The session ends with the replay (failed, when
+	// its guest died). A crash finding replays with Crash (its crash.keep as
+	// only).
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
 	// Bisect replays a finding (as Replay) on each image in the order given
 	// and names the first whose outcome, reproduced or not, differs from the
