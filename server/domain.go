@@ -55,6 +55,8 @@ type Runs interface {
 	ExploreRecord(ctx context.Context, id string) (*exploration.Record, error)
 	// Replay runs finding f again in a session of its own.
 	Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error)
+	// ReplayPasses measures replay fidelity.
+	ReplayPasses(ctx context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error)
 	// Bisect replays finding f on images in order.
 	Bisect(ctx context.Context, f *session.Finding, images []string) (*exploration.Bisected, error)
 }
@@ -103,6 +105,11 @@ func (d managerDomain) ExploreRecord(ctx context.Context, id string) (*explorati
 // Replay implements Runs.
 func (d managerDomain) Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error) {
 	return exploration.Replay(ctx, d.Manager, f, on)
+}
+
+// ReplayPasses implements Runs.
+func (d managerDomain) ReplayPasses(ctx context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error) {
+	return exploration.Passes(ctx, d.Manager, o, progress)
 }
 
 // Bisect implements Runs.

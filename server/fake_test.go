@@ -34,11 +34,12 @@ type fakeDomain struct {
 	limit     int
 	closed    int
 	onRestore func(time.Duration)
-	diff      [2]session.DiffSide // the last Diff's sides
-	explore   exploration.Options // the last Explore's options
-	crash     crashcheck.Options  // the last Crash's options
-	check     check.Options       // the last Check's options
-	replayed  [2]string           // the last Replay's finding and image
+	diff      [2]session.DiffSide       // the last Diff's sides
+	explore   exploration.Options       // the last Explore's options
+	crash     crashcheck.Options        // the last Crash's options
+	check     check.Options             // the last Check's options
+	replayed  [2]string                 // the last Replay's finding and image
+	passes    exploration.PassesOptions // the last ReplayPasses' options
 
 	// When block is set, Apply signals entered and waits for block to close
 	// or for its context to end.
@@ -425,6 +426,20 @@ func (f *fakeDomain) Replay(_ context.Context, fd *session.Finding, on explorati
 		Steps:         []exploration.ReplayStep{{Op: "mkdir d 0755", Results: []session.LaneResult{{Lane: "ext2"}, {Lane: "vfat", Errno: 1}}, Diverged: true}},
 		Roots:         map[string]string{"ext2": "aa", "vfat": "bb"},
 		ErrnoDiverged: true, Reproduced: true}, nil
+}
+
+func (f *fakeDomain) ReplayPasses(_ context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error) {
+	if err := f.record("ReplayPasses"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.passes = o
+	f.mu.Unlock()
+	for p := range o.N {
+		progress(exploration.PassProgress{Clock: "free", Pass: p + 1, Passes: o.N})
+	}
+	return &exploration.PassesResult{Finding: o.Finding, Sessions: []string{"s-7"}, Backend: "qemu", Trace: o.Trace,
+		Rows: []exploration.PassesRow{{Clock: "free", Passes: o.N, Disks: map[string]int{o.Lanes[0]: 3}, RAM: -1}}}, nil
 }
 
 func (f *fakeDomain) Bisect(_ context.Context, fd *session.Finding, images []string) (*exploration.Bisected, error) {

@@ -65,3 +65,53 @@ func TestBisectRPC(t *testing.T) {
 		t.Errorf("Bisect = %v", resp)
 	}
 }
+
+// TestReplayPassesRPC: a finding's passes take its lanes and trace, lanes
+// and a trace given take those; a finding with lanes, or neither, is
+// refused naming the field; progress (coalesced) streams before the
+// result.
+func TestReplayPassesRPC(t *testing.T) {
+	t.Parallel()
+	f := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, f))
+	drain := func(req *themisv1.ReplayPassesRequest) (int, *themisv1.PassesResult, error) {
+		stream, err := c.ReplayPasses(context.Background(), req)
+		if err != nil {
+			return 0, nil, err
+		}
+		n := 0
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return n, nil, err
+			}
+			if m.GetProgress() != nil {
+				n++
+			}
+			if r := m.GetResult(); r != nil {
+				return n, r, nil
+			}
+		}
+	}
+	for _, tc := range []struct {
+		req   *themisv1.ReplayPassesRequest
+		field string
+	}{
+		{&themisv1.ReplayPassesRequest{FindingId: "f-1", Lanes: []string{"ext2"}, Passes: 3}, "finding_id"},
+		{&themisv1.ReplayPassesRequest{Passes: 3}, "lanes"},
+	} {
+		if _, _, err := drain(tc.req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%v: %v, want InvalidArgument naming %s", tc.req, err, tc.field)
+		}
+	}
+	n, r, err := drain(&themisv1.ReplayPassesRequest{Lanes: []string{"ext2"}, Trace: []string{"mkdir d 0755"}, Passes: 3, Clock: "free"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1 || r.GetBackend() != "qemu" || len(r.GetRows()) != 1 || r.GetRows()[0].GetDistinctDiskHashes()["ext2"] != 3 || r.GetRows()[0].GetDistinctRamHashes() != -1 {
+		t.Errorf("%d progress messages, result %v", n, r)
+	}
+	if f.passes.Clock != "free" || f.passes.N != 3 || !slices.Equal(f.passes.Trace, []string{"mkdir d 0755"}) || f.passes.Finding != "" {
+		t.Errorf("the domain ran %+v", f.passes)
+	}
+}

@@ -392,14 +392,11 @@ func (m *Manager) Hashes(ctx context.Context, sessionID string) (Hashes, error) 
 		return Hashes{}, err
 	}
 	defer s.unlock()
-	h := Hashes{Disks: make(map[string][32]byte, len(s.specs))}
-	for i, sp := range s.specs {
-		sum, err := s.devs[i].Hash()
-		if err != nil {
-			return Hashes{}, fmt.Errorf("session %s: lane %s: %w", sessionID, sp.Name, err)
-		}
-		h.Disks[sp.Name] = sum
+	disks, err := s.diskHashes()
+	if err != nil {
+		return Hashes{}, err
 	}
+	h := Hashes{Disks: disks}
 	if _, ok := s.mach.(vmm.Hasher); !ok {
 		return h, nil
 	}
@@ -413,4 +410,18 @@ func (m *Manager) Hashes(ctx context.Context, sessionID string) (Hashes, error) 
 	}
 	h.HasRAM = true
 	return h, nil
+}
+
+// diskHashes hashes every lane's whole disk as written (overlay-resolved,
+// blake3), by lane. s.mu is held.
+func (s *session) diskHashes() (map[string][32]byte, error) {
+	out := make(map[string][32]byte, len(s.specs))
+	for i, sp := range s.specs {
+		sum, err := s.devs[i].Hash()
+		if err != nil {
+			return nil, fmt.Errorf("session %s: lane %s: %w", s.info.ID, sp.Name, err)
+		}
+		out[sp.Name] = sum
+	}
+	return out, nil
 }

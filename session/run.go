@@ -339,6 +339,28 @@ func (r *Run) Disk(ctx context.Context, i int, what string, f func(d *overlay.De
 	})
 }
 
+// Hashes is Manager.Hashes of the run's session: every lane's whole disk
+// as written and, where the backend exposes it, all guest RAM.
+func (r *Run) Hashes(ctx context.Context) (Hashes, error) {
+	var h Hashes
+	err := r.Do(ctx, "hashes", func(ctx context.Context, mach vmm.Machine) error {
+		var err error
+		if h.Disks, err = r.s.diskHashes(); err != nil {
+			return err
+		}
+		hasher, ok := mach.(vmm.Hasher)
+		if !ok {
+			return nil
+		}
+		if h.RAM, err = hasher.RAMHash(ctx); err != nil {
+			return err
+		}
+		h.HasRAM = true
+		return nil
+	})
+	return h, err
+}
+
 // HasSpare reports whether lane i has a spare disk (CreateOptions.Spares;
 // not for an overlay lane).
 func (r *Run) HasSpare(i int) bool {

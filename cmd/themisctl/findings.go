@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/opspec"
 )
 
 // newFindings is `themisctl findings`.
@@ -136,46 +135,6 @@ func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*r
 		rep.Steps = append(rep.Steps, replayStep{Op: st.GetOp(), Errnos: st.GetErrnos(), Diverged: st.GetDiverged()})
 	}
 	return rep, nil
-}
-
-// replayStepOf applies one op of f's trace on session id (a kernel
-// finding's replay: its ops until the guest dies).
-func replayStepOf(ctx context.Context, c *conn, id string, f *themisv1.Finding, s string) (replayStep, error) {
-	op, err := opspec.Parse(s)
-	if err != nil {
-		return replayStep{}, fmt.Errorf("finding %s: trace op %q: %w", f.GetId(), s, err)
-	}
-	resp, err := c.Apply(ctx, &themisv1.ApplyRequest{SessionId: id, Op: op})
-	if err != nil {
-		return replayStep{}, err
-	}
-	step := replayStep{Op: s, Diverged: resp.GetDiverged()}
-	for _, r := range resp.GetResults() {
-		step.Errnos = append(step.Errnos, fmt.Sprintf("%s=%d", r.GetLane(), r.GetErrno()))
-	}
-	return step, nil
-}
-
-// remountLanes unmounts and mounts every lane of session id: a finding of
-// a run with the remount revert ran each op of its trace on freshly
-// mounted lanes.
-func remountLanes(ctx context.Context, c *conn, id string) error {
-	for _, s := range []string{"umount", "mount"} {
-		op, err := opspec.Parse(s)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Apply(ctx, &themisv1.ApplyRequest{SessionId: id, Op: op})
-		if err != nil {
-			return err
-		}
-		for _, r := range resp.GetResults() {
-			if r.GetErrno() != 0 {
-				return fmt.Errorf("%s of lane %s: errno %d", s, r.GetLane(), r.GetErrno())
-			}
-		}
-	}
-	return nil
 }
 
 func printReplay(rep *replayResult) error {
@@ -322,18 +281,3 @@ func splitTrace(s string) []string {
 	return out
 }
 
-// replaySession creates a fresh session with f's lanes (on the guest image
-// dir, "" the lanes' flavour's); remove deletes it
-// (a failure is said on stderr: the replay's result stands).
-func replaySession(ctx context.Context, c *conn, f *themisv1.Finding, image string, icount bool) (s *themisv1.Session, remove func(), err error) {
-	cs, err := c.CreateSession(ctx, &themisv1.CreateSessionRequest{Lanes: f.GetLaneSpecs(), Image: image, Icount: icount})
-	if err != nil {
-		return nil, nil, err
-	}
-	id := cs.GetSession().GetId()
-	return cs.GetSession(), func() {
-		if _, err := c.DeleteSession(context.WithoutCancel(ctx), &themisv1.DeleteSessionRequest{SessionId: id}); err != nil {
-			fmt.Fprintln(os.Stderr, "themisctl: remove replay session:", err)
-		}
-	}, nil
-}

@@ -8586,6 +8586,416 @@ func (x *BisectResponse) GetFirstDifferingImage() string {
 	return ""
 }
 
+type ReplayPassesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The finding whose lanes, trace and revert to replay; or none, and
+	// lanes and trace given.
+	FindingId string   `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	Lanes     []string `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Ops in opspec's short form, at most 64 (a sync follows them).
+	Trace []string `protobuf:"bytes,3,rep,name=trace,proto3" json:"trace,omitempty"`
+	// The guest image (a name or key; empty: the finding's patched image,
+	// else the lanes' stock one).
+	Image string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	// Passes per clock mode, 2..100.
+	Passes int32 `protobuf:"varint,5,opt,name=passes,proto3" json:"passes,omitempty"`
+	// "free", "pinned" (the agent sets the guest clock before every op) or
+	// "both" (the default).
+	Clock string `protobuf:"bytes,6,opt,name=clock,proto3" json:"clock,omitempty"`
+	// QEMU's instruction counting: "off" (the default), "on" or "both" (a
+	// session each).
+	Icount        string `protobuf:"bytes,7,opt,name=icount,proto3" json:"icount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayPassesRequest) Reset() {
+	*x = ReplayPassesRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayPassesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayPassesRequest) ProtoMessage() {}
+
+func (x *ReplayPassesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayPassesRequest.ProtoReflect.Descriptor instead.
+func (*ReplayPassesRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ReplayPassesRequest) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *ReplayPassesRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *ReplayPassesRequest) GetTrace() []string {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *ReplayPassesRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ReplayPassesRequest) GetPasses() int32 {
+	if x != nil {
+		return x.Passes
+	}
+	return 0
+}
+
+func (x *ReplayPassesRequest) GetClock() string {
+	if x != nil {
+		return x.Clock
+	}
+	return ""
+}
+
+func (x *ReplayPassesRequest) GetIcount() string {
+	if x != nil {
+		return x.Icount
+	}
+	return ""
+}
+
+// One clock mode's passes, with or without instruction counting.
+type PassesRow struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Clock  string                 `protobuf:"bytes,1,opt,name=clock,proto3" json:"clock,omitempty"`
+	Icount bool                   `protobuf:"varint,2,opt,name=icount,proto3" json:"icount,omitempty"`
+	Passes int32                  `protobuf:"varint,3,opt,name=passes,proto3" json:"passes,omitempty"`
+	// Distinct whole-disk hashes, by lane.
+	DistinctDiskHashes map[string]int32 `protobuf:"bytes,4,rep,name=distinct_disk_hashes,json=distinctDiskHashes,proto3" json:"distinct_disk_hashes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Distinct RAM hashes; -1 where the backend does not expose RAM.
+	DistinctRamHashes int32 `protobuf:"varint,5,opt,name=distinct_ram_hashes,json=distinctRamHashes,proto3" json:"distinct_ram_hashes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *PassesRow) Reset() {
+	*x = PassesRow{}
+	mi := &file_themis_v1_themis_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassesRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassesRow) ProtoMessage() {}
+
+func (x *PassesRow) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassesRow.ProtoReflect.Descriptor instead.
+func (*PassesRow) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *PassesRow) GetClock() string {
+	if x != nil {
+		return x.Clock
+	}
+	return ""
+}
+
+func (x *PassesRow) GetIcount() bool {
+	if x != nil {
+		return x.Icount
+	}
+	return false
+}
+
+func (x *PassesRow) GetPasses() int32 {
+	if x != nil {
+		return x.Passes
+	}
+	return 0
+}
+
+func (x *PassesRow) GetDistinctDiskHashes() map[string]int32 {
+	if x != nil {
+		return x.DistinctDiskHashes
+	}
+	return nil
+}
+
+func (x *PassesRow) GetDistinctRamHashes() int32 {
+	if x != nil {
+		return x.DistinctRamHashes
+	}
+	return 0
+}
+
+type ReplayPassesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ReplayPassesResponse_Progress
+	//	*ReplayPassesResponse_Result
+	Event         isReplayPassesResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayPassesResponse) Reset() {
+	*x = ReplayPassesResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayPassesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayPassesResponse) ProtoMessage() {}
+
+func (x *ReplayPassesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayPassesResponse.ProtoReflect.Descriptor instead.
+func (*ReplayPassesResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ReplayPassesResponse) GetEvent() isReplayPassesResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ReplayPassesResponse) GetProgress() *PassProgress {
+	if x != nil {
+		if x, ok := x.Event.(*ReplayPassesResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *ReplayPassesResponse) GetResult() *PassesResult {
+	if x != nil {
+		if x, ok := x.Event.(*ReplayPassesResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isReplayPassesResponse_Event interface {
+	isReplayPassesResponse_Event()
+}
+
+type ReplayPassesResponse_Progress struct {
+	// A pass begins: its clock mode, instruction counting, number (from
+	// 1) and the passes per mode.
+	Progress *PassProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type ReplayPassesResponse_Result struct {
+	Result *PassesResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*ReplayPassesResponse_Progress) isReplayPassesResponse_Event() {}
+
+func (*ReplayPassesResponse_Result) isReplayPassesResponse_Event() {}
+
+type PassProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clock         string                 `protobuf:"bytes,1,opt,name=clock,proto3" json:"clock,omitempty"`
+	Icount        bool                   `protobuf:"varint,2,opt,name=icount,proto3" json:"icount,omitempty"`
+	Pass          int32                  `protobuf:"varint,3,opt,name=pass,proto3" json:"pass,omitempty"`
+	Passes        int32                  `protobuf:"varint,4,opt,name=passes,proto3" json:"passes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PassProgress) Reset() {
+	*x = PassProgress{}
+	mi := &file_themis_v1_themis_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassProgress) ProtoMessage() {}
+
+func (x *PassProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassProgress.ProtoReflect.Descriptor instead.
+func (*PassProgress) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *PassProgress) GetClock() string {
+	if x != nil {
+		return x.Clock
+	}
+	return ""
+}
+
+func (x *PassProgress) GetIcount() bool {
+	if x != nil {
+		return x.Icount
+	}
+	return false
+}
+
+func (x *PassProgress) GetPass() int32 {
+	if x != nil {
+		return x.Pass
+	}
+	return 0
+}
+
+func (x *PassProgress) GetPasses() int32 {
+	if x != nil {
+		return x.Passes
+	}
+	return 0
+}
+
+type PassesResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	// One session per instruction-counting mode.
+	SessionIds    []string     `protobuf:"bytes,2,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	Backend       string       `protobuf:"bytes,3,opt,name=backend,proto3" json:"backend,omitempty"`
+	Trace         []string     `protobuf:"bytes,4,rep,name=trace,proto3" json:"trace,omitempty"`
+	Rows          []*PassesRow `protobuf:"bytes,5,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PassesResult) Reset() {
+	*x = PassesResult{}
+	mi := &file_themis_v1_themis_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassesResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassesResult) ProtoMessage() {}
+
+func (x *PassesResult) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassesResult.ProtoReflect.Descriptor instead.
+func (*PassesResult) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *PassesResult) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *PassesResult) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *PassesResult) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *PassesResult) GetTrace() []string {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *PassesResult) GetRows() []*PassesRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -9389,7 +9799,42 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\x12(\n" +
 	"\x04rows\x18\x02 \x03(\v2\x14.themis.v1.BisectRowR\x04rows\x122\n" +
-	"\x15first_differing_image\x18\x03 \x01(\tR\x13firstDifferingImage2\xdb\x0e\n" +
+	"\x15first_differing_image\x18\x03 \x01(\tR\x13firstDifferingImage\"\xbc\x01\n" +
+	"\x13ReplayPassesRequest\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x14\n" +
+	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x14\n" +
+	"\x05trace\x18\x03 \x03(\tR\x05trace\x12\x14\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\x12\x16\n" +
+	"\x06passes\x18\x05 \x01(\x05R\x06passes\x12\x14\n" +
+	"\x05clock\x18\x06 \x01(\tR\x05clock\x12\x16\n" +
+	"\x06icount\x18\a \x01(\tR\x06icount\"\xa8\x02\n" +
+	"\tPassesRow\x12\x14\n" +
+	"\x05clock\x18\x01 \x01(\tR\x05clock\x12\x16\n" +
+	"\x06icount\x18\x02 \x01(\bR\x06icount\x12\x16\n" +
+	"\x06passes\x18\x03 \x01(\x05R\x06passes\x12^\n" +
+	"\x14distinct_disk_hashes\x18\x04 \x03(\v2,.themis.v1.PassesRow.DistinctDiskHashesEntryR\x12distinctDiskHashes\x12.\n" +
+	"\x13distinct_ram_hashes\x18\x05 \x01(\x05R\x11distinctRamHashes\x1aE\n" +
+	"\x17DistinctDiskHashesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x89\x01\n" +
+	"\x14ReplayPassesResponse\x125\n" +
+	"\bprogress\x18\x01 \x01(\v2\x17.themis.v1.PassProgressH\x00R\bprogress\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.themis.v1.PassesResultH\x00R\x06resultB\a\n" +
+	"\x05event\"h\n" +
+	"\fPassProgress\x12\x14\n" +
+	"\x05clock\x18\x01 \x01(\tR\x05clock\x12\x16\n" +
+	"\x06icount\x18\x02 \x01(\bR\x06icount\x12\x12\n" +
+	"\x04pass\x18\x03 \x01(\x05R\x04pass\x12\x16\n" +
+	"\x06passes\x18\x04 \x01(\x05R\x06passes\"\xa8\x01\n" +
+	"\fPassesResult\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x1f\n" +
+	"\vsession_ids\x18\x02 \x03(\tR\n" +
+	"sessionIds\x12\x18\n" +
+	"\abackend\x18\x03 \x01(\tR\abackend\x12\x14\n" +
+	"\x05trace\x18\x04 \x03(\tR\x05trace\x12(\n" +
+	"\x04rows\x18\x05 \x03(\v2\x14.themis.v1.PassesRowR\x04rows2\xae\x0f\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -9420,7 +9865,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05Crash\x12\x17.themis.v1.CrashRequest\x1a\x18.themis.v1.CrashResponse0\x01\x12<\n" +
 	"\x05Check\x12\x17.themis.v1.CheckRequest\x1a\x18.themis.v1.CheckResponse0\x01\x12=\n" +
 	"\x06Replay\x12\x18.themis.v1.ReplayRequest\x1a\x19.themis.v1.ReplayResponse\x12=\n" +
-	"\x06Bisect\x12\x18.themis.v1.BisectRequest\x1a\x19.themis.v1.BisectResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\x06Bisect\x12\x18.themis.v1.BisectRequest\x1a\x19.themis.v1.BisectResponse\x12Q\n" +
+	"\fReplayPasses\x12\x1e.themis.v1.ReplayPassesRequest\x1a\x1f.themis.v1.ReplayPassesResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -9435,7 +9881,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -9527,34 +9973,40 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*BisectRequest)(nil),            // 87: themis.v1.BisectRequest
 	(*BisectRow)(nil),                // 88: themis.v1.BisectRow
 	(*BisectResponse)(nil),           // 89: themis.v1.BisectResponse
-	nil,                              // 90: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 91: themis.v1.CorruptSummary.ByClassEntry
-	nil,                              // 92: themis.v1.ReplayResponse.RootsEntry
-	(*timestamppb.Timestamp)(nil),    // 93: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 94: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 95: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 96: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 97: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 98: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 99: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 100: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 101: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 102: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 103: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 104: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 105: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 106: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 107: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 108: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 109: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 110: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 111: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 112: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 113: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 114: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 115: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 116: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 117: themis.agent.v1.Timespec
+	(*ReplayPassesRequest)(nil),      // 90: themis.v1.ReplayPassesRequest
+	(*PassesRow)(nil),                // 91: themis.v1.PassesRow
+	(*ReplayPassesResponse)(nil),     // 92: themis.v1.ReplayPassesResponse
+	(*PassProgress)(nil),             // 93: themis.v1.PassProgress
+	(*PassesResult)(nil),             // 94: themis.v1.PassesResult
+	nil,                              // 95: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 96: themis.v1.CorruptSummary.ByClassEntry
+	nil,                              // 97: themis.v1.ReplayResponse.RootsEntry
+	nil,                              // 98: themis.v1.PassesRow.DistinctDiskHashesEntry
+	(*timestamppb.Timestamp)(nil),    // 99: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 100: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 101: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 102: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 103: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 104: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 105: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 106: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 107: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 108: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 109: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 110: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 111: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 112: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 113: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 114: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 115: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 116: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 117: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 118: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 119: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 120: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 121: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 122: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 123: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -9566,8 +10018,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	93,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	99,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -9575,48 +10027,48 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	93,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	94,  // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	95,  // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	96,  // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	97,  // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	98,  // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	99,  // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	100, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	101, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	102, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	103, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	104, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	105, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	106, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	107, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	108, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	109, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	110, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	111, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	112, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	113, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	100, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	101, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	102, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	103, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	104, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	105, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	106, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	107, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	108, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	109, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	110, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	111, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	112, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	113, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	114, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	115, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	116, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	117, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	118, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	119, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	114, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	115, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	115, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	120, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	121, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	121, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	116, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	93,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	122, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	99,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	114, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	120, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	93,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	93,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	99,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	99,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
@@ -9633,11 +10085,11 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
 	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
 	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	117, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	117, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	117, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	123, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	123, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	123, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
 	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	90,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	95,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -9649,7 +10101,7 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
 	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	91,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	96,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
 	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
@@ -9667,66 +10119,72 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	82,  // 107: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
 	10,  // 108: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
 	85,  // 109: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
-	92,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
+	97,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
 	50,  // 111: themis.v1.ReplayResponse.kernel:type_name -> themis.v1.KernelReport
 	88,  // 112: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
-	13,  // 113: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 114: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 115: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 116: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 117: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 118: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 119: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 120: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 121: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 122: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 123: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 124: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 125: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 126: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 127: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 128: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 129: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 130: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 131: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 132: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 133: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 134: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 135: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 136: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	84,  // 137: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
-	87,  // 138: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
-	14,  // 139: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 140: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 141: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 142: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 143: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 144: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 145: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 146: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 147: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 148: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 149: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 150: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 151: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 152: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 153: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 154: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 155: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 156: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 157: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 158: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 159: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 160: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 161: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 162: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	86,  // 163: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
-	89,  // 164: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
-	139, // [139:165] is the sub-list for method output_type
-	113, // [113:139] is the sub-list for method input_type
-	113, // [113:113] is the sub-list for extension type_name
-	113, // [113:113] is the sub-list for extension extendee
-	0,   // [0:113] is the sub-list for field type_name
+	98,  // 113: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
+	93,  // 114: themis.v1.ReplayPassesResponse.progress:type_name -> themis.v1.PassProgress
+	94,  // 115: themis.v1.ReplayPassesResponse.result:type_name -> themis.v1.PassesResult
+	91,  // 116: themis.v1.PassesResult.rows:type_name -> themis.v1.PassesRow
+	13,  // 117: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 118: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 119: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 120: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 121: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 122: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 123: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 124: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 125: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 126: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 127: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 128: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 129: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 130: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 131: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 132: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 133: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 134: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 135: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 136: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 137: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 138: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 139: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 140: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	84,  // 141: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	87,  // 142: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
+	90,  // 143: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
+	14,  // 144: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 145: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 146: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 147: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 148: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 149: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 150: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 151: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 152: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 153: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 154: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 155: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 156: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 157: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 158: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 159: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 160: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 161: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 162: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 163: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 164: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 165: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 166: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 167: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	86,  // 168: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	89,  // 169: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
+	92,  // 170: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
+	144, // [144:171] is the sub-list for method output_type
+	117, // [117:144] is the sub-list for method input_type
+	117, // [117:117] is the sub-list for extension type_name
+	117, // [117:117] is the sub-list for extension extendee
+	0,   // [0:117] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -9787,13 +10245,17 @@ func file_themis_v1_themis_proto_init() {
 		(*CheckResponse_PartDone)(nil),
 		(*CheckResponse_Summary)(nil),
 	}
+	file_themis_v1_themis_proto_msgTypes[90].OneofWrappers = []any{
+		(*ReplayPassesResponse_Progress)(nil),
+		(*ReplayPassesResponse_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   91,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,7 @@ const (
 	Themis_Check_FullMethodName            = "/themis.v1.Themis/Check"
 	Themis_Replay_FullMethodName           = "/themis.v1.Themis/Replay"
 	Themis_Bisect_FullMethodName           = "/themis.v1.Themis/Bisect"
+	Themis_ReplayPasses_FullMethodName     = "/themis.v1.Themis/ReplayPasses"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -133,6 +134,12 @@ type ThemisClient interface {
 	// and names the first whose outcome, reproduced or not, differs from the
 	// first image's. Every image is replayed, so a flaky outcome shows too.
 	Bisect(ctx context.Context, in *BisectRequest, opts ...grpc.CallOption) (*BisectResponse, error)
+	// ReplayPasses measures replay fidelity (docs/replay.md, the paper's
+	// Table 13): a finding's trace (or lanes and a trace given) run `passes`
+	// times from one checkpoint, then sync, per clock mode, in a session per
+	// instruction-counting mode; the distinct whole-disk and RAM hashes the
+	// passes leave. Streams each pass's progress, then the result.
+	ReplayPasses(ctx context.Context, in *ReplayPassesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReplayPassesResponse], error)
 }
 
 type themisClient struct {
@@ -457,6 +464,25 @@ func (c *themisClient) Bisect(ctx context.Context, in *BisectRequest, opts ...gr
 	return out, nil
 }
 
+func (c *themisClient) ReplayPasses(ctx context.Context, in *ReplayPassesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReplayPassesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[6], Themis_ReplayPasses_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReplayPassesRequest, ReplayPassesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ReplayPassesClient = grpc.ServerStreamingClient[ReplayPassesResponse]
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -536,6 +562,12 @@ type ThemisServer interface {
 	// and names the first whose outcome, reproduced or not, differs from the
 	// first image's. Every image is replayed, so a flaky outcome shows too.
 	Bisect(context.Context, *BisectRequest) (*BisectResponse, error)
+	// ReplayPasses measures replay fidelity (docs/replay.md, the paper's
+	// Table 13): a finding's trace (or lanes and a trace given) run `passes`
+	// times from one checkpoint, then sync, per clock mode, in a session per
+	// instruction-counting mode; the distinct whole-disk and RAM hashes the
+	// passes leave. Streams each pass's progress, then the result.
+	ReplayPasses(*ReplayPassesRequest, grpc.ServerStreamingServer[ReplayPassesResponse]) error
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -623,6 +655,9 @@ func (UnimplementedThemisServer) Replay(context.Context, *ReplayRequest) (*Repla
 }
 func (UnimplementedThemisServer) Bisect(context.Context, *BisectRequest) (*BisectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Bisect not implemented")
+}
+func (UnimplementedThemisServer) ReplayPasses(*ReplayPassesRequest, grpc.ServerStreamingServer[ReplayPassesResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReplayPasses not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -1071,6 +1106,17 @@ func _Themis_Bisect_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_ReplayPasses_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReplayPassesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).ReplayPasses(m, &grpc.GenericServerStream[ReplayPassesRequest, ReplayPassesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ReplayPassesServer = grpc.ServerStreamingServer[ReplayPassesResponse]
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1188,6 +1234,11 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Check",
 			Handler:       _Themis_Check_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReplayPasses",
+			Handler:       _Themis_ReplayPasses_Handler,
 			ServerStreams: true,
 		},
 	},
