@@ -464,6 +464,10 @@ func TestGrpcurl(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"firstDifferingImage": "b"`) || !strings.Contains(out, `"kernelVersion": "6.1.1"`) {
 		t.Errorf("grpcurl Bisect = %q, %v; want the rows and the first image that differs", out, err)
 	}
+	out, err = run("-d", `{"finding_id": "f-1"}`, sock, "themis.v1.Themis/Export")
+	if err != nil || !strings.Contains(out, `"name": "repro.sh"`) || !strings.Contains(out, `"executable": true`) || !strings.Contains(out, `"stockKernel": "6.1.0"`) {
+		t.Errorf("grpcurl Export = %q, %v; want the files streamed and the summary", out, err)
+	}
 	out, err = run(sock, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
 )
 
@@ -57,6 +58,8 @@ type Runs interface {
 	Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error)
 	// ReplayPasses measures replay fidelity.
 	ReplayPasses(ctx context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error)
+	// Export builds finding f's reproducer.
+	Export(ctx context.Context, f *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error)
 	// Bisect replays finding f on images in order.
 	Bisect(ctx context.Context, f *session.Finding, images []string) (*exploration.Bisected, error)
 }
@@ -110,6 +113,11 @@ func (d managerDomain) Replay(ctx context.Context, f *session.Finding, on explor
 // ReplayPasses implements Runs.
 func (d managerDomain) ReplayPasses(ctx context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error) {
 	return exploration.Passes(ctx, d.Manager, o, progress)
+}
+
+// Export implements Runs.
+func (d managerDomain) Export(ctx context.Context, f *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error) {
+	return export.Run(ctx, d.Manager, f, o, out)
 }
 
 // Bisect implements Runs.

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/themisfs/themis/repro"
+	"github.com/themisfs/themis/runs/export"
 	"strconv"
 	"sync"
 	"time"
@@ -440,6 +443,23 @@ func (f *fakeDomain) ReplayPasses(_ context.Context, o exploration.PassesOptions
 	}
 	return &exploration.PassesResult{Finding: o.Finding, Sessions: []string{"s-7"}, Backend: "qemu", Trace: o.Trace,
 		Rows: []exploration.PassesRow{{Clock: "free", Passes: o.N, Disks: map[string]int{o.Lanes[0]: 3}, RAM: -1}}}, nil
+}
+
+func (f *fakeDomain) Export(_ context.Context, fd *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error) {
+	if err := f.record("Export"); err != nil {
+		return nil, err
+	}
+	if o.Policy == "lenient" {
+		return nil, errkind.Invalid("policy", "unknown policy %q", o.Policy)
+	}
+	big := bytes.Repeat([]byte{'x'}, 3<<20/2) // two chunks
+	if err := out.File("README", false, big); err != nil {
+		return nil, err
+	}
+	if err := out.File("repro.sh", true, []byte("#!/bin/sh\n")); err != nil {
+		return nil, err
+	}
+	return &export.Summary{Finding: fd.ID, Kind: fd.Kind, Files: []string{"README", "repro.sh"}, Stock: &repro.Stock{Kernel: "6.1.0", Reproduced: false}}, nil
 }
 
 func (f *fakeDomain) Bisect(_ context.Context, fd *session.Finding, images []string) (*exploration.Bisected, error) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -113,5 +114,59 @@ func TestReplayPassesRPC(t *testing.T) {
 	}
 	if f.passes.Clock != "free" || f.passes.N != 3 || !slices.Equal(f.passes.Trace, []string{"mkdir d 0755"}) || f.passes.Finding != "" {
 		t.Errorf("the domain ran %+v", f.passes)
+	}
+}
+
+// TestExportRPC: Export streams a file larger than a chunk in order, an
+// executable one, then the summary; a missing id names finding_id, an
+// unknown one is NotFound, the domain's refusal names its field.
+func TestExportRPC(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	drain := func(req *themisv1.ExportRequest) (map[string][]byte, map[string]bool, *themisv1.ExportSummary, error) {
+		files, exec := map[string][]byte{}, map[string]bool{}
+		stream, err := c.Export(context.Background(), req)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if fl := m.GetFile(); fl != nil {
+				if int64(len(files[fl.GetName()])) != fl.GetOffset() {
+					return nil, nil, nil, fmt.Errorf("%s: chunk at %d after %d bytes", fl.GetName(), fl.GetOffset(), len(files[fl.GetName()]))
+				}
+				files[fl.GetName()] = append(files[fl.GetName()], fl.GetData()...)
+				exec[fl.GetName()] = fl.GetExecutable()
+			}
+			if s := m.GetSummary(); s != nil {
+				return files, exec, s, nil
+			}
+		}
+	}
+	for _, tc := range []struct {
+		req   *themisv1.ExportRequest
+		code  codes.Code
+		field string
+	}{
+		{&themisv1.ExportRequest{}, codes.InvalidArgument, "finding_id"},
+		{&themisv1.ExportRequest{FindingId: "f-nope"}, codes.NotFound, ""},
+		{&themisv1.ExportRequest{FindingId: "f-1", Policy: "lenient"}, codes.InvalidArgument, "policy"},
+	} {
+		if _, _, _, err := drain(tc.req); status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%v: %v, want %v naming %q", tc.req, err, tc.code, tc.field)
+		}
+	}
+	files, exec, sum, err := drain(&themisv1.ExportRequest{FindingId: "f-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files["README"]) != 3<<20/2 || string(files["repro.sh"]) != "#!/bin/sh\n" || !exec["repro.sh"] || exec["README"] {
+		t.Errorf("files: README %d bytes, repro.sh %q, executable %v", len(files["README"]), files["repro.sh"], exec)
+	}
+	if !slices.Equal(sum.GetFiles(), []string{"README", "repro.sh"}) || !sum.GetStockReplayed() || sum.GetStockKernel() != "6.1.0" || sum.GetStockReproduced() {
+		t.Errorf("summary %v", sum)
 	}
 }

@@ -765,6 +765,9 @@ func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 	return m.ledger.session(ctx, id)
 }
 
+// CacheDir is the guest and base image cache the manager boots from.
+func (m *Manager) CacheDir() string { return m.cfg.CacheDir }
+
 // List returns the live sessions (their views), or with all every session
 // in the ledger.
 func (m *Manager) List(ctx context.Context, all bool) ([]*Info, error) {

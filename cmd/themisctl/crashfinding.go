@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
-	"github.com/themisfs/themis/guest"
-	"github.com/themisfs/themis/hostfsck"
-	"github.com/themisfs/themis/repro"
 )
 
 // printCrashPoint shows a crash finding's state: the setup, the
@@ -208,84 +204,4 @@ func (m *imageFile) close() {
 	if m != nil && m.f != nil {
 		m.f.Close()
 	}
-}
-
-// exportCrash writes a crash finding's standalone reproducer into dir: the
-// crash state's image (from a replay in a fresh session), check.sh, README
-// and trace.txt.
-func exportCrash(ctx context.Context, c *conn, f *themisv1.Finding, dir string) (names []string, err error) {
-	root, err := openExportDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if cerr := root.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("--out: %w", cerr)
-		}
-	}()
-	rep, err := replayCrash(ctx, c, f, &imageFile{path: "crash.img", root: root})
-	if err != nil {
-		return nil, err
-	}
-	in, err := crashReproInput(f)
-	if err != nil {
-		return nil, err
-	}
-	if !rep.Reproduced {
-		in.Detail += fmt.Sprintf(" (NOT reproduced by the replay that made crash.img: it was %s)", rep.Verdict)
-	}
-	files, err := repro.CrashFiles(in)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeExport(root, files); err != nil {
-		return nil, err
-	}
-	return append(sortedNames(files), "crash.img"), nil
-}
-
-// crashReproInput is what repro.CrashFiles needs of f.
-func crashReproInput(f *themisv1.Finding) (repro.Crash, error) {
-	c := f.GetCrash()
-	sp, err := guest.ParseLaneSpec(f.GetLaneSpecs()[0])
-	if err != nil {
-		return repro.Crash{}, fmt.Errorf("finding %s: lane %q: %w", f.GetId(), f.GetLaneSpecs()[0], err)
-	}
-	tool, err := hostfsck.For(sp.FS)
-	if err != nil {
-		return repro.Crash{}, fmt.Errorf("finding %s: %w", f.GetId(), err)
-	}
-	return repro.Crash{ID: f.GetId(), Detail: f.GetDetail(), Spec: f.GetLaneSpecs()[0], FS: sp.FS, MountOptions: sp.MountOptions(), Setup: c.GetSetup(), SetupSync: c.GetSetupSync(),
-		Trace: f.GetTrace(), State: fmt.Sprintf("after %d flush(es), %s, in-flight writes %v of %v", c.GetFlushes(), c.GetKind(), inFlight(c), c.GetEpoch()),
-		Keep: fmt.Sprint(c.GetKeep()), InFlight: fmt.Sprint(inFlight(c)), Writes: int(c.GetWrites()), LogFlushes: int(c.GetLogFlushes()),
-		States: int(c.GetStates()), NotClean: int(c.GetNotClean()), Verdict: c.GetVerdict(), Durability: c.GetDurability(), Output: c.GetOutput(),
-		Check: tool.Command(), Recover: tool.RecoverCommand(), Package: tool.Package(), Version: themisVersion()}, nil
-}
-
-// inFlight is the kept writes of the crash's epoch.
-func inFlight(c *themisv1.CrashPoint) []int32 {
-	epoch := map[int32]bool{}
-	for _, e := range c.GetEpoch() {
-		epoch[e] = true
-	}
-	var out []int32
-	for _, k := range c.GetKeep() {
-		if epoch[k] {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// exportCrashCmd is `themisctl findings export` of a crash finding.
-func exportCrashCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, dir string) error {
-	names, err := exportCrash(ctx, c, f, dir)
-	if err != nil {
-		return err
-	}
-	if g.json {
-		return writeJSON(os.Stdout, map[string]any{"finding": f.GetId(), "dir": dir, "files": names})
-	}
-	fmt.Printf("wrote %s/{%s}; run: %s\n", dir, strings.Join(names, ","), filepath.Join(dir, "check.sh"))
-	return nil
 }

@@ -9,16 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/family"
-	"github.com/themisfs/themis/guest"
-	"github.com/themisfs/themis/guest/baseimage"
-	"github.com/themisfs/themis/repro"
+	"github.com/themisfs/themis/client"
 )
 
 // newFindingsExport is `themisctl findings export`.
@@ -44,40 +39,26 @@ func newFindingsExport(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				fr, err := c.GetFinding(ctx, &themisv1.GetFindingRequest{FindingId: args[0]})
+				dir, err := exportDir(args[0], out)
 				if err != nil {
 					return err
 				}
-				dir, err := exportDir(fr.GetFinding(), out)
-				if err != nil {
-					return err
-				}
-				if fr.GetFinding().GetCrash() != nil {
-					return exportCrashCmd(ctx, g, c, fr.GetFinding(), dir)
-				}
-				files, err := exportFinding(ctx, g, c, fr.GetFinding(), policy)
-				if err != nil {
-					return err
-				}
-				root, err := openExportDir(dir)
-				if err != nil {
-					return err
-				}
-				err = writeExport(root, files)
-				if cerr := root.Close(); err == nil {
-					err = cerr
-				}
+				sum, err := exportTo(ctx, c, &themisv1.ExportRequest{FindingId: args[0], Policy: policy}, dir)
 				if err != nil {
 					return err
 				}
 				if g.json {
-					return writeJSON(os.Stdout, map[string]any{"finding": fr.GetFinding().GetId(), "dir": dir, "files": sortedNames(files)})
+					return writeJSON(os.Stdout, map[string]any{"finding": sum.GetFindingId(), "dir": dir, "files": sum.GetFiles()})
 				}
-				if fr.GetFinding().GetKernel() != nil {
-					fmt.Printf("wrote %s/{%s}; it crashes the kernel: run it only inside a throwaway VM: sudo %s --in-vm\n", dir, strings.Join(sortedNames(files), ","), filepath.Join(dir, "repro.sh"))
-					return nil
+				names := strings.Join(sum.GetFiles(), ",")
+				switch sum.GetKind() {
+				case "crash":
+					fmt.Printf("wrote %s/{%s}; run: %s\n", dir, names, filepath.Join(dir, "check.sh"))
+				case "kernel":
+					fmt.Printf("wrote %s/{%s}; it crashes the kernel: run it only inside a throwaway VM: sudo %s --in-vm\n", dir, names, filepath.Join(dir, "repro.sh"))
+				default:
+					fmt.Printf("wrote %s/{%s}; run: sudo %s\n", dir, names, filepath.Join(dir, "repro.sh"))
 				}
-				fmt.Printf("wrote %s/{%s}; run: sudo %s\n", dir, strings.Join(sortedNames(files), ","), filepath.Join(dir, "repro.sh"))
 				return nil
 			})
 		},
@@ -87,136 +68,48 @@ func newFindingsExport(g *globals) *cobra.Command {
 	return cmd
 }
 
-// exportFinding builds the reproducer's files of f (and the patches of the
-// image it was found on, replayed on the stock image through c).
-func exportFinding(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, policy string) (repro.Files, error) {
-	in := repro.Input{
-		Finding: repro.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Path: f.GetPath(), Field: f.GetField(),
-			Trace: f.GetTrace(), Revert: f.GetRevert(), Kernel: reproReport(f.GetKernel())},
-		Version: themisVersion(),
-	}
-	specs, _, err := findingLanes(f)
+// exportTo makes the Export call req on the daemon and writes its files
+// and crash image into dir (made, or empty), returning the summary.
+func exportTo(ctx context.Context, c *conn, req *themisv1.ExportRequest, dir string) (sum *themisv1.ExportSummary, err error) {
+	progress("exporting " + req.GetFindingId() + " (the daemon replays it where the reproducer needs it)")
+	root, err := openExportDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	for i, sp := range specs {
-		cmd, err := baseimage.ShellCommand(ctx, sp)
-		if err != nil {
-			return nil, fmt.Errorf("finding %s: %w", f.GetId(), err)
+	w := newExportWriter(root)
+	defer func() {
+		if cerr := w.close(); err == nil && cerr != nil {
+			err = fmt.Errorf("--out: %w", cerr)
 		}
-		fam, err := family.Of(sp.FS)
-		if err != nil {
-			return nil, err
-		}
-		in.Lanes = append(in.Lanes, repro.Lane{Spec: f.GetLaneSpecs()[i], FS: sp.FS, SizeMiB: sp.SizeMiB, MountOptions: sp.MountOptions(), Package: fam.Package, Mkfs: cmd})
-	}
-	j, err := findingJudgement(f, policy)
-	if err != nil {
-		return nil, fmt.Errorf("--policy: %w", err)
-	}
-	in.Policy = j.Policy
-	in.Kernel = guestKernel(g, guest.FlavorOf(specs))
-	if img := f.GetImage(); img != nil {
-		in.Kernel = imageKernel(img)
-	}
-	patches, err := exportImage(ctx, g, c, f, &in)
+	}()
+	stream, err := c.Export(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	files, err := repro.Generate(in)
-	if err != nil {
-		return nil, err
-	}
-	for name, b := range patches {
-		files[name] = b
-	}
-	return files, nil
-}
-
-// imageKernel is an image's kernel and flavour in words.
-func imageKernel(img *themisv1.GuestImage) string {
-	if fl := img.GetFlavor(); fl != "" {
-		return img.GetKernelVersion() + " (" + fl + ")"
-	}
-	return img.GetKernelVersion()
-}
-
-// exportImage fills in.Image for a finding found on an image with code of
-// its own (findingImage): its patches, copied from this host's image cache
-// where it has the image (a remote daemon's is not here: the README then
-// says no copy), and a replay of the trace on the lanes' stock image. It
-// returns the patch files to write.
-func exportImage(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, in *repro.Input) (repro.Files, error) {
-	if findingImage(f, "") == "" {
-		return nil, nil
-	}
-	gi := f.GetImage()
-	in.Image = &repro.Image{Kernel: imageKernel(gi), Key: gi.GetKey()}
-	files := repro.Files{}
-	local := localImage(g, gi.GetKey())
-	for i, p := range gi.GetPatches() {
-		ip := repro.ImageInput{Name: p.GetName(), BLAKE3: p.GetBlake3()}
-		if local != nil {
-			if b, err := local.ReadPatch(i); err == nil {
-				ip.File = repro.PatchFile(i, p.GetName())
-				files[ip.File] = b
-			}
+	err = client.Drain(stream.Recv, func(m *themisv1.ExportResponse) error {
+		switch {
+		case m.GetFile() != nil:
+			return w.file(m.GetFile())
+		case m.GetImage() != nil:
+			return w.image(m.GetImage())
+		case m.GetSummary() != nil:
+			sum = m.GetSummary()
 		}
-		in.Image.Patches = append(in.Image.Patches, ip)
-	}
-	for _, s := range gi.GetModuleSources() {
-		in.Image.Sources = append(in.Image.Sources, repro.ImageInput{Name: s.GetName(), BLAKE3: s.GetBlake3()})
-	}
-	progress("replaying " + f.GetId() + " on the stock image, for the README")
-	stock, err := stockReplay(ctx, c, f)
-	if err != nil {
-		return nil, fmt.Errorf("replay on the stock image: %w", err)
-	}
-	in.Image.Stock = stock
-	return files, nil
-}
-
-// localImage opens the image of key in this host's image cache (nil where
-// it is not here).
-func localImage(g *globals, key string) *guest.Image {
-	dir, err := cacheDir(g)
-	if err != nil {
 		return nil
+	})
+	if err == nil && sum == nil {
+		err = errors.New("export: the daemon ended the stream without a summary")
 	}
-	img, err := guest.Resolve(dir, key)
-	if err != nil || img.Key != key {
-		return nil
+	if err == nil && sum.GetFindingId() != req.GetFindingId() {
+		err = fmt.Errorf("export: the daemon exported %q, not %q", sum.GetFindingId(), req.GetFindingId())
 	}
-	return img
-}
-
-// guestKernel names the newest guest kernel of a flavour in the image
-// cache: the finding does not record the kernel it was made on, so this is
-// the kernel this host's Themis boots (said as such).
-func guestKernel(g *globals, flavor string) string {
-	dir, err := cacheDir(g)
+	if err == nil {
+		err = w.finish(sum.GetFiles())
+	}
 	if err != nil {
-		return ""
+		return nil, err
 	}
-	if _, version, ok := guest.KernelModules(dir, flavor); ok {
-		return version + " (the " + guest.FlavorName(flavor) + " kernel this host's Themis boots; the finding does not record its own)"
-	}
-	return ""
-}
-
-// themisVersion is the module version or VCS revision of this binary.
-func themisVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-	}
-	return v
+	return sum, nil
 }
 
 // findingIDPattern is a finding id's grammar (session.NewFindingID): an
@@ -232,15 +125,14 @@ func checkFindingID(what, id string) error {
 	return nil
 }
 
-// exportDir is where f's export goes: out, or ./ID. The id the daemon
-// returned is checked as the one asked for was: a ledger row is not
-// trusted to be a path.
-func exportDir(f *themisv1.Finding, out string) (string, error) {
-	if err := checkFindingID("the daemon's finding", f.GetId()); err != nil {
+// exportDir is where finding id's export goes: out, or ./ID. The id is
+// checked to be a finding id first: it becomes a path.
+func exportDir(id, out string) (string, error) {
+	if err := checkFindingID("FINDING", id); err != nil {
 		return "", err
 	}
 	if out == "" {
-		return f.GetId(), nil
+		return id, nil
 	}
 	return out, nil
 }
@@ -302,41 +194,4 @@ func checkEmptyRoot(root *os.Root, fi fs.FileInfo, dir string) error {
 		return fmt.Errorf("--out %s: not empty (holds %q); an export writes into a directory it makes, or an empty one", dir, names[0])
 	}
 	return nil
-}
-
-// writeExport writes files as new files under root (O_EXCL: none
-// replaced, no symlink followed), repro.sh and check.sh executable.
-func writeExport(root *os.Root, files repro.Files) error {
-	for _, name := range sortedNames(files) {
-		mode := os.FileMode(0o644)
-		if name == "repro.sh" || name == "check.sh" {
-			mode = 0o755
-		}
-		if err := writeNew(root, name, files[name], mode); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-	}
-	return nil
-}
-
-// writeNew creates name under root (it must not exist) and writes b.
-func writeNew(root *os.Root, name string, b []byte, mode os.FileMode) error {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func sortedNames(files repro.Files) []string {
-	var out []string
-	for n := range files {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -32,7 +32,7 @@ func TestExportDirFindingID(t *testing.T) {
 		{"f-" + strings.Repeat("a", 65), "", ""},
 	}
 	for _, tt := range tests {
-		got, err := exportDir(&themisv1.Finding{Id: tt.id}, tt.out)
+		got, err := exportDir(tt.id, tt.out)
 		if tt.want == "" {
 			if err == nil || !strings.Contains(err.Error(), "not a finding id") {
 				t.Errorf("exportDir(%q, %q) = %q, %v; want it refused", tt.id, tt.out, got, err)
@@ -95,8 +95,7 @@ func TestOpenExportDir(t *testing.T) {
 			out := tt.prepare(t, base, victim)
 			root, err := openExportDir(out)
 			if err == nil {
-				err = writeExport(root, files)
-				root.Close()
+				err = writeFiles(root, files)
 			}
 			checkVictim(t, victim)
 			if tt.wantErr != "" {
@@ -134,19 +133,89 @@ func TestExportPlantedSymlink(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer root.Close()
+			w := newExportWriter(root)
+			defer w.close()
 			symlink(t, victim, filepath.Join(dir, name))
 			if name == "crash.img" {
-				img := &imageFile{path: name, root: root}
-				err = img.write(&themisv1.CrashImageChunk{Offset: 0, Data: []byte("pwned"), Size: 5})
-				img.close()
+				err = w.image(&themisv1.CrashImageChunk{Offset: 0, Data: []byte("pwned"), Size: 5})
 			} else {
-				err = writeExport(root, repro.Files{name: []byte("pwned")})
+				err = w.file(&themisv1.ExportFile{Name: name, Data: []byte("pwned"), Size: 5})
 			}
 			if err == nil {
 				t.Errorf("write of %s through a planted symlink: no error", name)
 			}
 			checkVictim(t, victim)
+		})
+	}
+}
+
+// writeFiles writes files under root as an Export stream of one chunk
+// each would, repro.sh executable, and closes root.
+func writeFiles(root *os.Root, files repro.Files) error {
+	w := newExportWriter(root)
+	var names []string
+	for name, b := range files {
+		if err := w.file(&themisv1.ExportFile{Name: name, Executable: name == "repro.sh", Data: b, Size: int64(len(b))}); err != nil {
+			w.close()
+			return err
+		}
+		names = append(names, name)
+	}
+	return w.finish(names)
+}
+
+// TestExportWriterRefuses: what the daemon sends is not trusted: a name
+// with a directory, a dot first or crash.img's, a first chunk not at 0, a
+// chunk out of order or past the file's size, a file past maxExportFile,
+// a file short at the end or missing from the summary are refused, and
+// nothing is written outside the directory.
+func TestExportWriterRefuses(t *testing.T) {
+	t.Parallel()
+	chunk := func(name string, off int64, data string, size int64) *themisv1.ExportFile {
+		return &themisv1.ExportFile{Name: name, Offset: off, Data: []byte(data), Size: size}
+	}
+	tests := []struct {
+		name   string
+		chunks []*themisv1.ExportFile
+		names  []string // the summary's
+		want   string
+	}{
+		{"directory", []*themisv1.ExportFile{chunk("../x", 0, "a", 1)}, nil, "not a plain file name"},
+		{"slash", []*themisv1.ExportFile{chunk("a/b", 0, "a", 1)}, nil, "not a plain file name"},
+		{"dot first", []*themisv1.ExportFile{chunk(".bashrc", 0, "a", 1)}, nil, "not a plain file name"},
+		{"the image's name", []*themisv1.ExportFile{chunk("crash.img", 0, "a", 1)}, nil, "not a plain file name"},
+		{"first chunk not at 0", []*themisv1.ExportFile{chunk("README", 4, "a", 8)}, nil, "first chunk at 4"},
+		{"too large", []*themisv1.ExportFile{chunk("README", 0, "a", maxExportFile+1)}, nil, "at most"},
+		{"past its size", []*themisv1.ExportFile{chunk("README", 0, "abc", 2)}, nil, "within the file's 2"},
+		{"out of order", []*themisv1.ExportFile{chunk("README", 0, "ab", 4), chunk("README", 3, "c", 4)}, nil, "want one at 2"},
+		{"size changes", []*themisv1.ExportFile{chunk("README", 0, "ab", 4), chunk("README", 2, "cd", 5)}, nil, "want one at 2 within the file's 4"},
+		{"short", []*themisv1.ExportFile{chunk("README", 0, "ab", 4)}, []string{"README"}, "2 of its 4 bytes"},
+		{"not in the summary", []*themisv1.ExportFile{chunk("README", 0, "ab", 2)}, []string{"repro.sh"}, "not in the daemon's summary"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := t.TempDir()
+			root, err := openExportDir(filepath.Join(base, "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newExportWriter(root)
+			for _, ch := range tt.chunks {
+				if err = w.file(ch); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = w.finish(tt.names)
+			}
+			w.close()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want %q", err, tt.want)
+			}
+			if ents, err := os.ReadDir(base); err != nil || len(ents) != 1 {
+				t.Errorf("beside the export: %v %v", ents, err)
+			}
 		})
 	}
 }

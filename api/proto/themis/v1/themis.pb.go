@@ -8996,6 +8996,335 @@ func (x *PassesResult) GetRows() []*PassesRow {
 	return nil
 }
 
+type ExportRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	// The canonicalization of the state listing: empty for the one the
+	// finding was judged under (auto where it did not record one), exact,
+	// metis, overlay, overlay-dirs.
+	Policy        string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ExportRequest) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *ExportRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+// A chunk of one file of a reproducer: data at offset of a file of size
+// bytes (a file comes in order, its first chunk at 0).
+type ExportFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A plain name (no directory): repro.c, repro.sh, README, patch-1-x.patch, ...
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Executable    bool   `protobuf:"varint,2,opt,name=executable,proto3" json:"executable,omitempty"`
+	Offset        int64  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	Size          int64  `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportFile) Reset() {
+	*x = ExportFile{}
+	mi := &file_themis_v1_themis_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportFile) ProtoMessage() {}
+
+func (x *ExportFile) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportFile.ProtoReflect.Descriptor instead.
+func (*ExportFile) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ExportFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExportFile) GetExecutable() bool {
+	if x != nil {
+		return x.Executable
+	}
+	return false
+}
+
+func (x *ExportFile) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ExportFile) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExportFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type ExportSummary struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	Kind      string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The names written, crash.img last for a crash finding.
+	Files []string `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	// A crash finding: the replay that made crash.img was bad the same way.
+	CrashReproduced bool `protobuf:"varint,4,opt,name=crash_reproduced,json=crashReproduced,proto3" json:"crash_reproduced,omitempty"`
+	// A finding found on a patched image: the replay on the lanes' stock
+	// image (its kernel, and whether it showed the finding there too).
+	StockKernel     string `protobuf:"bytes,5,opt,name=stock_kernel,json=stockKernel,proto3" json:"stock_kernel,omitempty"`
+	StockReproduced bool   `protobuf:"varint,6,opt,name=stock_reproduced,json=stockReproduced,proto3" json:"stock_reproduced,omitempty"`
+	StockReplayed   bool   `protobuf:"varint,7,opt,name=stock_replayed,json=stockReplayed,proto3" json:"stock_replayed,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ExportSummary) Reset() {
+	*x = ExportSummary{}
+	mi := &file_themis_v1_themis_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportSummary) ProtoMessage() {}
+
+func (x *ExportSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportSummary.ProtoReflect.Descriptor instead.
+func (*ExportSummary) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *ExportSummary) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *ExportSummary) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ExportSummary) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ExportSummary) GetCrashReproduced() bool {
+	if x != nil {
+		return x.CrashReproduced
+	}
+	return false
+}
+
+func (x *ExportSummary) GetStockKernel() string {
+	if x != nil {
+		return x.StockKernel
+	}
+	return ""
+}
+
+func (x *ExportSummary) GetStockReproduced() bool {
+	if x != nil {
+		return x.StockReproduced
+	}
+	return false
+}
+
+func (x *ExportSummary) GetStockReplayed() bool {
+	if x != nil {
+		return x.StockReplayed
+	}
+	return false
+}
+
+type ExportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ExportResponse_File
+	//	*ExportResponse_Image
+	//	*ExportResponse_Summary
+	Event         isExportResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportResponse) Reset() {
+	*x = ExportResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportResponse) ProtoMessage() {}
+
+func (x *ExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
+func (*ExportResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ExportResponse) GetEvent() isExportResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ExportResponse) GetFile() *ExportFile {
+	if x != nil {
+		if x, ok := x.Event.(*ExportResponse_File); ok {
+			return x.File
+		}
+	}
+	return nil
+}
+
+func (x *ExportResponse) GetImage() *CrashImageChunk {
+	if x != nil {
+		if x, ok := x.Event.(*ExportResponse_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
+func (x *ExportResponse) GetSummary() *ExportSummary {
+	if x != nil {
+		if x, ok := x.Event.(*ExportResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isExportResponse_Event interface {
+	isExportResponse_Event()
+}
+
+type ExportResponse_File struct {
+	File *ExportFile `protobuf:"bytes,1,opt,name=file,proto3,oneof"`
+}
+
+type ExportResponse_Image struct {
+	// A crash finding's crash.img, zeros left out.
+	Image *CrashImageChunk `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
+}
+
+type ExportResponse_Summary struct {
+	Summary *ExportSummary `protobuf:"bytes,3,opt,name=summary,proto3,oneof"`
+}
+
+func (*ExportResponse_File) isExportResponse_Event() {}
+
+func (*ExportResponse_Image) isExportResponse_Event() {}
+
+func (*ExportResponse_Summary) isExportResponse_Event() {}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -9834,7 +10163,34 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"sessionIds\x12\x18\n" +
 	"\abackend\x18\x03 \x01(\tR\abackend\x12\x14\n" +
 	"\x05trace\x18\x04 \x03(\tR\x05trace\x12(\n" +
-	"\x04rows\x18\x05 \x03(\v2\x14.themis.v1.PassesRowR\x04rows2\xae\x0f\n" +
+	"\x04rows\x18\x05 \x03(\v2\x14.themis.v1.PassesRowR\x04rows\"F\n" +
+	"\rExportRequest\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\"\x80\x01\n" +
+	"\n" +
+	"ExportFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"executable\x18\x02 \x01(\bR\n" +
+	"executable\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\"\xf8\x01\n" +
+	"\rExportSummary\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05files\x18\x03 \x03(\tR\x05files\x12)\n" +
+	"\x10crash_reproduced\x18\x04 \x01(\bR\x0fcrashReproduced\x12!\n" +
+	"\fstock_kernel\x18\x05 \x01(\tR\vstockKernel\x12)\n" +
+	"\x10stock_reproduced\x18\x06 \x01(\bR\x0fstockReproduced\x12%\n" +
+	"\x0estock_replayed\x18\a \x01(\bR\rstockReplayed\"\xb0\x01\n" +
+	"\x0eExportResponse\x12+\n" +
+	"\x04file\x18\x01 \x01(\v2\x15.themis.v1.ExportFileH\x00R\x04file\x122\n" +
+	"\x05image\x18\x02 \x01(\v2\x1a.themis.v1.CrashImageChunkH\x00R\x05image\x124\n" +
+	"\asummary\x18\x03 \x01(\v2\x18.themis.v1.ExportSummaryH\x00R\asummaryB\a\n" +
+	"\x05event2\xef\x0f\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -9866,7 +10222,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05Check\x12\x17.themis.v1.CheckRequest\x1a\x18.themis.v1.CheckResponse0\x01\x12=\n" +
 	"\x06Replay\x12\x18.themis.v1.ReplayRequest\x1a\x19.themis.v1.ReplayResponse\x12=\n" +
 	"\x06Bisect\x12\x18.themis.v1.BisectRequest\x1a\x19.themis.v1.BisectResponse\x12Q\n" +
-	"\fReplayPasses\x12\x1e.themis.v1.ReplayPassesRequest\x1a\x1f.themis.v1.ReplayPassesResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\fReplayPasses\x12\x1e.themis.v1.ReplayPassesRequest\x1a\x1f.themis.v1.ReplayPassesResponse0\x01\x12?\n" +
+	"\x06Export\x12\x18.themis.v1.ExportRequest\x1a\x19.themis.v1.ExportResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -9881,7 +10238,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -9978,35 +10335,39 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ReplayPassesResponse)(nil),     // 92: themis.v1.ReplayPassesResponse
 	(*PassProgress)(nil),             // 93: themis.v1.PassProgress
 	(*PassesResult)(nil),             // 94: themis.v1.PassesResult
-	nil,                              // 95: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 96: themis.v1.CorruptSummary.ByClassEntry
-	nil,                              // 97: themis.v1.ReplayResponse.RootsEntry
-	nil,                              // 98: themis.v1.PassesRow.DistinctDiskHashesEntry
-	(*timestamppb.Timestamp)(nil),    // 99: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 100: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 101: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 102: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 103: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 104: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 105: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 106: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 107: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 108: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 109: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 110: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 111: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 112: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 113: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 114: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 115: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 116: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 117: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 118: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 119: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 120: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 121: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 122: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 123: themis.agent.v1.Timespec
+	(*ExportRequest)(nil),            // 95: themis.v1.ExportRequest
+	(*ExportFile)(nil),               // 96: themis.v1.ExportFile
+	(*ExportSummary)(nil),            // 97: themis.v1.ExportSummary
+	(*ExportResponse)(nil),           // 98: themis.v1.ExportResponse
+	nil,                              // 99: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 100: themis.v1.CorruptSummary.ByClassEntry
+	nil,                              // 101: themis.v1.ReplayResponse.RootsEntry
+	nil,                              // 102: themis.v1.PassesRow.DistinctDiskHashesEntry
+	(*timestamppb.Timestamp)(nil),    // 103: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 104: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 105: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 106: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 107: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 108: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 109: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 110: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 111: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 112: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 113: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 114: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 115: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 116: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 117: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 118: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 119: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 120: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 121: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 122: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 123: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 124: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 125: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 126: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 127: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -10018,8 +10379,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	99,  // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	99,  // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	103, // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	103, // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -10027,48 +10388,48 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	99,  // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	103, // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	100, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	101, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	102, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	103, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	104, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	105, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	106, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	107, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	108, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	109, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	110, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	111, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	112, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	113, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	114, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	115, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	116, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	117, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	118, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	119, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	104, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	105, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	106, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	107, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	108, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	109, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	110, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	111, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	112, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	113, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	114, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	115, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	116, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	117, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	118, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	119, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	120, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	121, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	122, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	123, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	120, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	121, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	121, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	124, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	125, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	125, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	122, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	99,  // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	126, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	103, // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	120, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	124, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	99,  // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	99,  // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	99,  // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	103, // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	103, // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	103, // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
@@ -10085,11 +10446,11 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
 	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
 	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	123, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	123, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	123, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	127, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	127, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	127, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
 	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	95,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	99,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -10101,7 +10462,7 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
 	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	96,  // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	100, // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
 	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
@@ -10119,72 +10480,77 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	82,  // 107: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
 	10,  // 108: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
 	85,  // 109: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
-	97,  // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
+	101, // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
 	50,  // 111: themis.v1.ReplayResponse.kernel:type_name -> themis.v1.KernelReport
 	88,  // 112: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
-	98,  // 113: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
+	102, // 113: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
 	93,  // 114: themis.v1.ReplayPassesResponse.progress:type_name -> themis.v1.PassProgress
 	94,  // 115: themis.v1.ReplayPassesResponse.result:type_name -> themis.v1.PassesResult
 	91,  // 116: themis.v1.PassesResult.rows:type_name -> themis.v1.PassesRow
-	13,  // 117: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 118: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 119: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 120: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 121: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 122: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 123: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 124: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 125: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 126: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 127: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 128: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 129: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 130: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 131: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 132: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 133: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 134: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 135: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 136: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 137: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 138: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 139: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 140: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	84,  // 141: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
-	87,  // 142: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
-	90,  // 143: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
-	14,  // 144: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 145: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 146: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 147: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 148: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 149: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 150: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 151: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 152: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 153: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 154: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 155: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 156: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 157: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 158: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 159: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 160: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 161: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 162: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 163: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 164: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 165: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 166: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 167: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	86,  // 168: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
-	89,  // 169: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
-	92,  // 170: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
-	144, // [144:171] is the sub-list for method output_type
-	117, // [117:144] is the sub-list for method input_type
-	117, // [117:117] is the sub-list for extension type_name
-	117, // [117:117] is the sub-list for extension extendee
-	0,   // [0:117] is the sub-list for field type_name
+	96,  // 117: themis.v1.ExportResponse.file:type_name -> themis.v1.ExportFile
+	5,   // 118: themis.v1.ExportResponse.image:type_name -> themis.v1.CrashImageChunk
+	97,  // 119: themis.v1.ExportResponse.summary:type_name -> themis.v1.ExportSummary
+	13,  // 120: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 121: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 122: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 123: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 124: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 125: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 126: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 127: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 128: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 129: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 130: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 131: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 132: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 133: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 134: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 135: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 136: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 137: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 138: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 139: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 140: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 141: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 142: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 143: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	84,  // 144: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	87,  // 145: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
+	90,  // 146: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
+	95,  // 147: themis.v1.Themis.Export:input_type -> themis.v1.ExportRequest
+	14,  // 148: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 149: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 150: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 151: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 152: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 153: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 154: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 155: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 156: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 157: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 158: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 159: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 160: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 161: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 162: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 163: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 164: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 165: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 166: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 167: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 168: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 169: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 170: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 171: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	86,  // 172: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	89,  // 173: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
+	92,  // 174: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
+	98,  // 175: themis.v1.Themis.Export:output_type -> themis.v1.ExportResponse
+	148, // [148:176] is the sub-list for method output_type
+	120, // [120:148] is the sub-list for method input_type
+	120, // [120:120] is the sub-list for extension type_name
+	120, // [120:120] is the sub-list for extension extendee
+	0,   // [0:120] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -10249,13 +10615,18 @@ func file_themis_v1_themis_proto_init() {
 		(*ReplayPassesResponse_Progress)(nil),
 		(*ReplayPassesResponse_Result)(nil),
 	}
+	file_themis_v1_themis_proto_msgTypes[96].OneofWrappers = []any{
+		(*ExportResponse_File)(nil),
+		(*ExportResponse_Image)(nil),
+		(*ExportResponse_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   97,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

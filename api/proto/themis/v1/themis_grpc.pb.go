@@ -53,6 +53,7 @@ const (
 	Themis_Replay_FullMethodName           = "/themis.v1.Themis/Replay"
 	Themis_Bisect_FullMethodName           = "/themis.v1.Themis/Bisect"
 	Themis_ReplayPasses_FullMethodName     = "/themis.v1.Themis/ReplayPasses"
+	Themis_Export_FullMethodName           = "/themis.v1.Themis/Export"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -140,6 +141,14 @@ type ThemisClient interface {
 	// instruction-counting mode; the distinct whole-disk and RAM hashes the
 	// passes leave. Streams each pass's progress, then the result.
 	ReplayPasses(ctx context.Context, in *ReplayPassesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReplayPassesResponse], error)
+	// Export builds a finding's standalone reproducer (docs/explore.md,
+	// "Reproducers"): repro.c, repro.sh, README and the patches of the image
+	// it was found on (with a replay on the stock image) for an errno, state
+	// or kernel finding; for a crash finding, its crash state's disk image
+	// (a replay in a fresh session), check.sh, README and trace.txt. Streams
+	// the files in chunks and the image's chunks, then the summary; the
+	// client writes them.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
 }
 
 type themisClient struct {
@@ -483,6 +492,25 @@ func (c *themisClient) ReplayPasses(ctx context.Context, in *ReplayPassesRequest
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_ReplayPassesClient = grpc.ServerStreamingClient[ReplayPassesResponse]
 
+func (c *themisClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[7], Themis_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ExportClient = grpc.ServerStreamingClient[ExportResponse]
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -568,6 +596,14 @@ type ThemisServer interface {
 	// instruction-counting mode; the distinct whole-disk and RAM hashes the
 	// passes leave. Streams each pass's progress, then the result.
 	ReplayPasses(*ReplayPassesRequest, grpc.ServerStreamingServer[ReplayPassesResponse]) error
+	// Export builds a finding's standalone reproducer (docs/explore.md,
+	// "Reproducers"): repro.c, repro.sh, README and the patches of the image
+	// it was found on (with a replay on the stock image) for an errno, state
+	// or kernel finding; for a crash finding, its crash state's disk image
+	// (a replay in a fresh session), check.sh, README and trace.txt. Streams
+	// the files in chunks and the image's chunks, then the summary; the
+	// client writes them.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -658,6 +694,9 @@ func (UnimplementedThemisServer) Bisect(context.Context, *BisectRequest) (*Bisec
 }
 func (UnimplementedThemisServer) ReplayPasses(*ReplayPassesRequest, grpc.ServerStreamingServer[ReplayPassesResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReplayPasses not implemented")
+}
+func (UnimplementedThemisServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
+	return status.Error(codes.Unimplemented, "method Export not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -1117,6 +1156,17 @@ func _Themis_ReplayPasses_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_ReplayPassesServer = grpc.ServerStreamingServer[ReplayPassesResponse]
 
+func _Themis_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThemisServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Themis_ExportServer = grpc.ServerStreamingServer[ExportResponse]
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1239,6 +1289,11 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ReplayPasses",
 			Handler:       _Themis_ReplayPasses_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Export",
+			Handler:       _Themis_Export_Handler,
 			ServerStreams: true,
 		},
 	},
