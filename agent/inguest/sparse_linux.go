@@ -58,11 +58,14 @@ func sparseDigest(fd int, size int64, buf []byte, readMax int64) ([]byte, error)
 			return nil, fmt.Errorf("seek hole at %d: %w", data, err)
 		}
 		c := data &^ (sparseChunk - 1)
-		for ; c < end && c < size; c += sparseChunk {
+		for ; c < end && c < size; c = nextChunk(c, size) {
 			if read >= readMax {
 				return sparseUnread(size), nil
 			}
-			n, err := preadFull(fd, buf[:sparseChunk], c)
+			// Never past the end: at a chunk reaching 2^63 pos+count
+			// would pass the largest offset, and the kernel refuses the
+			// read (EINVAL, rw_verify_area).
+			n, err := preadFull(fd, buf[:min(sparseChunk, size-c)], c)
 			if err != nil {
 				return nil, fmt.Errorf("read at %d: %w", c, err)
 			}
@@ -77,6 +80,16 @@ func sparseDigest(fd int, size int64, buf []byte, readMax int64) ([]byte, error)
 	}
 	oracle.WriteAll(h, binary.LittleEndian.AppendUint64(nil, uint64(size)))
 	return h.Sum(nil), nil
+}
+
+// nextChunk is the chunk after the one at c of a file of size bytes, or
+// size when c's is the last: a file whose data ends near 2^63 would
+// overflow c+sparseChunk.
+func nextChunk(c, size int64) int64 {
+	if c > size-sparseChunk {
+		return size
+	}
+	return c + sparseChunk
 }
 
 // sparseUnread is the digest of a file of the given size whose data is

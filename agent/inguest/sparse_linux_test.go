@@ -154,3 +154,31 @@ func TestFingerprintLargeFile(t *testing.T) {
 		t.Errorf("%d of the files %v among the leaves, want all", seen, want)
 	}
 }
+
+// TestNextChunk: the walk over a file's chunks ends at its last one, also
+// where the chunk after it would pass 2^63 (a far write at 2^63-4097, as
+// the hunt's xfs lane made: the file read EINVAL before), and a chunk's
+// read never asks past the file's end.
+func TestNextChunk(t *testing.T) {
+	const far = 1<<63 - 4082 // a file's size after 15 bytes at 2^63-4097
+	lastFar := int64(far) &^ (sparseChunk - 1)
+	tests := []struct {
+		c, size, want int64
+	}{
+		{0, 1 << 30, sparseChunk},
+		{1<<30 - sparseChunk, 1 << 30, 1 << 30},
+		{1<<30 - 2*sparseChunk, 1 << 30, 1<<30 - sparseChunk},
+		{0, 100, 100},
+		{lastFar, far, far},
+		{lastFar - sparseChunk, far, lastFar},
+	}
+	for _, tt := range tests {
+		got := nextChunk(tt.c, tt.size)
+		if got != tt.want || got < tt.c {
+			t.Errorf("nextChunk(%d, %d) = %d, want %d", tt.c, tt.size, got, tt.want)
+		}
+		if n := min(sparseChunk, tt.size-tt.c); n <= 0 || tt.c+n > tt.size || tt.c+n < 0 {
+			t.Errorf("chunk at %d of %d: a read of %d bytes", tt.c, tt.size, n)
+		}
+	}
+}

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/family"
 	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/opspec"
+	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
@@ -85,7 +88,7 @@ func TestMaxFileRealGuest(t *testing.T) {
 			lanes = append(lanes, f.FS...)
 		}
 	}
-	info, err := m.Create(ctx, session.CreateOptions{Lanes: lanes})
+	info, err := m.Create(ctx, session.CreateOptions{Lanes: append(slices.Clone(lanes), "xfs")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,5 +123,26 @@ func TestMaxFileRealGuest(t *testing.T) {
 		if past != int32(syscall.EFBIG) || at == int32(syscall.EFBIG) {
 			t.Errorf("%s: declared largest file %d: truncate to it gave errno %d, one past it %d; want not EFBIG, then EFBIG", lane, fam.MaxFile, at, past)
 		}
+	}
+	farRead(ctx, t, m, info.ID, errnoOn)
+}
+
+// farRead: a file whose data ends 4082 bytes short of 2^63 (15 bytes
+// written at 2^63-4097 on xfs, whose largest file is 2^63-1) reads whole
+// in the walk. The hunt of 2026-12-04 found the walk refusing it (EINVAL:
+// a chunk read reaching 2^63), an unreadable finding of Themis's own.
+func farRead(ctx context.Context, t *testing.T, m *session.Manager, id string, errnoOn func(lane, op string) int32) {
+	t.Helper()
+	const off = 1<<63 - 4097
+	if n := errnoOn("xfs", fmt.Sprintf("write f-01 %d 15 0xff creat", off)); n != 0 {
+		t.Fatalf("xfs: the far write: errno %d", n)
+	}
+	fps, err := m.Fingerprint(ctx, id, agentv1.TimeMode_TIME_MODE_NONE, true, []string{"xfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := oracle.Find(fps[0].Leaves, "f-01")
+	if e == nil || e.GetReadErrno() != 0 || e.GetSize() != off+15 {
+		t.Errorf("xfs: f-01 after 15 bytes at %d: %v; want it read whole, %d bytes", off, e, off+15)
 	}
 }
