@@ -7,6 +7,7 @@ import (
 	"github.com/themisfs/themis/runs/belowfs"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
 )
 
@@ -93,5 +94,33 @@ func (s *Server) Diff(ctx context.Context, req *themisv1.DiffRequest) (*themisv1
 		return o
 	}
 	out.Ranges, out.Masked = conv(d.Ranges), conv(d.Masked)
+	return out, nil
+}
+
+// Footprint implements themisv1.ThemisServer: a finding's last op
+// profiled below the filesystem (belowfs.FootprintOf).
+func (s *Server) Footprint(ctx context.Context, req *themisv1.FootprintRequest) (*themisv1.FootprintResponse, error) {
+	if err := required("finding_id", req.GetFindingId()); err != nil {
+		return nil, toStatus(err)
+	}
+	if req.GetMemoryMib() < 0 {
+		return nil, toStatus(errkind.Invalid("memory_mib", "must not be negative, got %d", req.GetMemoryMib()))
+	}
+	f, err := s.d.Finding(ctx, req.GetFindingId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	fp, err := s.d.Footprint(ctx, f, req.GetLanes(), int(req.GetMemoryMib()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &themisv1.FootprintResponse{FindingId: fp.Finding, Note: fp.Note}
+	for _, l := range fp.Lanes {
+		pl := &themisv1.LaneFootprint{Lane: l.Lane, Errno: l.Errno, Sectors: l.Sectors}
+		for _, r := range l.ByRegion {
+			pl.ByRegion = append(pl.ByRegion, &themisv1.RegionSectors{Region: r.Region, Sectors: r.Sectors})
+		}
+		out.Lanes = append(out.Lanes, pl)
+	}
 	return out, nil
 }

@@ -58,6 +58,8 @@ type Runs interface {
 	Replay(ctx context.Context, f *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error)
 	// ReplayPasses measures replay fidelity.
 	ReplayPasses(ctx context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error)
+	// Footprint profiles finding f's last op below the filesystem.
+	Footprint(ctx context.Context, f *session.Finding, lanes []string, memoryMiB int) (*belowfs.Footprint, error)
 	// Export builds finding f's reproducer.
 	Export(ctx context.Context, f *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error)
 	// Bisect replays finding f on images in order.
@@ -113,6 +115,11 @@ func (d managerDomain) Replay(ctx context.Context, f *session.Finding, on explor
 // ReplayPasses implements Runs.
 func (d managerDomain) ReplayPasses(ctx context.Context, o exploration.PassesOptions, progress func(exploration.PassProgress)) (*exploration.PassesResult, error) {
 	return exploration.Passes(ctx, d.Manager, o, progress)
+}
+
+// Footprint implements Runs.
+func (d managerDomain) Footprint(ctx context.Context, f *session.Finding, lanes []string, memoryMiB int) (*belowfs.Footprint, error) {
+	return belowfs.FootprintOf(ctx, d.Manager, f, lanes, memoryMiB)
 }
 
 // Export implements Runs.

@@ -445,6 +445,20 @@ func (f *fakeDomain) ReplayPasses(_ context.Context, o exploration.PassesOptions
 		Rows: []exploration.PassesRow{{Clock: "free", Passes: o.N, Disks: map[string]int{o.Lanes[0]: 3}, RAM: -1}}}, nil
 }
 
+func (f *fakeDomain) Footprint(_ context.Context, fd *session.Finding, lanes []string, memoryMiB int) (*belowfs.Footprint, error) {
+	if err := f.record("Footprint"); err != nil {
+		return nil, err
+	}
+	if len(lanes) == 0 {
+		lanes = []string{"ext2"}
+	}
+	fp := &belowfs.Footprint{Finding: fd.ID}
+	for _, l := range lanes {
+		fp.Lanes = append(fp.Lanes, belowfs.LaneFootprint{Lane: l, Sectors: int64(8 + memoryMiB), ByRegion: []belowfs.RegionSectors{{Region: "data", Sectors: 8}}})
+	}
+	return fp, nil
+}
+
 func (f *fakeDomain) Export(_ context.Context, fd *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error) {
 	if err := f.record("Export"); err != nil {
 		return nil, err

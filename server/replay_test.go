@@ -170,3 +170,26 @@ func TestExportRPC(t *testing.T) {
 		t.Errorf("summary %v", sum)
 	}
 }
+
+// TestFootprintRPC: Footprint profiles the finding's last op on the lanes
+// asked (its own when none) with the memory asked; a missing id names
+// finding_id, negative memory names memory_mib.
+func TestFootprintRPC(t *testing.T) {
+	t.Parallel()
+	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))
+	for _, tc := range []struct {
+		req   *themisv1.FootprintRequest
+		field string
+	}{{&themisv1.FootprintRequest{}, "finding_id"}, {&themisv1.FootprintRequest{FindingId: "f-1", MemoryMib: -1}, "memory_mib"}} {
+		if _, err := c.Footprint(context.Background(), tc.req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%v: %v, want InvalidArgument naming %s", tc.req, err, tc.field)
+		}
+	}
+	resp, err := c.Footprint(context.Background(), &themisv1.FootprintRequest{FindingId: "f-1", Lanes: []string{"ext2", "vfat"}, MemoryMib: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := resp.GetLanes(); len(l) != 2 || l[1].GetLane() != "vfat" || l[0].GetSectors() != 264 || l[0].GetByRegion()[0].GetRegion() != "data" || resp.GetFindingId() != "f-1" {
+		t.Errorf("Footprint = %v", resp)
+	}
+}

@@ -9325,6 +9325,250 @@ func (*ExportResponse_Image) isExportResponse_Event() {}
 
 func (*ExportResponse_Summary) isExportResponse_Event() {}
 
+type FootprintRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	// The lanes to profile on (empty: the finding's own).
+	Lanes         []string `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	MemoryMib     int32    `protobuf:"varint,3,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FootprintRequest) Reset() {
+	*x = FootprintRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FootprintRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FootprintRequest) ProtoMessage() {}
+
+func (x *FootprintRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FootprintRequest.ProtoReflect.Descriptor instead.
+func (*FootprintRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *FootprintRequest) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *FootprintRequest) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *FootprintRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+// A structure's share of a footprint, in 512-byte sectors.
+type RegionSectors struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Sectors       int64                  `protobuf:"varint,2,opt,name=sectors,proto3" json:"sectors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionSectors) Reset() {
+	*x = RegionSectors{}
+	mi := &file_themis_v1_themis_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionSectors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionSectors) ProtoMessage() {}
+
+func (x *RegionSectors) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionSectors.ProtoReflect.Descriptor instead.
+func (*RegionSectors) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *RegionSectors) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RegionSectors) GetSectors() int64 {
+	if x != nil {
+		return x.Sectors
+	}
+	return 0
+}
+
+// One lane's writes of a finding's last op.
+type LaneFootprint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lane          string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Errno         int32                  `protobuf:"varint,2,opt,name=errno,proto3" json:"errno,omitempty"`
+	Sectors       int64                  `protobuf:"varint,3,opt,name=sectors,proto3" json:"sectors,omitempty"`
+	ByRegion      []*RegionSectors       `protobuf:"bytes,4,rep,name=by_region,json=byRegion,proto3" json:"by_region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneFootprint) Reset() {
+	*x = LaneFootprint{}
+	mi := &file_themis_v1_themis_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneFootprint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneFootprint) ProtoMessage() {}
+
+func (x *LaneFootprint) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneFootprint.ProtoReflect.Descriptor instead.
+func (*LaneFootprint) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *LaneFootprint) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *LaneFootprint) GetErrno() int32 {
+	if x != nil {
+		return x.Errno
+	}
+	return 0
+}
+
+func (x *LaneFootprint) GetSectors() int64 {
+	if x != nil {
+		return x.Sectors
+	}
+	return 0
+}
+
+func (x *LaneFootprint) GetByRegion() []*RegionSectors {
+	if x != nil {
+		return x.ByRegion
+	}
+	return nil
+}
+
+type FootprintResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FindingId string                 `protobuf:"bytes,1,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	Lanes     []*LaneFootprint       `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Why there is no footprint; empty: there is one.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FootprintResponse) Reset() {
+	*x = FootprintResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FootprintResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FootprintResponse) ProtoMessage() {}
+
+func (x *FootprintResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FootprintResponse.ProtoReflect.Descriptor instead.
+func (*FootprintResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *FootprintResponse) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *FootprintResponse) GetLanes() []*LaneFootprint {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *FootprintResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_themis_v1_themis_proto protoreflect.FileDescriptor
 
 const file_themis_v1_themis_proto_rawDesc = "" +
@@ -10190,7 +10434,26 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04file\x18\x01 \x01(\v2\x15.themis.v1.ExportFileH\x00R\x04file\x122\n" +
 	"\x05image\x18\x02 \x01(\v2\x1a.themis.v1.CrashImageChunkH\x00R\x05image\x124\n" +
 	"\asummary\x18\x03 \x01(\v2\x18.themis.v1.ExportSummaryH\x00R\asummaryB\a\n" +
-	"\x05event2\xef\x0f\n" +
+	"\x05event\"f\n" +
+	"\x10FootprintRequest\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x14\n" +
+	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x03 \x01(\x05R\tmemoryMib\"A\n" +
+	"\rRegionSectors\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
+	"\asectors\x18\x02 \x01(\x03R\asectors\"\x8a\x01\n" +
+	"\rLaneFootprint\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x14\n" +
+	"\x05errno\x18\x02 \x01(\x05R\x05errno\x12\x18\n" +
+	"\asectors\x18\x03 \x01(\x03R\asectors\x125\n" +
+	"\tby_region\x18\x04 \x03(\v2\x18.themis.v1.RegionSectorsR\bbyRegion\"v\n" +
+	"\x11FootprintResponse\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x01 \x01(\tR\tfindingId\x12.\n" +
+	"\x05lanes\x18\x02 \x03(\v2\x18.themis.v1.LaneFootprintR\x05lanes\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note2\xb7\x10\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -10223,7 +10486,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x06Replay\x12\x18.themis.v1.ReplayRequest\x1a\x19.themis.v1.ReplayResponse\x12=\n" +
 	"\x06Bisect\x12\x18.themis.v1.BisectRequest\x1a\x19.themis.v1.BisectResponse\x12Q\n" +
 	"\fReplayPasses\x12\x1e.themis.v1.ReplayPassesRequest\x1a\x1f.themis.v1.ReplayPassesResponse0\x01\x12?\n" +
-	"\x06Export\x12\x18.themis.v1.ExportRequest\x1a\x19.themis.v1.ExportResponse0\x01B9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\x06Export\x12\x18.themis.v1.ExportRequest\x1a\x19.themis.v1.ExportResponse0\x01\x12F\n" +
+	"\tFootprint\x12\x1b.themis.v1.FootprintRequest\x1a\x1c.themis.v1.FootprintResponseB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_themis_proto_rawDescOnce sync.Once
@@ -10238,7 +10502,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -10339,35 +10603,39 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ExportFile)(nil),               // 96: themis.v1.ExportFile
 	(*ExportSummary)(nil),            // 97: themis.v1.ExportSummary
 	(*ExportResponse)(nil),           // 98: themis.v1.ExportResponse
-	nil,                              // 99: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 100: themis.v1.CorruptSummary.ByClassEntry
-	nil,                              // 101: themis.v1.ReplayResponse.RootsEntry
-	nil,                              // 102: themis.v1.PassesRow.DistinctDiskHashesEntry
-	(*timestamppb.Timestamp)(nil),    // 103: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 104: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 105: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 106: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 107: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 108: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 109: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 110: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 111: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 112: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 113: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 114: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 115: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 116: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 117: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 118: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 119: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 120: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 121: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 122: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 123: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 124: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 125: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 126: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 127: themis.agent.v1.Timespec
+	(*FootprintRequest)(nil),         // 99: themis.v1.FootprintRequest
+	(*RegionSectors)(nil),            // 100: themis.v1.RegionSectors
+	(*LaneFootprint)(nil),            // 101: themis.v1.LaneFootprint
+	(*FootprintResponse)(nil),        // 102: themis.v1.FootprintResponse
+	nil,                              // 103: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 104: themis.v1.CorruptSummary.ByClassEntry
+	nil,                              // 105: themis.v1.ReplayResponse.RootsEntry
+	nil,                              // 106: themis.v1.PassesRow.DistinctDiskHashesEntry
+	(*timestamppb.Timestamp)(nil),    // 107: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 108: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 109: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 110: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 111: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 112: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 113: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 114: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 115: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 116: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 117: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 118: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 119: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 120: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 121: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 122: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 123: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 124: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 125: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 126: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 127: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 128: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 129: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 130: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 131: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -10379,8 +10647,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	103, // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	103, // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	107, // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	107, // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -10388,48 +10656,48 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	103, // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	107, // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	104, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	105, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	106, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	107, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	108, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	109, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	110, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	111, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	112, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	113, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	114, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	115, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	116, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	117, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	118, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	119, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	120, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	121, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	122, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	123, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	108, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	109, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	110, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	111, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	112, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	113, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	114, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	115, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	116, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	117, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	118, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	119, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	120, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	121, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	122, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	123, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	124, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	125, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	126, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	127, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	124, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	125, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	125, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	128, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	129, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	129, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	126, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	103, // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	130, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	107, // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	124, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	128, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	103, // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	103, // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	103, // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	107, // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	107, // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	107, // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
@@ -10446,11 +10714,11 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	52,  // 73: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
 	48,  // 74: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
 	49,  // 75: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	127, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	127, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	127, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	131, // 76: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	131, // 77: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	131, // 78: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
 	50,  // 79: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	99,  // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	103, // 80: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
 	64,  // 81: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
 	63,  // 82: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
 	65,  // 83: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
@@ -10462,7 +10730,7 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	69,  // 89: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
 	71,  // 90: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
 	50,  // 91: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	100, // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	104, // 92: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
 	74,  // 93: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
 	75,  // 94: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
 	78,  // 95: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
@@ -10480,77 +10748,81 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	82,  // 107: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
 	10,  // 108: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
 	85,  // 109: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
-	101, // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
+	105, // 110: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
 	50,  // 111: themis.v1.ReplayResponse.kernel:type_name -> themis.v1.KernelReport
 	88,  // 112: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
-	102, // 113: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
+	106, // 113: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
 	93,  // 114: themis.v1.ReplayPassesResponse.progress:type_name -> themis.v1.PassProgress
 	94,  // 115: themis.v1.ReplayPassesResponse.result:type_name -> themis.v1.PassesResult
 	91,  // 116: themis.v1.PassesResult.rows:type_name -> themis.v1.PassesRow
 	96,  // 117: themis.v1.ExportResponse.file:type_name -> themis.v1.ExportFile
 	5,   // 118: themis.v1.ExportResponse.image:type_name -> themis.v1.CrashImageChunk
 	97,  // 119: themis.v1.ExportResponse.summary:type_name -> themis.v1.ExportSummary
-	13,  // 120: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 121: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 122: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 123: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 124: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 125: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 126: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 127: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 128: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 129: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 130: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 131: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 132: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 133: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 134: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 135: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 136: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	59,  // 137: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	62,  // 138: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	67,  // 139: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	73,  // 140: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	77,  // 141: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 142: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	80,  // 143: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	84,  // 144: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
-	87,  // 145: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
-	90,  // 146: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
-	95,  // 147: themis.v1.Themis.Export:input_type -> themis.v1.ExportRequest
-	14,  // 148: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 149: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 150: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 151: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 152: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 153: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 154: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 155: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 156: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 157: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 158: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 159: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 160: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 161: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 162: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 163: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 164: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	60,  // 165: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	66,  // 166: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	72,  // 167: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	76,  // 168: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	79,  // 169: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 170: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	83,  // 171: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	86,  // 172: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
-	89,  // 173: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
-	92,  // 174: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
-	98,  // 175: themis.v1.Themis.Export:output_type -> themis.v1.ExportResponse
-	148, // [148:176] is the sub-list for method output_type
-	120, // [120:148] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	100, // 120: themis.v1.LaneFootprint.by_region:type_name -> themis.v1.RegionSectors
+	101, // 121: themis.v1.FootprintResponse.lanes:type_name -> themis.v1.LaneFootprint
+	13,  // 122: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 123: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 124: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 125: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 126: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 127: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 128: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 129: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 130: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 131: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 132: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 133: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 134: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 135: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 136: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 137: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 138: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	59,  // 139: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 140: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	67,  // 141: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	73,  // 142: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	77,  // 143: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 144: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	80,  // 145: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	84,  // 146: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	87,  // 147: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
+	90,  // 148: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
+	95,  // 149: themis.v1.Themis.Export:input_type -> themis.v1.ExportRequest
+	99,  // 150: themis.v1.Themis.Footprint:input_type -> themis.v1.FootprintRequest
+	14,  // 151: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 152: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 153: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 154: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 155: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 156: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 157: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 158: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 159: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 160: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 161: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 162: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 163: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 164: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 165: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 166: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	61,  // 167: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	60,  // 168: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	66,  // 169: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	72,  // 170: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	76,  // 171: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	79,  // 172: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 173: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	83,  // 174: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	86,  // 175: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	89,  // 176: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
+	92,  // 177: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
+	98,  // 178: themis.v1.Themis.Export:output_type -> themis.v1.ExportResponse
+	102, // 179: themis.v1.Themis.Footprint:output_type -> themis.v1.FootprintResponse
+	151, // [151:180] is the sub-list for method output_type
+	122, // [122:151] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -10626,7 +10898,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   101,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,7 @@ const (
 	Themis_Bisect_FullMethodName           = "/themis.v1.Themis/Bisect"
 	Themis_ReplayPasses_FullMethodName     = "/themis.v1.Themis/ReplayPasses"
 	Themis_Export_FullMethodName           = "/themis.v1.Themis/Export"
+	Themis_Footprint_FullMethodName        = "/themis.v1.Themis/Footprint"
 )
 
 // ThemisClient is the client API for Themis service.
@@ -149,6 +150,13 @@ type ThemisClient interface {
 	// the files in chunks and the image's chunks, then the summary; the
 	// client writes them.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
+	// Footprint profiles a finding's last op below the filesystem (as
+	// Profile, after the ops before it and a sync, in a session of its own):
+	// per lane its errno and the sectors written by structure, largest first;
+	// or a note saying why there is no op to profile (a duplicate, a finding
+	// at the root, a self-reference, a guest-died finding). Run reports draw
+	// it beside each finding.
+	Footprint(ctx context.Context, in *FootprintRequest, opts ...grpc.CallOption) (*FootprintResponse, error)
 }
 
 type themisClient struct {
@@ -511,6 +519,16 @@ func (c *themisClient) Export(ctx context.Context, in *ExportRequest, opts ...gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_ExportClient = grpc.ServerStreamingClient[ExportResponse]
 
+func (c *themisClient) Footprint(ctx context.Context, in *FootprintRequest, opts ...grpc.CallOption) (*FootprintResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FootprintResponse)
+	err := c.cc.Invoke(ctx, Themis_Footprint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThemisServer is the server API for Themis service.
 // All implementations must embed UnimplementedThemisServer
 // for forward compatibility.
@@ -604,6 +622,13 @@ type ThemisServer interface {
 	// the files in chunks and the image's chunks, then the summary; the
 	// client writes them.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
+	// Footprint profiles a finding's last op below the filesystem (as
+	// Profile, after the ops before it and a sync, in a session of its own):
+	// per lane its errno and the sectors written by structure, largest first;
+	// or a note saying why there is no op to profile (a duplicate, a finding
+	// at the root, a self-reference, a guest-died finding). Run reports draw
+	// it beside each finding.
+	Footprint(context.Context, *FootprintRequest) (*FootprintResponse, error)
 	mustEmbedUnimplementedThemisServer()
 }
 
@@ -697,6 +722,9 @@ func (UnimplementedThemisServer) ReplayPasses(*ReplayPassesRequest, grpc.ServerS
 }
 func (UnimplementedThemisServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedThemisServer) Footprint(context.Context, *FootprintRequest) (*FootprintResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Footprint not implemented")
 }
 func (UnimplementedThemisServer) mustEmbedUnimplementedThemisServer() {}
 func (UnimplementedThemisServer) testEmbeddedByValue()                {}
@@ -1167,6 +1195,24 @@ func _Themis_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Themis_ExportServer = grpc.ServerStreamingServer[ExportResponse]
 
+func _Themis_Footprint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FootprintRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).Footprint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_Footprint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).Footprint(ctx, req.(*FootprintRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Themis_ServiceDesc is the grpc.ServiceDesc for Themis service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1253,6 +1299,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Bisect",
 			Handler:    _Themis_Bisect_Handler,
+		},
+		{
+			MethodName: "Footprint",
+			Handler:    _Themis_Footprint_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
