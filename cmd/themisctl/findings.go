@@ -280,4 +280,3 @@ func splitTrace(s string) []string {
 	}
 	return out
 }
-

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/repro"
