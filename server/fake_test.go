@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/themisfs/themis/repro"
-	"github.com/themisfs/themis/runs/export"
 	"strconv"
 	"sync"
 	"time"
@@ -15,11 +13,14 @@ import (
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/fsimage"
+	"github.com/themisfs/themis/repro"
+	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/runs/belowfs"
 	"github.com/themisfs/themis/runs/check"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/crashcheck"
 	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -454,7 +455,7 @@ func (f *fakeDomain) Footprint(_ context.Context, fd *session.Finding, lanes []s
 	}
 	fp := &belowfs.Footprint{Finding: fd.ID}
 	for _, l := range lanes {
-		fp.Lanes = append(fp.Lanes, belowfs.LaneFootprint{Lane: l, Sectors: int64(8 + memoryMiB), ByRegion: []belowfs.RegionSectors{{Region: "data", Sectors: 8}}})
+		fp.Lanes = append(fp.Lanes, runreport.LaneFootprint{Lane: l, Sectors: int64(8 + memoryMiB), ByRegion: []runreport.RegionSectors{{Region: "data", Sectors: 8}}})
 	}
 	return fp, nil
 }

@@ -7,31 +7,18 @@ import (
 	"strings"
 
 	"github.com/themisfs/themis/api"
+	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/session"
 )
 
 // Footprint is a finding's last op profiled below the filesystem (its
-// sectors written by structure, per lane), or why it was not.
+// sectors written by structure, per lane, as a run report draws them), or
+// why it was not.
 type Footprint struct {
 	Finding string
-	Lanes   []LaneFootprint
+	Lanes   []runreport.LaneFootprint
 	// Note says why there is no footprint ("": there is one).
 	Note string
-}
-
-// LaneFootprint is one lane's writes of the op: its errno, the sectors
-// written and their structures, largest first.
-type LaneFootprint struct {
-	Lane     string
-	Errno    int32
-	Sectors  int64
-	ByRegion []RegionSectors
-}
-
-// RegionSectors is a structure's share of a footprint.
-type RegionSectors struct {
-	Region  string
-	Sectors int64
 }
 
 // FootprintOf profiles finding f's last op on lanes (nil: f's own) with
@@ -71,16 +58,16 @@ func FootprintOf(ctx context.Context, m *session.Manager, f *session.Finding, la
 }
 
 // laneFootprint is a profile row's writes by structure, largest first.
-func laneFootprint(row ProfileRow) LaneFootprint {
+func laneFootprint(row ProfileRow) runreport.LaneFootprint {
 	by := map[string]int64{}
 	for _, r := range row.Written {
 		by[cmp.Or(r.Region, "unlabelled")] += int64(r.Count)
 	}
-	lf := LaneFootprint{Lane: row.Lane, Errno: row.Errno, Sectors: int64(row.SectorsWritten)}
+	lf := runreport.LaneFootprint{Lane: row.Lane, Errno: row.Errno, Sectors: int64(row.SectorsWritten)}
 	for region, n := range by {
-		lf.ByRegion = append(lf.ByRegion, RegionSectors{Region: region, Sectors: n})
+		lf.ByRegion = append(lf.ByRegion, runreport.RegionSectors{Region: region, Sectors: n})
 	}
-	slices.SortFunc(lf.ByRegion, func(a, b RegionSectors) int {
+	slices.SortFunc(lf.ByRegion, func(a, b runreport.RegionSectors) int {
 		if a.Sectors != b.Sectors {
 			return cmp.Compare(b.Sectors, a.Sectors)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
@@ -32,7 +33,7 @@ func TestFootprintRealGuest(t *testing.T) {
 	}
 	for _, lf := range got.Lanes {
 		// ext2's "data"; btrfs (mixed block groups here) "data+metadata".
-		i := slices.IndexFunc(lf.ByRegion, func(r RegionSectors) bool { return strings.HasPrefix(r.Region, "data") })
+		i := slices.IndexFunc(lf.ByRegion, func(r runreport.RegionSectors) bool { return strings.HasPrefix(r.Region, "data") })
 		if lf.Errno != 0 || lf.Sectors < 16 || i < 0 || lf.ByRegion[i].Sectors < 16 {
 			t.Errorf("lane %s: %+v; want the 8 KiB write's 16 sectors or more in data", lf.Lane, lf)
 		}
