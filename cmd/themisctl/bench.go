@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/bench"
-	"github.com/themisfs/themis/guest"
-	"github.com/themisfs/themis/guest/baseimage"
-	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
 
@@ -50,7 +45,8 @@ func newBenchExplore(g *globals) *cobra.Command {
 				o.Workers = append(o.Workers, n)
 			}
 			o.Baseline.CacheDir = cache
-			cmp, err := runBenchExplore(cmd.Context(), g, cache, o)
+			progress("baseline (loop-mount, one op, unmount, copy back) and explore per agent channel and revert strategy, side by side")
+			cmp, err := bench.RunInProcess(cmd.Context(), cache, g.log, o)
 			if err != nil {
 				return err
 			}
@@ -72,42 +68,6 @@ func newBenchExplore(g *globals) *cobra.Command {
 	f.StringVar(&channels, "channel", "virtio,uart", "agent channels to measure (virtio: virtio-serial on QEMU; uart: the 16550)")
 	f.StringVar(&workers, "workers", "1", "worker counts to measure, one explore run each per channel and revert (e.g. 1,2)")
 	return cmd
-}
-
-// runBenchExplore runs bench.Run on session managers of its own, one per
-// agent channel, on temporary state directories removed after.
-func runBenchExplore(ctx context.Context, g *globals, cache string, o bench.Options) (rep *bench.Report, err error) {
-	state, err := os.MkdirTemp("", "themis-bench-")
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	var opened []*session.Manager
-	defer func() {
-		for _, m := range opened {
-			if cerr := m.Close(); err == nil && cerr != nil {
-				err = cerr
-			}
-		}
-		if rerr := os.RemoveAll(state); err == nil && rerr != nil {
-			err = fmt.Errorf("bench: %w", rerr)
-		}
-	}()
-	managers := func(ctx context.Context, ch vmm.AgentChannel) (*session.Manager, error) {
-		m, err := openManager(ctx, g, cache, filepath.Join(state, "state-"+string(ch)), ch)
-		if err == nil {
-			opened = append(opened, m)
-		}
-		return m, err
-	}
-	progress("baseline (loop-mount, one op, unmount, copy back) and explore per agent channel and revert strategy, side by side")
-	return bench.Run(ctx, managers, o)
-}
-
-// openManager opens the in-process session manager bench explore measures:
-// the one place the CLI uses session directly rather than a daemon.
-func openManager(ctx context.Context, g *globals, cache, stateDir string, ch vmm.AgentChannel) (*session.Manager, error) {
-	return session.Open(ctx, session.Config{MakeBase: baseimage.Make, StateDir: stateDir, CacheDir: cache,
-		Guest: guest.Options{CacheDir: cache, Log: g.log}, AgentChannel: ch, Log: g.log})
 }
 
 // newBenchRestore is `themisctl bench restore`: restore time against

@@ -6,20 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/client"
-	"github.com/themisfs/themis/server"
+	"github.com/themisfs/themis/embedded"
 )
 
 // conn is a connection to a daemon: a remote one, the local one on the
 // default socket, or one started in this process (the embedded default).
 type conn struct {
 	*client.Client
-	embedded *server.Daemon
-	tmp      string
+	embedded *embedded.Daemon
 }
 
 type connFlags struct {
@@ -83,22 +81,17 @@ func connect(ctx context.Context, g *globals) (*conn, error) {
 			g.log.Debug("local daemon did not answer; starting one in-process")
 		}
 	}
-	tmp, err := os.MkdirTemp("", "themisctl-")
+	d, err := embedded.Start(ctx, g.cacheDir, "", g.log)
 	if err != nil {
-		return nil, fmt.Errorf("embedded daemon: %w", err)
-	}
-	cfg := server.Config{Listen: "unix://" + filepath.Join(tmp, "themisd.sock"), CacheDir: g.cacheDir}
-	d, err := server.StartDaemon(ctx, cfg, g.log)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("embedded daemon: %w", err), os.RemoveAll(tmp))
+		return nil, err
 	}
 	c, err := client.Dial(ctx, d.Addr(), opts)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return nil, errors.Join(fmt.Errorf("embedded daemon: %w", err), d.Shutdown(sctx), os.RemoveAll(tmp))
+		return nil, errors.Join(fmt.Errorf("embedded daemon: %w", err), d.Shutdown(sctx))
 	}
-	return &conn{Client: c, embedded: d, tmp: tmp}, nil
+	return &conn{Client: c, embedded: d}, nil
 }
 
 // Close ends the connection and, for an embedded daemon, stops it (and every guest it ran).
@@ -107,7 +100,7 @@ func (c *conn) Close() error {
 	if c.embedded != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		errs = append(errs, c.embedded.Shutdown(ctx), os.RemoveAll(c.tmp))
+		errs = append(errs, c.embedded.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
 }

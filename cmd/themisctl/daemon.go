@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/api"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/server"
+	"github.com/themisfs/themis/embedded"
 )
 
 // newEvents is `themisctl events`.
@@ -68,45 +68,19 @@ func listEvents(ctx context.Context, c *conn, id string, after int64, limit int)
 
 // newDaemon is `themisctl daemon`: the daemon in the foreground.
 func newDaemon(g *globals) *cobra.Command {
-	var flags server.Config
-	var configFile string
+	var o embedded.ServeOptions
 	cmd := &cobra.Command{
 		Use: "daemon", Short: "Run the daemon in the foreground (as themisd does)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := flags
-			if configFile != "" {
-				c, err := server.LoadConfig(configFile)
-				if err != nil {
-					return err
-				}
-				cfg = c
-			}
-			if cfg.CacheDir == "" {
-				cfg.CacheDir = g.cacheDir
-			}
-			return runDaemon(cmd.Context(), g, cfg)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			o.CacheDir = g.cacheDir
+			o.Listening = func(addr string) { fmt.Fprintf(os.Stderr, "themisctl daemon: listening on %s\n", addr) }
+			return embedded.Serve(ctx, o, g.log)
 		},
 	}
-	cmd.Flags().StringVar(&configFile, "config", "", "TOML config file (as themisd's)")
-	cmd.Flags().StringVar(&flags.Listen, "listen", "", "unix:///path (default: the standard socket) or tcp://host:port (needs TLS)")
-	cmd.Flags().StringVar(&flags.StateDir, "state-dir", "", "ledger directory")
+	cmd.Flags().StringVar(&o.ConfigFile, "config", "", "TOML config file (as themisd's)")
+	cmd.Flags().StringVar(&o.Listen, "listen", "", "unix:///path (default: the standard socket) or tcp://host:port (needs TLS)")
+	cmd.Flags().StringVar(&o.StateDir, "state-dir", "", "ledger directory")
 	return cmd
-}
-
-// runDaemon serves until a signal or the daemon's end, then shuts down.
-func runDaemon(ctx context.Context, g *globals, cfg server.Config) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	d, err := server.StartDaemon(ctx, cfg, g.log)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "themisctl daemon: listening on %s\n", d.Addr())
-	select {
-	case <-ctx.Done():
-	case <-d.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return d.Shutdown(sctx)
 }

@@ -17,8 +17,10 @@
 // process), and prints. What is not printing lives in the library
 // packages: saved-report ingest and the profile-then-corrupt run in
 // report/ingest, sweep rows and their merge in clock, image diffs in
-// fsimage. bench explore alone opens a session.Manager directly
-// (openManager).
+// fsimage. The daemon itself, embedded or in the foreground (themisctl
+// daemon), starts through package embedded, the CLI's one door to the
+// daemon's side; bench explore measures the engine in process
+// (bench.RunInProcess).
 //
 // # Output
 //

@@ -11,7 +11,7 @@
 //     (TestEveryPackageHasItsRow);
 //   - no non-test function is longer than 100 lines but the agent's
 //     request switch (TestFunctionsFitOnAScreen);
-//   - cmd/themisctl imports of the daemon's side (server, session,
-//     runs/...) only what cliDaemonImports lists, a list that only
-//     shrinks (TestCLIReachesTheDaemonThroughItsAPI).
+//   - cmd/themisctl imports nothing of the daemon's side (server,
+//     session, runs/...): it speaks the API through client and starts a
+//     daemon through package embedded (TestCLIReachesTheDaemonThroughItsAPI).
 package arch
