@@ -18,7 +18,7 @@
 // kinds.
 //
 // Restore measures the KVM backend's restore against pages dirtied and RAM
-// size with synthetic guests on /dev/kvm (kvm.DirtyProgram), the arm, and,
+// size with synthetic guests on /dev/kvm (x86asm.DirtyProgram), the arm, and,
 // as asked, the QEMU backend's restore of a real guest (booted by
 // launch.Boot) and Baseline's cost
 // per state, in one call; it fits the KVM points (least squares) against the

@@ -205,7 +205,7 @@ type TargetCheck struct {
 
 // Restore measures restore time side by side in one run: the KVM backend
 // with synthetic guests for every RAM size × dirty-set size (each on a
-// fresh machine: load kvm.DirtyProgram, checkpoint once, then Iterations ×
+// fresh machine: load x86asm.DirtyProgram, checkpoint once, then Iterations ×
 // run → restore), then, as asked, the QEMU backend's restore of a real guest
 // and the in-OS remount baseline. It fits the KVM numbers against the
 // target. A missed target is a result, not an error.

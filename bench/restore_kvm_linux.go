@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/vmm/kvm"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
 
 // runTimeout bounds one run of the synthetic guest (10 000 pages take
@@ -23,7 +24,7 @@ func measureKVM(ctx context.Context, cfg kvm.VMConfig, pages, iterations int) (_
 		return p, armSample{}, err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
-	if err := m.LoadProgram(kvm.DirtyProgram(kvm.DataAddr, pages, kvmExitCode)); err != nil {
+	if err := m.LoadProgram(x86asm.DirtyProgram(kvm.DebugExitPort, kvm.DataAddr, pages, kvmExitCode)); err != nil {
 		return p, armSample{}, err
 	}
 	c0, err := m.Checkpoint(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/internal/kvmtest"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
 
 // BenchmarkRestore: restore time against pages dirtied since the checkpoint,
@@ -24,7 +25,7 @@ func BenchmarkRestore(b *testing.B) {
 					cfg := mode.cfg
 					cfg.MemoryBytes = ram
 					m := newVM(b, cfg)
-					if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, n).done(1).b); err != nil {
+					if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, n).Out(DebugExitPort, 1).Bytes()); err != nil {
 						b.Fatal(err)
 					}
 					c0, err := m.Checkpoint(ctx)
@@ -63,7 +64,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	for _, n := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("pages=%d", n), func(b *testing.B) {
 			m := newVM(b, VMConfig{MemoryBytes: 256 << 20})
-			if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, n).done(1).b); err != nil {
+			if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, n).Out(DebugExitPort, 1).Bytes()); err != nil {
 				b.Fatal(err)
 			}
 			c0, err := m.Checkpoint(ctx)

@@ -18,6 +18,7 @@ import (
 	"github.com/themisfs/themis/overlay"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm/devices"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -167,15 +168,15 @@ func TestDevicePathReverts(t *testing.T) {
 	lm := newDeviceMachine(t, []vmm.Disk{disk})
 	m := lm.vm
 	writeBlockRequest(t, m)
-	prog := new(asm).
-		outb(devices.COM2Port, 'h').outb(devices.COM2Port, 'i').
-		readSerial(devices.COM2Port, serialIn, 3).
-		outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver).
-		out(barPort+8, ringAddr/PageSize).
-		outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver|devices.StatusDriverOK).
-		outw(barPort+16, 0).
-		cliHLT()
-	if err := m.LoadProgram(prog.b); err != nil {
+	prog := new(x86asm.Asm).
+		Outb(devices.COM2Port, 'h').Outb(devices.COM2Port, 'i').
+		ReadSerial(devices.COM2Port, serialIn, 3).
+		Outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver).
+		Out(barPort+8, ringAddr/PageSize).
+		Outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver|devices.StatusDriverOK).
+		Outw(barPort+16, 0).
+		CliHLT()
+	if err := m.LoadProgram(prog.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lm.uart.Write([]byte("abc")); err != nil {
@@ -237,19 +238,19 @@ func TestLinuxMachineGuestDies(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name, reason string
-		prog         *asm
+		prog         *x86asm.Asm
 	}{
-		{"unknown port", "IO", new(asm).outb(0x3333, 1).cliHLT()},
-		{"triple fault", "SHUTDOWN", new(asm).emit(0x0f, 0x0b)}, // ud2 with no IDT
-		{"reset", "IO", new(asm).outb(0x64, 0xfe).cliHLT()},
+		{"unknown port", "IO", new(x86asm.Asm).Outb(0x3333, 1).CliHLT()},
+		{"triple fault", "SHUTDOWN", new(x86asm.Asm).Emit(0x0f, 0x0b)}, // ud2 with no IDT
+		{"reset", "IO", new(x86asm.Asm).Outb(0x64, 0xfe).CliHLT()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lm := newDeviceMachine(t, nil)
 			lm.strictPorts = true // 0x3333 would read all ones otherwise (TestUnclaimedPorts)
 			// The program first echoes one byte on the agent channel, then dies.
-			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(devices.COM2Port, 'k')
-			prog.b = append(prog.b, tt.prog.b...)
-			if err := lm.vm.LoadProgram(prog.b); err != nil {
+			prog := new(x86asm.Asm).ReadSerial(devices.COM2Port, serialIn, 1).Outb(devices.COM2Port, 'k')
+			prog.Emit(tt.prog.Bytes()...)
+			if err := lm.vm.LoadProgram(prog.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			c0, err := lm.Checkpoint(ctx)
@@ -300,9 +301,9 @@ func TestUnclaimedPorts(t *testing.T) {
 		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
 			lm := newDeviceMachine(t, nil)
 			lm.strictPorts = strict
-			prog := new(asm).readSerial(devices.COM2Port, serialIn, 1).outb(0x4e, 0x55).inb(0x4f).outbAL(devices.COM2Port).
-				inb(0x3333).outbAL(devices.COM2Port).cliHLT()
-			if err := lm.vm.LoadProgram(prog.b); err != nil {
+			prog := new(x86asm.Asm).ReadSerial(devices.COM2Port, serialIn, 1).Outb(0x4e, 0x55).Inb(0x4f).OutbAL(devices.COM2Port).
+				Inb(0x3333).OutbAL(devices.COM2Port).CliHLT()
+			if err := lm.vm.LoadProgram(prog.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			lm.resume()
@@ -355,7 +356,7 @@ func TestLinuxMachineCloseReleases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := vm.LoadProgram(new(asm).cliHLT().b); err != nil {
+		if err := vm.LoadProgram(new(x86asm.Asm).CliHLT().Bytes()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := lm.Checkpoint(context.Background()); err != nil { // starts the runner

@@ -32,7 +32,8 @@
 // messages over COM2 byte by byte or over the agent console one buffer per
 // message, on a Machine without a kernel, to measure the agent channel's
 // exits and time per message on any /dev/kvm (BenchmarkChannel, `themisctl
-// bench channel`). asm.go is their assembler and the tests'.
+// bench channel`). Their programs, and every test's, are assembled with
+// package x86asm.
 //
 // Threads: KVM_RUN always runs on one goroutine locked to its OS thread
 // (KVM pays a synchronize_rcu whenever a vCPU changes thread). Pause sets

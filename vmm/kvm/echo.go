@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/vmm/kvm/devices"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
 
 // The echo guests: synthetic programs that wait for a message of a fixed
@@ -97,12 +98,12 @@ func echoBuffers(cfg EchoConfig) (int, error) {
 // echoPrologue jumps over the interrupt handler (an IRET: the guest only
 // waits for interrupts, it never handles one) and programs the PIC:
 // vectors from echoVector, auto-EOI, every line masked but irq.
-func echoPrologue(irq uint8) (*asm, uint64) {
-	a := new(asm).emit(0xeb, 0x02) // jmp over the handler
-	handler := uint64(CodeAddr + a.label())
-	a.iretq()
-	a.outb(0x20, 0x11).outb(0x21, echoVector).outb(0x21, 0x04).outb(0x21, 0x03) // ICW1-4: edge, base, slave on 2, 8086 + AEOI
-	a.outb(0x21, ^uint8(1<<irq))
+func echoPrologue(irq uint8) (*x86asm.Asm, uint64) {
+	a := new(x86asm.Asm).Emit(0xeb, 0x02) // jmp over the handler
+	handler := uint64(CodeAddr + a.Label())
+	a.Iretq()
+	a.Outb(0x20, 0x11).Outb(0x21, echoVector).Outb(0x21, 0x04).Outb(0x21, 0x03) // ICW1-4: edge, base, slave on 2, 8086 + AEOI
+	a.Outb(0x21, ^uint8(1<<irq))
 	return a, handler
 }
 
@@ -125,24 +126,24 @@ func uartEchoProgram(size int) (prog []byte, handler uint64) {
 	const base = devices.COM2Port
 	const rbr, ier, iir, lsr = base, base + 1, base + 2, base + 5
 	a, handler := echoPrologue(devices.COM2IRQ)
-	a.outb(ier, 0x01) // receive interrupt; OUT2 is set (firmware state)
-	msg := a.label()
-	a.movImm(rdi, echoBufAddr).movImm(rcx, uint64(size))
-	wait := a.label()
-	a.sti().hlt().cli().inb(iir)
-	rx := a.label()
-	a.inb(lsr).testAL(0x01).jcc(ccZ, wait) // no byte yet: wait for the next interrupt
-	a.inb(rbr).storeALAtRDI().decRCX().jnzTo(rx)
-	a.movImm(rsi, echoBufAddr).movImm(rcx, uint64(size)).movImm(r8, 16)
-	tx := a.label()
-	a.emit(0xba).imm32(rbr).loadALFromRSI().emit(0xee) // mov edx, THR; mov al, [rsi]; inc rsi; out dx, al
-	a.decR8()
-	skip := a.jccFwd(ccNZ)
-	a.inb(lsr).movImm(r8, 16)
-	a.land(skip)
-	a.decRCX().jnzTo(tx)
-	a.jmp(msg)
-	return a.b, handler
+	a.Outb(ier, 0x01) // receive interrupt; OUT2 is set (firmware state)
+	msg := a.Label()
+	a.MovImm(x86asm.RDI, echoBufAddr).MovImm(x86asm.RCX, uint64(size))
+	wait := a.Label()
+	a.Sti().Hlt().Cli().Inb(iir)
+	rx := a.Label()
+	a.Inb(lsr).TestAL(0x01).Jcc(x86asm.CCZ, wait) // no byte yet: wait for the next interrupt
+	a.Inb(rbr).StoreALAtRDI().DecRCX().JnzTo(rx)
+	a.MovImm(x86asm.RSI, echoBufAddr).MovImm(x86asm.RCX, uint64(size)).MovImm(x86asm.R8, 16)
+	tx := a.Label()
+	a.Emit(0xba).Imm32(rbr).LoadALFromRSI().Emit(0xee) // mov edx, THR; mov al, [rsi]; inc rsi; out dx, al
+	a.DecR8()
+	skip := a.JccFwd(x86asm.CCNZ)
+	a.Inb(lsr).MovImm(x86asm.R8, 16)
+	a.Land(skip)
+	a.DecRCX().JnzTo(tx)
+	a.Jmp(msg)
+	return a.Bytes(), handler
 }
 
 // consoleEchoProgram echoes size bytes (k receive buffers) on the agent
@@ -151,28 +152,28 @@ func uartEchoProgram(size int) (prog []byte, handler uint64) {
 func consoleEchoProgram(k int, bar uint16) (prog []byte, handler uint64) {
 	l := echoLayout()
 	a, handler := echoPrologue(devices.ConsoleIRQ)
-	a.movImm(r12, 0).movImm(r13, devices.ConsoleQueueSize).movImm(r14, 0)
+	a.MovImm(x86asm.R12, 0).MovImm(x86asm.R13, devices.ConsoleQueueSize).MovImm(x86asm.R14, 0)
 	// First look without waiting: host bytes fed before the PIC was
 	// programmed raised the line unseen (the PIC's init forgets it).
-	first := a.jmpFwd()
-	wait := a.label()
-	a.sti().hlt().cli()
-	a.land(first)
-	a.inb(bar + 19) // the ISR: the device fills the receive buffers here
-	a.movImm(rbx, l.rxUsed+2).loadWordRBX().subEAXR12().andEAX(0xffff).cmpEAX(uint32(k)).jcc(ccB, wait)
-	a.addR32(r12, uint32(k))
-	a.addR32(r13, uint32(k)).movImm(rbx, l.rxAvail+2).storeWordAtRBX(r13) // the buffers back
-	a.movImm(rbx, l.rxUsed).testByteRBX(1)
-	skip := a.jccFwd(ccNZ) // NO_NOTIFY: no kick
-	a.outw(bar+16, 0)
-	a.land(skip)
-	a.incR32(r14).movImm(rbx, l.txAvail+2).storeWordAtRBX(r14) // the echo, one buffer
-	a.movImm(rbx, l.txUsed).testByteRBX(1)
-	skip = a.jccFwd(ccNZ)
-	a.outw(bar+16, 1)
-	a.land(skip)
-	a.jmp(wait)
-	return a.b, handler
+	first := a.JmpFwd()
+	wait := a.Label()
+	a.Sti().Hlt().Cli()
+	a.Land(first)
+	a.Inb(bar + 19) // the ISR: the device fills the receive buffers here
+	a.MovImm(x86asm.RBX, l.rxUsed+2).LoadWordRBX().SubEAXR12().AndEAX(0xffff).CmpEAX(uint32(k)).Jcc(x86asm.CCB, wait)
+	a.AddR32(x86asm.R12, uint32(k))
+	a.AddR32(x86asm.R13, uint32(k)).MovImm(x86asm.RBX, l.rxAvail+2).StoreWordAtRBX(x86asm.R13) // the buffers back
+	a.MovImm(x86asm.RBX, l.rxUsed).TestByteRBX(1)
+	skip := a.JccFwd(x86asm.CCNZ) // NO_NOTIFY: no kick
+	a.Outw(bar+16, 0)
+	a.Land(skip)
+	a.IncR32(x86asm.R14).MovImm(x86asm.RBX, l.txAvail+2).StoreWordAtRBX(x86asm.R14) // the echo, one buffer
+	a.MovImm(x86asm.RBX, l.txUsed).TestByteRBX(1)
+	skip = a.JccFwd(x86asm.CCNZ)
+	a.Outw(bar+16, 1)
+	a.Land(skip)
+	a.Jmp(wait)
+	return a.Bytes(), handler
 }
 
 // echoRings is where the echo guest's queues lie.

@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/kvm/devices"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
 
 // The hostile-guest cases of the fault suite (docs/reliability.md, "The
@@ -69,15 +70,15 @@ var ping = &agentv1.Request{Op: &agentv1.Request_Ping{Ping: &agentv1.Ping{}}}
 // on, Close of a machine whose call is still waiting returns at once, and
 // nothing is left behind.
 func TestHostileSpin(t *testing.T) {
-	poll := new(asm)
-	loop := poll.label()
-	poll.inb(devices.COM2Port + 5).jmp(loop)
+	poll := new(x86asm.Asm)
+	loop := poll.Label()
+	poll.Inb(devices.COM2Port + 5).Jmp(loop)
 	for _, tt := range []struct {
 		name string
-		prog *asm
+		prog *x86asm.Asm
 	}{
-		{"jmp-self", new(asm).spin()},
-		{"cli-jmp-self", new(asm).cli().spin()},
+		{"jmp-self", new(x86asm.Asm).Spin()},
+		{"cli-jmp-self", new(x86asm.Asm).Cli().Spin()},
 		{"poll-uart", poll},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,10 +137,10 @@ func TestHostileSpin(t *testing.T) {
 }
 
 // spinningMachine is a device machine running prog.
-func spinningMachine(t *testing.T, prog *asm) *Machine {
+func spinningMachine(t *testing.T, prog *x86asm.Asm) *Machine {
 	t.Helper()
 	lm := newDeviceMachine(t, nil)
-	if err := lm.vm.LoadProgram(prog.b); err != nil {
+	if err := lm.vm.LoadProgram(prog.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	lm.resume()
@@ -202,14 +203,14 @@ func TestHostileVirtqueue(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			prog := new(asm).
-				outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver).
-				out(barPort+8, ringAddr/PageSize).
-				outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver|devices.StatusDriverOK).
-				outw(barPort+16, 0).
-				outb(devices.COM2Port, 'k'). // the notify was served: the guest goes on
-				cliHLT()
-			if err := m.LoadProgram(prog.b); err != nil {
+			prog := new(x86asm.Asm).
+				Outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver).
+				Out(barPort+8, ringAddr/PageSize).
+				Outb(barPort+18, devices.StatusAcknowledge|devices.StatusDriver|devices.StatusDriverOK).
+				Outw(barPort+16, 0).
+				Outb(devices.COM2Port, 'k'). // the notify was served: the guest goes on
+				CliHLT()
+			if err := m.LoadProgram(prog.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			var ms0, ms1 runtime.MemStats
@@ -309,12 +310,12 @@ func TestHostileConsoleFlood(t *testing.T) {
 			if err := lm.vm.WriteRAM(DataAddr, buf); err != nil {
 				t.Fatal(err)
 			}
-			a := new(asm)
-			loop := a.label()
-			a.movImm(rsi, DataAddr).movImm(rcx, uint64(tt.chunk)).emit(0xba).imm32(devices.COM1Port).emit(0xf3, 0x6e) // rep outsb
-			a.inb(devices.COM2Port+5).testAL(1).jcc(ccZ, loop)
-			a.inb(devices.COM2Port).outbAL(devices.COM2Port).jmp(loop)
-			if err := lm.vm.LoadProgram(a.b); err != nil {
+			a := new(x86asm.Asm)
+			loop := a.Label()
+			a.MovImm(x86asm.RSI, DataAddr).MovImm(x86asm.RCX, uint64(tt.chunk)).Emit(0xba).Imm32(devices.COM1Port).Emit(0xf3, 0x6e) // rep outsb
+			a.Inb(devices.COM2Port+5).TestAL(1).Jcc(x86asm.CCZ, loop)
+			a.Inb(devices.COM2Port).OutbAL(devices.COM2Port).Jmp(loop)
+			if err := lm.vm.LoadProgram(a.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			t0 := time.Now()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -63,7 +64,7 @@ var dirtyModes = []struct {
 func TestDirtyRingFull(t *testing.T) {
 	ctx := context.Background()
 	m := newVM(t, VMConfig{DirtyRing: true, DirtyRingBytes: 4096})
-	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 1000).done(1).b); err != nil {
+	if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, 1000).Out(DebugExitPort, 1).Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	c0, err := m.Checkpoint(ctx)
@@ -98,8 +99,8 @@ func TestDirtyPagesRestoreHash(t *testing.T) {
 				cfg := mode.cfg
 				cfg.MemoryBytes = 32 << 20
 				m := newVM(t, cfg)
-				prog := new(asm).dirtyPages(DataAddr, n).done(1)
-				if err := m.LoadProgram(prog.b); err != nil {
+				prog := new(x86asm.Asm).DirtyPages(DataAddr, n).Out(DebugExitPort, 1)
+				if err := m.LoadProgram(prog.Bytes()); err != nil {
 					t.Fatal(err)
 				}
 				c0, err := m.Checkpoint(ctx)
@@ -140,13 +141,13 @@ func TestNestedCheckpoints(t *testing.T) {
 			m := newVM(t, mode.cfg)
 			// Three phases, each dirtying its own and a shared page, ending
 			// with a debug exit carrying the phase number.
-			var p asm
+			var p x86asm.Asm
 			for phase := range uint32(3) {
-				p.dirtyPages(DataAddr+uint64(phase)*0x10000, 5)
-				p.movImm(rdi, DataAddr+0x80000).movImm(rax, uint64(phase+1)).storeRAXAtRDI()
-				p.done(phase + 1)
+				p.DirtyPages(DataAddr+uint64(phase)*0x10000, 5)
+				p.MovImm(x86asm.RDI, DataAddr+0x80000).MovImm(x86asm.RAX, uint64(phase+1)).StoreRAXAtRDI()
+				p.Out(DebugExitPort, phase+1)
 			}
-			if err := m.LoadProgram(p.b); err != nil {
+			if err := m.LoadProgram(p.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			var ids []vmm.CheckpointID
@@ -183,11 +184,11 @@ func TestNestedCheckpoints(t *testing.T) {
 func TestDeleteMiddleCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	m := newVM(t, VMConfig{})
-	var p asm
+	var p x86asm.Asm
 	for phase := range uint32(3) {
-		p.dirtyPages(DataAddr, 3+int(phase)).done(phase + 1)
+		p.DirtyPages(DataAddr, 3+int(phase)).Out(DebugExitPort, phase+1)
 	}
-	if err := m.LoadProgram(p.b); err != nil {
+	if err := m.LoadProgram(p.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	var ids []vmm.CheckpointID
@@ -227,16 +228,16 @@ func regVal(r int) uint64 {
 func TestRegistersRevert(t *testing.T) {
 	ctx := context.Background()
 	m := newVM(t, VMConfig{})
-	var p asm
+	var p x86asm.Asm
 	for r := range 16 {
-		if r != rsp {
-			p.movImm(r, regVal(r))
+		if r != x86asm.RSP {
+			p.MovImm(r, regVal(r))
 		}
 	}
-	p.loadDataSegs(0x18)
-	p.wrmsr(0xc0000100, 0x123456000) // FS base
-	p.done(9)
-	if err := m.LoadProgram(p.b); err != nil {
+	p.LoadDataSegs(0x18)
+	p.Wrmsr(0xc0000100, 0x123456000) // FS base
+	p.Out(DebugExitPort, 9)
+	if err := m.LoadProgram(p.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	c0, err := m.Checkpoint(ctx)
@@ -248,7 +249,7 @@ func TestRegistersRevert(t *testing.T) {
 	mustRun(t, m, 9)
 	regs1, _ := m.Regs()
 	sregs1, _ := m.Sregs()
-	if want := regVal(r15); regs1.R15 != want || sregs1.ES.Selector != 0x18 || sregs1.FS.Base != 0x123456000 {
+	if want := regVal(x86asm.R15); regs1.R15 != want || sregs1.ES.Selector != 0x18 || sregs1.FS.Base != 0x123456000 {
 		t.Fatalf("guest did not change its registers: r15=%#x es=%#x fs.base=%#x", regs1.R15, sregs1.ES.Selector, sregs1.FS.Base)
 	}
 	if err := m.Restore(ctx, c0); err != nil {
@@ -325,20 +326,20 @@ func TestScratchDeviceReverts(t *testing.T) {
 	m := newVM(t, VMConfig{})
 	// The guest reads the scratch register, stores it in RAM, adds one and
 	// writes it back: device state and memory move together.
-	var p asm
-	p.in(ScratchPort)
-	p.movImm(rdi, DataAddr).storeRAXAtRDI()
-	p.emit(0x83, 0xc0, 0x01) // add eax, 1
-	p.outEAX(ScratchPort)
-	p.done(0)
-	if err := m.LoadProgram(p.b); err != nil {
+	var p x86asm.Asm
+	p.In(ScratchPort)
+	p.MovImm(x86asm.RDI, DataAddr).StoreRAXAtRDI()
+	p.Emit(0x83, 0xc0, 0x01) // add eax, 1
+	p.OutEAX(ScratchPort)
+	p.Out(DebugExitPort, 0)
+	if err := m.LoadProgram(p.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	c0, _ := m.Checkpoint(ctx)
 	h0, _ := m.RAMHash(ctx)
 	for range 3 {
 		mustRun(t, m, 0)
-		if err := m.LoadProgram(p.b); err != nil { // rewind RIP, keep state
+		if err := m.LoadProgram(p.Bytes()); err != nil { // rewind RIP, keep state
 			t.Fatal(err)
 		}
 	}
@@ -362,7 +363,7 @@ func TestScratchDeviceReverts(t *testing.T) {
 
 func TestHLTWithoutIRQChip(t *testing.T) {
 	m := newVM(t, VMConfig{NoIRQChip: true})
-	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 2).hlt().b); err != nil {
+	if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, 2).Hlt().Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	c0, err := m.Checkpoint(context.Background())
@@ -381,26 +382,26 @@ func TestHLTWithoutIRQChip(t *testing.T) {
 func TestBadGuests(t *testing.T) {
 	tests := []struct {
 		name    string
-		prog    *asm
+		prog    *x86asm.Asm
 		timeout time.Duration
 		reason  string
 		want    error
 		detail  string
 	}{
-		{"triple-fault-ud2", new(asm).emit(0x0f, 0x0b), 0, "SHUTDOWN", ErrGuestFault, "triple fault"},
-		{"triple-fault-noncanonical", new(asm).movImm(rax, 0x8000000000000000).emit(0xff, 0xe0), 0, "SHUTDOWN", ErrGuestFault, "triple fault"},
+		{"triple-fault-ud2", new(x86asm.Asm).Emit(0x0f, 0x0b), 0, "SHUTDOWN", ErrGuestFault, "triple fault"},
+		{"triple-fault-noncanonical", new(x86asm.Asm).MovImm(x86asm.RAX, 0x8000000000000000).Emit(0xff, 0xe0), 0, "SHUTDOWN", ErrGuestFault, "triple fault"},
 		// PVM emulates INT3 and fails at it; on hardware virtualization it triple-faults.
-		{"int3", new(asm).int3(), 0, "", ErrGuestFault, "at RIP"},
-		{"unknown-port-out", new(asm).out(0x3f8, 'x'), 0, "IO", ErrGuestFault, "unknown port 0x3f8"},
-		{"unknown-port-in", new(asm).in(0x60), 0, "IO", ErrGuestFault, "unknown port 0x60"},
-		{"mmio", new(asm).movImm(rdi, 0xd0000000).storeRAXAtRDI(), 0, "MMIO", ErrGuestFault, "0xd0000000"},
-		{"never-halts", new(asm).spin(), 200 * time.Millisecond, "PAUSED", context.DeadlineExceeded, "deadline"},
+		{"int3", new(x86asm.Asm).Int3(), 0, "", ErrGuestFault, "at RIP"},
+		{"unknown-port-out", new(x86asm.Asm).Out(0x3f8, 'x'), 0, "IO", ErrGuestFault, "unknown port 0x3f8"},
+		{"unknown-port-in", new(x86asm.Asm).In(0x60), 0, "IO", ErrGuestFault, "unknown port 0x60"},
+		{"mmio", new(x86asm.Asm).MovImm(x86asm.RDI, 0xd0000000).StoreRAXAtRDI(), 0, "MMIO", ErrGuestFault, "0xd0000000"},
+		{"never-halts", new(x86asm.Asm).Spin(), 200 * time.Millisecond, "PAUSED", context.DeadlineExceeded, "deadline"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := countFDs(t)
 			m := newVM(t, VMConfig{})
-			if err := m.LoadProgram(tc.prog.b); err != nil {
+			if err := m.LoadProgram(tc.prog.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			c0, err := m.Checkpoint(context.Background())
@@ -418,8 +419,8 @@ func TestBadGuests(t *testing.T) {
 			if !errors.As(err, &ee) || (tc.reason != "" && ee.Reason != tc.reason) || !errors.Is(err, tc.want) {
 				t.Fatalf("Run error %v; want exit %s wrapping %v", err, tc.reason, tc.want)
 			}
-			if ee.RIP < CodeAddr || ee.RIP >= CodeAddr+uint64(len(tc.prog.b))+1 {
-				t.Errorf("RIP %#x outside the program [%#x, +%d)", ee.RIP, CodeAddr, len(tc.prog.b))
+			if ee.RIP < CodeAddr || ee.RIP >= CodeAddr+uint64(len(tc.prog.Bytes()))+1 {
+				t.Errorf("RIP %#x outside the program [%#x, +%d)", ee.RIP, CodeAddr, len(tc.prog.Bytes()))
 			}
 			if !strings.Contains(err.Error(), tc.detail) || !strings.Contains(err.Error(), "RIP 0x") {
 				t.Errorf("error %q does not name %q and the RIP", err, tc.detail)
@@ -447,7 +448,7 @@ func TestBadGuests(t *testing.T) {
 
 func TestPause(t *testing.T) {
 	m := newVM(t, VMConfig{})
-	if err := m.LoadProgram(new(asm).spin().b); err != nil {
+	if err := m.LoadProgram(new(x86asm.Asm).Spin().Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -497,7 +498,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 4).done(0).b); err != nil {
+				if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, 4).Out(DebugExitPort, 0).Bytes()); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := m.Checkpoint(context.Background()); err != nil { // maps the shadow too
@@ -551,15 +552,15 @@ func countMaps(t testing.TB) int {
 func TestPITSpeakerPort(t *testing.T) {
 	m := newVM(t, VMConfig{})
 	const port = 0x61
-	readTo := func(a *asm, addr uint64) *asm {
-		a.movImm(rdi, addr)
-		return a.emit(0xba).imm32(port).emit(0xec, 0x88, 0x07) // mov edx, 0x61; in al, dx; mov [rdi], al
+	readTo := func(a *x86asm.Asm, addr uint64) *x86asm.Asm {
+		a.MovImm(x86asm.RDI, addr)
+		return a.Emit(0xba).Imm32(port).Emit(0xec, 0x88, 0x07) // mov edx, 0x61; in al, dx; mov [rdi], al
 	}
-	a := new(asm).outb(port, 0x01) // channel 2 gate on, speaker off
+	a := new(x86asm.Asm).Outb(port, 0x01) // channel 2 gate on, speaker off
 	readTo(a, DataAddr)
-	a.outb(port, 0x00)
+	a.Outb(port, 0x00)
 	readTo(a, DataAddr+1)
-	if err := m.LoadProgram(a.done(7).b); err != nil {
+	if err := m.LoadProgram(a.Out(DebugExitPort, 7).Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, m, 7)
@@ -587,21 +588,21 @@ func TestRestoreFlushesGuestTLB(t *testing.T) {
 		flag  = DataAddr + 8
 	)
 	abs := func(op []byte, addr uint32) []byte { return binary.LittleEndian.AppendUint32(op, addr) }
-	a := new(asm)
-	start := len(a.b)
-	a.emit(abs([]byte{0x48, 0x8b, 0x04, 0x25}, x)...)   // mov rax, [x]
-	a.emit(abs([]byte{0x48, 0x89, 0x04, 0x25}, res)...) // mov [res], rax
-	a.done(1)
-	a.emit(abs([]byte{0x48, 0x8b, 0x0c, 0x25}, flag)...) // mov rcx, [flag]
-	a.emit(0x48, 0x85, 0xc9)                             // test rcx, rcx
-	a.emit(0x0f, 0x84).imm32(uint32(int32(start - (len(a.b) + 4))))
-	a.emit(abs([]byte{0x48, 0xc7, 0x04, 0x25}, pd4)...).imm32(pageB | 0x83) // mov qword [pd4], B|PS|RW|P
-	a.emit(abs([]byte{0x0f, 0x01, 0x3c, 0x25}, x)...)                       // invlpg [x]
-	a.emit(abs([]byte{0x48, 0x8b, 0x04, 0x25}, x)...)                       // mov rax, [x]
-	a.emit(abs([]byte{0x48, 0x89, 0x04, 0x25}, res)...)                     // mov [res], rax
-	a.done(2)
-	a.emit(0xe9).imm32(uint32(int32(start - (len(a.b) + 4)))) // jmp start
-	if err := m.LoadProgram(a.b); err != nil {
+	a := new(x86asm.Asm)
+	start := len(a.Bytes())
+	a.Emit(abs([]byte{0x48, 0x8b, 0x04, 0x25}, x)...)   // mov rax, [x]
+	a.Emit(abs([]byte{0x48, 0x89, 0x04, 0x25}, res)...) // mov [res], rax
+	a.Out(DebugExitPort, 1)
+	a.Emit(abs([]byte{0x48, 0x8b, 0x0c, 0x25}, flag)...) // mov rcx, [flag]
+	a.Emit(0x48, 0x85, 0xc9)                             // test rcx, rcx
+	a.Emit(0x0f, 0x84).Imm32(uint32(int32(start - (len(a.Bytes()) + 4))))
+	a.Emit(abs([]byte{0x48, 0xc7, 0x04, 0x25}, pd4)...).Imm32(pageB | 0x83) // mov qword [pd4], B|PS|RW|P
+	a.Emit(abs([]byte{0x0f, 0x01, 0x3c, 0x25}, x)...)                       // invlpg [x]
+	a.Emit(abs([]byte{0x48, 0x8b, 0x04, 0x25}, x)...)                       // mov rax, [x]
+	a.Emit(abs([]byte{0x48, 0x89, 0x04, 0x25}, res)...)                     // mov [res], rax
+	a.Out(DebugExitPort, 2)
+	a.Emit(0xe9).Imm32(uint32(int32(start - (len(a.Bytes()) + 4)))) // jmp start
+	if err := m.LoadProgram(a.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []struct {

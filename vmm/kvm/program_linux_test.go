@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
 
 // TestDirtyProgramRuns: the program writes its pages, exits with its code,
@@ -12,7 +14,7 @@ func TestDirtyProgramRuns(t *testing.T) {
 	ctx := context.Background()
 	const n = 100
 	m := newVM(t, VMConfig{MemoryBytes: 64 << 20})
-	if err := m.LoadProgram(DirtyProgram(DataAddr, n, 9)); err != nil {
+	if err := m.LoadProgram(x86asm.DirtyProgram(DebugExitPort, DataAddr, n, 9)); err != nil {
 		t.Fatal(err)
 	}
 	c0, err := m.Checkpoint(ctx)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/fork"
+	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
 
 // TestSnapshotFileRoundTrip: a machine saved to a file mid-program and
@@ -19,9 +20,9 @@ func TestSnapshotFileRoundTrip(t *testing.T) {
 			cfg := mode.cfg
 			cfg.MemoryBytes = 32 << 20
 			m := newVM(t, cfg)
-			prog := new(asm).dirtyPages(DataAddr, 64).out(ScratchPort, 7).done(1).
-				movImm(rbx, 0x1234).dirtyPages(DataAddr+64*PageSize, 16).out(ScratchPort, 9).done(2)
-			if err := m.LoadProgram(prog.b); err != nil {
+			prog := new(x86asm.Asm).DirtyPages(DataAddr, 64).Out(ScratchPort, 7).Out(DebugExitPort, 1).
+				MovImm(x86asm.RBX, 0x1234).DirtyPages(DataAddr+64*PageSize, 16).Out(ScratchPort, 9).Out(DebugExitPort, 2)
+			if err := m.LoadProgram(prog.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			mustRun(t, m, 1)
@@ -58,7 +59,7 @@ func TestSnapshotFileRoundTrip(t *testing.T) {
 func TestSnapshotFileBad(t *testing.T) {
 	ctx := context.Background()
 	m := newVM(t, VMConfig{MemoryBytes: 8 << 20})
-	if err := m.LoadProgram(new(asm).dirtyPages(DataAddr, 4).done(1).b); err != nil {
+	if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, 4).Out(DebugExitPort, 1).Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, m, 1)
