@@ -33,7 +33,7 @@
 // ratio per call.
 //
 // Echo measures the agent channel of the KVM backend side by side: the
-// echo guests of kvm.MeasureEcho over the UART and over the virtio console
+// echo guests of echo.Measure (vmm/kvm/echo) over the UART and over the virtio console
 // per message size, their exits and time per round trip and the ratios, in
 // a kvm-synthetic report. It needs Linux and /dev/kvm.
 //

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/launch"
-	"github.com/themisfs/themis/vmm/kvm"
+	"github.com/themisfs/themis/vmm/kvm/echo"
 	"go.uber.org/zap"
 )
 
@@ -37,7 +37,7 @@ var DefaultEchoSizes = []int{64, 1 << 10, 16 << 10}
 // EchoOptions are the inputs of Echo.
 type EchoOptions struct {
 	// Sizes lists the message sizes in bytes (default DefaultEchoSizes),
-	// each 1 to kvm.MaxEchoSize and a whole number of 1, 2, 4, 8 or 16
+	// each 1 to echo.MaxSize and a whole number of 1, 2, 4, 8 or 16
 	// receive buffers of 4 KiB.
 	Sizes []int
 	// Messages is the number of round trips per size over the agent
@@ -73,9 +73,9 @@ type EchoReport struct {
 // EchoPoint is one message size over both channels of the KVM
 // backend's echo guests, and their ratios (UART over console).
 type EchoPoint struct {
-	Size    int            `json:"size"`
-	UART    kvm.EchoResult `json:"uart"`
-	Console kvm.EchoResult `json:"console"`
+	Size    int         `json:"size"`
+	UART    echo.Result `json:"uart"`
+	Console echo.Result `json:"console"`
 	// ExitRatio and TimeRatio are the UART's exits and wall time per round
 	// trip over the console's.
 	ExitRatio float64 `json:"exit_ratio"`
@@ -83,7 +83,7 @@ type EchoPoint struct {
 }
 
 // Echo measures the agent channel side by side in one run: for every
-// size, the KVM backend's echo guests (kvm.MeasureEcho: synthetic guests
+// size, the KVM backend's echo guests (echo.Measure: synthetic guests
 // on /dev/kvm, no kernel) over the UART, byte by byte, then over the agent
 // console, one buffer per message. It needs Linux and /dev/kvm.
 func Echo(ctx context.Context, o EchoOptions) (*EchoReport, error) {
@@ -95,14 +95,14 @@ func Echo(ctx context.Context, o EchoOptions) (*EchoReport, error) {
 	for _, size := range o.Sizes {
 		p := EchoPoint{Size: size}
 		for _, s := range []struct {
-			ch  kvm.EchoChannel
+			ch  echo.Channel
 			n   int
-			out *kvm.EchoResult
-		}{{kvm.EchoUART, o.uartMessages(size), &p.UART}, {kvm.EchoConsole, o.Messages, &p.Console}} {
+			out *echo.Result
+		}{{echo.UART, o.uartMessages(size), &p.UART}, {echo.Console, o.Messages, &p.Console}} {
 			if o.Progress != nil {
 				o.Progress(fmt.Sprintf("kvm-synthetic: %s, %s messages, %d round trips", s.ch, fmtBytes(int64(size)), s.n))
 			}
-			res, err := kvm.MeasureEcho(ctx, kvm.EchoConfig{Channel: s.ch, Size: size, Messages: s.n, Warmup: echoWarmup}, o.Log)
+			res, err := echo.Measure(ctx, echo.Config{Channel: s.ch, Size: size, Messages: s.n, Warmup: echoWarmup}, o.Log)
 			if err != nil {
 				return nil, fmt.Errorf("bench: echo: %s, %d bytes: %w", s.ch, size, err)
 			}
@@ -137,8 +137,8 @@ func (o *EchoOptions) normalize() error {
 	}
 	for _, s := range o.Sizes {
 		k := (s + 4095) / 4096
-		if s < 1 || s > kvm.MaxEchoSize || 16%k != 0 {
-			return fmt.Errorf("bench: echo: message of %d bytes: want 1..%d bytes, a whole 1, 2, 4, 8 or 16 buffers of 4 KiB", s, kvm.MaxEchoSize)
+		if s < 1 || s > echo.MaxSize || 16%k != 0 {
+			return fmt.Errorf("bench: echo: message of %d bytes: want 1..%d bytes, a whole 1, 2, 4, 8 or 16 buffers of 4 KiB", s, echo.MaxSize)
 		}
 	}
 	return nil
@@ -159,7 +159,7 @@ func (r *EchoReport) String() string {
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "SIZE\tCHANNEL\tROUND TRIPS\tEXITS/TRIP\tTIME/TRIP\tEXITS/MESSAGE\t\n")
 	for _, p := range r.KVMSynthetic {
-		for _, e := range []kvm.EchoResult{p.UART, p.Console} {
+		for _, e := range []echo.Result{p.UART, p.Console} {
 			fmt.Fprintf(w, "%s\t%s\t%d\t%.1f\t%s\t%.1f\t\n", fmtBytes(int64(p.Size)), e.Channel, e.Messages, e.ExitsPerEcho, fmtNs(e.NsPerEcho), e.ExitsPerEcho/2)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/internal/kvmtest"
-	"github.com/themisfs/themis/vmm/kvm"
+	"github.com/themisfs/themis/vmm/kvm/echo"
 )
 
 func TestEchoOptions(t *testing.T) {
@@ -15,7 +15,7 @@ func TestEchoOptions(t *testing.T) {
 		want string
 	}{
 		{EchoOptions{Sizes: []int{0}}, "0 bytes"},
-		{EchoOptions{Sizes: []int{kvm.MaxEchoSize + 1}}, "bytes"},
+		{EchoOptions{Sizes: []int{echo.MaxSize + 1}}, "bytes"},
 		{EchoOptions{Sizes: []int{12 << 10}}, "12288 bytes"}, // three buffers
 		{EchoOptions{Messages: -1}, "-1 messages"},
 		{EchoOptions{UARTMessages: -1}, "-1 UART messages"},
@@ -50,7 +50,7 @@ func TestEchoKVM(t *testing.T) {
 		t.Fatalf("%d rows, %d progress lines; want 2, 4", len(r.KVMSynthetic), len(steps))
 	}
 	for _, p := range r.KVMSynthetic {
-		if p.UART.Messages != 2 || p.Console.Messages != 10 || p.UART.Channel != kvm.EchoUART || p.Console.Channel != kvm.EchoConsole {
+		if p.UART.Messages != 2 || p.Console.Messages != 10 || p.UART.Channel != echo.UART || p.Console.Channel != echo.Console {
 			t.Errorf("%d bytes: samples %+v / %+v", p.Size, p.UART, p.Console)
 		}
 		if p.UART.ExitsPerEcho < float64(3*p.Size) || p.Console.ExitsPerEcho > 4 || p.ExitRatio < 10 || p.UART.NsPerEcho <= 0 || p.Console.NsPerEcho <= 0 {

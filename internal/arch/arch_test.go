@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -218,4 +219,78 @@ func TestCLIReachesTheDaemonThroughItsAPI(t *testing.T) {
 	if !slices.Contains(imports, mod+"embedded") {
 		t.Errorf("cmd/themisctl does not import embedded: how does it start its embedded daemon?")
 	}
+}
+
+// vmmSupport are the packages that serve the VMM's tests and benchmarks,
+// not the VMM: vmm/kvm's production files import neither.
+var vmmSupport = []string{"vmm/kvm/x86asm", "vmm/kvm/echo"}
+
+// supportName matches a top-level name of assembler or echo code.
+var supportName = regexp.MustCompile(`(?i)echo|^asm$|assembl`)
+
+// TestVMMHoldsOnlyTheVMM: vmm/kvm's non-test files hold no assembler and
+// no echo guest — they import neither support package and declare
+// nothing named for them; the synthetic guests' code lives in
+// vmm/kvm/x86asm and vmm/kvm/echo.
+func TestVMMHoldsOnlyTheVMM(t *testing.T) {
+	dir, err := filepath.Abs("../../vmm/kvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	files := 0
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files++
+		name := filepath.Base(path)
+		for _, imp := range f.Imports {
+			for _, s := range vmmSupport {
+				if strings.Trim(imp.Path.Value, `"`) == "github.com/themisfs/themis/"+s {
+					t.Errorf("vmm/kvm/%s imports %s: test support, not the VMM", name, s)
+				}
+			}
+		}
+		for _, n := range topLevelNames(f) {
+			if supportName.MatchString(n) {
+				t.Errorf("vmm/kvm/%s declares %s: assembler or echo code belongs in %v", name, n, vmmSupport)
+			}
+		}
+	}
+	if files < 10 {
+		t.Fatalf("read %d files of vmm/kvm: want the package's", files)
+	}
+}
+
+// topLevelNames are f's top-level functions, methods, types, constants
+// and variables.
+func topLevelNames(f *ast.File) []string {
+	var out []string
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			out = append(out, d.Name.Name)
+		case *ast.GenDecl:
+			for _, sp := range d.Specs {
+				switch s := sp.(type) {
+				case *ast.TypeSpec:
+					out = append(out, s.Name.Name)
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						out = append(out, n.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
 }

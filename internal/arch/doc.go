@@ -13,5 +13,7 @@
 //     request switch (TestFunctionsFitOnAScreen);
 //   - cmd/themisctl imports nothing of the daemon's side (server,
 //     session, runs/...): it speaks the API through client and starts a
-//     daemon through package embedded (TestCLIReachesTheDaemonThroughItsAPI).
+//     daemon through package embedded (TestCLIReachesTheDaemonThroughItsAPI);
+//   - vmm/kvm's non-test files hold no assembler and no echo guest: those
+//     live in vmm/kvm/x86asm and vmm/kvm/echo (TestVMMHoldsOnlyTheVMM).
 package arch

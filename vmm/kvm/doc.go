@@ -28,12 +28,11 @@
 //     the disks' overlays, the lockstep assertion and the verify gate. It
 //     needs hardware virtualization (see docs/kvm.md).
 //
-// Echo guests (echo.go, MeasureEcho): synthetic programs that echo
-// messages over COM2 byte by byte or over the agent console one buffer per
-// message, on a Machine without a kernel, to measure the agent channel's
-// exits and time per message on any /dev/kvm (BenchmarkChannel, `themisctl
-// bench channel`). Their programs, and every test's, are assembled with
-// package x86asm.
+// A bare machine (bare_linux.go, NewBare): the Linux machine's devices on
+// a VM with no kernel, for synthetic guests that drive them — the echo
+// guests of package vmm/kvm/echo measure the agent channel on one. The
+// synthetic programs, the echo guests' and every test's, are assembled
+// with package vmm/kvm/x86asm; this package holds no assembler.
 //
 // Threads: KVM_RUN always runs on one goroutine locked to its OS thread
 // (KVM pays a synchronize_rcu whenever a vCPU changes thread). Pause sets

@@ -29,5 +29,16 @@ func StartNoWait(ctx context.Context, cfg vmm.Config) (*Machine, error) {
 	return start(ctx, cfg, false)
 }
 
-// Dead is why the guest stopped for good, or nil while it runs.
-func (m *Machine) Dead() error { return m.deadErr() }
+// PickChannel is what the machine does once the agent is ready: the
+// agent console when the guest opened its port, else COM2.
+func PickChannel(m *Machine) { m.pickChannel() }
+
+// AgentChannel is the machine's agent channel: its name (ChannelUART or
+// ChannelConsole) and its stream.
+func AgentChannel(m *Machine) (string, Port) { return m.channel, m.stream }
+
+// The agent channel's names.
+const (
+	ChannelUART    = channelUART
+	ChannelConsole = channelConsole
+)

@@ -198,7 +198,10 @@ func TestHostileVirtqueue(t *testing.T) {
 			avail := binary.LittleEndian.AppendUint16([]byte{0, 0}, idx)
 			avail = binary.LittleEndian.AppendUint16(avail, tt.head)
 			hd := make([]byte, 16) // VIRTIO_BLK_T_IN, sector 0
-			for _, w := range []ramWrite{{availAddr, avail}, {reqHdrAddr, hd}, {reqStatus, []byte{0xff}}} {
+			for _, w := range []struct {
+				addr uint64
+				b    []byte
+			}{{availAddr, avail}, {reqHdrAddr, hd}, {reqStatus, []byte{0xff}}} {
 				if err := m.WriteRAM(w.addr, w.b); err != nil {
 					t.Fatal(err)
 				}

@@ -5,8 +5,6 @@ package kvm
 import (
 	"context"
 	"errors"
-
-	"go.uber.org/zap"
 )
 
 // VMConfig describes a VM (see the Linux build).
@@ -28,8 +26,3 @@ func (*VM) Close() error { return nil }
 
 // Run returns errors.ErrUnsupported off Linux.
 func (*VM) Run(context.Context) error { return errors.ErrUnsupported }
-
-// MeasureEcho returns errors.ErrUnsupported off Linux.
-func MeasureEcho(context.Context, EchoConfig, *zap.Logger) (EchoResult, error) {
-	return EchoResult{}, errors.ErrUnsupported
-}

@@ -303,12 +303,12 @@ func (m *Machine) setupCPU(l *linuxboot.Layout) error {
 	if err := vm.SetRegs(Regs{RIP: l.Entry, RSI: l.BootParams, RFLAGS: 2}); err != nil {
 		return err
 	}
-	return vm.virtualWire()
+	return vm.VirtualWire()
 }
 
-// virtualWire sets LAPIC LINT0 to ExtINT (the PIC's interrupts reach the
+// VirtualWire sets LAPIC LINT0 to ExtINT (the PIC's interrupts reach the
 // vCPU) and LINT1 to NMI, unmasked, as firmware leaves them.
-func (m *VM) virtualWire() error {
+func (m *VM) VirtualWire() error {
 	var lapic LAPIC
 	if _, err := ioctlPtr(m.vcpuFD, "KVM_GET_LAPIC", kvmGetLAPIC, &lapic); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package kvm
+package echo
 
 import (
 	"bytes"
@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/themisfs/themis/vmm"
-	"github.com/themisfs/themis/vmm/kvm/devices"
 	"go.uber.org/zap"
+
+	"github.com/themisfs/themis/vmm"
+	"github.com/themisfs/themis/vmm/kvm"
+	"github.com/themisfs/themis/vmm/kvm/devices"
 )
 
 // echoWait bounds one batch of round trips with a live guest (a round trip
@@ -28,20 +30,20 @@ const (
 	vioRegStatus        = 18
 )
 
-// echoMachine is a Linux machine's devices with no kernel: an echo guest
-// (echo.go) on the machine's VM, talking over COM2 or the agent console.
-type echoMachine struct {
-	m    *Machine
-	ch   *stream // the host end of the guest's channel
+// Guest is an echo guest (echo.go) on a bare machine (kvm.NewBare),
+// talking over COM2 or the agent console.
+type Guest struct {
+	m    *kvm.Machine
+	ch   kvm.Port // the host end of the guest's channel
 	size int
 	msgs [2][]byte // alternated, so a stale echo shows
 	buf  []byte
 	sent int
 }
 
-// newEchoMachine builds the machine, loads the echo guest for cfg and
-// starts it. verify makes every restore re-hash RAM (tests).
-func newEchoMachine(cfg EchoConfig, log *zap.Logger, verify bool) (_ *echoMachine, err error) {
+// Start builds a bare machine, loads the echo guest for cfg and starts
+// it. verify makes every restore re-hash RAM (tests).
+func Start(cfg Config, log *zap.Logger, verify bool) (_ *Guest, err error) {
 	k, err := echoBuffers(cfg)
 	if err != nil {
 		return nil, err
@@ -49,20 +51,16 @@ func newEchoMachine(cfg EchoConfig, log *zap.Logger, verify bool) (_ *echoMachin
 	if log == nil {
 		log = zap.NewNop()
 	}
-	vm, err := NewVM(VMConfig{MemoryBytes: 64 << 20, Log: log})
+	m, err := kvm.NewBare(vmm.Config{Log: log, Verify: verify}, 64<<20)
 	if err != nil {
 		return nil, err
-	}
-	m, err := newMachine(vmm.Config{Log: log, Verify: verify}, vm)
-	if err != nil {
-		return nil, errors.Join(err, vm.Close())
 	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, m.Close())
 		}
 	}()
-	e := &echoMachine{m: m, size: cfg.Size, buf: make([]byte, cfg.Size)}
+	e := &Guest{m: m, size: cfg.Size, buf: make([]byte, cfg.Size)}
 	for i := range e.msgs {
 		e.msgs[i] = make([]byte, cfg.Size)
 		for j := range e.msgs[i] {
@@ -72,29 +70,29 @@ func newEchoMachine(cfg EchoConfig, log *zap.Logger, verify bool) (_ *echoMachin
 	var prog []byte
 	var handler uint64
 	switch cfg.Channel {
-	case EchoUART:
+	case UART:
 		prog, handler = uartEchoProgram(cfg.Size)
-		e.ch = m.uart
-	case EchoConsole:
-		bar := uint16(devices.PCIIOBase + m.vconSlot*devices.PCIIOStride)
+		e.ch = m.COM2()
+	case Console:
+		_, bar := m.AgentConsole()
 		prog, handler = consoleEchoProgram(k, bar)
-		e.ch = m.vport
+		e.ch = m.AgentPort()
 		if err := e.probeConsole(k); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("kvm: echo: unknown channel %q", cfg.Channel)
+		return nil, fmt.Errorf("echo: unknown channel %q", cfg.Channel)
 	}
 	if err := e.load(prog, handler); err != nil {
 		return nil, err
 	}
-	m.resume()
+	m.Resume()
 	return e, nil
 }
 
 // load writes the IDT, puts the LAPIC in virtual wire mode and loads prog.
-func (e *echoMachine) load(prog []byte, handler uint64) error {
-	vm := e.m.vm
+func (e *Guest) load(prog []byte, handler uint64) error {
+	vm := e.m.VM()
 	if err := vm.WriteRAM(echoIDTAddr, echoIDT(handler)); err != nil {
 		return err
 	}
@@ -102,11 +100,11 @@ func (e *echoMachine) load(prog []byte, handler uint64) error {
 	if err != nil {
 		return err
 	}
-	s.IDT = DTable{Base: echoIDTAddr, Limit: 256*16 - 1}
+	s.IDT = kvm.DTable{Base: echoIDTAddr, Limit: 256*16 - 1}
 	if err := vm.SetSregs(s); err != nil {
 		return err
 	}
-	if err := vm.virtualWire(); err != nil {
+	if err := vm.VirtualWire(); err != nil {
 		return err
 	}
 	return vm.LoadProgram(prog)
@@ -116,13 +114,13 @@ func (e *echoMachine) load(prog []byte, handler uint64) error {
 // virtcons_probe does at boot, from the host (the guest program only
 // echoes): features (MULTIPORT), the four queues, DRIVER_OK, and a
 // PORT_OPEN on the control queue, as a program opening the port sends it.
-func (e *echoMachine) probeConsole(k int) error {
+func (e *Guest) probeConsole(k int) error {
 	for _, w := range consoleEchoRings(e.size, k) {
-		if err := e.m.vm.WriteRAM(w.addr, w.b); err != nil {
+		if err := e.m.VM().WriteRAM(w.addr, w.b); err != nil {
 			return err
 		}
 	}
-	c := e.m.vcon
+	c, _ := e.m.AgentConsole()
 	write := func(off uint16, n int, v uint32) error {
 		var b [4]byte
 		binary.LittleEndian.PutUint32(b[:], v)
@@ -141,70 +139,77 @@ func (e *echoMachine) probeConsole(k int) error {
 	steps = append(steps, reg{vioRegStatus, 1, ack | devices.StatusDriverOK}, reg{vioRegQueueNotify, 2, 3})
 	for _, s := range steps {
 		if err := write(s.off, s.n, s.v); err != nil {
-			return fmt.Errorf("kvm: echo: probe the console: %w", err)
+			return fmt.Errorf("echo: probe the console: %w", err)
 		}
 	}
 	if st := c.State(); !st.GuestOpen || st.Status&devices.StatusNeedsReset != 0 {
-		return fmt.Errorf("kvm: echo: console not open after the probe (status %#x)", st.Status)
+		return fmt.Errorf("echo: console not open after the probe (status %#x)", st.Status)
 	}
 	return nil
 }
 
-// echo does n round trips: the host writes a message, the guest sends it
+// Machine is the bare machine the guest runs on.
+func (e *Guest) Machine() *kvm.Machine { return e.m }
+
+// UseChannel makes p the host end the round trips use (it must be the
+// guest's channel's: kvm.Machine.COM2 or AgentPort).
+func (e *Guest) UseChannel(p kvm.Port) { e.ch = p }
+
+// Echo does n round trips: the host writes a message, the guest sends it
 // back, the host reads and checks it. Each is bounded by echoWait.
-func (e *echoMachine) echo(n int) error {
+func (e *Guest) Echo(n int) error {
 	for range n {
 		if err := e.ch.SetDeadline(time.Now().Add(echoWait)); err != nil {
 			return err
 		}
 		msg := e.msgs[e.sent%2]
 		if _, err := e.ch.Write(msg); err != nil {
-			return fmt.Errorf("kvm: echo %d: write: %w (guest: %v)", e.sent, err, e.m.deadErr())
+			return fmt.Errorf("echo %d: write: %w (guest: %v)", e.sent, err, e.m.Dead())
 		}
 		for got := 0; got < len(msg); {
 			k, err := e.ch.Read(e.buf[got:])
 			if err != nil {
-				return fmt.Errorf("kvm: echo %d: read %d of %d bytes: %w (guest: %v)", e.sent, got, len(msg), err, e.m.deadErr())
+				return fmt.Errorf("echo %d: read %d of %d bytes: %w (guest: %v)", e.sent, got, len(msg), err, e.m.Dead())
 			}
 			got += k
 		}
 		if !bytes.Equal(e.buf, msg) {
-			return fmt.Errorf("kvm: echo %d: the guest sent back other bytes", e.sent)
+			return fmt.Errorf("echo %d: the guest sent back other bytes", e.sent)
 		}
 		e.sent++
 	}
 	return e.ch.SetDeadline(time.Time{})
 }
 
-// exits is the VM's exit counter; it pauses the vCPU to read it.
-func (e *echoMachine) exits(ctx context.Context) (uint64, error) {
-	if err := e.m.pause(ctx); err != nil {
+// Exits is the VM's exit counter; it stops the vCPU to read it.
+func (e *Guest) Exits(ctx context.Context) (uint64, error) {
+	if err := e.m.Stop(ctx); err != nil {
 		return 0, err
 	}
-	n := e.m.vm.Stats().Exits
-	e.m.resume()
+	n := e.m.VM().Stats().Exits
+	e.m.Resume()
 	return n, nil
 }
 
-func (e *echoMachine) Close() error { return e.m.Close() }
+func (e *Guest) Close() error { return e.m.Close() }
 
-// MeasureEcho runs an echo guest on /dev/kvm (a synthetic guest: no
+// Measure runs an echo guest on /dev/kvm (a synthetic guest: no
 // kernel, runs on PVM hosts too) over cfg.Channel and measures
 // cfg.Messages round trips: the exits the VMM served and the wall time.
-func MeasureEcho(ctx context.Context, cfg EchoConfig, log *zap.Logger) (_ EchoResult, err error) {
-	r := EchoResult{Channel: cfg.Channel, Size: cfg.Size, Messages: cfg.Messages}
+func Measure(ctx context.Context, cfg Config, log *zap.Logger) (_ Result, err error) {
+	r := Result{Channel: cfg.Channel, Size: cfg.Size, Messages: cfg.Messages}
 	if cfg.Messages < 1 || cfg.Warmup < 0 {
-		return r, fmt.Errorf("kvm: echo: %d messages, %d warm-up: want at least 1 and 0", cfg.Messages, cfg.Warmup)
+		return r, fmt.Errorf("echo: %d messages, %d warm-up: want at least 1 and 0", cfg.Messages, cfg.Warmup)
 	}
-	e, err := newEchoMachine(cfg, log, false)
+	e, err := Start(cfg, log, false)
 	if err != nil {
 		return r, err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
-	if err := e.echo(cfg.Warmup); err != nil {
+	if err := e.Echo(cfg.Warmup); err != nil {
 		return r, err
 	}
-	x0, err := e.exits(ctx)
+	x0, err := e.Exits(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -213,12 +218,12 @@ func MeasureEcho(ctx context.Context, cfg EchoConfig, log *zap.Logger) (_ EchoRe
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if err := e.echo(min(left, 1000)); err != nil {
+		if err := e.Echo(min(left, 1000)); err != nil {
 			return r, err
 		}
 	}
 	r.Elapsed = time.Since(t0)
-	x1, err := e.exits(ctx)
+	x1, err := e.Exits(ctx)
 	if err != nil {
 		return r, err
 	}

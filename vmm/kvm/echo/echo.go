@@ -1,10 +1,11 @@
-package kvm
+package echo
 
 import (
 	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/themisfs/themis/vmm/kvm"
 	"github.com/themisfs/themis/vmm/kvm/devices"
 	"github.com/themisfs/themis/vmm/kvm/x86asm"
 )
@@ -13,38 +14,38 @@ import (
 // size on the agent channel and send it back, forever, the way Linux's
 // drivers move it (as close as a guest without a kernel gets), so that the
 // channel's cost per message can be measured on /dev/kvm without booting
-// Linux. MeasureEcho runs them; BenchmarkChannel and `themisctl bench
+// Linux. Measure runs them; BenchmarkChannel and `themisctl bench
 // channel` report them.
 
-// EchoChannel names the device an echo guest talks through.
-type EchoChannel string
+// Channel names the device an echo guest talks through.
+type Channel string
 
 const (
-	// EchoUART is COM2, byte by byte: on its receive interrupt the guest
+	// UART is COM2, byte by byte: on its receive interrupt the guest
 	// reads IIR, then LSR and RBR for every byte (the 8250 driver's
 	// serial8250_rx_chars loop); it transmits every byte with an OUT to
 	// THR and reads LSR once per 16 bytes (the 16550A FIFO load
 	// serial8250_tx_chars writes per THRE interrupt). Per message of n
 	// bytes: 2n+1 exits in, n+n/16 out.
-	EchoUART EchoChannel = "uart"
-	// EchoConsole is the agent console's virtio port: on its interrupt the
+	UART Channel = "uart"
+	// Console is the agent console's virtio port: on its interrupt the
 	// guest reads the ISR (where the device fills the receive buffers,
 	// 4 KiB each, as Linux's fill_queue posts them), gives the buffers back
 	// (no kick while the device says NO_NOTIFY) and transmits the message
 	// as one buffer with one notify (Linux's port_fops_write: one buffer
 	// per write of up to 32 KiB), then reads the ISR for the transmit
 	// interrupt.
-	EchoConsole EchoChannel = "virtio-console"
+	Console Channel = "virtio-console"
 )
 
-// MaxEchoSize is the largest echo message: 16 receive buffers of 4 KiB.
-const MaxEchoSize = 64 << 10
+// MaxSize is the largest echo message: 16 receive buffers of 4 KiB.
+const MaxSize = 64 << 10
 
-// EchoConfig describes one MeasureEcho run.
-type EchoConfig struct {
+// Config describes one Measure run.
+type Config struct {
 	// Channel is the device the guest echoes through.
-	Channel EchoChannel
-	// Size is the message size in bytes, 1 to MaxEchoSize; for EchoConsole
+	Channel Channel
+	// Size is the message size in bytes, 1 to MaxSize; for Console
 	// the message must take 1, 2, 4, 8 or 16 receive buffers of 4 KiB.
 	Size int
 	// Messages is the number of round trips measured (at least 1), after
@@ -52,12 +53,12 @@ type EchoConfig struct {
 	Messages, Warmup int
 }
 
-// EchoResult is what MeasureEcho measured: Messages round trips of one
+// Result is what Measure measured: Messages round trips of one
 // message each way.
-type EchoResult struct {
-	Channel  EchoChannel `json:"channel"`
-	Size     int         `json:"size"`
-	Messages int         `json:"messages"`
+type Result struct {
+	Channel  Channel `json:"channel"`
+	Size     int     `json:"size"`
+	Messages int     `json:"messages"`
 	// Exits is the vCPU exits the VMM served during the measured round
 	// trips (Stats.Exits); ExitsPerEcho is Exits per round trip.
 	Exits        uint64  `json:"exits"`
@@ -70,11 +71,11 @@ type EchoResult struct {
 
 // Synthetic layout of the echo guests (guest-physical = guest-virtual).
 const (
-	echoIDTAddr  = 0x28000  // after the page tables
-	echoBufAddr  = DataAddr // the UART guest's message buffer
-	echoRingAddr = 0x200000 // the console's queue q at echoRingAddr + q*echoRingStride
-	echoCtrlAddr = 0x280000 // the PORT_OPEN the host sends for the guest
-	echoRXAddr   = 0x300000 // receive buffer i at echoRXAddr + i*echoRXBuf
+	echoIDTAddr  = 0x28000      // after the page tables
+	echoBufAddr  = kvm.DataAddr // the UART guest's message buffer
+	echoRingAddr = 0x200000     // the console's queue q at echoRingAddr + q*echoRingStride
+	echoCtrlAddr = 0x280000     // the PORT_OPEN the host sends for the guest
+	echoRXAddr   = 0x300000     // receive buffer i at echoRXAddr + i*echoRXBuf
 	echoRXBuf    = 4096
 	// echoRingStride is one 128-entry ring (descriptors and avail ring in
 	// one page, the used ring in the next).
@@ -84,13 +85,13 @@ const (
 
 // echoBuffers is the number of 4 KiB receive buffers a message takes on
 // the console, or an error when the echo guest cannot carry it.
-func echoBuffers(cfg EchoConfig) (int, error) {
-	if cfg.Size < 1 || cfg.Size > MaxEchoSize {
-		return 0, fmt.Errorf("kvm: echo: message of %d bytes: want 1 to %d", cfg.Size, MaxEchoSize)
+func echoBuffers(cfg Config) (int, error) {
+	if cfg.Size < 1 || cfg.Size > MaxSize {
+		return 0, fmt.Errorf("echo: message of %d bytes: want 1 to %d", cfg.Size, MaxSize)
 	}
 	k := (cfg.Size + echoRXBuf - 1) / echoRXBuf
-	if cfg.Channel == EchoConsole && devices.ConsoleQueueSize%k != 0 {
-		return 0, fmt.Errorf("kvm: echo: message of %d bytes takes %d receive buffers: want 1, 2, 4, 8 or 16", cfg.Size, k)
+	if cfg.Channel == Console && devices.ConsoleQueueSize%k != 0 {
+		return 0, fmt.Errorf("echo: message of %d bytes takes %d receive buffers: want 1, 2, 4, 8 or 16", cfg.Size, k)
 	}
 	return k, nil
 }
@@ -100,7 +101,7 @@ func echoBuffers(cfg EchoConfig) (int, error) {
 // vectors from echoVector, auto-EOI, every line masked but irq.
 func echoPrologue(irq uint8) (*x86asm.Asm, uint64) {
 	a := new(x86asm.Asm).Emit(0xeb, 0x02) // jmp over the handler
-	handler := uint64(CodeAddr + a.Label())
+	handler := uint64(kvm.CodeAddr + a.Label())
 	a.Iretq()
 	a.Outb(0x20, 0x11).Outb(0x21, echoVector).Outb(0x21, 0x04).Outb(0x21, 0x03) // ICW1-4: edge, base, slave on 2, 8086 + AEOI
 	a.Outb(0x21, ^uint8(1<<irq))
@@ -121,7 +122,7 @@ func echoIDT(handler uint64) []byte {
 	return idt
 }
 
-// uartEchoProgram echoes size bytes on COM2 (see EchoUART).
+// uartEchoProgram echoes size bytes on COM2 (see UART).
 func uartEchoProgram(size int) (prog []byte, handler uint64) {
 	const base = devices.COM2Port
 	const rbr, ier, iir, lsr = base, base + 1, base + 2, base + 5
@@ -147,7 +148,7 @@ func uartEchoProgram(size int) (prog []byte, handler uint64) {
 }
 
 // consoleEchoProgram echoes size bytes (k receive buffers) on the agent
-// console whose BAR0 is at bar (see EchoConsole). r12 counts the receive
+// console whose BAR0 is at bar (see Console). r12 counts the receive
 // chains used, r13 the receive avail index, r14 the transmit avail index.
 func consoleEchoProgram(k int, bar uint16) (prog []byte, handler uint64) {
 	l := echoLayout()
