@@ -16,7 +16,13 @@
 //     switch; port I/O devices (the scratch register, the debug exit);
 //     checkpoints that save regs, sregs, FPU, XSAVE, XCRs, MSRs (TSC, then
 //     its deadline), LAPIC, vCPU events, debug registers, MP state, irqchip,
-//     PIT, KVM clock and the attached devices' state (typed: deviceState).
+//     PIT, KVM clock and the attached devices' state (each device its own
+//     section, registered as it is made: devstate_linux.go).
+//     Its files by concern: machine_linux.go (the types, setup, Close),
+//     ram_linux.go (guest RAM and the program loader), run_linux.go (the
+//     run loop and its exits), dirty_linux.go (the dirty log's harvest),
+//     vmcheckpoint_linux.go (checkpoint, restore, RAM hash), state_linux.go
+//     (the vCPU and VM state they save).
 //   - Machine (Start) implements vmm.Machine: a Linux guest (bzImage through
 //     linuxboot) on a VM, with the 16550 UARTs (console; the agent
 //     channel's fallback), the CMOS RTC, PCI, one virtio-blk per disk and

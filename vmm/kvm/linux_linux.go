@@ -94,6 +94,7 @@ type Machine struct {
 	absentAccess map[string]uint64 // absent legacy device or unclaimed port → accesses
 	strictPorts  bool              // a port outside absentPorts fails the run (tests)
 	unclaimed    int               // distinct unclaimed ports accessed
+	sections     []deviceSection   // every device's part of a checkpoint (devstate_linux.go)
 
 	mu      sync.Mutex // serializes the vmm.Machine methods
 	closed  bool
@@ -104,15 +105,6 @@ type Machine struct {
 	runMu   sync.Mutex
 	runDone chan struct{} // closed when the runner goroutine returns; nil when stopped
 	dead    error         // why the guest stopped for good; nil while it can run
-}
-
-// deviceState is the attached devices' part of a checkpoint.
-type deviceState struct {
-	COM1, COM2 devices.UARTState
-	RTC        devices.RTCState
-	PCI        devices.PCIBusState
-	Blocks     []devices.BlockState
-	Console    devices.ConsoleState
 }
 
 var (
@@ -353,6 +345,11 @@ func (m *Machine) setupDevices() error {
 	m.agent = agent.NewClient(m.stream, m.log)
 	m.rtc = devices.NewRTC(nil)
 	m.pci = devices.NewPCIBus()
+	// Loaded in this order: the bus before the devices on it.
+	m.register(section("PCI", m.pci.State, m.pci.SetState))
+	m.register(section("RTC", m.rtc.State, m.rtc.SetState))
+	m.register(section("COM1", m.com1.State, m.com1.SetState))
+	m.register(section("COM2", m.com2.State, m.com2.SetState))
 	for i, d := range m.cfg.Disks {
 		b, err := devices.NewBlock(d.Device, d.Serial, deviceRAM{vm}, irqLine{vm, uint32(diskIRQs[i])}, diskIRQs[i])
 		if err != nil {
@@ -362,6 +359,7 @@ func (m *Machine) setupDevices() error {
 			return fmt.Errorf("kvm: disk %s: %w", d.Serial, err)
 		}
 		m.blocks = append(m.blocks, b)
+		m.register(section("block "+d.Serial, b.State, b.SetState))
 	}
 	if m.cfg.AgentChannel == vmm.AgentUART {
 		m.ports = m.fixedPorts() // no agent console: the agent takes the UART at once
@@ -377,6 +375,7 @@ func (m *Machine) setupDevices() error {
 		return fmt.Errorf("kvm: agent console: %w", err)
 	}
 	m.vcon, m.vconSlot = vcon, slot
+	m.register(section("agent console", vcon.State, vcon.SetState))
 	m.ports = m.fixedPorts()
 	return nil
 }
@@ -478,44 +477,6 @@ func (m *Machine) logUnclaimed(name string, out bool) {
 	case m.unclaimed == maxUnclaimedLogged+1:
 		m.log.Info("more unclaimed ports: counted, not logged", zap.Int("logged", maxUnclaimedLogged))
 	}
-}
-
-func (m *Machine) saveDevices() *deviceState {
-	s := &deviceState{COM1: m.com1.State(), COM2: m.com2.State(), RTC: m.rtc.State(), PCI: m.pci.State()}
-	for _, b := range m.blocks {
-		s.Blocks = append(s.Blocks, b.State())
-	}
-	if m.vcon != nil {
-		s.Console = m.vcon.State()
-	}
-	return s
-}
-
-func (m *Machine) loadDevices(s *deviceState) error {
-	if s == nil || len(s.Blocks) != len(m.blocks) {
-		return errors.New("kvm: checkpoint has no device state for this machine")
-	}
-	if err := m.pci.SetState(s.PCI); err != nil {
-		return err
-	}
-	if err := m.rtc.SetState(s.RTC); err != nil {
-		return err
-	}
-	if err := m.com1.SetState(s.COM1); err != nil {
-		return err
-	}
-	if err := m.com2.SetState(s.COM2); err != nil {
-		return err
-	}
-	for i, b := range m.blocks {
-		if err := b.SetState(s.Blocks[i]); err != nil {
-			return err
-		}
-	}
-	if m.vcon == nil {
-		return nil
-	}
-	return m.vcon.SetState(s.Console)
 }
 
 // resume starts the runner: KVM_RUN until Pause or the guest's end.
