@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/themisfs/themis/vmm"
@@ -64,7 +65,9 @@ type Path struct {
 	records []record
 	nextID  vmm.CheckpointID
 	broken  error // non-nil once the path is broken
-	timing  vmm.TimingInfo
+
+	timingMu sync.Mutex // Timings may be read while a checkpoint or restore runs
+	timing   vmm.TimingInfo
 }
 
 // record is one checkpoint on the path.
@@ -87,6 +90,15 @@ func New(cfg Config) *Path {
 // Err is nil, or the error every call returns since the path broke.
 func (p *Path) Err() error { return p.broken }
 
+// Usable is what a machine's every call returns first: vmm.ErrClosed
+// once the machine is closed, the path's error once it broke, else nil.
+func (p *Path) Usable(closed bool) error {
+	if closed {
+		return vmm.ErrClosed
+	}
+	return p.broken
+}
+
 // IDs lists the checkpoints on the path, oldest first.
 func (p *Path) IDs() []vmm.CheckpointID {
 	ids := make([]vmm.CheckpointID, len(p.records))
@@ -96,9 +108,23 @@ func (p *Path) IDs() []vmm.CheckpointID {
 	return ids
 }
 
-// Timings returns the durations of the last checkpoint and restore (Boot is
-// the backend's).
-func (p *Path) Timings() vmm.TimingInfo { return p.timing }
+// Timings returns the durations of the last checkpoint and restore, with
+// the backend's boot time. Unlike the other methods it may be called at
+// any time, from any goroutine.
+func (p *Path) Timings(boot time.Duration) vmm.TimingInfo {
+	p.timingMu.Lock()
+	defer p.timingMu.Unlock()
+	t := p.timing
+	t.Boot = boot
+	return t
+}
+
+// setTiming updates the timings under their lock.
+func (p *Path) setTiming(f func(t *vmm.TimingInfo)) {
+	p.timingMu.Lock()
+	defer p.timingMu.Unlock()
+	f(&p.timing)
+}
 
 // Checkpoint stops the guest, saves its memory and devices, pushes a layer
 // on every disk, records the hashes (Verify) and resumes the guest.
@@ -114,7 +140,8 @@ func (p *Path) Checkpoint(ctx context.Context) (vmm.CheckpointID, error) {
 	if err := p.resume(ctx, err); err != nil {
 		return 0, err
 	}
-	p.timing.Checkpoint = time.Since(t0)
+	d := time.Since(t0)
+	p.setTiming(func(t *vmm.TimingInfo) { t.Checkpoint = d })
 	return id, nil
 }
 
@@ -156,7 +183,8 @@ func (p *Path) Restore(ctx context.Context, id vmm.CheckpointID) error {
 	if err := p.resume(ctx, p.restore(ctx, idx)); err != nil {
 		return err
 	}
-	p.timing.Restore = time.Since(t0)
+	d := time.Since(t0)
+	p.setTiming(func(t *vmm.TimingInfo) { t.Restore = d })
 	return nil
 }
 
@@ -174,7 +202,7 @@ func (p *Path) restore(ctx context.Context, idx int) error {
 	if err != nil {
 		return p.breakWith(fmt.Errorf("%s: restore %d: %w", p.cfg.Backend, r.id, err))
 	}
-	p.timing.RestoreRAM, p.timing.RestorePages = st.RAM, st.Pages
+	p.setTiming(func(t *vmm.TimingInfo) { t.RestoreRAM, t.RestorePages = st.RAM, st.Pages })
 	// Each disk back to the depth below the checkpoint's layer, then a
 	// fresh layer, so that the checkpoint can be restored again.
 	for j, d := range p.cfg.Disks {

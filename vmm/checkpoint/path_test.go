@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/themisfs/themis/fork"
 	"github.com/themisfs/themis/overlay"
@@ -258,5 +259,51 @@ func TestPathUnknownCheckpoint(t *testing.T) {
 	}
 	if len(mem.calls) != 0 || !mem.running {
 		t.Errorf("an unknown id reached the memory: %v", mem.calls)
+	}
+}
+
+// TestPathUsableAndTimings: Usable says closed before anything, then the
+// path's break; Timings carries the backend's boot and the last
+// checkpoint's and restore's durations, and may be read while they run
+// (go test -race).
+func TestPathUsableAndTimings(t *testing.T) {
+	t.Parallel()
+	mem := newFakeMemory()
+	p := New(Config{Backend: "fake", Memory: mem})
+	if err := p.Usable(false); err != nil {
+		t.Fatalf("a fresh path: %v", err)
+	}
+	if err := p.Usable(true); !errors.Is(err, vmm.ErrClosed) {
+		t.Fatalf("closed: %v, want ErrClosed", err)
+	}
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			_ = p.Timings(time.Second)
+		}
+	}()
+	id, err := p.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Restore(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	tm := p.Timings(3 * time.Second)
+	if tm.Boot != 3*time.Second || tm.Checkpoint <= 0 || tm.Restore <= 0 {
+		t.Errorf("timings %+v: want boot 3s and a checkpoint's and a restore's duration", tm)
+	}
+	mem.fail["Load"] = errors.New("boom")
+	if err := p.Restore(ctx, id); err == nil {
+		t.Fatal("a failing load: no error")
+	}
+	if err := p.Usable(false); !errors.Is(err, vmm.ErrBroken) {
+		t.Errorf("after a failed restore: %v, want ErrBroken", err)
+	}
+	if err := p.Usable(true); !errors.Is(err, vmm.ErrClosed) {
+		t.Errorf("closed and broken: %v, want ErrClosed first", err)
 	}
 }

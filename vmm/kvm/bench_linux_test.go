@@ -8,6 +8,7 @@ import (
 
 	"github.com/themisfs/themis/internal/kvmtest"
 	"github.com/themisfs/themis/vmm/kvm/x86asm"
+	"github.com/themisfs/themis/vmm/vmmtest/cpbench"
 )
 
 // BenchmarkRestore: restore time against pages dirtied since the checkpoint,
@@ -60,31 +61,13 @@ func BenchmarkRestore(b *testing.B) {
 // BenchmarkCheckpoint: checkpoint time against pages dirtied since the
 // previous one (state save plus the page delta).
 func BenchmarkCheckpoint(b *testing.B) {
-	ctx := context.Background()
 	for _, n := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("pages=%d", n), func(b *testing.B) {
 			m := newVM(b, VMConfig{MemoryBytes: 256 << 20})
 			if err := m.LoadProgram(new(x86asm.Asm).DirtyPages(DataAddr, n).Out(DebugExitPort, 1).Bytes()); err != nil {
 				b.Fatal(err)
 			}
-			c0, err := m.Checkpoint(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for range b.N {
-				b.StopTimer()
-				mustRun(b, m, 1)
-				b.StartTimer()
-				if _, err := m.Checkpoint(ctx); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if err := m.Restore(ctx, c0); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
+			cpbench.Checkpoint(b, m, func() { mustRun(b, m, 1) })
 		})
 	}
 }

@@ -130,12 +130,7 @@ func (m *Machine) Checkpoints() []vmm.CheckpointID {
 }
 
 // usable is vmm.ErrClosed after Close, the path's error once it broke, or nil.
-func (m *Machine) usable() error {
-	if m.closed {
-		return vmm.ErrClosed
-	}
-	return m.path.Err()
-}
+func (m *Machine) usable() error { return m.path.Usable(m.closed) }
 
 // noteBroken returns err; when the path broke, the guest stays stopped for
 // good and the agent channel fails with the path's error.

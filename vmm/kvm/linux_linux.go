@@ -619,14 +619,9 @@ func (m *Machine) RAMHash(ctx context.Context) ([32]byte, error) {
 	return m.vm.RAMHash(ctx)
 }
 
-// Timings implements vmm.Timings.
-func (m *Machine) Timings() vmm.TimingInfo {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := m.path.Timings()
-	t.Boot = m.boot
-	return t
-}
+// Timings implements vmm.Timings (the path guards its timings; boot is
+// set before the machine is returned).
+func (m *Machine) Timings() vmm.TimingInfo { return m.path.Timings(m.boot) }
 
 // CheckpointBytes implements vmm.CheckpointMemory: the VM's fork shadow
 // (counted whole: it is populated as RAM is) and undo pages.

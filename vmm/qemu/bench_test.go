@@ -12,6 +12,7 @@ import (
 	"github.com/themisfs/themis/vmm"
 	"github.com/themisfs/themis/vmm/qemu"
 	"github.com/themisfs/themis/vmm/vmmtest"
+	"github.com/themisfs/themis/vmm/vmmtest/cpbench"
 )
 
 // BenchmarkRestore times restores to one checkpoint after a small write
@@ -58,22 +59,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			cfg := env.Config(b, env.Lane(b, "ext2"))
 			cfg.Restore, cfg.Verify = mode, false
 			m := boot(b, cfg)
-			ctx := context.Background()
-			c0, err := m.Checkpoint(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := m.Checkpoint(ctx); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if err := m.Restore(ctx, c0); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
+			cpbench.Checkpoint(b, m, nil)
 		})
 	}
 }

@@ -219,13 +219,11 @@ func (m *Machine) Checkpoints() []vmm.CheckpointID {
 	return m.path.IDs()
 }
 
-// usable is vmm.ErrClosed after Close, the path's error once it broke, or nil.
+// usable is vmm.ErrClosed after Close, a fault on guest RAM, the path's
+// error once it broke, or nil.
 func (m *Machine) usable() error {
-	if m.closed {
-		return vmm.ErrClosed
+	if m.closed || m.memory.fault == nil {
+		return m.path.Usable(m.closed)
 	}
-	if m.memory.fault != nil {
-		return m.memory.fault
-	}
-	return m.path.Err()
+	return m.memory.fault
 }

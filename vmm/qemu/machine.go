@@ -529,14 +529,9 @@ func (m *Machine) call(ctx context.Context, req *agentv1.Request) (*agentv1.Resp
 // Disks implements vmm.Machine.
 func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
 
-// Timings implements vmm.Timings.
-func (m *Machine) Timings() vmm.TimingInfo {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := m.path.Timings()
-	t.Boot = m.boot
-	return t
-}
+// Timings implements vmm.Timings (the path guards its timings; boot is
+// set before the machine is returned).
+func (m *Machine) Timings() vmm.TimingInfo { return m.path.Timings(m.boot) }
 
 // CheckpointBytes implements vmm.CheckpointMemory: the RAM deltas
 // (RestoreDevices: the shadow, its page digests, the undo pages) and the
