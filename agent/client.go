@@ -40,6 +40,8 @@ const (
 	MaxErrorText = 4 << 10
 	// maxVersion is the most bytes of the agent's version string kept.
 	maxVersion = 256
+	// maxSeekError is the most bytes of an entry's seek error kept.
+	maxSeekError = 256
 )
 
 // clipMark ends a clipped error text.
@@ -213,15 +215,24 @@ func (c *Client) exchange(req *agentv1.Request) (*agentv1.Response, error) {
 }
 
 // clipErrors clips the error text of resp and of the responses of a batch
-// in it (one level: a batch holds no batch) to MaxErrorText bytes, and a
-// ping's version to maxVersion.
+// in it (one level: a batch holds no batch) to MaxErrorText bytes, a
+// ping's version to maxVersion, and a fingerprint's seek errors to
+// maxSeekError.
 func clipErrors(resp *agentv1.Response) {
-	resp.Error = clip(resp.GetError(), MaxErrorText)
+	clipTexts(resp)
 	if p := resp.GetPing(); p != nil {
 		p.Version = clip(p.GetVersion(), maxVersion)
 	}
 	for _, r := range resp.GetBatch().GetResponses() {
-		r.Error = clip(r.GetError(), MaxErrorText)
+		clipTexts(r)
+	}
+}
+
+// clipTexts clips one response's error and its fingerprint's seek errors.
+func clipTexts(r *agentv1.Response) {
+	r.Error = clip(r.GetError(), MaxErrorText)
+	for _, e := range r.GetFingerprint().GetLeaves() {
+		e.SeekError = clip(e.GetSeekError(), maxSeekError)
 	}
 }
 

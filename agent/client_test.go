@@ -200,6 +200,12 @@ func TestClientHostileReplies(t *testing.T) {
 			return []*agentv1.Response{{Id: id, Result: &agentv1.Response_Batch{Batch: &agentv1.BatchResult{
 				Responses: []*agentv1.Response{{Errno: 5, Error: long}}}}}}
 		}, nil, nil},
+		{"long seek error in a batch's fingerprint", func(id uint64) []*agentv1.Response {
+			fp := &agentv1.Response{Result: &agentv1.Response_Fingerprint{Fingerprint: &agentv1.FingerprintResult{
+				Leaves: []*agentv1.Entry{{Path: "f", SeekError: long}}}}}
+			return []*agentv1.Response{{Id: id, Result: &agentv1.Response_Batch{Batch: &agentv1.BatchResult{
+				Responses: []*agentv1.Response{fp}}}}}
+		}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -248,6 +254,11 @@ func TestClientHostileReplies(t *testing.T) {
 			for _, r := range append([]*agentv1.Response{resp}, resp.GetBatch().GetResponses()...) {
 				if n := len(r.GetError()); n > MaxErrorText+len(clipMark) {
 					t.Errorf("error text of %d bytes reached the host, want at most %d", n, MaxErrorText+len(clipMark))
+				}
+				for _, e := range r.GetFingerprint().GetLeaves() {
+					if n := len(e.GetSeekError()); n > maxSeekError+len(clipMark) {
+						t.Errorf("a seek error of %d bytes reached the host, want at most %d", n, maxSeekError+len(clipMark))
+					}
 				}
 			}
 		})

@@ -31,6 +31,10 @@ const (
 	// KindSizeLimit: a lane holds a file larger than its filesystem's
 	// family allows (every run checks it).
 	KindSizeLimit = "size-limit"
+	// KindSeekAnswer: a lane's filesystem answered lseek SEEK_DATA or
+	// SEEK_HOLE with an offset lseek(2) rules out (every run checks it,
+	// where the walk seeks: files past 64 MiB).
+	KindSeekAnswer = "seek-answer"
 )
 
 // How a guest was lost: a crash state's verdict (CrashResult.verdict) and

@@ -131,3 +131,26 @@ func TestTriagedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestInBaseline: a key is in a baseline when the baseline holds it, or a
+// FindingKindKey of its kind; a kind's key stands for no other kind.
+func TestInBaseline(t *testing.T) {
+	t.Parallel()
+	base := []string{FindingKey("unreadable", "unreadable|3|write_far|read_errno"), FindingKindKey("seek-answer")}
+	for _, tt := range []struct {
+		key  string
+		want bool
+	}{
+		{FindingKey("unreadable", "unreadable|3|write_far|read_errno"), true},
+		{FindingKey("unreadable", "unreadable|4|write_far|read_errno"), false},
+		{FindingKey("seek-answer", "seek-answer|2|chmod|seek"), true},
+		{FindingKey("seek-answer", "seek-answer|5|write_far|seek"), true},
+		{FindingKey("seek-answers", "x"), false},
+		{FindingKey("state-divergence", "seek-answer"), false},
+		{CellKey("btrfs", "create", "mtime", "diverged"), false},
+	} {
+		if got := InBaseline(base, tt.key); got != tt.want {
+			t.Errorf("InBaseline(%q) = %v, want %v", tt.key, got, tt.want)
+		}
+	}
+}

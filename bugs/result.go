@@ -10,6 +10,29 @@ import (
 // its kind and signature (explore.Finding.Signature).
 func FindingKey(kind, signature string) string { return "finding|" + kind + "|" + signature }
 
+// anyKey ends a baseline key that stands for every key it prefixes.
+const anyKey = "*"
+
+// FindingKindKey is a baseline key for every finding of kind, whatever
+// its signature: a finding of the state, such as seek-answer, whose
+// signature names the check's place in the run and the op before it,
+// which vary from part to part.
+func FindingKindKey(kind string) string { return FindingKey(kind, anyKey) }
+
+// InBaseline reports whether key is one of baseline's keys, or one a
+// FindingKindKey of baseline stands for.
+func InBaseline(baseline []string, key string) bool {
+	for _, b := range baseline {
+		if b == key {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(b, anyKey); ok && strings.HasPrefix(key, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // CellKey is a clock cell against its rule, across runs: the lane's
 // filesystem, op, field and verdict kind (the verdict without its detail:
 // the values a diverged cell shows vary from run to run).

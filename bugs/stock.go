@@ -1,5 +1,7 @@
 package bugs
 
+import "github.com/themisfs/themis/api"
+
 // Triaged is a stock kernel's finding that docs/hunt.md triages (a real
 // bug of the stock kernel, or a documented difference): bench bugs adds
 // it to every stock baseline of its filesystem, so that it is never a
@@ -23,6 +25,7 @@ var TriagedStock = []Triaged{
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a file"), Why: "docs/hunt.md: ext2, the same early return loses a file with data whose inode is not I_DIRTY (the 10-minute stock baseline)"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a directory"), Why: "docs/hunt.md: ext2, the same early return skips the cache flush after a directory's fsync"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fdatasync of a file"), Why: "docs/hunt.md: ext2, fdatasync loses the size (most likely the same root cause)"},
+	{FS: "btrfs", Key: FindingKindKey(api.KindSeekAnswer), Why: "docs/hunt.md: btrfs, SEEK_HOLE answers -2^63 for written data ending at 2^63"},
 }
 
 // TriagedKeys are the keys of TriagedStock of filesystem fs.

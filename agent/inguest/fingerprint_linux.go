@@ -181,7 +181,7 @@ func (w *walker) child(fd int, name, p string) error {
 	var err error
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		if e.ContentHash, err = w.content(fd, name, st.Size); err != nil {
+		if e.ContentHash, e.SeekError, err = w.content(fd, name, st.Size); err != nil {
 			return unreadableAs(e, fmt.Errorf("%s: %w", p, err))
 		}
 	case unix.S_IFLNK:
@@ -258,18 +258,19 @@ func (w *walker) names(fd int) ([]string, error) {
 }
 
 // content returns the blake3-256 of the regular file name under dir, or
-// its sparseDigest when stat said it is larger than sparseFrom.
-func (w *walker) content(dir int, name string, size int64) ([]byte, error) {
+// its sparseDigest (and what lseek answered wrong) when stat said it is
+// larger than sparseFrom.
+func (w *walker) content(dir int, name string, size int64) (sum []byte, seekErr string, err error) {
 	fd, err := openNoatime(dir, name, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open: %w", err)
+		return nil, "", fmt.Errorf("open: %w", err)
 	}
 	if size > sparseFrom {
-		sum, err := sparseDigest(fd, size, w.buf, sparseReadMax)
+		sum, seekErr, err = sparseDigest(fd, size, w.buf, sparseReadMax)
 		if cerr := unix.Close(fd); cerr != nil && err == nil {
 			err = fmt.Errorf("close: %w", cerr)
 		}
-		return sum, err
+		return sum, seekErr, err
 	}
 	h := blake3.New()
 	for {
@@ -293,9 +294,9 @@ func (w *walker) content(dir int, name string, size int64) ([]byte, error) {
 		err = fmt.Errorf("close: %w", cerr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return h.Sum(nil), nil
+	return h.Sum(nil), "", nil
 }
 
 func entryOf(p string, st *unix.Stat_t) *agentv1.Entry {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/zeebo/blake3"
@@ -44,6 +45,16 @@ func sparseFile(t *testing.T, path string, size int64, extents ...extent) {
 // digestOf is sparseDigest of the file at path, reading at most readMax.
 func digestOf(t *testing.T, path string, readMax int64) []byte {
 	t.Helper()
+	sum, seekErr := digestWith(t, unix.Seek, path, readMax)
+	if seekErr != "" {
+		t.Fatalf("lseek answered what lseek(2) rules out: %s", seekErr)
+	}
+	return sum
+}
+
+// digestWith is sparseDigestWith of the file at path with seek for lseek.
+func digestWith(t *testing.T, seek seekFunc, path string, readMax int64) ([]byte, string) {
+	t.Helper()
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +68,11 @@ func digestOf(t *testing.T, path string, readMax int64) []byte {
 	if err := unix.Fstat(fd, &st); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := sparseDigest(fd, st.Size, make([]byte, sparseChunk), readMax)
+	sum, seekErr, err := sparseDigestWith(seek, fd, st.Size, make([]byte, sparseChunk), readMax)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sum
+	return sum, seekErr
 }
 
 // TestSparseDigest checks that the digest of a large file is the same
@@ -180,5 +191,49 @@ func TestNextChunk(t *testing.T) {
 		if n := min(sparseChunk, tt.size-tt.c); n <= 0 || tt.c+n > tt.size || tt.c+n < 0 {
 			t.Errorf("chunk at %d of %d: a read of %d bytes", tt.c, tt.size, n)
 		}
+	}
+}
+
+// TestSparseDigestWrongSeek: where lseek answers what lseek(2) rules out
+// (btrfs's SEEK_HOLE of -2^63 for data ending at 2^63, a hole past the
+// size, data before the offset asked), the digest says so and is the
+// file's all the same: the walk reads what the answer left in doubt (to
+// the end: the data lies near it, as btrfs's at 2^63 does).
+func TestSparseDigestWrongSeek(t *testing.T) {
+	const size = 1 << 40
+	path := filepath.Join(t.TempDir(), "f")
+	sparseFile(t, path, size, extent{size - 10*sparseChunk, []byte("first")}, extent{size - 2*sparseChunk + 5, []byte("tail")})
+	want := digestOf(t, path, sparseReadMax)
+	for _, tt := range []struct {
+		name   string
+		whence int
+		answer func(off int64) int64
+		says   string
+	}{
+		{"hole-negative", unix.SEEK_HOLE, func(int64) int64 { return -1 << 63 }, "SEEK_HOLE) = -9223372036854775808: want a hole past the data"},
+		{"hole-at-data", unix.SEEK_HOLE, func(off int64) int64 { return off }, "want a hole past the data at 1099510972416"},
+		{"hole-past-size", unix.SEEK_HOLE, func(int64) int64 { return size + 1 }, "at most the size 1099511627776"},
+		{"data-before-offset", unix.SEEK_DATA, func(off int64) int64 {
+			if off < size-10*sparseChunk {
+				return size - 10*sparseChunk
+			}
+			return off - sparseChunk
+		}, "SEEK_DATA) = 1099510972416: data before the offset asked"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wrong := func(fd int, off int64, whence int) (int64, error) {
+				if whence == tt.whence {
+					return tt.answer(off), nil
+				}
+				return unix.Seek(fd, off, whence)
+			}
+			got, seekErr := digestWith(t, wrong, path, sparseReadMax)
+			if !strings.Contains(seekErr, tt.says) {
+				t.Errorf("seek error %q, want it to say %q", seekErr, tt.says)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("the digest with a wrong lseek differs from the file's")
+			}
+		})
 	}
 }

@@ -227,7 +227,7 @@ func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.C
 	}
 	// The check stops at its first finding outside the baseline: the rest
 	// of the budget would tell nothing more about this case.
-	outside := func(key string) bool { return !slices.Contains(base.Keys, key) }
+	outside := func(key string) bool { return !bugs.InBaseline(base.Keys, key) }
 	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)}, outside)
 	if err != nil {
 		o.Err = err.Error()
@@ -265,7 +265,7 @@ func detect(ctx context.Context, c *conn, bc bugs.Case, image string, o *bugs.Ou
 func exploreDetection(ctx context.Context, c *conn, fs, image string, budget time.Duration, base []string) *bugs.Detection {
 	req := exploreVersus(fs, image, budget)
 	d := &bugs.Detection{Command: "explore --fs " + strings.Join(req.GetLanes(), ",")}
-	outside := func(key string) bool { return !slices.Contains(base, key) }
+	outside := func(key string) bool { return !bugs.InBaseline(base, key) }
 	seen, err := observeExplore(ctx, c, req, outside)
 	if err != nil {
 		d.Err = err.Error()

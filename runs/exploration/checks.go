@@ -83,12 +83,19 @@ func (x *system) unreadableCheck(ctx context.Context, _ explore.System, _ []*age
 }
 
 // unreadableIn is the unreadable check's finding of lane's leaves (nil:
-// every entry read).
+// every entry read), or else the seek-answer check's (nil: lseek answered
+// as lseek(2) allows wherever the walk sought).
 func unreadableIn(lane string, leaves []*agentv1.Entry) *explore.Finding {
 	for _, e := range leaves {
 		if n := e.GetReadErrno(); n != 0 {
 			return &explore.Finding{Kind: KindUnreadable, Path: e.GetPath(), Field: "read_errno",
 				Detail: fmt.Sprintf("lane %s: the filesystem refuses to read %s: %s", lane, shownPath(e.GetPath()), oracle.ErrnoText(n))}
+		}
+	}
+	for _, e := range leaves {
+		if s := e.GetSeekError(); s != "" {
+			return &explore.Finding{Kind: KindSeekAnswer, Path: e.GetPath(), Field: "seek",
+				Detail: fmt.Sprintf("lane %s: the filesystem answers lseek on %s with an offset lseek(2) rules out: %s", lane, shownPath(e.GetPath()), s)}
 		}
 	}
 	return nil

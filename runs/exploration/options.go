@@ -28,6 +28,10 @@ const (
 	// KindSizeLimit: a lane holds a file larger than its filesystem's
 	// family allows (family.Family.MaxFile; every run checks it).
 	KindSizeLimit = api.KindSizeLimit
+	// KindSeekAnswer: a lane's filesystem answered lseek SEEK_DATA or
+	// SEEK_HOLE with an offset lseek(2) rules out (the walk's
+	// Entry.seek_error; every run checks it).
+	KindSeekAnswer = api.KindSeekAnswer
 )
 
 // Summary.Stopped values besides explore's ("" done, "budget", "cancelled",

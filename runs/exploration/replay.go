@@ -164,7 +164,7 @@ func replayOn(ctx context.Context, run *session.Run, f *session.Finding, trace [
 	rep.Reference = shows
 	rep.Reproduced = rep.ErrnoDiverged || rep.StateDiverged || shows != ""
 	if !replayable && len(f.LaneSpecs) < 2 {
-		rep.NotReplayable = fmt.Sprintf("a %s finding of one lane: replay compares lanes and replays the remount, unreadable and size-limit self-references only", f.Kind)
+		rep.NotReplayable = fmt.Sprintf("a %s finding of one lane: replay compares lanes and replays the remount, unreadable, seek-answer and size-limit self-references only", f.Kind)
 	}
 	return nil
 }
@@ -252,7 +252,7 @@ func replayReference(ctx context.Context, run *session.Run, f *session.Finding, 
 	switch f.Kind {
 	case KindRemount:
 		found, err = replayRemount(ctx, run, f, j)
-	case KindUnreadable:
+	case KindUnreadable, KindSeekAnswer:
 		for _, lane := range run.Lanes() {
 			if found = unreadableIn(lane, leaves[lane]); found != nil {
 				break

@@ -9,19 +9,26 @@ import (
 )
 
 // TestUnreadableCheck: an entry the walk could not read is a finding
-// naming the lane, the path and the errno; a tree read whole is none.
+// naming the lane, the path and the errno; an lseek answer lseek(2) rules
+// out is a seek-answer finding (a lane's errno comes first); a tree read
+// whole is none.
 func TestUnreadableCheck(t *testing.T) {
 	t.Parallel()
 	readable := []*agentv1.Entry{{Path: "", Kind: agentv1.Kind_KIND_DIRECTORY}, {Path: "d-00", Kind: agentv1.Kind_KIND_DIRECTORY}}
 	bad := append(readable[:2:2], &agentv1.Entry{Path: "d-00/f-00", Kind: agentv1.Kind_KIND_REGULAR, ReadErrno: 74})
+	seek := append(readable[:2:2], &agentv1.Entry{Path: "f-01", Kind: agentv1.Kind_KIND_REGULAR, Size: 1<<63 - 1,
+		SeekError: "lseek(9223372036854771712, SEEK_HOLE) = -9223372036854775808: want a hole past the data"})
 	tests := []struct {
 		name             string
 		a, b             []*agentv1.Entry
+		kind, field      string
 		wantPath, detail string
 	}{
-		{"all readable", readable, readable, "", ""},
-		{"second lane refuses a file", readable, bad, "d-00/f-00", "lane b: the filesystem refuses to read d-00/f-00: errno 74 (bad message)"},
-		{"root unreadable", []*agentv1.Entry{{Path: "", ReadErrno: 5}}, readable, "", "lane a: the filesystem refuses to read /: errno 5 (input/output error)"},
+		{"all readable", readable, readable, "", "", "", ""},
+		{"second lane refuses a file", readable, bad, KindUnreadable, "read_errno", "d-00/f-00", "lane b: the filesystem refuses to read d-00/f-00: errno 74 (bad message)"},
+		{"root unreadable", []*agentv1.Entry{{Path: "", ReadErrno: 5}}, readable, KindUnreadable, "read_errno", "", "lane a: the filesystem refuses to read /: errno 5 (input/output error)"},
+		{"a wrong lseek answer", seek, readable, KindSeekAnswer, "seek", "f-01", "lane a: the filesystem answers lseek on f-01 with an offset lseek(2) rules out: lseek(9223372036854771712, SEEK_HOLE) = -9223372036854775808"},
+		{"an errno before a seek answer", append(seek[:3:3], bad[2]), readable, KindUnreadable, "read_errno", "d-00/f-00", "lane a: the filesystem refuses to read d-00/f-00"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,8 +43,8 @@ func TestUnreadableCheck(t *testing.T) {
 				}
 				return
 			}
-			if f == nil || f.Kind != KindUnreadable || f.Path != tt.wantPath || f.Field != "read_errno" || !strings.Contains(f.Detail, tt.detail) {
-				t.Fatalf("finding = %+v, want %s at %q: %q", f, KindUnreadable, tt.wantPath, tt.detail)
+			if f == nil || f.Kind != tt.kind || f.Path != tt.wantPath || f.Field != tt.field || !strings.Contains(f.Detail, tt.detail) {
+				t.Fatalf("finding = %+v, want %s at %q: %q", f, tt.kind, tt.wantPath, tt.detail)
 			}
 		})
 	}

@@ -126,7 +126,8 @@ type ThemisClient interface {
 	// lanes (on the image asked, else the patched image it was found on, else
 	// its lanes' stock one) and says whether it shows again: the lanes'
 	// errnos under its declared differences, their final states under its
-	// policy, and its self-reference (remount, unreadable, size limit); a
+	// policy, and its self-reference (remount, unreadable, seek answer,
+	// size limit); a
 	// kernel finding's ops until the guest dies, and the report it leaves
 	// against the finding's. The session ends with the replay (failed, when
 	// its guest died). A crash finding replays with Crash (its crash.keep as
@@ -598,7 +599,8 @@ type ThemisServer interface {
 	// lanes (on the image asked, else the patched image it was found on, else
 	// its lanes' stock one) and says whether it shows again: the lanes'
 	// errnos under its declared differences, their final states under its
-	// policy, and its self-reference (remount, unreadable, size limit); a
+	// policy, and its self-reference (remount, unreadable, seek answer,
+	// size limit); a
 	// kernel finding's ops until the guest dies, and the report it leaves
 	// against the finding's. The session ends with the replay (failed, when
 	// its guest died). A crash finding replays with Crash (its crash.keep as

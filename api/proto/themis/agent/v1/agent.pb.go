@@ -3329,7 +3329,14 @@ type Entry struct {
 	// path and kind UNSPECIFIED are set): EIO, EUCLEAN, EBADMSG, ... 0 when
 	// it was read whole. An unreadable entry is part of the state, not a
 	// failed walk.
-	ReadErrno     uint32 `protobuf:"varint,13,opt,name=read_errno,json=readErrno,proto3" json:"read_errno,omitempty"`
+	ReadErrno uint32 `protobuf:"varint,13,opt,name=read_errno,json=readErrno,proto3" json:"read_errno,omitempty"`
+	// An answer lseek(2) rules out that the filesystem gave the walk hashing
+	// a large file (a SEEK_DATA before the offset asked, a SEEK_HOLE not
+	// past the data or past the end): the call and its answer, "" for none.
+	// The walk then read the bytes the answer left in doubt, so content_hash
+	// is the file's all the same. Not part of the fingerprint: a check
+	// (explore's seek-answer) reports it.
+	SeekError     string `protobuf:"bytes,14,opt,name=seek_error,json=seekError,proto3" json:"seek_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3453,6 +3460,13 @@ func (x *Entry) GetReadErrno() uint32 {
 		return x.ReadErrno
 	}
 	return 0
+}
+
+func (x *Entry) GetSeekError() string {
+	if x != nil {
+		return x.SeekError
+	}
+	return ""
 }
 
 type FingerprintResult struct {
@@ -4047,7 +4061,7 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x19.themis.agent.v1.TimeModeR\btimeMode\x12\x16\n" +
 	"\x06leaves\x18\x03 \x01(\bR\x06leaves\x12\x14\n" +
 	"\x05below\x18\x04 \x01(\bR\x05below\x12\x14\n" +
-	"\x05lower\x18\x05 \x01(\bR\x05lower\"\xa4\x03\n" +
+	"\x05lower\x18\x05 \x01(\bR\x05lower\"\xc3\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.themis.agent.v1.KindR\x04kind\x12\x12\n" +
@@ -4063,7 +4077,9 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x05mtime\x18\v \x01(\v2\x19.themis.agent.v1.TimespecR\x05mtime\x12/\n" +
 	"\x05ctime\x18\f \x01(\v2\x19.themis.agent.v1.TimespecR\x05ctime\x12\x1d\n" +
 	"\n" +
-	"read_errno\x18\r \x01(\rR\treadErrno\"\xf2\x01\n" +
+	"read_errno\x18\r \x01(\rR\treadErrno\x12\x1d\n" +
+	"\n" +
+	"seek_error\x18\x0e \x01(\tR\tseekError\"\xf2\x01\n" +
 	"\x11FingerprintResult\x12\x12\n" +
 	"\x04root\x18\x01 \x01(\fR\x04root\x12\x18\n" +
 	"\aentries\x18\x02 \x01(\x04R\aentries\x12.\n" +
