@@ -54,44 +54,73 @@ func (g *globals) withConn(cmd *cobra.Command, fn func(ctx context.Context, c *c
 // connect reaches the daemon the flags name, the local one, or starts one
 // in this process.
 func connect(ctx context.Context, g *globals) (*conn, error) {
-	f := &g.conn
-	opts := client.Options{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, ServerName: f.serverName}
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		opts.Token = string(bytes.TrimSpace(b))
+	c, err := dialExisting(ctx, g)
+	if err != nil {
+		return nil, err
 	}
-	if f.addr != "" && !f.embedded {
-		c, err := client.Dial(ctx, f.addr, opts)
-		if err != nil {
-			return nil, fmt.Errorf("connect %s: %w", f.addr, err)
-		}
+	if c != nil {
 		return &conn{Client: c}, nil
 	}
-	if !f.embedded {
-		if _, err := os.Stat(client.DefaultSocket()); err == nil {
-			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			c, err := client.Dial(dctx, client.DefaultAddr(), opts)
-			cancel()
-			if err == nil {
-				return &conn{Client: c}, nil
-			}
-			g.log.Debug("local daemon did not answer; starting one in-process")
-		}
+	opts, err := g.conn.options()
+	if err != nil {
+		return nil, err
 	}
 	d, err := embedded.Start(ctx, g.cacheDir, "", g.log)
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(ctx, d.Addr(), opts)
+	c, err = client.Dial(ctx, d.Addr(), opts)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return nil, errors.Join(fmt.Errorf("embedded daemon: %w", err), d.Shutdown(sctx))
 	}
 	return &conn{Client: c, embedded: d}, nil
+}
+
+// options are the client options the flags give.
+func (f *connFlags) options() (client.Options, error) {
+	opts := client.Options{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, ServerName: f.serverName}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return opts, fmt.Errorf("--token-file: %w", err)
+		}
+		opts.Token = string(bytes.TrimSpace(b))
+	}
+	return opts, nil
+}
+
+// dialExisting reaches the daemon --addr names, else the local one on the
+// default socket when it answers within 2 s; nil (and no error) when the
+// flags ask for an embedded daemon or none answers.
+func dialExisting(ctx context.Context, g *globals) (*client.Client, error) {
+	f := &g.conn
+	if f.embedded {
+		return nil, nil
+	}
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	if f.addr != "" {
+		c, err := client.Dial(ctx, f.addr, opts)
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", f.addr, err)
+		}
+		return c, nil
+	}
+	if _, err := os.Stat(client.DefaultSocket()); err != nil {
+		return nil, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := client.Dial(dctx, client.DefaultAddr(), opts)
+	if err != nil {
+		g.log.Debug("local daemon did not answer; starting one in-process")
+		return nil, nil
+	}
+	return c, nil
 }
 
 // Close ends the connection and, for an embedded daemon, stops it (and every guest it ran).

@@ -66,6 +66,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newDiff(g), newReport(g))
 	root.AddCommand(newSession(g), newFork(g), newRestore(g), newCheckpoints(g), newApply(g), newFingerprint(g),
 		newStat(g), newRestoreFile(g), newEvents(g), newDaemon(g))
+	addCompletions(g, root)
 	return root
 }
 
