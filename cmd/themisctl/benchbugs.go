@@ -126,17 +126,27 @@ type stockBaseline struct {
 func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases []bugs.Case, budget time.Duration, versus bool) *bugsReport {
 	rep := &bugsReport{Budget: budget, Cases: len(cases), Started: time.Now()}
 	stock := map[string]*stockBaseline{}
+	steps := int64(len(cases) + len(baselineKeys(cases))) // a check each
+	done := int64(0)
+	left := func() string {
+		if l := timeLeft(0, time.Since(rep.Started), done, steps); l != "" {
+			return " (" + l + ")"
+		}
+		return ""
+	}
 	for i, bc := range cases {
-		key := bc.FS + "/" + bc.Flavor
+		key := baselineKey(bc)
 		base, ok := stock[key]
 		if !ok {
 			base = stockCheck(ctx, g, c, cache, bc, budget, versus)
 			stock[key] = base
 			rep.Baselines = append(rep.Baselines, base)
+			done++
 		}
-		progress(fmt.Sprintf("[%d/%d] %s (%s, %s)", i+1, len(cases), bc.ID, bc.Class, bc.FS))
+		progress(fmt.Sprintf("[%d/%d] %s (%s, %s)%s", i+1, len(cases), bc.ID, bc.Class, bc.FS, left()))
 		o := caseCheck(ctx, g, c, cache, bc, budget, base, versus)
-		progress(fmt.Sprintf("[%d/%d] %s: %s", i+1, len(cases), bc.ID, outcomeText(o)))
+		done++
+		progress(fmt.Sprintf("[%d/%d] %s: %s%s", i+1, len(cases), bc.ID, outcomeText(o), left()))
 		rep.Outcomes = append(rep.Outcomes, o)
 		if o.Detected {
 			rep.Detected++
@@ -147,6 +157,19 @@ func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases 
 	}
 	rep.Medians, rep.Elapsed = bugs.Medians(rep.Outcomes), time.Since(rep.Started)
 	return rep
+}
+
+// baselineKey is the stock baseline a case is judged against: its
+// filesystem's on its flavour's stock image.
+func baselineKey(bc bugs.Case) string { return bc.FS + "/" + bc.Flavor }
+
+// baselineKeys are the distinct baselines of cases.
+func baselineKeys(cases []bugs.Case) map[string]bool {
+	keys := map[string]bool{}
+	for _, bc := range cases {
+		keys[baselineKey(bc)] = true
+	}
+	return keys
 }
 
 // stockCheck checks bc's filesystem on its flavour's stock image.

@@ -71,7 +71,12 @@ the summary; --fail-on-findings exits 1 when any part found something, 2 when on
 
 // checkRun is what a check stream has shown so far.
 type checkRun struct {
-	json, tty bool
+	json      bool
+	st        *statusLine
+	start     time.Time     // when the check began
+	budget    time.Duration // the check's
+	partStart time.Time     // when the running part began
+	partLimit time.Duration // its budget
 	sum       *themisv1.CheckSummary
 	found     findingLog
 	image     string    // the request's --image, for the clock cells' commands
@@ -79,37 +84,33 @@ type checkRun struct {
 }
 
 func (r *checkRun) event(m *themisv1.CheckResponse) error {
-	clear := func() {
-		if r.tty {
-			fmt.Fprint(os.Stderr, "\r\033[K")
-		}
-	}
 	switch ev := m.GetEvent().(type) {
 	case *themisv1.CheckResponse_PartStarted:
-		clear()
-		fmt.Fprintf(os.Stderr, "==> %s (budget %s): %s\n", m.GetPart(), secondsText(ev.PartStarted.GetBudgetS()), ev.PartStarted.GetWhat())
+		r.partStart, r.partLimit = time.Now(), time.Duration(ev.PartStarted.GetBudgetS()*float64(time.Second))
+		r.st.Step(fmt.Sprintf("==> %s (budget %s): %s", m.GetPart(), secondsText(ev.PartStarted.GetBudgetS()), ev.PartStarted.GetWhat()))
 	case *themisv1.CheckResponse_Progress:
 		p := ev.Progress
 		line := fmt.Sprintf("%s: states %d  unique %d  findings %d  %.1f states/s  %.0fs", m.GetPart(), p.GetStates(), p.GetUniqueStates(), p.GetFindings(), p.GetStatesPerSec(), p.GetElapsedS())
-		if r.tty {
-			fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
-		} else {
-			fmt.Fprintln(os.Stderr, line)
+		if left := timeLeft(r.partLimit, time.Since(r.partStart), 0, 0); left != "" && r.partLimit > 0 {
+			line += "  part " + left
 		}
+		if left := timeLeft(r.budget, time.Since(r.start), 0, 0); left != "" && r.budget > 0 {
+			line += ", check " + left
+		}
+		r.st.Update(line)
 	case *themisv1.CheckResponse_Finding:
-		clear()
+		r.st.Clear()
 		update := r.found.add(ev.Finding)
 		if !r.json {
 			printStreamed(r.w, ev.Finding, update)
 		}
 	case *themisv1.CheckResponse_Cell:
-		clear()
+		r.st.Clear()
 		if !r.json {
 			printRuleCell(r.w, ev.Cell, r.image)
 		}
 	case *themisv1.CheckResponse_PartDone:
-		clear()
-		fmt.Fprintf(os.Stderr, "<== %s: %s\n", m.GetPart(), partStatus(ev.PartDone))
+		r.st.Step(fmt.Sprintf("<== %s: %s", m.GetPart(), partStatus(ev.PartDone)))
 	case *themisv1.CheckResponse_Summary:
 		r.sum = ev.Summary
 	}
@@ -180,11 +181,10 @@ func runCheck(ctx context.Context, g *globals, c *conn, req *themisv1.CheckReque
 	if err != nil {
 		return err
 	}
-	run := &checkRun{json: g.json, tty: isTerminal(os.Stderr), w: os.Stdout, image: req.GetImage()}
+	run := &checkRun{json: g.json, st: newStatusLine(), start: time.Now(), budget: time.Duration(req.GetBudgetSeconds()) * time.Second,
+		w: os.Stdout, image: req.GetImage()}
 	err = client.Drain(stream.Recv, run.event)
-	if run.tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	run.st.Clear()
 	if err != nil {
 		return err
 	}

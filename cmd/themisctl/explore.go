@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -237,10 +238,12 @@ func newExplore(g *globals) *cobra.Command {
 // stderr (one redrawn line on a terminal), findings on stdout as they come
 // (unless --json), and the summary at the end.
 type exploreRun struct {
-	json, tty bool
-	found     findingLog
-	sum       *themisv1.ExploreSummary
-	progress  []*themisv1.ExploreProgress // for --report
+	json     bool
+	st       *statusLine
+	req      *themisv1.ExploreRequest // its bounds, for the time left
+	found    findingLog
+	sum      *themisv1.ExploreSummary
+	progress []*themisv1.ExploreProgress // for --report
 }
 
 func (e *exploreRun) event(r *themisv1.ExploreResponse) error {
@@ -252,16 +255,14 @@ func (e *exploreRun) event(r *themisv1.ExploreResponse) error {
 		}
 		line := fmt.Sprintf("states %d  unique %d  depth %d  findings %d  %.1f states/s  restore %.1fs  %.0fs",
 			p.GetStates(), p.GetUniqueStates(), p.GetDepth(), p.GetFindings(), p.GetStatesPerSec(), p.GetRestoreS(), p.GetElapsedS())
-		if e.tty {
-			fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
-		} else {
-			fmt.Fprintln(os.Stderr, line)
+		elapsed := time.Duration(p.GetElapsedS() * float64(time.Second))
+		if left := timeLeft(time.Duration(e.req.GetMaxSeconds())*time.Second, elapsed, p.GetStates(), e.req.GetMaxStates()); left != "" {
+			line += "  " + left
 		}
+		e.st.Update(line)
 	case *themisv1.ExploreResponse_Finding:
 		update := e.found.add(ev.Finding)
-		if e.tty {
-			fmt.Fprint(os.Stderr, "\r\033[K")
-		}
+		e.st.Clear()
 		if !e.json {
 			printStreamed(os.Stdout, ev.Finding, update)
 		}
@@ -277,11 +278,9 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 	if err != nil {
 		return err
 	}
-	run := &exploreRun{json: g.json, tty: isTerminal(os.Stderr)}
+	run := &exploreRun{json: g.json, st: newStatusLine(), req: req}
 	err = client.Drain(stream.Recv, run.event)
-	if run.tty {
-		fmt.Fprintln(os.Stderr)
-	}
+	run.st.Clear()
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -175,6 +176,7 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 	var rows []clock.Row
 	var sum *themisv1.SweepSummary
 	enc := json.NewEncoder(os.Stdout)
+	st, start := newStatusLine(), time.Now()
 	err = client.Drain(stream.Recv, func(r *themisv1.ClockSweepResponse) error {
 		if s := r.GetSummary(); s != nil {
 			sum = s
@@ -185,6 +187,8 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 		}
 		row := rowOf(cell)
 		rows = append(rows, row)
+		el := time.Since(start)
+		st.Update(fmt.Sprintf("clock sweep: %d cells  %.1f cells/s  %s", len(rows), float64(len(rows))/max(el.Seconds(), 1e-3), shortDuration(el)))
 		if g.json {
 			if err := enc.Encode(row); err != nil {
 				return fmt.Errorf("write json: %w", err)
@@ -195,6 +199,7 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 		}
 		return nil
 	})
+	st.Clear()
 	if err != nil {
 		return err
 	}
