@@ -82,3 +82,15 @@ const (
 	DefaultLsFiles     = 8
 	DefaultTreeEntries = 8
 )
+
+// What a user can say of a finding across runs (SetFindingStatus,
+// Finding.status).
+const (
+	StatusNew           = "new"
+	StatusReported      = "reported"
+	StatusFixedUpstream = "fixed-upstream"
+	StatusExpected      = "expected"
+)
+
+// FindingStatuses are the statuses SetFindingStatus takes.
+var FindingStatuses = []string{StatusNew, StatusReported, StatusFixedUpstream, StatusExpected}

@@ -468,6 +468,14 @@ func TestGrpcurl(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"name": "repro.sh"`) || !strings.Contains(out, `"executable": true`) || !strings.Contains(out, `"stockKernel": "6.1.0"`) {
 		t.Errorf("grpcurl Export = %q, %v; want the files streamed and the summary", out, err)
 	}
+	out, err = run("-d", `{"finding_id": "f-1", "status": "reported"}`, sock, "themis.v1.Themis/SetFindingStatus")
+	if err != nil || !strings.Contains(out, `"status": "reported"`) || !strings.Contains(out, `"statusTime"`) {
+		t.Errorf("grpcurl SetFindingStatus = %q, %v; want the finding, reported", out, err)
+	}
+	out, err = run("-d", `{"finding_id": "f-1", "status": "fixed"}`, sock, "themis.v1.Themis/SetFindingStatus")
+	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "status: ") {
+		t.Errorf("grpcurl SetFindingStatus fixed = %q, %v; want InvalidArgument naming status", out, err)
+	}
 	out, err = run(sock, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)

@@ -40,6 +40,7 @@ type Sessions interface {
 	Findings(ctx context.Context, sessionID string) ([]session.Finding, error)
 	FindingsPage(ctx context.Context, sessionID string, after session.PageKey, limit int) ([]session.Finding, error)
 	Finding(ctx context.Context, id string) (*session.Finding, error)
+	SetFindingStatus(ctx context.Context, id, status string) (*session.Finding, error)
 }
 
 // Runs is what the run adapters call: the experiments over sessions

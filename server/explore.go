@@ -102,6 +102,18 @@ func (s *Server) GetFinding(ctx context.Context, req *themisv1.GetFindingRequest
 	return &themisv1.GetFindingResponse{Finding: findingProto(f)}, nil
 }
 
+// SetFindingStatus implements themisv1.ThemisServer.
+func (s *Server) SetFindingStatus(ctx context.Context, req *themisv1.SetFindingStatusRequest) (*themisv1.SetFindingStatusResponse, error) {
+	if err := session.ValidateFindingStatus(req.GetFindingId(), req.GetStatus()); err != nil {
+		return nil, toStatus(err)
+	}
+	f, err := s.d.SetFindingStatus(ctx, req.GetFindingId(), req.GetStatus())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &themisv1.SetFindingStatusResponse{Finding: findingProto(f)}, nil
+}
+
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
 // GetExploreRun implements themisv1.ThemisServer.
@@ -149,6 +161,10 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 	}
 	if f.Seen.Times > 0 {
 		p.FirstSeen, p.LastSeen = timestamppb.New(f.Seen.First), timestamppb.New(f.Seen.Last)
+	}
+	p.Status = f.Seen.Status
+	if !f.Seen.StatusTime.IsZero() {
+		p.StatusTime = timestamppb.New(f.Seen.StatusTime)
 	}
 	return p
 }

@@ -145,6 +145,39 @@ func TestExploreBadInput(t *testing.T) {
 	}
 }
 
+// TestSetFindingStatus: a status is checked at the edge, naming the
+// field, before the domain is called; an unknown finding is NotFound; a
+// good one comes back with its status and when it was said.
+func TestSetFindingStatus(t *testing.T) {
+	t.Parallel()
+	d := &fakeDomain{}
+	c := themisv1.NewThemisClient(serve(t, d))
+	ctx := context.Background()
+	for _, tt := range []struct {
+		req   *themisv1.SetFindingStatusRequest
+		field string
+	}{
+		{&themisv1.SetFindingStatusRequest{Status: "reported"}, "finding_id"},
+		{&themisv1.SetFindingStatusRequest{FindingId: "f-1", Status: "fixed"}, "status"},
+		{&themisv1.SetFindingStatusRequest{FindingId: "f-1"}, "status"},
+	} {
+		_, err := c.SetFindingStatus(ctx, tt.req)
+		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.field+": ") {
+			t.Errorf("SetFindingStatus(%v): %v, want InvalidArgument naming %s", tt.req, err, tt.field)
+		}
+	}
+	if slices.Contains(d.Calls(), "SetFindingStatus") {
+		t.Errorf("a bad request reached the domain: %v", d.Calls())
+	}
+	if _, err := c.SetFindingStatus(ctx, &themisv1.SetFindingStatusRequest{FindingId: "f-nope", Status: "expected"}); status.Code(err) != codes.NotFound {
+		t.Errorf("an unknown finding: %v, want NotFound", err)
+	}
+	resp, err := c.SetFindingStatus(ctx, &themisv1.SetFindingStatusRequest{FindingId: "f-1", Status: "fixed-upstream"})
+	if err != nil || resp.GetFinding().GetStatus() != "fixed-upstream" || resp.GetFinding().GetStatusTime() == nil {
+		t.Errorf("SetFindingStatus: %v, %v; want the finding, fixed-upstream, with its time", resp, err)
+	}
+}
+
 func TestClockSweepStream(t *testing.T) {
 	t.Parallel()
 	c := themisv1.NewThemisClient(serve(t, &fakeDomain{}))

@@ -416,6 +416,18 @@ func (f *fakeDomain) Finding(_ context.Context, id string) (*session.Finding, er
 	return &session.Finding{ID: "f-1", Kind: "errno-divergence", Created: t0}, nil
 }
 
+func (f *fakeDomain) SetFindingStatus(ctx context.Context, id, status string) (*session.Finding, error) {
+	if err := f.record("SetFindingStatus"); err != nil {
+		return nil, err
+	}
+	fd, err := f.Finding(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	fd.Seen = session.Seen{Times: 1, FirstID: id, First: t0, Last: t0, Status: status, StatusTime: t0}
+	return fd, nil
+}
+
 func (f *fakeDomain) Replay(_ context.Context, fd *session.Finding, on exploration.ReplayOn) (*exploration.Replayed, error) {
 	if err := f.record("Replay"); err != nil {
 		return nil, err

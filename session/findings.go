@@ -2,8 +2,11 @@ package session
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
@@ -124,6 +127,49 @@ type Seen struct {
 	FirstID     string    // the first finding of it
 	First, Last time.Time // when it was first and last found
 	Times       int       // in how many sessions (zero: not counted, a finding stored before)
+	// Status is a user's word on it (FindingStatuses; StatusNew until one
+	// is said), StatusTime when it was said (zero: never).
+	Status     string
+	StatusTime time.Time
+}
+
+// What a user can say of a finding across runs (SetFindingStatus): api's.
+const (
+	StatusNew           = api.StatusNew
+	StatusReported      = api.StatusReported
+	StatusFixedUpstream = api.StatusFixedUpstream
+	StatusExpected      = api.StatusExpected
+)
+
+// FindingStatuses are the statuses SetFindingStatus takes.
+var FindingStatuses = api.FindingStatuses
+
+// ValidateFindingStatus checks a SetFindingStatus request: an id, and a
+// status of FindingStatuses (errkind.Invalid naming the field).
+func ValidateFindingStatus(id, status string) error {
+	if id == "" {
+		return errkind.Invalid("finding_id", "required")
+	}
+	if !slices.Contains(FindingStatuses, status) {
+		return errkind.Invalid("status", "%q: want one of %s", status, strings.Join(FindingStatuses, ", "))
+	}
+	return nil
+}
+
+// SetFindingStatus records a user's word on finding id and every finding
+// of it across runs (the same signature, lane specs and policy: Seen),
+// and returns the finding as it now reads. An unknown status is
+// errkind.Invalid on "status", an unknown id errkind.ErrNotFound; a
+// finding stored before findings were counted across runs has no status
+// to set (errkind.ErrState).
+func (m *Manager) SetFindingStatus(ctx context.Context, id, status string) (*Finding, error) {
+	if err := ValidateFindingStatus(id, status); err != nil {
+		return nil, err
+	}
+	if err := m.ledger.setFindingStatus(ctx, id, status, time.Now()); err != nil {
+		return nil, err
+	}
+	return m.ledger.finding(ctx, id)
 }
 
 // Findings lists the findings of one session ("" = every session), oldest

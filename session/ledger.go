@@ -545,7 +545,7 @@ func (l *ledger) fillSeen(ctx context.Context, fs []*Finding, keys []string) err
 	if len(want) == 0 {
 		return nil
 	}
-	rows, err := l.db.QueryContext(ctx, `SELECT key, first_id, first_seen, last_seen, times FROM finding_seen
+	rows, err := l.db.QueryContext(ctx, `SELECT key, first_id, first_seen, last_seen, times, status, status_time FROM finding_seen
 		WHERE key IN (SELECT value FROM json_each(?))`, mustJSON(want))
 	if err != nil {
 		return fmt.Errorf("ledger: findings: seen: %w", err)
@@ -554,11 +554,14 @@ func (l *ledger) fillSeen(ctx context.Context, fs []*Finding, keys []string) err
 	for rows.Next() {
 		var key string
 		var s Seen
-		var first, last int64
-		if err := rows.Scan(&key, &s.FirstID, &first, &last, &s.Times); err != nil {
+		var first, last, said int64
+		if err := rows.Scan(&key, &s.FirstID, &first, &last, &s.Times, &s.Status, &said); err != nil {
 			return errors.Join(fmt.Errorf("ledger: findings: seen: %w", err), rows.Close())
 		}
 		s.First, s.Last = fromNanos(first), fromNanos(last)
+		if said != 0 {
+			s.StatusTime = fromNanos(said)
+		}
 		seen[key] = s
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -583,6 +586,30 @@ func (l *ledger) updateFinding(ctx context.Context, f *Finding) error {
 		return l.writeErr("update finding "+f.ID, err)
 	} else if n != 1 {
 		return fmt.Errorf("ledger: update finding %s: %d rows: %w", f.ID, n, errkind.ErrNotFound)
+	}
+	return nil
+}
+
+// setFindingStatus sets the status of finding id's row across runs.
+func (l *ledger) setFindingStatus(ctx context.Context, id, status string, at time.Time) error {
+	f, key, err := scanFinding(l.db.QueryRowContext(ctx, `SELECT `+findingCols+` FROM findings WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("finding %q: %w", id, errkind.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: finding %s: %w", id, err)
+	}
+	if key == "" {
+		return fmt.Errorf("finding %s was stored before findings were counted across runs: it has no status: %w", f.ID, errkind.ErrState)
+	}
+	res, err := l.findingsDB().ExecContext(ctx, `UPDATE finding_seen SET status = ?, status_time = ? WHERE key = ?`, status, nanos(at), key)
+	if err != nil {
+		return l.writeErr("set status of finding "+id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return l.writeErr("set status of finding "+id, err)
+	} else if n != 1 {
+		return fmt.Errorf("ledger: set status of finding %s: %d rows: %w", id, n, errkind.ErrNotFound)
 	}
 	return nil
 }

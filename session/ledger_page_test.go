@@ -114,11 +114,14 @@ func naiveFindings(t *testing.T, l *ledger, session string) []Finding {
 		if keys[i] == "" {
 			continue
 		}
-		var first, last int64
-		err := l.db.QueryRowContext(ctx, `SELECT first_id, first_seen, last_seen, times FROM finding_seen WHERE key = ?`, keys[i]).
-			Scan(&out[i].Seen.FirstID, &first, &last, &out[i].Seen.Times)
+		var first, last, said int64
+		err := l.db.QueryRowContext(ctx, `SELECT first_id, first_seen, last_seen, times, status, status_time FROM finding_seen WHERE key = ?`, keys[i]).
+			Scan(&out[i].Seen.FirstID, &first, &last, &out[i].Seen.Times, &out[i].Seen.Status, &said)
 		if err == nil {
 			out[i].Seen.First, out[i].Seen.Last = fromNanos(first), fromNanos(last)
+			if said != 0 {
+				out[i].Seen.StatusTime = fromNanos(said)
+			}
 		} else if !strings.Contains(err.Error(), "no rows") {
 			t.Fatal(err)
 		}

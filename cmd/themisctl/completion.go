@@ -37,6 +37,8 @@ func addCompletions(g *globals, root *cobra.Command) {
 		word, _, _ := strings.Cut(c.Use, " ")
 		rest := strings.TrimPrefix(c.Use, word)
 		switch {
+		case c.ValidArgsFunction != nil:
+			// the command completes its arguments itself
 		case strings.HasPrefix(strings.TrimSpace(rest), "FINDING"):
 			c.ValidArgsFunction = g.completeIDs(listFindingIDs, false)
 		case strings.HasPrefix(strings.TrimSpace(rest), "SESSION..."):

@@ -45,6 +45,9 @@ func TestCompletion(t *testing.T) {
 	if got, _ := complete(t, bin, noDaemon, "check", "--fs", "b"); !slices.Equal(got, []string{"btrfs"}) {
 		t.Errorf("check --fs b: %q, want btrfs", got)
 	}
+	if got, _ := complete(t, bin, noDaemon, "findings", "status", "f-1", "re"); !slices.Equal(got, []string{"reported"}) {
+		t.Errorf("findings status f-1 re: %q, want reported", got)
+	}
 	t0 := time.Now()
 	if got, dir := complete(t, bin, noDaemon, "replay", "f-"); len(got) != 0 || dir != ":4" {
 		t.Errorf("replay with no daemon: %q %s, want nothing", got, dir)

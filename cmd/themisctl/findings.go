@@ -37,8 +37,42 @@ func newFindings(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "only this session's findings")
-	cmd.AddCommand(newFindingsExport(g))
+	cmd.AddCommand(newFindingsExport(g), newFindingsStatus(g))
 	return cmd
+}
+
+// newFindingsStatus is `themisctl findings status`: a user's word on a
+// finding across runs, kept in the daemon's ledger.
+func newFindingsStatus(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status FINDING STATUS",
+		Short: "Say what a finding is, across runs: new, reported, fixed-upstream or expected (kept in the ledger)",
+		Long: `Say what a finding is, for it and every finding of it across runs (the
+same signature, lane specs and policy): new (the default), reported,
+fixed-upstream or expected. The ledger keeps it; findings and GetFinding
+show it.`,
+		Args: cobra.ExactArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 1 {
+				return withPrefix(api.FindingStatuses, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+			return g.completeIDs(listFindingIDs, false)(cmd, args, toComplete)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := c.SetFindingStatus(ctx, &themisv1.SetFindingStatusRequest{FindingId: args[0], Status: args[1]})
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeProtoJSON(resp)
+				}
+				f := resp.GetFinding()
+				fmt.Printf("finding %s: %s (%s)\n", f.GetId(), f.GetStatus(), f.GetSignature())
+				return nil
+			})
+		},
+	}
 }
 
 // listFindings lists every stored finding of session ("": all), page by
@@ -212,6 +246,9 @@ func printFinding(w io.Writer, f *themisv1.Finding) {
 	}
 	if n := f.GetTimesSeen(); n > 1 {
 		fmt.Fprintf(w, "  seen in %d runs: first %s (%s), last %s\n", n, f.GetFirstSeen().AsTime().Format(time.DateTime), f.GetFirstId(), f.GetLastSeen().AsTime().Format(time.DateTime))
+	}
+	if st := f.GetStatus(); st != "" && st != "new" {
+		fmt.Fprintf(w, "  status: %s (since %s)\n", st, f.GetStatusTime().AsTime().Format(time.DateTime))
 	}
 	fmt.Fprintf(w, "  reproduce: themisctl replay %s; without Themis: themisctl findings export %s\n", f.GetId(), f.GetId())
 }

@@ -45,6 +45,8 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"report", "--json", "-o", "-", "--from", "."}, "pick one"},
 		{[]string{"findings", "export", "f-../../x"}, `FINDING "f-../../x": not a finding id`},
 		{[]string{"findings", "export", "f-1; rm -rf ~"}, "not a finding id"},
+		{[]string{"findings", "status", "f-1", "fixed"}, `status: "fixed": want one of new, reported, fixed-upstream, expected`},
+		{[]string{"findings", "status", "f-1"}, "accepts 2 arg(s)"},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, tt.args...)

@@ -43,6 +43,7 @@ const (
 	Themis_Explore_FullMethodName          = "/themis.v1.Themis/Explore"
 	Themis_ListFindings_FullMethodName     = "/themis.v1.Themis/ListFindings"
 	Themis_GetFinding_FullMethodName       = "/themis.v1.Themis/GetFinding"
+	Themis_SetFindingStatus_FullMethodName = "/themis.v1.Themis/SetFindingStatus"
 	Themis_GetExploreRun_FullMethodName    = "/themis.v1.Themis/GetExploreRun"
 	Themis_ClockSweep_FullMethodName       = "/themis.v1.Themis/ClockSweep"
 	Themis_Profile_FullMethodName          = "/themis.v1.Themis/Profile"
@@ -90,6 +91,11 @@ type ThemisClient interface {
 	// ListFindings lists stored findings, newest first.
 	ListFindings(ctx context.Context, in *ListFindingsRequest, opts ...grpc.CallOption) (*ListFindingsResponse, error)
 	GetFinding(ctx context.Context, in *GetFindingRequest, opts ...grpc.CallOption) (*GetFindingResponse, error)
+	// SetFindingStatus records a user's word on a finding and every finding
+	// of it across runs (the same signature, lane specs and policy): new,
+	// reported, fixed-upstream or expected. It is kept in the ledger and
+	// read back as Finding.status.
+	SetFindingStatus(ctx context.Context, in *SetFindingStatusRequest, opts ...grpc.CallOption) (*SetFindingStatusResponse, error)
 	// GetExploreRun returns what a finished explore run kept of itself: its
 	// request, summary and progress over time (its findings: ListFindings).
 	GetExploreRun(ctx context.Context, in *GetExploreRunRequest, opts ...grpc.CallOption) (*GetExploreRunResponse, error)
@@ -347,6 +353,16 @@ func (c *themisClient) GetFinding(ctx context.Context, in *GetFindingRequest, op
 	return out, nil
 }
 
+func (c *themisClient) SetFindingStatus(ctx context.Context, in *SetFindingStatusRequest, opts ...grpc.CallOption) (*SetFindingStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetFindingStatusResponse)
+	err := c.cc.Invoke(ctx, Themis_SetFindingStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *themisClient) GetExploreRun(ctx context.Context, in *GetExploreRunRequest, opts ...grpc.CallOption) (*GetExploreRunResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetExploreRunResponse)
@@ -563,6 +579,11 @@ type ThemisServer interface {
 	// ListFindings lists stored findings, newest first.
 	ListFindings(context.Context, *ListFindingsRequest) (*ListFindingsResponse, error)
 	GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error)
+	// SetFindingStatus records a user's word on a finding and every finding
+	// of it across runs (the same signature, lane specs and policy): new,
+	// reported, fixed-upstream or expected. It is kept in the ledger and
+	// read back as Finding.status.
+	SetFindingStatus(context.Context, *SetFindingStatusRequest) (*SetFindingStatusResponse, error)
 	// GetExploreRun returns what a finished explore run kept of itself: its
 	// request, summary and progress over time (its findings: ListFindings).
 	GetExploreRun(context.Context, *GetExploreRunRequest) (*GetExploreRunResponse, error)
@@ -691,6 +712,9 @@ func (UnimplementedThemisServer) ListFindings(context.Context, *ListFindingsRequ
 }
 func (UnimplementedThemisServer) GetFinding(context.Context, *GetFindingRequest) (*GetFindingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFinding not implemented")
+}
+func (UnimplementedThemisServer) SetFindingStatus(context.Context, *SetFindingStatusRequest) (*SetFindingStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetFindingStatus not implemented")
 }
 func (UnimplementedThemisServer) GetExploreRun(context.Context, *GetExploreRunRequest) (*GetExploreRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetExploreRun not implemented")
@@ -1048,6 +1072,24 @@ func _Themis_GetFinding_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_SetFindingStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFindingStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).SetFindingStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_SetFindingStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).SetFindingStatus(ctx, req.(*SetFindingStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Themis_GetExploreRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetExploreRunRequest)
 	if err := dec(in); err != nil {
@@ -1285,6 +1327,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFinding",
 			Handler:    _Themis_GetFinding_Handler,
+		},
+		{
+			MethodName: "SetFindingStatus",
+			Handler:    _Themis_SetFindingStatus_Handler,
 		},
 		{
 			MethodName: "GetExploreRun",
