@@ -115,3 +115,29 @@ func TestCompletionDescriptions(t *testing.T) {
 		t.Errorf("long signature: %q", got[1])
 	}
 }
+
+// TestWithStatus: --status keeps the findings of the statuses asked; one
+// with no status (stored before the count) is new.
+func TestWithStatus(t *testing.T) {
+	fs := []*themisv1.Finding{{Id: "f-1", Status: "new"}, {Id: "f-2", Status: "reported"}, {Id: "f-3"}, {Id: "f-4", Status: "expected"}}
+	ids := func(fs []*themisv1.Finding) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.GetId())
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		statuses []string
+		want     []string
+	}{
+		{nil, []string{"f-1", "f-2", "f-3", "f-4"}},
+		{[]string{"new"}, []string{"f-1", "f-3"}},
+		{[]string{"reported", "expected"}, []string{"f-2", "f-4"}},
+		{[]string{"fixed-upstream"}, nil},
+	} {
+		if got := ids(withStatus(fs, tt.statuses)); !slices.Equal(got, tt.want) {
+			t.Errorf("withStatus(%v) = %v, want %v", tt.statuses, got, tt.want)
+		}
+	}
+}

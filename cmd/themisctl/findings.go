@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,15 +18,21 @@ import (
 // newFindings is `themisctl findings`.
 func newFindings(g *globals) *cobra.Command {
 	var session string
+	var statuses []string
 	cmd := &cobra.Command{
 		Use: "findings", Short: "List stored findings", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, st := range statuses {
+				if !slices.Contains(api.FindingStatuses, st) {
+					return fmt.Errorf("--status: %q: want one of %s", st, strings.Join(api.FindingStatuses, ", "))
+				}
+			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				all, err := listFindings(ctx, c, session)
 				if err != nil {
 					return err
 				}
-				resp := &themisv1.ListFindingsResponse{Findings: all}
+				resp := &themisv1.ListFindingsResponse{Findings: withStatus(all, statuses)}
 				if g.json {
 					return writeProtoJSON(resp)
 				}
@@ -37,8 +44,29 @@ func newFindings(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "only this session's findings")
+	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only findings of these statuses, comma-separated (new, reported, fixed-upstream, expected)")
 	cmd.AddCommand(newFindingsExport(g), newFindingsStatus(g))
 	return cmd
+}
+
+// withStatus keeps the findings whose status is one of statuses (none:
+// all). A finding stored before findings were counted across runs has no
+// status and counts as new.
+func withStatus(fs []*themisv1.Finding, statuses []string) []*themisv1.Finding {
+	if len(statuses) == 0 {
+		return fs
+	}
+	var out []*themisv1.Finding
+	for _, f := range fs {
+		st := f.GetStatus()
+		if st == "" {
+			st = api.StatusNew
+		}
+		if slices.Contains(statuses, st) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // newFindingsStatus is `themisctl findings status`: a user's word on a

@@ -47,6 +47,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"findings", "export", "f-1; rm -rf ~"}, "not a finding id"},
 		{[]string{"findings", "status", "f-1", "fixed"}, `status: "fixed": want one of new, reported, fixed-upstream, expected`},
 		{[]string{"findings", "status", "f-1"}, "accepts 2 arg(s)"},
+		{[]string{"findings", "--status", "new,triaged"}, `--status: "triaged": want one of`},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, tt.args...)
