@@ -39,6 +39,8 @@ type Config struct {
 	// and TLS.Key, and asks for TLS.ClientCA's certificates and/or the
 	// token, one of which must be set.
 	MetricsListen string `toml:"metrics_listen"`
+	// UI configures the dashboard.
+	UI UIConfig `toml:"ui"`
 	// TLS configures the TCP listener.
 	TLS TLSConfig `toml:"tls"`
 	// TokenFile holds a bearer token; when set, every call (except health)
@@ -64,6 +66,16 @@ type LedgerConfig struct {
 	// the daemon starts and every hour. Findings are kept. 0: the default
 	// (DefaultRetentionDays).
 	RetentionDays int `toml:"retention_days"`
+}
+
+// UIConfig configures the dashboard (package dashboard): the findings
+// across runs and their status, the sessions.
+type UIConfig struct {
+	// Listen is a host:port for it, e.g. "127.0.0.1:8080". Empty: no
+	// dashboard. The same rules as MetricsListen: plain HTTP on a loopback
+	// address, else HTTPS with TLS.Cert and TLS.Key and TLS.ClientCA's
+	// certificates and/or the token.
+	Listen string `toml:"listen"`
 }
 
 // TLSConfig names PEM files.
@@ -286,21 +298,22 @@ func (c Config) validate() (listenAddr, error) {
 	if c.Limits.MaxConnsPerPeer > MaxConnections {
 		return la, fmt.Errorf("limits.max_conns_per_peer: at most %d (all connections), got %d", MaxConnections, c.Limits.MaxConnsPerPeer)
 	}
-	return la, c.validateMetrics()
+	return la, errors.Join(c.validateHTTP("metrics_listen", c.MetricsListen), c.validateHTTP("ui.listen", c.UI.Listen))
 }
 
-// validateMetrics refuses a metrics endpoint that would take the token,
-// or serve without one, in cleartext off the host: off loopback it needs
-// TLS and client authentication (see Config.MetricsListen).
-func (c Config) validateMetrics() error {
-	if c.MetricsListen == "" || metricsOnLoopback(c.MetricsListen) {
+// validateHTTP refuses an HTTP endpoint (/metrics, the dashboard) that
+// would take the token, or serve without one, in cleartext off the host:
+// off loopback it needs TLS and client authentication (see
+// Config.MetricsListen).
+func (c Config) validateHTTP(key, addr string) error {
+	if addr == "" || metricsOnLoopback(addr) {
 		return nil
 	}
 	if c.TLS.Cert == "" {
-		return fmt.Errorf("metrics_listen %s: not a loopback address, so served over TLS: set tls.cert and tls.key (and tls.client_ca or token_file), or listen on 127.0.0.1", c.MetricsListen)
+		return fmt.Errorf("%s %s: not a loopback address, so served over TLS: set tls.cert and tls.key (and tls.client_ca or token_file), or listen on 127.0.0.1", key, addr)
 	}
 	if c.TLS.ClientCA == "" && c.TokenFile == "" {
-		return fmt.Errorf("metrics_listen %s: not a loopback address, so it needs client authentication: set tls.client_ca (mTLS) or token_file", c.MetricsListen)
+		return fmt.Errorf("%s %s: not a loopback address, so it needs client authentication: set tls.client_ca (mTLS) or token_file", key, addr)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/local"
 
+	"github.com/themisfs/themis/dashboard"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
 	"github.com/themisfs/themis/session"
@@ -31,12 +31,11 @@ type Daemon struct {
 	dom  managedDomain
 	sock *unixSocket // nil for TCP
 
-	metricsSrv  *http.Server // nil when off
-	metricsAddr string
+	metrics *endpoint // /metrics; nil when off
+	ui      *endpoint // the dashboard; nil when off
 
 	done     chan struct{} // closed when the gRPC server stops serving
 	serveErr error         // set before done is closed
-	httpDone chan struct{} // closed when the metrics server stops (or at once when off)
 
 	// hardStop bounds each wait for cut-off calls in Shutdown (0: defaultHardStop).
 	hardStop time.Duration
@@ -105,7 +104,11 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	if err != nil {
 		return nil, err
 	}
-	mtc, err := metricsTLS(cfg)
+	mtc, err := httpTLS(cfg, "metrics_listen", cfg.MetricsListen)
+	if err != nil {
+		return nil, err
+	}
+	utc, err := httpTLS(cfg, "ui.listen", cfg.UI.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		}
 	}
 
-	d := &Daemon{log: log, done: make(chan struct{}), httpDone: make(chan struct{})}
+	d := &Daemon{log: log, done: make(chan struct{})}
 	// cleanup undoes what was set up if a later step fails.
 	var cleanup []func()
 	defer func() {
@@ -134,13 +137,13 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	cleanup = append(cleanup, closeLis)
 
 	m := newMetrics()
-	var mlis net.Listener
-	if cfg.MetricsListen != "" {
-		if mlis, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			return nil, fmt.Errorf("metrics_listen: %w", err)
-		}
-		d.metricsAddr = mlis.Addr().String()
-		cleanup = append(cleanup, func() { _ = mlis.Close() })
+	mlis, err := listenHTTP("metrics_listen", cfg.MetricsListen, &cleanup)
+	if err != nil {
+		return nil, err
+	}
+	ulis, err := listenHTTP("ui.listen", cfg.UI.Listen, &cleanup)
+	if err != nil {
+		return nil, err
 	}
 
 	if d.dom, err = open(ctx, cfg, m.restore, log); err != nil {
@@ -163,8 +166,14 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 	}
 	d.grpc = newGRPCServer(creds, cfg.bounds, m, auth, unauth, log)
 	Register(d.grpc, d.srv)
-	d.serve(newPeerLimitListener(lis, MaxConnections, cfg.Limits.MaxConnsPerPeer, m.connRefused, log), mlis, mtc, m, auth)
-	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.metricsAddr),
+	d.serve(newPeerLimitListener(lis, MaxConnections, cfg.Limits.MaxConnsPerPeer, m.connRefused, log))
+	if mlis != nil {
+		d.metrics = startEndpoint("metrics", mlis, mtc, auth, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}), "/metrics", log)
+	}
+	if ulis != nil {
+		d.ui = startEndpoint("dashboard", ulis, utc, auth, dashboard.Handler(d.dom, log.Named("dashboard")), "/", log)
+	}
+	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.MetricsAddr()), zap.String("ui", d.UIAddr()),
 		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
 	return d, nil
 }
@@ -186,15 +195,15 @@ func transportCredentials(cfg Config, la listenAddr, log *zap.Logger) (credentia
 	return local.NewCredentials(), nil
 }
 
-// metricsTLS is the metrics endpoint's TLS configuration (cfg.TLS, mTLS
-// with a client CA), or nil where it is plain HTTP: off, or on loopback.
-func metricsTLS(cfg Config) (*tls.Config, error) {
-	if cfg.MetricsListen == "" || metricsOnLoopback(cfg.MetricsListen) {
+// httpTLS is an HTTP endpoint's TLS configuration (cfg.TLS, mTLS with a
+// client CA), or nil where it is plain HTTP: off, or on loopback.
+func httpTLS(cfg Config, key, addr string) (*tls.Config, error) {
+	if addr == "" || metricsOnLoopback(addr) {
 		return nil, nil
 	}
 	tc, err := serverTLS(cfg.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("config: metrics_listen: %w", err)
+		return nil, fmt.Errorf("config: %s: %w", key, err)
 	}
 	return tc, nil
 }
@@ -240,38 +249,12 @@ func newGRPCServer(creds credentials.TransportCredentials, b bounds, m *metrics,
 	return grpc.NewServer(opts...)
 }
 
-// serve starts serving gRPC on lis and, when mlis is set, m's Prometheus
-// endpoint on mlis, each in its own goroutine; d.done and d.httpDone close
-// when they stop. With mtc the endpoint is HTTPS and asks for auth's token
-// when set; without, it is plain HTTP (loopback only) and refuses a token.
-func (d *Daemon) serve(lis, mlis net.Listener, mtc *tls.Config, m *metrics, auth *tokenAuth) {
+// serve starts serving gRPC on lis in its own goroutine; d.done closes
+// when it stops.
+func (d *Daemon) serve(lis net.Listener) {
 	go func() {
 		d.serveErr = d.grpc.Serve(lis)
 		close(d.done)
-	}()
-	if mlis == nil {
-		close(d.httpDone)
-		return
-	}
-	mux := http.NewServeMux()
-	var h http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-	switch {
-	case mtc == nil:
-		h = noToken(h) // loopback only (Config.validateMetrics)
-	case auth != nil:
-		h = auth.http(h)
-	}
-	mux.Handle("/metrics", h)
-	d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: mtc}
-	go func() {
-		defer close(d.httpDone)
-		serve := d.metricsSrv.Serve
-		if mtc != nil {
-			serve = func(l net.Listener) error { return d.metricsSrv.ServeTLS(l, "", "") }
-		}
-		if err := serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("metrics server stopped", zap.Error(err))
-		}
 	}()
 }
 
@@ -280,7 +263,10 @@ func (d *Daemon) serve(lis, mlis net.Listener, mtc *tls.Config, m *metrics, auth
 func (d *Daemon) Addr() string { return d.addr }
 
 // MetricsAddr is the Prometheus endpoint's host:port, or "" when off.
-func (d *Daemon) MetricsAddr() string { return d.metricsAddr }
+func (d *Daemon) MetricsAddr() string { return d.metrics.address() }
+
+// UIAddr is the dashboard's host:port ("" when off).
+func (d *Daemon) UIAddr() string { return d.ui.address() }
 
 // Done is closed when the daemon stops serving, whether by Shutdown or
 // because its listener failed; Err then says why.
@@ -317,15 +303,7 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 	d.srv.health.Shutdown()
 	d.retention.stop()
 	errs := []error{d.stopHandlers(ctx)}
-	if d.metricsSrv != nil {
-		if err := d.metricsSrv.Shutdown(ctx); err != nil {
-			// Out of time for open scrapes: cut them off.
-			if cerr := d.metricsSrv.Close(); cerr != nil {
-				errs = append(errs, fmt.Errorf("metrics server: %w", cerr))
-			}
-		}
-	}
-	<-d.httpDone
+	errs = append(errs, d.metrics.shutdown(ctx), d.ui.shutdown(ctx))
 	if d.sock != nil {
 		if err := d.sock.remove(); err != nil {
 			errs = append(errs, err)

@@ -183,6 +183,8 @@ func TestDaemonRefusesBadConfig(t *testing.T) {
 		{"metrics off loopback without tls", Config{Listen: "unix:///tmp/x.sock", MetricsListen: "0.0.0.0:9464", TokenFile: token}, "metrics_listen"},
 		{"metrics on every interface without tls", Config{Listen: "unix:///tmp/x.sock", MetricsListen: ":9464"}, "metrics_listen"},
 		{"metrics off loopback without client auth", Config{Listen: "unix:///tmp/x.sock", MetricsListen: "192.0.2.1:9464", TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey}}, "metrics_listen"},
+		{"dashboard off loopback without tls", Config{Listen: "unix:///tmp/x.sock", UI: UIConfig{Listen: "0.0.0.0:8080"}, TokenFile: token}, "ui.listen"},
+		{"dashboard off loopback without client auth", Config{Listen: "unix:///tmp/x.sock", UI: UIConfig{Listen: "192.0.2.1:8080"}, TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey}}, "ui.listen"},
 		{"per-peer cap past the global one", Config{Listen: "unix:///tmp/x.sock", Limits: Limits{MaxConnsPerPeer: MaxConnections + 1}}, "limits.max_conns_per_peer"},
 	}
 	for _, tt := range tests {

@@ -66,19 +66,36 @@ func TestMetricsToken(t *testing.T) {
 	pki := newTestPKI(t)
 	token := writeToken(t, "s3cret")
 	plain, _ := startFake(t, Config{Listen: "unix://" + filepath.Join(sockDir(t), "themisd.sock"),
-		MetricsListen: "127.0.0.1:0", TokenFile: token})
+		MetricsListen: "127.0.0.1:0", UI: UIConfig{Listen: "127.0.0.1:0"}, TokenFile: token})
 	// 0.0.0.0 is not loopback, so TLS; the test reaches it on 127.0.0.1.
 	tlsTok, _ := startFake(t, Config{Listen: "unix://" + filepath.Join(sockDir(t), "themisd.sock"),
-		MetricsListen: "0.0.0.0:0", TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey}, TokenFile: token})
-	mtls, _ := startFake(t, Config{Listen: "tcp://127.0.0.1:0", MetricsListen: "0.0.0.0:0",
+		MetricsListen: "0.0.0.0:0", UI: UIConfig{Listen: "0.0.0.0:0"}, TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey}, TokenFile: token})
+	mtls, _ := startFake(t, Config{Listen: "tcp://127.0.0.1:0", MetricsListen: "0.0.0.0:0", UI: UIConfig{Listen: "0.0.0.0:0"},
 		TLS: TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}})
-	port := func(d *Daemon) string {
-		_, p, err := net.SplitHostPort(d.MetricsAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "127.0.0.1:" + p
+	for _, ep := range []struct {
+		path string
+		addr func(d *Daemon) string
+	}{{"/metrics", (*Daemon).MetricsAddr}, {"/findings", (*Daemon).UIAddr}} {
+		t.Run(ep.path, func(t *testing.T) {
+			t.Parallel()
+			httpEndpointAuth(t, pki, ep.path, func(d *Daemon) string { return loopbackPort(t, ep.addr(d)) }, plain, tlsTok, mtls)
+		})
 	}
+}
+
+// loopbackPort is 127.0.0.1 with addr's port.
+func loopbackPort(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + p
+}
+
+// httpEndpointAuth checks one HTTP endpoint of three daemons (plain on
+// loopback, TLS with a token, mTLS) against who may read it.
+func httpEndpointAuth(t *testing.T, pki testPKI, path string, port func(d *Daemon) string, plain, tlsTok, mtls *Daemon) {
 	withCert, err := tls.LoadX509KeyPair(pki.ClientCert, pki.ClientKey)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +127,7 @@ func TestMetricsToken(t *testing.T) {
 			}
 			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
 			defer hc.CloseIdleConnections()
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tt.url+"/metrics", nil)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tt.url+path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

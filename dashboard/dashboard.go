@@ -1,0 +1,246 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/themisfs/themis/api"
+	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/session"
+)
+
+// Store is what the pages read, and the one thing they write: the
+// methods of *session.Manager they need.
+type Store interface {
+	FindingsPage(ctx context.Context, sessionID string, after session.PageKey, limit int) ([]session.Finding, error)
+	Finding(ctx context.Context, id string) (*session.Finding, error)
+	SetFindingStatus(ctx context.Context, id, status string) (*session.Finding, error)
+	ListPage(ctx context.Context, all bool, after session.PageKey, limit int) ([]*session.Info, error)
+}
+
+// MaxListed bounds the findings and the sessions a list page reads (the
+// newest are shown).
+const MaxListed = 5000
+
+// pageSize is how many rows one ledger read takes.
+const pageSize = 500
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"when": when,
+}).ParseFS(templateFiles, "templates/*.html"))
+
+// when is a time for a page ("" for none).
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+type handler struct {
+	st  Store
+	log *zap.Logger
+}
+
+// Handler serves the dashboard over st.
+func Handler(st Store, log *zap.Logger) http.Handler {
+	h := &handler{st: st, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/findings", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /findings", h.findings)
+	mux.HandleFunc("GET /findings/{id}", h.finding)
+	mux.HandleFunc("POST /findings/{id}/status", h.setStatus)
+	mux.HandleFunc("GET /sessions", h.sessions)
+	return secureHeaders(mux)
+}
+
+// secureHeaders sets what every page sends: no script, no framing, no
+// sniffing.
+func secureHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// render writes page name with data, or a 500 logged.
+func (h *handler) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+		h.log.Warn("dashboard: render "+name, zap.Error(err))
+	}
+}
+
+// fail answers err: 404 for errkind.ErrNotFound, 400 for a bad argument,
+// else 500 (logged, not shown).
+func (h *handler) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errkind.ErrNotFound):
+		http.Error(w, "not found", http.StatusNotFound)
+	case errors.Is(err, errkind.ErrInvalid), errors.Is(err, errkind.ErrState):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		h.log.Warn("dashboard", zap.Error(err))
+		http.Error(w, "the ledger could not be read", http.StatusInternalServerError)
+	}
+}
+
+// filter is a findings list's query: each empty is any.
+type filter struct{ Lane, Kind, Status string }
+
+func (f filter) keeps(fd *session.Finding) bool {
+	status := fd.Seen.Status
+	if status == "" {
+		status = api.StatusNew
+	}
+	return (f.Lane == "" || slices.ContainsFunc(fd.LaneSpecs, func(l string) bool { return l == f.Lane || strings.HasPrefix(l, f.Lane+":") })) &&
+		(f.Kind == "" || fd.Kind == f.Kind) && (f.Status == "" || status == f.Status)
+}
+
+// findingsView is the findings page's data.
+type findingsView struct {
+	Filter    filter
+	Findings  []session.Finding
+	Truncated bool
+	Statuses  []string
+}
+
+func (h *handler) findings(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := filter{Lane: q.Get("lane"), Kind: q.Get("kind"), Status: q.Get("status")}
+	if f.Status != "" && !slices.Contains(api.FindingStatuses, f.Status) {
+		http.Error(w, "status: want one of "+strings.Join(api.FindingStatuses, ", "), http.StatusBadRequest)
+		return
+	}
+	all, truncated, err := readAll(func(after session.PageKey) ([]session.Finding, session.PageKey, error) {
+		fs, err := h.st.FindingsPage(r.Context(), "", after, pageSize)
+		if len(fs) == 0 {
+			return fs, after, err
+		}
+		last := fs[len(fs)-1]
+		return fs, session.PageKey{Created: last.Created, ID: last.ID}, err
+	})
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	v := findingsView{Filter: f, Truncated: truncated, Statuses: api.FindingStatuses}
+	for i := len(all) - 1; i >= 0; i-- { // newest first
+		if f.keeps(&all[i]) {
+			v.Findings = append(v.Findings, all[i])
+		}
+	}
+	h.render(w, "findings.html", v)
+}
+
+// readAll reads pages until one is short or MaxListed rows are read; it
+// keeps the newest MaxListed (truncated says some older were left out).
+func readAll[T any](page func(after session.PageKey) ([]T, session.PageKey, error)) (all []T, truncated bool, err error) {
+	var after session.PageKey
+	for {
+		rows, next, err := page(after)
+		if err != nil {
+			return nil, false, err
+		}
+		all = append(all, rows...)
+		if len(all) > MaxListed {
+			all, truncated = all[len(all)-MaxListed:], true
+		}
+		if len(rows) < pageSize {
+			return all, truncated, nil
+		}
+		after = next
+	}
+}
+
+// findingView is a finding's page's data.
+type findingView struct {
+	F        *session.Finding
+	Statuses []string
+}
+
+func (h *handler) finding(w http.ResponseWriter, r *http.Request) {
+	f, err := h.st.Finding(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	h.render(w, "finding.html", findingView{F: f, Statuses: api.FindingStatuses})
+}
+
+// setStatus sets a finding's status from its page's form. A POST from
+// another origin (a page elsewhere that the browser would let post here)
+// is refused.
+func (h *handler) setStatus(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		http.Error(w, "a status is set from the dashboard's own pages", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	id := r.PathValue("id")
+	if _, err := h.st.SetFindingStatus(r.Context(), id, r.PostForm.Get("status")); err != nil {
+		h.fail(w, err)
+		return
+	}
+	http.Redirect(w, r, "/findings/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// sameOrigin reports whether r comes from the dashboard's own pages: a
+// browser sends Sec-Fetch-Site or Origin with a POST; a request that
+// names another site is refused, one that names none (curl) is not.
+func sameOrigin(r *http.Request) bool {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return false
+		}
+	}
+	return true
+}
+
+// sessionsView is the sessions page's data.
+type sessionsView struct {
+	Sessions  []*session.Info
+	Truncated bool
+}
+
+func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
+	all, truncated, err := readAll(func(after session.PageKey) ([]*session.Info, session.PageKey, error) {
+		ss, err := h.st.ListPage(r.Context(), true, after, pageSize)
+		if len(ss) == 0 {
+			return ss, after, err
+		}
+		last := ss[len(ss)-1]
+		return ss, session.PageKey{Created: last.Created, ID: last.ID}, err
+	})
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	slices.Reverse(all)
+	h.render(w, "sessions.html", sessionsView{Sessions: all, Truncated: truncated})
+}

@@ -1,0 +1,212 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/session"
+)
+
+// hostile is what a guest could name a path or put in a report.
+const hostile = `<script>alert("x")</script>&"'`
+
+// fakeStore holds findings and sessions in memory, pages them as the
+// ledger does (oldest first, after a key) and keeps statuses.
+type fakeStore struct {
+	mu       sync.Mutex
+	findings []session.Finding
+	sessions []*session.Info
+}
+
+func (s *fakeStore) FindingsPage(_ context.Context, _ string, after session.PageKey, limit int) ([]session.Finding, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []session.Finding
+	for _, f := range s.findings {
+		if (session.PageKey{Created: f.Created, ID: f.ID}).After(after) && len(out) < limit {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Finding(_ context.Context, id string) (*session.Finding, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.findings {
+		if s.findings[i].ID == id {
+			f := s.findings[i]
+			return &f, nil
+		}
+	}
+	return nil, fmt.Errorf("finding %q: %w", id, errkind.ErrNotFound)
+}
+
+func (s *fakeStore) SetFindingStatus(ctx context.Context, id, status string) (*session.Finding, error) {
+	if err := session.ValidateFindingStatus(id, status); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	for i := range s.findings {
+		if s.findings[i].ID == id {
+			s.findings[i].Seen.Status, s.findings[i].Seen.StatusTime = status, time.Now()
+		}
+	}
+	s.mu.Unlock()
+	return s.Finding(ctx, id)
+}
+
+func (s *fakeStore) ListPage(_ context.Context, _ bool, after session.PageKey, limit int) ([]*session.Info, error) {
+	var out []*session.Info
+	for _, i := range s.sessions {
+		if (session.PageKey{Created: i.Created, ID: i.ID}).After(after) && len(out) < limit {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func newStore() *fakeStore {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	seen := session.Seen{Times: 2, FirstID: "f-1", First: t0, Last: t0.Add(time.Hour), Status: "new"}
+	return &fakeStore{
+		findings: []session.Finding{
+			{ID: "f-1", Session: "s-1", Kind: "state-divergence", Detail: "lane ext4: " + hostile, Signature: "state-divergence|0|mkdir|nlink",
+				LaneSpecs: []string{"ext2", "ext4"}, Path: hostile, Field: "nlink", Trace: []string{"mkdir " + hostile + " 0755"}, Created: t0, Seen: seen,
+				Image: &guest.Ref{Key: "k", KernelVersion: "6.1.0-57-cloud-amd64", Flavor: "cloud"}},
+			{ID: "f-2", Session: "s-2", Kind: "kernel", Detail: "BUG", Signature: "kernel|x", LaneSpecs: []string{"ext4:inode_size=128"},
+				Trace: []string{"write f 0 1 0x55"}, Created: t0.Add(time.Minute), Seen: session.Seen{Times: 1, FirstID: "f-2", First: t0, Last: t0, Status: "reported"},
+				Kernel: &kreport.Report{Title: "kernel BUG at " + hostile, RIP: "ext4_mb_new_inode_pa+0x1", Trace: []string{"ext4_mb_new_blocks"}}},
+			{ID: "f-3", Session: "s-2", Kind: "crash", Detail: "lost", Signature: "crash lost exfat after fsync of a file", LaneSpecs: []string{"exfat"},
+				Created: t0.Add(2 * time.Minute), Crash: &session.CrashPoint{Lane: "exfat", Verdict: "clean", Durability: "LOST f: missing", Keep: []int{1, 2}, Writes: 5}},
+		},
+		sessions: []*session.Info{{ID: "s-1", State: "ENDED", Lanes: []session.Lane{{Name: "ext2", Spec: "ext2", FS: "ext2"}}, Backend: "qemu", Created: t0, Reason: hostile}},
+	}
+}
+
+func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); resp.StatusCode == http.StatusOK && !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("%s: Content-Security-Policy %q", path, csp)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestPages: every page renders, newest finding first, what a guest named
+// escaped everywhere; the filters keep what they say; an unknown finding
+// is 404 and a bad filter 400.
+func TestPages(t *testing.T) {
+	srv := httptest.NewServer(Handler(newStore(), zap.NewNop()))
+	defer srv.Close()
+	for _, tt := range []struct {
+		path      string
+		code      int
+		has, hasn []string
+	}{
+		{"/findings", 200, []string{"3 finding(s)", "f-3", "crash lost exfat", "6.1.0-57-cloud-amd64", "2026-12-04 11:00:00"}, nil},
+		{"/findings?kind=kernel", 200, []string{"1 finding(s)", `href="/findings/f-2"`}, []string{`href="/findings/f-1"`}},
+		{"/findings?lane=ext4", 200, []string{"2 finding(s)", `href="/findings/f-1"`, `href="/findings/f-2"`}, []string{`href="/findings/f-3"`}},
+		{"/findings?status=new", 200, []string{"2 finding(s)", `href="/findings/f-1"`, `href="/findings/f-3"`}, []string{`href="/findings/f-2"`}},
+		{"/findings?status=bogus", 400, nil, nil},
+		{"/findings/f-1", 200, []string{"mkdir &lt;script&gt;", "state-divergence|0|mkdir|nlink", `<form method="post" action="/findings/f-1/status">`}, nil},
+		{"/findings/f-2", 200, []string{"kernel BUG at &lt;script&gt;", "ext4_mb_new_inode_pa&#43;0x1", "reported"}, nil},
+		{"/findings/f-3", 200, []string{"LOST f: missing", "keeps 2 of 5 writes", "not counted"}, []string{"<form"}},
+		{"/findings/f-nope", 404, nil, nil},
+		{"/sessions", 200, []string{"s-1", "ENDED", "&lt;script&gt;"}, nil},
+		{"/", 200, []string{"3 finding(s)"}, nil},
+	} {
+		code, body := get(t, srv, tt.path)
+		if code != tt.code {
+			t.Errorf("%s: %d, want %d\n%s", tt.path, code, tt.code, body)
+			continue
+		}
+		if strings.Contains(body, "<script>") {
+			t.Errorf("%s: a guest's string reached the page unescaped", tt.path)
+		}
+		for _, s := range tt.has {
+			if !strings.Contains(body, s) {
+				t.Errorf("%s: no %q in\n%s", tt.path, s, body)
+			}
+		}
+		for _, s := range tt.hasn {
+			if strings.Contains(body, s) {
+				t.Errorf("%s: %q should not be there", tt.path, s)
+			}
+		}
+	}
+	_, body := get(t, srv, "/findings")
+	if i, j := strings.Index(body, "/findings/f-3"), strings.Index(body, "/findings/f-1"); i < 0 || j < 0 || i > j {
+		t.Error("the findings are not newest first")
+	}
+}
+
+// TestSetStatus: the form sets the status (every page then shows it); a
+// POST another site made, a bad status and an unknown finding change
+// nothing.
+func TestSetStatus(t *testing.T) {
+	st := newStore()
+	srv := httptest.NewServer(Handler(st, zap.NewNop()))
+	defer srv.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(id, status string, hdr map[string]string) int {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/findings/"+id+"/status", strings.NewReader(url.Values{"status": {status}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tt := range []struct {
+		name, id, status string
+		hdr              map[string]string
+		code             int
+	}{
+		{"another site", "f-1", "expected", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"another origin", "f-1", "expected", map[string]string{"Origin": "http://127.0.0.1:1"}, http.StatusForbidden},
+		{"a bad status", "f-1", "fixed", nil, http.StatusBadRequest},
+		{"an unknown finding", "f-nope", "expected", nil, http.StatusNotFound},
+	} {
+		if code := post(tt.id, tt.status, tt.hdr); code != tt.code {
+			t.Errorf("%s: %d, want %d", tt.name, code, tt.code)
+		}
+	}
+	if f, _ := st.Finding(context.Background(), "f-1"); f.Seen.Status != "new" {
+		t.Fatalf("a refused POST changed the status to %q", f.Seen.Status)
+	}
+	if code := post("f-1", "fixed-upstream", map[string]string{"Origin": srv.URL, "Sec-Fetch-Site": "same-origin"}); code != http.StatusSeeOther {
+		t.Fatalf("the form: %d, want 303", code)
+	}
+	if _, body := get(t, srv, "/findings?status=fixed-upstream"); !strings.Contains(body, `href="/findings/f-1"`) {
+		t.Error("the status set is not what the list shows")
+	}
+}
