@@ -17,6 +17,7 @@ import (
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/session"
 )
 
@@ -208,5 +209,34 @@ func TestSetStatus(t *testing.T) {
 	}
 	if _, body := get(t, srv, "/findings?status=fixed-upstream"); !strings.Contains(body, `href="/findings/f-1"`) {
 		t.Error("the status set is not what the list shows")
+	}
+}
+
+// TestPagesInChromium: the pages as a browser builds them (headless
+// Chromium, from the test server on loopback): the findings table holds
+// its rows, what a guest named is text and never an element, the status
+// form is there.
+func TestPagesInChromium(t *testing.T) {
+	chromium := reporttest.Chromium(t)
+	srv := httptest.NewServer(Handler(newStore(), zap.NewNop()))
+	defer srv.Close()
+	for _, tt := range []struct {
+		path string
+		has  []string
+	}{
+		{"/findings", []string{`<table id="findings">`, `<a href="/findings/f-3">f-3</a>`, "3 finding(s)"}},
+		{"/findings/f-1", []string{`<pre id="trace">mkdir &lt;script&gt;alert("x")&lt;/script&gt;&amp;"' 0755`, `<select name="status">`}},
+		{"/findings/f-2", []string{`<pre id="kernel">kernel BUG at &lt;script&gt;`}},
+		{"/sessions", []string{`<table id="sessions">`, "s-1"}},
+	} {
+		dom := reporttest.DumpURL(t, chromium, srv.URL+tt.path)
+		for _, s := range tt.has {
+			if !strings.Contains(dom, s) {
+				t.Errorf("%s in Chromium: no %q in\n%s", tt.path, s, dom)
+			}
+		}
+		if strings.Contains(dom, "<script") {
+			t.Errorf("%s in Chromium: a script element", tt.path)
+		}
 	}
 }

@@ -225,21 +225,36 @@ func Chromium(t testing.TB) string {
 // and returns the DOM it built, serialized.
 func DumpDOM(t testing.TB, chromium, file string) string {
 	t.Helper()
+	return dump(t, chromium, "file://"+file, "MAP * ~NOTFOUND")
+}
+
+// DumpURL is DumpDOM of the page a server on 127.0.0.1 serves at url:
+// that address answers, every name resolves to nothing and every other
+// address goes to a proxy that is not there.
+func DumpURL(t testing.TB, chromium, url string) string {
+	t.Helper()
+	return dump(t, chromium, url, "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+}
+
+// dump runs headless Chromium's --dump-dom of url under the host
+// resolver rules given.
+func dump(t testing.TB, chromium, url, resolverRules string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--disable-extensions", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
 		// Any fetch would fail: the page must not need one.
-		"--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-		"--dump-dom", "file://"+file)
+		"--host-resolver-rules="+resolverRules, "--proxy-server=127.0.0.1:9",
+		"--dump-dom", url)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v\n%s", file, err, tail(stderr.String(), 2000))
+		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, tail(stderr.String(), 2000))
 	}
 	if len(out) == 0 {
-		t.Fatalf("chromium --dump-dom %s: empty DOM\n%s", file, tail(stderr.String(), 2000))
+		t.Fatalf("chromium --dump-dom %s: empty DOM\n%s", url, tail(stderr.String(), 2000))
 	}
 	return string(out)
 }
