@@ -94,3 +94,12 @@ const (
 
 // FindingStatuses are the statuses SetFindingStatus takes.
 var FindingStatuses = []string{StatusNew, StatusReported, StatusFixedUpstream, StatusExpected}
+
+// StatusOf is a finding's status as a user reads it: StatusNew for one
+// stored before findings were counted across runs (no status at all).
+func StatusOf(status string) string {
+	if status == "" {
+		return StatusNew
+	}
+	return status
+}

@@ -106,12 +106,8 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 type filter struct{ Lane, Kind, Status string }
 
 func (f filter) keeps(fd *session.Finding) bool {
-	status := fd.Seen.Status
-	if status == "" {
-		status = api.StatusNew
-	}
 	return (f.Lane == "" || slices.ContainsFunc(fd.LaneSpecs, func(l string) bool { return l == f.Lane || strings.HasPrefix(l, f.Lane+":") })) &&
-		(f.Kind == "" || fd.Kind == f.Kind) && (f.Status == "" || status == f.Status)
+		(f.Kind == "" || fd.Kind == f.Kind) && (f.Status == "" || api.StatusOf(fd.Seen.Status) == f.Status)
 }
 
 // findingsView is the findings page's data.

@@ -91,10 +91,10 @@ func (r *checkRun) event(m *themisv1.CheckResponse) error {
 	case *themisv1.CheckResponse_Progress:
 		p := ev.Progress
 		line := fmt.Sprintf("%s: states %d  unique %d  findings %d  %.1f states/s  %.0fs", m.GetPart(), p.GetStates(), p.GetUniqueStates(), p.GetFindings(), p.GetStatesPerSec(), p.GetElapsedS())
-		if left := timeLeft(r.partLimit, time.Since(r.partStart), 0, 0); left != "" && r.partLimit > 0 {
+		if left := timeLeft(r.partLimit, time.Since(r.partStart), 0, 0); left != "" {
 			line += "  part " + left
 		}
-		if left := timeLeft(r.budget, time.Since(r.start), 0, 0); left != "" && r.budget > 0 {
+		if left := timeLeft(r.budget, time.Since(r.start), 0, 0); left != "" {
 			line += ", check " + left
 		}
 		r.st.Update(line)

@@ -58,11 +58,7 @@ func withStatus(fs []*themisv1.Finding, statuses []string) []*themisv1.Finding {
 	}
 	var out []*themisv1.Finding
 	for _, f := range fs {
-		st := f.GetStatus()
-		if st == "" {
-			st = api.StatusNew
-		}
-		if slices.Contains(statuses, st) {
+		if slices.Contains(statuses, api.StatusOf(f.GetStatus())) {
 			out = append(out, f)
 		}
 	}
