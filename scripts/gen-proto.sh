@@ -11,4 +11,4 @@ export PATH="$bin:$PATH"
 protoc --proto_path=api/proto --proto_path=/usr/include \
   --go_out=api/proto --go_opt=paths=source_relative \
   --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
-  api/proto/themis/agent/v1/agent.proto api/proto/themis/v1/themis.proto
+  api/proto/themis/agent/v1/agent.proto api/proto/themis/v1/*.proto

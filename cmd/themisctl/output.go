@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,8 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/themisfs/themis/api/jsonout"
 )
 
 // newTable is a writer that aligns tab-separated columns on stdout, as
@@ -30,8 +30,8 @@ func (g *globals) printMessage(m proto.Message, human func(w *tabwriter.Writer))
 	return w.Flush()
 }
 
-// writeProtoJSON prints a message as JSON with the proto field names
-// (snake_case), the same names the API documents, indented.
+// writeProtoJSON prints a message as --json does (jsonout.Encode),
+// indented.
 func writeProtoJSON(m proto.Message) error {
 	return printProtoJSON(m, true)
 }
@@ -50,25 +50,10 @@ func printProtoJSON(m proto.Message, multiline bool) error {
 	return err
 }
 
-// protoJSON encodes m with protojson and the proto field names, in one
-// stable form: protojson adds spaces at random (fixed per binary) to keep
-// callers from depending on its bytes, so its output is compacted, and
-// indented by two spaces when multiline.
+// protoJSON is m as --json prints it (jsonout.Encode: protojson with the
+// proto names and a "schema" key naming the message).
 func protoJSON(m proto.Message, multiline bool) ([]byte, error) {
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode json: %w", err)
-	}
-	var out bytes.Buffer
-	if multiline {
-		err = json.Indent(&out, raw, "", "  ")
-	} else {
-		err = json.Compact(&out, raw)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("encode json: %w", err)
-	}
-	return out.Bytes(), nil
+	return jsonout.Encode(m, multiline)
 }
 
 // writeJSON prints a value that is not an API message (a library's
