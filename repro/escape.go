@@ -33,6 +33,8 @@ func texts(ss []string) []text {
 // escapers are the templates' funcs, one per context:
 //
 //	sh        one shell word (single-quoted unless plain)
+//	bash      one bash word: as sh where printable ASCII, else $'...'
+//	          with every other byte \xNN (an fstests test)
 //	join      shell words (a command line: the first never an assignment)
 //	shcomment text in a `#` comment: one line, printable
 //	cstr      a C string literal
@@ -41,7 +43,8 @@ func texts(ss []string) []text {
 //	line      one line of plain text (README): printable
 //	para      plain text of several lines: printable, newlines kept
 var escapers = template.FuncMap{
-	"sh": func(v any) (string, error) { s, err := plain(v); return shellQuote(s), err },
+	"sh":   func(v any) (string, error) { s, err := plain(v); return shellQuote(s), err },
+	"bash": func(v any) (string, error) { s, err := plain(v); return bashQuote(s), err },
 	"join": func(v []text) string {
 		q := make([]string, len(v))
 		for i, w := range v {
@@ -117,5 +120,30 @@ func escape(s string, keep func(rune) bool) string {
 		}
 		i += n
 	}
+	return b.String()
+}
+
+// bashQuote is s as one bash word: shellQuote's where s is printable
+// ASCII, else ANSI-C quoted ($'...'), every byte outside printable ASCII
+// written \xNN (exactly two digits: none runs into the next character),
+// so that the script holds no control character or invalid UTF-8.
+func bashQuote(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f }) {
+		return shellQuote(s)
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	b.WriteByte('\'')
 	return b.String()
 }

@@ -144,11 +144,11 @@ func Generate(in Input) (Files, error) {
 		if err != nil {
 			return nil, err
 		}
-		req, err := opspec.ParseRequest(s) // cStep parsed it
+		fresh, err := burstFresh(i, s)
 		if err != nil {
-			return nil, fmt.Errorf("repro: trace op %q: %w", s, err)
+			return nil, err
 		}
-		v.Steps = append(v.Steps, step{Short: text(s), Body: body, Fresh: i > 0 && !explore.BurstContinues(req)})
+		v.Steps = append(v.Steps, step{Short: text(s), Body: body, Fresh: fresh})
 	}
 	for i, l := range in.Lanes {
 		mount := "loop"
@@ -171,6 +171,24 @@ func Generate(in Input) (Files, error) {
 		out[name] = b
 	}
 	return out, nil
+}
+
+// burstFresh says whether, under the remount revert, the lanes are
+// remounted before trace op i, s: before every op but the first and a
+// collide burst's ops after its first (explore.BurstContinues).
+func burstFresh(i int, s string) (bool, error) {
+	req, err := opspec.ParseRequest(s)
+	if err != nil {
+		return false, fmt.Errorf("repro: trace op %q: %w", s, err)
+	}
+	return i > 0 && !explore.BurstContinues(req), nil
+}
+
+// freshBefore says whether f's lanes are remounted before its trace op i:
+// under the remount revert, as burstFresh says.
+func freshBefore(f Finding, i int) (bool, error) {
+	fresh, err := burstFresh(i, f.Trace[i])
+	return fresh && f.Revert == "remount", err
 }
 
 // expected is the finding's divergence in one line.

@@ -3,6 +3,7 @@ package baseimage
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/themisfs/themis/guest"
@@ -55,4 +56,41 @@ func ShellCommand(ctx context.Context, spec guest.LaneSpec) (Command, error) {
 		c.GoOnly = "nilfs2.Pin writes the UUID " + UUID + " into both superblocks"
 	}
 	return c, nil
+}
+
+// ShapeArgs are the mkfs options of spec that shape its filesystem (inode
+// and block size, FAT type, checksum and mixed block groups, on-disk
+// format), as mkfsArgs passes them, without the pins that make the image
+// reproducible (UUIDs, hash seeds, volume ids, times) or the tool's own
+// flags (-q, -F): what a test suite's MKFS_OPTIONS take. No tool is
+// needed.
+func ShapeArgs(spec guest.LaneSpec) ([]string, error) {
+	switch spec.FS {
+	case "ext2", "ext3", "ext4":
+		args := []string{"-I", strconv.Itoa(spec.InodeSize)}
+		if bs, ok := spec.Options["block_size"]; ok {
+			args = append(args, "-b", bs)
+		}
+		return args, nil
+	case "btrfs":
+		args := []string{"--csum", "crc32c"}
+		if spec.Options["mixed"] != "0" {
+			args = append(args, "--mixed")
+		}
+		return args, nil
+	case "vfat":
+		if ft, ok := spec.Options["fat"]; ok {
+			return []string{"-F", ft}, nil
+		}
+		return nil, nil
+	case "xfs":
+		return []string{"-m", "crc=1,bigtime=" + spec.Options["bigtime"]}, nil
+	case "udf":
+		return []string{"--media-type=hd", "--blocksize=512"}, nil
+	case "minix":
+		return []string{"-3"}, nil
+	case "exfat", "f2fs", "nilfs2":
+		return nil, nil
+	}
+	return nil, fmt.Errorf("baseimage: unknown filesystem %q", spec.FS)
 }
