@@ -20,7 +20,7 @@ func (s *Server) Export(req *themisv1.ExportRequest, stream themisv1.Themis_Expo
 		return toStatus(err)
 	}
 	out, ctx := newRunStream(s, "export", stream, func(*themisv1.ExportResponse) bool { return false })
-	sum, err := s.d.Export(ctx, f, export.Options{Policy: req.GetPolicy()}, export.Sinks{
+	sum, err := s.d.Export(ctx, f, export.Options{Policy: req.GetPolicy(), Format: req.GetFormat(), FSTestsTest: req.GetFstestsTest(), FSTestsLane: req.GetFstestsLane()}, export.Sinks{
 		File: func(name string, exec bool, data []byte) error {
 			for off := 0; off == 0 || off < len(data); off += exportChunk {
 				end := min(off+exportChunk, len(data))

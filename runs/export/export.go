@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/family"
@@ -19,9 +20,12 @@ import (
 const CrashImage = "crash.img"
 
 // Options is an export's: the canonicalization of the state listing
-// (Policy; "" the one the finding was judged under, else auto).
+// (Policy; "" the one the finding was judged under, else auto); the form
+// (Format: "" the reproducer, FormatFSTests an fstests test named
+// FSTestsTest, DIR/NNN, run as the lane FSTestsLane, "" the first).
 type Options struct {
-	Policy string
+	Policy                           string
+	Format, FSTestsTest, FSTestsLane string
 }
 
 // Sinks take what an export makes.
@@ -52,21 +56,27 @@ func Run(ctx context.Context, m *session.Manager, f *session.Finding, o Options,
 	sum := &Summary{Finding: f.ID, Kind: f.Kind}
 	var files repro.Files
 	var err error
-	if f.Kind == session.KindCrash {
+	switch {
+	case o.Format == FormatFSTests:
+		files, err = fstestsFiles(f, o)
+	case o.Format != "":
+		err = errkind.Invalid("format", "%q: want empty (the reproducer) or %s", o.Format, FormatFSTests)
+	case f.Kind == session.KindCrash:
 		files, err = crashFiles(ctx, m, f, out, sum)
-	} else {
+	default:
 		files, err = reproFiles(ctx, m, f, o, sum)
 	}
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range sortedNames(files) {
-		if err := out.File(name, name == "repro.sh" || name == "check.sh", files[name]); err != nil {
+		exec := name == "repro.sh" || name == "check.sh" || o.Format == FormatFSTests && !strings.HasSuffix(name, ".out")
+		if err := out.File(name, exec, files[name]); err != nil {
 			return nil, err
 		}
 		sum.Files = append(sum.Files, name)
 	}
-	if f.Kind == session.KindCrash {
+	if f.Kind == session.KindCrash && o.Format == "" {
 		sum.Files = append(sum.Files, CrashImage)
 	}
 	return sum, nil

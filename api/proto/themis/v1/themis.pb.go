@@ -9120,7 +9120,21 @@ type ExportRequest struct {
 	// The canonicalization of the state listing: empty for the one the
 	// finding was judged under (auto where it did not record one), exact,
 	// metis, overlay, overlay-dirs.
-	Policy        string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// What to write: "" the reproducer (repro.sh, repro.c, README; a crash
+	// finding's check.sh, README, trace.txt and crash.img); "fstests" the
+	// finding as an fstests test (fstests_test's script and its golden .out;
+	// errno, state, remount, fsck and crash findings where the suite's
+	// helpers express them, else INVALID_ARGUMENT saying why).
+	Format string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	// With format "fstests": the test's name in the suite, DIR/NNN (DIR a
+	// directory of its tests/: generic or a filesystem's; NNN three or more
+	// digits); the files are named NNN and NNN.out.
+	FstestsTest string `protobuf:"bytes,4,opt,name=fstests_test,json=fstestsTest,proto3" json:"fstests_test,omitempty"`
+	// With format "fstests": the lane the test runs as (a spec or a lane
+	// name of the finding; empty: the first lane). The golden output is
+	// another lane's result (the reference) or the model's.
+	FstestsLane   string `protobuf:"bytes,5,opt,name=fstests_lane,json=fstestsLane,proto3" json:"fstests_lane,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -9165,6 +9179,27 @@ func (x *ExportRequest) GetFindingId() string {
 func (x *ExportRequest) GetPolicy() string {
 	if x != nil {
 		return x.Policy
+	}
+	return ""
+}
+
+func (x *ExportRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *ExportRequest) GetFstestsTest() string {
+	if x != nil {
+		return x.FstestsTest
+	}
+	return ""
+}
+
+func (x *ExportRequest) GetFstestsLane() string {
+	if x != nil {
+		return x.FstestsLane
 	}
 	return ""
 }
@@ -10534,11 +10569,14 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"sessionIds\x12\x18\n" +
 	"\abackend\x18\x03 \x01(\tR\abackend\x12\x14\n" +
 	"\x05trace\x18\x04 \x03(\tR\x05trace\x12(\n" +
-	"\x04rows\x18\x05 \x03(\v2\x14.themis.v1.PassesRowR\x04rows\"F\n" +
+	"\x04rows\x18\x05 \x03(\v2\x14.themis.v1.PassesRowR\x04rows\"\xa4\x01\n" +
 	"\rExportRequest\x12\x1d\n" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x16\n" +
-	"\x06policy\x18\x02 \x01(\tR\x06policy\"\x80\x01\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12!\n" +
+	"\ffstests_test\x18\x04 \x01(\tR\vfstestsTest\x12!\n" +
+	"\ffstests_lane\x18\x05 \x01(\tR\vfstestsLane\"\x80\x01\n" +
 	"\n" +
 	"ExportFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
