@@ -85,8 +85,8 @@ type BaselineResult struct {
 	// StoreTime copies the whole image back out as the new state.
 	RestoreTime, MountTime, OpTime, UmountTime, StoreTime time.Duration
 	// StateTimes is the wall time of each state (restore through store),
-	// in order, for medians and percentiles (left out of JSON).
-	StateTimes []time.Duration `json:"-"`
+	// in order, for medians and percentiles.
+	StateTimes []time.Duration
 }
 
 // BaselineSplit is a per-state split in milliseconds.

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
@@ -144,6 +148,31 @@ func TestCompare(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}
 	}
+	var got themisv1.BenchExploreReport
+	roundTrip(t, (&Report{Baseline: b, Runs: []Comparison{Compare(e, b), Compare(e2, b)}}).Proto(), &got)
+	runs := got.GetRuns()
+	if len(runs) != 2 || runs[0].GetSummary().GetRevert() != "machine" || runs[1].GetChannel() != "uart" || runs[0].GetStates() != 100 ||
+		math.Abs(runs[0].GetPerState().GetTotalS()-0.2) > 1e-9 || math.Abs(runs[0].GetRatio()-0.05) > 1e-9 ||
+		got.GetBaseline().GetLane() != b.Lane || math.Abs(got.GetBaseline().GetPerState().GetMountS()-0.004) > 1e-9 {
+		t.Errorf("--json: %v", &got)
+	}
+}
+
+// roundTrip renders m as --json does and decodes it into into (the same
+// message type), returning the JSON.
+func roundTrip(t *testing.T, m, into proto.Message) []byte {
+	t.Helper()
+	b, err := jsonout.Encode(m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jsonout.DecodeInto(b, into); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !proto.Equal(m, into) {
+		t.Errorf("decoded %v, want %v", into, m)
+	}
+	return b
 }
 
 // TestRunRealGuest measures the baseline and a QEMU explore run side by

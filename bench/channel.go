@@ -65,58 +65,58 @@ type ChannelOptions struct {
 // ChannelReport is what Channel measured: the agent channel on the UART
 // beside the virtio-serial port, the same calls on two guests booted from
 // the same image, interleaved call by call. Durations are nanoseconds;
-// JSON field names are a stable interface.
+// --json prints it as Proto.
 type ChannelReport struct {
 	// MeasuredAt is when the run started (RFC 3339, UTC).
-	MeasuredAt string `json:"measured_at"`
+	MeasuredAt string
 	// Skipped says why nothing was measured ("" when it was).
-	Skipped string `json:"skipped,omitempty"`
+	Skipped string
 	// Iterations and Files are the options the run had.
-	Iterations int `json:"iterations"`
-	Files      int `json:"files"`
+	Iterations int
+	Files      int
 	// MemoryMiB is each guest's RAM; Lane the lane spec of its disk.
-	MemoryMiB int    `json:"memory_mib"`
-	Lane      string `json:"lane"`
+	MemoryMiB int
+	Lane      string
 	// UART and Virtio describe the two guests.
-	UART   ChannelGuest `json:"uart"`
-	Virtio ChannelGuest `json:"virtio"`
+	UART   ChannelGuest
+	Virtio ChannelGuest
 	// Rows has one row per (op, phase), ops in ChannelOps order, PhaseBoot
 	// first.
-	Rows []ChannelRow `json:"rows"`
+	Rows []ChannelRow
 	// Restore is the restores of the PhaseRestore rows themselves (Op
 	// "restore", no request): whether the channel's device changes what a
 	// snapshot-load costs.
-	Restore ChannelRow `json:"restore"`
+	Restore ChannelRow
 }
 
 // ChannelGuest is one of the two guests.
 type ChannelGuest struct {
 	// Path is the guest device the agent served on (its ready line).
-	Path string `json:"path"`
+	Path string
 	// BootNs is the time from start to agent-ready.
-	BootNs int64 `json:"boot_ns"`
+	BootNs int64
 }
 
 // ChannelRow is one op in one phase on both channels.
 type ChannelRow struct {
 	// Op names the call (ChannelOps); Phase is PhaseBoot or PhaseRestore.
-	Op    string `json:"op"`
-	Phase string `json:"phase"`
+	Op    string
+	Phase string
 	// RequestBytes and ResponseBytes are the frames' sizes (without the
 	// 4-byte length).
-	RequestBytes  int `json:"request_bytes"`
-	ResponseBytes int `json:"response_bytes"`
+	RequestBytes  int
+	ResponseBytes int
 	// UART and Virtio are the call's round trip on each channel.
-	UART   ChannelStat `json:"uart"`
-	Virtio ChannelStat `json:"virtio"`
+	UART   ChannelStat
+	Virtio ChannelStat
 	// UARTOverVirtio is the ratio of the medians.
-	UARTOverVirtio float64 `json:"uart_over_virtio"`
+	UARTOverVirtio float64
 }
 
 // ChannelStat is a distribution of round trips.
 type ChannelStat struct {
-	NsMedian int64 `json:"ns_median"`
-	NsP90    int64 `json:"ns_p90"`
+	NsMedian int64
+	NsP90    int64
 }
 
 // channelOp is one timed call.

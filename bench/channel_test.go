@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/vmm/vmmtest"
 	"go.uber.org/zap/zaptest"
 )
@@ -48,6 +49,12 @@ func TestChannel(t *testing.T) {
 	}
 	if s := r.String(); !strings.Contains(s, "UART / VIRTIO") || !strings.Contains(s, "write-16k") {
 		t.Errorf("String:\n%s", s)
+	}
+	var got themisv1.BenchChannelReport
+	roundTrip(t, r.Proto(), &got)
+	if rows := got.GetRows(); len(rows) != len(r.Rows) || rows[0].GetUart().GetMedianS() != float64(r.Rows[0].UART.NsMedian)/1e9 ||
+		got.GetUart().GetPath() != "/dev/ttyS1" || got.GetRestore().GetOp() != "restore" {
+		t.Errorf("--json: %v", &got)
 	}
 }
 

@@ -53,33 +53,33 @@ type EchoOptions struct {
 }
 
 // EchoReport is what Echo measured. Its sections are the systems
-// measured (Channel measures QEMU's channels with the real guest).
-// JSON field names are a stable interface.
+// measured (Channel measures QEMU's channels with the real guest). --json
+// prints it as Proto.
 type EchoReport struct {
 	// MeasuredAt is when the run started (RFC 3339, UTC).
-	MeasuredAt string `json:"measured_at"`
+	MeasuredAt string
 	// KVMHardware says whether /dev/kvm is hardware virtualization (false:
 	// PVM or similar, as on this project's hosts).
-	KVMHardware bool `json:"kvm_hardware"`
+	KVMHardware bool
 	// KVMSynthetic has one row per size: the echo guests on /dev/kvm.
-	KVMSynthetic []EchoPoint `json:"kvm_synthetic"`
+	KVMSynthetic []EchoPoint
 	// TargetExitsPerMessage is TargetEchoExits; TargetMet says whether
 	// the agent console carries a 1 KiB message (half a round trip) in that
 	// many exits or fewer (false when 1 KiB was not measured).
-	TargetExitsPerMessage int  `json:"target_exits_per_message"`
-	TargetMet             bool `json:"target_met"`
+	TargetExitsPerMessage int
+	TargetMet             bool
 }
 
 // EchoPoint is one message size over both channels of the KVM
 // backend's echo guests, and their ratios (UART over console).
 type EchoPoint struct {
-	Size    int         `json:"size"`
-	UART    echo.Result `json:"uart"`
-	Console echo.Result `json:"console"`
+	Size    int
+	UART    echo.Result
+	Console echo.Result
 	// ExitRatio and TimeRatio are the UART's exits and wall time per round
 	// trip over the console's.
-	ExitRatio float64 `json:"exit_ratio"`
-	TimeRatio float64 `json:"time_ratio"`
+	ExitRatio float64
+	TimeRatio float64
 }
 
 // Echo measures the agent channel side by side in one run: for every

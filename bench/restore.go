@@ -84,62 +84,62 @@ type RestoreOptions struct {
 	Log *zap.Logger
 }
 
-// RestoreReport is what Restore measured. Durations are nanoseconds; JSON
-// field names are a stable interface.
+// RestoreReport is what Restore measured. Durations are nanoseconds; --json
+// prints it as Proto.
 type RestoreReport struct {
 	// MeasuredAt is when the run started (RFC 3339, UTC).
-	MeasuredAt string `json:"measured_at"`
+	MeasuredAt string
 	// Iterations is the number of samples per point.
-	Iterations int `json:"iterations"`
+	Iterations int
 	// DirtyLog is the synthetic guests' dirty tracking: "bitmap" or "ring".
-	DirtyLog string `json:"dirty_log"`
+	DirtyLog string
 	// KVMHardware says whether /dev/kvm is hardware virtualization (false:
 	// PVM or similar, as on this project's hosts).
-	KVMHardware bool `json:"kvm_hardware"`
+	KVMHardware bool
 	// KVM has one row per (RAM, pages) point, RAM-major.
-	KVM []KVMRestore `json:"kvm"`
+	KVM []KVMRestore
 	// Arm has one row per RAM size.
-	Arm []KVMArm `json:"arm"`
+	Arm []KVMArm
 	// Fit is the line through the KVM points against the target.
-	Fit RestoreFit `json:"fit"`
+	Fit RestoreFit
 	// QEMU is the QEMU backend's restore; nil when not asked for.
-	QEMU *QEMURestore `json:"qemu"`
+	QEMU *QEMURestore
 	// Baseline is the in-OS remount baseline; nil when not asked for.
-	Baseline *BaselineRestore `json:"baseline"`
+	Baseline *BaselineRestore
 	// Ratios put QEMU and the baseline beside one KVM point.
-	Ratios RestoreRatios `json:"ratios"`
+	Ratios RestoreRatios
 	// Target says which parts of the target the fit meets; TargetMet is
 	// all of them.
-	Target    TargetCheck `json:"target"`
-	TargetMet bool        `json:"target_met"`
+	Target    TargetCheck
+	TargetMet bool
 }
 
 // KVMRestore is one (RAM, pages) point of the KVM backend: medians over the
 // iterations unless named otherwise.
 type KVMRestore struct {
 	// RAMBytes is guest RAM; Pages the pages the guest dirtied per run.
-	RAMBytes int64 `json:"ram_bytes"`
-	Pages    int   `json:"pages"`
+	RAMBytes int64
+	Pages    int
 	// RestoreNsMedian and RestoreNsP90 are the whole restore.
-	RestoreNsMedian int64 `json:"restore_ns_median"`
-	RestoreNsP90    int64 `json:"restore_ns_p90"`
+	RestoreNsMedian int64
+	RestoreNsP90    int64
 	// HarvestNs (read and re-arm the dirty log), CopyNs (copy the pages
 	// back) and StateNs (vCPU, VM and device state) split it (kvm.Stats).
-	HarvestNs int64 `json:"harvest_ns"`
-	CopyNs    int64 `json:"copy_ns"`
-	StateNs   int64 `json:"state_ns"`
+	HarvestNs int64
+	CopyNs    int64
+	StateNs   int64
 	// PagesCopied is the pages the restore copied back: Pages plus the
 	// page-table pages whose accessed/dirty bits the run changed.
-	PagesCopied int `json:"pages_copied"`
+	PagesCopied int
 }
 
 // KVMArm is the one-time root copy at the first checkpoint of a fresh
 // synthetic guest (only the populated parts of RAM are copied): the median
 // over the machines of that RAM size.
 type KVMArm struct {
-	RAMBytes int64 `json:"ram_bytes"`
-	ArmNs    int64 `json:"arm_ns"`
-	ArmBytes int64 `json:"arm_bytes"`
+	RAMBytes int64
+	ArmNs    int64
+	ArmBytes int64
 }
 
 // RestoreFit is the least-squares line restore = FixedNs + PerPageNs ×
@@ -148,59 +148,59 @@ type KVMArm struct {
 type RestoreFit struct {
 	// PerPageNs and FixedNs are the slope and intercept; Fitted is false
 	// when fewer than two distinct page counts were measured.
-	PerPageNs float64 `json:"per_page_ns"`
-	FixedNs   float64 `json:"fixed_ns"`
-	Fitted    bool    `json:"fitted"`
+	PerPageNs float64
+	FixedNs   float64
+	Fitted    bool
 	// FitRAMBytes is the RAM size the line is fitted at.
-	FitRAMBytes int64 `json:"fit_ram_bytes"`
+	FitRAMBytes int64
 	// RAMRatio is the median restore at the largest RAM size over the one
 	// at the smallest, both at RatioPages (the largest dirty set); 0 with a
 	// single RAM size.
-	RAMRatio   float64 `json:"ram_ratio"`
-	RatioPages int     `json:"ratio_pages"`
+	RAMRatio   float64
+	RatioPages int
 }
 
 // QEMURestore is the QEMU backend's devices-only restore after one small
 // agent op (a 4 KiB write on the mounted ext2 lane): medians.
 type QEMURestore struct {
 	// Skipped says why it was not measured ("" when it was).
-	Skipped string `json:"skipped,omitempty"`
+	Skipped string
 	// MemoryMiB is the guest's RAM.
-	MemoryMiB int `json:"memory_mib"`
+	MemoryMiB int
 	// RestoreNsMedian is the whole restore, RAMNsMedian the part spent
 	// finding and copying back the changed RAM pages, Pages how many.
-	RestoreNsMedian int64 `json:"restore_ns_median"`
-	RAMNsMedian     int64 `json:"ram_ns_median"`
-	Pages           int   `json:"pages"`
+	RestoreNsMedian int64
+	RAMNsMedian     int64
+	Pages           int
 }
 
 // BaselineRestore is the Metis-style in-OS remount baseline: per state,
 // copy the image in, loop-mount, one op, unmount, copy the image out.
 type BaselineRestore struct {
 	// Skipped says why it was not measured ("" when it was).
-	Skipped string `json:"skipped,omitempty"`
+	Skipped string
 	// Lane and ImageBytes are the image's lane spec and size.
-	Lane       string `json:"lane,omitempty"`
-	ImageBytes int64  `json:"image_bytes,omitempty"`
+	Lane       string
+	ImageBytes int64
 	// StateNsMedian is the median wall time of one state.
-	StateNsMedian int64 `json:"state_ns_median"`
+	StateNsMedian int64
 }
 
 // RestoreRatios compare QEMU and the baseline with the KVM restore at
 // RefPages pages and RefRAMBytes of RAM (the page count nearest 100 at the
 // smallest RAM size). A ratio is 0 where a side was not measured.
 type RestoreRatios struct {
-	RefPages        int     `json:"ref_pages"`
-	RefRAMBytes     int64   `json:"ref_ram_bytes"`
-	QEMUOverKVM     float64 `json:"qemu_over_kvm"`
-	BaselineOverKVM float64 `json:"baseline_over_kvm"`
+	RefPages        int
+	RefRAMBytes     int64
+	QEMUOverKVM     float64
+	BaselineOverKVM float64
 }
 
 // TargetCheck is the target, part by part.
 type TargetCheck struct {
-	PerPage   bool `json:"per_page"`
-	Fixed     bool `json:"fixed"`
-	FlatInRAM bool `json:"flat_in_ram"`
+	PerPage   bool
+	Fixed     bool
+	FlatInRAM bool
 }
 
 // Restore measures restore time side by side in one run: the KVM backend

@@ -1,10 +1,10 @@
 package bench
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/kvmtest"
 )
 
@@ -44,14 +44,16 @@ func TestRestoreKVM(t *testing.T) {
 	if r.QEMU != nil || r.Baseline != nil {
 		t.Errorf("qemu %+v, baseline %+v: not asked for", r.QEMU, r.Baseline)
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{`"kvm":[{"ram_bytes":67108864,"pages":1,"restore_ns_median":`, `"arm":[{"ram_bytes":67108864,"arm_ns":`, `"fit":{"per_page_ns":`, `"qemu":null`, `"baseline":null`, `"target_met":false`} {
+	var got themisv1.BenchRestoreReport
+	b := roundTrip(t, r.Proto(), &got)
+	for _, k := range []string{`"schema":"themis.v1.BenchRestoreReport"`, `"kvm":[{"ram_bytes":"67108864","pages":1,"restore_median_s":`, `"arm":[{"ram_bytes":"67108864","arm_s":`, `"fit":{"per_page_s":`} {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("json lacks %s:\n%s", k, b)
 		}
+	}
+	if k := got.GetKvm(); len(k) != 2 || k[1].GetPages() != 100 || k[1].GetRestoreMedianS() != float64(r.KVM[1].RestoreNsMedian)/1e9 ||
+		got.GetQemu() != nil || got.GetBaseline() != nil || got.GetTargetMet() || got.GetMeasuredAt().AsTime().IsZero() {
+		t.Errorf("decoded %v", &got)
 	}
 	t.Logf("\n%s", r)
 }

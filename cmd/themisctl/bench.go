@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/bench"
 	"github.com/themisfs/themis/vmm"
@@ -50,11 +51,7 @@ func newBenchExplore(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSON(os.Stdout, cmp)
-			}
-			fmt.Print(cmp.String())
-			return nil
+			return printReport(g, cmp, cmp.Proto())
 		},
 	}
 	f := cmd.Flags()
@@ -117,7 +114,7 @@ cannot loop-mount (needs root).`,
 			if err != nil {
 				return err
 			}
-			return printReport(g, r)
+			return printReport(g, r, r.Proto())
 		},
 	}
 	f := cmd.Flags()
@@ -166,7 +163,7 @@ guest image.`,
 			if err != nil {
 				return err
 			}
-			return printReport(g, r)
+			return printReport(g, r, r.Proto())
 		},
 	}
 	f := cmd.Flags()
@@ -211,7 +208,7 @@ at most 3 exits. A missed target is reported, not an error.`,
 			if err != nil {
 				return err
 			}
-			return printReport(g, r)
+			return printReport(g, r, r.Proto())
 		},
 	}
 	f := cmd.Flags()
@@ -221,10 +218,11 @@ at most 3 exits. A missed target is reported, not an error.`,
 	return cmd
 }
 
-// printReport writes a bench report: JSON with --json, else its table.
-func printReport(g *globals, r fmt.Stringer) error {
+// printReport writes a bench report: with --json its message m
+// (writeProtoJSON), else its table.
+func printReport(g *globals, r fmt.Stringer, m proto.Message) error {
 	if g.json {
-		return writeJSON(os.Stdout, r)
+		return writeProtoJSON(m)
 	}
 	fmt.Print(r.String())
 	return nil

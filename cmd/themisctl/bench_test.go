@@ -1,11 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/kvmtest"
 )
 
@@ -35,25 +36,14 @@ func TestBenchRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench restore: %v\n%s", err, stderr.String())
 	}
-	var r struct {
-		KVM []struct {
-			RAMBytes        int64 `json:"ram_bytes"`
-			Pages           int   `json:"pages"`
-			RestoreNsMedian int64 `json:"restore_ns_median"`
-		} `json:"kvm"`
-		Arm       []map[string]any `json:"arm"`
-		Fit       map[string]any   `json:"fit"`
-		QEMU      any              `json:"qemu"`
-		Baseline  any              `json:"baseline"`
-		TargetMet *bool            `json:"target_met"`
+	var r themisv1.BenchRestoreReport
+	if err := jsonout.DecodeInto(out, &r); err != nil {
+		t.Fatalf("bench restore --json: %v\n%s", err, out)
 	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("bench restore --json is not JSON: %v\n%s", err, out)
+	if k := r.GetKvm(); len(k) != 2 || k[0].GetRamBytes() != 64<<20 || k[1].GetPages() != 100 || k[1].GetRestoreMedianS() <= 0 {
+		t.Errorf("kvm rows %v", k)
 	}
-	if len(r.KVM) != 2 || r.KVM[0].RAMBytes != 64<<20 || r.KVM[1].Pages != 100 || r.KVM[1].RestoreNsMedian <= 0 {
-		t.Errorf("kvm rows %+v", r.KVM)
-	}
-	if len(r.Arm) != 1 || r.Fit["per_page_ns"] == nil || r.QEMU != nil || r.Baseline != nil || r.TargetMet == nil {
+	if len(r.GetArm()) != 1 || !r.GetFit().GetFitted() || r.GetQemu() != nil || r.GetBaseline() != nil || r.GetIterations() != 3 {
 		t.Errorf("json %s", out)
 	}
 	if !strings.Contains(stderr.String(), "==> kvm: 64 MiB RAM, 100 dirtied pages") {
@@ -105,26 +95,12 @@ func TestBenchEcho(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench echo: %v\n%s", err, stderr.String())
 	}
-	var r struct {
-		KVMSynthetic []struct {
-			Size int `json:"size"`
-			UART struct {
-				Messages     int     `json:"messages"`
-				ExitsPerEcho float64 `json:"exits_per_echo"`
-			} `json:"uart"`
-			Console struct {
-				Channel      string  `json:"channel"`
-				ExitsPerEcho float64 `json:"exits_per_echo"`
-				NsPerEcho    float64 `json:"ns_per_echo"`
-			} `json:"console"`
-		} `json:"kvm_synthetic"`
-		TargetMet *bool `json:"target_met"`
+	var r themisv1.BenchEchoReport
+	if err := jsonout.DecodeInto(out, &r); err != nil {
+		t.Fatalf("bench echo --json: %v\n%s", err, out)
 	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("bench echo --json is not JSON: %v\n%s", err, out)
-	}
-	if len(r.KVMSynthetic) != 1 || r.KVMSynthetic[0].Size != 1024 || r.KVMSynthetic[0].UART.Messages != 1 ||
-		r.KVMSynthetic[0].Console.Channel != "virtio-console" || r.KVMSynthetic[0].Console.NsPerEcho <= 0 || r.TargetMet == nil {
+	if p := r.GetKvmSynthetic(); len(p) != 1 || p[0].GetSize() != 1024 || p[0].GetUart().GetMessages() != 1 ||
+		p[0].GetConsole().GetChannel() != "virtio-console" || p[0].GetConsole().GetPerEchoS() <= 0 || r.GetTargetExitsPerMessage() == 0 {
 		t.Errorf("json %s", out)
 	}
 	if !strings.Contains(stderr.String(), "==> kvm-synthetic: virtio-console, 1 KiB messages, 5 round trips") {
