@@ -180,12 +180,13 @@ func shUtimens(u *agentv1.Utimens) shOp {
 }
 
 // cmd is argv as one bash command line: every word quoted (bashQuote), but a leading
-// $PERL_PROG, $XFS_IO_PROG or $here/... left for the shell to expand.
+// $PERL_PROG, $XFS_IO_PROG or $here/... left for the shell to expand and
+// split, as fstests writes them ($XFS_IO_PROG is "xfs_io -i").
 func cmd(argv ...string) shOp {
 	q := make([]string, len(argv))
 	for i, a := range argv {
 		if i == 0 && strings.HasPrefix(a, "$") {
-			q[i] = `"` + a + `"`
+			q[i] = a
 			continue
 		}
 		q[i] = bashQuote(a)

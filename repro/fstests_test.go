@@ -82,7 +82,7 @@ func (e fstestsEnv) run(t *testing.T, name, fstyp string) string {
 	cmd := exec.Command("bash", "-c", `umask 022; exec bash "$0"`, filepath.Join("tests", name))
 	cmd.Dir = e.root
 	cmd.Env = append(os.Environ(), "SCRATCH_MNT="+e.scratch, "RESULT_DIR="+filepath.Join(e.root, "results"), "STUB_LOG="+e.log,
-		"FSTYP="+fstyp, "PERL_PROG=perl", "XFS_IO_PROG=xfs_io", "MOUNT_OPTIONS=", "LC_ALL=C")
+		"FSTYP="+fstyp, "PERL_PROG=perl", "XFS_IO_PROG=xfs_io -i", "MOUNT_OPTIONS=", "LC_ALL=C")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, out)
@@ -155,7 +155,7 @@ func TestFSTestsFiles(t *testing.T) {
 			Crash: &FSTestsCrash{Kept: 5, Writes: 5, Flushes: 2, LogFlushes: 2}},
 			match: true, calls: []string{"flakey_drop_and_remount", "unmount_flakey", "check_scratch_fs"}, golden: "step 2: ok\n"},
 		{name: "xattr-and-renameat2", in: FSTests{Finding: Finding{ID: "f-0c", Kind: KindErrno, Trace: []string{"create a 0644", "create b 0644", "setxattr a user.k v", "removexattr a user.k", "rename a b noreplace"}}, Errno: int(syscall.EEXIST), Reference: "lane ext4"},
-			script: []string{". ./common/attr", "_require_attrs", ". ./common/renameat2", "_require_renameat2 noreplace", `"$here/src/renameat2" -n ./a ./b`},
+			script: []string{". ./common/attr", "_require_attrs", ". ./common/renameat2", "_require_renameat2 noreplace", `$here/src/renameat2 -n ./a ./b`},
 			calls:  []string{"require_attrs", "require_renameat2 noreplace"}, golden: "step 5: File exists\n"},
 	}
 	for _, tc := range tests {
