@@ -18,7 +18,7 @@ import (
 
 // newFindingsExport is `themisctl findings export`.
 func newFindingsExport(g *globals) *cobra.Command {
-	var out, policy string
+	var out, policy, fst, fstLane, fstName string
 	cmd := &cobra.Command{
 		Use:   "export FINDING",
 		Short: "Write a standalone reproducer of a finding (repro.c, repro.sh, README; a crash finding: crash.img, check.sh, README, trace.txt) that runs without Themis",
@@ -32,11 +32,29 @@ func newFindingsExport(g *globals) *cobra.Command {
 			"check.sh --mount --untrusted-ok mounts the copy instead, which runs the host kernel's driver on the guest's bytes: do it\n" +
 			"in a throwaway VM. README says how it was made and what the sandbox is; trace.txt holds the ops.\n\n" +
 			"A kernel finding exports repro.c, repro.sh and README too, with the kernel's report; its repro.sh crashes the kernel\n" +
-			"it runs on: it runs only as repro.sh --in-vm, inside a throwaway VM, and exits 0 when the kernel logged a fault report.",
+			"it runs on: it runs only as repro.sh --in-vm, inside a throwaway VM, and exits 0 when the kernel logged a fault report.\n\n" +
+			"--fstests DIR writes the finding as an fstests test instead (tests/<fs>/NNN and NNN.out; ext2/3/4 in ext4/, a filesystem\n" +
+			"without a directory there in generic/): the lane's mkfs options, the trace as shell, xfs_io and perl commands on\n" +
+			"$SCRATCH_MNT, and a golden output from the expected behaviour: the other lane's errno or state value for an errno or state\n" +
+			"divergence, the model's for a remount (_scratch_cycle_mount) or fsck self-reference and a crash finding (dm-flakey:\n" +
+			"_flakey_drop_and_remount, where its state is every write up to the trace's end); so it fails on a kernel with the bug.\n" +
+			"A kernel finding is not exported as fstests (it crashes the machine the suite runs on), nor a torn or reordered crash\n" +
+			"state; the error says why. In a checkout, run make (group.list) and ./check DIR/NNN.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFindingID("FINDING", args[0]); err != nil {
 				return err
+			}
+			if fst != "" {
+				if out != "" || policy != "" {
+					return errors.New("--fstests: not with --out or --policy (the test goes into DIR's tests/; its expectation is the reference lane's or the model's)")
+				}
+				return g.withConn(cmd, func(ctx context.Context, c *conn) error {
+					return exportFSTests(ctx, c, args[0], fst, fstLane, fstName, g.json)
+				})
+			}
+			if fstLane != "" || fstName != "" {
+				return errors.New("--fstests-lane and --fstests-name go with --fstests DIR")
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
 				dir, err := exportDir(args[0], out)
@@ -64,6 +82,9 @@ func newFindingsExport(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "directory to write (default: ./FINDING): made if missing, else it must be an empty directory, not a symlink; nothing in it is replaced")
+	cmd.Flags().StringVar(&fst, "fstests", "", "write the finding as an fstests test instead, into DIR's tests/<fs or generic>/NNN and NNN.out (DIR an fstests checkout, or a directory to lay the suite's tests/ out in); nothing is replaced")
+	cmd.Flags().StringVar(&fstLane, "fstests-lane", "", "with --fstests: the lane the test runs as, a spec or a lane name (default: the finding's first); the golden output is the other lane's result")
+	cmd.Flags().StringVar(&fstName, "fstests-name", "", "with --fstests: the test's name DIR/NNN (default: the lane's filesystem's directory, ext4 for ext2/3/4, else generic; the first number free there, as fstests' tools/nextid picks it)")
 	cmd.Flags().StringVar(&policy, "policy", "", "canonicalization of the state listing (default: the one the finding was judged under; auto for findings that did not record it; exact, metis, overlay, overlay-dirs)")
 	return cmd
 }
@@ -76,8 +97,19 @@ func exportTo(ctx context.Context, c *conn, req *themisv1.ExportRequest, dir str
 	if err != nil {
 		return nil, err
 	}
+	return exportInto(ctx, c, req, root, false)
+}
+
+// exportInto makes the Export call req on the daemon and writes its files
+// and crash image under root (each new: none replaced), returning the
+// summary; root is closed at the end. On an error, undo removes the files
+// it made.
+func exportInto(ctx context.Context, c *conn, req *themisv1.ExportRequest, root *os.Root, undo bool) (sum *themisv1.ExportSummary, err error) {
 	w := newExportWriter(root)
 	defer func() {
+		if err != nil && undo {
+			w.remove()
+		}
 		if cerr := w.close(); err == nil && cerr != nil {
 			err = fmt.Errorf("--out: %w", cerr)
 		}

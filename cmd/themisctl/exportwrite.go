@@ -90,6 +90,17 @@ func (w *exportWriter) finish(names []string) error {
 	return w.close()
 }
 
+// remove closes and removes the files written (not the crash image).
+func (w *exportWriter) remove() {
+	for name, ef := range w.files {
+		if ef.f != nil {
+			ef.f.Close()
+			ef.f = nil
+		}
+		w.root.Remove(name)
+	}
+}
+
 // close closes what is open (after finish: nothing) and the root.
 func (w *exportWriter) close() error {
 	var errs []error
