@@ -15,6 +15,7 @@ import (
 
 	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/live"
 	"github.com/themisfs/themis/session"
 )
 
@@ -25,6 +26,8 @@ type Store interface {
 	Finding(ctx context.Context, id string) (*session.Finding, error)
 	SetFindingStatus(ctx context.Context, id, status string) (*session.Finding, error)
 	ListPage(ctx context.Context, all bool, after session.PageKey, limit int) ([]*session.Info, error)
+	Get(ctx context.Context, id string) (*session.Info, error)
+	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
 }
 
 // MaxListed bounds the findings and the sessions a list page reads (the
@@ -36,6 +39,9 @@ const pageSize = 500
 
 //go:embed templates/*.html
 var templateFiles embed.FS
+
+//go:embed static/live.js
+var staticFiles embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"when": when,
@@ -50,13 +56,15 @@ func when(t time.Time) string {
 }
 
 type handler struct {
-	st  Store
-	log *zap.Logger
+	st   Store
+	live *live.Hub
+	log  *zap.Logger
 }
 
-// Handler serves the dashboard over st.
-func Handler(st Store, log *zap.Logger) http.Handler {
-	h := &handler{st: st, log: log}
+// Handler serves the dashboard over st, the runs' progress from hub (nil:
+// none is live).
+func Handler(st Store, hub *live.Hub, log *zap.Logger) http.Handler {
+	h := &handler{st: st, live: hub, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/findings", http.StatusSeeOther)
@@ -65,6 +73,9 @@ func Handler(st Store, log *zap.Logger) http.Handler {
 	mux.HandleFunc("GET /findings/{id}", h.finding)
 	mux.HandleFunc("POST /findings/{id}/status", h.setStatus)
 	mux.HandleFunc("GET /sessions", h.sessions)
+	mux.HandleFunc("GET /sessions/{id}", h.session)
+	mux.HandleFunc("GET /sessions/{id}/events", h.events)
+	mux.HandleFunc("GET /static/live.js", liveJS)
 	return secureHeaders(mux)
 }
 

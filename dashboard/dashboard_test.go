@@ -30,14 +30,15 @@ type fakeStore struct {
 	mu       sync.Mutex
 	findings []session.Finding
 	sessions []*session.Info
+	events   []session.Event
 }
 
-func (s *fakeStore) FindingsPage(_ context.Context, _ string, after session.PageKey, limit int) ([]session.Finding, error) {
+func (s *fakeStore) FindingsPage(_ context.Context, sessionID string, after session.PageKey, limit int) ([]session.Finding, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []session.Finding
 	for _, f := range s.findings {
-		if (session.PageKey{Created: f.Created, ID: f.ID}).After(after) && len(out) < limit {
+		if (sessionID == "" || f.Session == sessionID) && (session.PageKey{Created: f.Created, ID: f.ID}).After(after) && len(out) < limit {
 			out = append(out, f)
 		}
 	}
@@ -80,6 +81,26 @@ func (s *fakeStore) ListPage(_ context.Context, _ bool, after session.PageKey, l
 	return out, nil
 }
 
+func (s *fakeStore) Get(_ context.Context, id string) (*session.Info, error) {
+	for _, i := range s.sessions {
+		if i.ID == id {
+			c := *i
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("session %q: %w", id, errkind.ErrNotFound)
+}
+
+func (s *fakeStore) Events(_ context.Context, id string, after int64, limit int) ([]session.Event, error) {
+	var out []session.Event
+	for _, e := range s.events {
+		if e.Session == id && e.Seq > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 func newStore() *fakeStore {
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	seen := session.Seen{Times: 2, FirstID: "f-1", First: t0, Last: t0.Add(time.Hour), Status: "new"}
@@ -94,7 +115,15 @@ func newStore() *fakeStore {
 			{ID: "f-3", Session: "s-2", Kind: "crash", Detail: "lost", Signature: "crash lost exfat after fsync of a file", LaneSpecs: []string{"exfat"},
 				Created: t0.Add(2 * time.Minute), Crash: &session.CrashPoint{Lane: "exfat", Verdict: "clean", Durability: "LOST f: missing", Keep: []int{1, 2}, Writes: 5}},
 		},
-		sessions: []*session.Info{{ID: "s-1", State: "ENDED", Lanes: []session.Lane{{Name: "ext2", Spec: "ext2", FS: "ext2"}}, Backend: "qemu", Created: t0, Reason: hostile}},
+		sessions: []*session.Info{
+			{ID: "s-1", State: "ENDED", Lanes: []session.Lane{{Name: "ext2", Spec: "ext2", FS: "ext2"}}, Backend: "qemu", Created: t0, Reason: hostile},
+			{ID: "s-2", State: "ENDED", Lanes: []session.Lane{{Name: "exfat", Spec: "exfat", FS: "exfat"}}, Backend: "qemu", Created: t0.Add(time.Minute), Reason: "crash finished"},
+			{ID: "s-3", State: "RUNNING", Lanes: []session.Lane{{Name: "ext2", Spec: "ext2", FS: "ext2"}}, Backend: "kvm", Created: t0.Add(2 * time.Minute)},
+		},
+		events: []session.Event{
+			{Seq: 1, Session: "s-1", Kind: "session.created"},
+			{Seq: 2, Session: "s-1", Kind: "explore.started", Detail: "depth 1, " + hostile},
+		},
 	}
 }
 
@@ -119,7 +148,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 // escaped everywhere; the filters keep what they say; an unknown finding
 // is 404 and a bad filter 400.
 func TestPages(t *testing.T) {
-	srv := httptest.NewServer(Handler(newStore(), zap.NewNop()))
+	srv := httptest.NewServer(Handler(newStore(), nil, zap.NewNop()))
 	defer srv.Close()
 	for _, tt := range []struct {
 		path      string
@@ -168,7 +197,7 @@ func TestPages(t *testing.T) {
 // nothing.
 func TestSetStatus(t *testing.T) {
 	st := newStore()
-	srv := httptest.NewServer(Handler(st, zap.NewNop()))
+	srv := httptest.NewServer(Handler(st, nil, zap.NewNop()))
 	defer srv.Close()
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	post := func(id, status string, hdr map[string]string) int {
@@ -218,7 +247,7 @@ func TestSetStatus(t *testing.T) {
 // form is there.
 func TestPagesInChromium(t *testing.T) {
 	chromium := reporttest.Chromium(t)
-	srv := httptest.NewServer(Handler(newStore(), zap.NewNop()))
+	srv := httptest.NewServer(Handler(newStore(), nil, zap.NewNop()))
 	defer srv.Close()
 	for _, tt := range []struct {
 		path string

@@ -1,7 +1,8 @@
 // Package dashboard is themisd's web UI (`[ui] listen`, served under the
 // same rules as /metrics: plain HTTP on a loopback address only, else
 // HTTPS with the token or mTLS). Server-rendered pages, html/template
-// escaping every string a guest or a client named, no script:
+// escaping every string a guest or a client named, no script but the
+// session page's own:
 //
 //   - /findings: every finding across runs, newest first, filtered by
 //     lane, kind and status (?lane=ext4&kind=crash&status=new): its kind,
@@ -11,7 +12,17 @@
 //     (SetFindingStatus: new, reported, fixed-upstream, expected), which
 //     the ledger keeps; the form's POST must come from the page's own
 //     origin;
-//   - /sessions: the sessions, running and ended.
+//   - /sessions: the sessions, running and ended, each linked to its page;
+//   - /sessions/{id}: a session and its run: kind and options (the live
+//     feed's while this daemon runs it, else its "KIND.started" event's),
+//     state, lanes, image, backend, its findings, its progress as rendered
+//     and, while the run goes on, live: /static/live.js (embedded, the
+//     only script, allowed by that page's Content-Security-Policy alone:
+//     script-src 'self'; connect-src 'self') reads
+//     /sessions/{id}/events, server-sent events from live.Hub, and sets
+//     every value with textContent. A stream gives the last update, each
+//     that follows and an "end" event; it ends with the run, the request
+//     or the hub (the daemon's shutdown), and live bounds the streams open.
 //
 // It reads through Store, the *session.Manager methods it needs.
 package dashboard

@@ -28,6 +28,8 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 		return toStatus(err)
 	}
 	out, ctx := newRunStream(s, "check", stream, func(m *themisv1.CheckResponse) bool { return m.GetProgress() != nil })
+	feed := s.startFeed("check", req)
+	defer feed.End()
 	found := findingsInOrder{}
 	send := func(p *check.Part, m *themisv1.CheckResponse) {
 		m.Part = p.Name()
@@ -38,6 +40,9 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_PartStarted{PartStarted: checkPartProto(p)}})
 		},
 		Progress: func(p *check.Part, pr exploration.Progress) {
+			u := exploreUpdate(pr)
+			u.Part = p.Name()
+			feed.Publish(pr.Session, u)
 			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Progress{Progress: progressProto(pr)}})
 		},
 		Found: func(p *check.Part, f session.Finding) {

@@ -10,11 +10,15 @@ import (
 // Crash implements themisv1.ThemisServer.
 func (s *Server) Crash(req *themisv1.CrashRequest, stream themisv1.Themis_CrashServer) error {
 	out, ctx := newRunStream[*themisv1.CrashResponse](s, "crash", stream, nil)
+	feed, tally := s.startFeed("crash", req), &crashTally{}
+	defer feed.End()
 	sum, err := s.d.Crash(ctx, crashOptions(req), crashcheck.Sinks{
 		Result: func(r crashcheck.Result) {
+			feed.Publish(r.Session, tally.update(r))
 			out.send(&themisv1.CrashResponse{Event: &themisv1.CrashResponse_Result{Result: crashResultProto(r)}})
 		},
 		Finding: func(f session.Finding) {
+			tally.findings.Add(1)
 			out.send(&themisv1.CrashResponse{Event: &themisv1.CrashResponse_Finding{Finding: findingProto(&f)}})
 		},
 		Image: func(lane string, off int64, data []byte, size int64) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/themisfs/themis/dashboard"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/guest/baseimage"
+	"github.com/themisfs/themis/live"
 	"github.com/themisfs/themis/session"
 )
 
@@ -33,6 +34,7 @@ type Daemon struct {
 
 	metrics *endpoint // /metrics; nil when off
 	ui      *endpoint // the dashboard; nil when off
+	live    *live.Hub // the runs' progress the dashboard streams
 
 	done     chan struct{} // closed when the gRPC server stops serving
 	serveErr error         // set before done is closed
@@ -154,6 +156,8 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 
 	d.srv = New(d.dom, log)
 	d.srv.metrics = m
+	hub := live.NewHub()
+	d.srv.live, d.live = hub, hub
 	if cfg.Limits.StreamStallS > 0 {
 		d.srv.streamWait = time.Duration(cfg.Limits.StreamStallS) * time.Second
 	}
@@ -171,7 +175,7 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		d.metrics = startEndpoint("metrics", mlis, mtc, auth, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}), "/metrics", log)
 	}
 	if ulis != nil {
-		d.ui = startEndpoint("dashboard", ulis, utc, auth, dashboard.Handler(d.dom, log.Named("dashboard")), "/", log)
+		d.ui = startEndpoint("dashboard", ulis, utc, auth, dashboard.Handler(d.dom, hub, log.Named("dashboard")), "/", log)
 	}
 	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.MetricsAddr()), zap.String("ui", d.UIAddr()),
 		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
@@ -303,6 +307,7 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 	d.srv.health.Shutdown()
 	d.retention.stop()
 	errs := []error{d.stopHandlers(ctx)}
+	d.live.Close() // ends the dashboard's event streams
 	errs = append(errs, d.metrics.shutdown(ctx), d.ui.shutdown(ctx))
 	if d.sock != nil {
 		if err := d.sock.remove(); err != nil {

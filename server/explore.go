@@ -59,7 +59,10 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 		return toStatus(err)
 	}
 	out, ctx := newRunStream(s, "explore", stream, func(m *themisv1.ExploreResponse) bool { return m.GetProgress() != nil })
+	feed := s.startFeed("explore", req)
+	defer feed.End()
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
+		feed.Publish(p.Session, exploreUpdate(p))
 		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
 	}, func(f session.Finding) {
 		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})

@@ -350,7 +350,7 @@ func (f *fakeDomain) Explore(_ context.Context, o exploration.Options, progress 
 	f.mu.Lock()
 	f.explore = o
 	f.mu.Unlock()
-	progress(exploration.Progress{States: 1, Unique: 1, Depth: 1})
+	progress(exploration.Progress{Session: "s-1", States: 1, Unique: 1, Depth: 1})
 	raw := []string{"chmod d 0700", "mkdir d 0755"}
 	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw, FoundTrace: raw, OriginalLen: 2, Created: t0, LaneSpecs: o.Lanes})
 	found(session.Finding{ID: "f-1", Session: "s-1", Kind: "errno-divergence", Trace: raw[1:], FoundTrace: raw, OriginalLen: 2, Minimized: true, Created: t0, LaneSpecs: o.Lanes})
@@ -537,7 +537,7 @@ func (f *fakeDomain) Crash(_ context.Context, o crashcheck.Options, out crashche
 	f.mu.Lock()
 	f.crash = o
 	f.mu.Unlock()
-	out.Result(crashcheck.Result{Lane: "ext2", Index: 3, Verdict: crashcheck.Dirty, Output: "Inode bitmap differences",
+	out.Result(crashcheck.Result{Session: "s-c", Lane: "ext2", Index: 3, Verdict: crashcheck.Dirty, Output: "Inode bitmap differences",
 		State: crash.State{Keep: []int{0, 2, 5}, Flushes: 1, Kind: crash.KindSubset, Epoch: []int{4, 5, 6}}})
 	out.Finding(session.Finding{ID: "f-c", Kind: session.KindCrash, Trace: o.Trace, LaneSpecs: o.Lanes,
 		Crash: &session.CrashPoint{Lane: "ext2", Keep: []int{0, 2, 5}, Flushes: 1, Verdict: crashcheck.Dirty}})

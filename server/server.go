@@ -15,6 +15,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/live"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
 )
@@ -54,6 +55,8 @@ type Server struct {
 	// messages queued, and how long a run waits for room.
 	streamBuffer int
 	streamWait   time.Duration
+	// live takes the runs' progress for the dashboard; nil keeps none.
+	live *live.Hub
 }
 
 var _ themisv1.ThemisServer = (*Server)(nil)

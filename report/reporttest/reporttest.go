@@ -236,17 +236,25 @@ func DumpURL(t testing.TB, chromium, url string) string {
 	return dump(t, chromium, url, "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
 }
 
+// DumpURLAfter is DumpURL once the page's scripts have had budget of
+// virtual time (Chromium's --virtual-time-budget) after it loaded: what a
+// script made of what it fetched from that server.
+func DumpURLAfter(t testing.TB, chromium, url string, budget time.Duration) string {
+	t.Helper()
+	return dump(t, chromium, url, "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", fmt.Sprintf("--virtual-time-budget=%d", budget.Milliseconds()))
+}
+
 // dump runs headless Chromium's --dump-dom of url under the host
 // resolver rules given.
-func dump(t testing.TB, chromium, url, resolverRules string) string {
+func dump(t testing.TB, chromium, url, resolverRules string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-extensions", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-extensions", "--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir(),
 		// Any fetch would fail: the page must not need one.
-		"--host-resolver-rules="+resolverRules, "--proxy-server=127.0.0.1:9",
-		"--dump-dom", url)
+		"--host-resolver-rules=" + resolverRules, "--proxy-server=127.0.0.1:9"}, extra...)
+	cmd := exec.CommandContext(ctx, chromium, append(args, "--dump-dom", url)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

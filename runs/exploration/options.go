@@ -139,6 +139,8 @@ const MaxSetup = 64
 
 // Progress is a snapshot of a running exploration.
 type Progress struct {
+	// Session is the run's session (worker 0's first, as Summary.Session).
+	Session string `json:",omitempty"`
 	// States counts ops applied by the search; Unique the distinct states
 	// (the root included).
 	States, Unique int
