@@ -28,67 +28,67 @@ import (
 
 // Tool is one host program Themis uses.
 type Tool struct {
-	Name    string `json:"name"`
-	Path    string `json:"path,omitempty"`
-	Package string `json:"package"`
-	Found   bool   `json:"found"`
+	Name    string
+	Path    string
+	Package string
+	Found   bool
 }
 
-// Report is what doctor found. JSON field names are a stable interface.
+// Report is what doctor found; --json prints it as Proto.
 type Report struct {
-	KVMDevice    bool   `json:"kvm_device"`
-	KVMHardware  bool   `json:"kvm_hardware_virtualization"`
-	KVMKind      string `json:"kvm_kind"` // "hardware", "pvm", "absent"
-	KVMWhy       string `json:"kvm_why"`
-	QEMU         string `json:"qemu,omitempty"`
-	QEMUVersion  string `json:"qemu_version,omitempty"`
-	Tools        []Tool `json:"tools"`
-	CacheDir     string `json:"cache_dir"`
-	CachedImages int    `json:"cached_images"`
-	Backend      string `json:"backend"`
-	BackendWhy   string `json:"backend_why"`
+	KVMDevice    bool
+	KVMHardware  bool
+	KVMKind      string // "hardware", "pvm", "absent"
+	KVMWhy       string
+	QEMU         string
+	QEMUVersion  string
+	Tools        []Tool
+	CacheDir     string
+	CachedImages int
+	Backend      string
+	BackendWhy   string
 	// Revert is the explore revert strategy auto picks on Backend, and why.
-	Revert    string `json:"revert"`
-	RevertWhy string `json:"revert_why"`
+	Revert    string
+	RevertWhy string
 	// ExploreWorkers is how many workers an explore run gets by default
 	// here (exploration.AutoWorkerCount: one per CPU, at most 8; fewer
 	// when the daemon has no room for them).
-	ExploreWorkers int `json:"explore_workers"`
+	ExploreWorkers int
 	// HostToolIsolation is how the host checkers (e2fsck, btrfs check,
 	// debugfs) run over guest-written images: "namespaces", or "none: "
 	// and why (internal/sandbox).
-	HostToolIsolation string `json:"host_tool_isolation"`
+	HostToolIsolation string
 	// Lanes are the lane filesystems this host and image can run, and
 	// why not for the rest.
-	Lanes []Lane `json:"lanes"`
+	Lanes []Lane
 	// ScratchDir is where QEMU guests keep their RAM (qemu.ScratchDir:
 	// $THEMIS_SCRATCH_DIR, else /dev/shm) and ScratchFreeMiB its free
 	// space, in MiB (-1: unknown, see Problems). Less than one guest of
 	// vmm.DefaultMemoryMiB is a problem: such a session is refused.
-	ScratchDir     string `json:"scratch_dir"`
-	ScratchFreeMiB int64  `json:"scratch_free_mib"`
-	// Boot is set by --boot; its fields appear at the top level of the JSON.
+	ScratchDir     string
+	ScratchFreeMiB int64
+	// Boot is set by --boot.
 	*Boot
-	BootError string   `json:"boot_error,omitempty"`
-	Problems  []string `json:"problems,omitempty"`
+	BootError string
+	Problems  []string
 }
 
 // Boot holds the measurements of a booted guest.
 type Boot struct {
-	BootBackend     string  `json:"boot_backend"`
-	KernelVersion   string  `json:"kernel_version"`
-	ImageCached     bool    `json:"image_cached"`
-	ImageMs         float64 `json:"image_ms"`
-	BootMs          float64 `json:"boot_ms"`
-	AgentRTTUs      float64 `json:"agent_rtt_us"`
-	CheckpointMs    float64 `json:"checkpoint_ms"`
-	RestoreMs       float64 `json:"restore_ms"`
-	RestoreMode     string  `json:"restore_mode"`
-	RestoreVerified bool    `json:"restore_verified"`
-	Y2038Set        int64   `json:"y2038_set"`
-	Y2038Stored     int64   `json:"y2038_stored"`
-	Y2038OnDisk     int64   `json:"y2038_on_disk"`
-	Y2038Lane       string  `json:"y2038_lane"`
+	BootBackend     string
+	KernelVersion   string
+	ImageCached     bool
+	ImageMs         float64
+	BootMs          float64
+	AgentRTTUs      float64
+	CheckpointMs    float64
+	RestoreMs       float64
+	RestoreMode     string
+	RestoreVerified bool
+	Y2038Set        int64
+	Y2038Stored     int64
+	Y2038OnDisk     int64
+	Y2038Lane       string
 }
 
 var tools = []Tool{

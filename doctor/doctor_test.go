@@ -2,12 +2,13 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/sandbox"
 	"github.com/themisfs/themis/internal/scratch/scratchtest"
@@ -62,21 +63,17 @@ func TestBootCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Boot = b
-	raw, err := json.Marshal(r)
+	raw, err := jsonout.Encode(r.Proto(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got map[string]any
-	if err := json.Unmarshal(raw, &got); err != nil {
+	var got themisv1.DoctorReport
+	if err := jsonout.DecodeInto(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"backend", "boot_ms", "agent_rtt_us", "checkpoint_ms", "restore_ms", "restore_verified", "y2038_set", "y2038_stored"} {
-		if _, ok := got[key]; !ok {
-			t.Errorf("doctor JSON lacks %q: %s", key, raw)
-		}
-	}
-	if got["restore_verified"] != true {
-		t.Errorf("restore_verified = %v", got["restore_verified"])
+	if g := got.GetBoot(); got.GetBackend() == "" || g.GetBootS() <= 0 || g.GetAgentRttS() <= 0 || g.GetCheckpointS() <= 0 ||
+		g.GetRestoreS() <= 0 || !g.GetRestoreVerified() || g.GetY2038Set() == 0 || g.GetY2038Stored() != 1<<31-1 {
+		t.Errorf("doctor --json: %s", raw)
 	}
 	if b.Y2038Stored != 1<<31-1 || b.Y2038OnDisk != 1<<31-1 {
 		t.Errorf("Y2038 witness: set %d, guest %d, on disk %d; want both clamped to %d", b.Y2038Set, b.Y2038Stored, b.Y2038OnDisk, 1<<31-1)

@@ -16,16 +16,16 @@ import (
 // Lane is one lane filesystem: whether this host and its newest cached
 // guest image can run it, and why not.
 type Lane struct {
-	FS     string `json:"fs"`
-	Family string `json:"family"`
-	Ready  bool   `json:"ready"`
+	FS     string
+	Family string
+	Ready  bool
 	// Why says what is missing (empty when Ready).
-	Why string `json:"why,omitempty"`
+	Why string
 	// Checker is the host checker of --fsck and corrupt: its command,
 	// "none" where Debian has none, or what is missing.
-	Checker string `json:"checker"`
+	Checker string
 	// Flavor is the guest kernel flavour its lanes boot (guest.Flavors).
-	Flavor string `json:"kernel_flavor,omitempty"`
+	Flavor string
 }
 
 // checkLanes lists every lane filesystem (guest.SupportedFS): its base

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -41,7 +40,7 @@ func newDoctor(g *globals) *cobra.Command {
 				if err != nil {
 					r.BootError = err.Error()
 					if g.json {
-						if jerr := writeJSON(os.Stdout, r); jerr != nil {
+						if jerr := writeProtoJSON(r.Proto()); jerr != nil {
 							return jerr
 						}
 					}
@@ -49,7 +48,7 @@ func newDoctor(g *globals) *cobra.Command {
 				}
 			}
 			if g.json {
-				return writeJSON(os.Stdout, r)
+				return writeProtoJSON(r.Proto())
 			}
 			return printDoctor(r)
 		},

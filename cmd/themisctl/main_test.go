@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 )
 
 // themisctl builds the CLI once per test binary.
@@ -69,14 +71,12 @@ func TestDoctorJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("doctor --json: %v", err)
 	}
-	var r map[string]any
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out)
+	var r themisv1.DoctorReport
+	if err := jsonout.DecodeInto(out, &r); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
 	}
-	for _, k := range []string{"backend", "backend_why", "kvm_kind", "tools", "cache_dir"} {
-		if _, ok := r[k]; !ok {
-			t.Errorf("doctor --json lacks %q", k)
-		}
+	if r.GetBackend() == "" || r.GetBackendWhy() == "" || r.GetKvmKind() == "" || len(r.GetTools()) == 0 || r.GetCacheDir() == "" || len(r.GetLanes()) == 0 {
+		t.Errorf("doctor --json: %s", out)
 	}
 }
 
