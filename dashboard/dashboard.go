@@ -16,6 +16,7 @@ import (
 	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/live"
+	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
 )
 
@@ -28,6 +29,9 @@ type Store interface {
 	ListPage(ctx context.Context, all bool, after session.PageKey, limit int) ([]*session.Info, error)
 	Get(ctx context.Context, id string) (*session.Info, error)
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]session.Event, error)
+	// Export builds finding f's reproducer (runs/export.Run: what
+	// `themisctl findings export` gets through the Export RPC).
+	Export(ctx context.Context, f *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error)
 }
 
 // MaxListed bounds the findings and the sessions a list page reads (the
@@ -56,15 +60,16 @@ func when(t time.Time) string {
 }
 
 type handler struct {
-	st   Store
-	live *live.Hub
-	log  *zap.Logger
+	st      Store
+	live    *live.Hub
+	log     *zap.Logger
+	exports chan struct{} // a token per export running (MaxExports)
 }
 
 // Handler serves the dashboard over st, the runs' progress from hub (nil:
 // none is live).
 func Handler(st Store, hub *live.Hub, log *zap.Logger) http.Handler {
-	h := &handler{st: st, live: hub, log: log}
+	h := &handler{st: st, live: hub, log: log, exports: make(chan struct{}, MaxExports)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/findings", http.StatusSeeOther)
@@ -72,6 +77,8 @@ func Handler(st Store, hub *live.Hub, log *zap.Logger) http.Handler {
 	mux.HandleFunc("GET /findings", h.findings)
 	mux.HandleFunc("GET /findings/{id}", h.finding)
 	mux.HandleFunc("POST /findings/{id}/status", h.setStatus)
+	mux.HandleFunc("GET /findings/{id}/bundle.tar.gz", h.bundle)
+	mux.HandleFunc("GET /findings/{id}/crash.img", h.crashImage)
 	mux.HandleFunc("GET /sessions", h.sessions)
 	mux.HandleFunc("GET /sessions/{id}", h.session)
 	mux.HandleFunc("GET /sessions/{id}/events", h.events)

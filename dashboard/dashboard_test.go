@@ -18,6 +18,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/report/reporttest"
+	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
 )
 
@@ -99,6 +100,33 @@ func (s *fakeStore) Events(_ context.Context, id string, after int64, limit int)
 		}
 	}
 	return out, nil
+}
+
+// Export sends what runs/export sends: a crash finding's image first
+// (ascending chunks, zeros left out, an empty chunk at its end), then the
+// files; f-2's export fails before anything is sent.
+func (s *fakeStore) Export(_ context.Context, f *session.Finding, _ export.Options, out export.Sinks) (*export.Summary, error) {
+	if f.ID == "f-2" {
+		return nil, fmt.Errorf("replay %s: %w", f.ID, errkind.ErrState)
+	}
+	files := []string{"README", "repro.c", "repro.sh"}
+	if f.Kind == session.KindCrash {
+		files = []string{"README", "check.sh", "trace.txt"}
+		for _, c := range []struct {
+			off  int64
+			data string
+		}{{4096, "abc"}, {8192, "d"}, {16384, ""}} {
+			if err := out.Image(c.off, []byte(c.data), 16384); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, n := range files {
+		if err := out.File(n, strings.HasSuffix(n, ".sh"), []byte(n+" of "+f.ID)); err != nil {
+			return nil, err
+		}
+	}
+	return &export.Summary{Finding: f.ID, Kind: f.Kind, Files: files}, nil
 }
 
 func newStore() *fakeStore {

@@ -12,6 +12,16 @@
 //     (SetFindingStatus: new, reported, fixed-upstream, expected), which
 //     the ledger keeps; the form's POST must come from the page's own
 //     origin;
+//   - /findings/{id}/bundle.tar.gz and, for a crash finding,
+//     /findings/{id}/crash.img: the reproducer `themisctl findings
+//     export` writes, made by the same Export (runs/export: a crash
+//     state replayed in a fresh session) when asked, streamed as it
+//     comes: files under ID/ in a gzipped tar, the image's zeros written
+//     back. At most MaxExports run at once (a download waits for its
+//     turn, with its request); the image is bounded by MaxCrashImage, the
+//     files by MaxBundleFiles; a GET another site starts is refused (it
+//     would boot a guest); an export that fails once bytes are sent cuts
+//     the download off rather than end it short;
 //   - /sessions: the sessions, running and ended, each linked to its page;
 //   - /sessions/{id}: a session and its run: kind and options (the live
 //     feed's while this daemon runs it, else its "KIND.started" event's),
