@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/nested"
 	"github.com/themisfs/themis/internal/testcount"
@@ -105,21 +107,24 @@ type unitReport struct {
 
 // exploreSummary is the part of explore's --json output compared.
 type exploreSummary struct {
-	Backend      string  `json:"backend"`
-	States       int64   `json:"states"`
-	UniqueStates int64   `json:"unique_states"`
-	Findings     int64   `json:"findings"`
-	Digest       string  `json:"digest"`
-	StatesPerSec float64 `json:"states_per_sec"`
-	ElapsedS     float64 `json:"elapsed_s"`
-	OpS          float64 `json:"op_s"`
-	FingerprintS float64 `json:"fingerprint_s"`
-	RestoreS     float64 `json:"restore_s"`
-	Stopped      string  `json:"stopped"`
-	FindingList  []struct {
-		Kind   string `json:"kind"`
-		Detail string `json:"detail"`
-	} `json:"finding_list"`
+	Backend      string          `json:"backend"`
+	States       int64           `json:"states"`
+	UniqueStates int64           `json:"unique_states"`
+	Findings     int64           `json:"findings"`
+	Digest       string          `json:"digest"`
+	StatesPerSec float64         `json:"states_per_sec"`
+	ElapsedS     float64         `json:"elapsed_s"`
+	OpS          float64         `json:"op_s"`
+	FingerprintS float64         `json:"fingerprint_s"`
+	RestoreS     float64         `json:"restore_s"`
+	Stopped      string          `json:"stopped"`
+	FindingList  []nestedFinding `json:"finding_list"`
+}
+
+// nestedFinding is a finding of the explore compared: its kind and detail.
+type nestedFinding struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
 }
 
 func (r *report) problem(format string, args ...any) {
@@ -571,15 +576,24 @@ func (j *job) compareExplore(ctx context.Context, unit string, kvmOut []byte) (s
 	return "", nil
 }
 
+// parseExplore reads explore's --json output (an ExploreResult) into the
+// part compared.
 func parseExplore(b []byte) (*exploreSummary, error) {
-	var s exploreSummary
-	if err := json.Unmarshal(b, &s); err != nil {
+	var r themisv1.ExploreResult
+	if err := jsonout.DecodeInto(b, &r); err != nil {
 		return nil, fmt.Errorf("explore --json output: %w", err)
 	}
-	if s.Digest == "" {
+	sum := r.GetSummary()
+	if sum.GetDigest() == "" {
 		return nil, errors.New("explore --json output has no digest")
 	}
-	return &s, nil
+	s := &exploreSummary{Backend: sum.GetBackend(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
+		Digest: sum.GetDigest(), StatesPerSec: sum.GetStatesPerSec(), ElapsedS: sum.GetElapsedS(), OpS: sum.GetOpS(),
+		FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Stopped: sum.GetStopped()}
+	for _, f := range r.GetFindingList() {
+		s.FindingList = append(s.FindingList, nestedFinding{Kind: f.GetKind(), Detail: f.GetDetail()})
+	}
+	return s, nil
 }
 
 // compareSweep compares the sweep's cells on kvm there with the same

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/nested"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
@@ -40,12 +42,19 @@ func TestSweepCellsCompare(t *testing.T) {
 	}
 }
 
+// TestParseExplore reads what themisctl --json explore prints (an
+// ExploreResult made by jsonout, as the CLI makes it).
 func TestParseExplore(t *testing.T) {
-	s, err := parseExplore([]byte(`{"backend":"kvm","states":24,"unique_states":8,"digest":"a0b6"}`))
-	if err != nil || s.Backend != "kvm" || s.UniqueStates != 8 || s.Digest != "a0b6" {
+	out, err := jsonout.Encode(&themisv1.ExploreResult{Summary: &themisv1.ExploreSummary{Backend: "kvm", States: 24, UniqueStates: 8, Digest: "a0b6"},
+		FindingList: []*themisv1.Finding{{Kind: "errno-divergence", Detail: "mkdir"}}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseExplore(out)
+	if err != nil || s.Backend != "kvm" || s.UniqueStates != 8 || s.Digest != "a0b6" || len(s.FindingList) != 1 || s.FindingList[0].Kind != "errno-divergence" {
 		t.Fatalf("parseExplore = %+v, %v", s, err)
 	}
-	for _, bad := range []string{`{"states":1}`, `{`} {
+	for _, bad := range []string{`{"schema":"themis.v1.ExploreResult","summary":{"states":"1"}}`, `{`, `{"backend":"kvm","digest":"a0b6"}`} {
 		if _, err := parseExplore([]byte(bad)); err == nil {
 			t.Errorf("parseExplore(%s) accepted", bad)
 		}
@@ -306,7 +315,7 @@ func TestAttempt(t *testing.T) {
 	}{{"generic flavour, same digest", "6ea1135b2734", true}, {"generic flavour, the cloud explore's digest", "a0b6b21ad225", false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			out := []byte(`{"backend":"kvm","states":14,"unique_states":4,"digest":"` + tt.digest + `"}`)
+			out := []byte(`{"schema":"themis.v1.ExploreResult","summary":{"backend":"kvm","states":"14","unique_states":"4","digest":"` + tt.digest + `"}}`)
 			if err := os.WriteFile(filepath.Join(dir, genericUnit+".out"), out, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +338,7 @@ func TestAttempt(t *testing.T) {
 		})
 	}
 	q := &exploreSummary{Backend: "qemu", UniqueStates: 8, Digest: "a0b6b21ad225"}
-	kvmOut := []byte(`{"backend":"kvm","states":24,"unique_states":8,"digest":"a0b6b21ad225"}`)
+	kvmOut := []byte(`{"schema":"themis.v1.ExploreResult","summary":{"backend":"kvm","states":"24","unique_states":"8","digest":"a0b6b21ad225"}}`)
 	for _, inject := range []string{"", injectDigest} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, exploreUnit+".out"), kvmOut, 0o644); err != nil {

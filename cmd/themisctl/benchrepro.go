@@ -34,13 +34,13 @@ func reproduceDetection(ctx context.Context, c *conn, bc bugs.Case, image string
 		if err != nil {
 			return false, "replay failed: " + err.Error()
 		}
-		return r.Reproduced, fmt.Sprintf("crash state %v: %s %s", r.Keep, r.Verdict, r.Durability)
+		return r.GetReproduced(), fmt.Sprintf("crash state %v: %s %s", r.GetKeep(), r.GetResult().GetVerdict(), r.GetResult().GetDurability())
 	case f.GetKernel() != nil:
 		r, err := replayKernel(ctx, c, f, image)
 		if err != nil {
 			return false, "replay failed: " + err.Error()
 		}
-		return r.Reproduced, r.Verdict
+		return r.GetReproduced(), r.GetVerdict()
 	}
 	r, err := replay(ctx, c, f, image)
 	switch {

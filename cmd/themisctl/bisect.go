@@ -3,27 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 )
-
-// bisectRow is one image's replay of a finding.
-type bisectRow struct {
-	Image      string `json:"image"`
-	Kernel     string `json:"kernel_version,omitempty"` // the kernel the replay's session booted
-	Reproduced bool   `json:"reproduced"`
-	Detail     string `json:"detail"`
-}
-
-// bisectResult is `themisctl bisect`: the finding replayed on each image
-// in order, and the first whose outcome differs from the first image's.
-type bisectResult struct {
-	Finding     string      `json:"finding"`
-	Rows        []bisectRow `json:"rows"`
-	FirstDiffer string      `json:"first_differing_image,omitempty"`
-}
 
 // newBisect is `themisctl bisect`.
 func newBisect(g *globals) *cobra.Command {
@@ -49,7 +32,7 @@ func newBisect(g *globals) *cobra.Command {
 					return err
 				}
 				if g.json {
-					return writeJSON(os.Stdout, r)
+					return writeProtoJSON(r)
 				}
 				return printBisect(r)
 			})
@@ -61,27 +44,19 @@ func newBisect(g *globals) *cobra.Command {
 
 // bisect replays finding id on every image in order on the daemon (the
 // Bisect RPC: exploration.Bisect).
-func bisect(ctx context.Context, c *conn, id string, images []string) (*bisectResult, error) {
+func bisect(ctx context.Context, c *conn, id string, images []string) (*themisv1.BisectResponse, error) {
 	progress(fmt.Sprintf("replaying %s on %d images, in order", id, len(images)))
-	resp, err := c.Bisect(ctx, &themisv1.BisectRequest{FindingId: id, Images: images})
-	if err != nil {
-		return nil, err
-	}
-	r := &bisectResult{Finding: resp.GetFindingId(), FirstDiffer: resp.GetFirstDifferingImage()}
-	for _, row := range resp.GetRows() {
-		r.Rows = append(r.Rows, bisectRow{Image: row.GetImage(), Kernel: row.GetKernelVersion(), Reproduced: row.GetReproduced(), Detail: row.GetDetail()})
-	}
-	return r, nil
+	return c.Bisect(ctx, &themisv1.BisectRequest{FindingId: id, Images: images})
 }
 
-func printBisect(r *bisectResult) error {
+func printBisect(r *themisv1.BisectResponse) error {
 	w := newTable()
 	fmt.Fprintf(w, "image\tkernel\treproduced\t\n")
-	for _, row := range r.Rows {
-		fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", row.Image, row.Kernel, row.Reproduced, row.Detail)
+	for _, row := range r.GetRows() {
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", row.GetImage(), row.GetKernelVersion(), row.GetReproduced(), row.GetDetail())
 	}
-	if r.FirstDiffer != "" {
-		fmt.Fprintf(w, "first image that differs\t\t%s\t\n", r.FirstDiffer)
+	if first := r.GetFirstDifferingImage(); first != "" {
+		fmt.Fprintf(w, "first image that differs\t\t%s\t\n", first)
 	} else {
 		fmt.Fprintf(w, "first image that differs\t\tnone: every image gives the first one's outcome\t\n")
 	}

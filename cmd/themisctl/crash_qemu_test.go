@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,22 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
-
-// crashLine is one --json line of `themisctl crash`: a state, a finding
-// or the summary.
-type crashLine struct {
-	ID        string   `json:"id"`
-	Kind      string   `json:"kind"`
-	Trace     []string `json:"trace"`
-	Minimized bool     `json:"minimized"`
-	Crash     *struct {
-		Keep    []int  `json:"keep"`
-		Verdict string `json:"verdict"`
-	} `json:"crash"`
-	Findings int `json:"findings"`
-}
 
 // TestCrashFindingRealGuest is the ext2 control end to end: `themisctl
 // crash` on a trace with a decoy op before it records crash findings and
@@ -60,26 +46,26 @@ func TestCrashFindingRealGuest(t *testing.T) {
 		t.Fatalf("crash --fail-on-findings on ext2: %v, want exit status %d", err, exitFindings)
 	}
 	findings, summary := crashLines(t, out)
-	if summary.Findings == 0 || len(findings) == 0 {
-		t.Fatalf("ext2 control: summary %+v, findings %v: want crash findings", summary, findings)
+	if summary.GetFindings() == 0 || len(findings) == 0 {
+		t.Fatalf("ext2 control: summary %v, findings %v: want crash findings", summary, findings)
 	}
-	var f crashLine
+	var f *themisv1.Finding
 	for _, l := range findings {
-		if l.Minimized && f.ID == "" {
+		if l.GetMinimized() && f == nil {
 			f = l
 		}
 	}
-	if f.ID == "" || f.Crash == nil {
-		t.Fatalf("no minimized crash finding among %+v", findings)
+	if f == nil {
+		t.Fatalf("no minimized crash finding among %v", findings)
 	}
-	t.Logf("finding %s minimized to %q: keeps %v, %s", f.ID, f.Trace, f.Crash.Keep, f.Crash.Verdict)
-	if len(f.Trace) >= 5 || f.Trace[len(f.Trace)-1] != "fsync d/f" {
-		t.Errorf("minimized trace %q: want fewer than 5 ops (the chmod is a decoy), ending in the fsync", f.Trace)
+	t.Logf("finding %s minimized to %q: keeps %v, %s", f.GetId(), f.GetTrace(), f.GetCrash().GetKeep(), f.GetCrash().GetVerdict())
+	if tr := f.GetTrace(); len(tr) >= 5 || tr[len(tr)-1] != "fsync d/f" {
+		t.Errorf("minimized trace %q: want fewer than 5 ops (the chmod is a decoy), ending in the fsync", tr)
 	}
 	// The export replays the finding in a fresh session (replayCrash) and
 	// says in its README when that did not reproduce it.
 	exp := filepath.Join(dir, "export")
-	if _, err := cli("findings", "export", f.ID, "--out", exp); err != nil {
+	if _, err := cli("findings", "export", f.GetId(), "--out", exp); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(filepath.Join(exp, "crash.img"))
@@ -87,7 +73,7 @@ func TestCrashFindingRealGuest(t *testing.T) {
 		t.Fatalf("crash.img: %v", err)
 	}
 	if readme, err := os.ReadFile(filepath.Join(exp, "README")); err != nil || bytes.Contains(readme, []byte("NOT reproduced")) {
-		t.Errorf("the export's replay did not reproduce %s (%v):\n%s", f.ID, err, readme)
+		t.Errorf("the export's replay did not reproduce %s (%v):\n%s", f.GetId(), err, readme)
 	}
 	check, err := exec.CommandContext(ctx, "bash", filepath.Join(exp, "check.sh")).CombinedOutput()
 	if err != nil {
@@ -95,22 +81,23 @@ func TestCrashFindingRealGuest(t *testing.T) {
 	}
 }
 
-// crashLines splits crash --json output into its findings (each version)
-// and its summary.
-func crashLines(t *testing.T, out []byte) (findings []crashLine, summary crashLine) {
+// crashLines splits crash --json output (JSON lines, each decoded as the
+// message its schema names) into its crash findings (each version) and
+// its summary.
+func crashLines(t *testing.T, out []byte) (findings []*themisv1.Finding, summary *themisv1.CrashSummary) {
 	t.Helper()
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var l crashLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%v: %s", err, sc.Bytes())
-		}
-		switch {
-		case l.Kind == "crash" && l.Crash != nil:
-			findings = append(findings, l)
-		case l.Findings > 0:
-			summary = l
+	lines, err := jsonout.DecodeLines(out)
+	if err != nil {
+		t.Fatalf("crash --json: %v\n%s", err, out)
+	}
+	for _, m := range lines {
+		switch m := m.(type) {
+		case *themisv1.Finding:
+			if m.GetCrash() != nil {
+				findings = append(findings, m)
+			}
+		case *themisv1.CrashSummary:
+			summary = m
 		}
 	}
 	return findings, summary

@@ -40,23 +40,11 @@ func crashOf(f *themisv1.Finding, image bool) *themisv1.CrashRequest {
 		Only: &themisv1.CrashKeep{Keep: c.GetKeep()}, StreamImage: image, Minimize: -1, Image: findingImage(f, "")}
 }
 
-// crashReplay is `themisctl replay` of a crash finding.
-type crashReplay struct {
-	Finding    string  `json:"finding"`
-	Session    string  `json:"session"`
-	Lane       string  `json:"lane"`
-	Keep       []int32 `json:"keep"`
-	Verdict    string  `json:"verdict"`
-	Durability string  `json:"durability,omitempty"`
-	Output     string  `json:"output,omitempty"`
-	Reproduced bool    `json:"reproduced"`
-}
-
 // replayCrash runs f's setup and trace in a fresh session and checks the
 // crash state it keeps: reproduced when it is bad the same way (not
 // clean, or lost what was made durable). img (nil for none) keeps the
 // state's disk.
-func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, img *imageFile) (*crashReplay, error) {
+func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, img *imageFile) (*themisv1.CrashReplay, error) {
 	progress(fmt.Sprintf("replaying crash finding %s on %s: setup, trace, crash state %v", f.GetId(), strings.Join(f.GetLaneSpecs(), ","), f.GetCrash().GetKeep()))
 	if img != nil {
 		defer img.close()
@@ -65,9 +53,7 @@ func replayCrash(ctx context.Context, c *conn, f *themisv1.Finding, img *imageFi
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: %w", f.GetId(), err)
 	}
-	rep := &crashReplay{Finding: f.GetId(), Session: sum.GetSessionId(), Lane: res.GetLane(), Keep: f.GetCrash().GetKeep(),
-		Verdict: res.GetVerdict(), Durability: res.GetDurability(), Output: res.GetOutput()}
-	rep.Reproduced = crashReproduced(f, res)
+	rep := &themisv1.CrashReplay{FindingId: f.GetId(), SessionId: sum.GetSessionId(), Result: res, Reproduced: crashReproduced(f, res), Keep: f.GetCrash().GetKeep()}
 	return rep, img.finish()
 }
 
@@ -125,24 +111,25 @@ func replayCrashCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Findin
 		return err
 	}
 	if g.json {
-		return writeJSON(os.Stdout, rep)
+		return writeProtoJSON(rep)
 	}
 	return printCrashReplay(rep)
 }
 
-func printCrashReplay(r *crashReplay) error {
+func printCrashReplay(r *themisv1.CrashReplay) error {
 	w := newTable()
-	fmt.Fprintf(w, "session\t%s\nlane\t%s\ncrash state\tkeeps writes %v\nverdict\t%s\n", r.Session, r.Lane, r.Keep, r.Verdict)
-	if r.Durability != "" {
-		fmt.Fprintf(w, "durability\t%s\n", r.Durability)
+	res := r.GetResult()
+	fmt.Fprintf(w, "session\t%s\nlane\t%s\ncrash state\tkeeps writes %v\nverdict\t%s\n", r.GetSessionId(), res.GetLane(), r.GetKeep(), res.GetVerdict())
+	if res.GetDurability() != "" {
+		fmt.Fprintf(w, "durability\t%s\n", res.GetDurability())
 	}
-	lines := strings.Split(strings.TrimSpace(r.Output), "\n")
+	lines := strings.Split(strings.TrimSpace(res.GetOutput()), "\n")
 	for _, line := range lines[:min(5, len(lines))] {
 		if line != "" {
 			fmt.Fprintf(w, "\t%s\n", line)
 		}
 	}
-	fmt.Fprintf(w, "reproduced\t%v\n", r.Reproduced)
+	fmt.Fprintf(w, "reproduced\t%v\n", r.GetReproduced())
 	return w.Flush()
 }
 

@@ -25,12 +25,11 @@
 // # Output
 //
 // Tables go to stdout through newTable, progress to stderr. With --json,
-// an API response is printed with protojson and the proto field names
-// (printMessage, writeProtoJSON; JSON lines with writeProtoJSONLine), in
-// one stable form (protoJSON: protojson's own spacing varies by binary). A
-// few outputs keep a JSON shape of their own, printed with encoding/json
-// (writeJSON), because protojson would change it (64-bit integers as
-// strings, roots as base64 lists): explore's summary (exploreJSON, roots
-// as lane → hex), replay's result, sweep rows (clock.Row), and the
-// library results of diff, doctor, guest build, bench and report.
+// every command prints a themis.v1 message in api/jsonout's one form
+// (protojson, proto field names, a "schema" key naming the message;
+// printMessage, writeProtoJSON; JSON lines with writeProtoJSONLine): an
+// RPC's response as the daemon sent it where that is the whole answer,
+// else a message of cli.proto that holds it (explore's ExploreResult:
+// request, summary, findings; MergeResult; CrashReplay; ExportResult).
+// docs/api.md lists which command prints which.
 package main

@@ -22,116 +22,6 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// exploreJSON is the --json output of explore: the summary's fields at the
-// top level, and the findings.
-type exploreJSON struct {
-	Search       *searchJSON          `json:"search,omitempty"`
-	Shard        *shardJSON           `json:"shard,omitempty"`
-	SessionID    string               `json:"session_id"`
-	States       int64                `json:"states"`
-	UniqueStates int64                `json:"unique_states"`
-	Findings     int64                `json:"findings"`
-	StatesPerSec float64              `json:"states_per_sec"`
-	Backend      string               `json:"backend"`
-	Image        *themisv1.GuestImage `json:"image,omitempty"`
-	Revert       string               `json:"revert"`
-	Workers      int32                `json:"workers"`
-	WorkersWhy   string               `json:"workers_why"`
-	Sessions     []string             `json:"sessions"`
-	Stopped      string               `json:"stopped,omitempty"`
-	ElapsedS     float64              `json:"elapsed_s"`
-	MaxDepth     int32                `json:"max_depth"`
-	// UniqueByDepth counts the unique states by the shallowest depth the
-	// run reached each at ([0]: the root).
-	UniqueByDepth []int64           `json:"unique_by_depth,omitempty"`
-	Digest        string            `json:"digest"`
-	Roots         map[string]string `json:"roots"`
-	OpS           float64           `json:"op_s"`
-	FingerprintS  float64           `json:"fingerprint_s"`
-	RestoreS      float64           `json:"restore_s"`
-	Skipped       int64             `json:"restores_skipped"`
-	// UnconfirmedHangs are hung task reports that did not recur when
-	// replayed in a fresh guest: not findings.
-	UnconfirmedHangs int64              `json:"unconfirmed_hangs,omitempty"`
-	BelowRoots       map[string]string  `json:"below_roots,omitempty"`
-	Layers           []layersJSON       `json:"layers,omitempty"`
-	FindingList      []*findingJSONView `json:"finding_list"`
-	// Policy, Judged, OpsLeftOut, DeclaredOps and DeclaredStates are how
-	// the run was judged (ExploreSummary's fields of those names).
-	Policy         string   `json:"policy,omitempty"`
-	Judged         string   `json:"judged,omitempty"`
-	OpsLeftOut     []string `json:"ops_left_out,omitempty"`
-	DeclaredOps    int64    `json:"declared_ops"`
-	DeclaredStates int64    `json:"declared_states"`
-	// StateKeys are a shard's unique states (hex), for explore merge, and
-	// DeclaredKeys those judged by a declared difference.
-	StateKeys    []string `json:"state_keys,omitempty"`
-	StateDepths  []int32  `json:"state_depths,omitempty"`
-	DeclaredKeys []string `json:"declared_state_keys,omitempty"`
-	// Crash is what --crash checked.
-	Crash *crashJSON `json:"crash,omitempty"`
-}
-
-// crashJSON is ExploreCrash in explore's --json output.
-type crashJSON struct {
-	Points   int64   `json:"points"`
-	Repeats  int64   `json:"repeats"`
-	Unlogged int64   `json:"unlogged"`
-	Failed   int64   `json:"failed"`
-	States   int64   `json:"states"`
-	NotClean int64   `json:"not_clean"`
-	Repaired int64   `json:"repaired"`
-	Durable  int64   `json:"durable"`
-	Lost     int64   `json:"lost"`
-	Unnamed  int64   `json:"unnamed"`
-	Findings int64   `json:"findings"`
-	CheckS   float64 `json:"check_s"`
-}
-
-// searchJSON is what defines a search, as the CLI asked for it: the
-// parts explore merge joins must agree on it.
-type searchJSON struct {
-	Lanes     []string `json:"lanes"`
-	Depth     int32    `json:"depth"`
-	Branching int32    `json:"branching"`
-	Ops       []string `json:"ops"`
-	Seed      uint64   `json:"seed"`
-	TimeMode  string   `json:"time_mode"`
-	Policy    string   `json:"policy"`
-}
-
-// shardJSON is the part of a search a shard's run was.
-type shardJSON struct {
-	Index int32 `json:"index"`
-	Count int32 `json:"count"`
-	Depth int32 `json:"depth"`
-}
-
-// layersJSON is what the lower ⊕ upper reference checked of one overlay
-// lane.
-type layersJSON struct {
-	Lane      string `json:"lane"`
-	Checked   int64  `json:"checked"`
-	Whiteouts int64  `json:"whiteouts"`
-	Opaque    int64  `json:"opaque"`
-}
-
-// findingJSONView is a finding in explore's --json output: its latest
-// version (the minimized trace once the update came) with the trace as
-// found beside it.
-type findingJSONView struct {
-	ID          string   `json:"id"`
-	Kind        string   `json:"kind"`
-	Detail      string   `json:"detail"`
-	Trace       []string `json:"trace"`
-	FoundTrace  []string `json:"found_trace"`
-	Path        string   `json:"path,omitempty"`
-	Field       string   `json:"field,omitempty"`
-	Minimized   bool     `json:"minimized"`
-	DuplicateOf string   `json:"duplicate_of,omitempty"`
-	Signature   string   `json:"signature,omitempty"`
-}
-
 // findingLog keeps the findings of an explore stream by id, in the order
 // first seen; an update (same id) replaces the earlier version.
 type findingLog struct {
@@ -152,16 +42,11 @@ func (l *findingLog) add(f *themisv1.Finding) (update bool) {
 	return update
 }
 
-func (l *findingLog) json() []*findingJSONView {
-	out := []*findingJSONView{}
+// list is the findings in the order first seen, each its latest version.
+func (l *findingLog) list() []*themisv1.Finding {
+	out := make([]*themisv1.Finding, 0, len(l.order))
 	for _, id := range l.order {
-		f := l.byID[id]
-		found := f.GetFoundTrace()
-		if found == nil {
-			found = f.GetTrace()
-		}
-		out = append(out, &findingJSONView{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Trace: f.GetTrace(), FoundTrace: found,
-			Path: f.GetPath(), Field: f.GetField(), Minimized: f.GetMinimized(), DuplicateOf: f.GetDuplicateOf(), Signature: f.GetSignature()})
+		out = append(out, l.byID[id])
 	}
 	return out
 }
@@ -298,7 +183,7 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 		}
 	}
 	if g.json {
-		err = writeJSON(os.Stdout, exploreView(req, run.sum, &run.found))
+		err = writeProtoJSON(&themisv1.ExploreResult{Request: req, Summary: run.sum, FindingList: run.found.list()})
 	} else {
 		err = printExploreSummary(run.sum)
 	}
@@ -309,44 +194,6 @@ func runExplore(ctx context.Context, g *globals, c *conn, req *themisv1.ExploreR
 		return &exitError{code: exitFindings, err: fmt.Errorf("explore: %d finding(s) (--fail-on-findings)", n)}
 	}
 	return nil
-}
-
-// exploreView is explore's --json output for a summary and the findings.
-func exploreView(req *themisv1.ExploreRequest, sum *themisv1.ExploreSummary, found *findingLog) exploreJSON {
-	out := exploreJSON{
-		Search: &searchJSON{Lanes: req.GetLanes(), Depth: req.GetDepth(), Branching: req.GetBranching(), Ops: req.GetOps(),
-			Seed: req.GetSeed(), TimeMode: req.GetTimeMode().String(), Policy: req.GetPolicy()},
-		SessionID: sum.GetSessionId(), States: sum.GetStates(), UniqueStates: sum.GetUniqueStates(), Findings: sum.GetFindings(),
-		StatesPerSec: sum.GetStatesPerSec(), Backend: sum.GetBackend(), Image: sum.GetImage(), Revert: sum.GetRevert(), Stopped: sum.GetStopped(), ElapsedS: sum.GetElapsedS(),
-		Workers: sum.GetWorkers(), WorkersWhy: sum.GetWorkersWhy(), Sessions: sum.GetSessions(),
-		MaxDepth: sum.GetMaxDepth(), UniqueByDepth: sum.GetUniqueByDepth(), Digest: sum.GetDigest(), Roots: hexRoots(sum.GetRoots()),
-		OpS: sum.GetOpS(), FingerprintS: sum.GetFingerprintS(), RestoreS: sum.GetRestoreS(), Skipped: sum.GetRestoresSkipped(), UnconfirmedHangs: sum.GetUnconfirmedHangs(),
-		FindingList: found.json(),
-		Policy:      sum.GetPolicy(), Judged: sum.GetJudged(), OpsLeftOut: sum.GetOpsLeftOut(),
-		DeclaredOps: sum.GetDeclaredOps(), DeclaredStates: sum.GetDeclaredStates(),
-	}
-	if len(sum.GetBelowRoots()) > 0 {
-		out.BelowRoots = hexRoots(sum.GetBelowRoots())
-	}
-	if sum.GetShardCount() > 1 {
-		out.Shard = &shardJSON{Index: sum.GetShardIndex(), Count: sum.GetShardCount(), Depth: sum.GetShardDepth()}
-		out.StateKeys = make([]string, 0, len(sum.GetStateKeys()))
-		for _, k := range sum.GetStateKeys() {
-			out.StateKeys = append(out.StateKeys, hex.EncodeToString(k))
-		}
-		out.StateDepths = sum.GetStateDepths()
-		for _, k := range sum.GetDeclaredStateKeys() {
-			out.DeclaredKeys = append(out.DeclaredKeys, hex.EncodeToString(k))
-		}
-	}
-	for _, l := range sum.GetLayers() {
-		out.Layers = append(out.Layers, layersJSON{Lane: l.GetLane(), Checked: l.GetChecked(), Whiteouts: l.GetWhiteouts(), Opaque: l.GetOpaque()})
-	}
-	if c := sum.GetCrash(); c != nil {
-		out.Crash = &crashJSON{Points: c.GetPoints(), Repeats: c.GetRepeats(), Unlogged: c.GetUnlogged(), Failed: c.GetFailed(), States: c.GetStates(), NotClean: c.GetNotClean(), Repaired: c.GetRepaired(),
-			Durable: c.GetDurable(), Lost: c.GetLost(), Unnamed: c.GetUnnamed(), Findings: c.GetFindings(), CheckS: c.GetCheckS()}
-	}
-	return out
 }
 
 // printJudged prints the run's canonicalization, its declared rules, the
@@ -375,15 +222,6 @@ func joinCounts[T int | int64](by []T) string {
 		parts[i] = fmt.Sprint(n)
 	}
 	return fmt.Sprintf("%s (depth 0..%d)", strings.Join(parts, " "), len(by)-1)
-}
-
-// hexRoots maps each lane to its root in hex.
-func hexRoots(roots []*themisv1.LaneRoot) map[string]string {
-	out := map[string]string{}
-	for _, r := range roots {
-		out[r.GetLane()] = hex.EncodeToString(r.GetRoot())
-	}
-	return out
 }
 
 func printExploreSummary(sum *themisv1.ExploreSummary) error {

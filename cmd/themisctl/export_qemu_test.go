@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
@@ -45,14 +45,7 @@ func TestFindingsExportRealGuest(t *testing.T) {
 		}
 		return out
 	}
-	var sum struct {
-		SessionID     string  `json:"session_id"`
-		Unique        int64   `json:"unique_states"`
-		UniqueByDepth []int64 `json:"unique_by_depth"`
-		Findings      []struct {
-			ID string `json:"id"`
-		} `json:"finding_list"`
-	}
+	var res themisv1.ExploreResult
 	report := filepath.Join(dir, "junit.xml")
 	explore := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "explore", "--fs", "ext2,btrfs", "--policy", "exact", "--depth", "1",
 		"--junit", report, "--fail-on-findings", "--report", filepath.Join(dir, "run.html"))
@@ -61,9 +54,8 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitFindings {
 		t.Fatalf("explore --fail-on-findings with a finding: %v, want exit status %d", err, exitFindings)
 	}
-	if err := json.Unmarshal(stdout, &sum); err != nil {
-		t.Fatal(err)
-	}
+	decodeOut(t, stdout, &res)
+	sum, found := res.GetSummary(), res.GetFindingList()
 	xmlReport, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +66,9 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	// The run report, in Chromium where it is installed: every finding on it.
 	if chromium, ok := reporttest.LookChromium(); ok {
 		dom := reporttest.DumpDOM(t, chromium, filepath.Join(dir, "run.html"))
-		for _, f := range sum.Findings {
-			if !strings.Contains(dom, `data-id="`+f.ID+`"`) {
-				t.Errorf("--report: finding %s not on the page", f.ID)
+		for _, f := range found {
+			if !strings.Contains(dom, `data-id="`+f.GetId()+`"`) {
+				t.Errorf("--report: finding %s not on the page", f.GetId())
 			}
 		}
 		if !strings.Contains(dom, `id="states-over-time"`) && !strings.Contains(dom, "No progress was reported.") {
@@ -85,37 +77,37 @@ func TestFindingsExportRealGuest(t *testing.T) {
 	} else if os.Getenv("CI") != "" {
 		t.Error("chromium not installed (Debian chromium)")
 	}
-	if len(sum.Findings) == 0 {
+	if len(found) == 0 {
 		t.Fatal("ext2 against btrfs under exact: no finding")
 	}
 	var byDepth int64
-	for _, n := range sum.UniqueByDepth {
+	for _, n := range sum.GetUniqueByDepth() {
 		byDepth += n
 	}
-	if len(sum.UniqueByDepth) == 0 || sum.UniqueByDepth[0] != 1 || byDepth != sum.Unique {
-		t.Errorf("unique by depth %v, want the root's 1 first, adding up to the %d unique states", sum.UniqueByDepth, sum.Unique)
+	if len(sum.GetUniqueByDepth()) == 0 || sum.GetUniqueByDepth()[0] != 1 || byDepth != sum.GetUniqueStates() {
+		t.Errorf("unique by depth %v, want the root's 1 first, adding up to the %d unique states", sum.GetUniqueByDepth(), sum.GetUniqueStates())
 	}
 	// The same run's page afterwards, from the ledger (report --run).
 	again := filepath.Join(dir, "again.html")
-	if err := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "report", "--run", sum.SessionID, "-o", again).Run(); err != nil {
-		t.Fatalf("report --run %s: %v", sum.SessionID, err)
+	if err := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "report", "--run", sum.GetSessionId(), "-o", again).Run(); err != nil {
+		t.Fatalf("report --run %s: %v", sum.GetSessionId(), err)
 	}
 	page, err := os.ReadFile(again)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`id="unique-by-depth"`, sum.SessionID, "found at the root state"} {
+	for _, want := range []string{`id="unique-by-depth"`, sum.GetSessionId(), "found at the root state"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report --run: the page lacks %s", want)
 		}
 	}
-	for _, f := range sum.Findings {
-		if !strings.Contains(string(page), `data-id="`+f.ID+`"`) {
-			t.Errorf("report --run: finding %s not on the page", f.ID)
+	for _, f := range found {
+		if !strings.Contains(string(page), `data-id="`+f.GetId()+`"`) {
+			t.Errorf("report --run: finding %s not on the page", f.GetId())
 		}
 	}
 	out := filepath.Join(dir, "export")
-	run("findings", "export", sum.Findings[0].ID, "--out", out)
+	run("findings", "export", found[0].GetId(), "--out", out)
 	st, err := os.Stat(filepath.Join(out, "repro.sh"))
 	if err != nil || st.Mode().Perm()&0o100 == 0 {
 		t.Fatalf("repro.sh: %v, mode %v: want an executable", err, st)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -145,7 +146,7 @@ func newReplay(g *globals) *cobra.Command {
 						return err
 					}
 					if g.json {
-						return writeJSON(os.Stdout, r)
+						return writeProtoJSON(r)
 					}
 					return printPasses(r)
 				}
@@ -160,7 +161,7 @@ func newReplay(g *globals) *cobra.Command {
 					return err
 				}
 				if g.json {
-					return writeJSON(os.Stdout, rep)
+					return writeProtoJSON(rep)
 				}
 				return printReplay(rep)
 			})
@@ -179,76 +180,37 @@ func newReplay(g *globals) *cobra.Command {
 // replay replays a finding in a fresh session of its lanes on the daemon
 // (the Replay RPC: exploration.Replay), on image ("": the finding's own),
 // and says what it showed.
-func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*replayResult, error) {
+func replay(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*themisv1.ReplayResponse, error) {
 	progress(fmt.Sprintf("replaying %s (%s) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	r, err := c.Replay(ctx, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image})
-	if err != nil {
-		return nil, err
-	}
-	rep := &replayResult{Finding: r.GetFindingId(), Session: r.GetSessionId(), Kind: r.GetKind(), Revert: r.GetRevert(), Image: r.GetImage(),
-		Booted: imageLine(r.GetBooted()), Kernel: r.GetBooted().GetKernelVersion(), Steps: []replayStep{}, Roots: r.GetRoots(),
-		ErrnoDiverged: r.GetErrnoDiverged(), StateDiverged: r.GetStateDiverged(), Reference: r.GetReference(),
-		NotReplayable: r.GetNotReplayable(), Reproduced: r.GetReproduced()}
-	for _, st := range r.GetSteps() {
-		rep.Steps = append(rep.Steps, replayStep{Op: st.GetOp(), Errnos: st.GetErrnos(), Diverged: st.GetDiverged()})
-	}
-	return rep, nil
+	return c.Replay(ctx, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image})
 }
 
-func printReplay(rep *replayResult) error {
+func printReplay(rep *themisv1.ReplayResponse) error {
 	w := newTable()
-	if rep.Booted != "" {
-		fmt.Fprintf(w, "image\t%s\n", rep.Booted)
+	if booted := imageLine(rep.GetBooted()); booted != "" {
+		fmt.Fprintf(w, "image\t%s\n", booted)
 	}
-	for _, st := range rep.Steps {
+	for _, st := range rep.GetSteps() {
 		mark := ""
-		if st.Diverged {
+		if st.GetDiverged() {
 			mark = "  <- errno differs"
 		}
-		fmt.Fprintf(w, "%s\t%s%s\n", st.Op, strings.Join(st.Errnos, " "), mark)
+		fmt.Fprintf(w, "%s\t%s%s\n", st.GetOp(), strings.Join(st.GetErrnos(), " "), mark)
 	}
-	for lane, r := range rep.Roots {
-		fmt.Fprintf(w, "root %s\t%s\n", lane, r)
+	for _, lane := range slices.Sorted(maps.Keys(rep.GetRoots())) {
+		fmt.Fprintf(w, "root %s\t%s\n", lane, rep.GetRoots()[lane])
 	}
-	if rep.Revert == "remount" {
+	if rep.GetRevert() == "remount" {
 		fmt.Fprintf(w, "revert\tremount (lanes remounted before each op)\n")
 	}
-	if rep.Reference != "" {
-		fmt.Fprintf(w, "self-reference\t%s\n", rep.Reference)
+	if rep.GetReference() != "" {
+		fmt.Fprintf(w, "self-reference\t%s\n", rep.GetReference())
 	}
-	if rep.NotReplayable != "" {
-		fmt.Fprintf(w, "not replayable\t%s\n", rep.NotReplayable)
+	if rep.GetNotReplayable() != "" {
+		fmt.Fprintf(w, "not replayable\t%s\n", rep.GetNotReplayable())
 	}
-	fmt.Fprintf(w, "reproduced\t%v\n", rep.Reproduced)
+	fmt.Fprintf(w, "reproduced\t%v\n", rep.GetReproduced())
 	return w.Flush()
-}
-
-type replayStep struct {
-	Op       string   `json:"op"`
-	Errnos   []string `json:"errnos"`
-	Diverged bool     `json:"diverged"`
-}
-
-type replayResult struct {
-	Finding       string            `json:"finding"`
-	Session       string            `json:"session"`
-	Kind          string            `json:"kind"`
-	Revert        string            `json:"revert,omitempty"`
-	Image         string            `json:"image,omitempty"`
-	Booted        string            `json:"booted_image,omitempty"` // the image the session booted, in words
-	Kernel        string            `json:"kernel_version,omitempty"`
-	Steps         []replayStep      `json:"steps"`
-	Roots         map[string]string `json:"roots"`
-	ErrnoDiverged bool              `json:"errno_diverged"`
-	StateDiverged bool              `json:"state_diverged"`
-	// Reference is what the finding's self-reference showed after the
-	// trace (a remount's change, an unreadable entry; "" nothing or not
-	// that kind).
-	Reference string `json:"reference,omitempty"`
-	// NotReplayable says why the replay cannot show the finding (a kind
-	// of one lane it does not replay); "" it can.
-	NotReplayable string `json:"not_replayable,omitempty"`
-	Reproduced    bool   `json:"reproduced"`
 }
 
 // printFinding shows a stored finding: its latest trace (minimized once

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/longtest"
@@ -44,26 +41,23 @@ func TestImageFlagRealGuest(t *testing.T) {
 		}
 		return out
 	}
-	var sum struct {
-		Image    *themisv1.GuestImage `json:"image"`
-		Findings []struct {
-			ID     string `json:"id"`
-			Detail string `json:"detail"`
-		} `json:"finding_list"`
-	}
+	var res themisv1.ExploreResult
 	out := cli("explore", "--image", name, "--fs", "ext2,exfat", "--depth", "1", "--workers", "1")
-	if err := json.Unmarshal(out, &sum); err != nil || len(sum.Findings) == 0 || !strings.Contains(sum.Findings[0].Detail, "size 0 != 1") {
-		t.Fatalf("explore --image %s: %v, %s: want the patch's size finding", name, err, out)
+	decodeOut(t, out, &res)
+	found := res.GetFindingList()
+	if len(found) == 0 || !strings.Contains(found[0].GetDetail(), "size 0 != 1") {
+		t.Fatalf("explore --image %s: %s: want the patch's size finding", name, out)
 	}
-	if sum.Image.GetKey() != img.Key || len(sum.Image.GetPatches()) != 1 || sum.Image.GetPatches()[0].GetName() != patchtest.ExfatPatchName {
-		t.Errorf("explore's summary names image %v, want %s with %s", sum.Image, img.Key, patchtest.ExfatPatchName)
+	if im := res.GetSummary().GetImage(); im.GetKey() != img.Key || len(im.GetPatches()) != 1 || im.GetPatches()[0].GetName() != patchtest.ExfatPatchName {
+		t.Errorf("explore's summary names image %v, want %s with %s", im, img.Key, patchtest.ExfatPatchName)
 	}
-	var rep replayResult
-	if err := json.Unmarshal(cli("replay", sum.Findings[0].ID), &rep); err != nil || !rep.Reproduced || !strings.Contains(rep.Booted, patchtest.ExfatPatchName) {
-		t.Errorf("replay %s without --image: %+v, %v; want it reproduced on the patched image", sum.Findings[0].ID, rep, err)
+	var rep themisv1.ReplayResponse
+	decodeOut(t, cli("replay", found[0].GetId()), &rep)
+	if !rep.GetReproduced() || !strings.Contains(imageLine(rep.GetBooted()), patchtest.ExfatPatchName) {
+		t.Errorf("replay %s without --image: %v; want it reproduced on the patched image", found[0].GetId(), &rep)
 	}
 	dir := filepath.Join(t.TempDir(), "export")
-	cli("findings", "export", sum.Findings[0].ID, "--out", dir)
+	cli("findings", "export", found[0].GetId(), "--out", dir)
 	readme, err := os.ReadFile(filepath.Join(dir, "README"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +71,7 @@ func TestImageFlagRealGuest(t *testing.T) {
 	cli("crash", "--image", name, "--fs", "exfat", "--trace", "create f 0644; fsync f", "--max-states", "4")
 	cli("sweep", "clock", "--image", name, "--fs", "exfat", "--values", "0", "--ops", "create")
 	var list themisv1.ListSessionsResponse
-	if err := protojson.Unmarshal(cli("session", "list", "--all"), &list); err != nil {
-		t.Fatal(err)
-	}
+	decodeOut(t, cli("session", "list", "--all"), &list)
 	stock := 0
 	for _, s := range list.GetSessions() {
 		if len(s.GetImage().GetPatches()) == 0 {

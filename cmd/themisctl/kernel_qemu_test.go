@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/faultimage"
 	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/vmm/vmmtest"
@@ -42,29 +42,24 @@ func TestKernelFindingCLIRealGuest(t *testing.T) {
 	}
 	t0 := time.Now()
 	cli("explore", "--image", img.Key, "--fs", "ext2", "--ops", "mkdir", "--depth", "1", "--branching", "1", "--workers", "1")
-	var list struct {
-		Findings []struct {
-			ID        string   `json:"id"`
-			Kind      string   `json:"kind"`
-			Minimized bool     `json:"minimized"`
-			Trace     []string `json:"trace"`
-		} `json:"findings"`
+	var list themisv1.ListFindingsResponse
+	decodeOut(t, cli("findings"), &list)
+	if len(list.GetFindings()) != 1 {
+		t.Fatalf("findings: %v: want one", &list)
 	}
-	if err := json.Unmarshal(cli("findings"), &list); err != nil || len(list.Findings) != 1 {
-		t.Fatalf("findings: %v, %+v: want one", err, list)
-	}
-	f := list.Findings[0]
-	if f.Kind != "kernel" || !f.Minimized || len(f.Trace) != 1 || !strings.HasPrefix(f.Trace[0], "mkdir ") {
-		t.Errorf("finding %+v: want a kernel finding minimized to the one mkdir", f)
+	f := list.GetFindings()[0]
+	if f.GetKind() != "kernel" || !f.GetMinimized() || len(f.GetTrace()) != 1 || !strings.HasPrefix(f.GetTrace()[0], "mkdir ") {
+		t.Errorf("finding %v: want a kernel finding minimized to the one mkdir", f)
 	}
 	t.Logf("explore with minimization: %s", time.Since(t0).Round(time.Millisecond))
-	var rep kernelReplay
-	if err := json.Unmarshal(cli("replay", f.ID), &rep); err != nil || !rep.Reproduced || rep.CrashedAt != 1 || rep.Report == nil ||
-		rep.Report.Title != "Kernel panic - not syncing: sysrq triggered crash" || !strings.Contains(rep.Booted, img.Key[:12]) {
-		t.Errorf("replay %s: %+v, %v: want it reproduced on the crashing image, with the report", f.ID, rep, err)
+	var rep themisv1.ReplayResponse
+	decodeOut(t, cli("replay", f.GetId()), &rep)
+	if !rep.GetReproduced() || rep.GetCrashedAt() != 1 || rep.GetKernel().GetTitle() != "Kernel panic - not syncing: sysrq triggered crash" ||
+		!strings.Contains(imageLine(rep.GetBooted()), img.Key[:12]) {
+		t.Errorf("replay %s: %v: want it reproduced on the crashing image, with the report", f.GetId(), &rep)
 	}
 	dir := filepath.Join(t.TempDir(), "export")
-	cli("findings", "export", f.ID, "--out", dir)
+	cli("findings", "export", f.GetId(), "--out", dir)
 	for _, name := range []string{"README", "repro.sh"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !strings.Contains(string(b), "THIS CRASHES THE KERNEL IT RUNS ON") || !strings.Contains(string(b), "sysrq triggered crash") {

@@ -36,31 +36,6 @@ func printKernelReport(w io.Writer, f *themisv1.Finding) {
 	}
 }
 
-// kernelReplay is `themisctl replay` of a kernel finding: its trace run
-// on a fresh session until the guest dies or the trace ends.
-type kernelReplay struct {
-	Finding string       `json:"finding"`
-	Session string       `json:"session"`
-	Kind    string       `json:"kind"`
-	Image   string       `json:"image,omitempty"`
-	Booted  string       `json:"booted_image,omitempty"` // the image the session booted, in words
-	Kernel  string       `json:"kernel_version,omitempty"`
-	Steps   []replayStep `json:"steps"` // the ops that returned
-	// CrashedAt is the op (from 1) the guest died in (or in the lanes'
-	// remount before it); 0: it lived to the trace's end.
-	CrashedAt int    `json:"crashed_at,omitempty"`
-	CrashedOp string `json:"crashed_op,omitempty"`
-	// Report is the kernel's report the dead guest left (nil: it lived,
-	// or died without one); Signature is its signature, Want the
-	// finding's (kreport.Report.Signature: the kind and the RIP's
-	// function, or the first line with its numbers masked).
-	Report     *kreport.Report `json:"kernel_report,omitempty"`
-	Signature  string          `json:"signature,omitempty"`
-	Want       string          `json:"want_signature"`
-	Reproduced bool            `json:"reproduced"`
-	Verdict    string          `json:"verdict"`
-}
-
 // replayKernelCmd is `themisctl replay` of a kernel finding.
 func replayKernelCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Finding, image string) error {
 	rep, err := replayKernel(ctx, c, f, image)
@@ -68,7 +43,7 @@ func replayKernelCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Findi
 		return err
 	}
 	if g.json {
-		return writeJSON(os.Stdout, rep)
+		return writeProtoJSON(rep)
 	}
 	return printKernelReplay(os.Stdout, rep)
 }
@@ -76,53 +51,34 @@ func replayKernelCmd(ctx context.Context, g *globals, c *conn, f *themisv1.Findi
 // replayKernel replays kernel finding f on the daemon (the Replay RPC:
 // its ops until the guest dies, the report judged against the finding's)
 // on image ("": the finding's own).
-func replayKernel(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*kernelReplay, error) {
+func replayKernel(ctx context.Context, c *conn, f *themisv1.Finding, image string) (*themisv1.ReplayResponse, error) {
 	progress(fmt.Sprintf("replaying %s (%s: this crashes the session's guest) on %s", f.GetId(), f.GetKind(), strings.Join(f.GetLaneSpecs(), ",")))
-	return kernelReplayOf(c.Replay(ctx, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image}))
+	return c.Replay(ctx, &themisv1.ReplayRequest{FindingId: f.GetId(), Image: image})
 }
 
-// kernelReplayOf is a Replay response of a kernel finding as the CLI
-// shows it.
-func kernelReplayOf(r *themisv1.ReplayResponse, err error) (*kernelReplay, error) {
-	if err != nil {
-		return nil, err
-	}
-	rep := &kernelReplay{Finding: r.GetFindingId(), Session: r.GetSessionId(), Kind: r.GetKind(), Image: r.GetImage(),
-		Booted: imageLine(r.GetBooted()), Kernel: r.GetBooted().GetKernelVersion(), Steps: []replayStep{},
-		CrashedAt: int(r.GetCrashedAt()), CrashedOp: r.GetCrashedOp(), Signature: r.GetSignature(), Want: r.GetWantSignature(),
-		Reproduced: r.GetReproduced(), Verdict: r.GetVerdict()}
-	if r.GetKernel() != nil {
-		rep.Report = reportOf(r.GetKernel())
+func printKernelReplay(out io.Writer, r *themisv1.ReplayResponse) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "session\t%s\n", r.GetSessionId())
+	if booted := imageLine(r.GetBooted()); booted != "" {
+		fmt.Fprintf(w, "image\t%s\n", booted)
 	}
 	for _, st := range r.GetSteps() {
-		rep.Steps = append(rep.Steps, replayStep{Op: st.GetOp(), Errnos: st.GetErrnos(), Diverged: st.GetDiverged()})
+		fmt.Fprintf(w, "%s\t%s\n", st.GetOp(), strings.Join(st.GetErrnos(), " "))
 	}
-	return rep, nil
-}
-
-func printKernelReplay(out io.Writer, r *kernelReplay) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "session\t%s\n", r.Session)
-	if r.Booted != "" {
-		fmt.Fprintf(w, "image\t%s\n", r.Booted)
+	if r.GetCrashedAt() > 0 {
+		fmt.Fprintf(w, "%s\tthe guest died (op %d)\n", r.GetCrashedOp(), r.GetCrashedAt())
 	}
-	for _, st := range r.Steps {
-		fmt.Fprintf(w, "%s\t%s\n", st.Op, strings.Join(st.Errnos, " "))
-	}
-	if r.CrashedAt > 0 {
-		fmt.Fprintf(w, "%s\tthe guest died (op %d)\n", r.CrashedOp, r.CrashedAt)
-	}
-	if k := r.Report; k != nil {
-		fmt.Fprintf(w, "kernel %s\t%s\n", k.Kind, k.Title)
-		if k.RIP != "" {
-			fmt.Fprintf(w, "RIP\t%s\n", k.RIP)
+	if k := r.GetKernel(); k != nil {
+		fmt.Fprintf(w, "kernel %s\t%s\n", k.GetKind(), k.GetTitle())
+		if k.GetRip() != "" {
+			fmt.Fprintf(w, "RIP\t%s\n", k.GetRip())
 		}
-		if len(k.Trace) > 0 {
-			fmt.Fprintf(w, "call trace\t%s\n", strings.Join(k.Trace[:min(4, len(k.Trace))], " < "))
+		if tr := k.GetTrace(); len(tr) > 0 {
+			fmt.Fprintf(w, "call trace\t%s\n", strings.Join(tr[:min(4, len(tr))], " < "))
 		}
 	}
-	fmt.Fprintf(w, "reproduced\t%v\n", r.Reproduced)
-	fmt.Fprintf(w, "\t%s\n", r.Verdict)
+	fmt.Fprintf(w, "reproduced\t%v\n", r.GetReproduced())
+	fmt.Fprintf(w, "\t%s\n", r.GetVerdict())
 	return w.Flush()
 }
 

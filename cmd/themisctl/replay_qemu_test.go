@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
@@ -34,26 +35,24 @@ func TestReplayPassesRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay --passes: %v", err)
 	}
-	var r passesResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	t.Logf("%+v", r)
-	if len(r.Rows) != 1 || r.Rows[0].Clock != "pinned" || r.Rows[0].Passes != 4 || r.Rows[0].Disks["ext2:seed=1"] < 1 || r.Rows[0].Disks["ext2:seed=1"] >= 4 || r.Rows[0].RAM < 1 {
-		t.Errorf("rows %+v: want one pinned row, fewer distinct ext2 disks than 4 passes, RAM hashed", r.Rows)
+	var r themisv1.PassesResult
+	decodeOut(t, out, &r)
+	t.Logf("%v", &r)
+	if rows := r.GetRows(); len(rows) != 1 || rows[0].GetClock() != "pinned" || rows[0].GetPasses() != 4 || rows[0].GetDistinctDiskHashes()["ext2:seed=1"] < 1 ||
+		rows[0].GetDistinctDiskHashes()["ext2:seed=1"] >= 4 || rows[0].GetDistinctRamHashes() < 1 {
+		t.Errorf("rows %v: want one pinned row, fewer distinct ext2 disks than 4 passes, RAM hashed", rows)
 	}
 	out, err = exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "--json", "replay", "--passes", "4", "--clock", "free", "--icount", "on",
 		"--fs", "ext2:seed=1", "--trace", "write f-00 0 4096 0x55; chmod f-00 0600; truncate f-01 100").Output()
 	if err != nil {
 		t.Fatalf("replay --passes --icount on: %v", err)
 	}
-	r = passesResult{}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	t.Logf("icount: %+v", r)
-	if len(r.Rows) != 1 || !r.Rows[0].ICount || r.Rows[0].Clock != "free" || r.Rows[0].Disks["ext2:seed=1"] < 1 || r.Rows[0].Disks["ext2:seed=1"] >= 4 {
-		t.Errorf("rows %+v: want one icount row, clock free, fewer distinct ext2 disks than 4 passes", r.Rows)
+	r.Reset()
+	decodeOut(t, out, &r)
+	t.Logf("icount: %v", &r)
+	if rows := r.GetRows(); len(rows) != 1 || !rows[0].GetIcount() || rows[0].GetClock() != "free" || rows[0].GetDistinctDiskHashes()["ext2:seed=1"] < 1 ||
+		rows[0].GetDistinctDiskHashes()["ext2:seed=1"] >= 4 {
+		t.Errorf("rows %v: want one icount row, clock free, fewer distinct ext2 disks than 4 passes", rows)
 	}
 }
 
@@ -85,33 +84,32 @@ func TestBisectRealGuest(t *testing.T) {
 	}
 	page := filepath.Join(t.TempDir(), "run.html")
 	out, _ := cli("explore", "--fs", "ext2,vfat", "--policy", "exact", "--depth", "1", "--report", page)
-	var sum struct {
-		Findings []struct{ ID string } `json:"finding_list"`
-	}
-	if err := json.Unmarshal(out, &sum); err != nil || len(sum.Findings) == 0 {
-		t.Fatalf("explore: %v, %s: want a finding", err, out)
+	var res themisv1.ExploreResult
+	decodeOut(t, out, &res)
+	found := res.GetFindingList()
+	if len(found) == 0 {
+		t.Fatalf("explore: %s: want a finding", out)
 	}
 	if chromium, ok := reporttest.LookChromium(); ok {
 		dom := reporttest.DumpDOM(t, chromium, page)
-		for _, f := range sum.Findings {
-			if !strings.Contains(dom, `data-id="`+f.ID+`"`) {
-				t.Errorf("--report: finding %s of the ext2,vfat run not on the page", f.ID)
+		for _, f := range found {
+			if !strings.Contains(dom, `data-id="`+f.GetId()+`"`) {
+				t.Errorf("--report: finding %s of the ext2,vfat run not on the page", f.GetId())
 			}
 		}
 	}
-	out, err := cli("bisect", sum.Findings[0].ID, "--images", strings.Join(images, ","))
+	out, err := cli("bisect", found[0].GetId(), "--images", strings.Join(images, ","))
 	if err != nil {
 		t.Fatalf("bisect: %v", err)
 	}
-	var r bisectResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
+	var r themisv1.BisectResponse
+	decodeOut(t, out, &r)
+	t.Logf("%v", &r)
+	if rows := r.GetRows(); len(rows) != 2 || !rows[0].GetReproduced() || !rows[1].GetReproduced() || r.GetFirstDifferingImage() != "" ||
+		rows[0].GetKernelVersion() == rows[1].GetKernelVersion() {
+		t.Errorf("bisect %v: want both kernels to reproduce, none differing", &r)
 	}
-	t.Logf("%+v", r)
-	if len(r.Rows) != 2 || !r.Rows[0].Reproduced || !r.Rows[1].Reproduced || r.FirstDiffer != "" || r.Rows[0].Kernel == r.Rows[1].Kernel {
-		t.Errorf("bisect %+v: want both kernels to reproduce, none differing", r)
-	}
-	cmd := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "replay", sum.Findings[0].ID, "--image", t.TempDir())
+	cmd := exec.CommandContext(ctx, bin, "--addr", "unix://"+sock, "replay", found[0].GetId(), "--image", t.TempDir())
 	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "image") {
 		t.Errorf("replay --image outside the cache: %v, %s; want it refused naming image", err, msg)
 	}
