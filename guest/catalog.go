@@ -80,8 +80,8 @@ func nameImage(cacheDir, name, key string) error {
 // Listed is one image of the cache, as List returns it.
 type Listed struct {
 	Image
-	Names []string  `json:"names,omitempty"`
-	Built time.Time `json:"built"` // the manifest's modification time
+	Names []string
+	Built time.Time // the manifest's modification time
 }
 
 // List returns the cache's images, newest first; damaged entries are

@@ -46,7 +46,11 @@ boots a developer's built kernel tree. --name NAME names the image for --image N
 				return err
 			}
 			if g.json {
-				return writeJSON(os.Stdout, img)
+				m := img.Proto()
+				if o.Name != "" {
+					m.Names = []string{o.Name}
+				}
+				return writeProtoJSON(m)
 			}
 			printImage(img, o.Name)
 			return nil
@@ -103,10 +107,7 @@ func newGuestList(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				if imgs == nil {
-					imgs = []guest.Listed{}
-				}
-				return writeJSON(os.Stdout, imgs)
+				return writeProtoJSON(guest.ListProto(imgs))
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KEY\tNAME\tKERNEL\tFLAVOR\tPATCHES\tBUILT")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -73,11 +72,9 @@ func TestBisectRealGuest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("guest build --flavor %s: %v", flavor, err)
 		}
-		var img struct{ Kernel string }
-		if err := json.Unmarshal(out, &img); err != nil {
-			t.Fatal(err)
-		}
-		images = append(images, filepath.Dir(img.Kernel))
+		var img themisv1.CachedGuestImage
+		decodeOut(t, out, &img)
+		images = append(images, filepath.Dir(img.GetKernel()))
 	}
 	cli := func(args ...string) ([]byte, error) {
 		return exec.CommandContext(ctx, bin, append([]string{"--addr", "unix://" + sock, "--json"}, args...)...).Output()
