@@ -15,6 +15,7 @@ import (
 
 	"github.com/themisfs/themis/api"
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/live"
 	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
@@ -121,11 +122,33 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 }
 
 // filter is a findings list's query: each empty is any.
-type filter struct{ Lane, Kind, Status string }
+type filter struct{ Lane, Kind, Image, Status string }
 
 func (f filter) keeps(fd *session.Finding) bool {
 	return (f.Lane == "" || slices.ContainsFunc(fd.LaneSpecs, func(l string) bool { return l == f.Lane || strings.HasPrefix(l, f.Lane+":") })) &&
-		(f.Kind == "" || fd.Kind == f.Kind) && (f.Status == "" || api.StatusOf(fd.Seen.Status) == f.Status)
+		(f.Kind == "" || fd.Kind == f.Kind) && (f.Image == "" || imageIs(fd.Image, f.Image)) &&
+		(f.Status == "" || api.StatusOf(fd.Seen.Status) == f.Status)
+}
+
+// minKeyPrefix is the shortest image key prefix a filter names an image by.
+const minKeyPrefix = 8
+
+// imageIs says whether the image a finding was found on is the one q
+// names: "stock" (no code of its own) or "custom", its key or a prefix of
+// at least minKeyPrefix characters, its kernel version, its flavour, or
+// one of its patches or module sources by name. A finding stored before
+// images were kept is none.
+func imageIs(r *guest.Ref, q string) bool {
+	switch {
+	case r == nil:
+		return false
+	case q == "stock" || q == "custom":
+		return r.Custom() == (q == "custom")
+	case q == r.Key || len(q) >= minKeyPrefix && strings.HasPrefix(r.Key, q), q == r.KernelVersion, q == r.Flavor:
+		return true
+	}
+	named := func(in guest.Input) bool { return in.Name == q }
+	return slices.ContainsFunc(r.Patches, named) || slices.ContainsFunc(r.Sources, named)
 }
 
 // findingsView is the findings page's data.
@@ -138,19 +161,12 @@ type findingsView struct {
 
 func (h *handler) findings(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := filter{Lane: q.Get("lane"), Kind: q.Get("kind"), Status: q.Get("status")}
+	f := filter{Lane: q.Get("lane"), Kind: q.Get("kind"), Image: q.Get("image"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains(api.FindingStatuses, f.Status) {
 		http.Error(w, "status: want one of "+strings.Join(api.FindingStatuses, ", "), http.StatusBadRequest)
 		return
 	}
-	all, truncated, err := readAll(func(after session.PageKey) ([]session.Finding, session.PageKey, error) {
-		fs, err := h.st.FindingsPage(r.Context(), "", after, pageSize)
-		if len(fs) == 0 {
-			return fs, after, err
-		}
-		last := fs[len(fs)-1]
-		return fs, session.PageKey{Created: last.Created, ID: last.ID}, err
-	})
+	all, truncated, err := h.findingsOf(r.Context(), "")
 	if err != nil {
 		h.fail(w, err)
 		return

@@ -139,6 +139,7 @@ func newStore() *fakeStore {
 				Image: &guest.Ref{Key: "k", KernelVersion: "6.1.0-57-cloud-amd64", Flavor: "cloud"}},
 			{ID: "f-2", Session: "s-2", Kind: "kernel", Detail: "BUG", Signature: "kernel|x", LaneSpecs: []string{"ext4:inode_size=128"},
 				Trace: []string{"write f 0 1 0x55"}, Created: t0.Add(time.Minute), Seen: session.Seen{Times: 1, FirstID: "f-2", First: t0, Last: t0, Status: "reported"},
+				Image: &guest.Ref{Key: "0123456789abcdef", KernelVersion: "6.1.0-57-cloud-amd64", Flavor: "cloud", Patches: []guest.Input{{Name: "mine.patch", BLAKE3: "ab"}}},
 				Kernel: &kreport.Report{Title: "kernel BUG at " + hostile, RIP: "ext4_mb_new_inode_pa+0x1", Trace: []string{"ext4_mb_new_blocks"}}},
 			{ID: "f-3", Session: "s-2", Kind: "crash", Detail: "lost", Signature: "crash lost exfat after fsync of a file", LaneSpecs: []string{"exfat"},
 				Created: t0.Add(2 * time.Minute), Crash: &session.CrashPoint{Lane: "exfat", Verdict: "clean", Durability: "LOST f: missing", Keep: []int{1, 2}, Writes: 5}},
@@ -172,6 +173,30 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// checkPage gets path and checks its status, and on a 200 that the body
+// has every string of has, none of hasn, and no guest string unescaped.
+func checkPage(t *testing.T, srv *httptest.Server, path string, code int, has, hasn []string) {
+	t.Helper()
+	got, body := get(t, srv, path)
+	if got != code {
+		t.Errorf("%s: %d, want %d\n%s", path, got, code, body)
+		return
+	}
+	if strings.Contains(body, "<script>") {
+		t.Errorf("%s: a guest's string reached the page unescaped", path)
+	}
+	for _, s := range has {
+		if !strings.Contains(body, s) {
+			t.Errorf("%s: no %q in\n%s", path, s, body)
+		}
+	}
+	for _, s := range hasn {
+		if strings.Contains(body, s) {
+			t.Errorf("%s: %q should not be there", path, s)
+		}
+	}
+}
+
 // TestPages: every page renders, newest finding first, what a guest named
 // escaped everywhere; the filters keep what they say; an unknown finding
 // is 404 and a bad filter 400.
@@ -188,6 +213,13 @@ func TestPages(t *testing.T) {
 		{"/findings?lane=ext4", 200, []string{"2 finding(s)", `href="/findings/f-1"`, `href="/findings/f-2"`}, []string{`href="/findings/f-3"`}},
 		{"/findings?status=new", 200, []string{"2 finding(s)", `href="/findings/f-1"`, `href="/findings/f-3"`}, []string{`href="/findings/f-2"`}},
 		{"/findings?status=bogus", 400, nil, nil},
+		{"/findings?image=stock", 200, []string{"1 finding(s)", `href="/findings/f-1"`, `name="image" value="stock"`}, nil},
+		{"/findings?image=custom", 200, []string{"1 finding(s)", `href="/findings/f-2"`}, nil},
+		{"/findings?image=mine.patch", 200, []string{"1 finding(s)", `href="/findings/f-2"`}, nil},
+		{"/findings?image=01234567", 200, []string{"1 finding(s)", `href="/findings/f-2"`}, nil},
+		{"/findings?image=0123", 200, []string{"0 finding(s)"}, nil},
+		{"/findings?image=cloud&lane=ext4", 200, []string{"2 finding(s)"}, []string{`href="/findings/f-3"`}},
+		{"/findings?image=6.1.0-57-cloud-amd64&kind=kernel", 200, []string{"1 finding(s)", `href="/findings/f-2"`}, nil},
 		{"/findings/f-1", 200, []string{"mkdir &lt;script&gt;", "state-divergence|0|mkdir|nlink", `<form method="post" action="/findings/f-1/status">`}, nil},
 		{"/findings/f-2", 200, []string{"kernel BUG at &lt;script&gt;", "ext4_mb_new_inode_pa&#43;0x1", "reported"}, nil},
 		{"/findings/f-3", 200, []string{"LOST f: missing", "keeps 2 of 5 writes", "not counted"}, []string{"<form"}},
@@ -195,24 +227,7 @@ func TestPages(t *testing.T) {
 		{"/sessions", 200, []string{"s-1", "ENDED", "&lt;script&gt;"}, nil},
 		{"/", 200, []string{"3 finding(s)"}, nil},
 	} {
-		code, body := get(t, srv, tt.path)
-		if code != tt.code {
-			t.Errorf("%s: %d, want %d\n%s", tt.path, code, tt.code, body)
-			continue
-		}
-		if strings.Contains(body, "<script>") {
-			t.Errorf("%s: a guest's string reached the page unescaped", tt.path)
-		}
-		for _, s := range tt.has {
-			if !strings.Contains(body, s) {
-				t.Errorf("%s: no %q in\n%s", tt.path, s, body)
-			}
-		}
-		for _, s := range tt.hasn {
-			if strings.Contains(body, s) {
-				t.Errorf("%s: %q should not be there", tt.path, s)
-			}
-		}
+		checkPage(t, srv, tt.path, tt.code, tt.has, tt.hasn)
 	}
 	_, body := get(t, srv, "/findings")
 	if i, j := strings.Index(body, "/findings/f-3"), strings.Index(body, "/findings/f-1"); i < 0 || j < 0 || i > j {

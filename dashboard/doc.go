@@ -5,8 +5,10 @@
 // session page's own:
 //
 //   - /findings: every finding across runs, newest first, filtered by
-//     lane, kind and status (?lane=ext4&kind=crash&status=new): its kind,
-//     signature, lanes, image, when first and last seen, how often, status;
+//     lane, kind, image and status (?lane=ext4&kind=crash&status=new;
+//     image=stock, custom, a key or its first 8 characters or more, a
+//     kernel version, a flavour, a patch's name): its kind, signature,
+//     lanes, image, when first and last seen, how often, status;
 //   - /findings/{id}: one finding whole (detail, trace, crash point,
 //     kernel report, image) and a form that sets its status
 //     (SetFindingStatus: new, reported, fixed-upstream, expected), which

@@ -83,7 +83,8 @@ func (h *handler) runOf(ctx context.Context, in *session.Info) (kind, options st
 // runKinds are the kinds a session's end reason may name.
 var runKinds = map[string]bool{"explore": true, "crash": true, "sweep": true, "check": true, "profile": true, "corrupt": true, "replay": true, "export": true}
 
-// findingsOf reads the findings of session id, oldest first.
+// findingsOf reads the findings of session id ("" every session's),
+// oldest first.
 func (h *handler) findingsOf(ctx context.Context, id string) ([]session.Finding, bool, error) {
 	return readAll(func(after session.PageKey) ([]session.Finding, session.PageKey, error) {
 		fs, err := h.st.FindingsPage(ctx, id, after, pageSize)
