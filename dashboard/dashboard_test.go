@@ -139,7 +139,7 @@ func newStore() *fakeStore {
 				Image: &guest.Ref{Key: "k", KernelVersion: "6.1.0-57-cloud-amd64", Flavor: "cloud"}},
 			{ID: "f-2", Session: "s-2", Kind: "kernel", Detail: "BUG", Signature: "kernel|x", LaneSpecs: []string{"ext4:inode_size=128"},
 				Trace: []string{"write f 0 1 0x55"}, Created: t0.Add(time.Minute), Seen: session.Seen{Times: 1, FirstID: "f-2", First: t0, Last: t0, Status: "reported"},
-				Image: &guest.Ref{Key: "0123456789abcdef", KernelVersion: "6.1.0-57-cloud-amd64", Flavor: "cloud", Patches: []guest.Input{{Name: "mine.patch", BLAKE3: "ab"}}},
+				Image:  &guest.Ref{Key: "0123456789abcdef", KernelVersion: "6.1.0-57-cloud-amd64", Flavor: "cloud", Patches: []guest.Input{{Name: "mine.patch", BLAKE3: "ab"}}},
 				Kernel: &kreport.Report{Title: "kernel BUG at " + hostile, RIP: "ext4_mb_new_inode_pa+0x1", Trace: []string{"ext4_mb_new_blocks"}}},
 			{ID: "f-3", Session: "s-2", Kind: "crash", Detail: "lost", Signature: "crash lost exfat after fsync of a file", LaneSpecs: []string{"exfat"},
 				Created: t0.Add(2 * time.Minute), Crash: &session.CrashPoint{Lane: "exfat", Verdict: "clean", Durability: "LOST f: missing", Keep: []int{1, 2}, Writes: 5}},
