@@ -9,30 +9,30 @@ import (
 // DiffRange is one run of differing bytes, labelled by where it lies.
 type DiffRange struct {
 	// Offset and Len locate the run in the image, in bytes.
-	Offset int64 `json:"offset"`
-	Len    int   `json:"len"`
+	Offset int64
+	Len    int
 	// Region is the structure holding it (Layout of image A; empty when A
 	// does not parse as ext2/3/4 in a raw diff), and Field
 	// the nuisance field when the run is masked (normalized diffs only).
-	Region string `json:"region"`
-	Group  int    `json:"group"`
-	Field  string `json:"field,omitempty"`
+	Region string
+	Group  int
+	Field  string
 }
 
 // DiffResult compares two images of the same size.
 type DiffResult struct {
 	// RawSectors counts 512-byte sectors with any differing byte.
-	RawSectors int `json:"raw_sectors"`
+	RawSectors int
 	// NormalizedSectors counts sectors that still differ once the nuisance
 	// fields of both images are masked (equal to RawSectors when a side
 	// could not be parsed: then Normalized is false).
-	NormalizedSectors int  `json:"normalized_sectors"`
-	Normalized        bool `json:"normalized"`
+	NormalizedSectors int
+	Normalized        bool
 	// Ranges are the differing runs after masking (all runs when not
 	// normalized), at most MaxRanges.
-	Ranges []DiffRange `json:"ranges"`
+	Ranges []DiffRange
 	// Masked are the runs that differ only in nuisance fields, with the field.
-	Masked []DiffRange `json:"masked,omitempty"`
+	Masked []DiffRange
 }
 
 // MaxRanges bounds the runs a DiffResult lists.

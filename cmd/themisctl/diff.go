@@ -50,7 +50,7 @@ s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums).`,
 				if err != nil {
 					return err
 				}
-				return printDiff(g, d, normalize, show)
+				return printDiff(g, diffResponseOf(d), normalize, show)
 			}
 			if lane == "" {
 				return errors.New("--session needs --lane")
@@ -64,7 +64,7 @@ s_uuid, s_hash_seed, inode times and extra fields, i_generation, checksums).`,
 				if err != nil {
 					return err
 				}
-				return printDiff(g, diffResultOf(resp), normalize, show)
+				return printDiff(g, resp, normalize, show)
 			})
 		},
 	}
@@ -106,40 +106,43 @@ func diffFiles(a, b string, normalize bool) (*fsimage.DiffResult, error) {
 	return d, err
 }
 
-// diffResultOf is the daemon's diff as fsimage's, which printDiff shows.
-func diffResultOf(resp *themisv1.DiffResponse) *fsimage.DiffResult {
-	d := &fsimage.DiffResult{RawSectors: int(resp.GetRawSectors()), NormalizedSectors: int(resp.GetNormalizedSectors()), Normalized: resp.GetNormalized()}
-	for _, r := range resp.GetRanges() {
-		d.Ranges = append(d.Ranges, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup())})
+// diffResponseOf is a diff of two files as the daemon's Diff answers
+// one: what printDiff shows and --json prints, whichever made it.
+func diffResponseOf(d *fsimage.DiffResult) *themisv1.DiffResponse {
+	resp := &themisv1.DiffResponse{RawSectors: int64(d.RawSectors), NormalizedSectors: int64(d.NormalizedSectors), Normalized: d.Normalized}
+	for _, r := range d.Ranges {
+		resp.Ranges = append(resp.Ranges, &themisv1.DiffRange{Offset: r.Offset, Len: int32(r.Len), Region: r.Region, Group: int32(r.Group), Field: r.Field})
 	}
-	for _, r := range resp.GetMasked() {
-		d.Masked = append(d.Masked, fsimage.DiffRange{Offset: r.GetOffset(), Len: int(r.GetLen()), Region: r.GetRegion(), Group: int(r.GetGroup()), Field: r.GetField()})
+	for _, r := range d.Masked {
+		resp.Masked = append(resp.Masked, &themisv1.DiffRange{Offset: r.Offset, Len: int32(r.Len), Region: r.Region, Group: int32(r.Group), Field: r.Field})
 	}
-	return d
+	return resp
 }
 
-func printDiff(g *globals, d *fsimage.DiffResult, normalize bool, show int) error {
+// printDiff prints a diff: with --json the DiffResponse, else a table of
+// its first show ranges.
+func printDiff(g *globals, d *themisv1.DiffResponse, normalize bool, show int) error {
 	if g.json {
-		return writeJSON(os.Stdout, d)
+		return writeProtoJSON(d)
 	}
 	w := newTable()
-	fmt.Fprintf(w, "raw sectors\t%d\n", d.RawSectors)
+	fmt.Fprintf(w, "raw sectors\t%d\n", d.GetRawSectors())
 	if normalize {
-		fmt.Fprintf(w, "normalized sectors\t%d\n", d.NormalizedSectors)
+		fmt.Fprintf(w, "normalized sectors\t%d\n", d.GetNormalizedSectors())
 	}
-	for i, r := range d.Ranges {
+	for i, r := range d.GetRanges() {
 		if i == show {
-			fmt.Fprintf(w, "... %d more ranges\n", len(d.Ranges)-show)
+			fmt.Fprintf(w, "... %d more ranges\n", len(d.GetRanges())-show)
 			break
 		}
-		fmt.Fprintf(w, "differs\tLBA %d byte %d\t%d bytes\t%s (group %d)\n", r.Offset/fsimage.SectorSize, r.Offset%fsimage.SectorSize, r.Len, r.Region, r.Group)
+		fmt.Fprintf(w, "differs\tLBA %d byte %d\t%d bytes\t%s (group %d)\n", r.GetOffset()/fsimage.SectorSize, r.GetOffset()%fsimage.SectorSize, r.GetLen(), r.GetRegion(), r.GetGroup())
 	}
-	for i, r := range d.Masked {
+	for i, r := range d.GetMasked() {
 		if i == show {
-			fmt.Fprintf(w, "... %d more masked\n", len(d.Masked)-show)
+			fmt.Fprintf(w, "... %d more masked\n", len(d.GetMasked())-show)
 			break
 		}
-		fmt.Fprintf(w, "masked\tLBA %d byte %d\t%d bytes\t%s\n", r.Offset/fsimage.SectorSize, r.Offset%fsimage.SectorSize, r.Len, r.Field)
+		fmt.Fprintf(w, "masked\tLBA %d byte %d\t%d bytes\t%s\n", r.GetOffset()/fsimage.SectorSize, r.GetOffset()%fsimage.SectorSize, r.GetLen(), r.GetField())
 	}
 	return w.Flush()
 }
