@@ -91,9 +91,12 @@ type fstestsView struct {
 	MountOptions, Expect, Path, PathArg      text
 	Field                                    string
 	Setup, Trace, Mkfs                       []text
-	SetupSync, Flakey, Attrs, Times          bool
-	Renameat                                 []string
-	SetupSteps, Steps                        []fstStep
+	SetupSync, Flakey, Attrs, ReadContent    bool
+	// TimeFormat is stat's format of the time a remount finding is
+	// about (" %x", " %y", " %z"; "" none).
+	TimeFormat        string
+	Renameat          []string
+	SetupSteps, Steps []fstStep
 }
 
 // FSTestsFiles writes finding t as an fstests test: the script NNN and
@@ -149,7 +152,9 @@ func fstestsCheck(t FSTests, v *fstestsView) (check, golden string, err error) {
 		return fstestsState(t, v)
 	case KindRemount:
 		v.Groups += " metadata"
-		v.Times = strings.HasSuffix(f.Field, "time")
+		v.TimeFormat = map[string]string{"atime": " %x", "mtime": " %y", "ctime": " %z"}[f.Field]
+		// Reading a file moves its atime: not where the atime is the point.
+		v.ReadContent = f.Field != "atime"
 		return "remount", "the tree is the same after umount+mount\n", nil
 	case KindFsck:
 		return "fsck", "", nil
