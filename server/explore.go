@@ -67,6 +67,10 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	}, func(f session.Finding) {
 		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})
 	})
+	if sum != nil { // the run's last word, also where it reported no progress (a short run)
+		feed.Publish(sum.Session, exploreUpdate(exploration.Progress{States: sum.States, Unique: sum.Unique, Depth: sum.MaxDepth,
+			Findings: sum.Findings, StatesPerSec: sum.StatesPerSec, Elapsed: sum.Elapsed}))
+	}
 	return out.end(err, func() *themisv1.ExploreResponse {
 		return &themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Summary{Summary: summaryProto(sum)}}
 	})

@@ -36,7 +36,7 @@ func TestLiveFeeds(t *testing.T) {
 		session, kind, option, line string
 		states                      int64
 	}{
-		{"s-1", "explore", `"vfat"`, "1 states (1 unique), depth 1", 1},
+		{"s-1", "explore", `"vfat"`, "2 states (2 unique), depth 0, 1 finding(s)", 2}, // the summary, last
 		{"s-c", "crash", "fsync f", "1 crash state(s) checked, 0 finding(s); last: lane ext2 state 3", 1},
 	} {
 		r, last, found, running := srv.live.Lookup(tt.session)
