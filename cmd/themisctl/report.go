@@ -218,7 +218,7 @@ func writeReport(g *globals, r *report.Report, out string) error {
 	}
 	progress(fmt.Sprintf("wrote %s (%d bytes): %d layout maps, %d profile rows, %d corruption results", out, page.Len(), len(r.Layouts), len(r.Profile), len(r.Blast)))
 	if g.json {
-		return writeJSON(os.Stdout, r)
+		return writeProtoJSON(ingest.Page(r))
 	}
 	return nil
 }

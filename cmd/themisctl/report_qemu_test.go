@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/themisfs/themis/report"
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/report/ingest"
 	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
@@ -42,10 +43,11 @@ func TestReportRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r report.Report
-	if err := json.Unmarshal(out, &r); err != nil {
+	var data themisv1.ReportPage
+	if err := jsonout.DecodeInto(out, &data); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
+	r := ingest.FromPage(&data)
 
 	// The data.
 	if len(r.Layouts) != 1 || r.Layouts[0].Lane != "ext2" || len(r.Layouts[0].Parsed) < 5 || len(r.Layouts[0].Inferred) == 0 {

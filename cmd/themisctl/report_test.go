@@ -2,14 +2,15 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/themisfs/themis/report"
+
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report/reporttest"
 )
 
@@ -112,12 +113,12 @@ func TestReportFrom(t *testing.T) {
 	}
 	first := filepath.Join(dir, "first.html")
 	data := run("--json", "report", "--from", sample, "-o", first)
-	var r report.Report
-	if err := json.Unmarshal(data, &r); err != nil {
+	var r themisv1.ReportPage
+	if err := jsonout.DecodeInto(data, &r); err != nil {
 		t.Fatalf("--json: %v\n%s", err, data)
 	}
-	if len(r.Layouts) != 2 || len(r.Blast) == 0 || len(r.Profile) == 0 {
-		t.Errorf("--json data: %d layouts, %d profile rows, %d results", len(r.Layouts), len(r.Profile), len(r.Blast))
+	if len(r.GetLayouts()) != 2 || len(r.GetBlast()) == 0 || len(r.GetProfile()) == 0 || r.GetTitle() == "" {
+		t.Errorf("--json data: %d layouts, %d profile rows, %d results", len(r.GetLayouts()), len(r.GetProfile()), len(r.GetBlast()))
 	}
 	savedJSON := filepath.Join(dir, "report.json")
 	if err := os.WriteFile(savedJSON, data, 0o644); err != nil {

@@ -11,9 +11,11 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/themisfs/themis/api/jsonout"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // MaxInput bounds what Load reads of one file, in bytes.
@@ -118,6 +120,8 @@ func addValue(raw json.RawMessage, r *report.Report) error {
 		return fmt.Errorf("want a JSON object: %w", err)
 	}
 	switch {
+	case keys.has(jsonout.SchemaKey) && bytes.Equal(keys[jsonout.SchemaKey], pageSchema):
+		return addPage(raw, r)
 	case keys.has("row", "result", "summary"):
 		if keys.has("row") || keys.has("summary") && bytes.Contains(keys["summary"], []byte(`"layouts"`)) {
 			return addProfileMessage(raw, r)
@@ -172,7 +176,24 @@ func addCorruptMessage(raw json.RawMessage, r *report.Report) error {
 	return nil
 }
 
-// addSaved adds a report's own JSON: its parts appended, the first title
+// pageSchema is the schema key's value in `themisctl --json report`'s
+// output.
+var pageSchema = []byte(`"` + string((&themisv1.ReportPage{}).ProtoReflect().Descriptor().FullName()) + `"`)
+
+// addPage adds a page's data as `themisctl --json report` prints it
+// (jsonout, strictly): its parts appended, the first title kept, the
+// notes joined.
+func addPage(raw json.RawMessage, r *report.Report) error {
+	var p themisv1.ReportPage
+	if err := jsonout.DecodeInto(raw, &p); err != nil {
+		return fmt.Errorf("a report's JSON: %w", err)
+	}
+	merge(r, FromPage(&p))
+	return nil
+}
+
+// addSaved adds a report's data in report.Report's own JSON (the
+// hand-made samples of report/testdata): its parts appended, the first title
 // kept, the notes joined.
 func addSaved(raw json.RawMessage, r *report.Report) error {
 	var saved report.Report
@@ -181,6 +202,13 @@ func addSaved(raw json.RawMessage, r *report.Report) error {
 	if err := d.Decode(&saved); err != nil {
 		return fmt.Errorf("a report's JSON: %w", err)
 	}
+	merge(r, &saved)
+	return nil
+}
+
+// merge adds saved's parts to r, keeping r's title if it has one and
+// joining the notes.
+func merge(r, saved *report.Report) {
 	if r.Title == "" {
 		r.Title = saved.Title
 	}
@@ -188,5 +216,4 @@ func addSaved(raw json.RawMessage, r *report.Report) error {
 	r.Layouts = append(r.Layouts, saved.Layouts...)
 	r.Profile = append(r.Profile, saved.Profile...)
 	r.Blast = append(r.Blast, saved.Blast...)
-	return nil
 }

@@ -8,6 +8,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/report"
 )
 
@@ -78,6 +82,20 @@ func TestLoad(t *testing.T) {
 			path: func(t *testing.T) string { return sample },
 			want: countsOf(mustLoadSample(t, sample)),
 		},
+		{
+			name: "the page's data as --json report prints it",
+			path: func(t *testing.T) string {
+				b, err := jsonout.Encode(Page(mustLoadSample(t, sample)), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return writeDir(t, map[string]string{"report.json": string(b)})
+			},
+			want: countsOf(mustLoadSample(t, sample)),
+		},
+		{name: "a page's unknown field", path: func(t *testing.T) string {
+			return writeDir(t, map[string]string{"a.json": `{"schema":"themis.v1.ReportPage","title":"t","bogus":1}`})
+		}, errText: "a report's JSON"},
 		{name: "missing", path: func(t *testing.T) string { return "/nonexistent/report.json" }, wantErr: os.ErrNotExist},
 		{name: "empty dir", path: func(t *testing.T) string { return writeDir(t, map[string]string{"a.txt": "x"}) }, wantErr: ErrNoFiles},
 		{name: "no data", path: func(t *testing.T) string { return writeDir(t, map[string]string{"a.json": ""}) }, wantErr: ErrNoData},
@@ -119,4 +137,25 @@ func mustLoadSample(t *testing.T, path string) *report.Report {
 		t.Fatalf("%s: want every part, got %+v", path, countsOf(&r))
 	}
 	return &r
+}
+
+// TestPageRoundTrip: Page and FromPage keep every field the page shows.
+func TestPageRoundTrip(t *testing.T) {
+	t.Parallel()
+	sample, err := filepath.Abs("../testdata/sample.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mustLoadSample(t, sample)
+	b, err := jsonout.Encode(Page(want), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p themisv1.ReportPage
+	if err := jsonout.DecodeInto(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, FromPage(&p), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("FromPage(Page(sample)) (-want +got):\n%s", diff)
+	}
 }
