@@ -30,17 +30,17 @@ var idPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)+$`)
 
 // Case is one bug of the corpus.
 type Case struct {
-	ID        string `toml:"id" json:"id"`
-	FS        string `toml:"fs" json:"fs"`
-	Flavor    string `toml:"flavor" json:"flavor"`
-	Class     string `toml:"class" json:"class"`
-	Kind      string `toml:"kind" json:"kind"`
-	Fix       string `toml:"fix" json:"fix"`
-	Reference string `toml:"reference" json:"reference"`
-	Summary   string `toml:"summary" json:"summary"`
+	ID        string `toml:"id"`
+	FS        string `toml:"fs"`
+	Flavor    string `toml:"flavor"`
+	Class     string `toml:"class"`
+	Kind      string `toml:"kind"`
+	Fix       string `toml:"fix"`
+	Reference string `toml:"reference"`
+	Summary   string `toml:"summary"`
 	// Patch is the case's bug.patch (an absolute path when the corpus
 	// directory was).
-	Patch string `toml:"-" json:"patch"`
+	Patch string `toml:"-"`
 }
 
 // Load reads every case under dir (a subdirectory with a case.toml), in

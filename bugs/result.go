@@ -43,63 +43,63 @@ func CellKey(fs, op, field, verdict string) string {
 
 // Outcome is what bench bugs saw of one case.
 type Outcome struct {
-	Case Case `json:"case"`
+	Case Case
 	// Detected: the patched image's check found something outside the
 	// stock baseline; First is the time from the check's start to it,
 	// FirstKey, FirstPart and FirstDetail what it was.
-	Detected    bool          `json:"detected"`
-	First       time.Duration `json:"first_ns,omitempty"`
-	FirstKey    string        `json:"first_key,omitempty"`
-	FirstPart   string        `json:"first_part,omitempty"`
-	FirstDetail string        `json:"first_detail,omitempty"`
+	Detected    bool
+	First       time.Duration
+	FirstKey    string
+	FirstPart   string
+	FirstDetail string
 	// StockClean: the detection's key is in the stock baseline, but the
 	// stock image does not show the finding itself (its trace run there
 	// keeps what was made durable); it says what the stock image showed.
-	StockClean string `json:"stock_clean,omitempty"`
+	StockClean string
 	// Findings counts the patched check's findings and cells, InBaseline
 	// those whose key the stock baseline holds.
-	Findings   int `json:"findings"`
-	InBaseline int `json:"in_baseline"`
+	Findings   int
+	InBaseline int
 	// States adds up the explore parts' states; Elapsed is the check's
 	// wall time.
-	States  int64         `json:"states"`
-	Elapsed time.Duration `json:"elapsed_ns"`
+	States  int64
+	Elapsed time.Duration
 	// Reproduced: the detection showed again in a fresh session on the
 	// patched image: a finding's trace replayed (themisctl replay), a
 	// clock cell in a clock part run again. Repro says what the replay
 	// showed, or why it could not replay the detection.
-	Reproduced bool   `json:"reproduced"`
-	Repro      string `json:"repro,omitempty"`
+	Reproduced bool
+	Repro      string
 	// Err is how the case could not be run or checked ("" it was).
-	Err string `json:"error,omitempty"`
+	Err string
 	// Explore is plain explore's detection of the case, side by side
 	// (bench bugs --versus explore; nil without).
-	Explore *Detection `json:"explore,omitempty"`
+	Explore *Detection
 }
 
 // Detection is whether another command than check detected a case: its
 // first finding outside that command's own stock baseline, and when.
 type Detection struct {
-	Command    string        `json:"command"`
-	Detected   bool          `json:"detected"`
-	First      time.Duration `json:"first_ns,omitempty"`
-	FirstKey   string        `json:"first_key,omitempty"`
-	Findings   int           `json:"findings"`
-	InBaseline int           `json:"in_baseline"`
+	Command    string
+	Detected   bool
+	First      time.Duration
+	FirstKey   string
+	Findings   int
+	InBaseline int
 	// States and Elapsed are how far the command went: the states it
 	// explored and its time, to its end or its first detection.
-	States  int64         `json:"states"`
-	Elapsed time.Duration `json:"elapsed_ns"`
-	Err     string        `json:"error,omitempty"`
+	States  int64
+	Elapsed time.Duration
+	Err     string
 }
 
 // ClassMedian is the median time to detect of the detected cases of one
 // class.
 type ClassMedian struct {
-	Class    string        `json:"class"`
-	Cases    int           `json:"cases"`
-	Detected int           `json:"detected"`
-	Median   time.Duration `json:"median_ns"`
+	Class    string
+	Cases    int
+	Detected int
+	Median   time.Duration
 }
 
 // Medians are the per-class detection counts and median times to detect,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/bugs"
@@ -57,7 +58,7 @@ func newBenchBugs(g *globals) *cobra.Command {
 					}
 				}
 				if g.json {
-					return writeJSON(os.Stdout, rep)
+					return writeProtoJSON(rep.proto())
 				}
 				printBugsReport(rep)
 				return nil
@@ -68,7 +69,7 @@ func newBenchBugs(g *globals) *cobra.Command {
 	f.StringVar(&corpus, "corpus", "bugs", "the corpus directory (one case per subdirectory: case.toml and bug.patch)")
 	f.StringVar(&only, "cases", "", "case ids to run, comma-separated (default all)")
 	f.DurationVar(&budget, "budget", 10*time.Minute, "each check's budget (themisctl check --budget), the stock checks' too")
-	f.StringVar(&report, "report", "", "also write the results as one self-contained HTML page to this file")
+	f.StringVar(&report, "report", "", "also write the results to this file: as one self-contained HTML page, or as --json prints them when it ends in .json")
 	f.StringVar(&versus, "versus", "", "also run plain explore (explore --fs REF,FS, its defaults, max-seconds the budget) on every case and stock image, side by side: \"explore\"")
 	return cmd
 }
@@ -89,35 +90,66 @@ func pickCases(all []bugs.Case, ids []string) ([]bugs.Case, error) {
 	return out, nil
 }
 
-// bugsReport is bench bugs' result.
+// bugsReport is bench bugs' result; --json prints it as proto.
 type bugsReport struct {
-	Budget   time.Duration `json:"budget_ns"`
-	Cases    int           `json:"cases"`
-	Detected int           `json:"detected"`
+	Budget   time.Duration
+	Cases    int
+	Detected int
 	// Reproduced counts the detections that showed again when replayed
 	// in a fresh session (bugs.Outcome.Reproduced).
-	Reproduced int                `json:"reproduced"`
-	Outcomes   []bugs.Outcome     `json:"outcomes"`
-	Baselines  []*stockBaseline   `json:"baselines"`
-	Medians    []bugs.ClassMedian `json:"medians"`
-	Started    time.Time          `json:"started"`
-	Elapsed    time.Duration      `json:"elapsed_ns"`
+	Reproduced int
+	Outcomes   []bugs.Outcome
+	Baselines  []*stockBaseline
+	Medians    []bugs.ClassMedian
+	Started    time.Time
+	Elapsed    time.Duration
 }
 
 // stockBaseline is the check of one filesystem on its flavour's stock
 // image: what it found is not a case's detection.
 type stockBaseline struct {
-	FS     string `json:"fs"`
-	Flavor string `json:"flavor"`
-	Image  string `json:"image"`
+	FS     string
+	Flavor string
+	Image  string
 	// Keys are what the stock check found and the triaged stock findings
 	// of the filesystem (bugs.TriagedStock).
-	Keys []string `json:"keys"`
+	Keys []string
 	// ExploreKeys are plain explore's (--versus explore).
-	ExploreKeys []string      `json:"explore_keys,omitempty"`
-	Findings    int           `json:"findings"`
-	Elapsed     time.Duration `json:"elapsed_ns"`
-	Err         string        `json:"error,omitempty"`
+	ExploreKeys []string
+	Findings    int
+	Elapsed     time.Duration
+	Err         string
+}
+
+// proto is the report as --json prints it (themis.v1.BugsReport).
+func (rep *bugsReport) proto() *themisv1.BugsReport {
+	out := &themisv1.BugsReport{BudgetS: rep.Budget.Seconds(), Cases: int32(rep.Cases), Detected: int32(rep.Detected),
+		Reproduced: int32(rep.Reproduced), ElapsedS: rep.Elapsed.Seconds()}
+	if !rep.Started.IsZero() {
+		out.Started = timestamppb.New(rep.Started)
+	}
+	for _, o := range rep.Outcomes {
+		c := o.Case
+		m := &themisv1.BugsOutcome{Case: &themisv1.BugsCase{Id: c.ID, Fs: c.FS, Flavor: c.Flavor, Class: c.Class, Kind: c.Kind, Fix: c.Fix,
+			Reference: c.Reference, Summary: c.Summary, Patch: c.Patch},
+			Detected: o.Detected, FirstS: o.First.Seconds(), FirstKey: o.FirstKey, FirstPart: o.FirstPart, FirstDetail: o.FirstDetail,
+			StockClean: o.StockClean, Findings: int32(o.Findings), InBaseline: int32(o.InBaseline), States: o.States,
+			ElapsedS: o.Elapsed.Seconds(), Reproduced: o.Reproduced, Repro: o.Repro, Error: o.Err}
+		if d := o.Explore; d != nil {
+			m.Explore = &themisv1.BugsDetection{Command: d.Command, Detected: d.Detected, FirstS: d.First.Seconds(), FirstKey: d.FirstKey,
+				Findings: int32(d.Findings), InBaseline: int32(d.InBaseline), States: d.States, ElapsedS: d.Elapsed.Seconds(), Error: d.Err}
+		}
+		out.Outcomes = append(out.Outcomes, m)
+	}
+	for _, b := range rep.Baselines {
+		out.Baselines = append(out.Baselines, &themisv1.BugsBaseline{Fs: b.FS, Flavor: b.Flavor, Image: b.Image, Keys: b.Keys,
+			ExploreKeys: b.ExploreKeys, Findings: int32(b.Findings), ElapsedS: b.Elapsed.Seconds(), Error: b.Err})
+	}
+	for _, m := range rep.Medians {
+		out.Medians = append(out.Medians, &themisv1.BugsClassMedian{Class: m.Class, Cases: int32(m.Cases), Detected: int32(m.Detected),
+			MedianS: m.Median.Seconds()})
+	}
+	return out
 }
 
 // runBenchBugs checks each filesystem's stock image once, then every case
@@ -502,8 +534,19 @@ var bugsPage = template.Must(template.New("bugs").Funcs(template.FuncMap{
 </body></html>
 `))
 
-// writeBugsReport writes the report as one self-contained HTML page.
+// writeBugsReport writes the report as one self-contained HTML page, or
+// as --json prints it to a path ending in .json.
 func writeBugsReport(path string, rep *bugsReport) error {
+	if strings.HasSuffix(path, ".json") {
+		b, err := protoJSON(rep.proto(), true)
+		if err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+		return nil
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--report: %w", err)

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
@@ -37,31 +38,31 @@ func TestBenchBugsRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("themisctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	var rep bugsReport
-	if err := json.Unmarshal(out, &rep); err != nil {
+	var rep themisv1.BugsReport
+	if err := jsonout.DecodeInto(out, &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if rep.Cases != 2 || len(rep.Outcomes) != 2 {
+	if rep.GetCases() != 2 || len(rep.GetOutcomes()) != 2 {
 		t.Fatalf("report %s", out)
 	}
-	for _, o := range rep.Outcomes {
-		if o.Err != "" || !o.Detected || o.First <= 0 || o.FirstKey == "" {
-			t.Errorf("case %s: %+v, want detected", o.Case.ID, o)
+	for _, o := range rep.GetOutcomes() {
+		if o.GetError() != "" || !o.GetDetected() || o.GetFirstS() <= 0 || o.GetFirstKey() == "" {
+			t.Errorf("case %s: %v, want detected", o.GetCase().GetId(), o)
 		}
 		// Replayed in a fresh session, a detection shows again, or the
 		// replay says why it cannot replay its kind (the fsck
 		// self-reference).
-		if o.Detected && !o.Reproduced && !strings.HasPrefix(o.Repro, "not replayable: ") {
-			t.Errorf("case %s: detection %s not reproduced: %s", o.Case.ID, o.FirstKey, o.Repro)
+		if o.GetDetected() && !o.GetReproduced() && !strings.HasPrefix(o.GetRepro(), "not replayable: ") {
+			t.Errorf("case %s: detection %s not reproduced: %s", o.GetCase().GetId(), o.GetFirstKey(), o.GetRepro())
 		}
 	}
-	for _, b := range rep.Baselines {
-		if b.Err != "" || b.Image == "" {
-			t.Errorf("stock %s/%s: %+v", b.FS, b.Flavor, b)
+	for _, b := range rep.GetBaselines() {
+		if b.GetError() != "" || b.GetImage() == "" {
+			t.Errorf("stock %s/%s: %v", b.GetFs(), b.GetFlavor(), b)
 		}
-		for _, k := range b.Keys {
-			if b.FS != "exfat" || !strings.HasPrefix(k, "clock|exfat|") || !strings.HasSuffix(k, "|mtime|diverged") {
-				t.Errorf("stock %s/%s found %s: not a triaged stock finding", b.FS, b.Flavor, k)
+		for _, k := range b.GetKeys() {
+			if b.GetFs() != "exfat" || !strings.HasPrefix(k, "clock|exfat|") || !strings.HasSuffix(k, "|mtime|diverged") {
+				t.Errorf("stock %s/%s found %s: not a triaged stock finding", b.GetFs(), b.GetFlavor(), k)
 			}
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/themisfs/themis/api/jsonout"
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/bugs"
 )
 
@@ -130,5 +134,41 @@ func TestWithTriaged(t *testing.T) {
 		if got := strings.Join(withTriaged(tc.keys, tc.fs), ","); got != tc.want {
 			t.Errorf("withTriaged(%q, %s) = %s, want %s", tc.keys, tc.fs, got, tc.want)
 		}
+	}
+}
+
+// TestBugsReportJSON: --report FILE.json writes the BugsReport --json
+// prints, durations in seconds.
+func TestBugsReportJSON(t *testing.T) {
+	started := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	rep := &bugsReport{Budget: 3 * time.Minute, Cases: 2, Detected: 1, Reproduced: 1, Started: started, Elapsed: 5 * time.Minute,
+		Outcomes: []bugs.Outcome{
+			{Case: bugs.Case{ID: "exfat-a", Class: "on-disk", FS: "exfat", Flavor: "cloud"}, Detected: true, First: 21 * time.Second,
+				FirstKey: "finding|silent-content|x", FirstPart: "reference exfat", Reproduced: true, States: 1 << 40},
+			{Case: bugs.Case{ID: "vfat-b", Class: "lost-update", FS: "vfat"}, Findings: 2, InBaseline: 2,
+				Explore: &bugs.Detection{Command: "explore --fs ext2,vfat", States: 22, Elapsed: 4 * time.Second}},
+		},
+		Baselines: []*stockBaseline{{FS: "exfat", Flavor: "cloud", Keys: []string{"clock|exfat|mkdir|mtime|diverged"}, Elapsed: time.Minute}}}
+	rep.Medians = bugs.Medians(rep.Outcomes)
+	path := filepath.Join(t.TempDir(), "bugs.json")
+	if err := writeBugsReport(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got themisv1.BugsReport
+	if err := jsonout.DecodeInto(b, &got); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !proto.Equal(&got, rep.proto()) {
+		t.Errorf("--report bugs.json: %v, want %v", &got, rep.proto())
+	}
+	o := got.GetOutcomes()
+	if got.GetBudgetS() != 180 || !got.GetStarted().AsTime().Equal(started) || len(o) != 2 || o[0].GetCase().GetId() != "exfat-a" ||
+		o[0].GetFirstS() != 21 || o[0].GetStates() != 1<<40 || o[1].GetExplore().GetElapsedS() != 4 || got.GetBaselines()[0].GetElapsedS() != 60 ||
+		len(got.GetMedians()) == 0 || !strings.Contains(string(b), `"schema": "themis.v1.BugsReport"`) {
+		t.Errorf("--report bugs.json:\n%s", b)
 	}
 }
