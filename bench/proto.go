@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/guest/guestproto"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/vmm/kvm/echo"
 )
@@ -56,7 +57,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
 		OpS: s.OpTime.Seconds(), FingerprintS: s.FingerprintTime.Seconds(), RestoreS: s.RestoreTime.Seconds(),
 		RestoresSkipped: int64(s.RestoresSkipped), UnconfirmedHangs: int64(s.UnconfirmedHangs), Revert: s.Revert,
-		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions, Image: s.Image.Proto(),
+		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions, Image: guestproto.Ref(s.Image),
 		Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut,
 		DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
 	}

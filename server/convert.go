@@ -8,7 +8,7 @@ import (
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/errkind"
-	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/guestproto"
 	"github.com/themisfs/themis/session"
 )
 
@@ -51,28 +51,10 @@ func sessionProto(in *session.Info) *themisv1.Session {
 		EndTime:     timestamp(in.Ended),
 		Reason:      in.Reason,
 		Depth:       int32(in.Depth),
-		Image:       guestImageProto(in.Image),
+		Image:       guestproto.Ref(in.Image),
 	}
 	for _, l := range in.Lanes {
 		out.Lanes = append(out.Lanes, &themisv1.Lane{Name: l.Name, Spec: l.Spec, Fs: l.FS})
-	}
-	return out
-}
-
-// guestImageProto is the image a session booted or a finding ran on
-// (nil when it was not kept).
-func guestImageProto(r *guest.Ref) *themisv1.GuestImage {
-	if r == nil {
-		return nil
-	}
-	return &themisv1.GuestImage{Key: r.Key, KernelVersion: r.KernelVersion, Flavor: r.Flavor,
-		Patches: imageInputsProto(r.Patches), ModuleSources: imageInputsProto(r.Sources), BuiltModules: r.Built}
-}
-
-func imageInputsProto(in []guest.Input) []*themisv1.ImageInput {
-	var out []*themisv1.ImageInput
-	for _, i := range in {
-		out = append(out, &themisv1.ImageInput{Name: i.Name, Blake3: i.BLAKE3})
 	}
 	return out
 }

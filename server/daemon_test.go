@@ -478,6 +478,15 @@ func TestGrpcurl(t *testing.T) {
 	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "status: ") {
 		t.Errorf("grpcurl SetFindingStatus fixed = %q, %v; want InvalidArgument naming status", out, err)
 	}
+	shard := `{"request": {"lanes": ["ext2"], "depth": 1, "shard_count": 1}, "summary": {"shard_count": 1, "states": "3", "state_keys": ["AA==", "AQ=="]}}`
+	out, err = run("-d", `{"shards": [`+shard+`]}`, sock, "themis.v1.Themis/MergeExplore")
+	if err != nil || !strings.Contains(out, `"uniqueStates": "2"`) || !strings.Contains(out, `"digest": "`) {
+		t.Errorf("grpcurl MergeExplore = %q, %v; want the merged states and digest", out, err)
+	}
+	out, err = run("-d", `{"shards": [`+shard+`, `+shard+`]}`, sock, "themis.v1.Themis/MergeExplore")
+	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "shards[1]: shards[0] and shards[1] are both shard 0") {
+		t.Errorf("grpcurl MergeExplore of one shard twice = %q, %v; want InvalidArgument naming shards[1]", out, err)
+	}
 	out, err = run(sock, "grpc.health.v1.Health/Check")
 	if err != nil || !strings.Contains(out, healthpb.HealthCheckResponse_SERVING.String()) {
 		t.Errorf("grpcurl health = %q, %v", out, err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -10,10 +11,12 @@ import (
 	"github.com/themisfs/themis/crash"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/guest/guestproto"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
+	"github.com/themisfs/themis/shards"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -123,6 +126,25 @@ func (s *Server) SetFindingStatus(ctx context.Context, req *themisv1.SetFindingS
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
+// MergeExplore implements themisv1.ThemisServer: shards.Explore over the
+// shards' results the client sent (no session; the request's size is
+// bounded by MaxRequestBytes).
+func (s *Server) MergeExplore(_ context.Context, req *themisv1.MergeExploreRequest) (*themisv1.MergeExploreResponse, error) {
+	parts := req.GetShards()
+	if len(parts) > shards.MaxShards {
+		return nil, toStatus(errkind.Invalid("shards", "%d given, at most %d", len(parts), shards.MaxShards))
+	}
+	names := make([]string, len(parts))
+	for i := range parts {
+		names[i] = fmt.Sprintf("shards[%d]", i)
+	}
+	m, err := shards.Explore(names, parts)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return m, nil
+}
+
 // GetExploreRun implements themisv1.ThemisServer.
 func (s *Server) GetExploreRun(ctx context.Context, req *themisv1.GetExploreRunRequest) (*themisv1.GetExploreRunResponse, error) {
 	if err := required("session_id", req.GetSessionId()); err != nil {
@@ -164,7 +186,7 @@ func findingProto(f *session.Finding) *themisv1.Finding {
 		Lanes: laneResultsProto(f.Lanes), Path: f.Path, Field: f.Field, Seed: f.Seed, Minimized: f.Minimized,
 		CreateTime: timestamppb.New(f.Created), LaneSpecs: f.LaneSpecs, FoundTrace: f.FoundTrace, DuplicateOf: f.DuplicateOf, Revert: f.Revert, Policy: f.Policy,
 		Signature: f.Signature, TimesSeen: int32(f.Seen.Times), FirstId: f.Seen.FirstID, Crash: crashPointProto(f.Crash),
-		Kernel: kernelReportProto(f.Kernel), Image: guestImageProto(f.Image),
+		Kernel: kernelReportProto(f.Kernel), Image: guestproto.Ref(f.Image),
 	}
 	if f.Seen.Times > 0 {
 		p.FirstSeen, p.LastSeen = timestamppb.New(f.Seen.First), timestamppb.New(f.Seen.Last)
@@ -193,7 +215,7 @@ func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
 		RestoresSkipped: int64(s.RestoresSkipped), UnconfirmedHangs: int64(s.UnconfirmedHangs), Revert: s.Revert,
 		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
 		ShardIndex: int32(s.Shard.Index), ShardCount: int32(s.Shard.Count), ShardDepth: int32(s.Shard.Depth),
-		Image: guestImageProto(s.Image), Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
+		Image: guestproto.Ref(s.Image), Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
 	}
 	for _, k := range s.StateKeys {
 		out.StateKeys = append(out.StateKeys, []byte(k))

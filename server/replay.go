@@ -5,6 +5,7 @@ import (
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/guest/guestproto"
 	"github.com/themisfs/themis/runs/exploration"
 )
 
@@ -28,7 +29,7 @@ func (s *Server) Replay(ctx context.Context, req *themisv1.ReplayRequest) (*them
 // replayProto is a replay's result as the API's.
 func replayProto(r *exploration.Replayed) *themisv1.ReplayResponse {
 	out := &themisv1.ReplayResponse{FindingId: r.Finding, SessionId: r.Session, Kind: r.Kind, Revert: r.Revert, Image: r.Image,
-		Booted: guestImageProto(r.Booted), Roots: r.Roots, ErrnoDiverged: r.ErrnoDiverged, StateDiverged: r.StateDiverged,
+		Booted: guestproto.Ref(r.Booted), Roots: r.Roots, ErrnoDiverged: r.ErrnoDiverged, StateDiverged: r.StateDiverged,
 		Reference: r.Reference, NotReplayable: r.NotReplayable, Reproduced: r.Reproduced}
 	for _, st := range r.Steps {
 		out.Steps = append(out.Steps, &themisv1.ReplayStep{Op: st.Op, Errnos: st.ErrnoList(), Diverged: st.Diverged})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/themisfs/themis/guest"
+	"github.com/themisfs/themis/guest/guestproto"
 )
 
 func newGuest(g *globals) *cobra.Command {
@@ -46,7 +47,7 @@ boots a developer's built kernel tree. --name NAME names the image for --image N
 				return err
 			}
 			if g.json {
-				m := img.Proto()
+				m := guestproto.Image(img)
 				if o.Name != "" {
 					m.Names = []string{o.Name}
 				}
@@ -107,7 +108,7 @@ func newGuestList(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return writeProtoJSON(guest.ListProto(imgs))
+				return writeProtoJSON(guestproto.List(imgs))
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KEY\tNAME\tKERNEL\tFLAVOR\tPATCHES\tBUILT")

@@ -1,6 +1,7 @@
 // What themisctl prints with --json where no one RPC response is the
-// whole answer: a run's request, summary and findings together, a merge
-// of shard results, a crash finding's replay, an export.
+// whole answer: a crash finding's replay, an export. (explore's
+// ExploreResult and merge's MergeExploreResponse are in themis.proto, where the
+// MergeExplore RPC takes and returns them.)
 // Rendered by api/jsonout (protojson, proto names, a "schema" key naming
 // the message). Changes are additive only, as in themis.proto.
 
@@ -27,205 +28,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// `themisctl --json explore`: the search asked, the run's summary and its
-// findings. A shard's result (explore --shard i/n) is this message, and
-// `explore merge` reads it back.
-type ExploreResult struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The request as sent (lanes, depth, ops, seed, shard, ...).
-	Request *ExploreRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	Summary *ExploreSummary `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
-	// Each finding in the order first found, its latest version (the
-	// minimized trace once the update came; found_trace the trace as found).
-	FindingList   []*Finding `protobuf:"bytes,3,rep,name=finding_list,json=findingList,proto3" json:"finding_list,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExploreResult) Reset() {
-	*x = ExploreResult{}
-	mi := &file_themis_v1_cli_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExploreResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExploreResult) ProtoMessage() {}
-
-func (x *ExploreResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_cli_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExploreResult.ProtoReflect.Descriptor instead.
-func (*ExploreResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_cli_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *ExploreResult) GetRequest() *ExploreRequest {
-	if x != nil {
-		return x.Request
-	}
-	return nil
-}
-
-func (x *ExploreResult) GetSummary() *ExploreSummary {
-	if x != nil {
-		return x.Summary
-	}
-	return nil
-}
-
-func (x *ExploreResult) GetFindingList() []*Finding {
-	if x != nil {
-		return x.FindingList
-	}
-	return nil
-}
-
-// `themisctl --json explore merge`: what the whole search run at once
-// reports of its states and findings, joined from its shards' results.
-type MergeResult struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The search the shards ran (their shard fields cleared).
-	Request      *ExploreRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	Shards       int32           `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
-	ShardDepth   int32           `protobuf:"varint,3,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
-	UniqueStates int64           `protobuf:"varint,4,opt,name=unique_states,json=uniqueStates,proto3" json:"unique_states,omitempty"`
-	// Unique states by depth; empty when a shard did not report depths.
-	UniqueByDepth []int64 `protobuf:"varint,5,rep,packed,name=unique_by_depth,json=uniqueByDepth,proto3" json:"unique_by_depth,omitempty"`
-	// The digest of the union of the shards' states: the whole search's.
-	Digest string `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
-	// Findings, each once (the shards' duplicates of one dropped).
-	Findings int64 `protobuf:"varint,7,opt,name=findings,proto3" json:"findings,omitempty"`
-	// Ops applied by all the shards together.
-	States int64 `protobuf:"varint,8,opt,name=states,proto3" json:"states,omitempty"`
-	// Unique states judged by a declared difference, and the ops whose errno
-	// was, applied by all the shards together (as states).
-	DeclaredStates int64      `protobuf:"varint,9,opt,name=declared_states,json=declaredStates,proto3" json:"declared_states,omitempty"`
-	DeclaredOps    int64      `protobuf:"varint,10,opt,name=declared_ops,json=declaredOps,proto3" json:"declared_ops,omitempty"`
-	FindingList    []*Finding `protobuf:"bytes,11,rep,name=finding_list,json=findingList,proto3" json:"finding_list,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *MergeResult) Reset() {
-	*x = MergeResult{}
-	mi := &file_themis_v1_cli_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *MergeResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*MergeResult) ProtoMessage() {}
-
-func (x *MergeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_cli_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use MergeResult.ProtoReflect.Descriptor instead.
-func (*MergeResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_cli_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *MergeResult) GetRequest() *ExploreRequest {
-	if x != nil {
-		return x.Request
-	}
-	return nil
-}
-
-func (x *MergeResult) GetShards() int32 {
-	if x != nil {
-		return x.Shards
-	}
-	return 0
-}
-
-func (x *MergeResult) GetShardDepth() int32 {
-	if x != nil {
-		return x.ShardDepth
-	}
-	return 0
-}
-
-func (x *MergeResult) GetUniqueStates() int64 {
-	if x != nil {
-		return x.UniqueStates
-	}
-	return 0
-}
-
-func (x *MergeResult) GetUniqueByDepth() []int64 {
-	if x != nil {
-		return x.UniqueByDepth
-	}
-	return nil
-}
-
-func (x *MergeResult) GetDigest() string {
-	if x != nil {
-		return x.Digest
-	}
-	return ""
-}
-
-func (x *MergeResult) GetFindings() int64 {
-	if x != nil {
-		return x.Findings
-	}
-	return 0
-}
-
-func (x *MergeResult) GetStates() int64 {
-	if x != nil {
-		return x.States
-	}
-	return 0
-}
-
-func (x *MergeResult) GetDeclaredStates() int64 {
-	if x != nil {
-		return x.DeclaredStates
-	}
-	return 0
-}
-
-func (x *MergeResult) GetDeclaredOps() int64 {
-	if x != nil {
-		return x.DeclaredOps
-	}
-	return 0
-}
-
-func (x *MergeResult) GetFindingList() []*Finding {
-	if x != nil {
-		return x.FindingList
-	}
-	return nil
-}
-
 // `themisctl --json replay` of a crash finding: its crash state made
 // again in a fresh session and checked.
 type CrashReplay struct {
@@ -245,7 +47,7 @@ type CrashReplay struct {
 
 func (x *CrashReplay) Reset() {
 	*x = CrashReplay{}
-	mi := &file_themis_v1_cli_proto_msgTypes[2]
+	mi := &file_themis_v1_cli_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +59,7 @@ func (x *CrashReplay) String() string {
 func (*CrashReplay) ProtoMessage() {}
 
 func (x *CrashReplay) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_cli_proto_msgTypes[2]
+	mi := &file_themis_v1_cli_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +72,7 @@ func (x *CrashReplay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CrashReplay.ProtoReflect.Descriptor instead.
 func (*CrashReplay) Descriptor() ([]byte, []int) {
-	return file_themis_v1_cli_proto_rawDescGZIP(), []int{2}
+	return file_themis_v1_cli_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *CrashReplay) GetFindingId() string {
@@ -320,7 +122,7 @@ type ExportResult struct {
 
 func (x *ExportResult) Reset() {
 	*x = ExportResult{}
-	mi := &file_themis_v1_cli_proto_msgTypes[3]
+	mi := &file_themis_v1_cli_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +134,7 @@ func (x *ExportResult) String() string {
 func (*ExportResult) ProtoMessage() {}
 
 func (x *ExportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_cli_proto_msgTypes[3]
+	mi := &file_themis_v1_cli_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +147,7 @@ func (x *ExportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResult.ProtoReflect.Descriptor instead.
 func (*ExportResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_cli_proto_rawDescGZIP(), []int{3}
+	return file_themis_v1_cli_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ExportResult) GetDir() string {
@@ -366,25 +168,7 @@ var File_themis_v1_cli_proto protoreflect.FileDescriptor
 
 const file_themis_v1_cli_proto_rawDesc = "" +
 	"\n" +
-	"\x13themis/v1/cli.proto\x12\tthemis.v1\x1a\x16themis/v1/themis.proto\"\xb0\x01\n" +
-	"\rExploreResult\x123\n" +
-	"\arequest\x18\x01 \x01(\v2\x19.themis.v1.ExploreRequestR\arequest\x123\n" +
-	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ExploreSummaryR\asummary\x125\n" +
-	"\ffinding_list\x18\x03 \x03(\v2\x12.themis.v1.FindingR\vfindingList\"\x97\x03\n" +
-	"\vMergeResult\x123\n" +
-	"\arequest\x18\x01 \x01(\v2\x19.themis.v1.ExploreRequestR\arequest\x12\x16\n" +
-	"\x06shards\x18\x02 \x01(\x05R\x06shards\x12\x1f\n" +
-	"\vshard_depth\x18\x03 \x01(\x05R\n" +
-	"shardDepth\x12#\n" +
-	"\runique_states\x18\x04 \x01(\x03R\funiqueStates\x12&\n" +
-	"\x0funique_by_depth\x18\x05 \x03(\x03R\runiqueByDepth\x12\x16\n" +
-	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x1a\n" +
-	"\bfindings\x18\a \x01(\x03R\bfindings\x12\x16\n" +
-	"\x06states\x18\b \x01(\x03R\x06states\x12'\n" +
-	"\x0fdeclared_states\x18\t \x01(\x03R\x0edeclaredStates\x12!\n" +
-	"\fdeclared_ops\x18\n" +
-	" \x01(\x03R\vdeclaredOps\x125\n" +
-	"\ffinding_list\x18\v \x03(\v2\x12.themis.v1.FindingR\vfindingList\"\xaf\x01\n" +
+	"\x13themis/v1/cli.proto\x12\tthemis.v1\x1a\x16themis/v1/themis.proto\"\xaf\x01\n" +
 	"\vCrashReplay\x12\x1d\n" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\x12\x1d\n" +
@@ -411,31 +195,21 @@ func file_themis_v1_cli_proto_rawDescGZIP() []byte {
 	return file_themis_v1_cli_proto_rawDescData
 }
 
-var file_themis_v1_cli_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_themis_v1_cli_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_themis_v1_cli_proto_goTypes = []any{
-	(*ExploreResult)(nil),  // 0: themis.v1.ExploreResult
-	(*MergeResult)(nil),    // 1: themis.v1.MergeResult
-	(*CrashReplay)(nil),    // 2: themis.v1.CrashReplay
-	(*ExportResult)(nil),   // 3: themis.v1.ExportResult
-	(*ExploreRequest)(nil), // 4: themis.v1.ExploreRequest
-	(*ExploreSummary)(nil), // 5: themis.v1.ExploreSummary
-	(*Finding)(nil),        // 6: themis.v1.Finding
-	(*CrashResult)(nil),    // 7: themis.v1.CrashResult
-	(*ExportSummary)(nil),  // 8: themis.v1.ExportSummary
+	(*CrashReplay)(nil),   // 0: themis.v1.CrashReplay
+	(*ExportResult)(nil),  // 1: themis.v1.ExportResult
+	(*CrashResult)(nil),   // 2: themis.v1.CrashResult
+	(*ExportSummary)(nil), // 3: themis.v1.ExportSummary
 }
 var file_themis_v1_cli_proto_depIdxs = []int32{
-	4, // 0: themis.v1.ExploreResult.request:type_name -> themis.v1.ExploreRequest
-	5, // 1: themis.v1.ExploreResult.summary:type_name -> themis.v1.ExploreSummary
-	6, // 2: themis.v1.ExploreResult.finding_list:type_name -> themis.v1.Finding
-	4, // 3: themis.v1.MergeResult.request:type_name -> themis.v1.ExploreRequest
-	6, // 4: themis.v1.MergeResult.finding_list:type_name -> themis.v1.Finding
-	7, // 5: themis.v1.CrashReplay.result:type_name -> themis.v1.CrashResult
-	8, // 6: themis.v1.ExportResult.summary:type_name -> themis.v1.ExportSummary
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	2, // 0: themis.v1.CrashReplay.result:type_name -> themis.v1.CrashResult
+	3, // 1: themis.v1.ExportResult.summary:type_name -> themis.v1.ExportSummary
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_cli_proto_init() }
@@ -450,7 +224,7 @@ func file_themis_v1_cli_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_cli_proto_rawDesc), len(file_themis_v1_cli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

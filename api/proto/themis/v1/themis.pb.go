@@ -5562,6 +5562,252 @@ func (x *GetExploreRunRequest) GetSessionId() string {
 	return ""
 }
 
+// `themisctl --json explore`: the search asked, the run's summary and its
+// findings. A shard's result (explore --shard i/n) is this message, and
+// `explore merge` reads it back.
+type ExploreResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request as sent (lanes, depth, ops, seed, shard, ...).
+	Request *ExploreRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Summary *ExploreSummary `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Each finding in the order first found, its latest version (the
+	// minimized trace once the update came; found_trace the trace as found).
+	FindingList   []*Finding `protobuf:"bytes,3,rep,name=finding_list,json=findingList,proto3" json:"finding_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExploreResult) Reset() {
+	*x = ExploreResult{}
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExploreResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExploreResult) ProtoMessage() {}
+
+func (x *ExploreResult) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExploreResult.ProtoReflect.Descriptor instead.
+func (*ExploreResult) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ExploreResult) GetRequest() *ExploreRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ExploreResult) GetSummary() *ExploreSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *ExploreResult) GetFindingList() []*Finding {
+	if x != nil {
+		return x.FindingList
+	}
+	return nil
+}
+
+// What the whole search run at once reports of its states and findings,
+// joined from its shards' results: MergeExplore's response and
+// `themisctl --json explore merge`'s output.
+type MergeExploreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The search the shards ran (their shard fields cleared).
+	Request      *ExploreRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Shards       int32           `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	ShardDepth   int32           `protobuf:"varint,3,opt,name=shard_depth,json=shardDepth,proto3" json:"shard_depth,omitempty"`
+	UniqueStates int64           `protobuf:"varint,4,opt,name=unique_states,json=uniqueStates,proto3" json:"unique_states,omitempty"`
+	// Unique states by depth; empty when a shard did not report depths.
+	UniqueByDepth []int64 `protobuf:"varint,5,rep,packed,name=unique_by_depth,json=uniqueByDepth,proto3" json:"unique_by_depth,omitempty"`
+	// The digest of the union of the shards' states: the whole search's.
+	Digest string `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	// Findings, each once (the shards' duplicates of one dropped).
+	Findings int64 `protobuf:"varint,7,opt,name=findings,proto3" json:"findings,omitempty"`
+	// Ops applied by all the shards together.
+	States int64 `protobuf:"varint,8,opt,name=states,proto3" json:"states,omitempty"`
+	// Unique states judged by a declared difference, and the ops whose errno
+	// was, applied by all the shards together (as states).
+	DeclaredStates int64      `protobuf:"varint,9,opt,name=declared_states,json=declaredStates,proto3" json:"declared_states,omitempty"`
+	DeclaredOps    int64      `protobuf:"varint,10,opt,name=declared_ops,json=declaredOps,proto3" json:"declared_ops,omitempty"`
+	FindingList    []*Finding `protobuf:"bytes,11,rep,name=finding_list,json=findingList,proto3" json:"finding_list,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MergeExploreResponse) Reset() {
+	*x = MergeExploreResponse{}
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeExploreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeExploreResponse) ProtoMessage() {}
+
+func (x *MergeExploreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeExploreResponse.ProtoReflect.Descriptor instead.
+func (*MergeExploreResponse) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *MergeExploreResponse) GetRequest() *ExploreRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *MergeExploreResponse) GetShards() int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetShardDepth() int32 {
+	if x != nil {
+		return x.ShardDepth
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetUniqueStates() int64 {
+	if x != nil {
+		return x.UniqueStates
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetUniqueByDepth() []int64 {
+	if x != nil {
+		return x.UniqueByDepth
+	}
+	return nil
+}
+
+func (x *MergeExploreResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *MergeExploreResponse) GetFindings() int64 {
+	if x != nil {
+		return x.Findings
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetStates() int64 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetDeclaredStates() int64 {
+	if x != nil {
+		return x.DeclaredStates
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetDeclaredOps() int64 {
+	if x != nil {
+		return x.DeclaredOps
+	}
+	return 0
+}
+
+func (x *MergeExploreResponse) GetFindingList() []*Finding {
+	if x != nil {
+		return x.FindingList
+	}
+	return nil
+}
+
+// MergeExplore's request: every shard of one search, once, in any order.
+type MergeExploreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 4096 shards' results, each complete (not stopped early).
+	Shards        []*ExploreResult `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeExploreRequest) Reset() {
+	*x = MergeExploreRequest{}
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeExploreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeExploreRequest) ProtoMessage() {}
+
+func (x *MergeExploreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeExploreRequest.ProtoReflect.Descriptor instead.
+func (*MergeExploreRequest) Descriptor() ([]byte, []int) {
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *MergeExploreRequest) GetShards() []*ExploreResult {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
 type GetExploreRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The request as the run resolved it (defaults filled in).
@@ -5576,7 +5822,7 @@ type GetExploreRunResponse struct {
 
 func (x *GetExploreRunResponse) Reset() {
 	*x = GetExploreRunResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5834,7 @@ func (x *GetExploreRunResponse) String() string {
 func (*GetExploreRunResponse) ProtoMessage() {}
 
 func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[58]
+	mi := &file_themis_v1_themis_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5847,7 @@ func (x *GetExploreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExploreRunResponse.ProtoReflect.Descriptor instead.
 func (*GetExploreRunResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{58}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetExploreRunResponse) GetRequest() *ExploreRequest {
@@ -5634,7 +5880,7 @@ type GetFindingResponse struct {
 
 func (x *GetFindingResponse) Reset() {
 	*x = GetFindingResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5892,7 @@ func (x *GetFindingResponse) String() string {
 func (*GetFindingResponse) ProtoMessage() {}
 
 func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[59]
+	mi := &file_themis_v1_themis_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5905,7 @@ func (x *GetFindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFindingResponse.ProtoReflect.Descriptor instead.
 func (*GetFindingResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{59}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetFindingResponse) GetFinding() *Finding {
@@ -5680,7 +5926,7 @@ type SetFindingStatusRequest struct {
 
 func (x *SetFindingStatusRequest) Reset() {
 	*x = SetFindingStatusRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5692,7 +5938,7 @@ func (x *SetFindingStatusRequest) String() string {
 func (*SetFindingStatusRequest) ProtoMessage() {}
 
 func (x *SetFindingStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[60]
+	mi := &file_themis_v1_themis_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5705,7 +5951,7 @@ func (x *SetFindingStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFindingStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetFindingStatusRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{60}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetFindingStatusRequest) GetFindingId() string {
@@ -5732,7 +5978,7 @@ type SetFindingStatusResponse struct {
 
 func (x *SetFindingStatusResponse) Reset() {
 	*x = SetFindingStatusResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5744,7 +5990,7 @@ func (x *SetFindingStatusResponse) String() string {
 func (*SetFindingStatusResponse) ProtoMessage() {}
 
 func (x *SetFindingStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[61]
+	mi := &file_themis_v1_themis_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5757,7 +6003,7 @@ func (x *SetFindingStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFindingStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetFindingStatusResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{61}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetFindingStatusResponse) GetFinding() *Finding {
@@ -5790,7 +6036,7 @@ type ClockSweepRequest struct {
 
 func (x *ClockSweepRequest) Reset() {
 	*x = ClockSweepRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +6048,7 @@ func (x *ClockSweepRequest) String() string {
 func (*ClockSweepRequest) ProtoMessage() {}
 
 func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[62]
+	mi := &file_themis_v1_themis_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +6061,7 @@ func (x *ClockSweepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepRequest.ProtoReflect.Descriptor instead.
 func (*ClockSweepRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{62}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ClockSweepRequest) GetLanes() []string {
@@ -5909,7 +6155,7 @@ type SweepCell struct {
 
 func (x *SweepCell) Reset() {
 	*x = SweepCell{}
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5921,7 +6167,7 @@ func (x *SweepCell) String() string {
 func (*SweepCell) ProtoMessage() {}
 
 func (x *SweepCell) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[63]
+	mi := &file_themis_v1_themis_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5934,7 +6180,7 @@ func (x *SweepCell) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepCell.ProtoReflect.Descriptor instead.
 func (*SweepCell) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{63}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SweepCell) GetLane() string {
@@ -6095,7 +6341,7 @@ type SweepContrast struct {
 
 func (x *SweepContrast) Reset() {
 	*x = SweepContrast{}
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6107,7 +6353,7 @@ func (x *SweepContrast) String() string {
 func (*SweepContrast) ProtoMessage() {}
 
 func (x *SweepContrast) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[64]
+	mi := &file_themis_v1_themis_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6120,7 +6366,7 @@ func (x *SweepContrast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepContrast.ProtoReflect.Descriptor instead.
 func (*SweepContrast) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{64}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SweepContrast) GetLane() string {
@@ -6198,7 +6444,7 @@ type SweepSummary struct {
 
 func (x *SweepSummary) Reset() {
 	*x = SweepSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6210,7 +6456,7 @@ func (x *SweepSummary) String() string {
 func (*SweepSummary) ProtoMessage() {}
 
 func (x *SweepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[65]
+	mi := &file_themis_v1_themis_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6223,7 +6469,7 @@ func (x *SweepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepSummary.ProtoReflect.Descriptor instead.
 func (*SweepSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{65}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SweepSummary) GetSessionId() string {
@@ -6302,7 +6548,7 @@ type ClockSweepResponse struct {
 
 func (x *ClockSweepResponse) Reset() {
 	*x = ClockSweepResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6314,7 +6560,7 @@ func (x *ClockSweepResponse) String() string {
 func (*ClockSweepResponse) ProtoMessage() {}
 
 func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[66]
+	mi := &file_themis_v1_themis_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6327,7 +6573,7 @@ func (x *ClockSweepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockSweepResponse.ProtoReflect.Descriptor instead.
 func (*ClockSweepResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{66}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ClockSweepResponse) GetEvent() isClockSweepResponse_Event {
@@ -6401,7 +6647,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6413,7 +6659,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[67]
+	mi := &file_themis_v1_themis_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6426,7 +6672,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{67}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ProfileRequest) GetLanes() []string {
@@ -6502,7 +6748,7 @@ type LBARange struct {
 
 func (x *LBARange) Reset() {
 	*x = LBARange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6514,7 +6760,7 @@ func (x *LBARange) String() string {
 func (*LBARange) ProtoMessage() {}
 
 func (x *LBARange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[68]
+	mi := &file_themis_v1_themis_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6527,7 +6773,7 @@ func (x *LBARange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LBARange.ProtoReflect.Descriptor instead.
 func (*LBARange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{68}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *LBARange) GetFirst() uint64 {
@@ -6583,7 +6829,7 @@ type ProfileRow struct {
 
 func (x *ProfileRow) Reset() {
 	*x = ProfileRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6595,7 +6841,7 @@ func (x *ProfileRow) String() string {
 func (*ProfileRow) ProtoMessage() {}
 
 func (x *ProfileRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[69]
+	mi := &file_themis_v1_themis_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6608,7 +6854,7 @@ func (x *ProfileRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRow.ProtoReflect.Descriptor instead.
 func (*ProfileRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{69}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ProfileRow) GetLane() string {
@@ -6701,7 +6947,7 @@ type LaneLayout struct {
 
 func (x *LaneLayout) Reset() {
 	*x = LaneLayout{}
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6713,7 +6959,7 @@ func (x *LaneLayout) String() string {
 func (*LaneLayout) ProtoMessage() {}
 
 func (x *LaneLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[70]
+	mi := &file_themis_v1_themis_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6726,7 +6972,7 @@ func (x *LaneLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneLayout.ProtoReflect.Descriptor instead.
 func (*LaneLayout) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{70}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *LaneLayout) GetLane() string {
@@ -6762,7 +7008,7 @@ type ProfileSummary struct {
 
 func (x *ProfileSummary) Reset() {
 	*x = ProfileSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6774,7 +7020,7 @@ func (x *ProfileSummary) String() string {
 func (*ProfileSummary) ProtoMessage() {}
 
 func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[71]
+	mi := &file_themis_v1_themis_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6787,7 +7033,7 @@ func (x *ProfileSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileSummary.ProtoReflect.Descriptor instead.
 func (*ProfileSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{71}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ProfileSummary) GetSessionId() string {
@@ -6831,7 +7077,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6843,7 +7089,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[72]
+	mi := &file_themis_v1_themis_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6856,7 +7102,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{72}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ProfileResponse) GetEvent() isProfileResponse_Event {
@@ -6921,7 +7167,7 @@ type CorruptRequest struct {
 
 func (x *CorruptRequest) Reset() {
 	*x = CorruptRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6933,7 +7179,7 @@ func (x *CorruptRequest) String() string {
 func (*CorruptRequest) ProtoMessage() {}
 
 func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[73]
+	mi := &file_themis_v1_themis_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6946,7 +7192,7 @@ func (x *CorruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptRequest.ProtoReflect.Descriptor instead.
 func (*CorruptRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{73}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CorruptRequest) GetLanes() []string {
@@ -7027,7 +7273,7 @@ type CorruptResult struct {
 
 func (x *CorruptResult) Reset() {
 	*x = CorruptResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[74]
+	mi := &file_themis_v1_themis_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7039,7 +7285,7 @@ func (x *CorruptResult) String() string {
 func (*CorruptResult) ProtoMessage() {}
 
 func (x *CorruptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[74]
+	mi := &file_themis_v1_themis_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7052,7 +7298,7 @@ func (x *CorruptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResult.ProtoReflect.Descriptor instead.
 func (*CorruptResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{74}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CorruptResult) GetLane() string {
@@ -7190,7 +7436,7 @@ type CorruptSummary struct {
 
 func (x *CorruptSummary) Reset() {
 	*x = CorruptSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[75]
+	mi := &file_themis_v1_themis_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7202,7 +7448,7 @@ func (x *CorruptSummary) String() string {
 func (*CorruptSummary) ProtoMessage() {}
 
 func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[75]
+	mi := &file_themis_v1_themis_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7215,7 +7461,7 @@ func (x *CorruptSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptSummary.ProtoReflect.Descriptor instead.
 func (*CorruptSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{75}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CorruptSummary) GetSessionId() string {
@@ -7273,7 +7519,7 @@ type CorruptResponse struct {
 
 func (x *CorruptResponse) Reset() {
 	*x = CorruptResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[76]
+	mi := &file_themis_v1_themis_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7285,7 +7531,7 @@ func (x *CorruptResponse) String() string {
 func (*CorruptResponse) ProtoMessage() {}
 
 func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[76]
+	mi := &file_themis_v1_themis_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7298,7 +7544,7 @@ func (x *CorruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptResponse.ProtoReflect.Descriptor instead.
 func (*CorruptResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{76}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CorruptResponse) GetEvent() isCorruptResponse_Event {
@@ -7362,7 +7608,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[77]
+	mi := &file_themis_v1_themis_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7374,7 +7620,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[77]
+	mi := &file_themis_v1_themis_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7387,7 +7633,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{77}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DiffRequest) GetSessionId() string {
@@ -7453,7 +7699,7 @@ type DiffRange struct {
 
 func (x *DiffRange) Reset() {
 	*x = DiffRange{}
-	mi := &file_themis_v1_themis_proto_msgTypes[78]
+	mi := &file_themis_v1_themis_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7465,7 +7711,7 @@ func (x *DiffRange) String() string {
 func (*DiffRange) ProtoMessage() {}
 
 func (x *DiffRange) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[78]
+	mi := &file_themis_v1_themis_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7478,7 +7724,7 @@ func (x *DiffRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRange.ProtoReflect.Descriptor instead.
 func (*DiffRange) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{78}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DiffRange) GetOffset() int64 {
@@ -7529,7 +7775,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[79]
+	mi := &file_themis_v1_themis_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7541,7 +7787,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[79]
+	mi := &file_themis_v1_themis_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7554,7 +7800,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{79}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DiffResponse) GetRawSectors() int64 {
@@ -7618,7 +7864,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[80]
+	mi := &file_themis_v1_themis_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7630,7 +7876,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[80]
+	mi := &file_themis_v1_themis_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7643,7 +7889,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{80}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CheckRequest) GetLanes() []string {
@@ -7759,7 +8005,7 @@ type CheckPart struct {
 
 func (x *CheckPart) Reset() {
 	*x = CheckPart{}
-	mi := &file_themis_v1_themis_proto_msgTypes[81]
+	mi := &file_themis_v1_themis_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7771,7 +8017,7 @@ func (x *CheckPart) String() string {
 func (*CheckPart) ProtoMessage() {}
 
 func (x *CheckPart) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[81]
+	mi := &file_themis_v1_themis_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7784,7 +8030,7 @@ func (x *CheckPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckPart.ProtoReflect.Descriptor instead.
 func (*CheckPart) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{81}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CheckPart) GetKind() string {
@@ -7927,7 +8173,7 @@ type CheckSummary struct {
 
 func (x *CheckSummary) Reset() {
 	*x = CheckSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[82]
+	mi := &file_themis_v1_themis_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7939,7 +8185,7 @@ func (x *CheckSummary) String() string {
 func (*CheckSummary) ProtoMessage() {}
 
 func (x *CheckSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[82]
+	mi := &file_themis_v1_themis_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7952,7 +8198,7 @@ func (x *CheckSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSummary.ProtoReflect.Descriptor instead.
 func (*CheckSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{82}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CheckSummary) GetLanes() []string {
@@ -8044,7 +8290,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[83]
+	mi := &file_themis_v1_themis_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8056,7 +8302,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[83]
+	mi := &file_themis_v1_themis_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8069,7 +8315,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{83}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CheckResponse) GetPart() string {
@@ -8196,7 +8442,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[84]
+	mi := &file_themis_v1_themis_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8208,7 +8454,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[84]
+	mi := &file_themis_v1_themis_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8221,7 +8467,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{84}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ReplayRequest) GetFindingId() string {
@@ -8259,7 +8505,7 @@ type ReplayStep struct {
 
 func (x *ReplayStep) Reset() {
 	*x = ReplayStep{}
-	mi := &file_themis_v1_themis_proto_msgTypes[85]
+	mi := &file_themis_v1_themis_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8271,7 +8517,7 @@ func (x *ReplayStep) String() string {
 func (*ReplayStep) ProtoMessage() {}
 
 func (x *ReplayStep) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[85]
+	mi := &file_themis_v1_themis_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8284,7 +8530,7 @@ func (x *ReplayStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayStep.ProtoReflect.Descriptor instead.
 func (*ReplayStep) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{85}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ReplayStep) GetOp() string {
@@ -8349,7 +8595,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[86]
+	mi := &file_themis_v1_themis_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8361,7 +8607,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[86]
+	mi := &file_themis_v1_themis_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8374,7 +8620,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{86}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ReplayResponse) GetFindingId() string {
@@ -8522,7 +8768,7 @@ type BisectRequest struct {
 
 func (x *BisectRequest) Reset() {
 	*x = BisectRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[87]
+	mi := &file_themis_v1_themis_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8534,7 +8780,7 @@ func (x *BisectRequest) String() string {
 func (*BisectRequest) ProtoMessage() {}
 
 func (x *BisectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[87]
+	mi := &file_themis_v1_themis_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8547,7 +8793,7 @@ func (x *BisectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BisectRequest.ProtoReflect.Descriptor instead.
 func (*BisectRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{87}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *BisectRequest) GetFindingId() string {
@@ -8580,7 +8826,7 @@ type BisectRow struct {
 
 func (x *BisectRow) Reset() {
 	*x = BisectRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[88]
+	mi := &file_themis_v1_themis_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8592,7 +8838,7 @@ func (x *BisectRow) String() string {
 func (*BisectRow) ProtoMessage() {}
 
 func (x *BisectRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[88]
+	mi := &file_themis_v1_themis_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8605,7 +8851,7 @@ func (x *BisectRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BisectRow.ProtoReflect.Descriptor instead.
 func (*BisectRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{88}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *BisectRow) GetImage() string {
@@ -8655,7 +8901,7 @@ type BisectResponse struct {
 
 func (x *BisectResponse) Reset() {
 	*x = BisectResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[89]
+	mi := &file_themis_v1_themis_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8667,7 +8913,7 @@ func (x *BisectResponse) String() string {
 func (*BisectResponse) ProtoMessage() {}
 
 func (x *BisectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[89]
+	mi := &file_themis_v1_themis_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8680,7 +8926,7 @@ func (x *BisectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BisectResponse.ProtoReflect.Descriptor instead.
 func (*BisectResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{89}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *BisectResponse) GetFindingId() string {
@@ -8729,7 +8975,7 @@ type ReplayPassesRequest struct {
 
 func (x *ReplayPassesRequest) Reset() {
 	*x = ReplayPassesRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[90]
+	mi := &file_themis_v1_themis_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8741,7 +8987,7 @@ func (x *ReplayPassesRequest) String() string {
 func (*ReplayPassesRequest) ProtoMessage() {}
 
 func (x *ReplayPassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[90]
+	mi := &file_themis_v1_themis_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8754,7 +9000,7 @@ func (x *ReplayPassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayPassesRequest.ProtoReflect.Descriptor instead.
 func (*ReplayPassesRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{90}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ReplayPassesRequest) GetFindingId() string {
@@ -8822,7 +9068,7 @@ type PassesRow struct {
 
 func (x *PassesRow) Reset() {
 	*x = PassesRow{}
-	mi := &file_themis_v1_themis_proto_msgTypes[91]
+	mi := &file_themis_v1_themis_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8834,7 +9080,7 @@ func (x *PassesRow) String() string {
 func (*PassesRow) ProtoMessage() {}
 
 func (x *PassesRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[91]
+	mi := &file_themis_v1_themis_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8847,7 +9093,7 @@ func (x *PassesRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassesRow.ProtoReflect.Descriptor instead.
 func (*PassesRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{91}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PassesRow) GetClock() string {
@@ -8898,7 +9144,7 @@ type ReplayPassesResponse struct {
 
 func (x *ReplayPassesResponse) Reset() {
 	*x = ReplayPassesResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[92]
+	mi := &file_themis_v1_themis_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8910,7 +9156,7 @@ func (x *ReplayPassesResponse) String() string {
 func (*ReplayPassesResponse) ProtoMessage() {}
 
 func (x *ReplayPassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[92]
+	mi := &file_themis_v1_themis_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8923,7 +9169,7 @@ func (x *ReplayPassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayPassesResponse.ProtoReflect.Descriptor instead.
 func (*ReplayPassesResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{92}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ReplayPassesResponse) GetEvent() isReplayPassesResponse_Event {
@@ -8981,7 +9227,7 @@ type PassProgress struct {
 
 func (x *PassProgress) Reset() {
 	*x = PassProgress{}
-	mi := &file_themis_v1_themis_proto_msgTypes[93]
+	mi := &file_themis_v1_themis_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8993,7 +9239,7 @@ func (x *PassProgress) String() string {
 func (*PassProgress) ProtoMessage() {}
 
 func (x *PassProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[93]
+	mi := &file_themis_v1_themis_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9006,7 +9252,7 @@ func (x *PassProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassProgress.ProtoReflect.Descriptor instead.
 func (*PassProgress) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{93}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *PassProgress) GetClock() string {
@@ -9051,7 +9297,7 @@ type PassesResult struct {
 
 func (x *PassesResult) Reset() {
 	*x = PassesResult{}
-	mi := &file_themis_v1_themis_proto_msgTypes[94]
+	mi := &file_themis_v1_themis_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9063,7 +9309,7 @@ func (x *PassesResult) String() string {
 func (*PassesResult) ProtoMessage() {}
 
 func (x *PassesResult) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[94]
+	mi := &file_themis_v1_themis_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9076,7 +9322,7 @@ func (x *PassesResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassesResult.ProtoReflect.Descriptor instead.
 func (*PassesResult) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{94}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *PassesResult) GetFindingId() string {
@@ -9141,7 +9387,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[95]
+	mi := &file_themis_v1_themis_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9153,7 +9399,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[95]
+	mi := &file_themis_v1_themis_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9166,7 +9412,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{95}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ExportRequest) GetFindingId() string {
@@ -9220,7 +9466,7 @@ type ExportFile struct {
 
 func (x *ExportFile) Reset() {
 	*x = ExportFile{}
-	mi := &file_themis_v1_themis_proto_msgTypes[96]
+	mi := &file_themis_v1_themis_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9232,7 +9478,7 @@ func (x *ExportFile) String() string {
 func (*ExportFile) ProtoMessage() {}
 
 func (x *ExportFile) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[96]
+	mi := &file_themis_v1_themis_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9245,7 +9491,7 @@ func (x *ExportFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportFile.ProtoReflect.Descriptor instead.
 func (*ExportFile) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{96}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ExportFile) GetName() string {
@@ -9302,7 +9548,7 @@ type ExportSummary struct {
 
 func (x *ExportSummary) Reset() {
 	*x = ExportSummary{}
-	mi := &file_themis_v1_themis_proto_msgTypes[97]
+	mi := &file_themis_v1_themis_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9314,7 +9560,7 @@ func (x *ExportSummary) String() string {
 func (*ExportSummary) ProtoMessage() {}
 
 func (x *ExportSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[97]
+	mi := &file_themis_v1_themis_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9327,7 +9573,7 @@ func (x *ExportSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSummary.ProtoReflect.Descriptor instead.
 func (*ExportSummary) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{97}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ExportSummary) GetFindingId() string {
@@ -9393,7 +9639,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[98]
+	mi := &file_themis_v1_themis_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9405,7 +9651,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[98]
+	mi := &file_themis_v1_themis_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9418,7 +9664,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{98}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *ExportResponse) GetEvent() isExportResponse_Event {
@@ -9490,7 +9736,7 @@ type FootprintRequest struct {
 
 func (x *FootprintRequest) Reset() {
 	*x = FootprintRequest{}
-	mi := &file_themis_v1_themis_proto_msgTypes[99]
+	mi := &file_themis_v1_themis_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9502,7 +9748,7 @@ func (x *FootprintRequest) String() string {
 func (*FootprintRequest) ProtoMessage() {}
 
 func (x *FootprintRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[99]
+	mi := &file_themis_v1_themis_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9515,7 +9761,7 @@ func (x *FootprintRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FootprintRequest.ProtoReflect.Descriptor instead.
 func (*FootprintRequest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{99}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *FootprintRequest) GetFindingId() string {
@@ -9550,7 +9796,7 @@ type RegionSectors struct {
 
 func (x *RegionSectors) Reset() {
 	*x = RegionSectors{}
-	mi := &file_themis_v1_themis_proto_msgTypes[100]
+	mi := &file_themis_v1_themis_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9562,7 +9808,7 @@ func (x *RegionSectors) String() string {
 func (*RegionSectors) ProtoMessage() {}
 
 func (x *RegionSectors) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[100]
+	mi := &file_themis_v1_themis_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9575,7 +9821,7 @@ func (x *RegionSectors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionSectors.ProtoReflect.Descriptor instead.
 func (*RegionSectors) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{100}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *RegionSectors) GetRegion() string {
@@ -9605,7 +9851,7 @@ type LaneFootprint struct {
 
 func (x *LaneFootprint) Reset() {
 	*x = LaneFootprint{}
-	mi := &file_themis_v1_themis_proto_msgTypes[101]
+	mi := &file_themis_v1_themis_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9617,7 +9863,7 @@ func (x *LaneFootprint) String() string {
 func (*LaneFootprint) ProtoMessage() {}
 
 func (x *LaneFootprint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[101]
+	mi := &file_themis_v1_themis_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9630,7 +9876,7 @@ func (x *LaneFootprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneFootprint.ProtoReflect.Descriptor instead.
 func (*LaneFootprint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{101}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *LaneFootprint) GetLane() string {
@@ -9673,7 +9919,7 @@ type FootprintResponse struct {
 
 func (x *FootprintResponse) Reset() {
 	*x = FootprintResponse{}
-	mi := &file_themis_v1_themis_proto_msgTypes[102]
+	mi := &file_themis_v1_themis_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9685,7 +9931,7 @@ func (x *FootprintResponse) String() string {
 func (*FootprintResponse) ProtoMessage() {}
 
 func (x *FootprintResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_themis_proto_msgTypes[102]
+	mi := &file_themis_v1_themis_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9698,7 +9944,7 @@ func (x *FootprintResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FootprintResponse.ProtoReflect.Descriptor instead.
 func (*FootprintResponse) Descriptor() ([]byte, []int) {
-	return file_themis_v1_themis_proto_rawDescGZIP(), []int{102}
+	return file_themis_v1_themis_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *FootprintResponse) GetFindingId() string {
@@ -10233,7 +10479,27 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\"5\n" +
 	"\x14GetExploreRunRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xb9\x01\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xb0\x01\n" +
+	"\rExploreResult\x123\n" +
+	"\arequest\x18\x01 \x01(\v2\x19.themis.v1.ExploreRequestR\arequest\x123\n" +
+	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ExploreSummaryR\asummary\x125\n" +
+	"\ffinding_list\x18\x03 \x03(\v2\x12.themis.v1.FindingR\vfindingList\"\xa0\x03\n" +
+	"\x14MergeExploreResponse\x123\n" +
+	"\arequest\x18\x01 \x01(\v2\x19.themis.v1.ExploreRequestR\arequest\x12\x16\n" +
+	"\x06shards\x18\x02 \x01(\x05R\x06shards\x12\x1f\n" +
+	"\vshard_depth\x18\x03 \x01(\x05R\n" +
+	"shardDepth\x12#\n" +
+	"\runique_states\x18\x04 \x01(\x03R\funiqueStates\x12&\n" +
+	"\x0funique_by_depth\x18\x05 \x03(\x03R\runiqueByDepth\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x1a\n" +
+	"\bfindings\x18\a \x01(\x03R\bfindings\x12\x16\n" +
+	"\x06states\x18\b \x01(\x03R\x06states\x12'\n" +
+	"\x0fdeclared_states\x18\t \x01(\x03R\x0edeclaredStates\x12!\n" +
+	"\fdeclared_ops\x18\n" +
+	" \x01(\x03R\vdeclaredOps\x125\n" +
+	"\ffinding_list\x18\v \x03(\v2\x12.themis.v1.FindingR\vfindingList\"G\n" +
+	"\x13MergeExploreRequest\x120\n" +
+	"\x06shards\x18\x01 \x03(\v2\x18.themis.v1.ExploreResultR\x06shards\"\xb9\x01\n" +
 	"\x15GetExploreRunResponse\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.themis.v1.ExploreRequestR\arequest\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x19.themis.v1.ExploreSummaryR\asummary\x126\n" +
@@ -10618,7 +10884,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"finding_id\x18\x01 \x01(\tR\tfindingId\x12.\n" +
 	"\x05lanes\x18\x02 \x03(\v2\x18.themis.v1.LaneFootprintR\x05lanes\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note2\x94\x11\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note2\xe5\x11\n" +
 	"\x06Themis\x12R\n" +
 	"\rCreateSession\x12\x1f.themis.v1.CreateSessionRequest\x1a .themis.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -10641,7 +10907,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"GetFinding\x12\x1c.themis.v1.GetFindingRequest\x1a\x1d.themis.v1.GetFindingResponse\x12[\n" +
 	"\x10SetFindingStatus\x12\".themis.v1.SetFindingStatusRequest\x1a#.themis.v1.SetFindingStatusResponse\x12R\n" +
-	"\rGetExploreRun\x12\x1f.themis.v1.GetExploreRunRequest\x1a .themis.v1.GetExploreRunResponse\x12K\n" +
+	"\rGetExploreRun\x12\x1f.themis.v1.GetExploreRunRequest\x1a .themis.v1.GetExploreRunResponse\x12O\n" +
+	"\fMergeExplore\x12\x1e.themis.v1.MergeExploreRequest\x1a\x1f.themis.v1.MergeExploreResponse\x12K\n" +
 	"\n" +
 	"ClockSweep\x12\x1c.themis.v1.ClockSweepRequest\x1a\x1d.themis.v1.ClockSweepResponse0\x01\x12B\n" +
 	"\aProfile\x12\x19.themis.v1.ProfileRequest\x1a\x1a.themis.v1.ProfileResponse0\x01\x12B\n" +
@@ -10668,7 +10935,7 @@ func file_themis_v1_themis_proto_rawDescGZIP() []byte {
 }
 
 var file_themis_v1_themis_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 107)
+var file_themis_v1_themis_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
 var file_themis_v1_themis_proto_goTypes = []any{
 	(Session_State)(0),               // 0: themis.v1.Session.State
 	(Checkpoint_Origin)(0),           // 1: themis.v1.Checkpoint.Origin
@@ -10730,80 +10997,83 @@ var file_themis_v1_themis_proto_goTypes = []any{
 	(*ListFindingsResponse)(nil),     // 57: themis.v1.ListFindingsResponse
 	(*GetFindingRequest)(nil),        // 58: themis.v1.GetFindingRequest
 	(*GetExploreRunRequest)(nil),     // 59: themis.v1.GetExploreRunRequest
-	(*GetExploreRunResponse)(nil),    // 60: themis.v1.GetExploreRunResponse
-	(*GetFindingResponse)(nil),       // 61: themis.v1.GetFindingResponse
-	(*SetFindingStatusRequest)(nil),  // 62: themis.v1.SetFindingStatusRequest
-	(*SetFindingStatusResponse)(nil), // 63: themis.v1.SetFindingStatusResponse
-	(*ClockSweepRequest)(nil),        // 64: themis.v1.ClockSweepRequest
-	(*SweepCell)(nil),                // 65: themis.v1.SweepCell
-	(*SweepContrast)(nil),            // 66: themis.v1.SweepContrast
-	(*SweepSummary)(nil),             // 67: themis.v1.SweepSummary
-	(*ClockSweepResponse)(nil),       // 68: themis.v1.ClockSweepResponse
-	(*ProfileRequest)(nil),           // 69: themis.v1.ProfileRequest
-	(*LBARange)(nil),                 // 70: themis.v1.LBARange
-	(*ProfileRow)(nil),               // 71: themis.v1.ProfileRow
-	(*LaneLayout)(nil),               // 72: themis.v1.LaneLayout
-	(*ProfileSummary)(nil),           // 73: themis.v1.ProfileSummary
-	(*ProfileResponse)(nil),          // 74: themis.v1.ProfileResponse
-	(*CorruptRequest)(nil),           // 75: themis.v1.CorruptRequest
-	(*CorruptResult)(nil),            // 76: themis.v1.CorruptResult
-	(*CorruptSummary)(nil),           // 77: themis.v1.CorruptSummary
-	(*CorruptResponse)(nil),          // 78: themis.v1.CorruptResponse
-	(*DiffRequest)(nil),              // 79: themis.v1.DiffRequest
-	(*DiffRange)(nil),                // 80: themis.v1.DiffRange
-	(*DiffResponse)(nil),             // 81: themis.v1.DiffResponse
-	(*CheckRequest)(nil),             // 82: themis.v1.CheckRequest
-	(*CheckPart)(nil),                // 83: themis.v1.CheckPart
-	(*CheckSummary)(nil),             // 84: themis.v1.CheckSummary
-	(*CheckResponse)(nil),            // 85: themis.v1.CheckResponse
-	(*ReplayRequest)(nil),            // 86: themis.v1.ReplayRequest
-	(*ReplayStep)(nil),               // 87: themis.v1.ReplayStep
-	(*ReplayResponse)(nil),           // 88: themis.v1.ReplayResponse
-	(*BisectRequest)(nil),            // 89: themis.v1.BisectRequest
-	(*BisectRow)(nil),                // 90: themis.v1.BisectRow
-	(*BisectResponse)(nil),           // 91: themis.v1.BisectResponse
-	(*ReplayPassesRequest)(nil),      // 92: themis.v1.ReplayPassesRequest
-	(*PassesRow)(nil),                // 93: themis.v1.PassesRow
-	(*ReplayPassesResponse)(nil),     // 94: themis.v1.ReplayPassesResponse
-	(*PassProgress)(nil),             // 95: themis.v1.PassProgress
-	(*PassesResult)(nil),             // 96: themis.v1.PassesResult
-	(*ExportRequest)(nil),            // 97: themis.v1.ExportRequest
-	(*ExportFile)(nil),               // 98: themis.v1.ExportFile
-	(*ExportSummary)(nil),            // 99: themis.v1.ExportSummary
-	(*ExportResponse)(nil),           // 100: themis.v1.ExportResponse
-	(*FootprintRequest)(nil),         // 101: themis.v1.FootprintRequest
-	(*RegionSectors)(nil),            // 102: themis.v1.RegionSectors
-	(*LaneFootprint)(nil),            // 103: themis.v1.LaneFootprint
-	(*FootprintResponse)(nil),        // 104: themis.v1.FootprintResponse
-	nil,                              // 105: themis.v1.SweepSummary.ByVerdictEntry
-	nil,                              // 106: themis.v1.CorruptSummary.ByClassEntry
-	nil,                              // 107: themis.v1.ReplayResponse.RootsEntry
-	nil,                              // 108: themis.v1.PassesRow.DistinctDiskHashesEntry
-	(*timestamppb.Timestamp)(nil),    // 109: google.protobuf.Timestamp
-	(*v1.Create)(nil),                // 110: themis.agent.v1.Create
-	(*v1.Write)(nil),                 // 111: themis.agent.v1.Write
-	(*v1.Truncate)(nil),              // 112: themis.agent.v1.Truncate
-	(*v1.Unlink)(nil),                // 113: themis.agent.v1.Unlink
-	(*v1.Mkdir)(nil),                 // 114: themis.agent.v1.Mkdir
-	(*v1.Rmdir)(nil),                 // 115: themis.agent.v1.Rmdir
-	(*v1.Chmod)(nil),                 // 116: themis.agent.v1.Chmod
-	(*v1.Chown)(nil),                 // 117: themis.agent.v1.Chown
-	(*v1.Setxattr)(nil),              // 118: themis.agent.v1.Setxattr
-	(*v1.Removexattr)(nil),           // 119: themis.agent.v1.Removexattr
-	(*v1.Rename)(nil),                // 120: themis.agent.v1.Rename
-	(*v1.Link)(nil),                  // 121: themis.agent.v1.Link
-	(*v1.Symlink)(nil),               // 122: themis.agent.v1.Symlink
-	(*v1.Utimens)(nil),               // 123: themis.agent.v1.Utimens
-	(*v1.Fsync)(nil),                 // 124: themis.agent.v1.Fsync
-	(*v1.Sync)(nil),                  // 125: themis.agent.v1.Sync
-	(*v1.DropCaches)(nil),            // 126: themis.agent.v1.DropCaches
-	(*v1.SetClock)(nil),              // 127: themis.agent.v1.SetClock
-	(*v1.Umount)(nil),                // 128: themis.agent.v1.Umount
-	(*v1.Mount)(nil),                 // 129: themis.agent.v1.Mount
-	(v1.TimeMode)(0),                 // 130: themis.agent.v1.TimeMode
-	(*v1.Entry)(nil),                 // 131: themis.agent.v1.Entry
-	(*v1.StatResult)(nil),            // 132: themis.agent.v1.StatResult
-	(*v1.Timespec)(nil),              // 133: themis.agent.v1.Timespec
+	(*ExploreResult)(nil),            // 60: themis.v1.ExploreResult
+	(*MergeExploreResponse)(nil),     // 61: themis.v1.MergeExploreResponse
+	(*MergeExploreRequest)(nil),      // 62: themis.v1.MergeExploreRequest
+	(*GetExploreRunResponse)(nil),    // 63: themis.v1.GetExploreRunResponse
+	(*GetFindingResponse)(nil),       // 64: themis.v1.GetFindingResponse
+	(*SetFindingStatusRequest)(nil),  // 65: themis.v1.SetFindingStatusRequest
+	(*SetFindingStatusResponse)(nil), // 66: themis.v1.SetFindingStatusResponse
+	(*ClockSweepRequest)(nil),        // 67: themis.v1.ClockSweepRequest
+	(*SweepCell)(nil),                // 68: themis.v1.SweepCell
+	(*SweepContrast)(nil),            // 69: themis.v1.SweepContrast
+	(*SweepSummary)(nil),             // 70: themis.v1.SweepSummary
+	(*ClockSweepResponse)(nil),       // 71: themis.v1.ClockSweepResponse
+	(*ProfileRequest)(nil),           // 72: themis.v1.ProfileRequest
+	(*LBARange)(nil),                 // 73: themis.v1.LBARange
+	(*ProfileRow)(nil),               // 74: themis.v1.ProfileRow
+	(*LaneLayout)(nil),               // 75: themis.v1.LaneLayout
+	(*ProfileSummary)(nil),           // 76: themis.v1.ProfileSummary
+	(*ProfileResponse)(nil),          // 77: themis.v1.ProfileResponse
+	(*CorruptRequest)(nil),           // 78: themis.v1.CorruptRequest
+	(*CorruptResult)(nil),            // 79: themis.v1.CorruptResult
+	(*CorruptSummary)(nil),           // 80: themis.v1.CorruptSummary
+	(*CorruptResponse)(nil),          // 81: themis.v1.CorruptResponse
+	(*DiffRequest)(nil),              // 82: themis.v1.DiffRequest
+	(*DiffRange)(nil),                // 83: themis.v1.DiffRange
+	(*DiffResponse)(nil),             // 84: themis.v1.DiffResponse
+	(*CheckRequest)(nil),             // 85: themis.v1.CheckRequest
+	(*CheckPart)(nil),                // 86: themis.v1.CheckPart
+	(*CheckSummary)(nil),             // 87: themis.v1.CheckSummary
+	(*CheckResponse)(nil),            // 88: themis.v1.CheckResponse
+	(*ReplayRequest)(nil),            // 89: themis.v1.ReplayRequest
+	(*ReplayStep)(nil),               // 90: themis.v1.ReplayStep
+	(*ReplayResponse)(nil),           // 91: themis.v1.ReplayResponse
+	(*BisectRequest)(nil),            // 92: themis.v1.BisectRequest
+	(*BisectRow)(nil),                // 93: themis.v1.BisectRow
+	(*BisectResponse)(nil),           // 94: themis.v1.BisectResponse
+	(*ReplayPassesRequest)(nil),      // 95: themis.v1.ReplayPassesRequest
+	(*PassesRow)(nil),                // 96: themis.v1.PassesRow
+	(*ReplayPassesResponse)(nil),     // 97: themis.v1.ReplayPassesResponse
+	(*PassProgress)(nil),             // 98: themis.v1.PassProgress
+	(*PassesResult)(nil),             // 99: themis.v1.PassesResult
+	(*ExportRequest)(nil),            // 100: themis.v1.ExportRequest
+	(*ExportFile)(nil),               // 101: themis.v1.ExportFile
+	(*ExportSummary)(nil),            // 102: themis.v1.ExportSummary
+	(*ExportResponse)(nil),           // 103: themis.v1.ExportResponse
+	(*FootprintRequest)(nil),         // 104: themis.v1.FootprintRequest
+	(*RegionSectors)(nil),            // 105: themis.v1.RegionSectors
+	(*LaneFootprint)(nil),            // 106: themis.v1.LaneFootprint
+	(*FootprintResponse)(nil),        // 107: themis.v1.FootprintResponse
+	nil,                              // 108: themis.v1.SweepSummary.ByVerdictEntry
+	nil,                              // 109: themis.v1.CorruptSummary.ByClassEntry
+	nil,                              // 110: themis.v1.ReplayResponse.RootsEntry
+	nil,                              // 111: themis.v1.PassesRow.DistinctDiskHashesEntry
+	(*timestamppb.Timestamp)(nil),    // 112: google.protobuf.Timestamp
+	(*v1.Create)(nil),                // 113: themis.agent.v1.Create
+	(*v1.Write)(nil),                 // 114: themis.agent.v1.Write
+	(*v1.Truncate)(nil),              // 115: themis.agent.v1.Truncate
+	(*v1.Unlink)(nil),                // 116: themis.agent.v1.Unlink
+	(*v1.Mkdir)(nil),                 // 117: themis.agent.v1.Mkdir
+	(*v1.Rmdir)(nil),                 // 118: themis.agent.v1.Rmdir
+	(*v1.Chmod)(nil),                 // 119: themis.agent.v1.Chmod
+	(*v1.Chown)(nil),                 // 120: themis.agent.v1.Chown
+	(*v1.Setxattr)(nil),              // 121: themis.agent.v1.Setxattr
+	(*v1.Removexattr)(nil),           // 122: themis.agent.v1.Removexattr
+	(*v1.Rename)(nil),                // 123: themis.agent.v1.Rename
+	(*v1.Link)(nil),                  // 124: themis.agent.v1.Link
+	(*v1.Symlink)(nil),               // 125: themis.agent.v1.Symlink
+	(*v1.Utimens)(nil),               // 126: themis.agent.v1.Utimens
+	(*v1.Fsync)(nil),                 // 127: themis.agent.v1.Fsync
+	(*v1.Sync)(nil),                  // 128: themis.agent.v1.Sync
+	(*v1.DropCaches)(nil),            // 129: themis.agent.v1.DropCaches
+	(*v1.SetClock)(nil),              // 130: themis.agent.v1.SetClock
+	(*v1.Umount)(nil),                // 131: themis.agent.v1.Umount
+	(*v1.Mount)(nil),                 // 132: themis.agent.v1.Mount
+	(v1.TimeMode)(0),                 // 133: themis.agent.v1.TimeMode
+	(*v1.Entry)(nil),                 // 134: themis.agent.v1.Entry
+	(*v1.StatResult)(nil),            // 135: themis.agent.v1.StatResult
+	(*v1.Timespec)(nil),              // 136: themis.agent.v1.Timespec
 }
 var file_themis_v1_themis_proto_depIdxs = []int32{
 	3,   // 0: themis.v1.CrashRequest.only:type_name -> themis.v1.CrashKeep
@@ -10815,8 +11085,8 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	8,   // 6: themis.v1.CrashSummary.lanes:type_name -> themis.v1.CrashLane
 	0,   // 7: themis.v1.Session.state:type_name -> themis.v1.Session.State
 	12,  // 8: themis.v1.Session.lanes:type_name -> themis.v1.Lane
-	109, // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	109, // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
+	112, // 9: themis.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	112, // 10: themis.v1.Session.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 11: themis.v1.Session.image:type_name -> themis.v1.GuestImage
 	11,  // 12: themis.v1.GuestImage.patches:type_name -> themis.v1.ImageInput
 	11,  // 13: themis.v1.GuestImage.module_sources:type_name -> themis.v1.ImageInput
@@ -10824,52 +11094,52 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	9,   // 15: themis.v1.GetSessionResponse.session:type_name -> themis.v1.Session
 	9,   // 16: themis.v1.ListSessionsResponse.sessions:type_name -> themis.v1.Session
 	1,   // 17: themis.v1.Checkpoint.origin:type_name -> themis.v1.Checkpoint.Origin
-	109, // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	112, // 18: themis.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	21,  // 19: themis.v1.Checkpoint.roots:type_name -> themis.v1.LaneRoot
 	1,   // 20: themis.v1.ForkRequest.origin:type_name -> themis.v1.Checkpoint.Origin
 	22,  // 21: themis.v1.ForkResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 22: themis.v1.RestoreResponse.checkpoint:type_name -> themis.v1.Checkpoint
 	22,  // 23: themis.v1.ListCheckpointsResponse.checkpoints:type_name -> themis.v1.Checkpoint
-	110, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
-	111, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
-	112, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
-	113, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
-	114, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
-	115, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
-	116, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
-	117, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
-	118, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
-	119, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
-	120, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
-	121, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
-	122, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
-	123, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
-	124, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
-	125, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
-	126, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
-	127, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
-	128, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
-	129, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
+	113, // 24: themis.v1.Op.create:type_name -> themis.agent.v1.Create
+	114, // 25: themis.v1.Op.write:type_name -> themis.agent.v1.Write
+	115, // 26: themis.v1.Op.truncate:type_name -> themis.agent.v1.Truncate
+	116, // 27: themis.v1.Op.unlink:type_name -> themis.agent.v1.Unlink
+	117, // 28: themis.v1.Op.mkdir:type_name -> themis.agent.v1.Mkdir
+	118, // 29: themis.v1.Op.rmdir:type_name -> themis.agent.v1.Rmdir
+	119, // 30: themis.v1.Op.chmod:type_name -> themis.agent.v1.Chmod
+	120, // 31: themis.v1.Op.chown:type_name -> themis.agent.v1.Chown
+	121, // 32: themis.v1.Op.setxattr:type_name -> themis.agent.v1.Setxattr
+	122, // 33: themis.v1.Op.removexattr:type_name -> themis.agent.v1.Removexattr
+	123, // 34: themis.v1.Op.rename:type_name -> themis.agent.v1.Rename
+	124, // 35: themis.v1.Op.link:type_name -> themis.agent.v1.Link
+	125, // 36: themis.v1.Op.symlink:type_name -> themis.agent.v1.Symlink
+	126, // 37: themis.v1.Op.utimens:type_name -> themis.agent.v1.Utimens
+	127, // 38: themis.v1.Op.fsync:type_name -> themis.agent.v1.Fsync
+	128, // 39: themis.v1.Op.sync:type_name -> themis.agent.v1.Sync
+	129, // 40: themis.v1.Op.drop_caches:type_name -> themis.agent.v1.DropCaches
+	130, // 41: themis.v1.Op.set_clock:type_name -> themis.agent.v1.SetClock
+	131, // 42: themis.v1.Op.umount:type_name -> themis.agent.v1.Umount
+	132, // 43: themis.v1.Op.mount:type_name -> themis.agent.v1.Mount
 	31,  // 44: themis.v1.ApplyRequest.op:type_name -> themis.v1.Op
 	33,  // 45: themis.v1.ApplyResponse.results:type_name -> themis.v1.LaneResult
-	130, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
-	131, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
-	131, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
+	133, // 46: themis.v1.FingerprintRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	134, // 47: themis.v1.LaneFingerprint.leaves:type_name -> themis.agent.v1.Entry
+	134, // 48: themis.v1.LaneFingerprint.below_leaves:type_name -> themis.agent.v1.Entry
 	36,  // 49: themis.v1.FingerprintResponse.lanes:type_name -> themis.v1.LaneFingerprint
 	21,  // 50: themis.v1.FingerprintResponse.disk_hashes:type_name -> themis.v1.LaneRoot
-	132, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
-	109, // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
+	135, // 51: themis.v1.StatResponse.stat:type_name -> themis.agent.v1.StatResult
+	112, // 52: themis.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33,  // 53: themis.v1.Event.results:type_name -> themis.v1.LaneResult
 	44,  // 54: themis.v1.ListEventsResponse.events:type_name -> themis.v1.Event
-	130, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
+	133, // 55: themis.v1.ExploreRequest.time_mode:type_name -> themis.agent.v1.TimeMode
 	33,  // 56: themis.v1.Finding.lanes:type_name -> themis.v1.LaneResult
-	109, // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
-	109, // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
-	109, // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
+	112, // 57: themis.v1.Finding.create_time:type_name -> google.protobuf.Timestamp
+	112, // 58: themis.v1.Finding.first_seen:type_name -> google.protobuf.Timestamp
+	112, // 59: themis.v1.Finding.last_seen:type_name -> google.protobuf.Timestamp
 	51,  // 60: themis.v1.Finding.crash:type_name -> themis.v1.CrashPoint
 	50,  // 61: themis.v1.Finding.kernel:type_name -> themis.v1.KernelReport
 	10,  // 62: themis.v1.Finding.image:type_name -> themis.v1.GuestImage
-	109, // 63: themis.v1.Finding.status_time:type_name -> google.protobuf.Timestamp
+	112, // 63: themis.v1.Finding.status_time:type_name -> google.protobuf.Timestamp
 	21,  // 64: themis.v1.ExploreSummary.roots:type_name -> themis.v1.LaneRoot
 	21,  // 65: themis.v1.ExploreSummary.below_roots:type_name -> themis.v1.LaneRoot
 	54,  // 66: themis.v1.ExploreSummary.layers:type_name -> themis.v1.LaneLayers
@@ -10879,122 +11149,130 @@ var file_themis_v1_themis_proto_depIdxs = []int32{
 	49,  // 70: themis.v1.ExploreResponse.finding:type_name -> themis.v1.Finding
 	52,  // 71: themis.v1.ExploreResponse.summary:type_name -> themis.v1.ExploreSummary
 	49,  // 72: themis.v1.ListFindingsResponse.findings:type_name -> themis.v1.Finding
-	47,  // 73: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
-	52,  // 74: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
-	48,  // 75: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
-	49,  // 76: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
-	49,  // 77: themis.v1.SetFindingStatusResponse.finding:type_name -> themis.v1.Finding
-	133, // 78: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
-	133, // 79: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
-	133, // 80: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
-	50,  // 81: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
-	105, // 82: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
-	66,  // 83: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
-	65,  // 84: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
-	67,  // 85: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
-	70,  // 86: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
-	70,  // 87: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
-	70,  // 88: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
-	70,  // 89: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
-	72,  // 90: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
-	71,  // 91: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
-	73,  // 92: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
-	50,  // 93: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
-	106, // 94: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
-	76,  // 95: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
-	77,  // 96: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
-	80,  // 97: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
-	80,  // 98: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
-	52,  // 99: themis.v1.CheckPart.explore:type_name -> themis.v1.ExploreSummary
-	67,  // 100: themis.v1.CheckPart.sweep:type_name -> themis.v1.SweepSummary
-	65,  // 101: themis.v1.CheckPart.cells:type_name -> themis.v1.SweepCell
-	83,  // 102: themis.v1.CheckSummary.parts:type_name -> themis.v1.CheckPart
-	49,  // 103: themis.v1.CheckSummary.found:type_name -> themis.v1.Finding
-	83,  // 104: themis.v1.CheckResponse.part_started:type_name -> themis.v1.CheckPart
-	48,  // 105: themis.v1.CheckResponse.progress:type_name -> themis.v1.ExploreProgress
-	49,  // 106: themis.v1.CheckResponse.finding:type_name -> themis.v1.Finding
-	65,  // 107: themis.v1.CheckResponse.cell:type_name -> themis.v1.SweepCell
-	83,  // 108: themis.v1.CheckResponse.part_done:type_name -> themis.v1.CheckPart
-	84,  // 109: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
-	10,  // 110: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
-	87,  // 111: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
-	107, // 112: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
-	50,  // 113: themis.v1.ReplayResponse.kernel:type_name -> themis.v1.KernelReport
-	90,  // 114: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
-	108, // 115: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
-	95,  // 116: themis.v1.ReplayPassesResponse.progress:type_name -> themis.v1.PassProgress
-	96,  // 117: themis.v1.ReplayPassesResponse.result:type_name -> themis.v1.PassesResult
-	93,  // 118: themis.v1.PassesResult.rows:type_name -> themis.v1.PassesRow
-	98,  // 119: themis.v1.ExportResponse.file:type_name -> themis.v1.ExportFile
-	5,   // 120: themis.v1.ExportResponse.image:type_name -> themis.v1.CrashImageChunk
-	99,  // 121: themis.v1.ExportResponse.summary:type_name -> themis.v1.ExportSummary
-	102, // 122: themis.v1.LaneFootprint.by_region:type_name -> themis.v1.RegionSectors
-	103, // 123: themis.v1.FootprintResponse.lanes:type_name -> themis.v1.LaneFootprint
-	13,  // 124: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
-	15,  // 125: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
-	17,  // 126: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
-	19,  // 127: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
-	23,  // 128: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
-	25,  // 129: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
-	27,  // 130: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
-	29,  // 131: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
-	32,  // 132: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
-	35,  // 133: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
-	38,  // 134: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
-	40,  // 135: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
-	42,  // 136: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
-	45,  // 137: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
-	47,  // 138: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
-	56,  // 139: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
-	58,  // 140: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
-	62,  // 141: themis.v1.Themis.SetFindingStatus:input_type -> themis.v1.SetFindingStatusRequest
-	59,  // 142: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
-	64,  // 143: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
-	69,  // 144: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
-	75,  // 145: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
-	79,  // 146: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
-	2,   // 147: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
-	82,  // 148: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
-	86,  // 149: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
-	89,  // 150: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
-	92,  // 151: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
-	97,  // 152: themis.v1.Themis.Export:input_type -> themis.v1.ExportRequest
-	101, // 153: themis.v1.Themis.Footprint:input_type -> themis.v1.FootprintRequest
-	14,  // 154: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
-	16,  // 155: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
-	18,  // 156: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
-	20,  // 157: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
-	24,  // 158: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
-	26,  // 159: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
-	28,  // 160: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
-	30,  // 161: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
-	34,  // 162: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
-	37,  // 163: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
-	39,  // 164: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
-	41,  // 165: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
-	43,  // 166: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
-	46,  // 167: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
-	55,  // 168: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
-	57,  // 169: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
-	61,  // 170: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
-	63,  // 171: themis.v1.Themis.SetFindingStatus:output_type -> themis.v1.SetFindingStatusResponse
-	60,  // 172: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
-	68,  // 173: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
-	74,  // 174: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
-	78,  // 175: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
-	81,  // 176: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
-	4,   // 177: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
-	85,  // 178: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
-	88,  // 179: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
-	91,  // 180: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
-	94,  // 181: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
-	100, // 182: themis.v1.Themis.Export:output_type -> themis.v1.ExportResponse
-	104, // 183: themis.v1.Themis.Footprint:output_type -> themis.v1.FootprintResponse
-	154, // [154:184] is the sub-list for method output_type
-	124, // [124:154] is the sub-list for method input_type
-	124, // [124:124] is the sub-list for extension type_name
-	124, // [124:124] is the sub-list for extension extendee
-	0,   // [0:124] is the sub-list for field type_name
+	47,  // 73: themis.v1.ExploreResult.request:type_name -> themis.v1.ExploreRequest
+	52,  // 74: themis.v1.ExploreResult.summary:type_name -> themis.v1.ExploreSummary
+	49,  // 75: themis.v1.ExploreResult.finding_list:type_name -> themis.v1.Finding
+	47,  // 76: themis.v1.MergeExploreResponse.request:type_name -> themis.v1.ExploreRequest
+	49,  // 77: themis.v1.MergeExploreResponse.finding_list:type_name -> themis.v1.Finding
+	60,  // 78: themis.v1.MergeExploreRequest.shards:type_name -> themis.v1.ExploreResult
+	47,  // 79: themis.v1.GetExploreRunResponse.request:type_name -> themis.v1.ExploreRequest
+	52,  // 80: themis.v1.GetExploreRunResponse.summary:type_name -> themis.v1.ExploreSummary
+	48,  // 81: themis.v1.GetExploreRunResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 82: themis.v1.GetFindingResponse.finding:type_name -> themis.v1.Finding
+	49,  // 83: themis.v1.SetFindingStatusResponse.finding:type_name -> themis.v1.Finding
+	136, // 84: themis.v1.SweepCell.guest:type_name -> themis.agent.v1.Timespec
+	136, // 85: themis.v1.SweepCell.on_disk:type_name -> themis.agent.v1.Timespec
+	136, // 86: themis.v1.SweepCell.after_remount:type_name -> themis.agent.v1.Timespec
+	50,  // 87: themis.v1.SweepCell.kernel:type_name -> themis.v1.KernelReport
+	108, // 88: themis.v1.SweepSummary.by_verdict:type_name -> themis.v1.SweepSummary.ByVerdictEntry
+	69,  // 89: themis.v1.SweepSummary.contrast:type_name -> themis.v1.SweepContrast
+	68,  // 90: themis.v1.ClockSweepResponse.cell:type_name -> themis.v1.SweepCell
+	70,  // 91: themis.v1.ClockSweepResponse.summary:type_name -> themis.v1.SweepSummary
+	73,  // 92: themis.v1.ProfileRow.written_lbas:type_name -> themis.v1.LBARange
+	73,  // 93: themis.v1.ProfileRow.read_lbas:type_name -> themis.v1.LBARange
+	73,  // 94: themis.v1.LaneLayout.parsed:type_name -> themis.v1.LBARange
+	73,  // 95: themis.v1.LaneLayout.inferred:type_name -> themis.v1.LBARange
+	75,  // 96: themis.v1.ProfileSummary.layouts:type_name -> themis.v1.LaneLayout
+	74,  // 97: themis.v1.ProfileResponse.row:type_name -> themis.v1.ProfileRow
+	76,  // 98: themis.v1.ProfileResponse.summary:type_name -> themis.v1.ProfileSummary
+	50,  // 99: themis.v1.CorruptResult.kernel:type_name -> themis.v1.KernelReport
+	109, // 100: themis.v1.CorruptSummary.by_class:type_name -> themis.v1.CorruptSummary.ByClassEntry
+	79,  // 101: themis.v1.CorruptResponse.result:type_name -> themis.v1.CorruptResult
+	80,  // 102: themis.v1.CorruptResponse.summary:type_name -> themis.v1.CorruptSummary
+	83,  // 103: themis.v1.DiffResponse.ranges:type_name -> themis.v1.DiffRange
+	83,  // 104: themis.v1.DiffResponse.masked:type_name -> themis.v1.DiffRange
+	52,  // 105: themis.v1.CheckPart.explore:type_name -> themis.v1.ExploreSummary
+	70,  // 106: themis.v1.CheckPart.sweep:type_name -> themis.v1.SweepSummary
+	68,  // 107: themis.v1.CheckPart.cells:type_name -> themis.v1.SweepCell
+	86,  // 108: themis.v1.CheckSummary.parts:type_name -> themis.v1.CheckPart
+	49,  // 109: themis.v1.CheckSummary.found:type_name -> themis.v1.Finding
+	86,  // 110: themis.v1.CheckResponse.part_started:type_name -> themis.v1.CheckPart
+	48,  // 111: themis.v1.CheckResponse.progress:type_name -> themis.v1.ExploreProgress
+	49,  // 112: themis.v1.CheckResponse.finding:type_name -> themis.v1.Finding
+	68,  // 113: themis.v1.CheckResponse.cell:type_name -> themis.v1.SweepCell
+	86,  // 114: themis.v1.CheckResponse.part_done:type_name -> themis.v1.CheckPart
+	87,  // 115: themis.v1.CheckResponse.summary:type_name -> themis.v1.CheckSummary
+	10,  // 116: themis.v1.ReplayResponse.booted:type_name -> themis.v1.GuestImage
+	90,  // 117: themis.v1.ReplayResponse.steps:type_name -> themis.v1.ReplayStep
+	110, // 118: themis.v1.ReplayResponse.roots:type_name -> themis.v1.ReplayResponse.RootsEntry
+	50,  // 119: themis.v1.ReplayResponse.kernel:type_name -> themis.v1.KernelReport
+	93,  // 120: themis.v1.BisectResponse.rows:type_name -> themis.v1.BisectRow
+	111, // 121: themis.v1.PassesRow.distinct_disk_hashes:type_name -> themis.v1.PassesRow.DistinctDiskHashesEntry
+	98,  // 122: themis.v1.ReplayPassesResponse.progress:type_name -> themis.v1.PassProgress
+	99,  // 123: themis.v1.ReplayPassesResponse.result:type_name -> themis.v1.PassesResult
+	96,  // 124: themis.v1.PassesResult.rows:type_name -> themis.v1.PassesRow
+	101, // 125: themis.v1.ExportResponse.file:type_name -> themis.v1.ExportFile
+	5,   // 126: themis.v1.ExportResponse.image:type_name -> themis.v1.CrashImageChunk
+	102, // 127: themis.v1.ExportResponse.summary:type_name -> themis.v1.ExportSummary
+	105, // 128: themis.v1.LaneFootprint.by_region:type_name -> themis.v1.RegionSectors
+	106, // 129: themis.v1.FootprintResponse.lanes:type_name -> themis.v1.LaneFootprint
+	13,  // 130: themis.v1.Themis.CreateSession:input_type -> themis.v1.CreateSessionRequest
+	15,  // 131: themis.v1.Themis.GetSession:input_type -> themis.v1.GetSessionRequest
+	17,  // 132: themis.v1.Themis.ListSessions:input_type -> themis.v1.ListSessionsRequest
+	19,  // 133: themis.v1.Themis.DeleteSession:input_type -> themis.v1.DeleteSessionRequest
+	23,  // 134: themis.v1.Themis.Fork:input_type -> themis.v1.ForkRequest
+	25,  // 135: themis.v1.Themis.Restore:input_type -> themis.v1.RestoreRequest
+	27,  // 136: themis.v1.Themis.ListCheckpoints:input_type -> themis.v1.ListCheckpointsRequest
+	29,  // 137: themis.v1.Themis.DeleteCheckpoint:input_type -> themis.v1.DeleteCheckpointRequest
+	32,  // 138: themis.v1.Themis.Apply:input_type -> themis.v1.ApplyRequest
+	35,  // 139: themis.v1.Themis.Fingerprint:input_type -> themis.v1.FingerprintRequest
+	38,  // 140: themis.v1.Themis.Stat:input_type -> themis.v1.StatRequest
+	40,  // 141: themis.v1.Themis.ReadFile:input_type -> themis.v1.ReadFileRequest
+	42,  // 142: themis.v1.Themis.RestoreFile:input_type -> themis.v1.RestoreFileRequest
+	45,  // 143: themis.v1.Themis.ListEvents:input_type -> themis.v1.ListEventsRequest
+	47,  // 144: themis.v1.Themis.Explore:input_type -> themis.v1.ExploreRequest
+	56,  // 145: themis.v1.Themis.ListFindings:input_type -> themis.v1.ListFindingsRequest
+	58,  // 146: themis.v1.Themis.GetFinding:input_type -> themis.v1.GetFindingRequest
+	65,  // 147: themis.v1.Themis.SetFindingStatus:input_type -> themis.v1.SetFindingStatusRequest
+	59,  // 148: themis.v1.Themis.GetExploreRun:input_type -> themis.v1.GetExploreRunRequest
+	62,  // 149: themis.v1.Themis.MergeExplore:input_type -> themis.v1.MergeExploreRequest
+	67,  // 150: themis.v1.Themis.ClockSweep:input_type -> themis.v1.ClockSweepRequest
+	72,  // 151: themis.v1.Themis.Profile:input_type -> themis.v1.ProfileRequest
+	78,  // 152: themis.v1.Themis.Corrupt:input_type -> themis.v1.CorruptRequest
+	82,  // 153: themis.v1.Themis.Diff:input_type -> themis.v1.DiffRequest
+	2,   // 154: themis.v1.Themis.Crash:input_type -> themis.v1.CrashRequest
+	85,  // 155: themis.v1.Themis.Check:input_type -> themis.v1.CheckRequest
+	89,  // 156: themis.v1.Themis.Replay:input_type -> themis.v1.ReplayRequest
+	92,  // 157: themis.v1.Themis.Bisect:input_type -> themis.v1.BisectRequest
+	95,  // 158: themis.v1.Themis.ReplayPasses:input_type -> themis.v1.ReplayPassesRequest
+	100, // 159: themis.v1.Themis.Export:input_type -> themis.v1.ExportRequest
+	104, // 160: themis.v1.Themis.Footprint:input_type -> themis.v1.FootprintRequest
+	14,  // 161: themis.v1.Themis.CreateSession:output_type -> themis.v1.CreateSessionResponse
+	16,  // 162: themis.v1.Themis.GetSession:output_type -> themis.v1.GetSessionResponse
+	18,  // 163: themis.v1.Themis.ListSessions:output_type -> themis.v1.ListSessionsResponse
+	20,  // 164: themis.v1.Themis.DeleteSession:output_type -> themis.v1.DeleteSessionResponse
+	24,  // 165: themis.v1.Themis.Fork:output_type -> themis.v1.ForkResponse
+	26,  // 166: themis.v1.Themis.Restore:output_type -> themis.v1.RestoreResponse
+	28,  // 167: themis.v1.Themis.ListCheckpoints:output_type -> themis.v1.ListCheckpointsResponse
+	30,  // 168: themis.v1.Themis.DeleteCheckpoint:output_type -> themis.v1.DeleteCheckpointResponse
+	34,  // 169: themis.v1.Themis.Apply:output_type -> themis.v1.ApplyResponse
+	37,  // 170: themis.v1.Themis.Fingerprint:output_type -> themis.v1.FingerprintResponse
+	39,  // 171: themis.v1.Themis.Stat:output_type -> themis.v1.StatResponse
+	41,  // 172: themis.v1.Themis.ReadFile:output_type -> themis.v1.ReadFileResponse
+	43,  // 173: themis.v1.Themis.RestoreFile:output_type -> themis.v1.RestoreFileResponse
+	46,  // 174: themis.v1.Themis.ListEvents:output_type -> themis.v1.ListEventsResponse
+	55,  // 175: themis.v1.Themis.Explore:output_type -> themis.v1.ExploreResponse
+	57,  // 176: themis.v1.Themis.ListFindings:output_type -> themis.v1.ListFindingsResponse
+	64,  // 177: themis.v1.Themis.GetFinding:output_type -> themis.v1.GetFindingResponse
+	66,  // 178: themis.v1.Themis.SetFindingStatus:output_type -> themis.v1.SetFindingStatusResponse
+	63,  // 179: themis.v1.Themis.GetExploreRun:output_type -> themis.v1.GetExploreRunResponse
+	61,  // 180: themis.v1.Themis.MergeExplore:output_type -> themis.v1.MergeExploreResponse
+	71,  // 181: themis.v1.Themis.ClockSweep:output_type -> themis.v1.ClockSweepResponse
+	77,  // 182: themis.v1.Themis.Profile:output_type -> themis.v1.ProfileResponse
+	81,  // 183: themis.v1.Themis.Corrupt:output_type -> themis.v1.CorruptResponse
+	84,  // 184: themis.v1.Themis.Diff:output_type -> themis.v1.DiffResponse
+	4,   // 185: themis.v1.Themis.Crash:output_type -> themis.v1.CrashResponse
+	88,  // 186: themis.v1.Themis.Check:output_type -> themis.v1.CheckResponse
+	91,  // 187: themis.v1.Themis.Replay:output_type -> themis.v1.ReplayResponse
+	94,  // 188: themis.v1.Themis.Bisect:output_type -> themis.v1.BisectResponse
+	97,  // 189: themis.v1.Themis.ReplayPasses:output_type -> themis.v1.ReplayPassesResponse
+	103, // 190: themis.v1.Themis.Export:output_type -> themis.v1.ExportResponse
+	107, // 191: themis.v1.Themis.Footprint:output_type -> themis.v1.FootprintResponse
+	161, // [161:192] is the sub-list for method output_type
+	130, // [130:161] is the sub-list for method input_type
+	130, // [130:130] is the sub-list for extension type_name
+	130, // [130:130] is the sub-list for extension extendee
+	0,   // [0:130] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_themis_proto_init() }
@@ -11035,19 +11313,19 @@ func file_themis_v1_themis_proto_init() {
 		(*ExploreResponse_Finding)(nil),
 		(*ExploreResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[66].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[69].OneofWrappers = []any{
 		(*ClockSweepResponse_Cell)(nil),
 		(*ClockSweepResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[72].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[75].OneofWrappers = []any{
 		(*ProfileResponse_Row)(nil),
 		(*ProfileResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[76].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[79].OneofWrappers = []any{
 		(*CorruptResponse_Result)(nil),
 		(*CorruptResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[83].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[86].OneofWrappers = []any{
 		(*CheckResponse_PartStarted)(nil),
 		(*CheckResponse_Progress)(nil),
 		(*CheckResponse_Finding)(nil),
@@ -11055,11 +11333,11 @@ func file_themis_v1_themis_proto_init() {
 		(*CheckResponse_PartDone)(nil),
 		(*CheckResponse_Summary)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[92].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[95].OneofWrappers = []any{
 		(*ReplayPassesResponse_Progress)(nil),
 		(*ReplayPassesResponse_Result)(nil),
 	}
-	file_themis_v1_themis_proto_msgTypes[98].OneofWrappers = []any{
+	file_themis_v1_themis_proto_msgTypes[101].OneofWrappers = []any{
 		(*ExportResponse_File)(nil),
 		(*ExportResponse_Image)(nil),
 		(*ExportResponse_Summary)(nil),
@@ -11070,7 +11348,7 @@ func file_themis_v1_themis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_themis_proto_rawDesc), len(file_themis_v1_themis_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   107,
+			NumMessages:   110,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

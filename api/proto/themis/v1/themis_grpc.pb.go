@@ -45,6 +45,7 @@ const (
 	Themis_GetFinding_FullMethodName       = "/themis.v1.Themis/GetFinding"
 	Themis_SetFindingStatus_FullMethodName = "/themis.v1.Themis/SetFindingStatus"
 	Themis_GetExploreRun_FullMethodName    = "/themis.v1.Themis/GetExploreRun"
+	Themis_MergeExplore_FullMethodName     = "/themis.v1.Themis/MergeExplore"
 	Themis_ClockSweep_FullMethodName       = "/themis.v1.Themis/ClockSweep"
 	Themis_Profile_FullMethodName          = "/themis.v1.Themis/Profile"
 	Themis_Corrupt_FullMethodName          = "/themis.v1.Themis/Corrupt"
@@ -99,6 +100,13 @@ type ThemisClient interface {
 	// GetExploreRun returns what a finished explore run kept of itself: its
 	// request, summary and progress over time (its findings: ListFindings).
 	GetExploreRun(ctx context.Context, in *GetExploreRunRequest, opts ...grpc.CallOption) (*GetExploreRunResponse, error)
+	// MergeExplore joins the results of every shard of one search (explore
+	// with shard_index/shard_count, each as `themisctl --json explore`
+	// prints it) into what the whole search run at once reports: the union
+	// of their states, its digest, each finding once. No session: the
+	// shards' messages are the input (bounded by the request size;
+	// `themisctl explore merge` does the same on files, without a daemon).
+	MergeExplore(ctx context.Context, in *MergeExploreRequest, opts ...grpc.CallOption) (*MergeExploreResponse, error)
 	// ClockSweep boots a session with the given lanes and, for each lane x
 	// value x op, sets the clock (or the explicit time), runs the op, and reads
 	// back the guest's view, the inode on disk and the view after remount.
@@ -373,6 +381,16 @@ func (c *themisClient) GetExploreRun(ctx context.Context, in *GetExploreRunReque
 	return out, nil
 }
 
+func (c *themisClient) MergeExplore(ctx context.Context, in *MergeExploreRequest, opts ...grpc.CallOption) (*MergeExploreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeExploreResponse)
+	err := c.cc.Invoke(ctx, Themis_MergeExplore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *themisClient) ClockSweep(ctx context.Context, in *ClockSweepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClockSweepResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Themis_ServiceDesc.Streams[1], Themis_ClockSweep_FullMethodName, cOpts...)
@@ -587,6 +605,13 @@ type ThemisServer interface {
 	// GetExploreRun returns what a finished explore run kept of itself: its
 	// request, summary and progress over time (its findings: ListFindings).
 	GetExploreRun(context.Context, *GetExploreRunRequest) (*GetExploreRunResponse, error)
+	// MergeExplore joins the results of every shard of one search (explore
+	// with shard_index/shard_count, each as `themisctl --json explore`
+	// prints it) into what the whole search run at once reports: the union
+	// of their states, its digest, each finding once. No session: the
+	// shards' messages are the input (bounded by the request size;
+	// `themisctl explore merge` does the same on files, without a daemon).
+	MergeExplore(context.Context, *MergeExploreRequest) (*MergeExploreResponse, error)
 	// ClockSweep boots a session with the given lanes and, for each lane x
 	// value x op, sets the clock (or the explicit time), runs the op, and reads
 	// back the guest's view, the inode on disk and the view after remount.
@@ -718,6 +743,9 @@ func (UnimplementedThemisServer) SetFindingStatus(context.Context, *SetFindingSt
 }
 func (UnimplementedThemisServer) GetExploreRun(context.Context, *GetExploreRunRequest) (*GetExploreRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetExploreRun not implemented")
+}
+func (UnimplementedThemisServer) MergeExplore(context.Context, *MergeExploreRequest) (*MergeExploreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeExplore not implemented")
 }
 func (UnimplementedThemisServer) ClockSweep(*ClockSweepRequest, grpc.ServerStreamingServer[ClockSweepResponse]) error {
 	return status.Error(codes.Unimplemented, "method ClockSweep not implemented")
@@ -1108,6 +1136,24 @@ func _Themis_GetExploreRun_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Themis_MergeExplore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeExploreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThemisServer).MergeExplore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Themis_MergeExplore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThemisServer).MergeExplore(ctx, req.(*MergeExploreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Themis_ClockSweep_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(ClockSweepRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1335,6 +1381,10 @@ var Themis_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetExploreRun",
 			Handler:    _Themis_GetExploreRun_Handler,
+		},
+		{
+			MethodName: "MergeExplore",
+			Handler:    _Themis_MergeExplore_Handler,
 		},
 		{
 			MethodName: "Diff",
