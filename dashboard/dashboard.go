@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -65,12 +66,36 @@ type handler struct {
 	live    *live.Hub
 	log     *zap.Logger
 	exports chan struct{} // a token per export running (MaxExports)
+
+	stopping context.Context // cancelled by Close: the exports end
+	stop     context.CancelFunc
+	mu       sync.Mutex
+	closed   bool
+	running  sync.WaitGroup // the exports under way
+}
+
+// Dashboard is the dashboard's handler.
+type Dashboard struct {
+	http.Handler
+	h *handler
+}
+
+// Close cancels the exports under way and waits for them to return;
+// later downloads are refused (503). The daemon calls it before it
+// closes the domain. It is idempotent.
+func (d *Dashboard) Close() {
+	d.h.mu.Lock()
+	d.h.closed = true
+	d.h.mu.Unlock()
+	d.h.stop()
+	d.h.running.Wait()
 }
 
 // Handler serves the dashboard over st, the runs' progress from hub (nil:
 // none is live).
-func Handler(st Store, hub *live.Hub, log *zap.Logger) http.Handler {
+func Handler(st Store, hub *live.Hub, log *zap.Logger) *Dashboard {
 	h := &handler{st: st, live: hub, log: log, exports: make(chan struct{}, MaxExports)}
+	h.stopping, h.stop = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/findings", http.StatusSeeOther)
@@ -84,7 +109,7 @@ func Handler(st Store, hub *live.Hub, log *zap.Logger) http.Handler {
 	mux.HandleFunc("GET /sessions/{id}", h.session)
 	mux.HandleFunc("GET /sessions/{id}/events", h.events)
 	mux.HandleFunc("GET /static/live.js", liveJS)
-	return secureHeaders(mux)
+	return &Dashboard{Handler: secureHeaders(mux), h: h}
 }
 
 // secureHeaders sets what every page sends: no script, no framing, no

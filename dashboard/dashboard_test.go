@@ -32,6 +32,8 @@ type fakeStore struct {
 	findings []session.Finding
 	sessions []*session.Info
 	events   []session.Event
+	// entered, when set, makes Export say it began and wait for its ctx.
+	entered chan struct{}
 }
 
 func (s *fakeStore) FindingsPage(_ context.Context, sessionID string, after session.PageKey, limit int) ([]session.Finding, error) {
@@ -105,9 +107,14 @@ func (s *fakeStore) Events(_ context.Context, id string, after int64, limit int)
 // Export sends what runs/export sends: a crash finding's image first
 // (ascending chunks, zeros left out, an empty chunk at its end), then the
 // files; f-2's export fails before anything is sent.
-func (s *fakeStore) Export(_ context.Context, f *session.Finding, _ export.Options, out export.Sinks) (*export.Summary, error) {
+func (s *fakeStore) Export(ctx context.Context, f *session.Finding, _ export.Options, out export.Sinks) (*export.Summary, error) {
 	if f.ID == "f-2" {
 		return nil, fmt.Errorf("replay %s: %w", f.ID, errkind.ErrState)
+	}
+	if s.entered != nil {
+		s.entered <- struct{}{}
+		<-ctx.Done()
+		return nil, fmt.Errorf("replay %s: %w", f.ID, ctx.Err())
 	}
 	files := []string{"README", "repro.c", "repro.sh"}
 	if f.Kind == session.KindCrash {

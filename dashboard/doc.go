@@ -23,7 +23,9 @@
 //     turn, with its request); the image is bounded by MaxCrashImage, the
 //     files by MaxBundleFiles; a GET another site starts is refused (it
 //     would boot a guest); an export that fails once bytes are sent cuts
-//     the download off rather than end it short;
+//     the download off rather than end it short. Dashboard.Close (the
+//     daemon's shutdown, before its sessions stop) cancels the exports
+//     under way and waits for them;
 //   - /sessions: the sessions, running and ended, each linked to its page;
 //   - /sessions/{id}: a session and its run: kind and options (the live
 //     feed's while this daemon runs it, else its "KIND.started" event's),

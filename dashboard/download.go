@@ -137,14 +137,22 @@ func (h *handler) exportFinding(w http.ResponseWriter, r *http.Request, crashOnl
 		http.Error(w, "not a crash finding: it has no crash image", http.StatusNotFound)
 		return
 	}
-	if err := h.turn(r.Context()); err != nil {
+	if !h.enter() {
+		http.Error(w, "the daemon is stopping", http.StatusServiceUnavailable)
+		return
+	}
+	defer h.running.Done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer context.AfterFunc(h.stopping, cancel)()
+	defer cancel()
+	if err := h.turn(ctx); err != nil {
 		http.Error(w, "waiting for an export: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	defer func() { <-h.exports }()
 	d := &download{w: w, rc: http.NewResponseController(w)}
 	out, done := sinks(f, d)
-	if _, err = h.st.Export(r.Context(), f, export.Options{}, out); err == nil {
+	if _, err = h.st.Export(ctx, f, export.Options{}, out); err == nil {
 		err = done()
 	}
 	switch {
@@ -155,6 +163,17 @@ func (h *handler) exportFinding(w http.ResponseWriter, r *http.Request, crashOnl
 		h.log.Warn("dashboard: download cut off", zap.String("finding", f.ID), zap.Error(err))
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// enter counts an export in, unless Close was called.
+func (h *handler) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.running.Add(1)
+	return true
 }
 
 // turn waits for one of MaxExports turns, or ctx.

@@ -140,3 +140,27 @@ func TestSparse(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseEndsDownloads: Close cancels an export under way and returns
+// once it has; a download after it is refused.
+func TestCloseEndsDownloads(t *testing.T) {
+	st := newStore()
+	st.entered = make(chan struct{})
+	d := Handler(st, nil, zap.NewNop())
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	codes := make(chan int, 1)
+	go func() {
+		code, _, _, _ := fetch(t, srv, "/findings/f-1/bundle.tar.gz", nil)
+		codes <- code
+	}()
+	<-st.entered
+	d.Close()
+	if code := <-codes; code != http.StatusInternalServerError {
+		t.Errorf("the download Close cancelled: %d, want 500", code)
+	}
+	if code, _, _, _ := fetch(t, srv, "/findings/f-1/bundle.tar.gz", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("a download after Close: %d, want 503", code)
+	}
+	d.Close()
+}

@@ -32,9 +32,10 @@ type Daemon struct {
 	dom  managedDomain
 	sock *unixSocket // nil for TCP
 
-	metrics *endpoint // /metrics; nil when off
-	ui      *endpoint // the dashboard; nil when off
-	live    *live.Hub // the runs' progress the dashboard streams
+	metrics *endpoint            // /metrics; nil when off
+	ui      *endpoint            // the dashboard's server; nil when off
+	dash    *dashboard.Dashboard // its handler; nil when off
+	live    *live.Hub            // the runs' progress the dashboard streams
 
 	done     chan struct{} // closed when the gRPC server stops serving
 	serveErr error         // set before done is closed
@@ -175,7 +176,8 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		d.metrics = startEndpoint("metrics", mlis, mtc, auth, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}), "/metrics", log)
 	}
 	if ulis != nil {
-		d.ui = startEndpoint("dashboard", ulis, utc, auth, dashboard.Handler(d.dom, hub, log.Named("dashboard")), "/", log)
+		d.dash = dashboard.Handler(d.dom, hub, log.Named("dashboard"))
+		d.ui = startEndpoint("dashboard", ulis, utc, auth, d.dash, "/", log)
 	}
 	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.MetricsAddr()), zap.String("ui", d.UIAddr()),
 		zap.Bool("token", auth != nil), zap.Bool("mtls", la.network == "tcp" && cfg.TLS.ClientCA != ""))
@@ -344,6 +346,7 @@ func (d *Daemon) stopHandlers(ctx context.Context) error {
 			d.log.Warn("calls still running after cancellation; stopping the sessions under them", zap.Duration("waited", hard))
 		}
 	}
+	d.closeDashboard(hard)
 	var errs []error
 	if st, ok := d.dom.(sessionStopper); ok {
 		if err := st.StopSessions(); err != nil {
@@ -359,6 +362,24 @@ func (d *Daemon) stopHandlers(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("close sessions: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// closeDashboard cancels the dashboard's downloads under way (exports,
+// each in a session of its own) and waits up to hard for them to return,
+// so that they end before their sessions are stopped and the domain
+// closes.
+func (d *Daemon) closeDashboard(hard time.Duration) {
+	if d.dash == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		d.dash.Close()
+		close(done)
+	}()
+	if !waitFor(done, hard) {
+		d.log.Warn("dashboard downloads still running after their cancellation", zap.Duration("waited", hard))
+	}
 }
 
 // waitFor waits up to limit for ch to close and says whether it did.
