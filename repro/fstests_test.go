@@ -39,8 +39,6 @@ _scratch_unmount() { call scratch_unmount; }
 _scratch_cycle_mount() { call scratch_cycle_mount; }
 _check_scratch_fs() { call check_scratch_fs "$@"; }
 _init_flakey() { call init_flakey; }
-_mount_flakey() { call mount_flakey; }
-_unmount_flakey() { call unmount_flakey; }
 _cleanup_flakey() { call cleanup_flakey; }
 _flakey_drop_and_remount() { call flakey_drop_and_remount; }
 _md5_checksum() { md5sum "$1" | cut -d ' ' -f 1; }
@@ -149,11 +147,11 @@ func TestFSTestsFiles(t *testing.T) {
 			match: true, script: []string{"_scratch_unmount\n_check_scratch_fs"}, calls: []string{"scratch_unmount", "check_scratch_fs"}, golden: "step 9: ok\n"},
 		{name: "crash-lost", in: FSTests{Finding: Finding{ID: "f-0a", Kind: KindCrash, Trace: []string{"rename seed g", "fsync g"}}, Reference: "the model",
 			Crash: &FSTestsCrash{Setup: []string{"create seed 0644", "write seed 0 4096 0x55"}, SetupSync: true, Kept: 3, Writes: 3, Flushes: 1, LogFlushes: 1, Lost: true}},
-			match: true, script: []string{"_require_dm_target flakey", ". ./common/dmflakey", "_cleanup_flakey", "_init_flakey\n_mount_flakey", "\nsync\n", "_flakey_drop_and_remount"},
-			calls: []string{"require_dm_target flakey", "init_flakey", "mount_flakey", "flakey_drop_and_remount", "cleanup_flakey"}, golden: "step 2: ok\nthe fsynced file is intact after the power cut\n"},
+			match: true, script: []string{"_require_dm_target flakey", ". ./common/dmflakey", "_cleanup_flakey", "_init_flakey\n_scratch_mount", "\nsync\n", "_flakey_drop_and_remount"},
+			calls: []string{"require_dm_target flakey", "init_flakey", "scratch_mount", "flakey_drop_and_remount", "scratch_unmount", "cleanup_flakey"}, golden: "step 2: ok\nthe fsynced file is intact after the power cut\n"},
 		{name: "crash-fsck", in: FSTests{Finding: Finding{ID: "f-0b", Kind: KindCrash, Trace: []string{"mkdir d 0755", "sync"}}, Reference: "the model",
 			Crash: &FSTestsCrash{Kept: 5, Writes: 5, Flushes: 2, LogFlushes: 2}},
-			match: true, calls: []string{"flakey_drop_and_remount", "unmount_flakey", "check_scratch_fs"}, golden: "step 2: ok\n"},
+			match: true, calls: []string{"flakey_drop_and_remount", "scratch_unmount", "check_scratch_fs"}, golden: "step 2: ok\n"},
 		{name: "xattr-and-renameat2", in: FSTests{Finding: Finding{ID: "f-0c", Kind: KindErrno, Trace: []string{"create a 0644", "create b 0644", "setxattr a user.k v", "removexattr a user.k", "rename a b noreplace"}}, Errno: int(syscall.EEXIST), Reference: "lane ext4"},
 			script: []string{". ./common/attr", "_require_attrs", ". ./common/renameat2", "_require_renameat2 noreplace", `$here/src/renameat2 -n ./a ./b`},
 			calls:  []string{"require_attrs", "require_renameat2 noreplace"}, golden: "step 5: File exists\n"},
