@@ -151,6 +151,7 @@ func (h *handler) exportFinding(w http.ResponseWriter, r *http.Request, crashOnl
 	}
 	defer func() { <-h.exports }()
 	d := &download{w: w, rc: http.NewResponseController(w)}
+	defer func() { _ = d.rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
 	out, done := sinks(f, d)
 	if _, err = h.st.Export(ctx, f, export.Options{}, out); err == nil {
 		err = done()
