@@ -21,7 +21,7 @@
 // The package is pure: no I/O, no time of its own (time.Date only converts
 // constants), and it must not import os/exec, grpc or any vmm package
 // (internal/arch checks). Plans are decoded from bytes the caller read;
-// sweep results as JSON lines ([Row], [ReadRows], [MergeRows] for the
-// shards of one sweep) from a reader the caller opened.
+// a sweep's rows ([Row], [MergeRows] for the shards of one sweep) come
+// from the caller, which reads them as the API's cells.
 // Everything is safe for concurrent use.
 package clock

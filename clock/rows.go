@@ -1,48 +1,43 @@
 package clock
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"io"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/themisfs/themis/internal/kreport"
 )
 
-// Row is one sweep cell as the JSON lines and the CSV of a clock sweep
-// carry it (themisctl sweep clock --json / --csv): the lane, the value set,
-// the op, and the three views read back (seconds and nanoseconds), with
-// the verdict.
+// Row is one sweep cell as the CSV and the table of a clock sweep carry
+// it (themisctl sweep clock --csv; --json prints the API's SweepCell): the
+// lane, the value set, the op, and the three views read back (seconds and
+// nanoseconds), with the verdict.
 type Row struct {
-	Lane      string `json:"lane"`
-	FS        string `json:"fs"`
-	InodeSize int32  `json:"inode_size,omitempty"`
+	Lane      string
+	FS        string
+	InodeSize int32
 	// Name and Kind are the plan value's; Value, ValueNs the time set.
-	Name    string `json:"name"`
-	Kind    string `json:"kind,omitempty"`
-	Value   int64  `json:"value"`
-	ValueNs int64  `json:"value_ns"`
-	Op      string `json:"op"`
-	Field   string `json:"field"`
-	Guest   int64  `json:"guest"`
-	GuestNs int64  `json:"guest_ns"`
+	Name    string
+	Kind    string
+	Value   int64
+	ValueNs int64
+	Op      string
+	Field   string
+	Guest   int64
+	GuestNs int64
 	// OnDisk, OnDiskNs are nil where the lane has no on-disk view (vfat,
 	// or the op was rejected).
-	OnDisk         *int64 `json:"on_disk"`
-	OnDiskNs       *int64 `json:"on_disk_ns"`
-	AfterRemount   int64  `json:"after_remount"`
-	AfterRemountNs int64  `json:"after_remount_ns"`
-	Errno          int32  `json:"errno,omitempty"`
-	Verdict        string `json:"verdict"`
-	Expected       string `json:"expected,omitempty"`
-	DistinctGuest  int32  `json:"distinct_guest,omitempty"`
-	DistinctOnDisk int32  `json:"distinct_on_disk,omitempty"`
+	OnDisk         *int64
+	OnDiskNs       *int64
+	AfterRemount   int64
+	AfterRemountNs int64
+	Errno          int32
+	Verdict        string
+	Expected       string
+	DistinctGuest  int32
+	DistinctOnDisk int32
 	// Kernel is the kernel's report of a cell whose op crashed the
 	// guest's kernel (verdict kernel-crash).
-	Kernel *kreport.Report `json:"kernel,omitempty"`
+	Kernel *kreport.Report
 }
 
 // CSVHeader names the columns of Row.CSV.
@@ -62,34 +57,6 @@ func (r Row) CSV() []string {
 
 // key is what makes a cell one: lane, value name, op.
 func (r Row) key() string { return r.Lane + "\x00" + r.Name + "\x00" + r.Op }
-
-// maxRowLine bounds one JSON line ReadRows accepts, in bytes.
-const maxRowLine = 1 << 20
-
-// ReadRows decodes JSON lines of rows from in, strictly (an unknown field
-// is an error), skipping blank lines. Errors name the input as name and,
-// for a bad line, its number ("shard0.jsonl:3: ...").
-func ReadRows(in io.Reader, name string) ([]Row, error) {
-	var rows []Row
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxRowLine)
-	for line := 1; sc.Scan(); line++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var r Row
-		dec := json.NewDecoder(strings.NewReader(sc.Text()))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
-		}
-		rows = append(rows, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return rows, nil
-}
 
 // MergeRows joins the rows of sharded sweeps: a cell (same lane, value
 // name and op) seen again is dropped (the first is kept), and the rows are

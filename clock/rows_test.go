@@ -1,7 +1,6 @@
 package clock
 
 import (
-	"encoding/json"
 	"math/rand"
 	"sort"
 	"strings"
@@ -11,51 +10,6 @@ import (
 
 	"github.com/themisfs/themis/internal/kreport"
 )
-
-func TestReadRows(t *testing.T) {
-	t.Parallel()
-	sec, ns := int64(2147483647), int64(0)
-	clamped := Row{Lane: "ext2", FS: "ext2", InodeSize: 128, Name: "2^31", Value: 2147483648, Op: "touch", Field: "mtime",
-		Guest: sec, OnDisk: &sec, OnDiskNs: &ns, AfterRemount: sec, Verdict: "clamped(2147483647)"}
-	line := func(r Row) string {
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	tests := []struct {
-		name    string
-		in      string
-		want    []Row
-		wantErr string
-	}{
-		{name: "empty"},
-		{name: "rows and blank lines", in: line(clamped) + "\n\n  \n" + line(Row{Lane: "vfat", Errno: 22}) + "\n", want: []Row{clamped, {Lane: "vfat", Errno: 22}}},
-		{name: "null on disk", in: `{"lane":"vfat","on_disk":null,"on_disk_ns":null}`, want: []Row{{Lane: "vfat"}}},
-		{name: "unknown field", in: line(clamped) + "\n\n" + `{"lane":"ext2","bogus":1}`, wantErr: `s0.jsonl:3: json: unknown field "bogus"`},
-		{name: "not JSON", in: "lane,fs\n", wantErr: "s0.jsonl:1: "},
-		{name: "line too long", in: `{"lane":"` + strings.Repeat("x", maxRowLine) + `"}`, wantErr: "s0.jsonl: bufio.Scanner: token too long"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := ReadRows(strings.NewReader(tt.in), "s0.jsonl")
-			if tt.wantErr != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
-					t.Fatalf("ReadRows: %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ReadRows: %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ReadRows (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
 
 // TestMergeRows compares MergeRows with a naive model on random shards:
 // the first row of each cell, sorted by lane, value, op (and, among rows
@@ -125,21 +79,12 @@ func TestRowCSV(t *testing.T) {
 	}
 }
 
-// TestReadRowsKernel: a kernel-crash row of a sharded sweep's JSON lines
-// reads back with its report, so that a merge keeps it.
-func TestReadRowsKernel(t *testing.T) {
+// TestMergeRowsKernel: a merge keeps a kernel-crash row's report.
+func TestMergeRowsKernel(t *testing.T) {
 	t.Parallel()
 	crashed := Row{Lane: "ext2", FS: "ext2", Name: "2^31", Value: 2147483648, Op: "mkdir", Field: "mtime", Verdict: "kernel-crash",
 		Kernel: &kreport.Report{Kind: kreport.Panic, Title: "Kernel panic - not syncing: sysrq triggered crash", Trace: []string{"sysrq_handle_crash+0x16/0x20"}}}
-	b, err := json.Marshal(crashed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := ReadRows(strings.NewReader(string(b)+"\n"), "s0.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]Row{crashed}, MergeRows(rows)); diff != "" {
-		t.Errorf("read back and merged (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]Row{crashed}, MergeRows([]Row{crashed}, []Row{{Lane: "ext2", Name: "2^31", Op: "mkdir"}})); diff != "" {
+		t.Errorf("merged (-want +got):\n%s", diff)
 	}
 }

@@ -110,14 +110,17 @@ check() {
 
 echo "== doctor"
 run doctor --json doctor
+check "$smoke/doctor.out" "a themis.v1.DoctorReport" '.schema == "themis.v1.DoctorReport"'
 check "$smoke/doctor.out" "every host tool found" '.tools | length > 0 and all(.found)'
 check "$smoke/doctor.out" "backend qemu (no /dev/kvm in the container)" '.backend == "qemu"'
 jq -r '"tools: \(.tools | map(.name) | join(" ")); backend \(.backend); \(.qemu_version)"' "$smoke/doctor.out"
 
 echo "== sweep clock --fs ext2 --shard 0/4"
 run sweep --json sweep clock --fs ext2 --shard 0/4
-check "$smoke/sweep.out" "rows of lane ext2, each with a verdict" \
-  --slurp 'length > 0 and all(.lane == "ext2" and (.verdict | type == "string" and length > 0))'
+# A themis.v1.SweepCell a line (docs/api.md; value and the other 64-bit
+# fields are strings).
+check "$smoke/sweep.out" "rows of lane ext2, each a SweepCell with a verdict" \
+  --slurp 'length > 0 and all(.schema == "themis.v1.SweepCell" and .lane == "ext2" and (.verdict | type == "string" and length > 0))'
 jq -rs '"\(length) rows: " + (group_by(.verdict | sub("\\(.*"; "")) | map("\(.[0].verdict | sub("\\(.*"; "")) \(length)") | join(", "))' "$smoke/sweep.out"
 
 echo "== explore --fs ext2 --depth 1 --shard 0/2"

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -623,25 +622,31 @@ func (j *job) compareSweep(ctx context.Context, kvmOut []byte) (string, error) {
 	return "", nil
 }
 
-// sweepCells returns the sweep's JSON lines in a canonical form (keys
-// sorted by encoding/json), sorted.
+// sweepCells reads what themisctl --json sweep clock prints (a
+// themis.v1.SweepCell a line, api/jsonout) and returns the cells in one
+// canonical form (jsonout's, on one line), sorted. No line is no cell.
 func sweepCells(b []byte) ([]string, error) {
+	msgs, err := jsonout.DecodeLines(b)
+	if errors.Is(err, jsonout.ErrNotJSONLines) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sweep --json: %w", err)
+	}
 	var cells []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			return nil, fmt.Errorf("sweep --json line: %w", err)
+	for i, m := range msgs {
+		c, ok := m.(*themisv1.SweepCell)
+		if !ok {
+			return nil, fmt.Errorf("sweep --json: document %d is a %s, want a themis.v1.SweepCell", i+1, m.ProtoReflect().Descriptor().FullName())
 		}
-		c, err := json.Marshal(m)
+		line, err := jsonout.Encode(c, false)
 		if err != nil {
 			return nil, err
 		}
-		cells = append(cells, string(c))
+		cells = append(cells, string(line))
 	}
 	sort.Strings(cells)
-	return cells, sc.Err()
+	return cells, nil
 }
 
 // diffLines lists the lines of a missing from b (-) and of b missing from a (+).

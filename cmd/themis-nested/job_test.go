@@ -9,15 +9,35 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/api/jsonout"
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/internal/nested"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
 
+// TestSweepCellsCompare reads what themisctl --json sweep clock prints
+// (a SweepCell a line, made by jsonout as the CLI makes it) and compares
+// two sweeps cell by cell, whatever their order.
 func TestSweepCellsCompare(t *testing.T) {
-	kvm := []byte(`{"lane":"ext2","value":2147483648,"guest":2147483647}` + "\n" + `{"value":1,"lane":"ext2"}` + "\n")
-	same := []byte(`{"lane":"ext2","value":1}` + "\n" + `{"guest":2147483647,"value":2147483648,"lane":"ext2"}` + "\n")
-	other := []byte(`{"lane":"ext2","value":1}` + "\n" + `{"guest":2147483648,"value":2147483648,"lane":"ext2"}` + "\n")
+	lines := func(cells ...*themisv1.SweepCell) []byte {
+		var b []byte
+		for _, c := range cells {
+			line, err := jsonout.Encode(c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(append(b, line...), '\n')
+		}
+		return b
+	}
+	clamped := func(guest int64) *themisv1.SweepCell {
+		return &themisv1.SweepCell{Lane: "ext2", Name: "2^31", Value: 2147483648, Op: "touch", Field: "mtime",
+			Guest: &agentv1.Timespec{Sec: guest}, Verdict: "clamped(2147483647)"}
+	}
+	one := &themisv1.SweepCell{Lane: "ext2", Name: "one", Value: 1, Op: "touch", Field: "mtime", Verdict: "represented"}
+	kvm := lines(clamped(2147483647), one)
+	same := lines(one, clamped(2147483647))
+	other := lines(one, clamped(2147483648))
 	k, err := sweepCells(kvm)
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +57,17 @@ func TestSweepCellsCompare(t *testing.T) {
 			}
 		})
 	}
-	if _, err := sweepCells([]byte("not json\n")); err == nil {
-		t.Error("a line that is not JSON was accepted")
+	if len(k) != 2 || !strings.Contains(k[0], `"verdict":"`) {
+		t.Errorf("sweepCells = %q", k)
+	}
+	for _, bad := range []string{"not json\n", `{"lane":"ext2","verdict":"represented"}` + "\n", // the shape before jsonout
+		`{"schema":"themis.v1.SweepSummary","cells":"1"}` + "\n"} {
+		if _, err := sweepCells([]byte(bad)); err == nil {
+			t.Errorf("sweepCells(%s) accepted", bad)
+		}
+	}
+	if c, err := sweepCells(nil); err != nil || len(c) != 0 {
+		t.Errorf("sweepCells(nothing) = %q, %v; want no cell", c, err)
 	}
 }
 

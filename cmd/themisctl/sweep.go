@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/themisfs/themis/api/jsonout"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/clock"
@@ -167,7 +169,8 @@ func (s *csvSink) close() error {
 }
 
 // runClockSweep streams the sweep: with --json a JSON line per cell on
-// stdout and the summary on stderr, else the table at the end.
+// stdout (the SweepCell as streamed) and the summary on stderr, else the
+// table at the end.
 func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.ClockSweepRequest, sink *csvSink) error {
 	stream, err := c.ClockSweep(ctx, req)
 	if err != nil {
@@ -175,7 +178,6 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 	}
 	var rows []clock.Row
 	var sum *themisv1.SweepSummary
-	enc := json.NewEncoder(os.Stdout)
 	st, start := newStatusLine(), time.Now()
 	err = client.Drain(stream.Recv, func(r *themisv1.ClockSweepResponse) error {
 		if s := r.GetSummary(); s != nil {
@@ -190,7 +192,7 @@ func runClockSweep(ctx context.Context, g *globals, c *conn, req *themisv1.Clock
 		el := time.Since(start)
 		st.Update(fmt.Sprintf("clock sweep: %d cells  %.1f cells/s  %s", len(rows), float64(len(rows))/max(el.Seconds(), 1e-3), shortDuration(el)))
 		if g.json {
-			if err := enc.Encode(row); err != nil {
+			if err := writeProtoJSONLine(cell); err != nil {
 				return fmt.Errorf("write json: %w", err)
 			}
 		}
@@ -241,16 +243,19 @@ func newSweepMerge(g *globals) *cobra.Command {
 		Short: "Join JSON-lines results of sharded sweeps (themisctl --json sweep clock --shard i/n) into one, in plan order",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rows, err := mergeFiles(args)
+			cells, err := mergeFiles(args)
 			if err != nil {
 				return err
 			}
 			if !g.json {
+				rows := make([]clock.Row, 0, len(cells))
+				for _, c := range cells {
+					rows = append(rows, rowOf(c))
+				}
 				return printSweep(rows, nil)
 			}
-			enc := json.NewEncoder(os.Stdout)
-			for _, r := range rows {
-				if err := enc.Encode(r); err != nil {
+			for _, c := range cells {
+				if err := writeProtoJSONLine(c); err != nil {
 					return fmt.Errorf("write json: %w", err)
 				}
 			}
@@ -259,24 +264,68 @@ func newSweepMerge(g *globals) *cobra.Command {
 	}
 }
 
-// mergeFiles reads the JSON-lines files and merges them (clock.MergeRows).
-func mergeFiles(files []string) ([]clock.Row, error) {
+// mergeFiles reads the JSON-lines files of sharded sweeps (a SweepCell a
+// line, as sweep clock --json prints them) and merges them as
+// clock.MergeRows does: the first of each cell, in plan order.
+func mergeFiles(files []string) ([]*themisv1.SweepCell, error) {
+	first := map[[3]string]*themisv1.SweepCell{}
+	key := func(lane, name, op string) [3]string { return [3]string{lane, name, op} }
 	var shards [][]clock.Row
 	for _, name := range files {
-		f, err := os.Open(name)
+		cells, err := readCells(name)
 		if err != nil {
 			return nil, fmt.Errorf("merge: %w", err)
 		}
-		rows, err := clock.ReadRows(f, name)
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("%s: %w", name, cerr)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("merge: %w", err)
+		var rows []clock.Row
+		for _, c := range cells {
+			if k := key(c.GetLane(), c.GetName(), c.GetOp()); first[k] == nil {
+				first[k] = c
+			}
+			rows = append(rows, rowOf(c))
 		}
 		shards = append(shards, rows)
 	}
-	return clock.MergeRows(shards...), nil
+	var out []*themisv1.SweepCell
+	for _, r := range clock.MergeRows(shards...) {
+		out = append(out, first[key(r.Lane, r.Name, r.Op)])
+	}
+	return out, nil
+}
+
+// maxSweepFile bounds a JSON-lines file mergeFiles reads, in bytes.
+const maxSweepFile = 256 << 20
+
+// readCells reads one JSON-lines file of SweepCells, strictly (jsonout).
+// An empty file holds none.
+func readCells(name string) ([]*themisv1.SweepCell, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSweepFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(b) > maxSweepFile {
+		return nil, fmt.Errorf("%s: more than %d bytes", name, maxSweepFile)
+	}
+	msgs, err := jsonout.DecodeLines(b)
+	if errors.Is(err, jsonout.ErrNotJSONLines) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	cells := make([]*themisv1.SweepCell, 0, len(msgs))
+	for i, m := range msgs {
+		c, ok := m.(*themisv1.SweepCell)
+		if !ok {
+			return nil, fmt.Errorf("%s: document %d is a %s, want a themis.v1.SweepCell", name, i+1, m.ProtoReflect().Descriptor().FullName())
+		}
+		cells = append(cells, c)
+	}
+	return cells, nil
 }
 
 func printSweep(rows []clock.Row, sum *themisv1.SweepSummary) error {

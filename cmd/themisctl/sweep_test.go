@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/themisfs/themis/api/jsonout"
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/clock"
@@ -47,25 +50,46 @@ func TestMergeFiles(t *testing.T) {
 		}
 		return p
 	}
-	s0 := write("s0.jsonl", `{"lane":"ext4","name":"b","value":2,"op":"touch"}`+"\n"+`{"lane":"ext2","name":"a","value":1,"op":"touch"}`+"\n")
-	s1 := write("s1.jsonl", `{"lane":"ext2","name":"a","value":1,"op":"touch","verdict":"again"}`+"\n\n")
-	bad := write("bad.jsonl", "\n"+`{"lane":"ext2","bogus":1}`)
-	rows, err := mergeFiles([]string{s0, s1})
+	// The lines as sweep clock --json prints them.
+	lines := func(cells ...*themisv1.SweepCell) string {
+		var b strings.Builder
+		for _, c := range cells {
+			line, err := jsonout.Encode(c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(line)
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	crashed := &themisv1.SweepCell{Lane: "ext4", Name: "b", Value: 2, Op: "touch", Verdict: "kernel-crash",
+		Kernel: &themisv1.KernelReport{Kind: "panic", Title: "Kernel panic - not syncing"}, ClampedTo: 7}
+	s0 := write("s0.jsonl", lines(crashed, &themisv1.SweepCell{Lane: "ext2", Name: "a", Value: 1, Op: "touch"}))
+	s1 := write("s1.jsonl", lines(&themisv1.SweepCell{Lane: "ext2", Name: "a", Value: 1, Op: "touch", Verdict: "again"})+"\n")
+	empty := write("empty.jsonl", "")
+	bad := write("bad.jsonl", "\n"+`{"schema":"themis.v1.SweepCell","lane":"ext2","bogus":1}`)
+	other := write("other.jsonl", lines(&themisv1.SweepCell{Lane: "ext2"})+`{"schema":"themis.v1.SweepSummary","cells":"1"}`)
+	cells, err := mergeFiles([]string{s0, s1, empty})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range rows {
-		got = append(got, r.Lane+"/"+r.Name+"/"+r.Verdict)
+	for _, c := range cells {
+		got = append(got, c.GetLane()+"/"+c.GetName()+"/"+c.GetVerdict())
 	}
-	if diff := cmp.Diff([]string{"ext2/a/", "ext4/b/"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"ext2/a/", "ext4/b/kernel-crash"}, got); diff != "" {
 		t.Errorf("merged (-want +got):\n%s", diff)
+	}
+	if !proto.Equal(cells[1], crashed) {
+		t.Errorf("merged %v, want the cell as read: %v", cells[1], crashed)
 	}
 	for _, tt := range []struct {
 		files []string
 		want  string
 	}{
-		{[]string{s0, bad}, "merge: " + bad + `:2: json: unknown field "bogus"`},
+		{[]string{s0, bad}, "merge: " + bad + `: line 2: `},
+		{[]string{other}, "merge: " + other + ": document 2 is a themis.v1.SweepSummary, want a themis.v1.SweepCell"},
 		{[]string{filepath.Join(dir, "none.jsonl")}, "merge: open " + filepath.Join(dir, "none.jsonl")},
 	} {
 		if _, err := mergeFiles(tt.files); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
