@@ -6,24 +6,18 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/opspec"
 )
 
-// The open flags (Linux, x86 and the generic ABI) an fstests op passes
-// on or refuses.
-const (
-	oAccMode = 0o3
-	oWrOnly  = 0o1
-	oCreat   = 0o100
-	oDirect  = 0o40000
-)
-
-// Rename flags that need fstests' src/renameat2 and its _require_renameat2.
+// renameFlags are the rename flags fstests' src/renameat2 takes: its
+// option and _require_renameat2's name for each.
 var renameFlags = []struct {
 	flag      uint32
 	opt, name string
-}{{1, "-n", "noreplace"}, {2, "-x", "exchange"}, {4, "-w", "whiteout"}}
+}{{unix.RENAME_NOREPLACE, "-n", "noreplace"}, {unix.RENAME_EXCHANGE, "-x", "exchange"}, {unix.RENAME_WHITEOUT, "-w", "whiteout"}}
 
 // shOp is one trace op as an fstests test runs it: a command line whose
 // words are quoted for sh, run in $SCRATCH_MNT, and what the test must
@@ -49,7 +43,7 @@ func shStep(s string) (shOp, error) {
 	switch op := req.GetOp().(type) {
 	case *agentv1.Request_Create:
 		c := op.Create
-		return cmd("$PERL_PROG", "-e", `sysopen(F, $ARGV[0], `+oct(c.GetFlags()|oCreat)+`, `+oct(c.GetMode())+`) or die "$!\n"`, shPath(c.GetPath())), nil
+		return cmd("$PERL_PROG", "-e", `sysopen(F, $ARGV[0], `+oct(c.GetFlags()|unix.O_CREAT)+`, `+oct(c.GetMode())+`) or die "$!\n"`, shPath(c.GetPath())), nil
 	case *agentv1.Request_Write:
 		return shWrite(s, op.Write)
 	case *agentv1.Request_Truncate:
@@ -120,11 +114,11 @@ func shWrite(s string, w *agentv1.Write) (shOp, error) {
 		return shOp{}, fmt.Errorf("repro: trace op %q: size %d or offset %d out of range", s, w.GetSize(), w.GetOffset())
 	}
 	flags := uint32(w.GetFlags())
-	if flags&oDirect != 0 {
+	if flags&unix.O_DIRECT != 0 {
 		return shOp{}, fmt.Errorf("repro: trace op %q: O_DIRECT is not exported as fstests (perl's buffers are not aligned)", s)
 	}
-	if flags&oAccMode == 0 {
-		flags |= oWrOnly
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		flags |= unix.O_WRONLY
 	}
 	prog := fmt.Sprintf(`sysopen(F, $ARGV[0], %s, 0644) or die "$!\n"; `+
 		`my ($off, $left) = (%d, %d); while ($left > 0) { my $n = $left < 1048576 ? $left : 1048576; `+
