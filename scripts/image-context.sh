@@ -54,9 +54,10 @@ for b in themisctl themisd; do
 done
 
 echo "== guest image"
-# The agent is built from this tree; the JSON names the cached image's files.
+# The agent is built from this tree; the JSON (a themis.v1.CachedGuestImage)
+# names the cached image's files.
 img=$(THEMIS_SOURCE_DIR=$repo "$root/usr/local/bin/themisctl" guest build --json)
-kernel=$(printf '%s\n' "$img" | sed -n 's/^ *"Kernel": "\(.*\)",$/\1/p')
+kernel=$(printf '%s\n' "$img" | sed -n 's/^ *"kernel": "\(.*\)",\{0,1\}$/\1/p')
 dir=$(dirname "$kernel")
 if [ -z "$kernel" ] || [ ! -f "$dir/manifest.json" ]; then
   echo "themisctl guest build --json named no image directory:" >&2
