@@ -97,7 +97,9 @@ func TestDashboardRealGuest(t *testing.T) {
 	dom("/findings/"+diverged, `<pre id="trace">`, `href="/findings/`+diverged+`/bundle.tar.gz"`, `<select name="status">`)
 	dom("/findings/"+crashFinding, "Crash state", `href="/findings/`+crashFinding+`/crash.img"`, `href="/findings/`+crashFinding+`/bundle.tar.gz"`)
 	dom("/sessions", `<a href="/sessions/`+explored+`">`, `<a href="/sessions/`+crashed+`">`)
-	dom("/sessions/"+explored, `<td id="run-kind">explore</td>`, `"vfat"`, `<span id="live-state">ended</span>`, `href="/findings/`+diverged+`"`)
+	dom("/sessions/"+explored, `<td id="run-kind">explore</td>`, `"vfat"`, `<span id="live-state">ended</span>`, `href="/findings/`+diverged+`"`,
+		`href="/sessions/`+explored+`/report.html"`)
+	dom("/sessions/"+explored+"/report.html", `id="unique-by-depth"`, `data-id="`+diverged+`"`)
 	dom("/sessions/"+crashed, `<td id="run-kind">crash</td>`, "fsync f", "crash state(s) checked", `href="/findings/`+crashFinding+`"`)
 	checkEvents(t, d.ui, crashed)
 	checkBundle(t, d.ui, diverged, "repro.sh")

@@ -18,6 +18,7 @@ import (
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/live"
+	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
 )
@@ -34,6 +35,10 @@ type Store interface {
 	// Export builds finding f's reproducer (runs/export.Run: what
 	// `themisctl findings export` gets through the Export RPC).
 	Export(ctx context.Context, f *session.Finding, o export.Options, out export.Sinks) (*export.Summary, error)
+	// RunPage is the page of a finished explore run the ledger kept
+	// (what `themisctl report --run` draws; errkind.ErrNotFound when the
+	// session's run kept none).
+	RunPage(ctx context.Context, sessionID string) (*runreport.Run, error)
 }
 
 // MaxListed bounds the findings and the sessions a list page reads (the
@@ -108,6 +113,7 @@ func Handler(st Store, hub *live.Hub, log *zap.Logger) *Dashboard {
 	mux.HandleFunc("GET /sessions", h.sessions)
 	mux.HandleFunc("GET /sessions/{id}", h.session)
 	mux.HandleFunc("GET /sessions/{id}/events", h.events)
+	mux.HandleFunc("GET /sessions/{id}/report.html", h.runReport)
 	mux.HandleFunc("GET /static/live.js", liveJS)
 	return &Dashboard{Handler: secureHeaders(mux), h: h}
 }

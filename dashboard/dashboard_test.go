@@ -18,6 +18,7 @@ import (
 	"github.com/themisfs/themis/guest"
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/report/reporttest"
+	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/runs/export"
 	"github.com/themisfs/themis/session"
 )
@@ -46,6 +47,15 @@ func (s *fakeStore) FindingsPage(_ context.Context, sessionID string, after sess
 		}
 	}
 	return out, nil
+}
+
+// RunPage: s-1 ran an explore whose page names its finding, f-1.
+func (s *fakeStore) RunPage(_ context.Context, id string) (*runreport.Run, error) {
+	if id != "s-1" {
+		return nil, fmt.Errorf("explore run of %s: %w", id, errkind.ErrNotFound)
+	}
+	return &runreport.Run{Title: "explore ext2 " + hostile, Figures: [][2]string{{"states", "12"}}, UniqueByDepth: []int64{1, 3},
+		Findings: []runreport.Finding{{ID: "f-1", Kind: "state-divergence", Detail: hostile, Trace: []string{"mkdir " + hostile + " 0755"}}}}, nil
 }
 
 func (s *fakeStore) Finding(_ context.Context, id string) (*session.Finding, error) {

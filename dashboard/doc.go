@@ -36,7 +36,11 @@
 //     /sessions/{id}/events, server-sent events from live.Hub, and sets
 //     every value with textContent. A stream gives the last update, each
 //     that follows and an "end" event; it ends with the run, the request
-//     or the hub (the daemon's shutdown), and live bounds the streams open.
+//     or the hub (the daemon's shutdown), and live bounds the streams open;
+//   - /sessions/{id}/report.html: a finished explore run's HTML report,
+//     the page `themisctl report --run ID` writes (Store.RunPage: the
+//     daemon makes it of the same messages, runreport/runproto).
 //
-// It reads through Store, the *session.Manager methods it needs.
+// It reads through Store, the *session.Manager methods it needs and the
+// run page the daemon makes.
 package dashboard

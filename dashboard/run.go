@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/live"
+	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/session"
 )
 
@@ -59,6 +61,30 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Security-Policy", liveCSP)
 	h.render(w, "session.html", v)
+}
+
+// reportCSP is the run report's policy: the page is self-contained (inline
+// styles and SVG), with no script.
+const reportCSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+
+// runReport is a finished explore run's HTML report, as `themisctl report
+// --run` writes it (runreport).
+func (h *handler) runReport(w http.ResponseWriter, r *http.Request) {
+	run, err := h.st.RunPage(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	var page bytes.Buffer
+	if err := runreport.Render(&page, run); err != nil {
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Security-Policy", reportCSP)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if _, err := w.Write(page.Bytes()); err != nil {
+		h.log.Debug("dashboard: run report: " + err.Error())
+	}
 }
 
 // runOf is what the ledger says of the run a session served: the kind

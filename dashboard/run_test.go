@@ -31,16 +31,19 @@ func TestSessionPage(t *testing.T) {
 		has, hasn []string
 	}{
 		{"/sessions", 200, []string{`<a href="/sessions/s-1">s-1</a>`, `<a href="/sessions/s-3">s-3</a>`}, nil},
-		{"/sessions/s-1", 200, []string{`<td id="run-kind">explore</td>`, "depth 1, &lt;script&gt;", `href="/findings/f-1"`, "1 finding(s)", "No progress kept"},
+		{"/sessions/s-1", 200, []string{`<td id="run-kind">explore</td>`, "depth 1, &lt;script&gt;", `href="/findings/f-1"`, "1 finding(s)", "No progress kept",
+			`<a id="run-report" href="/sessions/s-1/report.html">`},
 			[]string{"/static/live.js", `href="/findings/f-2"`}},
-		{"/sessions/s-2", 200, []string{`<td id="run-kind">crash</td>`, "2 finding(s)", `href="/findings/f-3"`}, []string{"/static/live.js"}},
+		{"/sessions/s-2", 200, []string{`<td id="run-kind">crash</td>`, "2 finding(s)", `href="/findings/f-3"`}, []string{"/static/live.js", "run-report"}},
+		{"/sessions/s-1/report.html", 200, []string{`data-id="f-1"`, "explore ext2 &lt;script&gt;", `id="unique-by-depth"`}, []string{"<script>"}},
+		{"/sessions/s-2/report.html", 404, nil, nil},
 		{"/sessions/s-3", 200, []string{`<td id="run-kind">explore</td>`, `lanes: &#34;ext2&#34; &lt;script&gt;`, `<td id="live-states">42</td>`,
 			`data-events="/sessions/s-3/events" data-running="true"`, `<script src="/static/live.js"></script>`, "42 states &lt;script&gt;"}, nil},
 		{"/sessions/s-nope", 404, nil, nil},
 	} {
 		checkPage(t, srv, tt.path, tt.code, tt.has, tt.hasn)
 	}
-	for path, want := range map[string]string{"/sessions/s-3": liveCSP, "/findings": "default-src 'none'; style-src"} {
+	for path, want := range map[string]string{"/sessions/s-3": liveCSP, "/findings": "default-src 'none'; style-src", "/sessions/s-1/report.html": reportCSP} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)

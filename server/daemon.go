@@ -176,7 +176,7 @@ func startDaemon(ctx context.Context, cfg Config, log *zap.Logger, open openFunc
 		d.metrics = startEndpoint("metrics", mlis, mtc, auth, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}), "/metrics", log)
 	}
 	if ulis != nil {
-		d.dash = dashboard.Handler(d.dom, hub, log.Named("dashboard"))
+		d.dash = dashboard.Handler(dashStore{d.dom}, hub, log.Named("dashboard"))
 		d.ui = startEndpoint("dashboard", ulis, utc, auth, d.dash, "/", log)
 	}
 	log.Info("serving", zap.String("listen", d.addr), zap.String("metrics", d.MetricsAddr()), zap.String("ui", d.UIAddr()),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/junit"
 	"github.com/themisfs/themis/runreport"
+	"github.com/themisfs/themis/runreport/runproto"
 )
 
 // Exit statuses of themisctl (docs/remote-ci.md).
@@ -93,36 +95,13 @@ func junitFinding(f *themisv1.Finding, lanes []string) (junit.Finding, bool) {
 	return jf, true
 }
 
-// maxReportPoints bounds the progress points a run report keeps.
-const maxReportPoints = 10000
-
 // writeRunReport writes the run as one HTML page to path, with the
 // findings' footprints (by id; nil: none measured).
 func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun, fps map[string]footprint) error {
-	sum := run.sum
-	r := &runreport.Run{
-		Title: fmt.Sprintf("explore %s depth %d seed %d", strings.Join(req.GetLanes(), ","), req.GetDepth(), req.GetSeed()),
-		Config: [][2]string{{"lanes", strings.Join(req.GetLanes(), ", ")}, {"depth", fmt.Sprint(req.GetDepth())}, {"seed", fmt.Sprint(req.GetSeed())},
-			{"ops", orDefault(strings.Join(req.GetOps(), ", "), "metis")}, {"policy", sum.GetPolicy()}, {"judged", sum.GetJudged()},
-			{"backend", sum.GetBackend()}, {"revert", sum.GetRevert()}, {"workers", fmt.Sprintf("%d (%s)", sum.GetWorkers(), sum.GetWorkersWhy())}},
-		Figures: [][2]string{{"states", fmt.Sprint(sum.GetStates())}, {"unique states", fmt.Sprint(sum.GetUniqueStates())},
-			{"findings", fmt.Sprint(sum.GetFindings())}, {"states/s", fmt.Sprintf("%.1f", sum.GetStatesPerSec())},
-			{"elapsed", fmt.Sprintf("%.1f s", sum.GetElapsedS())}, {"max depth", fmt.Sprint(sum.GetMaxDepth())}, {"digest", sum.GetDigest()},
-			{"session", sum.GetSessionId()}},
-		UniqueByDepth: sum.GetUniqueByDepth(),
-	}
-	for _, p := range run.progress {
-		r.Progress = append(r.Progress, runreport.Point{Seconds: p.GetElapsedS(), States: p.GetStates(), Unique: p.GetUniqueStates()})
-	}
-	for _, id := range run.found.order {
-		f := run.found.byID[id]
-		rf := runreport.Finding{ID: f.GetId(), Kind: f.GetKind(), Detail: f.GetDetail(), Path: f.GetPath(), Field: f.GetField(),
-			Trace: f.GetTrace(), Minimized: f.GetMinimized(), DuplicateOf: f.GetDuplicateOf()}
-		for _, l := range f.GetLanes() {
-			rf.Lanes = append(rf.Lanes, runreport.LaneErrno{Lane: l.GetLane(), Errno: l.GetErrno()})
-		}
-		rf.Footprint, rf.FootprintNote = fps[id].lanes, orDefault(fps[id].note, "not measured (--report-footprints 0)")
-		r.Findings = append(r.Findings, rf)
+	r := runproto.Run(req, run.sum, run.progress, run.found.list())
+	for i := range r.Findings {
+		fp := fps[r.Findings[i].ID]
+		r.Findings[i].Footprint, r.Findings[i].FootprintNote = fp.lanes, cmp.Or(fp.note, "not measured (--report-footprints 0)")
 	}
 	var b bytes.Buffer
 	if err := runreport.Render(&b, r); err != nil {
@@ -136,11 +115,4 @@ func writeRunReport(path string, req *themisv1.ExploreRequest, run *exploreRun, 
 		return fmt.Errorf("--report: %w", err)
 	}
 	return nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

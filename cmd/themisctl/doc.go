@@ -29,7 +29,8 @@
 // (protojson, proto field names, a "schema" key naming the message;
 // printMessage, writeProtoJSON; JSON lines with writeProtoJSONLine): an
 // RPC's response as the daemon sent it where that is the whole answer,
-// else a message of cli.proto that holds it (explore's ExploreResult:
-// request, summary, findings; MergeResult; CrashReplay; ExportResult).
+// else a message that holds it (explore's ExploreResult: request,
+// summary, findings; explore merge's MergeExploreResponse, the
+// MergeExplore RPC's; in cli.proto, CrashReplay and ExportResult).
 // docs/api.md lists which command prints which.
 package main

@@ -14,6 +14,7 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/clock"
+	"github.com/themisfs/themis/runreport/runproto"
 )
 
 // isTerminal reports whether f is a terminal (progress redraws one line there).
@@ -135,7 +136,7 @@ func (e *exploreRun) event(r *themisv1.ExploreResponse) error {
 	switch ev := r.GetEvent().(type) {
 	case *themisv1.ExploreResponse_Progress:
 		p := ev.Progress
-		if len(e.progress) < maxReportPoints {
+		if len(e.progress) < runproto.MaxPoints {
 			e.progress = append(e.progress, p)
 		}
 		line := fmt.Sprintf("states %d  unique %d  depth %d  findings %d  %.1f states/s  restore %.1fs  %.0fs",
