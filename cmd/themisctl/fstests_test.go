@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 )
 
 // TestFSTestsTarget: where a finding's test goes in a checkout and in a
@@ -68,5 +70,36 @@ func TestLaneOf(t *testing.T) {
 	}
 	if _, err := laneOf(specs, "xfs"); err == nil {
 		t.Error("laneOf(xfs): no error")
+	}
+}
+
+// TestExportWriterRemove: an fstests export that fails takes back the
+// files it made in the checkout, and only those.
+func TestExportWriterRemove(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "001"), []byte("theirs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newExportWriter(root)
+	if err := w.file(&themisv1.ExportFile{Name: "002", Data: []byte("half"), Size: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.file(&themisv1.ExportFile{Name: "001", Data: []byte("x"), Size: 1}); err == nil {
+		t.Error("the writer replaced an existing file")
+	}
+	w.remove()
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "002")); !os.IsNotExist(err) {
+		t.Errorf("002 is still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "001")); err != nil || string(b) != "theirs" {
+		t.Errorf("001 = %q, %v; want the file that was there", b, err)
 	}
 }
