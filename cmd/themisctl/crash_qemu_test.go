@@ -65,8 +65,14 @@ func TestCrashFindingRealGuest(t *testing.T) {
 	// The export replays the finding in a fresh session (replayCrash) and
 	// says in its README when that did not reproduce it.
 	exp := filepath.Join(dir, "export")
-	if _, err := cli("findings", "export", f.GetId(), "--out", exp); err != nil {
+	out, err = cli("findings", "export", f.GetId(), "--out", exp)
+	if err != nil {
 		t.Fatal(err)
+	}
+	var res themisv1.ExportResult
+	decodeOut(t, out, &res)
+	if files := res.GetSummary().GetFiles(); res.GetDir() != exp || res.GetSummary().GetKind() != "crash" || len(files) == 0 || files[len(files)-1] != "crash.img" {
+		t.Errorf("findings --json export: %v: want the directory and the files, crash.img last", &res)
 	}
 	st, err := os.Stat(filepath.Join(exp, "crash.img"))
 	if err != nil || st.Size() == 0 {

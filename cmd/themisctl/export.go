@@ -66,7 +66,7 @@ func newFindingsExport(g *globals) *cobra.Command {
 					return err
 				}
 				if g.json {
-					return writeJSON(os.Stdout, map[string]any{"finding": sum.GetFindingId(), "dir": dir, "files": sum.GetFiles()})
+					return writeProtoJSON(&themisv1.ExportResult{Dir: dir, Summary: sum})
 				}
 				names := strings.Join(sum.GetFiles(), ",")
 				switch sum.GetKind() {

@@ -122,7 +122,7 @@ func exportFSTests(ctx context.Context, c *conn, id, root, lane, name string, as
 		return err
 	}
 	if asJSON {
-		return writeJSON(os.Stdout, map[string]any{"finding": sum.GetFindingId(), "dir": dir, "test": test, "files": sum.GetFiles()})
+		return writeProtoJSON(&themisv1.ExportResult{Dir: dir, Summary: sum, FstestsTest: test})
 	}
 	fmt.Printf("wrote %s/{%s,%s.out}\n", dir, filepath.Base(test), filepath.Base(test))
 	if isFSTestsCheckout(root) {

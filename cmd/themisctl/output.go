@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -54,17 +52,6 @@ func printProtoJSON(m proto.Message, multiline bool) error {
 // proto names and a "schema" key naming the message).
 func protoJSON(m proto.Message, multiline bool) ([]byte, error) {
 	return jsonout.Encode(m, multiline)
-}
-
-// writeJSON prints a value that is not an API message (a library's
-// result, or a view the CLI builds) as indented JSON with encoding/json.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode json: %w", err)
-	}
-	return nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -114,8 +114,11 @@ func (x *CrashReplay) GetKeep() []int32 {
 type ExportResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The directory written.
-	Dir           string         `protobuf:"bytes,1,opt,name=dir,proto3" json:"dir,omitempty"`
-	Summary       *ExportSummary `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	Dir     string         `protobuf:"bytes,1,opt,name=dir,proto3" json:"dir,omitempty"`
+	Summary *ExportSummary `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// With --fstests: the test written, as fstests names it (DIR/NNN: its
+	// script and NNN.out are in dir).
+	FstestsTest   string `protobuf:"bytes,3,opt,name=fstests_test,json=fstestsTest,proto3" json:"fstests_test,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +167,13 @@ func (x *ExportResult) GetSummary() *ExportSummary {
 	return nil
 }
 
+func (x *ExportResult) GetFstestsTest() string {
+	if x != nil {
+		return x.FstestsTest
+	}
+	return ""
+}
+
 var File_themis_v1_cli_proto protoreflect.FileDescriptor
 
 const file_themis_v1_cli_proto_rawDesc = "" +
@@ -178,10 +188,11 @@ const file_themis_v1_cli_proto_rawDesc = "" +
 	"\n" +
 	"reproduced\x18\x04 \x01(\bR\n" +
 	"reproduced\x12\x12\n" +
-	"\x04keep\x18\x05 \x03(\x05R\x04keep\"T\n" +
+	"\x04keep\x18\x05 \x03(\x05R\x04keep\"w\n" +
 	"\fExportResult\x12\x10\n" +
 	"\x03dir\x18\x01 \x01(\tR\x03dir\x122\n" +
-	"\asummary\x18\x02 \x01(\v2\x18.themis.v1.ExportSummaryR\asummaryB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
+	"\asummary\x18\x02 \x01(\v2\x18.themis.v1.ExportSummaryR\asummary\x12!\n" +
+	"\ffstests_test\x18\x03 \x01(\tR\vfstestsTestB9Z7github.com/themisfs/themis/api/proto/themis/v1;themisv1b\x06proto3"
 
 var (
 	file_themis_v1_cli_proto_rawDescOnce sync.Once
