@@ -37,6 +37,14 @@
 // accept fails, and waits for all handlers before it returns, so no goroutine
 // outlives it.
 //
+// # Counters
+//
+// Server.Counts reports what a server has served over all its connections:
+// requests and bytes per command (read, write, write zeroes, flush), the
+// requests refused before the backend, and the time spent serving them.
+// They are atomics a request adds to; reading them takes no lock and does
+// not slow a connection down.
+//
 // Parsing (option headers, NBD_OPT_INFO/GO data, request headers and the
 // accept/reject decision for a request) is pure functions over bytes,
 // fuzzed on their own and through a live connection.

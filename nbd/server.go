@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -42,6 +43,8 @@ type Server struct {
 	Name string
 	// Log receives connection-level events; nil means zap.NewNop().
 	Log *zap.Logger
+
+	stats stats // what it served: Counts
 }
 
 func (s *Server) logger() *zap.Logger {
@@ -287,6 +290,7 @@ func (cs *conn) transmit() error {
 		if err != nil {
 			return err
 		}
+		t0 := time.Now()
 		act, errno := req.check(size)
 		switch act {
 		case actDisconnect:
@@ -302,11 +306,14 @@ func (cs *conn) transmit() error {
 			if err := cs.reply(errno, req.Cookie, nil); err != nil {
 				return err
 			}
+			cs.s.stats.rejected.Add(1)
 		case actServe:
 			if err := cs.serve(req); err != nil {
 				return err
 			}
+			cs.s.stats.count(req.Type, int64(req.Length))
 		}
+		cs.s.stats.since(t0)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
+	"github.com/themisfs/themis/nbd"
 	"github.com/themisfs/themis/overlay"
 	"go.uber.org/zap"
 )
@@ -162,6 +163,15 @@ type CheckpointMemory interface {
 type Hasher interface {
 	// RAMHash returns the blake3-256 of all guest RAM; the machine is paused while hashing.
 	RAMHash(ctx context.Context) ([32]byte, error)
+}
+
+// DiskCounter is implemented by backends that count the requests the guest
+// sends its disks (QEMU: the NBD server of each overlay).
+type DiskCounter interface {
+	// DiskCounts returns, per disk in attach order, what the guest has
+	// asked of it since boot. Cheap (atomic loads): callers may take it
+	// around every step.
+	DiskCounts() []nbd.Counts
 }
 
 // Timings is implemented by backends that record how long their last operations took.

@@ -34,6 +34,7 @@ var _ vmm.Machine = (*Machine)(nil)
 var _ vmm.Hasher = (*Machine)(nil)
 var _ vmm.Timings = (*Machine)(nil)
 var _ vmm.CheckpointMemory = (*Machine)(nil)
+var _ vmm.DiskCounter = (*Machine)(nil)
 
 // readyLine is what the agent prints on the console once it serves its channel.
 const readyLine = agent.ReadyLine
@@ -93,6 +94,7 @@ type Machine struct {
 	aconn net.Conn
 
 	nbdCancel context.CancelFunc
+	nbdSrv    []*nbd.Server // one per disk, in attach order: DiskCounts
 	nbdWG     sync.WaitGroup
 	listeners []net.Listener
 
@@ -280,6 +282,7 @@ func (m *Machine) serveDisks() ([]string, error) {
 			return nil, fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
 		}
 		srv := &nbd.Server{Backend: d.Device, Log: m.log.Named("nbd").With(zap.String("disk", d.Serial))}
+		m.nbdSrv = append(m.nbdSrv, srv)
 		m.nbdWG.Add(1)
 		go func() {
 			defer m.nbdWG.Done()
@@ -532,6 +535,16 @@ func (m *Machine) Disks() []vmm.Disk { return m.cfg.Disks }
 // Timings implements vmm.Timings (the path guards its timings; boot is
 // set before the machine is returned).
 func (m *Machine) Timings() vmm.TimingInfo { return m.path.Timings(m.boot) }
+
+// DiskCounts implements vmm.DiskCounter: each disk's NBD server's counts.
+// The servers are made before boot returns and never replaced.
+func (m *Machine) DiskCounts() []nbd.Counts {
+	out := make([]nbd.Counts, len(m.nbdSrv))
+	for i, s := range m.nbdSrv {
+		out[i] = s.Counts()
+	}
+	return out
+}
 
 // CheckpointBytes implements vmm.CheckpointMemory: the RAM deltas
 // (RestoreDevices: the shadow, its page digests, the undo pages) and the
