@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/themisfs/themis/nbd"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/vmm"
@@ -36,6 +37,42 @@ type ExploreBench struct {
 	// Other is Total less the parts: the search's own bookkeeping and the
 	// minimization of findings.
 	Other float64
+	// Umount, Mount and Disk split Restore and Checkpoint under the
+	// remount revert (exploration.Profile): the agent calls that unmount
+	// and mount every lane, and the overlay pops, pushes and merges.
+	// Remounts is umount-and-mount rounds per state (a count, not ms).
+	Umount, Mount, Disk float64
+	Remounts            float64
+	// AgentOp and AgentWalk are the agent's own time in the op and the
+	// walks batched with it (parts of Op); AgentUmount and AgentMount in
+	// the revert's calls (parts of Umount and Mount). 0 from an agent that
+	// does not report it.
+	AgentOp, AgentWalk, AgentUmount, AgentMount float64
+	// IO is the disks' requests per state by phase (DiskPhases order);
+	// nil where the backend does not count them.
+	IO []PhaseIO
+}
+
+// DiskPhases are the phases of ExploreBench.IO, in order: the step (op
+// and walks), the remount revert's unmounts and mounts, the rest (checks,
+// fingerprints alone, drops), and all of the search.
+var DiskPhases = []string{"step", "umount", "mount", "other", "all"}
+
+// PhaseIO is a phase's disk requests per state (NBD; nbd.Counts divided
+// by the states): counts and bytes, and the host's serve time in ms.
+type PhaseIO struct {
+	Phase                                                   string
+	Requests, Reads, ReadBytes, Writes, WriteBytes          float64
+	WriteZeroes, WriteZeroesBytes, Flushes, Rejected, Serve float64
+}
+
+// phaseIO is c per state.
+func phaseIO(phase string, c nbd.Counts, n int) PhaseIO {
+	per := func(v int64) float64 { return float64(v) / float64(n) }
+	return PhaseIO{Phase: phase, Requests: per(c.Requests()), Reads: per(c.Reads), ReadBytes: per(c.ReadBytes),
+		Writes: per(c.Writes), WriteBytes: per(c.WriteBytes), WriteZeroes: per(c.WriteZeroes),
+		WriteZeroesBytes: per(c.WriteZeroesBytes), Flushes: per(c.Flushes), Rejected: per(c.Rejected),
+		Serve: perState(c.Serve, n)}
 }
 
 // Explore runs exploration.Run with o and returns its throughput and per-state
@@ -78,6 +115,18 @@ func exploreBench(s *exploration.Summary, lanes []string) *ExploreBench {
 	}
 	b.Backtrack = b.Restore + b.Checkpoint
 	b.Other = max(0, b.Total-b.Op-b.Fingerprint-b.Restore-b.Checkpoint-b.Check)
+	p := s.Profile
+	b.Umount, b.Mount, b.Disk = perState(p.Umount, n), perState(p.Mount, n), perState(p.Disk, n)
+	if n > 0 {
+		b.Remounts = float64(p.Remounts) / float64(n)
+	}
+	b.AgentOp, b.AgentWalk = perState(p.AgentOp, n), perState(p.AgentWalk, n)
+	b.AgentUmount, b.AgentMount = perState(p.AgentUmount, n), perState(p.AgentMount, n)
+	if p.IOAll.Requests() > 0 && n > 0 {
+		for i, c := range []nbd.Counts{p.IOStep, p.IOUmount, p.IOMount, p.IOOther(), p.IOAll} {
+			b.IO = append(b.IO, phaseIO(DiskPhases[i], c, n))
+		}
+	}
 	return b
 }
 
@@ -163,11 +212,40 @@ func render(runs []Comparison, b *BaselineResult) string {
 	row("fingerprint", func(e *ExploreBench) string { return ms(e.Fingerprint) }, "-")
 	row("restore / copy in", func(e *ExploreBench) string { return ms(e.Restore) }, ms(bs.Restore))
 	row("checkpoint / copy out", func(e *ExploreBench) string { return ms(e.Checkpoint) }, ms(bs.Store))
-	row("mount", func(*ExploreBench) string { return "-" }, ms(bs.Mount))
-	row("umount", func(*ExploreBench) string { return "-" }, ms(bs.Umount))
+	row("mount", func(e *ExploreBench) string { return ms(e.Mount) }, ms(bs.Mount))
+	row("umount", func(e *ExploreBench) string { return ms(e.Umount) }, ms(bs.Umount))
 	row("checks", func(e *ExploreBench) string { return ms(e.Check) }, "-")
 	row("other", func(e *ExploreBench) string { return ms(e.Other) }, ms(max(0, bs.Total-bs.Op-bs.Backtrack)))
 	row("backtrack", func(e *ExploreBench) string { return ms(e.Backtrack) }, ms(bs.Backtrack))
+	// The profile: parts of the rows above (exploration.Profile).
+	row("overlay pop/push/merge", func(e *ExploreBench) string { return ms(e.Disk) }, "-")
+	row("remounts per state", func(e *ExploreBench) string { return fmt.Sprintf("%.2f", e.Remounts) }, "-")
+	row("agent: op", func(e *ExploreBench) string { return ms(e.AgentOp) }, "-")
+	row("agent: walk", func(e *ExploreBench) string { return ms(e.AgentWalk) }, "-")
+	row("agent: umount", func(e *ExploreBench) string { return ms(e.AgentUmount) }, "-")
+	row("agent: mount", func(e *ExploreBench) string { return ms(e.AgentMount) }, "-")
+	for i, phase := range DiskPhases {
+		io := func(e *ExploreBench) (PhaseIO, bool) {
+			if i < len(e.IO) {
+				return e.IO[i], true
+			}
+			return PhaseIO{}, false
+		}
+		row("nbd "+phase+": requests (r/w/z/f)", func(e *ExploreBench) string {
+			p, ok := io(e)
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f (%.1f/%.1f/%.1f/%.1f)", p.Requests, p.Reads, p.Writes, p.WriteZeroes, p.Flushes)
+		}, "-")
+		row("nbd "+phase+": KiB read/written, serve ms", func(e *ExploreBench) string {
+			p, ok := io(e)
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f/%.1f, %.3f", p.ReadBytes/1024, (p.WriteBytes+p.WriteZeroesBytes)/1024, p.Serve)
+		}, "-")
+	}
 	w.Flush()
 	for i, c := range runs {
 		fmt.Fprintf(&sb, "baseline/%s: %.3gx per state, %.3gx per backtrack (above 1: themis faster)\n", columnName(es[i]), c.Ratio, c.BacktrackRatio)

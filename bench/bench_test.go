@@ -13,6 +13,7 @@ import (
 
 	"github.com/themisfs/themis/api/jsonout"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/nbd"
 	"github.com/themisfs/themis/runs/exploration"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
@@ -148,8 +149,47 @@ func TestCompare(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}
 	}
+	// The profile: the remount revert's parts and the disks' requests, per
+	// state (100 states).
+	s2.Profile = exploration.Profile{Umount: 2 * time.Second, Mount: 3 * time.Second, Disk: 100 * time.Millisecond, Remounts: 150,
+		AgentOp: time.Second, AgentWalk: 4 * time.Second, AgentUmount: 1500 * time.Millisecond, AgentMount: 2500 * time.Millisecond,
+		IOStep:   nbd.Counts{Reads: 1000, ReadBytes: 4 << 20, Serve: time.Second},
+		IOUmount: nbd.Counts{Writes: 300, WriteBytes: 1 << 20, Flushes: 100},
+		IOMount:  nbd.Counts{Reads: 200, ReadBytes: 800 << 10},
+		IOAll:    nbd.Counts{Reads: 1300, ReadBytes: 5<<20 + 800<<10, Writes: 300, WriteBytes: 1 << 20, Flushes: 100, Rejected: 1, Serve: 2 * time.Second}}
+	e2 = exploreBench(&s2, []string{"ext2"})
+	e2.Channel = "uart"
+	near("Umount", e2.Umount, 20)
+	near("Mount", e2.Mount, 30)
+	near("Disk", e2.Disk, 1)
+	near("Remounts", e2.Remounts, 1.5)
+	near("AgentWalk", e2.AgentWalk, 40)
+	near("AgentMount", e2.AgentMount, 25)
+	if len(e2.IO) != len(DiskPhases) {
+		t.Fatalf("IO phases %+v, want %v", e2.IO, DiskPhases)
+	}
+	near("step reads", e2.IO[0].Reads, 10)
+	near("step serve ms", e2.IO[0].Serve, 10)
+	near("umount flushes", e2.IO[1].Flushes, 1)
+	near("mount read bytes", e2.IO[2].ReadBytes, 8<<10)
+	near("other reads", e2.IO[3].Reads, 1) // all less the three phases
+	near("other rejected", e2.IO[3].Rejected, 0.01)
+	near("all requests", e2.IO[4].Requests, 17.01)
+	if e.IO != nil {
+		t.Errorf("a run without disk counts has IO %+v, want none", e.IO)
+	}
+	prof := Report{Baseline: b, Runs: []Comparison{Compare(e2, b)}}.String()
+	for _, want := range []string{"20.000", "30.000", "1.50", "nbd step: requests (r/w/z/f)", "10.0 (10.0/0.0/0.0/0.0)", "4.0 (0.0/3.0/0.0/1.0)", "41.0/0.0, 10.000"} {
+		if !strings.Contains(prof, want) {
+			t.Errorf("report lacks %q:\n%s", want, prof)
+		}
+	}
 	var got themisv1.BenchExploreReport
 	roundTrip(t, (&Report{Baseline: b, Runs: []Comparison{Compare(e, b), Compare(e2, b)}}).Proto(), &got)
+	if ps, io := got.GetRuns()[1].GetPerState(), got.GetRuns()[1].GetDiskIo(); math.Abs(ps.GetMountS()-0.03) > 1e-9 || math.Abs(ps.GetAgentWalkS()-0.04) > 1e-9 ||
+		math.Abs(ps.GetRemounts()-1.5) > 1e-9 || len(io) != 5 || io[4].GetPhase() != "all" || math.Abs(io[0].GetServeS()-0.01) > 1e-9 {
+		t.Errorf("--json profile: %v", got.GetRuns()[1])
+	}
 	runs := got.GetRuns()
 	if len(runs) != 2 || runs[0].GetSummary().GetRevert() != "machine" || runs[1].GetChannel() != "uart" || runs[0].GetStates() != 100 ||
 		math.Abs(runs[0].GetPerState().GetTotalS()-0.2) > 1e-9 || math.Abs(runs[0].GetRatio()-0.05) > 1e-9 ||

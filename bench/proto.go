@@ -28,7 +28,14 @@ func (c Comparison) proto() *themisv1.BenchExploreRun {
 		out.Summary, out.Lanes, out.Channel = summaryProto(e.Summary), e.Lanes, e.Channel
 		out.States, out.StatesPerSec = int64(e.States), e.StatesPerSec
 		out.PerState = &themisv1.BenchStateSplit{TotalS: ms(e.Total), OpS: ms(e.Op), FingerprintS: ms(e.Fingerprint),
-			RestoreS: ms(e.Restore), CheckpointS: ms(e.Checkpoint), CheckS: ms(e.Check), BacktrackS: ms(e.Backtrack), OtherS: ms(e.Other)}
+			RestoreS: ms(e.Restore), CheckpointS: ms(e.Checkpoint), CheckS: ms(e.Check), BacktrackS: ms(e.Backtrack), OtherS: ms(e.Other),
+			UmountS: ms(e.Umount), MountS: ms(e.Mount), DiskS: ms(e.Disk), Remounts: e.Remounts,
+			AgentOpS: ms(e.AgentOp), AgentWalkS: ms(e.AgentWalk), AgentUmountS: ms(e.AgentUmount), AgentMountS: ms(e.AgentMount)}
+		for _, p := range e.IO {
+			out.DiskIo = append(out.DiskIo, &themisv1.BenchDiskIO{Phase: p.Phase, Requests: p.Requests, Reads: p.Reads, ReadBytes: p.ReadBytes,
+				Writes: p.Writes, WriteBytes: p.WriteBytes, WriteZeroes: p.WriteZeroes, WriteZeroesBytes: p.WriteZeroesBytes,
+				Flushes: p.Flushes, Rejected: p.Rejected, ServeS: ms(p.Serve)})
+		}
 	}
 	return out
 }

@@ -33,6 +33,9 @@ type LaneResult struct {
 	Errno int32  `json:"errno,omitempty"` // errno in the guest, 0 on success
 	Error string `json:"error,omitempty"`
 	Ret   int64  `json:"ret,omitempty"`
+	// Agent is the agent's own time on the op (Response.agent_ns; Run.Step
+	// only, a global op's on its first lane). For profiles: not in JSON.
+	Agent time.Duration `json:"-"`
 }
 
 // LaneFingerprint is one lane's fingerprint.

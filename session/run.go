@@ -268,7 +268,11 @@ func (r *Run) Step(ctx context.Context, op *agentv1.Request, after []*agentv1.Re
 	}
 	out := make([]LaneResult, 0, len(r.lanes))
 	for i, l := range r.lanes {
-		out = append(out, LaneResult{Lane: l, Errno: got[min(i, nops-1)].GetErrno()})
+		lr := LaneResult{Lane: l, Errno: got[min(i, nops-1)].GetErrno()}
+		if i < nops {
+			lr.Agent = time.Duration(got[i].GetAgentNs())
+		}
+		out = append(out, lr)
 	}
 	return out, got[nops:], nil
 }

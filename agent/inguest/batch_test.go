@@ -35,6 +35,18 @@ func TestBatch(t *testing.T) {
 	if leaves := got[2].GetFingerprint().GetLeaves(); len(leaves) < 2 {
 		t.Errorf("fingerprint in the batch: %d leaves, want the root and d (the mkdir before it ran)", len(leaves))
 	}
+	// Every response carries the agent's time on it; the batch's covers
+	// its requests'.
+	var sum int64
+	for i, r := range got {
+		if r.GetAgentNs() <= 0 {
+			t.Errorf("response %d: agent_ns %d, want > 0", i, r.GetAgentNs())
+		}
+		sum += r.GetAgentNs()
+	}
+	if resp.GetAgentNs() < sum {
+		t.Errorf("batch agent_ns %d, want at least its responses' %d", resp.GetAgentNs(), sum)
+	}
 
 	tooMany := make([]*agentv1.Request, MaxBatch+1)
 	for i := range tooMany {

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -121,12 +122,14 @@ func (s *Server) Handle(req *agentv1.Request) (resp *agentv1.Response) {
 			}
 		}
 	}()
+	t0 := time.Now()
 	resp = &agentv1.Response{Id: req.GetId()}
 	if b, ok := req.GetOp().(*agentv1.Request_Batch); ok {
 		s.batch(b.Batch, resp)
 	} else {
 		s.handle(req, resp)
 	}
+	resp.AgentNs = int64(time.Since(t0))
 	if s.testHook != nil {
 		s.testHook(req, resp)
 	}

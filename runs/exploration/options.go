@@ -233,6 +233,10 @@ type Summary struct {
 	DeclaredKeys []string
 	// The cumulative time split, as in Progress.
 	OpTime, FingerprintTime, RestoreTime, CheckpointTime, CheckTime time.Duration
+	// Profile splits those times further (the remount revert's parts,
+	// the agent's own time) and counts the disks' requests: for bench
+	// explore.
+	Profile Profile
 	// Crash is what --crash checked (nil without it); its findings are
 	// in Findings too.
 	Crash *CrashCounts

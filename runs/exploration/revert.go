@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
@@ -115,12 +116,14 @@ func (x *system) remountDrop(ctx context.Context, id explore.CheckpointID) error
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
 	for i := range x.lanes {
 		err := x.run.Disk(ctx, i, "drop checkpoint", func(d *overlay.Device) error { return d.Merge(depths[i]) })
 		if err != nil {
 			return checked(err)
 		}
 	}
+	x.prof.record(func(p *Profile) { p.Disk += time.Since(t0) })
 	n := len(x.disks.ids) - 1
 	x.disks.ids, x.disks.depths = x.disks.ids[:n], x.disks.depths[:n]
 	return nil
@@ -131,11 +134,21 @@ func (x *system) remountDrop(ctx context.Context, id explore.CheckpointID) error
 // mounts every lane again. f nil only remounts. The caller forgets the
 // leaves where the state changes.
 func (x *system) remounted(ctx context.Context, f func(d *overlay.Device) error) error {
+	t0, io0 := time.Now(), x.diskCounts(ctx)
+	var agent time.Duration
 	for _, l := range x.lanes {
-		if _, err := x.callOK(ctx, "umount "+l, &agentv1.Request{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: l}}}); err != nil {
+		resp, err := x.callOK(ctx, "umount "+l, &agentv1.Request{Op: &agentv1.Request_Umount{Umount: &agentv1.Umount{Lane: l}}})
+		if err != nil {
 			return err
 		}
+		agent += time.Duration(resp.GetAgentNs())
 	}
+	t1, io1 := time.Now(), x.diskCounts(ctx)
+	x.prof.record(func(p *Profile) {
+		p.Umount += t1.Sub(t0)
+		p.AgentUmount += agent
+		p.IOUmount = p.IOUmount.Add(io1.Sub(io0))
+	})
 	if f != nil {
 		for i, l := range x.lanes {
 			if err := x.run.Disk(ctx, i, "revert "+l, f); err != nil {
@@ -143,11 +156,23 @@ func (x *system) remounted(ctx context.Context, f func(d *overlay.Device) error)
 			}
 		}
 	}
+	t2, io2 := time.Now(), x.diskCounts(ctx)
+	agent = 0
 	for _, l := range x.lanes {
-		if _, err := x.callOK(ctx, "mount "+l, &agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: l}}}); err != nil {
+		resp, err := x.callOK(ctx, "mount "+l, &agentv1.Request{Op: &agentv1.Request_Mount{Mount: &agentv1.Mount{Lane: l}}})
+		if err != nil {
 			return err
 		}
+		agent += time.Duration(resp.GetAgentNs())
 	}
+	t3, io3 := time.Now(), x.diskCounts(ctx)
+	x.prof.record(func(p *Profile) {
+		p.Disk += t2.Sub(t1)
+		p.Mount += t3.Sub(t2)
+		p.AgentMount += agent
+		p.IOMount = p.IOMount.Add(io3.Sub(io2))
+		p.Remounts++
+	})
 	x.disks.fresh = true
 	return nil
 }

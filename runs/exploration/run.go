@@ -187,6 +187,7 @@ func summarize(run *session.Run, c *crew, res *explore.Result, elapsed time.Dura
 	}
 	systems := c.all()
 	sum.OpTime, sum.FingerprintTime, sum.RestoreTime, sum.CheckpointTime, sum.CheckTime = sumTimes(systems)
+	sum.Profile = sumProfiles(systems)
 	if sum.Stopped == explore.StopRequested {
 		sum.Stopped = StopMaxDuration
 	}

@@ -61,7 +61,8 @@ type system struct {
 	path  []*agentv1.Request
 	paths map[explore.CheckpointID][]*agentv1.Request
 
-	t timers
+	t    timers
+	prof profiler // Summary.Profile's share
 }
 
 // timers are a system's cumulative times: op, fingerprint, restore,
@@ -254,7 +255,18 @@ func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.Lane
 	x.disks.fresh = false
 	x.forget()
 	after, keep := x.fingerprintRequests()
+	io0 := x.diskCounts(ctx)
 	res, fps, err := x.run.Step(ctx, op, after)
+	io := x.diskCounts(ctx).Sub(io0)
+	x.prof.record(func(p *Profile) {
+		p.IOStep = p.IOStep.Add(io)
+		for _, r := range res {
+			p.AgentOp += r.Agent
+		}
+		for _, r := range fps {
+			p.AgentWalk += time.Duration(r.GetAgentNs())
+		}
+	})
 	var fe *errkind.FieldError
 	if errors.As(err, &fe) {
 		return nil, fmt.Errorf("explore op: %w", err)

@@ -112,8 +112,14 @@ type BenchExploreRun struct {
 	// The baseline's backtracking per state (copy in, mount, unmount, copy
 	// out) over the run's (restore and checkpoint); 0 without a baseline.
 	BacktrackRatio float64 `protobuf:"fixed64,8,opt,name=backtrack_ratio,json=backtrackRatio,proto3" json:"backtrack_ratio,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The guest's requests to its disks per state (NBD, every lane's
+	// disks summed), one entry per phase: "step" (the op and the walks
+	// batched with it), "umount" and "mount" (the remount revert's calls),
+	// "other" (checks, fingerprints alone, drops) and "all" (the search,
+	// boot and setup excluded). Empty where the backend does not count them.
+	DiskIo        []*BenchDiskIO `protobuf:"bytes,9,rep,name=disk_io,json=diskIo,proto3" json:"disk_io,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BenchExploreRun) Reset() {
@@ -202,6 +208,149 @@ func (x *BenchExploreRun) GetBacktrackRatio() float64 {
 	return 0
 }
 
+func (x *BenchExploreRun) GetDiskIo() []*BenchDiskIO {
+	if x != nil {
+		return x.DiskIo
+	}
+	return nil
+}
+
+// A phase's disk requests per state of an explore run (NBD: each request a
+// round trip between QEMU and the host's server). Counts are per state, so
+// fractional.
+type BenchDiskIO struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "step", "umount", "mount", "other" or "all".
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Every request, served or refused.
+	Requests float64 `protobuf:"fixed64,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	// NBD_CMD_READ requests and the bytes they asked for.
+	Reads     float64 `protobuf:"fixed64,3,opt,name=reads,proto3" json:"reads,omitempty"`
+	ReadBytes float64 `protobuf:"fixed64,4,opt,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
+	// NBD_CMD_WRITE requests and their payload bytes.
+	Writes     float64 `protobuf:"fixed64,5,opt,name=writes,proto3" json:"writes,omitempty"`
+	WriteBytes float64 `protobuf:"fixed64,6,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
+	// NBD_CMD_WRITE_ZEROES requests and the bytes zeroed.
+	WriteZeroes      float64 `protobuf:"fixed64,7,opt,name=write_zeroes,json=writeZeroes,proto3" json:"write_zeroes,omitempty"`
+	WriteZeroesBytes float64 `protobuf:"fixed64,8,opt,name=write_zeroes_bytes,json=writeZeroesBytes,proto3" json:"write_zeroes_bytes,omitempty"`
+	// NBD_CMD_FLUSH requests.
+	Flushes float64 `protobuf:"fixed64,9,opt,name=flushes,proto3" json:"flushes,omitempty"`
+	// Requests refused before the overlay (out of range, or a command the
+	// server does not offer, TRIM among them).
+	Rejected float64 `protobuf:"fixed64,10,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	// The host's time serving them (header read to reply sent).
+	ServeS        float64 `protobuf:"fixed64,11,opt,name=serve_s,json=serveS,proto3" json:"serve_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BenchDiskIO) Reset() {
+	*x = BenchDiskIO{}
+	mi := &file_themis_v1_reports_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BenchDiskIO) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BenchDiskIO) ProtoMessage() {}
+
+func (x *BenchDiskIO) ProtoReflect() protoreflect.Message {
+	mi := &file_themis_v1_reports_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BenchDiskIO.ProtoReflect.Descriptor instead.
+func (*BenchDiskIO) Descriptor() ([]byte, []int) {
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BenchDiskIO) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *BenchDiskIO) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetReads() float64 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetReadBytes() float64 {
+	if x != nil {
+		return x.ReadBytes
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetWrites() float64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetWriteBytes() float64 {
+	if x != nil {
+		return x.WriteBytes
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetWriteZeroes() float64 {
+	if x != nil {
+		return x.WriteZeroes
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetWriteZeroesBytes() float64 {
+	if x != nil {
+		return x.WriteZeroesBytes
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetFlushes() float64 {
+	if x != nil {
+		return x.Flushes
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetRejected() float64 {
+	if x != nil {
+		return x.Rejected
+	}
+	return 0
+}
+
+func (x *BenchDiskIO) GetServeS() float64 {
+	if x != nil {
+		return x.ServeS
+	}
+	return 0
+}
+
 // Wall time per state, in seconds, split by part. A part a system does
 // not have is 0.
 type BenchStateSplit struct {
@@ -219,9 +368,13 @@ type BenchStateSplit struct {
 	CheckpointS float64 `protobuf:"fixed64,5,opt,name=checkpoint_s,json=checkpointS,proto3" json:"checkpoint_s,omitempty"`
 	// The self-references: remount, fsck (explore).
 	CheckS float64 `protobuf:"fixed64,6,opt,name=check_s,json=checkS,proto3" json:"check_s,omitempty"`
-	// Attaching the loop device and mounting (baseline).
+	// Attaching the loop device and mounting (baseline); the remount
+	// revert's agent calls that mount every lane, a part of restore_s and
+	// checkpoint_s (explore).
 	MountS float64 `protobuf:"fixed64,7,opt,name=mount_s,json=mountS,proto3" json:"mount_s,omitempty"`
-	// Unmounting and detaching (baseline).
+	// Unmounting and detaching (baseline); the remount revert's agent calls
+	// that unmount every lane, a part of restore_s and checkpoint_s
+	// (explore).
 	UmountS float64 `protobuf:"fixed64,8,opt,name=umount_s,json=umountS,proto3" json:"umount_s,omitempty"`
 	// Copying the image back out as the new state (baseline).
 	StoreS float64 `protobuf:"fixed64,9,opt,name=store_s,json=storeS,proto3" json:"store_s,omitempty"`
@@ -230,14 +383,29 @@ type BenchStateSplit struct {
 	BacktrackS float64 `protobuf:"fixed64,10,opt,name=backtrack_s,json=backtrackS,proto3" json:"backtrack_s,omitempty"`
 	// The total less the parts: the search's own bookkeeping and the
 	// minimization of findings (explore).
-	OtherS        float64 `protobuf:"fixed64,11,opt,name=other_s,json=otherS,proto3" json:"other_s,omitempty"`
+	OtherS float64 `protobuf:"fixed64,11,opt,name=other_s,json=otherS,proto3" json:"other_s,omitempty"`
+	// The remount revert's overlay pops, pushes and merges on the host, a
+	// part of restore_s and checkpoint_s (explore).
+	DiskS float64 `protobuf:"fixed64,12,opt,name=disk_s,json=diskS,proto3" json:"disk_s,omitempty"`
+	// The agent's own time (the guest's clock, Response.agent_ns) in the op
+	// and in the walks batched with it: parts of op_s (explore; 0 from an
+	// agent that does not report it).
+	AgentOpS   float64 `protobuf:"fixed64,13,opt,name=agent_op_s,json=agentOpS,proto3" json:"agent_op_s,omitempty"`
+	AgentWalkS float64 `protobuf:"fixed64,14,opt,name=agent_walk_s,json=agentWalkS,proto3" json:"agent_walk_s,omitempty"`
+	// The agent's own time in the remount revert's unmounts and mounts:
+	// parts of umount_s and mount_s (explore).
+	AgentUmountS float64 `protobuf:"fixed64,15,opt,name=agent_umount_s,json=agentUmountS,proto3" json:"agent_umount_s,omitempty"`
+	AgentMountS  float64 `protobuf:"fixed64,16,opt,name=agent_mount_s,json=agentMountS,proto3" json:"agent_mount_s,omitempty"`
+	// Unmount and mount rounds of every lane per state (explore, remount
+	// revert: one per restore and one per checkpoint).
+	Remounts      float64 `protobuf:"fixed64,17,opt,name=remounts,proto3" json:"remounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BenchStateSplit) Reset() {
 	*x = BenchStateSplit{}
-	mi := &file_themis_v1_reports_proto_msgTypes[2]
+	mi := &file_themis_v1_reports_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +417,7 @@ func (x *BenchStateSplit) String() string {
 func (*BenchStateSplit) ProtoMessage() {}
 
 func (x *BenchStateSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[2]
+	mi := &file_themis_v1_reports_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +430,7 @@ func (x *BenchStateSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchStateSplit.ProtoReflect.Descriptor instead.
 func (*BenchStateSplit) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{2}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BenchStateSplit) GetTotalS() float64 {
@@ -342,6 +510,48 @@ func (x *BenchStateSplit) GetOtherS() float64 {
 	return 0
 }
 
+func (x *BenchStateSplit) GetDiskS() float64 {
+	if x != nil {
+		return x.DiskS
+	}
+	return 0
+}
+
+func (x *BenchStateSplit) GetAgentOpS() float64 {
+	if x != nil {
+		return x.AgentOpS
+	}
+	return 0
+}
+
+func (x *BenchStateSplit) GetAgentWalkS() float64 {
+	if x != nil {
+		return x.AgentWalkS
+	}
+	return 0
+}
+
+func (x *BenchStateSplit) GetAgentUmountS() float64 {
+	if x != nil {
+		return x.AgentUmountS
+	}
+	return 0
+}
+
+func (x *BenchStateSplit) GetAgentMountS() float64 {
+	if x != nil {
+		return x.AgentMountS
+	}
+	return 0
+}
+
+func (x *BenchStateSplit) GetRemounts() float64 {
+	if x != nil {
+		return x.Remounts
+	}
+	return 0
+}
+
 // The in-OS remount baseline of bench explore.
 type BenchBaseline struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -367,7 +577,7 @@ type BenchBaseline struct {
 
 func (x *BenchBaseline) Reset() {
 	*x = BenchBaseline{}
-	mi := &file_themis_v1_reports_proto_msgTypes[3]
+	mi := &file_themis_v1_reports_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +589,7 @@ func (x *BenchBaseline) String() string {
 func (*BenchBaseline) ProtoMessage() {}
 
 func (x *BenchBaseline) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[3]
+	mi := &file_themis_v1_reports_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +602,7 @@ func (x *BenchBaseline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchBaseline.ProtoReflect.Descriptor instead.
 func (*BenchBaseline) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{3}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BenchBaseline) GetLane() string {
@@ -486,7 +696,7 @@ type BenchRestoreReport struct {
 
 func (x *BenchRestoreReport) Reset() {
 	*x = BenchRestoreReport{}
-	mi := &file_themis_v1_reports_proto_msgTypes[4]
+	mi := &file_themis_v1_reports_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +708,7 @@ func (x *BenchRestoreReport) String() string {
 func (*BenchRestoreReport) ProtoMessage() {}
 
 func (x *BenchRestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[4]
+	mi := &file_themis_v1_reports_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +721,7 @@ func (x *BenchRestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchRestoreReport.ProtoReflect.Descriptor instead.
 func (*BenchRestoreReport) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{4}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BenchRestoreReport) GetMeasuredAt() *timestamppb.Timestamp {
@@ -625,7 +835,7 @@ type BenchKVMRestore struct {
 
 func (x *BenchKVMRestore) Reset() {
 	*x = BenchKVMRestore{}
-	mi := &file_themis_v1_reports_proto_msgTypes[5]
+	mi := &file_themis_v1_reports_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +847,7 @@ func (x *BenchKVMRestore) String() string {
 func (*BenchKVMRestore) ProtoMessage() {}
 
 func (x *BenchKVMRestore) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[5]
+	mi := &file_themis_v1_reports_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +860,7 @@ func (x *BenchKVMRestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchKVMRestore.ProtoReflect.Descriptor instead.
 func (*BenchKVMRestore) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{5}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BenchKVMRestore) GetRamBytes() int64 {
@@ -725,7 +935,7 @@ type BenchKVMArm struct {
 
 func (x *BenchKVMArm) Reset() {
 	*x = BenchKVMArm{}
-	mi := &file_themis_v1_reports_proto_msgTypes[6]
+	mi := &file_themis_v1_reports_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +947,7 @@ func (x *BenchKVMArm) String() string {
 func (*BenchKVMArm) ProtoMessage() {}
 
 func (x *BenchKVMArm) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[6]
+	mi := &file_themis_v1_reports_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +960,7 @@ func (x *BenchKVMArm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchKVMArm.ProtoReflect.Descriptor instead.
 func (*BenchKVMArm) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{6}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BenchKVMArm) GetRamBytes() int64 {
@@ -798,7 +1008,7 @@ type BenchRestoreFit struct {
 
 func (x *BenchRestoreFit) Reset() {
 	*x = BenchRestoreFit{}
-	mi := &file_themis_v1_reports_proto_msgTypes[7]
+	mi := &file_themis_v1_reports_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1020,7 @@ func (x *BenchRestoreFit) String() string {
 func (*BenchRestoreFit) ProtoMessage() {}
 
 func (x *BenchRestoreFit) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[7]
+	mi := &file_themis_v1_reports_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1033,7 @@ func (x *BenchRestoreFit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchRestoreFit.ProtoReflect.Descriptor instead.
 func (*BenchRestoreFit) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{7}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BenchRestoreFit) GetPerPageS() float64 {
@@ -888,7 +1098,7 @@ type BenchQEMURestore struct {
 
 func (x *BenchQEMURestore) Reset() {
 	*x = BenchQEMURestore{}
-	mi := &file_themis_v1_reports_proto_msgTypes[8]
+	mi := &file_themis_v1_reports_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1110,7 @@ func (x *BenchQEMURestore) String() string {
 func (*BenchQEMURestore) ProtoMessage() {}
 
 func (x *BenchQEMURestore) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[8]
+	mi := &file_themis_v1_reports_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1123,7 @@ func (x *BenchQEMURestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchQEMURestore.ProtoReflect.Descriptor instead.
 func (*BenchQEMURestore) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{8}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BenchQEMURestore) GetSkipped() string {
@@ -969,7 +1179,7 @@ type BenchBaselineRestore struct {
 
 func (x *BenchBaselineRestore) Reset() {
 	*x = BenchBaselineRestore{}
-	mi := &file_themis_v1_reports_proto_msgTypes[9]
+	mi := &file_themis_v1_reports_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1191,7 @@ func (x *BenchBaselineRestore) String() string {
 func (*BenchBaselineRestore) ProtoMessage() {}
 
 func (x *BenchBaselineRestore) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[9]
+	mi := &file_themis_v1_reports_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1204,7 @@ func (x *BenchBaselineRestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchBaselineRestore.ProtoReflect.Descriptor instead.
 func (*BenchBaselineRestore) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{9}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BenchBaselineRestore) GetSkipped() string {
@@ -1043,7 +1253,7 @@ type BenchRestoreRatios struct {
 
 func (x *BenchRestoreRatios) Reset() {
 	*x = BenchRestoreRatios{}
-	mi := &file_themis_v1_reports_proto_msgTypes[10]
+	mi := &file_themis_v1_reports_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1265,7 @@ func (x *BenchRestoreRatios) String() string {
 func (*BenchRestoreRatios) ProtoMessage() {}
 
 func (x *BenchRestoreRatios) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[10]
+	mi := &file_themis_v1_reports_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1278,7 @@ func (x *BenchRestoreRatios) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchRestoreRatios.ProtoReflect.Descriptor instead.
 func (*BenchRestoreRatios) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{10}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BenchRestoreRatios) GetRefPages() int32 {
@@ -1115,7 +1325,7 @@ type BenchRestoreTarget struct {
 
 func (x *BenchRestoreTarget) Reset() {
 	*x = BenchRestoreTarget{}
-	mi := &file_themis_v1_reports_proto_msgTypes[11]
+	mi := &file_themis_v1_reports_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1337,7 @@ func (x *BenchRestoreTarget) String() string {
 func (*BenchRestoreTarget) ProtoMessage() {}
 
 func (x *BenchRestoreTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[11]
+	mi := &file_themis_v1_reports_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1350,7 @@ func (x *BenchRestoreTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchRestoreTarget.ProtoReflect.Descriptor instead.
 func (*BenchRestoreTarget) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{11}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BenchRestoreTarget) GetPerPage() bool {
@@ -1194,7 +1404,7 @@ type BenchChannelReport struct {
 
 func (x *BenchChannelReport) Reset() {
 	*x = BenchChannelReport{}
-	mi := &file_themis_v1_reports_proto_msgTypes[12]
+	mi := &file_themis_v1_reports_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1416,7 @@ func (x *BenchChannelReport) String() string {
 func (*BenchChannelReport) ProtoMessage() {}
 
 func (x *BenchChannelReport) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[12]
+	mi := &file_themis_v1_reports_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1429,7 @@ func (x *BenchChannelReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchChannelReport.ProtoReflect.Descriptor instead.
 func (*BenchChannelReport) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{12}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BenchChannelReport) GetMeasuredAt() *timestamppb.Timestamp {
@@ -1305,7 +1515,7 @@ type BenchChannelGuest struct {
 
 func (x *BenchChannelGuest) Reset() {
 	*x = BenchChannelGuest{}
-	mi := &file_themis_v1_reports_proto_msgTypes[13]
+	mi := &file_themis_v1_reports_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1527,7 @@ func (x *BenchChannelGuest) String() string {
 func (*BenchChannelGuest) ProtoMessage() {}
 
 func (x *BenchChannelGuest) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[13]
+	mi := &file_themis_v1_reports_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1540,7 @@ func (x *BenchChannelGuest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchChannelGuest.ProtoReflect.Descriptor instead.
 func (*BenchChannelGuest) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{13}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BenchChannelGuest) GetPath() string {
@@ -1370,7 +1580,7 @@ type BenchChannelRow struct {
 
 func (x *BenchChannelRow) Reset() {
 	*x = BenchChannelRow{}
-	mi := &file_themis_v1_reports_proto_msgTypes[14]
+	mi := &file_themis_v1_reports_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1592,7 @@ func (x *BenchChannelRow) String() string {
 func (*BenchChannelRow) ProtoMessage() {}
 
 func (x *BenchChannelRow) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[14]
+	mi := &file_themis_v1_reports_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1605,7 @@ func (x *BenchChannelRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchChannelRow.ProtoReflect.Descriptor instead.
 func (*BenchChannelRow) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{14}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BenchChannelRow) GetOp() string {
@@ -1460,7 +1670,7 @@ type BenchLatency struct {
 
 func (x *BenchLatency) Reset() {
 	*x = BenchLatency{}
-	mi := &file_themis_v1_reports_proto_msgTypes[15]
+	mi := &file_themis_v1_reports_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1682,7 @@ func (x *BenchLatency) String() string {
 func (*BenchLatency) ProtoMessage() {}
 
 func (x *BenchLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[15]
+	mi := &file_themis_v1_reports_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1695,7 @@ func (x *BenchLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchLatency.ProtoReflect.Descriptor instead.
 func (*BenchLatency) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{15}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BenchLatency) GetMedianS() float64 {
@@ -1524,7 +1734,7 @@ type BenchEchoReport struct {
 
 func (x *BenchEchoReport) Reset() {
 	*x = BenchEchoReport{}
-	mi := &file_themis_v1_reports_proto_msgTypes[16]
+	mi := &file_themis_v1_reports_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1746,7 @@ func (x *BenchEchoReport) String() string {
 func (*BenchEchoReport) ProtoMessage() {}
 
 func (x *BenchEchoReport) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[16]
+	mi := &file_themis_v1_reports_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1759,7 @@ func (x *BenchEchoReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchEchoReport.ProtoReflect.Descriptor instead.
 func (*BenchEchoReport) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{16}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BenchEchoReport) GetMeasuredAt() *timestamppb.Timestamp {
@@ -1606,7 +1816,7 @@ type BenchEchoPoint struct {
 
 func (x *BenchEchoPoint) Reset() {
 	*x = BenchEchoPoint{}
-	mi := &file_themis_v1_reports_proto_msgTypes[17]
+	mi := &file_themis_v1_reports_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1828,7 @@ func (x *BenchEchoPoint) String() string {
 func (*BenchEchoPoint) ProtoMessage() {}
 
 func (x *BenchEchoPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[17]
+	mi := &file_themis_v1_reports_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1841,7 @@ func (x *BenchEchoPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchEchoPoint.ProtoReflect.Descriptor instead.
 func (*BenchEchoPoint) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{17}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BenchEchoPoint) GetSize() int32 {
@@ -1692,7 +1902,7 @@ type BenchEcho struct {
 
 func (x *BenchEcho) Reset() {
 	*x = BenchEcho{}
-	mi := &file_themis_v1_reports_proto_msgTypes[18]
+	mi := &file_themis_v1_reports_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1914,7 @@ func (x *BenchEcho) String() string {
 func (*BenchEcho) ProtoMessage() {}
 
 func (x *BenchEcho) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[18]
+	mi := &file_themis_v1_reports_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1927,7 @@ func (x *BenchEcho) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BenchEcho.ProtoReflect.Descriptor instead.
 func (*BenchEcho) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{18}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BenchEcho) GetChannel() string {
@@ -1798,7 +2008,7 @@ type BugsReport struct {
 
 func (x *BugsReport) Reset() {
 	*x = BugsReport{}
-	mi := &file_themis_v1_reports_proto_msgTypes[19]
+	mi := &file_themis_v1_reports_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2020,7 @@ func (x *BugsReport) String() string {
 func (*BugsReport) ProtoMessage() {}
 
 func (x *BugsReport) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[19]
+	mi := &file_themis_v1_reports_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2033,7 @@ func (x *BugsReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BugsReport.ProtoReflect.Descriptor instead.
 func (*BugsReport) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{19}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BugsReport) GetBudgetS() float64 {
@@ -1916,7 +2126,7 @@ type BugsCase struct {
 
 func (x *BugsCase) Reset() {
 	*x = BugsCase{}
-	mi := &file_themis_v1_reports_proto_msgTypes[20]
+	mi := &file_themis_v1_reports_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2138,7 @@ func (x *BugsCase) String() string {
 func (*BugsCase) ProtoMessage() {}
 
 func (x *BugsCase) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[20]
+	mi := &file_themis_v1_reports_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2151,7 @@ func (x *BugsCase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BugsCase.ProtoReflect.Descriptor instead.
 func (*BugsCase) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{20}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BugsCase) GetId() string {
@@ -2049,7 +2259,7 @@ type BugsOutcome struct {
 
 func (x *BugsOutcome) Reset() {
 	*x = BugsOutcome{}
-	mi := &file_themis_v1_reports_proto_msgTypes[21]
+	mi := &file_themis_v1_reports_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2271,7 @@ func (x *BugsOutcome) String() string {
 func (*BugsOutcome) ProtoMessage() {}
 
 func (x *BugsOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[21]
+	mi := &file_themis_v1_reports_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2284,7 @@ func (x *BugsOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BugsOutcome.ProtoReflect.Descriptor instead.
 func (*BugsOutcome) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{21}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BugsOutcome) GetCase() *BugsCase {
@@ -2210,7 +2420,7 @@ type BugsDetection struct {
 
 func (x *BugsDetection) Reset() {
 	*x = BugsDetection{}
-	mi := &file_themis_v1_reports_proto_msgTypes[22]
+	mi := &file_themis_v1_reports_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2432,7 @@ func (x *BugsDetection) String() string {
 func (*BugsDetection) ProtoMessage() {}
 
 func (x *BugsDetection) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[22]
+	mi := &file_themis_v1_reports_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2445,7 @@ func (x *BugsDetection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BugsDetection.ProtoReflect.Descriptor instead.
 func (*BugsDetection) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{22}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BugsDetection) GetCommand() string {
@@ -2328,7 +2538,7 @@ type BugsBaseline struct {
 
 func (x *BugsBaseline) Reset() {
 	*x = BugsBaseline{}
-	mi := &file_themis_v1_reports_proto_msgTypes[23]
+	mi := &file_themis_v1_reports_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2550,7 @@ func (x *BugsBaseline) String() string {
 func (*BugsBaseline) ProtoMessage() {}
 
 func (x *BugsBaseline) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[23]
+	mi := &file_themis_v1_reports_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2563,7 @@ func (x *BugsBaseline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BugsBaseline.ProtoReflect.Descriptor instead.
 func (*BugsBaseline) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{23}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BugsBaseline) GetFs() string {
@@ -2429,7 +2639,7 @@ type BugsClassMedian struct {
 
 func (x *BugsClassMedian) Reset() {
 	*x = BugsClassMedian{}
-	mi := &file_themis_v1_reports_proto_msgTypes[24]
+	mi := &file_themis_v1_reports_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2651,7 @@ func (x *BugsClassMedian) String() string {
 func (*BugsClassMedian) ProtoMessage() {}
 
 func (x *BugsClassMedian) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[24]
+	mi := &file_themis_v1_reports_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2664,7 @@ func (x *BugsClassMedian) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BugsClassMedian.ProtoReflect.Descriptor instead.
 func (*BugsClassMedian) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{24}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BugsClassMedian) GetClass() string {
@@ -2539,7 +2749,7 @@ type DoctorReport struct {
 
 func (x *DoctorReport) Reset() {
 	*x = DoctorReport{}
-	mi := &file_themis_v1_reports_proto_msgTypes[25]
+	mi := &file_themis_v1_reports_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +2761,7 @@ func (x *DoctorReport) String() string {
 func (*DoctorReport) ProtoMessage() {}
 
 func (x *DoctorReport) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[25]
+	mi := &file_themis_v1_reports_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +2774,7 @@ func (x *DoctorReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorReport.ProtoReflect.Descriptor instead.
 func (*DoctorReport) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{25}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DoctorReport) GetKvmDevice() bool {
@@ -2731,7 +2941,7 @@ type DoctorTool struct {
 
 func (x *DoctorTool) Reset() {
 	*x = DoctorTool{}
-	mi := &file_themis_v1_reports_proto_msgTypes[26]
+	mi := &file_themis_v1_reports_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2953,7 @@ func (x *DoctorTool) String() string {
 func (*DoctorTool) ProtoMessage() {}
 
 func (x *DoctorTool) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[26]
+	mi := &file_themis_v1_reports_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2966,7 @@ func (x *DoctorTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorTool.ProtoReflect.Descriptor instead.
 func (*DoctorTool) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{26}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DoctorTool) GetName() string {
@@ -2810,7 +3020,7 @@ type DoctorLane struct {
 
 func (x *DoctorLane) Reset() {
 	*x = DoctorLane{}
-	mi := &file_themis_v1_reports_proto_msgTypes[27]
+	mi := &file_themis_v1_reports_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +3032,7 @@ func (x *DoctorLane) String() string {
 func (*DoctorLane) ProtoMessage() {}
 
 func (x *DoctorLane) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[27]
+	mi := &file_themis_v1_reports_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +3045,7 @@ func (x *DoctorLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorLane.ProtoReflect.Descriptor instead.
 func (*DoctorLane) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{27}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DoctorLane) GetFs() string {
@@ -2918,7 +3128,7 @@ type DoctorBoot struct {
 
 func (x *DoctorBoot) Reset() {
 	*x = DoctorBoot{}
-	mi := &file_themis_v1_reports_proto_msgTypes[28]
+	mi := &file_themis_v1_reports_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3140,7 @@ func (x *DoctorBoot) String() string {
 func (*DoctorBoot) ProtoMessage() {}
 
 func (x *DoctorBoot) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[28]
+	mi := &file_themis_v1_reports_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3153,7 @@ func (x *DoctorBoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorBoot.ProtoReflect.Descriptor instead.
 func (*DoctorBoot) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{28}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DoctorBoot) GetBootBackend() string {
@@ -3070,7 +3280,7 @@ type CachedGuestImage struct {
 
 func (x *CachedGuestImage) Reset() {
 	*x = CachedGuestImage{}
-	mi := &file_themis_v1_reports_proto_msgTypes[29]
+	mi := &file_themis_v1_reports_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3292,7 @@ func (x *CachedGuestImage) String() string {
 func (*CachedGuestImage) ProtoMessage() {}
 
 func (x *CachedGuestImage) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[29]
+	mi := &file_themis_v1_reports_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3305,7 @@ func (x *CachedGuestImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedGuestImage.ProtoReflect.Descriptor instead.
 func (*CachedGuestImage) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{29}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CachedGuestImage) GetImage() *GuestImage {
@@ -3165,7 +3375,7 @@ type GuestImageList struct {
 
 func (x *GuestImageList) Reset() {
 	*x = GuestImageList{}
-	mi := &file_themis_v1_reports_proto_msgTypes[30]
+	mi := &file_themis_v1_reports_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3387,7 @@ func (x *GuestImageList) String() string {
 func (*GuestImageList) ProtoMessage() {}
 
 func (x *GuestImageList) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[30]
+	mi := &file_themis_v1_reports_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3400,7 @@ func (x *GuestImageList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuestImageList.ProtoReflect.Descriptor instead.
 func (*GuestImageList) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{30}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GuestImageList) GetImages() []*CachedGuestImage {
@@ -3220,7 +3430,7 @@ type ReportPage struct {
 
 func (x *ReportPage) Reset() {
 	*x = ReportPage{}
-	mi := &file_themis_v1_reports_proto_msgTypes[31]
+	mi := &file_themis_v1_reports_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3442,7 @@ func (x *ReportPage) String() string {
 func (*ReportPage) ProtoMessage() {}
 
 func (x *ReportPage) ProtoReflect() protoreflect.Message {
-	mi := &file_themis_v1_reports_proto_msgTypes[31]
+	mi := &file_themis_v1_reports_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3455,7 @@ func (x *ReportPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportPage.ProtoReflect.Descriptor instead.
 func (*ReportPage) Descriptor() ([]byte, []int) {
-	return file_themis_v1_reports_proto_rawDescGZIP(), []int{31}
+	return file_themis_v1_reports_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReportPage) GetTitle() string {
@@ -3290,7 +3500,7 @@ const file_themis_v1_reports_proto_rawDesc = "" +
 	"\x17themis/v1/reports.proto\x12\tthemis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16themis/v1/themis.proto\"z\n" +
 	"\x12BenchExploreReport\x124\n" +
 	"\bbaseline\x18\x01 \x01(\v2\x18.themis.v1.BenchBaselineR\bbaseline\x12.\n" +
-	"\x04runs\x18\x02 \x03(\v2\x1a.themis.v1.BenchExploreRunR\x04runs\"\xac\x02\n" +
+	"\x04runs\x18\x02 \x03(\v2\x1a.themis.v1.BenchExploreRunR\x04runs\"\xdd\x02\n" +
 	"\x0fBenchExploreRun\x123\n" +
 	"\asummary\x18\x01 \x01(\v2\x19.themis.v1.ExploreSummaryR\asummary\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x18\n" +
@@ -3299,7 +3509,23 @@ const file_themis_v1_reports_proto_rawDesc = "" +
 	"\x0estates_per_sec\x18\x05 \x01(\x01R\fstatesPerSec\x127\n" +
 	"\tper_state\x18\x06 \x01(\v2\x1a.themis.v1.BenchStateSplitR\bperState\x12\x14\n" +
 	"\x05ratio\x18\a \x01(\x01R\x05ratio\x12'\n" +
-	"\x0fbacktrack_ratio\x18\b \x01(\x01R\x0ebacktrackRatio\"\xc2\x02\n" +
+	"\x0fbacktrack_ratio\x18\b \x01(\x01R\x0ebacktrackRatio\x12/\n" +
+	"\adisk_io\x18\t \x03(\v2\x16.themis.v1.BenchDiskIOR\x06diskIo\"\xcd\x02\n" +
+	"\vBenchDiskIO\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x01R\brequests\x12\x14\n" +
+	"\x05reads\x18\x03 \x01(\x01R\x05reads\x12\x1d\n" +
+	"\n" +
+	"read_bytes\x18\x04 \x01(\x01R\treadBytes\x12\x16\n" +
+	"\x06writes\x18\x05 \x01(\x01R\x06writes\x12\x1f\n" +
+	"\vwrite_bytes\x18\x06 \x01(\x01R\n" +
+	"writeBytes\x12!\n" +
+	"\fwrite_zeroes\x18\a \x01(\x01R\vwriteZeroes\x12,\n" +
+	"\x12write_zeroes_bytes\x18\b \x01(\x01R\x10writeZeroesBytes\x12\x18\n" +
+	"\aflushes\x18\t \x01(\x01R\aflushes\x12\x1a\n" +
+	"\brejected\x18\n" +
+	" \x01(\x01R\brejected\x12\x17\n" +
+	"\aserve_s\x18\v \x01(\x01R\x06serveS\"\xff\x03\n" +
 	"\x0fBenchStateSplit\x12\x17\n" +
 	"\atotal_s\x18\x01 \x01(\x01R\x06totalS\x12\x11\n" +
 	"\x04op_s\x18\x02 \x01(\x01R\x03opS\x12#\n" +
@@ -3313,7 +3539,15 @@ const file_themis_v1_reports_proto_rawDesc = "" +
 	"\vbacktrack_s\x18\n" +
 	" \x01(\x01R\n" +
 	"backtrackS\x12\x17\n" +
-	"\aother_s\x18\v \x01(\x01R\x06otherS\"\xf3\x01\n" +
+	"\aother_s\x18\v \x01(\x01R\x06otherS\x12\x15\n" +
+	"\x06disk_s\x18\f \x01(\x01R\x05diskS\x12\x1c\n" +
+	"\n" +
+	"agent_op_s\x18\r \x01(\x01R\bagentOpS\x12 \n" +
+	"\fagent_walk_s\x18\x0e \x01(\x01R\n" +
+	"agentWalkS\x12$\n" +
+	"\x0eagent_umount_s\x18\x0f \x01(\x01R\fagentUmountS\x12\"\n" +
+	"\ragent_mount_s\x18\x10 \x01(\x01R\vagentMountS\x12\x1a\n" +
+	"\bremounts\x18\x11 \x01(\x01R\bremounts\"\xf3\x01\n" +
 	"\rBenchBaseline\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x0e\n" +
 	"\x02fs\x18\x02 \x01(\tR\x02fs\x12\x1f\n" +
@@ -3603,92 +3837,94 @@ func file_themis_v1_reports_proto_rawDescGZIP() []byte {
 	return file_themis_v1_reports_proto_rawDescData
 }
 
-var file_themis_v1_reports_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_themis_v1_reports_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_themis_v1_reports_proto_goTypes = []any{
 	(*BenchExploreReport)(nil),    // 0: themis.v1.BenchExploreReport
 	(*BenchExploreRun)(nil),       // 1: themis.v1.BenchExploreRun
-	(*BenchStateSplit)(nil),       // 2: themis.v1.BenchStateSplit
-	(*BenchBaseline)(nil),         // 3: themis.v1.BenchBaseline
-	(*BenchRestoreReport)(nil),    // 4: themis.v1.BenchRestoreReport
-	(*BenchKVMRestore)(nil),       // 5: themis.v1.BenchKVMRestore
-	(*BenchKVMArm)(nil),           // 6: themis.v1.BenchKVMArm
-	(*BenchRestoreFit)(nil),       // 7: themis.v1.BenchRestoreFit
-	(*BenchQEMURestore)(nil),      // 8: themis.v1.BenchQEMURestore
-	(*BenchBaselineRestore)(nil),  // 9: themis.v1.BenchBaselineRestore
-	(*BenchRestoreRatios)(nil),    // 10: themis.v1.BenchRestoreRatios
-	(*BenchRestoreTarget)(nil),    // 11: themis.v1.BenchRestoreTarget
-	(*BenchChannelReport)(nil),    // 12: themis.v1.BenchChannelReport
-	(*BenchChannelGuest)(nil),     // 13: themis.v1.BenchChannelGuest
-	(*BenchChannelRow)(nil),       // 14: themis.v1.BenchChannelRow
-	(*BenchLatency)(nil),          // 15: themis.v1.BenchLatency
-	(*BenchEchoReport)(nil),       // 16: themis.v1.BenchEchoReport
-	(*BenchEchoPoint)(nil),        // 17: themis.v1.BenchEchoPoint
-	(*BenchEcho)(nil),             // 18: themis.v1.BenchEcho
-	(*BugsReport)(nil),            // 19: themis.v1.BugsReport
-	(*BugsCase)(nil),              // 20: themis.v1.BugsCase
-	(*BugsOutcome)(nil),           // 21: themis.v1.BugsOutcome
-	(*BugsDetection)(nil),         // 22: themis.v1.BugsDetection
-	(*BugsBaseline)(nil),          // 23: themis.v1.BugsBaseline
-	(*BugsClassMedian)(nil),       // 24: themis.v1.BugsClassMedian
-	(*DoctorReport)(nil),          // 25: themis.v1.DoctorReport
-	(*DoctorTool)(nil),            // 26: themis.v1.DoctorTool
-	(*DoctorLane)(nil),            // 27: themis.v1.DoctorLane
-	(*DoctorBoot)(nil),            // 28: themis.v1.DoctorBoot
-	(*CachedGuestImage)(nil),      // 29: themis.v1.CachedGuestImage
-	(*GuestImageList)(nil),        // 30: themis.v1.GuestImageList
-	(*ReportPage)(nil),            // 31: themis.v1.ReportPage
-	(*ExploreSummary)(nil),        // 32: themis.v1.ExploreSummary
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
-	(*GuestImage)(nil),            // 34: themis.v1.GuestImage
-	(*LaneLayout)(nil),            // 35: themis.v1.LaneLayout
-	(*ProfileRow)(nil),            // 36: themis.v1.ProfileRow
-	(*CorruptResult)(nil),         // 37: themis.v1.CorruptResult
+	(*BenchDiskIO)(nil),           // 2: themis.v1.BenchDiskIO
+	(*BenchStateSplit)(nil),       // 3: themis.v1.BenchStateSplit
+	(*BenchBaseline)(nil),         // 4: themis.v1.BenchBaseline
+	(*BenchRestoreReport)(nil),    // 5: themis.v1.BenchRestoreReport
+	(*BenchKVMRestore)(nil),       // 6: themis.v1.BenchKVMRestore
+	(*BenchKVMArm)(nil),           // 7: themis.v1.BenchKVMArm
+	(*BenchRestoreFit)(nil),       // 8: themis.v1.BenchRestoreFit
+	(*BenchQEMURestore)(nil),      // 9: themis.v1.BenchQEMURestore
+	(*BenchBaselineRestore)(nil),  // 10: themis.v1.BenchBaselineRestore
+	(*BenchRestoreRatios)(nil),    // 11: themis.v1.BenchRestoreRatios
+	(*BenchRestoreTarget)(nil),    // 12: themis.v1.BenchRestoreTarget
+	(*BenchChannelReport)(nil),    // 13: themis.v1.BenchChannelReport
+	(*BenchChannelGuest)(nil),     // 14: themis.v1.BenchChannelGuest
+	(*BenchChannelRow)(nil),       // 15: themis.v1.BenchChannelRow
+	(*BenchLatency)(nil),          // 16: themis.v1.BenchLatency
+	(*BenchEchoReport)(nil),       // 17: themis.v1.BenchEchoReport
+	(*BenchEchoPoint)(nil),        // 18: themis.v1.BenchEchoPoint
+	(*BenchEcho)(nil),             // 19: themis.v1.BenchEcho
+	(*BugsReport)(nil),            // 20: themis.v1.BugsReport
+	(*BugsCase)(nil),              // 21: themis.v1.BugsCase
+	(*BugsOutcome)(nil),           // 22: themis.v1.BugsOutcome
+	(*BugsDetection)(nil),         // 23: themis.v1.BugsDetection
+	(*BugsBaseline)(nil),          // 24: themis.v1.BugsBaseline
+	(*BugsClassMedian)(nil),       // 25: themis.v1.BugsClassMedian
+	(*DoctorReport)(nil),          // 26: themis.v1.DoctorReport
+	(*DoctorTool)(nil),            // 27: themis.v1.DoctorTool
+	(*DoctorLane)(nil),            // 28: themis.v1.DoctorLane
+	(*DoctorBoot)(nil),            // 29: themis.v1.DoctorBoot
+	(*CachedGuestImage)(nil),      // 30: themis.v1.CachedGuestImage
+	(*GuestImageList)(nil),        // 31: themis.v1.GuestImageList
+	(*ReportPage)(nil),            // 32: themis.v1.ReportPage
+	(*ExploreSummary)(nil),        // 33: themis.v1.ExploreSummary
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*GuestImage)(nil),            // 35: themis.v1.GuestImage
+	(*LaneLayout)(nil),            // 36: themis.v1.LaneLayout
+	(*ProfileRow)(nil),            // 37: themis.v1.ProfileRow
+	(*CorruptResult)(nil),         // 38: themis.v1.CorruptResult
 }
 var file_themis_v1_reports_proto_depIdxs = []int32{
-	3,  // 0: themis.v1.BenchExploreReport.baseline:type_name -> themis.v1.BenchBaseline
+	4,  // 0: themis.v1.BenchExploreReport.baseline:type_name -> themis.v1.BenchBaseline
 	1,  // 1: themis.v1.BenchExploreReport.runs:type_name -> themis.v1.BenchExploreRun
-	32, // 2: themis.v1.BenchExploreRun.summary:type_name -> themis.v1.ExploreSummary
-	2,  // 3: themis.v1.BenchExploreRun.per_state:type_name -> themis.v1.BenchStateSplit
-	2,  // 4: themis.v1.BenchBaseline.per_state:type_name -> themis.v1.BenchStateSplit
-	33, // 5: themis.v1.BenchRestoreReport.measured_at:type_name -> google.protobuf.Timestamp
-	5,  // 6: themis.v1.BenchRestoreReport.kvm:type_name -> themis.v1.BenchKVMRestore
-	6,  // 7: themis.v1.BenchRestoreReport.arm:type_name -> themis.v1.BenchKVMArm
-	7,  // 8: themis.v1.BenchRestoreReport.fit:type_name -> themis.v1.BenchRestoreFit
-	8,  // 9: themis.v1.BenchRestoreReport.qemu:type_name -> themis.v1.BenchQEMURestore
-	9,  // 10: themis.v1.BenchRestoreReport.baseline:type_name -> themis.v1.BenchBaselineRestore
-	10, // 11: themis.v1.BenchRestoreReport.ratios:type_name -> themis.v1.BenchRestoreRatios
-	11, // 12: themis.v1.BenchRestoreReport.target:type_name -> themis.v1.BenchRestoreTarget
-	33, // 13: themis.v1.BenchChannelReport.measured_at:type_name -> google.protobuf.Timestamp
-	13, // 14: themis.v1.BenchChannelReport.uart:type_name -> themis.v1.BenchChannelGuest
-	13, // 15: themis.v1.BenchChannelReport.virtio:type_name -> themis.v1.BenchChannelGuest
-	14, // 16: themis.v1.BenchChannelReport.rows:type_name -> themis.v1.BenchChannelRow
-	14, // 17: themis.v1.BenchChannelReport.restore:type_name -> themis.v1.BenchChannelRow
-	15, // 18: themis.v1.BenchChannelRow.uart:type_name -> themis.v1.BenchLatency
-	15, // 19: themis.v1.BenchChannelRow.virtio:type_name -> themis.v1.BenchLatency
-	33, // 20: themis.v1.BenchEchoReport.measured_at:type_name -> google.protobuf.Timestamp
-	17, // 21: themis.v1.BenchEchoReport.kvm_synthetic:type_name -> themis.v1.BenchEchoPoint
-	18, // 22: themis.v1.BenchEchoPoint.uart:type_name -> themis.v1.BenchEcho
-	18, // 23: themis.v1.BenchEchoPoint.console:type_name -> themis.v1.BenchEcho
-	21, // 24: themis.v1.BugsReport.outcomes:type_name -> themis.v1.BugsOutcome
-	23, // 25: themis.v1.BugsReport.baselines:type_name -> themis.v1.BugsBaseline
-	24, // 26: themis.v1.BugsReport.medians:type_name -> themis.v1.BugsClassMedian
-	33, // 27: themis.v1.BugsReport.started:type_name -> google.protobuf.Timestamp
-	20, // 28: themis.v1.BugsOutcome.case:type_name -> themis.v1.BugsCase
-	22, // 29: themis.v1.BugsOutcome.explore:type_name -> themis.v1.BugsDetection
-	26, // 30: themis.v1.DoctorReport.tools:type_name -> themis.v1.DoctorTool
-	27, // 31: themis.v1.DoctorReport.lanes:type_name -> themis.v1.DoctorLane
-	28, // 32: themis.v1.DoctorReport.boot:type_name -> themis.v1.DoctorBoot
-	34, // 33: themis.v1.CachedGuestImage.image:type_name -> themis.v1.GuestImage
-	33, // 34: themis.v1.CachedGuestImage.built:type_name -> google.protobuf.Timestamp
-	29, // 35: themis.v1.GuestImageList.images:type_name -> themis.v1.CachedGuestImage
-	35, // 36: themis.v1.ReportPage.layouts:type_name -> themis.v1.LaneLayout
-	36, // 37: themis.v1.ReportPage.profile:type_name -> themis.v1.ProfileRow
-	37, // 38: themis.v1.ReportPage.blast:type_name -> themis.v1.CorruptResult
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	33, // 2: themis.v1.BenchExploreRun.summary:type_name -> themis.v1.ExploreSummary
+	3,  // 3: themis.v1.BenchExploreRun.per_state:type_name -> themis.v1.BenchStateSplit
+	2,  // 4: themis.v1.BenchExploreRun.disk_io:type_name -> themis.v1.BenchDiskIO
+	3,  // 5: themis.v1.BenchBaseline.per_state:type_name -> themis.v1.BenchStateSplit
+	34, // 6: themis.v1.BenchRestoreReport.measured_at:type_name -> google.protobuf.Timestamp
+	6,  // 7: themis.v1.BenchRestoreReport.kvm:type_name -> themis.v1.BenchKVMRestore
+	7,  // 8: themis.v1.BenchRestoreReport.arm:type_name -> themis.v1.BenchKVMArm
+	8,  // 9: themis.v1.BenchRestoreReport.fit:type_name -> themis.v1.BenchRestoreFit
+	9,  // 10: themis.v1.BenchRestoreReport.qemu:type_name -> themis.v1.BenchQEMURestore
+	10, // 11: themis.v1.BenchRestoreReport.baseline:type_name -> themis.v1.BenchBaselineRestore
+	11, // 12: themis.v1.BenchRestoreReport.ratios:type_name -> themis.v1.BenchRestoreRatios
+	12, // 13: themis.v1.BenchRestoreReport.target:type_name -> themis.v1.BenchRestoreTarget
+	34, // 14: themis.v1.BenchChannelReport.measured_at:type_name -> google.protobuf.Timestamp
+	14, // 15: themis.v1.BenchChannelReport.uart:type_name -> themis.v1.BenchChannelGuest
+	14, // 16: themis.v1.BenchChannelReport.virtio:type_name -> themis.v1.BenchChannelGuest
+	15, // 17: themis.v1.BenchChannelReport.rows:type_name -> themis.v1.BenchChannelRow
+	15, // 18: themis.v1.BenchChannelReport.restore:type_name -> themis.v1.BenchChannelRow
+	16, // 19: themis.v1.BenchChannelRow.uart:type_name -> themis.v1.BenchLatency
+	16, // 20: themis.v1.BenchChannelRow.virtio:type_name -> themis.v1.BenchLatency
+	34, // 21: themis.v1.BenchEchoReport.measured_at:type_name -> google.protobuf.Timestamp
+	18, // 22: themis.v1.BenchEchoReport.kvm_synthetic:type_name -> themis.v1.BenchEchoPoint
+	19, // 23: themis.v1.BenchEchoPoint.uart:type_name -> themis.v1.BenchEcho
+	19, // 24: themis.v1.BenchEchoPoint.console:type_name -> themis.v1.BenchEcho
+	22, // 25: themis.v1.BugsReport.outcomes:type_name -> themis.v1.BugsOutcome
+	24, // 26: themis.v1.BugsReport.baselines:type_name -> themis.v1.BugsBaseline
+	25, // 27: themis.v1.BugsReport.medians:type_name -> themis.v1.BugsClassMedian
+	34, // 28: themis.v1.BugsReport.started:type_name -> google.protobuf.Timestamp
+	21, // 29: themis.v1.BugsOutcome.case:type_name -> themis.v1.BugsCase
+	23, // 30: themis.v1.BugsOutcome.explore:type_name -> themis.v1.BugsDetection
+	27, // 31: themis.v1.DoctorReport.tools:type_name -> themis.v1.DoctorTool
+	28, // 32: themis.v1.DoctorReport.lanes:type_name -> themis.v1.DoctorLane
+	29, // 33: themis.v1.DoctorReport.boot:type_name -> themis.v1.DoctorBoot
+	35, // 34: themis.v1.CachedGuestImage.image:type_name -> themis.v1.GuestImage
+	34, // 35: themis.v1.CachedGuestImage.built:type_name -> google.protobuf.Timestamp
+	30, // 36: themis.v1.GuestImageList.images:type_name -> themis.v1.CachedGuestImage
+	36, // 37: themis.v1.ReportPage.layouts:type_name -> themis.v1.LaneLayout
+	37, // 38: themis.v1.ReportPage.profile:type_name -> themis.v1.ProfileRow
+	38, // 39: themis.v1.ReportPage.blast:type_name -> themis.v1.CorruptResult
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_themis_v1_reports_proto_init() }
@@ -3703,7 +3939,7 @@ func file_themis_v1_reports_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_themis_v1_reports_proto_rawDesc), len(file_themis_v1_reports_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

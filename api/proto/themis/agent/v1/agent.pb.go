@@ -765,6 +765,12 @@ type Response struct {
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// Return value of the operation where it has one (bytes written, ...).
 	Ret int64 `protobuf:"varint,4,opt,name=ret,proto3" json:"ret,omitempty"`
+	// Time the agent spent on the request, in nanoseconds of the guest's
+	// CLOCK_MONOTONIC: from before it ran to its response built (the frame's
+	// decoding and encoding not included). A batch's is all of its requests';
+	// each response in the batch has its own. 0 from an agent older than the
+	// field. For profiles (bench explore's split); nothing depends on it.
+	AgentNs int64 `protobuf:"varint,5,opt,name=agent_ns,json=agentNs,proto3" json:"agent_ns,omitempty"`
 	// Types that are valid to be assigned to Result:
 	//
 	//	*Response_Ping
@@ -836,6 +842,13 @@ func (x *Response) GetError() string {
 func (x *Response) GetRet() int64 {
 	if x != nil {
 		return x.Ret
+	}
+	return 0
+}
+
+func (x *Response) GetAgentNs() int64 {
+	if x != nil {
+		return x.AgentNs
 	}
 	return 0
 }
@@ -3884,12 +3897,13 @@ const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\x04walk\x18& \x01(\v2\x15.themis.agent.v1.WalkH\x00R\x04walk\x12.\n" +
 	"\x05batch\x18' \x01(\v2\x16.themis.agent.v1.BatchH\x00R\x05batch\x12:\n" +
 	"\twriteback\x18( \x01(\v2\x1a.themis.agent.v1.WritebackH\x00R\twritebackB\x04\n" +
-	"\x02op\"\x91\x05\n" +
+	"\x02op\"\xac\x05\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05errno\x18\x02 \x01(\x05R\x05errno\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x10\n" +
-	"\x03ret\x18\x04 \x01(\x03R\x03ret\x121\n" +
+	"\x03ret\x18\x04 \x01(\x03R\x03ret\x12\x19\n" +
+	"\bagent_ns\x18\x05 \x01(\x03R\aagentNs\x121\n" +
 	"\x04ping\x18\n" +
 	" \x01(\v2\x1b.themis.agent.v1.PingResultH\x00R\x04ping\x121\n" +
 	"\x04stat\x18\v \x01(\v2\x1b.themis.agent.v1.StatResultH\x00R\x04stat\x12=\n" +
