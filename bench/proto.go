@@ -1,15 +1,12 @@
 package bench
 
 import (
-	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
-	"github.com/themisfs/themis/guest/guestproto"
-	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/runs/exploration/exploreproto"
 	"github.com/themisfs/themis/vmm/kvm/echo"
 )
 
@@ -25,7 +22,7 @@ func (r *Report) Proto() *themisv1.BenchExploreReport {
 func (c Comparison) proto() *themisv1.BenchExploreRun {
 	out := &themisv1.BenchExploreRun{Ratio: c.Ratio, BacktrackRatio: c.BacktrackRatio}
 	if e := c.Explore; e != nil {
-		out.Summary, out.Lanes, out.Channel = summaryProto(e.Summary), e.Lanes, e.Channel
+		out.Summary, out.Lanes, out.Channel = exploreproto.Summary(e.Summary), e.Lanes, e.Channel
 		out.States, out.StatesPerSec = int64(e.States), e.StatesPerSec
 		out.PerState = &themisv1.BenchStateSplit{TotalS: ms(e.Total), OpS: ms(e.Op), FingerprintS: ms(e.Fingerprint),
 			RestoreS: ms(e.Restore), CheckpointS: ms(e.Checkpoint), CheckS: ms(e.Check), BacktrackS: ms(e.Backtrack), OtherS: ms(e.Other),
@@ -49,33 +46,6 @@ func (r *BaselineResult) proto() *themisv1.BenchBaseline {
 		WorkDir: r.WorkDir, ElapsedS: r.Elapsed.Seconds(),
 		PerState: &themisv1.BenchStateSplit{TotalS: ms(s.Total), OpS: ms(s.Op), RestoreS: ms(s.Restore), MountS: ms(s.Mount),
 			UmountS: ms(s.Umount), StoreS: ms(s.Store), BacktrackS: ms(s.Backtrack)}}
-}
-
-// summaryProto is the run's summary as the API's: its counts, times,
-// configuration, roots and image (a shard's state keys left out: a bench
-// run is not a shard).
-func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
-	if s == nil {
-		return nil
-	}
-	out := &themisv1.ExploreSummary{
-		SessionId: s.Session, States: int64(s.States), UniqueStates: int64(s.Unique), Findings: int64(s.Findings),
-		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: s.Elapsed.Seconds(),
-		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
-		OpS: s.OpTime.Seconds(), FingerprintS: s.FingerprintTime.Seconds(), RestoreS: s.RestoreTime.Seconds(),
-		RestoresSkipped: int64(s.RestoresSkipped), UnconfirmedHangs: int64(s.UnconfirmedHangs), Revert: s.Revert,
-		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions, Image: guestproto.Ref(s.Image),
-		Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut,
-		DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
-	}
-	for _, n := range s.UniqueByDepth {
-		out.UniqueByDepth = append(out.UniqueByDepth, int64(n))
-	}
-	for lane, root := range s.Roots {
-		out.Roots = append(out.Roots, &themisv1.LaneRoot{Lane: lane, Root: root})
-	}
-	slices.SortFunc(out.Roots, func(a, b *themisv1.LaneRoot) int { return strings.Compare(a.GetLane(), b.GetLane()) })
-	return out
 }
 
 // Proto is r as `themisctl --json bench restore` prints it.

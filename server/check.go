@@ -8,6 +8,7 @@ import (
 	"github.com/themisfs/themis/runs/check"
 	"github.com/themisfs/themis/runs/clocksweep"
 	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/runs/exploration/exploreproto"
 	"github.com/themisfs/themis/session"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 			u := exploreUpdate(pr)
 			u.Part = p.Name()
 			feed.Publish(pr.Session, u)
-			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Progress{Progress: progressProto(pr)}})
+			send(p, &themisv1.CheckResponse{Event: &themisv1.CheckResponse_Progress{Progress: exploreproto.Progress(pr)}})
 		},
 		Found: func(p *check.Part, f session.Finding) {
 			fp := findingProto(&f)
@@ -70,7 +71,7 @@ func checkPartProto(p *check.Part) *themisv1.CheckPart {
 		BudgetS: p.Budget.Seconds(), ElapsedS: p.Elapsed.Seconds(), Findings: int64(p.Findings), Stopped: p.Stopped, Error: p.Err, Depth: int32(p.Depth), Walks: int32(p.Walks), SetupFailed: p.SetupFailed, UnconfirmedHangs: int64(p.UnconfirmedHangs),
 	}
 	if p.Explore != nil {
-		out.Explore = summaryProto(p.Explore)
+		out.Explore = exploreproto.Summary(p.Explore)
 	}
 	if p.Sweep != nil {
 		out.Sweep = sweepSummaryProto(p.Sweep)

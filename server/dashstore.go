@@ -7,6 +7,7 @@ import (
 	"github.com/themisfs/themis/dashboard"
 	"github.com/themisfs/themis/runreport"
 	"github.com/themisfs/themis/runreport/runproto"
+	"github.com/themisfs/themis/runs/exploration/exploreproto"
 	"github.com/themisfs/themis/session"
 )
 
@@ -23,7 +24,7 @@ func (d dashStore) RunPage(ctx context.Context, id string) (*runreport.Run, erro
 	}
 	var progress []*themisv1.ExploreProgress
 	for _, p := range rec.Progress {
-		progress = append(progress, progressProto(p))
+		progress = append(progress, exploreproto.Progress(p))
 	}
 	var found []*themisv1.Finding
 	after := session.PageKey{}
@@ -40,5 +41,5 @@ func (d dashStore) RunPage(ctx context.Context, id string) (*runreport.Run, erro
 		}
 		after = session.PageKey{Created: page[len(page)-1].Created, ID: page[len(page)-1].ID}
 	}
-	return runproto.Run(requestProto(&rec.Options), summaryProto(&rec.Summary), progress, found), nil
+	return runproto.Run(exploreproto.Request(&rec.Options), exploreproto.Summary(&rec.Summary), progress, found), nil
 }

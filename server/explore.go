@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
@@ -15,6 +13,7 @@ import (
 	"github.com/themisfs/themis/internal/kreport"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/runs/exploration"
+	"github.com/themisfs/themis/runs/exploration/exploreproto"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/shards"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -66,7 +65,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 	defer feed.End()
 	sum, err := s.d.Explore(ctx, opts, func(p exploration.Progress) {
 		feed.Publish(p.Session, exploreUpdate(p))
-		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: progressProto(p)}})
+		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Progress{Progress: exploreproto.Progress(p)}})
 	}, func(f session.Finding) {
 		out.send(&themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Finding{Finding: findingProto(&f)}})
 	})
@@ -75,7 +74,7 @@ func (s *Server) Explore(req *themisv1.ExploreRequest, stream themisv1.Themis_Ex
 			Findings: sum.Findings, StatesPerSec: sum.StatesPerSec, Elapsed: sum.Elapsed}))
 	}
 	return out.end(err, func() *themisv1.ExploreResponse {
-		return &themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Summary{Summary: summaryProto(sum)}}
+		return &themisv1.ExploreResponse{Event: &themisv1.ExploreResponse_Summary{Summary: exploreproto.Summary(sum)}}
 	})
 }
 
@@ -154,30 +153,11 @@ func (s *Server) GetExploreRun(ctx context.Context, req *themisv1.GetExploreRunR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &themisv1.GetExploreRunResponse{Request: requestProto(&r.Options), Summary: summaryProto(&r.Summary)}
+	out := &themisv1.GetExploreRunResponse{Request: exploreproto.Request(&r.Options), Summary: exploreproto.Summary(&r.Summary)}
 	for _, p := range r.Progress {
-		out.Progress = append(out.Progress, progressProto(p))
+		out.Progress = append(out.Progress, exploreproto.Progress(p))
 	}
 	return out, nil
-}
-
-// requestProto is the request of a run's options, as the run resolved them.
-func requestProto(o *exploration.Options) *themisv1.ExploreRequest {
-	return &themisv1.ExploreRequest{
-		Lanes: o.Lanes, MemoryMib: int32(o.MemoryMiB), Backend: o.Backend, Depth: int32(o.Depth), Branching: int32(o.Branching),
-		Ops: o.Ops, MaxStates: int64(o.MaxStates), Seed: o.Seed, TimeMode: o.TimeMode, Policy: o.Policy,
-		MaxSeconds: int32(o.MaxDuration / time.Second), Fsck: o.Fsck, Remount: o.Remount, LazyRestore: o.LazyRestore,
-		Revert: o.Revert, Workers: int32(o.Workers), WarnNotFinding: o.WarnNotFinding, Walks: int32(o.Walks),
-		ShardIndex: int32(o.Shard.Index), ShardCount: int32(o.Shard.Count), ShardDepth: int32(o.Shard.Depth),
-	}
-}
-
-func progressProto(p exploration.Progress) *themisv1.ExploreProgress {
-	return &themisv1.ExploreProgress{
-		States: int64(p.States), UniqueStates: int64(p.Unique), Depth: int32(p.Depth), Findings: int64(p.Findings),
-		StatesPerSec: p.StatesPerSec, ElapsedS: seconds(p.Elapsed),
-		OpS: seconds(p.OpTime), FingerprintS: seconds(p.FingerprintTime), RestoreS: seconds(p.RestoreTime),
-	}
 }
 
 func findingProto(f *session.Finding) *themisv1.Finding {
@@ -204,50 +184,4 @@ func kernelReportProto(r *kreport.Report) *themisv1.KernelReport {
 		return nil
 	}
 	return &themisv1.KernelReport{Kind: string(r.Kind), Title: r.Title, Rip: r.RIP, Trace: r.Trace, Panic: r.Panic, Text: r.Text}
-}
-
-func summaryProto(s *exploration.Summary) *themisv1.ExploreSummary {
-	out := &themisv1.ExploreSummary{
-		SessionId: s.Session, States: int64(s.States), UniqueStates: int64(s.Unique), Findings: int64(s.Findings),
-		StatesPerSec: s.StatesPerSec, Backend: s.Backend, Stopped: s.Stopped, ElapsedS: seconds(s.Elapsed),
-		MaxDepth: int32(s.MaxDepth), Digest: s.Digest,
-		OpS: seconds(s.OpTime), FingerprintS: seconds(s.FingerprintTime), RestoreS: seconds(s.RestoreTime),
-		RestoresSkipped: int64(s.RestoresSkipped), UnconfirmedHangs: int64(s.UnconfirmedHangs), Revert: s.Revert,
-		Workers: int32(s.Workers), WorkersWhy: s.WorkersWhy, Sessions: s.Sessions,
-		ShardIndex: int32(s.Shard.Index), ShardCount: int32(s.Shard.Count), ShardDepth: int32(s.Shard.Depth),
-		Image: guestproto.Ref(s.Image), Policy: s.Policy, Judged: s.Judged, OpsLeftOut: s.OpsLeftOut, DeclaredOps: int64(s.DeclaredOps), DeclaredStates: int64(s.DeclaredStates),
-	}
-	for _, k := range s.StateKeys {
-		out.StateKeys = append(out.StateKeys, []byte(k))
-	}
-	for _, d := range s.StateDepths {
-		out.StateDepths = append(out.StateDepths, int32(d))
-	}
-	for _, n := range s.UniqueByDepth {
-		out.UniqueByDepth = append(out.UniqueByDepth, int64(n))
-	}
-	for _, k := range s.DeclaredKeys {
-		out.DeclaredStateKeys = append(out.DeclaredStateKeys, []byte(k))
-	}
-	if c := s.Crash; c != nil {
-		out.Crash = &themisv1.ExploreCrash{Points: int64(c.Points), Repeats: int64(c.Repeats), Unlogged: int64(c.Unlogged), Failed: int64(c.Failed), States: int64(c.States),
-			NotClean: int64(c.NotClean), Durable: int64(c.Durable), Lost: int64(c.Lost), Unnamed: int64(c.Unnamed), Findings: int64(c.Findings), CheckS: seconds(c.Time), Repaired: int64(c.Repaired)}
-	}
-	out.Roots = laneRoots(s.Roots)
-	out.BelowRoots = laneRoots(s.BelowRoots)
-	for lane, c := range s.Layers {
-		out.Layers = append(out.Layers, &themisv1.LaneLayers{Lane: lane, Checked: int64(c.Checked), Whiteouts: int64(c.Whiteouts), Opaque: int64(c.Opaque)})
-	}
-	slices.SortFunc(out.Layers, func(a, b *themisv1.LaneLayers) int { return strings.Compare(a.GetLane(), b.GetLane()) })
-	return out
-}
-
-// laneRoots lists roots by lane name.
-func laneRoots(m map[string][]byte) []*themisv1.LaneRoot {
-	var out []*themisv1.LaneRoot
-	for lane, root := range m {
-		out = append(out, &themisv1.LaneRoot{Lane: lane, Root: root})
-	}
-	slices.SortFunc(out, func(a, b *themisv1.LaneRoot) int { return strings.Compare(a.GetLane(), b.GetLane()) })
-	return out
 }
