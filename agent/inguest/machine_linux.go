@@ -97,21 +97,21 @@ func (s *Server) mount(m *agentv1.Mount) error {
 // does not know the filesystem (ENODEV) and LoadFS is set, it loads the
 // filesystem's modules and tries once more.
 func (s *Server) mountDevice(target string, cfg *agentv1.Mount) error {
-	err := mountDeviceOnce(target, cfg)
+	dev, err := s.device(cfg.GetDevice())
+	if err != nil {
+		return err
+	}
+	err = mountDeviceOnce(dev, target, cfg)
 	if !errors.Is(err, unix.ENODEV) || s.LoadFS == nil {
 		return err
 	}
 	if lerr := s.LoadFS(cfg.GetFstype()); lerr != nil {
 		return fmt.Errorf("%w (loading filesystem modules: %v)", err, lerr)
 	}
-	return mountDeviceOnce(target, cfg)
+	return mountDeviceOnce(dev, target, cfg)
 }
 
-func mountDeviceOnce(target string, cfg *agentv1.Mount) error {
-	dev, err := resolveDevice(cfg.GetDevice(), sysBlock)
-	if err != nil {
-		return err
-	}
+func mountDeviceOnce(dev, target string, cfg *agentv1.Mount) error {
 	flags, data := mountOptions(cfg.GetOptions())
 	if cfg.GetReadOnly() {
 		flags |= unix.MS_RDONLY
@@ -145,6 +145,30 @@ func (s *Server) umount(lane string) error {
 		s.lanes[lane] = &laneState{}
 	}
 	return layersErr
+}
+
+// device is resolveDevice against the guest's sysBlock, remembered: a
+// machine's disks do not change while it runs (no hotplug), and reading a
+// virtio disk's serial is a request to the device (VIRTIO_BLK_T_GET_ID),
+// about a millisecond each under TCG, which every remount paid for every
+// disk. A failed resolution is not remembered. The caller holds s.mu.
+func (s *Server) device(dev string) (string, error) {
+	if path, ok := s.devices[dev]; ok {
+		return path, nil
+	}
+	sys := s.sysBlock
+	if sys == "" {
+		sys = sysBlock
+	}
+	path, err := resolveDevice(dev, sys)
+	if err != nil {
+		return "", err
+	}
+	if s.devices == nil {
+		s.devices = make(map[string]string)
+	}
+	s.devices[dev] = path
+	return path, nil
 }
 
 // resolveDevice maps "serial:<s>" to /dev/<name> of the block device whose

@@ -545,6 +545,47 @@ func TestResolveDevice(t *testing.T) {
 	}
 }
 
+// TestDeviceRemembered: a serial once resolved is not looked up again (the
+// disk's serial file may go); one that failed is looked up again.
+func TestDeviceRemembered(t *testing.T) {
+	t.Parallel()
+	sys := t.TempDir()
+	serialFile := filepath.Join(sys, "vda", "serial")
+	if err := os.Mkdir(filepath.Dir(serialFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{sysBlock: sys}
+	steps := []struct {
+		name      string
+		serial    string // written to vda's serial first; "-" removes it
+		dev, want string
+		errno     syscall.Errno
+	}{
+		{"not there yet", "-", "serial:lane0", "", unix.ENOENT},
+		{"appears", "lane0", "serial:lane0", "/dev/vda", 0},
+		{"remembered after its serial goes", "-", "serial:lane0", "/dev/vda", 0},
+		{"another still looked up", "-", "serial:lane1", "", unix.ENOENT},
+		{"a path passes", "-", "/dev/vdq", "/dev/vdq", 0},
+	}
+	for _, st := range steps {
+		if st.serial == "-" {
+			if err := os.Remove(serialFile); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(serialFile, []byte(st.serial), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.device(st.dev)
+		var errno syscall.Errno
+		if err != nil && !errors.As(err, &errno) {
+			t.Errorf("%s: device(%q): error %v without errno", st.name, st.dev, err)
+		}
+		if got != st.want || errno != st.errno {
+			t.Errorf("%s: device(%q) = %q, %v; want %q, %v", st.name, st.dev, got, err, st.want, st.errno)
+		}
+	}
+}
+
 func TestMountOptions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

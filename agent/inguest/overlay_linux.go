@@ -105,11 +105,11 @@ func (s *Server) mountOverlay(lane, target string, cfg *agentv1.Mount) (err erro
 	if layerFS == "" {
 		layerFS = defaultLayerFstype
 	}
-	lowerDev, err := resolveDevice(cfg.GetLowerDevice(), sysBlock)
+	lowerDev, err := s.device(cfg.GetLowerDevice())
 	if err != nil {
 		return fmt.Errorf("lower layer: %w", err)
 	}
-	upperDev, err := resolveDevice(cfg.GetDevice(), sysBlock)
+	upperDev, err := s.device(cfg.GetDevice())
 	if err != nil {
 		return fmt.Errorf("upper layer: %w", err)
 	}

@@ -40,8 +40,10 @@ type Server struct {
 	// deferred at boot (the initramfs's /modules/lazy).
 	LoadFS func(fstype string) error
 
-	mu    sync.Mutex
-	lanes map[string]*laneState // by lane name; guarded by mu
+	mu       sync.Mutex
+	lanes    map[string]*laneState // by lane name; guarded by mu
+	devices  map[string]string     // resolved "serial:<s>" -> /dev/<name>; guarded by mu (see device)
+	sysBlock string                // where device looks up serials; empty: the guest's /sys/block (tests set it)
 
 	testHook func(*agentv1.Request, *agentv1.Response) // called by Handle after the operation; tests only
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,6 +36,9 @@ func runInit(log *zap.Logger) {
 			pid1.PowerOff(log)
 		}
 	}()
+	if n := agentProcs(os.Getenv("GOMAXPROCS"), runtime.NumCPU()); n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
 	pid1.MountEarly(log)
 	pid1.EnsureConsole(log)
 	pid1.LoadModules(log, modulesDir, "order")

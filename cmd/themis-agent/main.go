@@ -72,6 +72,28 @@ func main() {
 	}
 }
 
+// minProcs is the agent's least GOMAXPROCS in the guest, whatever its vCPU
+// count. With one P and none idle, the Go runtime's sysmon takes the P from
+// a goroutine whose syscall outlasts its tick (20 µs and up) and hands it
+// to another thread; under QEMU/TCG nearly every syscall lasts that long
+// (mount, the walk's opens, a disk's reads), so each one costs thread
+// handoffs and sysmon never backs off. Measured in the guest (TCG, one
+// vCPU), GOMAXPROCS 1 / 2 / 4: the agent's stat 1.57 / 0.24 / 0.23 ms, a
+// fingerprint of four entries 9.2 / 2.9 / 2.0 ms; bench explore (ext2,
+// depth 3, remount) 15.3 / 22.9 / 26.4 states/s (docs/benchmarks.md).
+const minProcs = 4
+
+// agentProcs is the GOMAXPROCS init sets: at least minProcs, or 0 (leave
+// it) when the GOMAXPROCS environment variable is set (a kernel command
+// line parameter GOMAXPROCS=n reaches init's environment) or the machine
+// has that many CPUs already.
+func agentProcs(env string, ncpu int) int {
+	if env != "" || ncpu >= minProcs {
+		return 0
+	}
+	return minProcs
+}
+
 // channelFromCmdline returns the value of the last themis.channel= parameter
 // on a kernel command line, or "" for none (the agent picks: pickChannel).
 func channelFromCmdline(cmdline string) string {

@@ -36,6 +36,25 @@ func TestChannelFromCmdline(t *testing.T) {
 	}
 }
 
+func TestAgentProcs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env        string
+		ncpu, want int
+	}{
+		{"", 1, minProcs},
+		{"", minProcs - 1, minProcs},
+		{"", minProcs, 0},
+		{"", 16, 0},
+		{"1", 1, 0},
+	}
+	for _, tt := range tests {
+		if got := agentProcs(tt.env, tt.ncpu); got != tt.want {
+			t.Errorf("agentProcs(%q, %d) = %d, want %d", tt.env, tt.ncpu, got, tt.want)
+		}
+	}
+}
+
 // TestMain runs main instead of the tests when re-executed by TestStdio.
 func TestMain(m *testing.M) {
 	if os.Getenv("THEMIS_AGENT_TEST_MAIN") == "1" {
