@@ -2,6 +2,8 @@ package overlay
 
 import (
 	"fmt"
+
+	"github.com/zeebo/blake3"
 )
 
 // View is a read-only image of the device as seen through the base and its
@@ -51,4 +53,21 @@ func (v *View) ReadAt(p []byte, off int64) (int, error) {
 		q, o = q[k:], o+int64(k)
 	}
 	return n, tail
+}
+
+// Hash returns the BLAKE3-256 digest of the view's image, as Device.Hash
+// does of the device's. A checkpoint's image (ViewAt(Depth()-1) right
+// after a checkpoint or restore pushed its fresh top layer) hashes the
+// same whatever the guest writes after it.
+func (v *View) Hash() ([32]byte, error) {
+	var sum [32]byte
+	h := blake3.New()
+	if _, err := writeChunks(h, v.d.size, func(chunk []byte, off int64) error {
+		_, err := v.ReadAt(chunk, off)
+		return err
+	}); err != nil {
+		return sum, fmt.Errorf("overlay: hash of the view through %d layers: %w", v.n, err)
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
 }

@@ -78,3 +78,45 @@ func mustView(t *testing.T, d *Device, n int) *View {
 	}
 	return v
 }
+
+// TestViewHash: a view hashes as the device did when it was the image;
+// writes above it leave its hash alone.
+func TestViewHash(t *testing.T) {
+	t.Parallel()
+	base := bytes.Repeat([]byte{0x5a}, 8*SectorSize)
+	d, err := New(bytes.NewReader(base), int64(len(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt([]byte{1}, 3*SectorSize); err != nil {
+		t.Fatal(err)
+	}
+	atCheckpoint, err := d.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Push()
+	if _, err := d.WriteAt([]byte{2}, 5*SectorSize); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		depth int
+		want  func() [32]byte
+	}{
+		{"below the top layer", d.Depth() - 1, func() [32]byte { return atCheckpoint }},
+		{"through every layer", d.Depth(), func() [32]byte { h, _ := d.Hash(); return h }},
+	}
+	for _, tt := range tests {
+		got, err := mustView(t, d, tt.depth).Hash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want() {
+			t.Errorf("%s: view hash %x, want %x", tt.name, got[:8], tt.want())
+		}
+	}
+	if after, _ := d.Hash(); after == atCheckpoint {
+		t.Error("the write above the view did not change the device's hash: the test proves nothing")
+	}
+}

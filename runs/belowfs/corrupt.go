@@ -471,12 +471,18 @@ func (c *corrupter) resolver(ctx context.Context, i int) (func(Target, *overlay.
 	}, nil
 }
 
-// state is lane i's disk hash and fingerprint root (TIME_MODE_NONE).
+// state is lane i's disk hash and fingerprint root (TIME_MODE_NONE). The
+// hash is of the image the last checkpoint or restore left (the overlay
+// below the top layer it pushed): what the guest writes after it, such as
+// xfs's log worker under a loaded host, lands above and would make a hash
+// of the live disk depend on when it is taken.
 func (c *corrupter) state(ctx context.Context, i int) ([32]byte, []byte, error) {
 	var h [32]byte
 	err := c.dev(ctx, i, "disk hash", func(d *overlay.Device) error {
-		var err error
-		h, err = d.Hash()
+		v, err := d.ViewAt(d.Depth() - 1)
+		if err == nil {
+			h, err = v.Hash()
+		}
 		return err
 	})
 	if err != nil {
