@@ -195,11 +195,17 @@ func (d *Device) clip(p []byte, off int64) (q []byte, tail, err error) {
 // resolve fills p with the resolved image at off; the range must lie inside
 // the device. With count set it updates the read counters. d.mu must be held.
 func (d *Device) resolve(p []byte, off int64, count bool) error {
+	return d.resolveBelow(p, off, len(d.layers), count)
+}
+
+// resolveBelow is resolve through the bottom layers of the device (and
+// the base): the image a View through them sees.
+func (d *Device) resolveBelow(p []byte, off int64, layers int, count bool) error {
 	for len(p) > 0 {
 		lba := uint64(off / SectorSize)
 		in := int(off % SectorSize)
 		n := min(SectorSize-in, len(p))
-		if s, l := d.lookup(lba); s != nil {
+		if s, l := d.lookupBelow(lba, layers); s != nil {
 			copy(p[:n], s[in:in+n])
 			if count {
 				l.read++
@@ -212,7 +218,7 @@ func (d *Device) resolve(p []byte, off int64, count bool) error {
 		// the base in one call.
 		run, sectors := n, uint64(1)
 		for run < len(p) {
-			if s, _ := d.lookup(lba + sectors); s != nil {
+			if s, _ := d.lookupBelow(lba+sectors, layers); s != nil {
 				break
 			}
 			run += min(SectorSize, len(p)-run)
@@ -246,10 +252,11 @@ func (d *Device) noteRead(lba, n uint64) {
 	}
 }
 
-// lookup returns the topmost copy of sector lba and its layer, or nil when
-// only the base has it. d.mu must be held.
-func (d *Device) lookup(lba uint64) (*sector, *layer) {
-	for i := len(d.layers) - 1; i >= 0; i-- {
+// lookupBelow returns the topmost copy of sector lba among the bottom
+// layers and its layer, or nil when only the base has it. d.mu must be
+// held.
+func (d *Device) lookupBelow(lba uint64, layers int) (*sector, *layer) {
+	for i := layers - 1; i >= 0; i-- {
 		if s, ok := d.layers[i].sectors[lba]; ok {
 			return s, d.layers[i]
 		}
@@ -523,9 +530,14 @@ func (d *Device) WriteSet() []uint64 {
 
 // Hash returns the BLAKE3-256 digest of the whole resolved image.
 func (d *Device) Hash() ([32]byte, error) {
+	return digest(d.WriteTo)
+}
+
+// digest is the BLAKE3-256 of what write writes (an image's WriteTo).
+func digest(write func(io.Writer) (int64, error)) ([32]byte, error) {
 	var sum [32]byte
 	h := blake3.New()
-	if _, err := d.WriteTo(h); err != nil {
+	if _, err := write(h); err != nil {
 		return sum, fmt.Errorf("overlay: hash: %w", err)
 	}
 	copy(sum[:], h.Sum(nil))

@@ -2,8 +2,7 @@ package overlay
 
 import (
 	"fmt"
-
-	"github.com/zeebo/blake3"
+	"io"
 )
 
 // View is a read-only image of the device as seen through the base and its
@@ -44,15 +43,10 @@ func (v *View) ReadAt(p []byte, off int64) (int, error) {
 	if v.n > len(d.layers) {
 		return 0, fmt.Errorf("overlay: view through %d layers, device now at depth %d: %w", v.n, len(d.layers), ErrDepth)
 	}
-	n := len(q)
-	for o := off; len(q) > 0; {
-		k := min(SectorSize-int(o%SectorSize), len(q))
-		if err := d.readBelow(q[:k], o, v.n); err != nil {
-			return 0, err
-		}
-		q, o = q[k:], o+int64(k)
+	if err := d.resolveBelow(q, off, v.n, false); err != nil {
+		return 0, err
 	}
-	return n, tail
+	return len(q), tail
 }
 
 // Hash returns the BLAKE3-256 digest of the view's image, as Device.Hash
@@ -60,14 +54,10 @@ func (v *View) ReadAt(p []byte, off int64) (int, error) {
 // after a checkpoint or restore pushed its fresh top layer) hashes the
 // same whatever the guest writes after it.
 func (v *View) Hash() ([32]byte, error) {
-	var sum [32]byte
-	h := blake3.New()
-	if _, err := writeChunks(h, v.d.size, func(chunk []byte, off int64) error {
-		_, err := v.ReadAt(chunk, off)
-		return err
-	}); err != nil {
-		return sum, fmt.Errorf("overlay: hash of the view through %d layers: %w", v.n, err)
-	}
-	copy(sum[:], h.Sum(nil))
-	return sum, nil
+	return digest(func(w io.Writer) (int64, error) {
+		return writeChunks(w, v.d.size, func(chunk []byte, off int64) error {
+			_, err := v.ReadAt(chunk, off)
+			return err
+		})
+	})
 }
