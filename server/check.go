@@ -24,6 +24,7 @@ func (s *Server) Check(req *themisv1.CheckRequest, stream themisv1.Themis_CheckS
 		Lanes: req.GetLanes(), Reference: req.GetReference(), Image: req.GetImage(), Backend: req.GetBackend(),
 		MemoryMiB: int(req.GetMemoryMib()), Budget: time.Duration(req.GetBudgetSeconds()) * time.Second,
 		Depth: int(req.GetDepth()), Seed: req.GetSeed(), Workers: int(req.GetWorkers()), Kinds: req.GetParts(),
+		Parallel: int(req.GetParallel()),
 	}
 	if err := check.Validate(opts); err != nil {
 		return toStatus(err)
@@ -86,6 +87,7 @@ func checkSummaryProto(s *check.Summary) *themisv1.CheckSummary {
 	out := &themisv1.CheckSummary{
 		Lanes: s.Lanes, Reference: s.Reference, ReferenceWhy: s.ReferenceWhy, Findings: int64(s.Findings), Failed: int32(s.Failed),
 		BudgetS: s.Budget.Seconds(), ElapsedS: s.Elapsed.Seconds(), Stopped: s.Stopped,
+		Parallel: int32(s.Parallel), ParallelWhy: s.ParallelWhy,
 	}
 	for i := range s.Parts {
 		out.Parts = append(out.Parts, checkPartProto(&s.Parts[i]))

@@ -32,7 +32,7 @@ func newCheck(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check --fs LANES",
 		Short: "Run what a filesystem needs checked, in one time budget: clock rules, a differential against a reference lane, remount and fsck references, crash states",
-		Long: `check runs, one after another and in one time budget, every part that applies to the lanes
+		Long: `check runs, side by side and in one time budget, every part that applies to the lanes
 (docs/check.md): the clock sweep's rule cells; the differential explore of the lanes (one lane is
 compared with a reference lane of another family, which check names); each lane alone under the
 remount and host-fsck references; and each lane with a host checker under the crash states of its
@@ -60,7 +60,8 @@ the summary; --fail-on-findings exits 1 when any part found something, 2 when on
 	fl.DurationVar(&budget, "budget", 10*time.Minute, "wall-clock budget of the parts' searches (boots and the minimization of findings come on top)")
 	fl.Int32Var(&req.Depth, "depth", 2, "the depth of the explore parts' full tree (1..10); rounds of random walks to depth 10 follow it while time is left")
 	fl.Uint64Var(&req.Seed, "seed", 1, "seed of the explore parts' operation policy")
-	fl.Int32Var(&req.Workers, "workers", 0, "guests per explore part (0: auto, one per CPU)")
+	fl.Int32Var(&req.Workers, "workers", 0, "guests per explore part (0: auto: one when parts run side by side, else one per CPU)")
+	fl.Int32Var(&req.Parallel, "parallel", 0, "parts that run at once (0: auto, up to 3 and the sessions the daemon has room for; 1: one after another)")
 	fl.StringVar(&parts, "parts", "", "part kinds to run, comma-separated: clock, differential, reference, crash (default all)")
 	fl.Int32Var(&req.MemoryMib, "memory", 128, "guest RAM in MiB")
 	fl.StringVar(&req.Backend, "backend", "auto", "auto (kvm on hardware virtualization, else qemu), qemu or kvm")
@@ -71,27 +72,36 @@ the summary; --fail-on-findings exits 1 when any part found something, 2 when on
 
 // checkRun is what a check stream has shown so far.
 type checkRun struct {
-	json      bool
-	st        *statusLine
-	start     time.Time     // when the check began
-	budget    time.Duration // the check's
-	partStart time.Time     // when the running part began
-	partLimit time.Duration // its budget
-	sum       *themisv1.CheckSummary
-	found     findingLog
-	image     string    // the request's --image, for the clock cells' commands
-	w         io.Writer // findings and clock cells (stdout)
+	json   bool
+	st     *statusLine
+	start  time.Time            // when the check began
+	budget time.Duration        // the check's
+	parts  map[string]partClock // the running parts' starts and budgets, by name
+	sum    *themisv1.CheckSummary
+	found  findingLog
+	image  string    // the request's --image, for the clock cells' commands
+	w      io.Writer // findings and clock cells (stdout)
+}
+
+// partClock is a running part's start and budget.
+type partClock struct {
+	start time.Time
+	limit time.Duration
 }
 
 func (r *checkRun) event(m *themisv1.CheckResponse) error {
 	switch ev := m.GetEvent().(type) {
 	case *themisv1.CheckResponse_PartStarted:
-		r.partStart, r.partLimit = time.Now(), time.Duration(ev.PartStarted.GetBudgetS()*float64(time.Second))
+		if r.parts == nil {
+			r.parts = map[string]partClock{}
+		}
+		r.parts[m.GetPart()] = partClock{start: time.Now(), limit: time.Duration(ev.PartStarted.GetBudgetS() * float64(time.Second))}
 		r.st.Step(fmt.Sprintf("==> %s (budget %s): %s", m.GetPart(), secondsText(ev.PartStarted.GetBudgetS()), ev.PartStarted.GetWhat()))
 	case *themisv1.CheckResponse_Progress:
 		p := ev.Progress
 		line := fmt.Sprintf("%s: states %d  unique %d  findings %d  %.1f states/s  %.0fs", m.GetPart(), p.GetStates(), p.GetUniqueStates(), p.GetFindings(), p.GetStatesPerSec(), p.GetElapsedS())
-		if left := timeLeft(r.partLimit, time.Since(r.partStart), 0, 0); left != "" {
+		pc := r.parts[m.GetPart()]
+		if left := timeLeft(pc.limit, time.Since(pc.start), 0, 0); left != "" {
 			line += "  part " + left
 		}
 		if left := timeLeft(r.budget, time.Since(r.start), 0, 0); left != "" {
@@ -110,6 +120,7 @@ func (r *checkRun) event(m *themisv1.CheckResponse) error {
 			printRuleCell(r.w, ev.Cell, r.image)
 		}
 	case *themisv1.CheckResponse_PartDone:
+		delete(r.parts, m.GetPart())
 		r.st.Step(fmt.Sprintf("<== %s: %s", m.GetPart(), partStatus(ev.PartDone)))
 	case *themisv1.CheckResponse_Summary:
 		r.sum = ev.Summary
@@ -224,6 +235,9 @@ func printCheckSummary(sum *themisv1.CheckSummary) error {
 	fmt.Fprintf(w, "\ncheck of %s: %d finding(s) in %s (budget %s)\n", strings.Join(sum.GetLanes(), ","), sum.GetFindings(), secondsText(sum.GetElapsedS()), secondsText(sum.GetBudgetS()))
 	if sum.GetReference() != "" {
 		fmt.Fprintf(w, "reference lane %s (%s)\n", sum.GetReference(), sum.GetReferenceWhy())
+	}
+	if n := sum.GetParallel(); n > 0 {
+		fmt.Fprintf(w, "parts at once: %d (%s)\n", n, sum.GetParallelWhy())
 	}
 	fmt.Fprintf(w, "PART\tBUDGET\tTIME\tFINDINGS\tOUTCOME\n")
 	for _, p := range sum.GetParts() {

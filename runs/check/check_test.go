@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -81,19 +82,59 @@ func TestShare(t *testing.T) {
 		name        string
 		at          int
 		whole, left time.Duration
+		slots       int
+		running     []time.Duration
 		want        time.Duration
 	}{
-		{name: "clock takes a quarter", at: 0, whole: 8 * time.Minute, left: 8 * time.Minute, want: 2 * time.Minute},
-		{name: "clock takes what is left", at: 0, whole: 8 * time.Minute, left: 30 * time.Second, want: 30 * time.Second},
-		{name: "clock takes a minute of a short budget", at: 0, whole: 2 * time.Minute, left: 2 * time.Minute, want: time.Minute},
-		{name: "differential by weight, skipped parts left out", at: 1, whole: 10 * time.Minute, left: 7 * time.Minute, want: 3 * time.Minute},
-		{name: "left over flows on", at: 2, whole: 10 * time.Minute, left: 6 * time.Minute, want: 3 * time.Minute},
-		{name: "last takes the rest", at: 4, whole: 10 * time.Minute, left: 90 * time.Second, want: 90 * time.Second},
-		{name: "nothing left", at: 1, whole: time.Minute, left: -time.Second, want: 0},
+		{name: "clock takes a quarter", at: 0, whole: 8 * time.Minute, left: 8 * time.Minute, slots: 1, want: 2 * time.Minute},
+		{name: "clock takes what is left", at: 0, whole: 8 * time.Minute, left: 30 * time.Second, slots: 1, want: 30 * time.Second},
+		{name: "clock takes a minute of a short budget", at: 0, whole: 2 * time.Minute, left: 2 * time.Minute, slots: 1, want: time.Minute},
+		{name: "differential by weight, skipped parts left out", at: 1, whole: 10 * time.Minute, left: 7 * time.Minute, slots: 1, want: 3 * time.Minute},
+		{name: "left over flows on", at: 2, whole: 10 * time.Minute, left: 6 * time.Minute, slots: 1, want: 3 * time.Minute},
+		{name: "last takes the rest", at: 4, whole: 10 * time.Minute, left: 90 * time.Second, slots: 1, want: 90 * time.Second},
+		{name: "nothing left", at: 1, whole: time.Minute, left: -time.Second, slots: 1, want: 0},
+		{name: "side by side: a slot for every part left", at: 1, whole: 10 * time.Minute, left: 10 * time.Minute, slots: 3,
+			running: []time.Duration{150 * time.Second}, want: 10 * time.Minute},
+		{name: "side by side: fewer slots than parts", at: 1, whole: 10 * time.Minute, left: 10 * time.Minute, slots: 2,
+			running: []time.Duration{150 * time.Second}, want: (20*time.Minute - 150*time.Second) * 3 / 7},
+		{name: "side by side: the running parts' time is theirs", at: 2, whole: 10 * time.Minute, left: 9 * time.Minute, slots: 2,
+			running: []time.Duration{6 * time.Minute}, want: 6 * time.Minute},
+		{name: "side by side: never past the end", at: 2, whole: 10 * time.Minute, left: 2 * time.Minute, slots: 8,
+			running: []time.Duration{time.Minute, time.Minute, time.Minute, time.Minute, time.Minute, time.Minute, time.Minute}, want: 2 * time.Minute},
 	} {
-		if got := share(parts[tc.at:], tc.whole, tc.left); got != tc.want {
+		if got := share(parts[tc.at:], tc.whole, tc.left, tc.slots, tc.running); got != tc.want {
 			t.Errorf("%s: share = %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSchedule: no more parts hold a slot than the schedule has, a slot
+// given back is taken again, a cancelled wait gives none, and a part's
+// budget counts the parts running beside it.
+func TestSchedule(t *testing.T) {
+	parts := []Part{{Kind: KindDifferential, weight: 3}, {Kind: KindReference, weight: 2}, {Kind: KindCrash, weight: 2}}
+	now := time.Now()
+	s := newSchedule(2, 10*time.Minute, now.Add(10*time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	if !s.take(ctx) || !s.take(ctx) {
+		t.Fatal("two slots, two takes: want both")
+	}
+	if b := s.start(parts, now); b != 10*time.Minute*2*3/7 {
+		t.Errorf("first part's budget %s, want its weight's share of two slots' time", b)
+	}
+	if b := s.start(parts[1:], now); b != (20*time.Minute-20*time.Minute*3/7)*2/4 {
+		t.Errorf("second part's budget %s, want its weight's share of what the first leaves", b)
+	}
+	cancel()
+	if s.take(ctx) {
+		t.Fatal("no slot free and ctx cancelled: want false")
+	}
+	s.release(&parts[0])
+	if !s.take(context.Background()) {
+		t.Fatal("a released slot: want it taken")
+	}
+	if len(s.running) != 1 {
+		t.Errorf("running %d parts after one release, want 1", len(s.running))
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package check is `themisctl check` (the Check RPC): what a filesystem
 // developer needs for some lanes, in one time budget, as one run. It plans
-// parts over the lanes and runs them one after another, each an existing
-// run in sessions of its own:
+// parts over the lanes and runs them side by side (up to Options.Parallel
+// at once, auto sideBySide), each an existing run in sessions of its own:
 //
 //   - clock: the clock sweep (runs/clocksweep) of the lanes with clock
 //     rules; each cell whose verdict is not the one the lane's rule expects
@@ -17,9 +17,11 @@
 //
 // Kernel crashes are findings in every part (the explore runs' kernel
 // findings, the sweep's kernel-crash cells). The budget is shared: the clock
-// part may take a quarter of it (at least a minute), and each explore part gets its
-// weight's share of what is left when it starts, so the time a part leaves
-// over goes to the parts after it. An explore part runs the full tree to
+// part may take a quarter of it (at least a minute); an explore part that
+// starts with a slot for it and every part after it runs to the end, else
+// it gets its weight's share of the slots' time to the end that the
+// running parts leave (share), so the time a part leaves over goes to the
+// parts after it. An explore part runs the full tree to
 // its depth, then, while a run covers its space with time left, rounds of
 // bounded random walks deeper (explore.Config.Walks). As with explore's
 // max-seconds, a part's

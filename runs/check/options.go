@@ -61,6 +61,10 @@ type Options struct {
 	Workers int
 	// Kinds are the part kinds to run (default Kinds).
 	Kinds []string
+	// Parallel is how many parts run at once (0: auto, sideBySide; 1:
+	// one after another; at most MaxParallel). With Workers 0 and more
+	// than one part at once, each explore part has one guest.
+	Parallel int
 }
 
 // plan is a validated check: the lanes under test, the reference, and the
@@ -102,6 +106,9 @@ func validate(o *Options) (*plan, error) {
 	}
 	if o.Workers < 0 || o.Workers > exploration.MaxWorkers {
 		return nil, errkind.Invalid("workers", "%d: want 0 (auto) up to %d", o.Workers, exploration.MaxWorkers)
+	}
+	if o.Parallel < 0 || o.Parallel > MaxParallel {
+		return nil, errkind.Invalid("parallel", "%d: want 0 (auto) up to %d", o.Parallel, MaxParallel)
 	}
 	if len(o.Kinds) == 0 {
 		o.Kinds = Kinds

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -46,10 +47,15 @@ type Summary struct {
 	// Stopped is StopCancelled when the check was cancelled ("" it ran
 	// every part it planned).
 	Stopped string
+	// Parallel is how many parts ran at once (Options.Parallel or auto),
+	// ParallelWhy why that many.
+	Parallel    int
+	ParallelWhy string
 }
 
-// Sinks receive a check's events as they happen (any may be nil). Every
-// call comes from the goroutine running Run.
+// Sinks receive a check's events as they happen (any may be nil). Calls
+// come one at a time, from the goroutines of the parts running side by
+// side.
 type Sinks struct {
 	// Started: a part begins (its Budget set).
 	Started func(*Part)
@@ -64,11 +70,11 @@ type Sinks struct {
 	Done func(*Part)
 }
 
-// Run plans the check of o.Lanes and runs its parts one after another
-// (package doc), each in sessions of its own. A part that fails is
-// recorded (Part.Err) and the check goes on; a cancelled ctx skips the
-// parts left and returns the summary (Stopped StopCancelled) with a nil
-// error. Bad options are a FieldError.
+// Run plans the check of o.Lanes and runs its parts, up to a schedule's
+// slots at once (package doc), each in sessions of its own. A part that
+// fails is recorded (Part.Err) and the check goes on; a cancelled ctx
+// skips the parts not started and returns the summary (Stopped
+// StopCancelled) with a nil error. Bad options are a FieldError.
 func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summary, error) {
 	p, err := validate(&o)
 	if err != nil {
@@ -78,55 +84,54 @@ func Run(ctx context.Context, m *session.Manager, o Options, out Sinks) (*Summar
 		return nil, err
 	}
 	sum := &Summary{Lanes: o.Lanes, Reference: p.reference, ReferenceWhy: p.referenceWhy, Budget: o.Budget}
+	sum.Parallel, sum.ParallelWhy = sideBySide(m, o, p.parts)
+	if o.Workers == 0 && sum.Parallel > 1 {
+		o.Workers = 1 // the parts side by side are the guests a host has room for
+	}
+	out = out.serialized()
 	start := time.Now()
-	deadline := start.Add(o.Budget)
+	sched := newSchedule(sum.Parallel, o.Budget, start.Add(o.Budget))
+	var wg sync.WaitGroup
 	for i := range p.parts {
 		part := &p.parts[i]
-		if part.Skipped == "" && ctx.Err() != nil {
+		if part.Skipped == "" && !sched.take(ctx) {
 			part.Skipped, sum.Stopped = StopCancelled, StopCancelled
 		}
 		if part.Skipped == "" {
-			part.Budget = share(p.parts[i:], o.Budget, time.Until(deadline))
-			if part.Budget < MinPartBudget {
+			if part.Budget = sched.start(p.parts[i:], time.Now()); part.Budget < MinPartBudget {
 				part.Skipped = "no budget left"
+				sched.release(part)
 			}
 		}
-		if part.Skipped == "" {
+		if part.Skipped != "" {
+			call(out.Done, part)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			call(out.Started, part)
 			t0 := time.Now()
 			if err := runPart(ctx, m, o, part, out); err != nil {
 				part.Err = err.Error()
-				sum.Failed++
 			}
 			part.Elapsed = time.Since(t0)
+			sched.release(part)
+			call(out.Done, part)
+		}()
+	}
+	wg.Wait()
+	for i := range p.parts {
+		sum.Findings += p.parts[i].Findings
+		if p.parts[i].Err != "" {
+			sum.Failed++
 		}
-		sum.Findings += part.Findings
-		call(out.Done, part)
+	}
+	if ctx.Err() != nil {
+		sum.Stopped = StopCancelled
 	}
 	sum.Parts, sum.Elapsed = p.parts, time.Since(start)
 	return sum, nil
-}
-
-// share is the budget of rest[0] when left of the whole remains: the
-// clock part at most clockShare of the whole, an explore part its
-// weight's share of left among the explore parts still to run.
-func share(rest []Part, whole, left time.Duration) time.Duration {
-	if left <= 0 {
-		return 0
-	}
-	if rest[0].Kind == KindClock {
-		return min(left, max(time.Duration(float64(whole)*clockShare), minClock))
-	}
-	total := 0
-	for _, p := range rest {
-		if p.Skipped == "" {
-			total += p.weight
-		}
-	}
-	if total == 0 {
-		return left
-	}
-	return left * time.Duration(rest[0].weight) / time.Duration(total)
 }
 
 func call(f func(*Part), p *Part) {

@@ -7857,7 +7857,10 @@ type CheckRequest struct {
 	// Guests per explore part (0: auto).
 	Workers int32 `protobuf:"varint,9,opt,name=workers,proto3" json:"workers,omitempty"`
 	// Part kinds to run: clock, differential, reference, crash (empty: all).
-	Parts         []string `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
+	Parts []string `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
+	// Parts that run at once, side by side (0: auto; 1: one after another;
+	// at most 8).
+	Parallel      int32 `protobuf:"varint,11,opt,name=parallel,proto3" json:"parallel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7960,6 +7963,13 @@ func (x *CheckRequest) GetParts() []string {
 		return x.Parts
 	}
 	return nil
+}
+
+func (x *CheckRequest) GetParallel() int32 {
+	if x != nil {
+		return x.Parallel
+	}
+	return 0
 }
 
 type CheckPart struct {
@@ -8166,7 +8176,10 @@ type CheckSummary struct {
 	Stopped string `protobuf:"bytes,9,opt,name=stopped,proto3" json:"stopped,omitempty"`
 	// Every finding of the explore parts, as last streamed (minimized where
 	// it was), in the order found; the clock part's are its parts' cells.
-	Found         []*Finding `protobuf:"bytes,10,rep,name=found,proto3" json:"found,omitempty"`
+	Found []*Finding `protobuf:"bytes,10,rep,name=found,proto3" json:"found,omitempty"`
+	// How many parts ran at once, and why that many.
+	Parallel      int32  `protobuf:"varint,11,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	ParallelWhy   string `protobuf:"bytes,12,opt,name=parallel_why,json=parallelWhy,proto3" json:"parallel_why,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8269,6 +8282,20 @@ func (x *CheckSummary) GetFound() []*Finding {
 		return x.Found
 	}
 	return nil
+}
+
+func (x *CheckSummary) GetParallel() int32 {
+	if x != nil {
+		return x.Parallel
+	}
+	return 0
+}
+
+func (x *CheckSummary) GetParallelWhy() string {
+	if x != nil {
+		return x.ParallelWhy
+	}
+	return ""
 }
 
 type CheckResponse struct {
@@ -10688,7 +10715,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"normalized\x18\x03 \x01(\bR\n" +
 	"normalized\x12,\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x14.themis.v1.DiffRangeR\x06ranges\x12,\n" +
-	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked\"\x92\x02\n" +
+	"\x06masked\x18\x05 \x03(\v2\x14.themis.v1.DiffRangeR\x06masked\"\xae\x02\n" +
 	"\fCheckRequest\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12\x14\n" +
@@ -10701,7 +10728,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x18\n" +
 	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
 	"\x05parts\x18\n" +
-	" \x03(\tR\x05parts\"\x87\x04\n" +
+	" \x03(\tR\x05parts\x12\x1a\n" +
+	"\bparallel\x18\v \x01(\x05R\bparallel\"\x87\x04\n" +
 	"\tCheckPart\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
@@ -10720,7 +10748,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05depth\x18\x0e \x01(\x05R\x05depth\x12\x14\n" +
 	"\x05walks\x18\x0f \x01(\x05R\x05walks\x12!\n" +
 	"\fsetup_failed\x18\x10 \x01(\tR\vsetupFailed\x12+\n" +
-	"\x11unconfirmed_hangs\x18\x11 \x01(\x03R\x10unconfirmedHangs\"\xc3\x02\n" +
+	"\x11unconfirmed_hangs\x18\x11 \x01(\x03R\x10unconfirmedHangs\"\x82\x03\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
@@ -10732,7 +10760,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\telapsed_s\x18\b \x01(\x01R\belapsedS\x12\x18\n" +
 	"\astopped\x18\t \x01(\tR\astopped\x12(\n" +
 	"\x05found\x18\n" +
-	" \x03(\v2\x12.themis.v1.FindingR\x05found\"\xe7\x02\n" +
+	" \x03(\v2\x12.themis.v1.FindingR\x05found\x12\x1a\n" +
+	"\bparallel\x18\v \x01(\x05R\bparallel\x12!\n" +
+	"\fparallel_why\x18\f \x01(\tR\vparallelWhy\"\xe7\x02\n" +
 	"\rCheckResponse\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\tR\x04part\x129\n" +
 	"\fpart_started\x18\x02 \x01(\v2\x14.themis.v1.CheckPartH\x00R\vpartStarted\x128\n" +
