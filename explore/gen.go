@@ -318,6 +318,10 @@ type MetisGenerator struct {
 	direct  bool
 	// collideLast are the kinds a burst's last op may take (OpCollide).
 	collideLast []string
+	// root is the first state DrawAt saw (rootState); changed, for the
+	// duration of a DrawAt, the paths changed since it (persistPath).
+	root    map[string]*agentv1.Entry
+	changed []string
 }
 
 // GenConfig configures a MetisGenerator; zero fields take the defaults.
@@ -572,8 +576,7 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 		target, _ := g.anyPath(rng)
 		r.Op = &agentv1.Request_Symlink{Symlink: &agentv1.Symlink{Target: target, Path: g.newFile(rng)}}
 	case OpFsync, OpFdatasync:
-		p, _ := g.anyPath(rng)
-		r.Op = &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: p, Datasync: kind == OpFdatasync}}
+		r.Op = &agentv1.Request_Fsync{Fsync: &agentv1.Fsync{Path: g.persistPath(rng), Datasync: kind == OpFdatasync}}
 	case OpSync:
 		r.Op = &agentv1.Request_Sync{Sync: &agentv1.Sync{}}
 	case OpCollide:
@@ -617,7 +620,8 @@ func (g *MetisGenerator) DrawAt(rng *rand.Rand, n int, state []*agentv1.Entry) [
 			g.newDirs = append(g.newDirs, d)
 		}
 	}
-	defer func() { g.exFiles, g.exDirs, g.newFiles, g.newDirs = nil, nil, nil, nil }()
+	g.changed = changedSince(g.rootState(state), state)
+	defer func() { g.exFiles, g.exDirs, g.newFiles, g.newDirs, g.changed = nil, nil, nil, nil, nil }()
 	return g.draw(rng, n)
 }
 
