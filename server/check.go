@@ -70,6 +70,7 @@ func checkPartProto(p *check.Part) *themisv1.CheckPart {
 	out := &themisv1.CheckPart{
 		Kind: p.Kind, Name: p.Name(), Lanes: p.Lanes, What: p.What, Skipped: p.Skipped,
 		BudgetS: p.Budget.Seconds(), ElapsedS: p.Elapsed.Seconds(), Findings: int64(p.Findings), Stopped: p.Stopped, Error: p.Err, Depth: int32(p.Depth), Walks: int32(p.Walks), SetupFailed: p.SetupFailed, UnconfirmedHangs: int64(p.UnconfirmedHangs),
+		Sessions: p.Sessions,
 	}
 	if p.Explore != nil {
 		out.Explore = exploreproto.Summary(p.Explore)

@@ -297,7 +297,11 @@ func caseCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.C
 			outsideAt = i
 		}
 	}
-	if e, why, ok := stockClean(ctx, c, base.Image, seen.events[:outsideAt]); ok {
+	candidates := seen.events[:outsideAt]
+	if outsideAt == len(seen.events) {
+		candidates = withLedgerLosses(ctx, c, seen, candidates)
+	}
+	if e, why, ok := stockClean(ctx, c, base.Image, candidates); ok {
 		o.StockClean = why
 		detect(ctx, c, bc, img.Key, &o, e)
 	} else if outsideAt < len(seen.events) {
@@ -383,6 +387,10 @@ type checkSeen struct {
 	events  []checkEvent // first version of each finding, every cell
 	states  int64
 	elapsed time.Duration
+	// start is when the run began; sessions (a check run to its end)
+	// every session of each explore part, by part name.
+	start    time.Time
+	sessions map[string][]string
 
 	stopAt  func(key string) bool // nil: never stop
 	cancel  context.CancelFunc
@@ -410,7 +418,7 @@ func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest, stop
 	if err != nil {
 		return nil, err
 	}
-	seen := &checkSeen{stopAt: stopAt, cancel: cancel}
+	seen := &checkSeen{stopAt: stopAt, cancel: cancel, start: start, sessions: map[string][]string{}}
 	var sum *themisv1.CheckSummary
 	ids := map[string]bool{}
 	partStates := map[string]int64{} // the last progress of each part: the states of a check we stopped
@@ -448,6 +456,7 @@ func observeCheck(ctx context.Context, c *conn, req *themisv1.CheckRequest, stop
 	}
 	for _, p := range sum.GetParts() {
 		seen.states += p.GetExplore().GetStates()
+		seen.sessions[p.GetName()] = p.GetSessions()
 		if p.GetError() != "" {
 			return seen, fmt.Errorf("check part %s failed: %s", p.GetName(), p.GetError())
 		}

@@ -71,8 +71,9 @@ func reproduceCell(ctx context.Context, c *conn, bc bugs.Case, image, key string
 }
 
 // maxStockReplays bounds the findings of a case's check, in the stock
-// baseline by key, that stockClean replays on the stock image.
-const maxStockReplays = 3
+// baseline by key, that stockClean replays on the stock image (each a
+// crash run of its setup and trace, 15-30 s on TCG).
+const maxStockReplays = 8
 
 // stockClean looks, in time order, for a finding among events (a case's
 // check's, each in the stock baseline by its key) that the stock image

@@ -57,8 +57,10 @@ type Part struct {
 	// UnconfirmedHangs counts, over all the part's runs, hung task
 	// reports that did not recur in a fresh guest: not findings.
 	UnconfirmedHangs int
-	Sweep            *clocksweep.Summary
-	Cells            []clocksweep.Cell
+	// Sessions are every session an explore part's runs used, in order.
+	Sessions []string
+	Sweep    *clocksweep.Summary
+	Cells    []clocksweep.Cell
 
 	weight int
 	fsck   bool

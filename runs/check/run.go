@@ -192,6 +192,7 @@ func runExplore(ctx context.Context, m *session.Manager, o Options, part *Part, 
 		if s != nil {
 			part.Explore, part.Stopped, part.Depth, part.Walks = s, s.Stopped, eo.Depth, round
 			part.UnconfirmedHangs += s.UnconfirmedHangs
+			part.Sessions = append(part.Sessions, s.Sessions...)
 		}
 		part.Findings = seen.count()
 		if err != nil || s == nil || s.Stopped != "" || time.Until(end) < MinPartBudget {

@@ -8009,8 +8009,11 @@ type CheckPart struct {
 	// when replayed in a fresh guest (ExploreSummary.unconfirmed_hangs):
 	// not findings.
 	UnconfirmedHangs int64 `protobuf:"varint,17,opt,name=unconfirmed_hangs,json=unconfirmedHangs,proto3" json:"unconfirmed_hangs,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Every session an explore part's runs used, all rounds, the workers'
+	// included (the findings of the ledger are by session: ListFindings).
+	Sessions      []string `protobuf:"bytes,18,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckPart) Reset() {
@@ -8160,6 +8163,13 @@ func (x *CheckPart) GetUnconfirmedHangs() int64 {
 		return x.UnconfirmedHangs
 	}
 	return 0
+}
+
+func (x *CheckPart) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
 }
 
 type CheckSummary struct {
@@ -10729,7 +10739,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\aworkers\x18\t \x01(\x05R\aworkers\x12\x14\n" +
 	"\x05parts\x18\n" +
 	" \x03(\tR\x05parts\x12\x1a\n" +
-	"\bparallel\x18\v \x01(\x05R\bparallel\"\x87\x04\n" +
+	"\bparallel\x18\v \x01(\x05R\bparallel\"\xa3\x04\n" +
 	"\tCheckPart\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12\x12\n" +
@@ -10748,7 +10758,8 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\x05depth\x18\x0e \x01(\x05R\x05depth\x12\x14\n" +
 	"\x05walks\x18\x0f \x01(\x05R\x05walks\x12!\n" +
 	"\fsetup_failed\x18\x10 \x01(\tR\vsetupFailed\x12+\n" +
-	"\x11unconfirmed_hangs\x18\x11 \x01(\x03R\x10unconfirmedHangs\"\x82\x03\n" +
+	"\x11unconfirmed_hangs\x18\x11 \x01(\x03R\x10unconfirmedHangs\x12\x1a\n" +
+	"\bsessions\x18\x12 \x03(\tR\bsessions\"\x82\x03\n" +
 	"\fCheckSummary\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x1c\n" +
 	"\treference\x18\x02 \x01(\tR\treference\x12#\n" +
