@@ -1,7 +1,6 @@
 package explore
 
 import (
-	"bytes"
 	"math/rand/v2"
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
@@ -47,12 +46,11 @@ func changedSince(root map[string]*agentv1.Entry, state []*agentv1.Entry) []stri
 }
 
 // entryChanged reports whether a and b differ in anything but the access
-// time and the walk's seek note.
+// time and the walk's seek note: FieldDiff's fields with the mtime, and
+// the ctime (a setxattr changes nothing else).
 func entryChanged(a, b *agentv1.Entry) bool {
-	return a.GetKind() != b.GetKind() || a.GetMode() != b.GetMode() || a.GetUid() != b.GetUid() || a.GetGid() != b.GetGid() ||
-		a.GetNlink() != b.GetNlink() || a.GetSize() != b.GetSize() || !bytes.Equal(a.GetContentHash(), b.GetContentHash()) ||
-		a.GetSymlinkTarget() != b.GetSymlinkTarget() || a.GetReadErrno() != b.GetReadErrno() ||
-		!proto.Equal(a.GetMtime(), b.GetMtime()) || !proto.Equal(a.GetCtime(), b.GetCtime())
+	field, _, _ := FieldDiff(a, b, agentv1.TimeMode_TIME_MODE_MTIME)
+	return field != "" || !proto.Equal(a.GetCtime(), b.GetCtime())
 }
 
 // persistPath is a persistence op's path: one of the paths changed since
