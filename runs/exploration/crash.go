@@ -177,6 +177,15 @@ func (cr *crashRun) Counts() CrashCounts {
 	return cr.counts
 }
 
+// findings is the crash findings recorded so far (0 without --crash):
+// progress counts them with the search's, as the summary does.
+func (cr *crashRun) findings() int {
+	if cr == nil {
+		return 0
+	}
+	return cr.Counts().Findings
+}
+
 // crashApply is Apply of a persistence op under --crash: the op under a
 // write log on every lane, then each lane's crash states checked. A point
 // already checked, or whose log cannot start, is applied plainly. A point

@@ -406,3 +406,21 @@ func TestCrashPointClaim(t *testing.T) {
 		t.Errorf("%d repeats, want 2", cr.counts.Repeats)
 	}
 }
+
+// TestCrashFindingsInProgress: progress counts --crash's findings with the
+// search's (a crash part showed "findings 0" while its findings arrived);
+// a run without --crash adds none.
+func TestCrashFindingsInProgress(t *testing.T) {
+	var none *crashRun
+	cr := &crashRun{seen: map[string]bool{}}
+	cr.count(func(c *CrashCounts) { c.Findings += 2 })
+	for _, tc := range []struct {
+		name string
+		cr   *crashRun
+		want int
+	}{{"no --crash", none, 0}, {"two recorded", cr, 2}} {
+		if got := tc.cr.findings(); got != tc.want {
+			t.Errorf("%s: findings %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -146,7 +146,8 @@ type Progress struct {
 	States, Unique int
 	// Depth is the deepest depth reached so far.
 	Depth int
-	// Findings counts distinct findings so far (before minimization).
+	// Findings counts distinct findings so far (before minimization),
+	// --crash's findings included.
 	Findings int
 	// Elapsed is the time since the search started (boot excluded).
 	Elapsed time.Duration

@@ -71,6 +71,7 @@ func Run(ctx context.Context, m *session.Manager, o Options, progress func(Progr
 	var tr trail
 	cfg.Progress = func(p explore.Progress) {
 		pr := progressOf(p, time.Since(start), c.all())
+		pr.Findings += cr.findings()
 		pr.Session = run.ID()
 		tr.add(pr)
 		if progress != nil {
