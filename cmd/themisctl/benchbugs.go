@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/themisfs/themis/api/jsonout"
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/bugs"
 	"github.com/themisfs/themis/client"
@@ -26,7 +27,7 @@ import (
 // case of the corpus and on the stock image of each case's filesystem and
 // flavour (docs/bugs.md).
 func newBenchBugs(g *globals) *cobra.Command {
-	var corpus, only, report, versus string
+	var corpus, only, report, versus, baseline string
 	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "bugs",
@@ -46,12 +47,19 @@ func newBenchBugs(g *globals) *cobra.Command {
 			if versus != "" && versus != "explore" {
 				return fmt.Errorf("--versus %q: want explore (or nothing)", versus)
 			}
+			if baseline != "" && versus != "" {
+				return fmt.Errorf("--baseline with --versus: a reused baseline has no plain explore of its own to compare")
+			}
+			prior, err := loadBaselines(baseline, budget)
+			if err != nil {
+				return err
+			}
 			cache, err := cacheDir(g)
 			if err != nil {
 				return err
 			}
 			return g.withConn(cmd, func(ctx context.Context, c *conn) error {
-				rep := runBenchBugs(ctx, g, c, cache, cases, budget, versus == "explore")
+				rep := runBenchBugs(ctx, g, c, cache, cases, budget, versus == "explore", prior)
 				if report != "" {
 					if err := writeBugsReport(report, rep); err != nil {
 						return err
@@ -70,6 +78,7 @@ func newBenchBugs(g *globals) *cobra.Command {
 	f.StringVar(&only, "cases", "", "case ids to run, comma-separated (default all)")
 	f.DurationVar(&budget, "budget", 10*time.Minute, "each check's budget (themisctl check --budget), the stock checks' too")
 	f.StringVar(&report, "report", "", "also write the results to this file: as one self-contained HTML page, or as --json prints them when it ends in .json")
+	f.StringVar(&baseline, "baseline", "", "reuse the stock baselines of an earlier run's --report FILE.json with the same budget, where the stock image is still the same (a filesystem it lacks is checked here)")
 	f.StringVar(&versus, "versus", "", "also run plain explore (explore --fs REF,FS, its defaults, max-seconds the budget) on every case and stock image, side by side: \"explore\"")
 	return cmd
 }
@@ -119,6 +128,9 @@ type stockBaseline struct {
 	Findings    int
 	Elapsed     time.Duration
 	Err         string
+	// From is the report a reused baseline came from (--baseline) and
+	// when its run started; empty: checked in this run.
+	From string
 }
 
 // proto is the report as --json prints it (themis.v1.BugsReport).
@@ -143,7 +155,7 @@ func (rep *bugsReport) proto() *themisv1.BugsReport {
 	}
 	for _, b := range rep.Baselines {
 		out.Baselines = append(out.Baselines, &themisv1.BugsBaseline{Fs: b.FS, Flavor: b.Flavor, Image: b.Image, Keys: b.Keys,
-			ExploreKeys: b.ExploreKeys, Findings: int32(b.Findings), ElapsedS: b.Elapsed.Seconds(), Error: b.Err})
+			ExploreKeys: b.ExploreKeys, Findings: int32(b.Findings), ElapsedS: b.Elapsed.Seconds(), Error: b.Err, From: b.From})
 	}
 	for _, m := range rep.Medians {
 		out.Medians = append(out.Medians, &themisv1.BugsClassMedian{Class: m.Class, Cases: int32(m.Cases), Detected: int32(m.Detected),
@@ -152,10 +164,10 @@ func (rep *bugsReport) proto() *themisv1.BugsReport {
 	return out
 }
 
-// runBenchBugs checks each filesystem's stock image once, then every case
-// of that filesystem on its patched image, all under the same default
-// check and budget.
-func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases []bugs.Case, budget time.Duration, versus bool) *bugsReport {
+// runBenchBugs checks each filesystem's stock image once (or takes its
+// baseline from prior), then every case of that filesystem on its patched
+// image, all under the same default check and budget.
+func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases []bugs.Case, budget time.Duration, versus bool, prior map[string]*stockBaseline) *bugsReport {
 	rep := &bugsReport{Budget: budget, Cases: len(cases), Started: time.Now()}
 	stock := map[string]*stockBaseline{}
 	steps := int64(len(cases) + len(baselineKeys(cases))) // a check each
@@ -170,7 +182,9 @@ func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases 
 		key := baselineKey(bc)
 		base, ok := stock[key]
 		if !ok {
-			base = stockCheck(ctx, g, c, cache, bc, budget, versus)
+			if base = reuseBaseline(ctx, g, cache, bc, prior[key]); base == nil {
+				base = stockCheck(ctx, g, c, cache, bc, budget, versus)
+			}
 			stock[key] = base
 			rep.Baselines = append(rep.Baselines, base)
 			done++
@@ -208,13 +222,13 @@ func baselineKeys(cases []bugs.Case) map[string]bool {
 func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.Case, budget time.Duration, versus bool) *stockBaseline {
 	base := &stockBaseline{FS: bc.FS, Flavor: bc.Flavor}
 	progress(fmt.Sprintf("stock %s on the %s image: the baseline", bc.FS, bc.Flavor))
-	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Flavor: bc.Flavor, Log: g.log})
+	img, err := stockImage(ctx, g, cache, bc)
 	if err != nil {
-		base.Err = fmt.Sprintf("stock image: %v", err)
+		base.Err = err.Error()
 		return base
 	}
-	base.Image = img.Key
-	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img.Key, BudgetSeconds: int32(budget / time.Second)}, nil)
+	base.Image = img
+	seen, err := observeCheck(ctx, c, &themisv1.CheckRequest{Lanes: []string{bc.FS}, Image: img, BudgetSeconds: int32(budget / time.Second)}, nil)
 	if err != nil {
 		base.Err = err.Error()
 		return base
@@ -222,7 +236,7 @@ func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.
 	base.Elapsed, base.Findings, base.Keys = seen.elapsed, len(seen.events), seen.keys()
 	base.Keys = withTriaged(base.Keys, bc.FS)
 	if versus {
-		ex, err := observeExplore(ctx, c, exploreVersus(bc.FS, img.Key, budget), nil)
+		ex, err := observeExplore(ctx, c, exploreVersus(bc.FS, img, budget), nil)
 		if err != nil {
 			base.Err = "explore: " + err.Error()
 			return base
@@ -230,6 +244,63 @@ func stockCheck(ctx context.Context, g *globals, c *conn, cache string, bc bugs.
 		base.ExploreKeys = ex.keys()
 	}
 	return base
+}
+
+// stockImage is the key of bc's flavour's stock image (built or cached).
+func stockImage(ctx context.Context, g *globals, cache string, bc bugs.Case) (string, error) {
+	img, err := guest.Build(ctx, guest.Options{CacheDir: cache, Flavor: bc.Flavor, Log: g.log})
+	if err != nil {
+		return "", fmt.Errorf("stock image: %w", err)
+	}
+	return img.Key, nil
+}
+
+// reuseBaseline is prior (nil: none) when it was made on the stock image
+// bc's check would use now; else nil, and the baseline is checked again.
+func reuseBaseline(ctx context.Context, g *globals, cache string, bc bugs.Case, prior *stockBaseline) *stockBaseline {
+	if prior == nil {
+		return nil
+	}
+	img, err := stockImage(ctx, g, cache, bc)
+	if err != nil || img != prior.Image {
+		progress(fmt.Sprintf("stock %s on the %s image: --baseline's was made on image %.12s, not %.12s: checking again", bc.FS, bc.Flavor, prior.Image, img))
+		return nil
+	}
+	progress(fmt.Sprintf("stock %s on the %s image: the baseline of %s (%d findings)", bc.FS, bc.Flavor, prior.From, prior.Findings))
+	return prior
+}
+
+// loadBaselines reads the stock baselines of an earlier bench bugs
+// --report FILE.json ("": none), by baselineKey. Its budget must be
+// budget; a baseline that failed is not taken.
+func loadBaselines(path string, budget time.Duration) (map[string]*stockBaseline, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--baseline: %w", err)
+	}
+	var rep themisv1.BugsReport
+	if err := jsonout.DecodeInto(b, &rep); err != nil {
+		return nil, fmt.Errorf("--baseline %s: %w", path, err)
+	}
+	if got := time.Duration(rep.GetBudgetS() * float64(time.Second)); got != budget {
+		return nil, fmt.Errorf("--baseline %s: its budget is %s, this run's %s (a baseline is only as wide as its budget)", path, got, budget)
+	}
+	from := path
+	if rep.GetStarted() != nil {
+		from += ", run of " + rep.GetStarted().AsTime().UTC().Format(time.RFC3339)
+	}
+	out := map[string]*stockBaseline{}
+	for _, p := range rep.GetBaselines() {
+		if p.GetError() != "" || p.GetImage() == "" {
+			continue
+		}
+		out[p.GetFs()+"/"+p.GetFlavor()] = &stockBaseline{FS: p.GetFs(), Flavor: p.GetFlavor(), Image: p.GetImage(), Keys: p.GetKeys(),
+			Findings: int(p.GetFindings()), Elapsed: time.Duration(p.GetElapsedS() * float64(time.Second)), From: from}
+	}
+	return out, nil
 }
 
 // withTriaged is keys with the stock findings of fs that docs/hunt.md
@@ -505,6 +576,9 @@ func printBugsReport(rep *bugsReport) {
 		if b.Err != "" {
 			keys = "error: " + b.Err
 		}
+		if b.From != "" {
+			keys += " (from " + b.From + ")"
+		}
 		fmt.Fprintf(w, "%s/%s\t%.12s\t%d\t%s\n", b.FS, b.Flavor, b.Image, b.Findings, keys)
 	}
 	w.Flush()
@@ -539,7 +613,7 @@ var bugsPage = template.Must(template.New("bugs").Funcs(template.FuncMap{
 {{if versus .}}<h2>Plain explore, side by side</h2><table id="versus"><tr><th>case</th><th>check</th><th>command</th><th>plain explore</th><th>how far</th></tr>
 {{range .Outcomes}}{{$o := .}}{{with .Explore}}<tr><td>{{$o.Case.ID}}</td><td>{{if $o.Detected}}{{dur $o.First}}{{else}}missed{{end}}</td><td>{{.Command}}</td><td>{{if .Err}}error: {{.Err}}{{else if .Detected}}{{dur .First}}{{else}}missed{{end}}</td><td>{{.States}} states in {{dur .Elapsed}}</td></tr>{{end}}{{end}}</table>{{end}}
 <h2>Stock baselines</h2><table id="stock"><tr><th>fs</th><th>flavour</th><th>image</th><th>findings</th><th>keys</th></tr>
-{{range .Baselines}}<tr><td>{{.FS}}</td><td>{{.Flavor}}</td><td>{{.Image}}</td><td>{{.Findings}}</td><td>{{if .Err}}error: {{.Err}}{{else}}{{range .Keys}}{{.}}<br>{{end}}{{end}}</td></tr>{{end}}</table>
+{{range .Baselines}}<tr><td>{{.FS}}</td><td>{{.Flavor}}</td><td>{{.Image}}</td><td>{{.Findings}}</td><td>{{if .Err}}error: {{.Err}}{{else}}{{range .Keys}}{{.}}<br>{{end}}{{end}}{{if .From}}(from {{.From}}){{end}}</td></tr>{{end}}</table>
 </body></html>
 `))
 

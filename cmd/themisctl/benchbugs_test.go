@@ -1,8 +1,10 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +172,58 @@ func TestBugsReportJSON(t *testing.T) {
 		o[0].GetFirstS() != 21 || o[0].GetStates() != 1<<40 || o[1].GetExplore().GetElapsedS() != 4 || got.GetBaselines()[0].GetElapsedS() != 60 ||
 		len(got.GetMedians()) == 0 || !strings.Contains(string(b), `"schema": "themis.v1.BugsReport"`) {
 		t.Errorf("--report bugs.json:\n%s", b)
+	}
+}
+
+// TestLoadBaselines: --baseline takes an earlier report's stock baselines
+// of the same budget, by filesystem and flavour, leaving out one that
+// failed; another budget, a missing file or bytes that are not a report
+// are refused, naming the flag.
+func TestLoadBaselines(t *testing.T) {
+	dir := t.TempDir()
+	started := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	earlier := &bugsReport{Budget: 10 * time.Minute, Started: started, Baselines: []*stockBaseline{
+		{FS: "vfat", Flavor: "cloud", Image: "abc123", Keys: []string{"k1"}, Findings: 1, Elapsed: 10 * time.Minute},
+		{FS: "udf", Flavor: "cloud", Err: "stock image: no space"},
+	}}
+	good := filepath.Join(dir, "earlier.json")
+	if err := writeBugsReport(good, earlier); err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "junk.json")
+	if err := os.WriteFile(junk, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		path    string
+		budget  time.Duration
+		want    []string // keys of the map
+		wantErr string
+	}{
+		{"none", "", time.Minute, nil, ""},
+		{"same budget", good, 10 * time.Minute, []string{"vfat/cloud"}, ""},
+		{"other budget", good, 3 * time.Minute, nil, "its budget is 10m0s, this run's 3m0s"},
+		{"missing", filepath.Join(dir, "nope.json"), time.Minute, nil, "--baseline"},
+		{"not a report", junk, time.Minute, nil, "--baseline " + junk},
+	} {
+		got, err := loadBaselines(tc.path, tc.budget)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want one saying %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		keys := slices.Sorted(maps.Keys(got))
+		if !slices.Equal(keys, tc.want) {
+			t.Errorf("%s: baselines %v, want %v", tc.name, keys, tc.want)
+		}
+		if b := got["vfat/cloud"]; b != nil && (b.Image != "abc123" || b.Findings != 1 || !slices.Equal(b.Keys, []string{"k1"}) ||
+			!strings.Contains(b.From, "earlier.json, run of 2026-12-05T09:00:00Z")) {
+			t.Errorf("%s: vfat baseline %+v", tc.name, b)
+		}
 	}
 }

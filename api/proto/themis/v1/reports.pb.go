@@ -2531,7 +2531,10 @@ type BugsBaseline struct {
 	// The stock check's wall time.
 	ElapsedS float64 `protobuf:"fixed64,7,opt,name=elapsed_s,json=elapsedS,proto3" json:"elapsed_s,omitempty"`
 	// How the baseline could not be made (empty: it was).
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// The report a reused baseline came from (bench bugs --baseline), with
+	// the time that run started; empty: checked in this run.
+	From          string `protobuf:"bytes,9,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2618,6 +2621,13 @@ func (x *BugsBaseline) GetElapsedS() float64 {
 func (x *BugsBaseline) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *BugsBaseline) GetFrom() string {
+	if x != nil {
+		return x.From
 	}
 	return ""
 }
@@ -3731,7 +3741,7 @@ const file_themis_v1_reports_proto_rawDesc = "" +
 	"inBaseline\x12\x16\n" +
 	"\x06states\x18\a \x01(\x03R\x06states\x12\x1b\n" +
 	"\telapsed_s\x18\b \x01(\x01R\belapsedS\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xd2\x01\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xe6\x01\n" +
 	"\fBugsBaseline\x12\x0e\n" +
 	"\x02fs\x18\x01 \x01(\tR\x02fs\x12\x16\n" +
 	"\x06flavor\x18\x02 \x01(\tR\x06flavor\x12\x14\n" +
@@ -3740,7 +3750,8 @@ const file_themis_v1_reports_proto_rawDesc = "" +
 	"\fexplore_keys\x18\x05 \x03(\tR\vexploreKeys\x12\x1a\n" +
 	"\bfindings\x18\x06 \x01(\x05R\bfindings\x12\x1b\n" +
 	"\telapsed_s\x18\a \x01(\x01R\belapsedS\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"t\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
+	"\x04from\x18\t \x01(\tR\x04from\"t\n" +
 	"\x0fBugsClassMedian\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x14\n" +
 	"\x05cases\x18\x02 \x01(\x05R\x05cases\x12\x1a\n" +
