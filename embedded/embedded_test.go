@@ -13,6 +13,8 @@ import (
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
 	"github.com/themisfs/themis/client"
 	"github.com/themisfs/themis/embedded"
+	"github.com/themisfs/themis/internal/scratch"
+	"github.com/themisfs/themis/server"
 )
 
 // TestStartServesAndCleansUp: the embedded daemon answers on its private
@@ -51,6 +53,50 @@ func TestStartServesAndCleansUp(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
 		t.Errorf("the socket's directory is still there after Shutdown: %v", err)
+	}
+}
+
+// TestKilledCommandsDirSwept: the socket dir of a command that was killed
+// (owned, its lock free) goes at the next embedded daemon's start; the
+// live daemon's own stays until its Shutdown, and a dir of that prefix
+// that no daemon owns is not touched.
+func TestKilledCommandsDirSwept(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	killed := filepath.Join(tmp, server.EmbeddedDirPrefix+"123")
+	foreign := filepath.Join(tmp, server.EmbeddedDirPrefix+"foreign")
+	for _, dir := range []string{killed, foreign} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The owner file, unlocked: what a SIGKILLed command leaves.
+	if err := os.WriteFile(filepath.Join(killed, scratch.OwnerFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(killed, "themisd.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := embedded.Start(context.Background(), t.TempDir(), t.TempDir(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Dir(strings.TrimPrefix(d.Addr(), "unix://"))
+	for _, c := range []struct {
+		dir  string
+		want bool
+	}{{killed, false}, {foreign, true}, {own, true}} {
+		if _, err := os.Stat(c.dir); (err == nil) != c.want {
+			t.Errorf("%s: there %v, want %v (%v)", c.dir, err == nil, c.want, err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(own); !os.IsNotExist(err) {
+		t.Errorf("own socket dir after Shutdown: %v", err)
 	}
 }
 

@@ -28,8 +28,15 @@ const (
 	baseTempAge = 30 * time.Minute
 )
 
+// EmbeddedDirPrefix starts the name of the dir, in the temp dir, that holds
+// the socket of a daemon a command runs in its own process (package
+// embedded). It is owned (scratch.MkdirTemp): the startup sweep removes
+// one whose command was killed.
+const EmbeddedDirPrefix = "themisctl-"
+
 // sweepLeftovers removes what a previous daemon left on the host: guest RAM
-// files and machine work dirs in the scratch dir and the temp dir whose
+// files, machine work dirs and embedded daemons' socket dirs in the
+// scratch dir and the temp dir whose
 // owner process is gone (scratch.Sweep: their flock is free; safe with
 // another daemon on the host), and base cache temporaries older than
 // baseTempAge. It logs what it removed; a failure is logged, not returned
@@ -49,7 +56,7 @@ func sweepLeftovers(cacheDir string, log *zap.Logger) {
 		dirs = append(dirs, tmp)
 	}
 	for _, dir := range dirs {
-		r, err := scratch.Sweep(dir, qemu.RAMFilePrefix, qemu.WorkDirPrefix, leftoverGrace, log)
+		r, err := scratch.Sweep(dir, qemu.RAMFilePrefix, leftoverGrace, log, qemu.WorkDirPrefix, EmbeddedDirPrefix)
 		removed, errs = append(removed, r...), append(errs, err)
 	}
 	if cacheDir != "" {

@@ -146,14 +146,14 @@ func (d *Dir) Remove() error {
 
 // Sweep removes, in dir, the entries a process that is gone left: regular
 // files whose names start with filePrefix and dirs whose names start with
-// dirPrefix holding an OwnerFile, each only when nobody holds its lock,
+// one of dirPrefixes holding an OwnerFile, each only when nobody holds its lock,
 // at once (it was locked before it had its name: a free lock means its
 // owner is gone), and the same under a staging name (StagingPrefix) once
 // it was last modified more than grace ago (its owner may be about to lock
 // it). It logs each removal and returns the paths removed; entries it
 // cannot inspect are skipped (logged at debug), a failed removal is
 // returned.
-func Sweep(dir, filePrefix, dirPrefix string, grace time.Duration, log *zap.Logger) ([]string, error) {
+func Sweep(dir, filePrefix string, grace time.Duration, log *zap.Logger, dirPrefixes ...string) ([]string, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -170,7 +170,7 @@ func Sweep(dir, filePrefix, dirPrefix string, grace time.Duration, log *zap.Logg
 		switch {
 		case e.Type().IsRegular() && strings.HasPrefix(name, filePrefix):
 			lockPath = p
-		case e.IsDir() && strings.HasPrefix(name, dirPrefix):
+		case e.IsDir() && hasPrefix(name, dirPrefixes):
 			lockPath = filepath.Join(p, OwnerFile)
 		default:
 			continue

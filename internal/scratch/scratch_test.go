@@ -97,7 +97,7 @@ func TestSweep(t *testing.T) {
 	}
 	age(foreign)
 
-	removed, err := Sweep(dir, "themis-ram-", "themis-", time.Minute, zaptest.NewLogger(t))
+	removed, err := Sweep(dir, "themis-ram-", time.Minute, zaptest.NewLogger(t), "themis-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestOwnedBeforeNamed(t *testing.T) {
 			t.Errorf("LockFile(%s): %v, want EWOULDBLOCK (held by its owner)", p, err)
 		}
 	}
-	if removed, err := Sweep(dir, "themis-ram-", "themis-", time.Hour, zaptest.NewLogger(t)); err != nil || len(removed) != 0 {
+	if removed, err := Sweep(dir, "themis-ram-", time.Hour, zaptest.NewLogger(t), "themis-"); err != nil || len(removed) != 0 {
 		t.Errorf("Sweep of held entries: removed %v, %v", removed, err)
 	}
 	if _, _, err := CreateFile(filepath.Join(dir, "themis-ram-a")); !errors.Is(err, fs.ErrExist) {
