@@ -64,17 +64,19 @@ const (
 	OpChmod     = "chmod"     // chmod a file: ctime
 	OpRead      = "read"      // read a non-empty file: atime (relatime updates it)
 	OpSetxattr  = "setxattr"  // set a user xattr on a file: its ctime
+	OpTruncate  = "truncate"  // truncate an existing file up (its size changes): mtime
+	OpDirEntry  = "dir-entry" // create a file in an existing directory: the directory's mtime
 )
 
 // Ops lists every op, in the default order.
 func Ops() []string {
-	return []string{OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir, OpRename, OpChmod, OpRead, OpSetxattr}
+	return []string{OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir, OpRename, OpChmod, OpRead, OpSetxattr, OpTruncate, OpDirEntry}
 }
 
 // OpField returns the timestamp an op changes; ok is false for an unknown op.
 func OpField(op string) (f Field, ok bool) {
 	switch op {
-	case OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir:
+	case OpCreate, OpWrite, OpTouch, OpUtimensat, OpMkdir, OpTruncate, OpDirEntry:
 		return Mtime, true
 	case OpRename, OpChmod, OpSetxattr:
 		return Ctime, true

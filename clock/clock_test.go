@@ -397,6 +397,10 @@ func TestExpectCellClockRefused(t *testing.T) {
 		{"exfat", OpSetxattr, []Timespec{{Sec: 1 << 31}}, "rejected(errno 95)"}, // no xattrs
 		{"minix", OpSetxattr, []Timespec{{Sec: 5000}}, "rejected(errno 95)"},
 		{"ext4", OpSetxattr, []Timespec{{Sec: -1}}, "rejected(errno 22)"}, // the clock refuses first
+		{"ext4", OpTruncate, []Timespec{{Sec: 1 << 31, Nsec: 5}}, "represented"},
+		{"ext2", OpTruncate, []Timespec{{Sec: 1 << 31}}, "clamped(2147483647)"},
+		{"vfat", OpDirEntry, []Timespec{{Sec: 1796283001, Nsec: 123456789}}, "rounded(2s)"},
+		{"minix", OpDirEntry, []Timespec{{Sec: 5000, Nsec: 7}}, "rounded(1s)"},
 	} {
 		e, err := ExpectCell(Lane{FS: tc.fs}, tc.op, tc.steps)
 		if err != nil {

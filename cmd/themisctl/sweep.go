@@ -68,7 +68,7 @@ func newSweepClock(g *globals) *cobra.Command {
 	fl.StringVar(&o.lanes, "fs", "ext2,ext4", "lane specs, comma-separated (ext2 = -I 128, ext4, ext2:inode_size=256, ext4:inode_size=128, vfat)")
 	fl.StringVar(&o.values, "values", "", "times to sweep, comma-separated SEC or SEC.NSEC (default: the adversarial plan)")
 	fl.StringVar(&o.planFile, "plan", "", "a plan file (.toml or .json)")
-	fl.StringSliceVar(&o.ops, "ops", nil, "workload ops (create, write, touch, utimensat, mkdir, rename, chmod, read, setxattr); default all")
+	fl.StringSliceVar(&o.ops, "ops", nil, "workload ops (create, write, touch, utimensat, mkdir, rename, chmod, read, setxattr, truncate, dir-entry); default all")
 	fl.StringVar(&o.shard, "shard", "", "run shard i/n of the plan (0-based), e.g. 0/3")
 	fl.StringVar(&o.csvFile, "csv", "", "also write the cells as CSV to this file")
 	fl.Int32Var(&o.memory, "memory", 128, "guest RAM in MiB")

@@ -253,6 +253,9 @@ const allLanes = -1
 
 const sweepFile = "clk"
 
+// sweepDir is the directory clock.OpDirEntry creates its entry in.
+const sweepDir = "clkd"
+
 func (w *sweeper) sweep(ctx context.Context, plan clock.Plan, ops []string, emit func(Cell)) error {
 	var err error
 	if w.root, err = w.run.Checkpoint(ctx, "root checkpoint"); err != nil {
@@ -363,6 +366,12 @@ func opReq(op, lane string, t clock.Timespec) *agentv1.Request {
 		return agent.NewRequest(&agentv1.Chmod{Lane: lane, Path: sweepFile, Mode: 0o600})
 	case clock.OpSetxattr:
 		return agent.NewRequest(&agentv1.Setxattr{Lane: lane, Path: sweepFile, Name: "user.themis", Value: []byte("v")})
+	case clock.OpTruncate:
+		// Up, from the prepared byte: a size change stamps mtime and
+		// ctime (POSIX truncate(2); xfstests generic/313).
+		return agent.NewRequest(&agentv1.Truncate{Lane: lane, Path: sweepFile, Length: 4096})
+	case clock.OpDirEntry:
+		return agent.NewRequest(&agentv1.Create{Lane: lane, Path: sweepDir + "/" + sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Mode: 0o644})
 	case clock.OpRead:
 		// A byte: a read of none returns before the kernel touches the
 		// atime (file_accessed), and the cell measured nothing.
@@ -373,10 +382,26 @@ func opReq(op, lane string, t clock.Timespec) *agentv1.Request {
 
 // target is the path an op's timestamp is read from.
 func target(op string) string {
-	if op == clock.OpRename {
+	switch op {
+	case clock.OpRename:
 		return sweepFile + ".r"
+	case clock.OpDirEntry:
+		return sweepDir
 	}
 	return sweepFile
+}
+
+// prepare is what a cell of op makes at the root's clock before the op:
+// a fresh file with content (nil for create and mkdir, which make their
+// own), or for a directory entry the directory.
+func prepare(op, lane string) *agentv1.Request {
+	switch op {
+	case clock.OpCreate, clock.OpMkdir:
+		return nil
+	case clock.OpDirEntry:
+		return agent.NewRequest(&agentv1.Mkdir{Lane: lane, Path: sweepDir, Mode: 0o755})
+	}
+	return agent.NewRequest(&agentv1.Write{Lane: lane, Path: sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Data: []byte("x")})
 }
 
 func field(st *agentv1.StatResult, f clock.Field) clock.Timespec {
@@ -463,16 +488,15 @@ func (w *sweeper) cell(ctx context.Context, v clock.Value, op string, skip map[i
 	if err := w.restore(ctx); err != nil {
 		return nil, err
 	}
-	// A fresh file (with content, for read) made at the root's clock.
-	if op != clock.OpCreate && op != clock.OpMkdir {
-		for i, sp := range w.specs {
-			if _, ok := skip[i]; ok {
-				continue
-			}
-			w.at = i
-			if _, err := w.run.CallOK(ctx, "prepare "+sp.Name, agent.NewRequest(&agentv1.Write{Lane: sp.Name, Path: sweepFile, Flags: agent.OpenWronly | agent.OpenCreat, Data: []byte("x")})); err != nil {
-				return nil, err
-			}
+	// What the op needs, made at the root's clock (prepare).
+	for i, sp := range w.specs {
+		req := prepare(op, sp.Name)
+		if _, ok := skip[i]; ok || req == nil {
+			continue
+		}
+		w.at = i
+		if _, err := w.run.CallOK(ctx, "prepare "+sp.Name, req); err != nil {
+			return nil, err
 		}
 	}
 	if v.Kind == clock.KindProbe {

@@ -3,9 +3,11 @@ package clocksweep
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 
+	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/clock"
 	"github.com/themisfs/themis/errkind"
 	"github.com/themisfs/themis/session"
@@ -52,5 +54,39 @@ func TestClockSweepDefaults(t *testing.T) {
 	o = Options{Lanes: []string{"ext2"}, Shard: 1, Shards: 3}
 	if _, plan, err = validate(&o); err != nil || plan.Values[0].Name != clock.DefaultPlan().Values[1].Name {
 		t.Errorf("shard 1/3: %v %v", plan.Values, err)
+	}
+}
+
+// TestOpTargets: each op reads its timestamp where it sets it and
+// prepares what it needs: the directory entry op reads the directory it
+// created its file in (made at the root's clock), truncate and the rest
+// read the prepared file, create and mkdir make their own.
+func TestOpTargets(t *testing.T) {
+	for _, tc := range []struct {
+		op, target, prepared string // prepared: the path made before the op ("" none)
+	}{
+		{clock.OpCreate, sweepFile, ""},
+		{clock.OpMkdir, sweepFile, ""},
+		{clock.OpRename, sweepFile + ".r", sweepFile},
+		{clock.OpTruncate, sweepFile, sweepFile},
+		{clock.OpDirEntry, sweepDir, sweepDir},
+	} {
+		if got := target(tc.op); got != tc.target {
+			t.Errorf("%s: target %q, want %q", tc.op, got, tc.target)
+		}
+		req := prepare(tc.op, "l")
+		got := ""
+		switch o := req.GetOp().(type) {
+		case *agentv1.Request_Write:
+			got = o.Write.GetPath()
+		case *agentv1.Request_Mkdir:
+			got = o.Mkdir.GetPath()
+		}
+		if got != tc.prepared {
+			t.Errorf("%s: prepared %q (%v), want %q", tc.op, got, req, tc.prepared)
+		}
+		if c, ok := opReq(tc.op, "l", clock.Timespec{}).GetOp().(*agentv1.Request_Create); ok && tc.op == clock.OpDirEntry && path.Dir(c.Create.GetPath()) != sweepDir {
+			t.Errorf("%s: creates %q, not in %q", tc.op, c.Create.GetPath(), sweepDir)
+		}
 	}
 }

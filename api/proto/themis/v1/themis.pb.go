@@ -6019,7 +6019,7 @@ type ClockSweepRequest struct {
 	// The plan as JSON (clock.Plan: {"values":[{"name","sec","nsec","kind","touches"}],"ops":[...]});
 	// empty: the default adversarial plan.
 	PlanJson []byte `protobuf:"bytes,2,opt,name=plan_json,json=planJson,proto3" json:"plan_json,omitempty"`
-	// Workload ops (create, write, touch, utimensat, mkdir, rename, chmod, read); empty: the plan's or all.
+	// Workload ops (create, write, touch, utimensat, mkdir, rename, chmod, read, setxattr, truncate, dir-entry); empty: the plan's or all.
 	Ops []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
 	// Shard shard of shards (0-based); shards 0 means 1.
 	Shard     int32 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
