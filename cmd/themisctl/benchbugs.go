@@ -184,10 +184,12 @@ func runBenchBugs(ctx context.Context, g *globals, c *conn, cache string, cases 
 		if !ok {
 			if base = reuseBaseline(ctx, g, cache, bc, prior[key]); base == nil {
 				base = stockCheck(ctx, g, c, cache, bc, budget, versus)
+				done++
+			} else {
+				steps-- // no check: it would make the time left look short
 			}
 			stock[key] = base
 			rep.Baselines = append(rep.Baselines, base)
-			done++
 		}
 		progress(fmt.Sprintf("[%d/%d] %s (%s, %s)%s", i+1, len(cases), bc.ID, bc.Class, bc.FS, left()))
 		o := caseCheck(ctx, g, c, cache, bc, budget, base, versus)
