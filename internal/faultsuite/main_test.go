@@ -53,7 +53,7 @@ func runMain(m *testing.M) (code int, err error) {
 		shm = "/dev/shm"
 	}
 	for _, parent := range []string{shm, os.TempDir()} {
-		if _, err := scratch.Sweep(parent, ownedPrefix, ownedPrefix, leftoverGrace, nil); err != nil {
+		if _, err := scratch.Sweep(parent, ownedPrefix, leftoverGrace, nil, ownedPrefix); err != nil {
 			return 1, err
 		}
 	}
