@@ -37,9 +37,15 @@ const (
 	// emulated host's clock, with the console silent: the host's own time
 	// stopped (its timer interrupts no longer taken, as with one vCPU).
 	HostStalled
+	// StalledBoot: a guest's boot timed out with its console tail all the
+	// kernel's own boot messages, none a panic, Oops, BUG or WARNING: the
+	// guest stopped before its init printed a line (seen at "Failed to
+	// access perfctr msr", where the same boot triple-faults at other
+	// times). A boot that panicked, or whose init printed, is ours.
+	StalledBoot
 )
 
-var signatureNames = [...]string{"none", "soft-lockup", "rcu-stall", "host-died", "triple-fault-before-ready", "silent-boot", "host-stalled"}
+var signatureNames = [...]string{"none", "soft-lockup", "rcu-stall", "host-died", "triple-fault-before-ready", "silent-boot", "host-stalled", "stalled-boot"}
 
 func (s Signature) String() string {
 	if s < 0 || int(s) >= len(signatureNames) {
@@ -124,8 +130,44 @@ func Evidence(consoleTail, testOutput []byte) (Signature, string) {
 	if loc := tripleFaultBeforeReady.FindIndex(testOutput); loc != nil {
 		return TripleFaultBeforeReady, string(testOutput[loc[0]:loc[1]])
 	}
-	if i := bytes.Index(testOutput, []byte(silentBootReady)); i >= 0 && bytes.Contains(testOutput[i:], []byte(silentBootNothing)) {
+	i := bytes.Index(testOutput, []byte(silentBootReady))
+	if i < 0 {
+		return None, ""
+	}
+	if bytes.Contains(testOutput[i:], []byte(silentBootNothing)) {
 		return SilentBoot, silentBootReady + " ... " + silentBootNothing
 	}
+	if last, ok := kernelOnlyTail(testOutput[i:]); ok {
+		return StalledBoot, silentBootReady + " ... " + last
+	}
 	return None, ""
+}
+
+// printkLine is a kernel message on a guest's console, "[   1.268000] ...".
+var printkLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
+
+// guestTrouble marks a console line where the guest kernel itself went
+// wrong: then the stop is the guest's (or ours), not the emulator's.
+var guestTrouble = regexp.MustCompile(`Kernel panic|Oops|BUG:|WARNING:|Call Trace|general protection`)
+
+// kernelOnlyTail reads the console tail that follows a boot timeout (the
+// indented lines after "console:") and says whether every line of it is a
+// kernel message and none shows the guest in trouble; it returns the last.
+func kernelOnlyTail(out []byte) (string, bool) {
+	j := bytes.Index(out, []byte("console:\n"))
+	if j < 0 {
+		return "", false
+	}
+	var last string
+	for _, l := range strings.Split(string(out[j+len("console:\n"):]), "\n") {
+		if l == "" || (l[0] != ' ' && l[0] != '\t') {
+			break
+		}
+		l = strings.TrimSpace(l)
+		if !printkLine.MatchString(l) || guestTrouble.MatchString(l) {
+			return "", false
+		}
+		last = l
+	}
+	return last, last != ""
 }

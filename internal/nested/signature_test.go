@@ -45,12 +45,15 @@ func TestClassify(t *testing.T) {
 		{"console-clean.log", "output-triple-fault-boot.txt", TripleFaultBeforeReady, "during boot: kvm: vcpu exit SHUTDOWN at RIP 0xfff0: triple fault"},
 		{"console-clean.log", "output-silent-boot.txt", SilentBoot, "(no console output)"},
 		{"", "stderr-sweep-silent-boot.txt", SilentBoot, "themis-agent: ready"},
+		{"console-clean.log", "output-stalled-boot.txt", StalledBoot, "Failed to access perfctr msr"},
+		{"", "stderr-explore-stalled-boot.txt", StalledBoot, "Failed to access perfctr msr"},
 		// Ours, never retried: a triple fault after the agent was ready (a
 		// bad restore can do that), a restore that does not verify, a boot
 		// that printed and stopped, an error from our code.
 		{"console-clean.log", "output-triple-fault-after-ready.txt", None, ""},
 		{"console-clean.log", "output-verify-failed.txt", None, ""},
 		{"console-clean.log", "output-boot-stopped.txt", None, ""},
+		{"console-clean.log", "output-init-stalled.txt", None, ""},
 		{"", "stderr-explore-eio.txt", None, ""},
 		// A guest's panic and soft lockup quoted in the console (indented)
 		// or in the test's output are the guest's, not the host's.
