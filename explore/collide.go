@@ -139,6 +139,15 @@ func BurstContinues(op *agentv1.Request) bool {
 	return !ok || path.Base(c.Create.GetPath()) != CollidingNames()[0]
 }
 
+// SharesMount reports whether, under the remount revert, op runs in the
+// mount of the op before it, with no remount first: an op marked so
+// (Request.keep_mount: a regrow's grow after its append, for one) or a
+// collide burst's op after its first (BurstContinues). Search, replay,
+// minimization and reproducers apply it to the flat trace.
+func SharesMount(op *agentv1.Request) bool {
+	return op.GetKeepMount() || BurstContinues(op)
+}
+
 // collides reports whether op makes one of CollidingNames (a burst's op).
 func collides(op *agentv1.Request) bool {
 	switch o := op.GetOp().(type) {

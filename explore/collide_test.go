@@ -195,3 +195,26 @@ func TestBurstContinues(t *testing.T) {
 		}
 	}
 }
+
+// TestSharesMount: the ops that run in the mount of the op before are a
+// burst's after its first and those marked keep_mount, nothing else.
+func TestSharesMount(t *testing.T) {
+	t.Parallel()
+	burst := Steps(buildCollide("", OpCreateFile, "", 0o644))
+	keep := create("f-00", 0o644)
+	keep.KeepMount = true
+	for _, tt := range []struct {
+		name string
+		op   *agentv1.Request
+		want bool
+	}{
+		{"plain", create("f-00", 0o644), false},
+		{"burst first", burst[0], false},
+		{"burst later", burst[1], true},
+		{"keep_mount", keep, true},
+	} {
+		if got := SharesMount(tt.op); got != tt.want {
+			t.Errorf("%s: SharesMount = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

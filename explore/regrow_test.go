@@ -7,20 +7,21 @@ import (
 )
 
 // TestBuildRegrow: a regrow is a write from 0 with O_CREAT and a fill that
-// is not zero, a truncate inside it, and a grow past the cut by a truncate
-// or a write; the burst's kind is regrow, its ops' kinds are plain.
+// is not zero, a truncate inside it, at times an append at the cut, and a
+// grow past the file's end by a truncate or a write, in the append's mount
+// when there is one; the burst's kind is regrow, its ops' kinds are plain.
 func TestBuildRegrow(t *testing.T) {
 	t.Parallel()
 	lengths := Lengths(DefaultMaxLength)
-	grows := map[string]int{}
+	grows, appends := map[string]int{}, 0
 	for seed := range uint64(200) {
 		op := buildRegrow(rand.New(rand.NewPCG(seed, 1)), "f", lengths)
 		if k := OpKind(op); k != OpRegrow {
 			t.Fatalf("seed %d: kind %q, want %q", seed, k, OpRegrow)
 		}
 		ops := Steps(op)
-		if len(ops) != 3 {
-			t.Fatalf("seed %d: %d ops, want 3", seed, len(ops))
+		if len(ops) != 3 && len(ops) != 4 {
+			t.Fatalf("seed %d: %d ops, want 3 or 4", seed, len(ops))
 		}
 		w, cut := ops[0].GetWrite(), ops[1].GetTruncate()
 		switch {
@@ -29,15 +30,28 @@ func TestBuildRegrow(t *testing.T) {
 		case cut == nil || cut.GetLength() < 1 || cut.GetLength() >= w.GetSize():
 			t.Errorf("seed %d: second op %v, want a truncate inside the %d bytes written", seed, ops[1], w.GetSize())
 		}
-		grows[OpKind(ops[2])]++
-		switch g := ops[2]; OpKind(g) {
+		end := cut.GetLength()
+		if len(ops) == 4 {
+			appends++
+			a := ops[2].GetWrite()
+			if a == nil || a.GetOffset() != end || a.GetSize() < 1 || a.GetFill() == 0 || SharesMount(ops[2]) {
+				t.Errorf("seed %d: third op %v, want an append at the cut %d on a fresh mount", seed, ops[2], end)
+			}
+			end += a.GetSize()
+		}
+		g := ops[len(ops)-1]
+		if SharesMount(g) != (len(ops) == 4) || SharesMount(ops[0]) || SharesMount(ops[1]) {
+			t.Errorf("seed %d: ops %v: want only a grow after an append in the mount of the op before", seed, ops)
+		}
+		grows[OpKind(g)]++
+		switch OpKind(g) {
 		case OpTruncate:
-			if g.GetTruncate().GetLength() <= cut.GetLength() {
-				t.Errorf("seed %d: grow %v not past the cut %d", seed, g, cut.GetLength())
+			if g.GetTruncate().GetLength() <= end {
+				t.Errorf("seed %d: grow %v not past the end %d", seed, g, end)
 			}
 		case OpWriteFile:
-			if g.GetWrite().GetOffset() <= cut.GetLength() || g.GetWrite().GetSize() < 1 || g.GetWrite().GetFill() == 0 {
-				t.Errorf("seed %d: grow %v not a write past the cut %d", seed, g, cut.GetLength())
+			if g.GetWrite().GetOffset() <= end || g.GetWrite().GetSize() < 1 || g.GetWrite().GetFill() == 0 {
+				t.Errorf("seed %d: grow %v not a write past the end %d", seed, g, end)
 			}
 		default:
 			t.Errorf("seed %d: grow of kind %q", seed, OpKind(g))
@@ -46,8 +60,8 @@ func TestBuildRegrow(t *testing.T) {
 			t.Errorf("seed %d: op kinds %v", seed, k)
 		}
 	}
-	if grows[OpTruncate] == 0 || grows[OpWriteFile] == 0 {
-		t.Errorf("grows %v: want both a truncate and a write", grows)
+	if grows[OpTruncate] == 0 || grows[OpWriteFile] == 0 || appends == 0 || appends == 200 {
+		t.Errorf("grows %v, %d of 200 with an append: want both grows, with an append and without", grows, appends)
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 // exactly (binary xattr values, rename flags, ...) come out as protojson.
 func Format(op *themisv1.Op) string {
 	if s, ok := short(op); ok {
+		if op.GetKeepMount() {
+			return SameMount + " " + s
+		}
 		return s
 	}
 	b, err := protojson.Marshal(op)

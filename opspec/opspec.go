@@ -39,7 +39,9 @@ chown PATH UID | chgrp PATH GID
 setxattr PATH NAME VALUE [create|replace] | removexattr PATH NAME
 rename OLD NEW [noreplace|exchange|whiteout] | link OLD NEW | symlink TARGET PATH
 utimens PATH ATIME MTIME        (each: now, omit, SEC or SEC.NSEC)
-fsync [PATH] | fdatasync PATH | sync | drop-caches [1|2|3] | set-clock SEC[.NSEC] | umount | mount`
+fsync [PATH] | fdatasync PATH | sync | drop-caches [1|2|3] | set-clock SEC[.NSEC] | umount | mount
+same-mount OP                   (in a trace under the remount revert: OP runs
+                                 in the mount of the op before it)`
 
 // Parse reads one operation: protojson if it starts with '{', else the short form.
 func Parse(s string) (*themisv1.Op, error) {
@@ -55,6 +57,10 @@ func Parse(s string) (*themisv1.Op, error) {
 		return op, nil
 	}
 	f := strings.Fields(s)
+	keep := len(f) > 0 && f[0] == SameMount
+	if keep {
+		f = f[1:]
+	}
 	if len(f) == 0 {
 		return nil, fmt.Errorf("opspec: empty operation")
 	}
@@ -63,8 +69,13 @@ func Parse(s string) (*themisv1.Op, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
+	op.KeepMount = keep
 	return op, nil
 }
+
+// SameMount is the short form's prefix of an op that runs in the mount of
+// the op before it (Op.keep_mount): "same-mount write f 100 10 0xaa".
+const SameMount = "same-mount"
 
 type parser struct {
 	name string
@@ -354,7 +365,7 @@ func ParseRequest(s string) (*agentv1.Request, error) {
 // Request turns an Op into the agent request carrying the same operation
 // (lane fields left empty; the session fills them per lane).
 func Request(op *themisv1.Op) (*agentv1.Request, error) {
-	r := &agentv1.Request{}
+	r := &agentv1.Request{KeepMount: op.GetKeepMount()}
 	switch o := op.GetOp().(type) {
 	case *themisv1.Op_Create:
 		r.Op = &agentv1.Request_Create{Create: o.Create}
@@ -405,7 +416,7 @@ func Request(op *themisv1.Op) (*agentv1.Request, error) {
 // FromRequest is the inverse of Request: the Op carried by an agent request
 // (lane fields are kept as they are).
 func FromRequest(r *agentv1.Request) (*themisv1.Op, error) {
-	op := &themisv1.Op{}
+	op := &themisv1.Op{KeepMount: r.GetKeepMount()}
 	switch o := r.GetOp().(type) {
 	case *agentv1.Request_Create:
 		op.Op = &themisv1.Op_Create{Create: o.Create}

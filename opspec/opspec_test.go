@@ -43,6 +43,8 @@ func TestRoundTrip(t *testing.T) {
 		"set-clock 2147483648",
 		"umount",
 		"mount",
+		"same-mount write f 100 10 0xaa",
+		"same-mount truncate d-00/f-00 512",
 	} {
 		op, err := Parse(s)
 		if err != nil {
@@ -104,6 +106,8 @@ func TestParseErrors(t *testing.T) {
 		{"drop-caches 4", "level"},
 		{"fdatasync", "want 1 argument"},
 		{"{}", "no operation"},
+		{"same-mount", "empty"},
+		{"same-mount same-mount mkdir d", "unknown operation"},
 		{`{"mkdir":`, "protojson"},
 	}
 	for _, tt := range tests {
@@ -115,7 +119,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"write f 0 4096 0x55 append", "create a 0644 excl", `{"rename":{"path":"a","newPath":"b"}}`, "utimens f 1.5 now"} {
+	for _, s := range []string{"write f 0 4096 0x55 append", "create a 0644 excl", `{"rename":{"path":"a","newPath":"b"}}`, "utimens f 1.5 now", "same-mount rename a b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -136,7 +140,7 @@ func FuzzParse(f *testing.F) {
 
 func TestFromRequest(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"mkdir d 0755", "write f 1 2 0x55 append", "rename a b", "fsync f", "fdatasync f", "sync", "set-clock 5"} {
+	for _, s := range []string{"mkdir d 0755", "write f 1 2 0x55 append", "rename a b", "fsync f", "fdatasync f", "sync", "set-clock 5", "same-mount truncate f 9"} {
 		op, err := Parse(s)
 		if err != nil {
 			t.Fatal(err)
@@ -180,5 +184,21 @@ func TestParseRequest(t *testing.T) {
 		if k := string(m.WhichOneof(m.Descriptor().Oneofs().ByName("op")).Name()); k != tt.kind {
 			t.Errorf("ParseRequest(%q) carries %s, want %s", tt.in, k, tt.kind)
 		}
+	}
+}
+
+// TestSameMountProtojson: an op the short form cannot say keeps its
+// same-mount mark through Format's protojson.
+func TestSameMountProtojson(t *testing.T) {
+	t.Parallel()
+	op := &themisv1.Op{KeepMount: true, Op: &themisv1.Op_Mkdir{Mkdir: &agentv1.Mkdir{Path: "a b", Mode: 0o755}}}
+	s := Format(op)
+	back, err := Parse(s)
+	if err != nil || !proto.Equal(back, op) || strings.HasPrefix(s, SameMount) {
+		t.Errorf("Format = %q, read back %v, %v", s, back, err)
+	}
+	req, err := Request(op)
+	if err != nil || !req.GetKeepMount() {
+		t.Errorf("Request = %v, %v: want keep_mount", req, err)
 	}
 }

@@ -80,8 +80,8 @@ type step struct {
 	Short text   // the op in opspec short form
 	Body  string // its C code (cStep)
 	// Fresh: under the remount revert the lanes are remounted before it
-	// (every op but the first and a collide burst's ops after its first:
-	// explore.BurstContinues).
+	// (every op but the first and those that share the mount of the op
+	// before: explore.SharesMount).
 	Fresh bool
 }
 
@@ -174,14 +174,14 @@ func Generate(in Input) (Files, error) {
 }
 
 // burstFresh says whether, under the remount revert, the lanes are
-// remounted before trace op i, s: before every op but the first and a
-// collide burst's ops after its first (explore.BurstContinues).
+// remounted before trace op i, s: before every op but the first and those
+// that share the mount of the op before (explore.SharesMount).
 func burstFresh(i int, s string) (bool, error) {
 	req, err := opspec.ParseRequest(s)
 	if err != nil {
 		return false, fmt.Errorf("repro: trace op %q: %w", s, err)
 	}
-	return i > 0 && !explore.BurstContinues(req), nil
+	return i > 0 && !explore.SharesMount(req), nil
 }
 
 // freshBefore says whether f's lanes are remounted before its trace op i:

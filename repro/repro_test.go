@@ -194,11 +194,12 @@ func TestReproOnHost(t *testing.T) {
 }
 
 // TestGenerateBurstRemounts checks that under the remount revert repro.sh
-// remounts before every op but the first and a collide burst's later ones
-// (explore.BurstContinues), as the search did.
+// remounts before every op but the first, a collide burst's later ones and
+// a same-mount op (explore.SharesMount), as the search did.
 func TestGenerateBurstRemounts(t *testing.T) {
 	names := explore.CollidingNames()
-	trace := []string{"create f-00 0644", "create " + names[0] + " 0644", "create " + names[1] + " 0644", "rename f-00 " + names[explore.CollideFill], "unlink f-00"}
+	trace := []string{"create f-00 0644", "create " + names[0] + " 0644", "create " + names[1] + " 0644", "rename f-00 " + names[explore.CollideFill], "unlink f-00",
+		"write f-01 0 9 0x55 creat", "same-mount truncate f-01 4096"}
 	files, err := Generate(Input{
 		Finding: Finding{ID: "f-test", Kind: KindState, Detail: "d", Trace: trace, Revert: "remount"},
 		Lanes:   lanesOf(t, "ext4", "ext2"), Policy: oracle.MetisParity,
@@ -206,7 +207,7 @@ func TestGenerateBurstRemounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "fresh=(0 1 0 0 1 )"; !strings.Contains(string(files["repro.sh"]), want) {
+	if want := "fresh=(0 1 0 0 1 1 0 )"; !strings.Contains(string(files["repro.sh"]), want) {
 		t.Errorf("repro.sh has no %q:\n%s", want, files["repro.sh"])
 	}
 }

@@ -176,7 +176,7 @@ func passesOn(ctx context.Context, run *session.Run, o PassesOptions, trace []*a
 // lane), not an error.
 func onePass(ctx context.Context, run *session.Run, revert string, trace []*agentv1.Request, pinned bool) (session.Hashes, error) {
 	for i, op := range trace {
-		if i > 0 && i < len(trace)-1 && revert == RevertRemount {
+		if i < len(trace)-1 && remountsBefore(revert, trace, i) {
 			if err := remountAll(ctx, run); err != nil {
 				return session.Hashes{}, err
 			}

@@ -126,10 +126,18 @@ func Replay(ctx context.Context, m *session.Manager, f *session.Finding, on Repl
 	return rep, nil
 }
 
+// remountsBefore says whether a trace run under revert remounts the lanes
+// before its op i, as the search did: under the remount revert, before
+// every op but the first and those that share the mount of the op before
+// (explore.SharesMount).
+func remountsBefore(revert string, trace []*agentv1.Request, i int) bool {
+	return revert == RevertRemount && i > 0 && !explore.SharesMount(trace[i])
+}
+
 // replayOn replays trace on run and fills rep.
 func replayOn(ctx context.Context, run *session.Run, f *session.Finding, trace []*agentv1.Request, j family.Judgement, rep *Replayed) error {
 	for i, op := range trace {
-		if i > 0 && f.Revert == RevertRemount {
+		if remountsBefore(f.Revert, trace, i) {
 			if err := remountAll(ctx, run); err != nil {
 				return fmt.Errorf("finding %s: remount before op %d: %w", f.ID, i+1, err)
 			}
@@ -181,7 +189,7 @@ func replayKernel(ctx context.Context, run *session.Run, f *session.Finding, tra
 	rep.Kernel = k
 	for i, op := range trace {
 		var err error
-		if i > 0 && f.Revert == RevertRemount {
+		if remountsBefore(f.Revert, trace, i) {
 			err = remountAll(ctx, run)
 		}
 		var results []session.LaneResult

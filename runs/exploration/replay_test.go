@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/themisfs/themis/errkind"
+	"github.com/themisfs/themis/explore"
 	"github.com/themisfs/themis/internal/kreport"
+	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
 )
@@ -85,5 +87,31 @@ func TestKernelReplayJudge(t *testing.T) {
 				t.Errorf("reproduced %v, %q; want %v, %q", got, k.Verdict, tt.want, tt.says)
 			}
 		})
+	}
+}
+
+// TestRemountsBefore: a replay under the remount revert remounts before
+// every op but the first, a collide burst's later ones and a same-mount
+// op, as the search did; under the machine revert never.
+func TestRemountsBefore(t *testing.T) {
+	t.Parallel()
+	names := explore.CollidingNames()
+	trace, err := opspec.ParseTrace([]string{"write f-00 0 9 0x55 creat", "truncate f-00 3", "write f-00 3 2 0x61",
+		"same-mount truncate f-00 4096", "create " + names[0] + " 0644", "create " + names[1] + " 0644"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		revert string
+		want   []bool
+	}{
+		{RevertRemount, []bool{false, true, true, false, true, false}},
+		{RevertMachine, []bool{false, false, false, false, false, false}},
+	} {
+		for i := range trace {
+			if got := remountsBefore(tt.revert, trace, i); got != tt.want[i] {
+				t.Errorf("%s, op %d %v: remounts before %v, want %v", tt.revert, i, trace[i], got, tt.want[i])
+			}
+		}
 	}
 }

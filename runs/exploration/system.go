@@ -244,10 +244,10 @@ func (x *system) applyOnPath(ctx context.Context, op *agentv1.Request, crash boo
 func (x *system) apply(ctx context.Context, op *agentv1.Request) ([]explore.LaneResult, error) {
 	t0 := time.Now()
 	defer since(&x.t.op, t0)
-	if x.revert == RevertRemount && !x.disks.fresh && !explore.BurstContinues(op) {
+	if x.revert == RevertRemount && !x.disks.fresh && !explore.SharesMount(op) {
 		// A replay or a lazily skipped restore: the search ran every op
-		// on freshly mounted lanes, but the ops of a burst after its
-		// first (explore.BurstContinues).
+		// on freshly mounted lanes, but those that share the mount of the
+		// op before (explore.SharesMount).
 		if err := x.remounted(ctx, nil); err != nil {
 			return nil, err
 		}

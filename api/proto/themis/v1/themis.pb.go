@@ -2387,7 +2387,11 @@ type Op struct {
 	//	*Op_SetClock
 	//	*Op_Umount
 	//	*Op_Mount
-	Op            isOp_Op `protobuf_oneof:"op"`
+	Op isOp_Op `protobuf_oneof:"op"`
+	// In a trace run under the remount revert: this op runs in the mount of
+	// the op before it, with no umount+mount first (agent.v1.Request's
+	// keep_mount). Apply ignores it: a session remounts only when told.
+	KeepMount     bool `protobuf:"varint,21,opt,name=keep_mount,json=keepMount,proto3" json:"keep_mount,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2607,6 +2611,13 @@ func (x *Op) GetMount() *v1.Mount {
 		}
 	}
 	return nil
+}
+
+func (x *Op) GetKeepMount() bool {
+	if x != nil {
+		return x.KeepMount
+	}
+	return false
 }
 
 type isOp_Op interface {
@@ -10215,7 +10226,7 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\tR\n" +
 	"checkpoint\"\x1a\n" +
-	"\x18DeleteCheckpointResponse\"\x9a\b\n" +
+	"\x18DeleteCheckpointResponse\"\xb9\b\n" +
 	"\x02Op\x121\n" +
 	"\x06create\x18\x01 \x01(\v2\x17.themis.agent.v1.CreateH\x00R\x06create\x12.\n" +
 	"\x05write\x18\x02 \x01(\v2\x16.themis.agent.v1.WriteH\x00R\x05write\x127\n" +
@@ -10238,7 +10249,9 @@ const file_themis_v1_themis_proto_rawDesc = "" +
 	"dropCaches\x128\n" +
 	"\tset_clock\x18\x12 \x01(\v2\x19.themis.agent.v1.SetClockH\x00R\bsetClock\x121\n" +
 	"\x06umount\x18\x13 \x01(\v2\x17.themis.agent.v1.UmountH\x00R\x06umount\x12.\n" +
-	"\x05mount\x18\x14 \x01(\v2\x16.themis.agent.v1.MountH\x00R\x05mountB\x04\n" +
+	"\x05mount\x18\x14 \x01(\v2\x16.themis.agent.v1.MountH\x00R\x05mount\x12\x1d\n" +
+	"\n" +
+	"keep_mount\x18\x15 \x01(\bR\tkeepMountB\x04\n" +
 	"\x02op\"L\n" +
 	"\fApplyRequest\x12\x1d\n" +
 	"\n" +

@@ -205,6 +205,12 @@ type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Echoed in the response.
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Host side only (the agent ignores it): under the remount revert the
+	// host remounts the lanes before every op of a trace but this one, which
+	// runs in the mount of the op before it (in-memory state such as a page
+	// cache or an inode's cached fields carried over). Written "same-mount
+	// OP" in opspec's short form.
+	KeepMount bool `protobuf:"varint,2,opt,name=keep_mount,json=keepMount,proto3" json:"keep_mount,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Request_Ping
@@ -278,6 +284,13 @@ func (x *Request) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *Request) GetKeepMount() bool {
+	if x != nil {
+		return x.KeepMount
+	}
+	return false
 }
 
 func (x *Request) GetOp() isRequest_Op {
@@ -3861,9 +3874,11 @@ var File_themis_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_themis_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\xeb\f\n" +
+	"\x1bthemis/agent/v1/agent.proto\x12\x0fthemis.agent.v1\"\x8a\r\n" +
 	"\aRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"keep_mount\x18\x02 \x01(\bR\tkeepMount\x12+\n" +
 	"\x04ping\x18\n" +
 	" \x01(\v2\x15.themis.agent.v1.PingH\x00R\x04ping\x121\n" +
 	"\x06create\x18\v \x01(\v2\x17.themis.agent.v1.CreateH\x00R\x06create\x12.\n" +
