@@ -133,6 +133,16 @@ type Config struct {
 	// reach a state another has reached go on as one). Depth then reaches
 	// where a full tree cannot (Metis's swarm idea); deterministic by Seed.
 	Walks int
+	// MountSteps lets a walk go on in the mount its lanes are in: at each
+	// state a walk reaches past the root (drawn, by the state's own random
+	// stream, half the time) the next op runs with no checkpoint before
+	// it, marked keep_mount (SharesMount), and the walk goes on from
+	// whatever state it leads to (mountStep). For a System whose Checkpoint
+	// and Restore remount the lanes (the remount revert), so that ops
+	// which need one mount between them (in-memory state: a page read back
+	// from disk, an inode's cached fields) meet in a walk. Only with
+	// Walks, and only where no Check remounts the lanes itself.
+	MountSteps bool
 
 	// Stop is polled before every op; returning true ends the search with
 	// Stopped "stopped" (the caller's wall-clock budget).

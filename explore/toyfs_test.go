@@ -36,6 +36,12 @@ type inode struct {
 type toyFS struct {
 	names map[string]*inode // path -> inode, root excluded
 	bug   string
+	// inMount counts the ops applied since the lane was last mounted (a
+	// checkpoint, a restore, or the remount before an op that does not
+	// share the mount of the op before: SharesMount). A "mount-chain" lane
+	// gets a chmod wrong (other's execute bit flipped) when two ops or
+	// more ran before it in one mount.
+	inMount int
 }
 
 func newToyFS(bug string) *toyFS { return &toyFS{names: map[string]*inode{}, bug: bug} }
@@ -386,6 +392,9 @@ func (fs *toyFS) applyAttrs(op *agentv1.Request) int32 {
 			return e
 		}
 		n.mode = o.Chmod.Mode
+		if fs.bug == "mount-chain" && fs.inMount >= 2 {
+			n.mode ^= 0o001
+		}
 	case *agentv1.Request_Chown:
 		n, e := fs.lookup(o.Chown.Path)
 		if e != 0 {
@@ -472,6 +481,7 @@ type toySystem struct {
 	nextID int
 
 	applies, restores int
+	fresh             bool     // the lanes mounted since the last Apply
 	log               []string // "apply <op>" and "fp <roots>" lines, for determinism tests
 	record            bool
 }
@@ -501,7 +511,17 @@ func (s *toySystem) Checkpoint(ctx context.Context) (CheckpointID, error) {
 		cp.lanes = append(cp.lanes, l.clone())
 	}
 	s.stack = append(s.stack, cp)
+	s.remount()
 	return cp.id, nil
+}
+
+// remount models the remount revert's umount+mount of every lane: what a
+// lane keeps in memory is gone.
+func (s *toySystem) remount() {
+	for _, l := range s.lanes {
+		l.inMount = 0
+	}
+	s.fresh = true
 }
 
 func (s *toySystem) top(op string, id CheckpointID) (toyCheckpoint, error) {
@@ -527,6 +547,7 @@ func (s *toySystem) Restore(ctx context.Context, id CheckpointID) error {
 	for i, l := range cp.lanes {
 		s.lanes[i] = l.clone()
 	}
+	s.remount()
 	return nil
 }
 
@@ -546,9 +567,14 @@ func (s *toySystem) Apply(ctx context.Context, op *agentv1.Request) ([]LaneResul
 	if s.record {
 		s.log = append(s.log, "apply "+op.String())
 	}
+	if !s.fresh && !SharesMount(op) {
+		s.remount()
+	}
+	s.fresh = false
 	out := make([]LaneResult, len(s.lanes))
 	for i, l := range s.lanes {
 		out[i] = LaneResult{Lane: s.names[i], Errno: l.apply(op)}
+		l.inMount++
 	}
 	return out, nil
 }

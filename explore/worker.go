@@ -352,7 +352,12 @@ func (w *worker) try(ctx context.Context, it *item, depth int, trace []*agentv1.
 			}
 			continue // a divergence is reported by visit; nothing to compare below it
 		}
-		if err := w.descend(ctx, it, depth+1, child, key); err != nil {
+		if w.inMount(key, depth+1) {
+			err = w.mountStep(ctx, it, depth+1, child, key)
+		} else {
+			err = w.descend(ctx, it, depth+1, child, key)
+		}
+		if err != nil {
 			return err
 		}
 		if walk {

@@ -119,7 +119,10 @@ type Options struct {
 	WarnNotFinding bool
 	// Walks, when above 0, makes the search bounded random walks
 	// (explore.Config.Walks): Walks ops at the root, then one op that
-	// leads to a new state at every state, to Depth.
+	// leads to a new state at every state, to Depth. Under the remount
+	// revert, without Remount and Fsck, the walks also take mount steps
+	// (explore.Config.MountSteps): half their steps run in the mount of
+	// the step before.
 	Walks int
 	// Crash, when set, checks the crash states of every persistence op
 	// the search applies (CrashOptions); the op kinds default to the Metis

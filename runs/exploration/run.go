@@ -114,6 +114,10 @@ func checkerConfig(o Options, c *crew, rec *findingRecorder) (explore.Config, fu
 		Depth: o.Depth, Branching: o.Branching, MaxStates: o.MaxStates, Seed: o.Seed, Ops: o.Ops,
 		TimeMode: o.TimeMode, ProgressEvery: exploreProgressEvery, LazyRestore: o.LazyRestore,
 		Found: rec.found, Minimized: rec.minimized, Shard: o.Shard, Walks: o.Walks,
+		// Walks take mount steps where a checkpoint remounts and no check
+		// remounts the lanes between a walk's ops (the remount and fsck
+		// self-references do).
+		MountSteps: o.Walks > 0 && c.revert == RevertRemount && !o.Remount && !o.Fsck,
 	}
 	cleanup := func() error { return nil }
 	if o.Remount {
