@@ -124,6 +124,7 @@ func TestTriagedKeys(t *testing.T) {
 	}{
 		{"exfat", []string{"clock|exfat|create|mtime|diverged", "clock|exfat|mkdir|mtime|diverged"}},
 		{"ext2", []string{"finding|crash|crash lost ext2 after fsync of an empty file", "finding|crash|crash lost ext2 after fsync of a file", "finding|crash|crash lost ext2 after fsync of a directory", "finding|crash|crash lost ext2 after fdatasync of a file"}},
+		{"f2fs", []string{"finding|crash|crash lost f2fs after fsync of a file"}},
 		{"vfat", nil},
 	} {
 		if got := TriagedKeys(tc.fs); !slices.Equal(got, tc.want) {

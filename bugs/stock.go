@@ -25,6 +25,7 @@ var TriagedStock = []Triaged{
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a file"), Why: "docs/hunt.md: ext2, the same early return loses a file with data whose inode is not I_DIRTY (the 10-minute stock baseline)"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a directory"), Why: "docs/hunt.md: ext2, the same early return skips the cache flush after a directory's fsync"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fdatasync of a file"), Why: "docs/hunt.md: ext2, fdatasync loses the size (most likely the same root cause)"},
+	{FS: "f2fs", Key: FindingKey("crash", "crash lost f2fs after fsync of a file"), Why: "docs/hunt.md: f2fs (fsync_mode=posix), a file's fsync does not make durable the rename of an ancestor directory since the last checkpoint: its path is lost"},
 	{FS: "btrfs", Key: FindingKindKey(api.KindSeekAnswer), Why: "docs/hunt.md: btrfs, SEEK_HOLE answers -2^63 for written data ending at 2^63"},
 }
 
