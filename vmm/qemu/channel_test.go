@@ -20,6 +20,7 @@ import (
 // in both restore modes, so the host's socket and the port's
 // host/guest-connected state survive a snapshot-load.
 func TestAgentChannel(t *testing.T) {
+	t.Parallel() // with TestConformanceFullRestore: no vmmtest.Leaks here
 	env := vmmtest.Setup(t)
 	tests := []struct {
 		ch       vmm.AgentChannel

@@ -25,7 +25,12 @@ func TestConformanceDevicesRestore(t *testing.T) {
 	}, vmmtest.WithCycles(30))
 }
 
+// TestConformanceFullRestore runs in parallel with TestAgentChannel, after
+// the package's sequential tests (those that count the process's fds and
+// children, vmmtest.Leaks, among them): the package runs last in the
+// README's test command, mostly alone on its 2 cores.
 func TestConformanceFullRestore(t *testing.T) {
+	t.Parallel()
 	vmmtest.Run(t, func(ctx context.Context, cfg vmm.Config) (vmm.Machine, error) {
 		cfg.Restore = vmm.RestoreFull
 		return qemu.Start(ctx, cfg)
