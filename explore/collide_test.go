@@ -3,7 +3,9 @@ package explore
 import (
 	"context"
 	"hash/crc32"
+	"maps"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -216,5 +218,50 @@ func TestSharesMount(t *testing.T) {
 		if got := SharesMount(tt.op); got != tt.want {
 			t.Errorf("%s: SharesMount = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestCollideDir checks where a state-aware draw puts a burst: in the
+// root or a directory that exists, both drawn; a burst's rename takes a
+// file of the directory it fills where there is one.
+func TestCollideDir(t *testing.T) {
+	dir := func(p string) *agentv1.Entry { return &agentv1.Entry{Path: p, Kind: agentv1.Kind_KIND_DIRECTORY} }
+	file := func(p string) *agentv1.Entry { return &agentv1.Entry{Path: p, Kind: agentv1.Kind_KIND_REGULAR} }
+	tests := []struct {
+		name  string
+		state []*agentv1.Entry
+		dirs  []string // the directories bursts fill, sorted
+		src   map[string]string
+	}{
+		{"no dirs", []*agentv1.Entry{dir(""), file("f-00")}, []string{"."}, map[string]string{".": "f-00"}},
+		{"a dir with a file", []*agentv1.Entry{dir(""), file("f-01"), dir("d-00"), file("d-00/f-00")},
+			[]string{".", "d-00"}, map[string]string{".": "f-01", "d-00": "d-00/f-00"}},
+		{"an empty dir", []*agentv1.Entry{dir(""), file("f-01"), dir("d-01")},
+			[]string{".", "d-01"}, map[string]string{".": "f-01", "d-01": "f-01"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := NewMetisGenerator(GenConfig{Ops: []string{OpCollide, OpRename}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			filled := map[string]bool{}
+			for seed := range uint64(200) {
+				for _, op := range g.DrawAt(rand.New(rand.NewPCG(seed, 9)), 2, tt.state) {
+					if OpKind(op) != OpCollide {
+						continue
+					}
+					steps := Steps(op)
+					in := path.Dir(steps[0].GetCreate().GetPath())
+					filled[in] = true
+					if r := steps[len(steps)-1].GetRename(); r != nil && r.GetPath() != tt.src[in] {
+						t.Errorf("a burst in %q renames %q, want %q", in, r.GetPath(), tt.src[in])
+					}
+				}
+			}
+			if got := slices.Sorted(maps.Keys(filled)); !slices.Equal(got, tt.dirs) {
+				t.Errorf("bursts fill %v, want %v", got, tt.dirs)
+			}
+		})
 	}
 }

@@ -1,8 +1,10 @@
 package explore
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -488,6 +490,35 @@ func (g *MetisGenerator) writable(rng *rand.Rand) string {
 // dir is a pool dir for an op that needs one to exist.
 func (g *MetisGenerator) dir(rng *rand.Rand) string { return g.prefer(rng, g.exDirs, g.dirs) }
 
+// collideDir is the directory a collide burst fills: in a state-aware
+// draw, half the time one of the pool dirs that exist (drawn), else the
+// root. A root is special on some filesystems (fixed in size on FAT12 and
+// FAT16, always a FAT chain on exFAT), so a burst only there would never
+// grow an ordinary directory.
+func (g *MetisGenerator) collideDir(rng *rand.Rand) string {
+	if len(g.exDirs) == 0 || rng.IntN(2) == 0 {
+		return ""
+	}
+	return pick(rng, g.exDirs)
+}
+
+// fileIn is the file a burst's last op in dir ("" the root) takes (the
+// source of its rename or link, the target of its symlink): an existing
+// pool file of that directory where there is one, so that the burst's
+// last name is made from a name of the directory it grew; else file's.
+func (g *MetisGenerator) fileIn(rng *rand.Rand, dir string) string {
+	var in []string
+	for _, f := range g.exFiles {
+		if path.Dir(f) == cmp.Or(dir, ".") {
+			in = append(in, f)
+		}
+	}
+	if len(in) == 0 {
+		return g.file(rng)
+	}
+	return pick(rng, in)
+}
+
 // newFile is a pool file for an op that creates one.
 func (g *MetisGenerator) newFile(rng *rand.Rand) string { return g.prefer(rng, g.newFiles, g.files) }
 
@@ -580,12 +611,13 @@ func (g *MetisGenerator) build(rng *rand.Rand, kind string) *agentv1.Request {
 	case OpSync:
 		r.Op = &agentv1.Request_Sync{Sync: &agentv1.Sync{}}
 	case OpCollide:
+		dir := g.collideDir(rng)
 		last := pick(rng, g.collideLast)
 		var file string
 		if last != OpCreateFile && last != OpMkdir {
-			file = g.file(rng)
+			file = g.fileIn(rng, dir)
 		}
-		return buildCollide("", last, file, pick(rng, Modes))
+		return buildCollide(dir, last, file, pick(rng, Modes))
 	case OpRegrow:
 		return buildRegrow(rng, g.writable(rng), g.lengths)
 	default:
