@@ -9,6 +9,7 @@ import (
 	"time"
 
 	themisv1 "github.com/themisfs/themis/api/proto/themis/v1"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/report/reporttest"
 	"github.com/themisfs/themis/vmm/vmmtest"
 )
@@ -23,6 +24,7 @@ import (
 // guest time follows the instructions, so it too leaves fewer distinct
 // disks than passes.
 func TestReplayPassesRealGuest(t *testing.T) {
+	longtest.Need(t, "replay passes of a real finding through the CLI (about 35 s)")
 	env := vmmtest.Setup(t) // skips in -short; fails under CI=true without a guest
 	bin := themisctl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -61,6 +63,7 @@ func TestReplayPassesRealGuest(t *testing.T) {
 // reproduces on both, so no image differs; an image outside the daemon's
 // cache is refused by name.
 func TestBisectRealGuest(t *testing.T) {
+	longtest.Need(t, "a finding bisected over the cloud and generic kernels and its footprint (about 40 s)")
 	env := vmmtest.Setup(t)
 	bin := themisctl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

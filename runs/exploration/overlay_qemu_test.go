@@ -10,6 +10,7 @@ import (
 
 	agentv1 "github.com/themisfs/themis/api/proto/themis/agent/v1"
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/oracle"
 	"github.com/themisfs/themis/session"
@@ -137,6 +138,7 @@ func parseOp(t *testing.T, short string) *agentv1.Request {
 // overlay:seed=1 under the overlay policy: the merged views start equal;
 // what differs past the root is logged (docs/explore.md records it).
 func TestOverlaySeededExploreRealGuest(t *testing.T) {
+	longtest.Need(t, "an overlay lane seeded from a tree, explored alone and against ext2 (about 45 s)")
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/themisfs/themis/explore"
+	"github.com/themisfs/themis/internal/longtest"
 	"github.com/themisfs/themis/opspec"
 	"github.com/themisfs/themis/session"
 	"github.com/themisfs/themis/session/sessiontest"
@@ -20,6 +21,7 @@ import (
 // the same unique states, digest and findings; the time of each is
 // logged (docs/benchmarks.md). Each worker's session ends with the run.
 func TestExploreWorkersRealGuest(t *testing.T) {
+	longtest.Need(t, "explore with two workers and two shards against one worker: the same states and digest (about 40 s)")
 	m := sessiontest.Real(t, session.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
