@@ -170,14 +170,14 @@ func passesOn(ctx context.Context, run *session.Run, o PassesOptions, trace []*a
 }
 
 // onePass applies trace (its last op the sync; the guest clock set to
-// PinnedClock+i before op i when pinned; the lanes remounted between the
-// trace's ops under the remount revert) and returns the hashes. The ops'
+// PinnedClock+i before op i when pinned; between the trace's ops what the
+// search did, betweenOps) and returns the hashes. The ops'
 // errnos are the trace's own business (a finding's trace may fail on a
 // lane), not an error.
 func onePass(ctx context.Context, run *session.Run, revert string, trace []*agentv1.Request, pinned bool) (session.Hashes, error) {
 	for i, op := range trace {
-		if i < len(trace)-1 && remountsBefore(revert, trace, i) {
-			if err := remountAll(ctx, run); err != nil {
+		if i < len(trace)-1 {
+			if err := betweenOps(ctx, run, revert, trace, i); err != nil {
 				return session.Hashes{}, err
 			}
 		}

@@ -114,4 +114,12 @@ func TestRemountsBefore(t *testing.T) {
 			}
 		}
 	}
+	// The walk the search made of the state before an op that keeps the
+	// mount, whatever the revert.
+	walks := []bool{false, false, false, true, false, false}
+	for i := range trace {
+		if got := walksBefore(trace, i); got != walks[i] {
+			t.Errorf("op %d %v: walks before %v, want %v", i, trace[i], got, walks[i])
+		}
+	}
 }

@@ -20,15 +20,28 @@ type countingMachine struct {
 	mu          sync.Mutex
 	checkpoints int
 	requests    map[string]int
+	// walked: a fingerprint walked the lanes since they were last mounted.
+	walked bool
 }
 
 func (c *countingMachine) Call(ctx context.Context, req *agentv1.Request) (*agentv1.Response, error) {
 	c.mu.Lock()
-	switch req.GetOp().(type) {
+	switch op := req.GetOp().(type) {
 	case *agentv1.Request_Umount:
 		c.requests["umount"]++
 	case *agentv1.Request_Mount:
 		c.requests["mount"]++
+		c.walked = false
+	case *agentv1.Request_Fingerprint:
+		c.requests["other"]++
+		c.walked = true
+	case *agentv1.Request_Batch:
+		// A step: the op, then the fingerprints of the state it leads to.
+		c.requests["other"]++
+		if rs := op.Batch.GetRequests(); len(rs) > 0 && rs[0].GetFingerprint() == nil && c.walked {
+			c.requests["op after a walk"]++
+		}
+		c.walked = true
 	default:
 		c.requests["other"]++
 	}
@@ -77,10 +90,16 @@ func TestRevertStrategies(t *testing.T) {
 			lm.mu.Lock()
 			defer lm.mu.Unlock()
 			// Boot mounts each lane once; the root checkpoint and the n-1
-			// restores (the first child runs without one) remount both.
+			// restores remount both, and so does the first child: the
+			// root's fingerprint walked the lanes after the checkpoint's
+			// mount, and no op runs in a walked mount unless its trace
+			// says so (keep_mount), or a replay could not do as it did.
 			wantMounts, wantUmounts, wantCheckpoints := 2, 0, 1
 			if tt.remounts {
-				wantMounts, wantUmounts, wantCheckpoints = 2+n*2, n*2, 0
+				wantMounts, wantUmounts, wantCheckpoints = 2+(n+1)*2, (n+1)*2, 0
+				if got := lm.requests["op after a walk"]; got != 0 {
+					t.Errorf("%d ops ran in a mount a fingerprint had walked, want 0", got)
+				}
 			}
 			if lm.requests["mount"] != wantMounts || lm.requests["umount"] != wantUmounts || lm.checkpoints != wantCheckpoints {
 				t.Errorf("%d mounts, %d umounts, %d machine checkpoints; want %d, %d, %d",

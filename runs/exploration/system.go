@@ -368,6 +368,7 @@ func (x *system) belowLeaves(ctx context.Context, lane string) ([]*agentv1.Entry
 		return ls, nil
 	}
 	resp, err := x.callOK(ctx, "fingerprint "+lane+" from below", x.fingerprintReq(lane, true))
+	x.walked()
 	if err != nil {
 		return nil, err
 	}
@@ -384,6 +385,7 @@ func (x *system) lowerLeaves(ctx context.Context, lane string) ([]*agentv1.Entry
 	}
 	req := &agentv1.Request{Op: &agentv1.Request_Fingerprint{Fingerprint: &agentv1.Fingerprint{Lane: lane, TimeMode: x.mode, Leaves: true, Lower: true}}}
 	resp, err := x.callOK(ctx, "fingerprint "+lane+"'s lower layer", req)
+	x.walked()
 	if err != nil {
 		return nil, err
 	}
@@ -398,11 +400,22 @@ func (x *system) laneLeaves(ctx context.Context, lane string) ([]*agentv1.Entry,
 		return ls, nil
 	}
 	resp, err := x.callOK(ctx, "fingerprint "+lane, x.fingerprintReq(lane, false))
+	x.walked()
 	if err != nil {
 		return nil, err
 	}
 	return x.keep(lane, resp.GetFingerprint().GetLeaves()), nil
 }
+
+// walked records a walk of the lanes by an agent call of its own (a
+// state's fingerprint not batched with its op: the root's, or one after
+// a restore). The walk looks up every entry, so the mount is no longer as
+// a remount leaves it: the next op remounts first, as its trace says and
+// a replay does (the first op from the root once ran in the mount its
+// walk had filled, which no replay could reproduce). An op that keeps the
+// mount (explore.SharesMount) runs after the walk, as replays do too
+// (walksBefore).
+func (x *system) walked() { x.disks.fresh = false }
 
 // Leaves implements explore.System.
 func (x *system) Leaves(ctx context.Context, lane string) ([]*agentv1.Entry, error) {
