@@ -148,6 +148,17 @@ func SharesMount(op *agentv1.Request) bool {
 	return op.GetKeepMount() || BurstContinues(op)
 }
 
+// WalkedBefore reports whether the op at index i of a flat trace met the
+// lanes as a walk left them: the search fingerprints the lanes after every
+// op it applies (each op of a burst, each setup op), in that op's own
+// mount, and the walk looks up every entry and reads every file. So every
+// op but the first came after a walk, then after a remount where the trace
+// remounts (SharesMount says where it does not). What the walk leaves in
+// memory (a looked-up inode's copy of its directory, say) is part of what
+// the next op meets in the same mount, so replays and reproducers walk
+// there too.
+func WalkedBefore(i int) bool { return i > 0 }
+
 // collides reports whether op makes one of CollidingNames (a burst's op).
 func collides(op *agentv1.Request) bool {
 	switch o := op.GetOp().(type) {

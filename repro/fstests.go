@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/themisfs/themis/api"
+	"github.com/themisfs/themis/explore"
 )
 
 // Finding kinds an fstests test expresses besides the differential ones:
@@ -76,10 +77,10 @@ var fstestsTmpl = template.Must(template.New("fstests").Funcs(escapers).Parse(fs
 
 // fstStep is one op in the test: its label (the trace's step from 1, or
 // setup-N), its command line (quoted by shStep) and whether the lanes
-// were remounted before it.
+// were remounted, or walked (explore.WalkedBefore), before it.
 type fstStep struct {
-	Label, Cmd string
-	Fresh      bool
+	Label, Cmd  string
+	Fresh, Walk bool
 }
 
 // fstestsView is the template's data: every string from the finding or
@@ -241,7 +242,7 @@ func fsyncPath(op string) (string, bool) {
 
 // fstestsSteps renders the setup and the trace, and what they require.
 func fstestsSteps(t FSTests, v *fstestsView) error {
-	add := func(label, s string, fresh bool, into *[]fstStep) error {
+	add := func(label, s string, fresh, walk bool, into *[]fstStep) error {
 		o, err := shStep(s)
 		if err != nil {
 			return err
@@ -250,22 +251,22 @@ func fstestsSteps(t FSTests, v *fstestsView) error {
 		if o.Renameat != "" && !slices.Contains(v.Renameat, o.Renameat) {
 			v.Renameat = append(v.Renameat, o.Renameat)
 		}
-		*into = append(*into, fstStep{Label: label, Cmd: o.Cmd, Fresh: fresh})
+		*into = append(*into, fstStep{Label: label, Cmd: o.Cmd, Fresh: fresh, Walk: walk})
 		return nil
 	}
 	if t.Crash != nil {
 		for i, s := range t.Crash.Setup {
-			if err := add(fmt.Sprintf("setup-%d", i+1), s, false, &v.SetupSteps); err != nil {
+			if err := add(fmt.Sprintf("setup-%d", i+1), s, false, explore.WalkedBefore(i), &v.SetupSteps); err != nil {
 				return err
 			}
 		}
 	}
 	for i, s := range t.Finding.Trace {
-		fresh, err := freshBefore(t.Finding, i)
+		fresh, walk, err := freshBefore(t.Finding, i)
 		if err != nil {
 			return err
 		}
-		if err := add(fmt.Sprint(i+1), s, fresh, &v.Steps); err != nil {
+		if err := add(fmt.Sprint(i+1), s, fresh, walk, &v.Steps); err != nil {
 			return err
 		}
 	}

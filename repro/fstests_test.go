@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,6 +142,9 @@ func TestFSTestsFiles(t *testing.T) {
 			match: false, golden: "step 3: ok\n"},
 		{name: "remount", in: FSTests{Finding: Finding{ID: "f-08", Kind: KindRemount, Path: "h", Field: "size", Trace: trace, Revert: "remount"}, Reference: "the model"},
 			match: true, script: []string{"_scratch_cycle_mount\nthemis_op 2 ", "iflag=noatime", "themis_state >$tmp.before\n_scratch_cycle_mount\nthemis_state >$tmp.after"},
+			calls: []string{"scratch_cycle_mount"}, golden: "step 9: ok\nthe tree is the same after umount+mount\n"},
+		{name: "remount-same-mount", in: FSTests{Finding: Finding{ID: "f-0b", Kind: KindRemount, Path: "h", Field: "size", Trace: sameMount(trace, 6), Revert: "remount"}, Reference: "the model"},
+			match: true, script: []string{"themis_op 6 ln -s -T -- d/f ./s\nthemis_walk\nthemis_op 7 chmod", "themis_op 7 chmod 00600 -- ./g\nthemis_walk\n_scratch_cycle_mount\nthemis_op 8 "},
 			calls: []string{"scratch_cycle_mount"}, golden: "step 9: ok\nthe tree is the same after umount+mount\n"},
 		{name: "fsck", in: FSTests{Finding: Finding{ID: "f-09", Kind: KindFsck, Trace: trace}, Reference: "the model"},
 			match: true, script: []string{"_scratch_unmount\n_check_scratch_fs"}, calls: []string{"scratch_unmount", "check_scratch_fs"}, golden: "step 9: ok\n"},
@@ -311,5 +315,13 @@ func keys(f Files) []string {
 	for k := range f {
 		out = append(out, k)
 	}
+	return out
+}
+
+// sameMount is trace with its op i marked to run in the mount of the op
+// before (opspec's same-mount).
+func sameMount(trace []string, i int) []string {
+	out := slices.Clone(trace)
+	out[i] = "same-mount " + out[i]
 	return out
 }

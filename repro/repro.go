@@ -83,6 +83,10 @@ type step struct {
 	// (every op but the first and those that share the mount of the op
 	// before: explore.SharesMount).
 	Fresh bool
+	// Walk: the lanes are walked before it (and before the remount), as
+	// the run's fingerprint of the state before walked them
+	// (explore.WalkedBefore).
+	Walk bool
 }
 
 // lane is a Lane in the templates.
@@ -144,11 +148,11 @@ func Generate(in Input) (Files, error) {
 		if err != nil {
 			return nil, err
 		}
-		fresh, err := burstFresh(i, s)
+		fresh, walk, err := between(i, s)
 		if err != nil {
 			return nil, err
 		}
-		v.Steps = append(v.Steps, step{Short: text(s), Body: body, Fresh: fresh})
+		v.Steps = append(v.Steps, step{Short: text(s), Body: body, Fresh: fresh, Walk: walk})
 	}
 	for i, l := range in.Lanes {
 		mount := "loop"
@@ -173,22 +177,24 @@ func Generate(in Input) (Files, error) {
 	return out, nil
 }
 
-// burstFresh says whether, under the remount revert, the lanes are
-// remounted before trace op i, s: before every op but the first and those
-// that share the mount of the op before (explore.SharesMount).
-func burstFresh(i int, s string) (bool, error) {
+// between says what the lanes get before trace op i, s: a walk of every
+// lane (walk: explore.WalkedBefore, the run's fingerprint of the state
+// before), then, under the remount revert, a remount (fresh: before every
+// op but the first and those that share the mount of the op before,
+// explore.SharesMount).
+func between(i int, s string) (fresh, walk bool, err error) {
 	req, err := opspec.ParseRequest(s)
 	if err != nil {
-		return false, fmt.Errorf("repro: trace op %q: %w", s, err)
+		return false, false, fmt.Errorf("repro: trace op %q: %w", s, err)
 	}
-	return i > 0 && !explore.SharesMount(req), nil
+	return i > 0 && !explore.SharesMount(req), explore.WalkedBefore(i), nil
 }
 
-// freshBefore says whether f's lanes are remounted before its trace op i:
-// under the remount revert, as burstFresh says.
-func freshBefore(f Finding, i int) (bool, error) {
-	fresh, err := burstFresh(i, f.Trace[i])
-	return fresh && f.Revert == "remount", err
+// freshBefore says whether f's lanes are walked, and remounted (under the
+// remount revert), before its trace op i, as between says.
+func freshBefore(f Finding, i int) (fresh, walk bool, err error) {
+	fresh, walk, err = between(i, f.Trace[i])
+	return fresh && f.Revert == "remount", walk, err
 }
 
 // expected is the finding's divergence in one line.

@@ -176,10 +176,8 @@ func passesOn(ctx context.Context, run *session.Run, o PassesOptions, trace []*a
 // lane), not an error.
 func onePass(ctx context.Context, run *session.Run, revert string, trace []*agentv1.Request, pinned bool) (session.Hashes, error) {
 	for i, op := range trace {
-		if i < len(trace)-1 {
-			if err := betweenOps(ctx, run, revert, trace, i); err != nil {
-				return session.Hashes{}, err
-			}
+		if err := passBetween(ctx, run, revert, trace, i); err != nil {
+			return session.Hashes{}, err
 		}
 		if pinned {
 			set, err := opspec.ParseRequest(fmt.Sprintf("set-clock %d", PinnedClock+i))
@@ -195,4 +193,14 @@ func onePass(ctx context.Context, run *session.Run, revert string, trace []*agen
 		}
 	}
 	return run.Hashes(ctx)
+}
+
+// passBetween is betweenOps for a pass, whose last op is its own sync: that
+// runs in the mount of the op before it, after the walk of that op's state
+// (no remount).
+func passBetween(ctx context.Context, run *session.Run, revert string, trace []*agentv1.Request, i int) error {
+	if i == len(trace)-1 {
+		revert = RevertMachine
+	}
+	return betweenOps(ctx, run, revert, trace, i)
 }

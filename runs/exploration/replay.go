@@ -134,28 +134,18 @@ func remountsBefore(revert string, trace []*agentv1.Request, i int) bool {
 	return revert == RevertRemount && i > 0 && !explore.SharesMount(trace[i])
 }
 
-// walksBefore says whether a replay walks the lanes before op i of trace:
-// the search fingerprinted every state it reached, a walk of every entry
-// (lookups, reads) in the mount the state's next op runs in when that op
-// keeps the mount (explore.KeepMount: a mount step's). What the walk left
-// in memory (a looked-up inode's copy of its directory) is then part of
-// what that op met, so a replay walks there too. A regrow's grow, marked
-// the same way inside its burst, gets a walk the search did not make: a
-// read of the file the burst wrote, which changes no state.
-func walksBefore(trace []*agentv1.Request, i int) bool {
-	return i > 0 && trace[i].GetKeepMount()
-}
-
 // betweenOps does on run what the search did to the lanes between op i-1
-// and op i of trace under revert: a remount (remountsBefore) or a walk
-// (walksBefore).
+// and op i of trace under revert: a walk (explore.WalkedBefore: the
+// fingerprint of op i-1's state), then a remount where the search made
+// one (remountsBefore).
 func betweenOps(ctx context.Context, run *session.Run, revert string, trace []*agentv1.Request, i int) error {
-	switch {
-	case remountsBefore(revert, trace, i):
+	if explore.WalkedBefore(i) {
+		if _, err := replayLeaves(ctx, run, agentv1.TimeMode_TIME_MODE_NONE); err != nil {
+			return err
+		}
+	}
+	if remountsBefore(revert, trace, i) {
 		return remountAll(ctx, run)
-	case walksBefore(trace, i):
-		_, err := replayLeaves(ctx, run, agentv1.TimeMode_TIME_MODE_NONE)
-		return err
 	}
 	return nil
 }

@@ -114,11 +114,10 @@ func TestRemountsBefore(t *testing.T) {
 			}
 		}
 	}
-	// The walk the search made of the state before an op that keeps the
-	// mount, whatever the revert.
-	walks := []bool{false, false, false, true, false, false}
+	// The walk the search made of every op's state, before the next op.
+	walks := []bool{false, true, true, true, true, true}
 	for i := range trace {
-		if got := walksBefore(trace, i); got != walks[i] {
+		if got := explore.WalkedBefore(i); got != walks[i] {
 			t.Errorf("op %d %v: walks before %v, want %v", i, trace[i], got, walks[i])
 		}
 	}

@@ -412,9 +412,8 @@ func (x *system) laneLeaves(ctx context.Context, lane string) ([]*agentv1.Entry,
 // a restore). The walk looks up every entry, so the mount is no longer as
 // a remount leaves it: the next op remounts first, as its trace says and
 // a replay does (the first op from the root once ran in the mount its
-// walk had filled, which no replay could reproduce). An op that keeps the
-// mount (explore.SharesMount) runs after the walk, as replays do too
-// (walksBefore).
+// walk had filled, which no replay could reproduce). The walk batched
+// with an op (Step) is the one explore.WalkedBefore says replays make.
 func (x *system) walked() { x.disks.fresh = false }
 
 // Leaves implements explore.System.
