@@ -122,7 +122,7 @@ func TestTriagedKeys(t *testing.T) {
 		fs   string
 		want []string
 	}{
-		{"exfat", []string{"clock|exfat|create|mtime|diverged", "clock|exfat|mkdir|mtime|diverged"}},
+		{"exfat", []string{"clock|exfat|create|mtime|diverged", "clock|exfat|mkdir|mtime|diverged", "finding|crash|crash lost exfat after fsync of an empty file"}},
 		{"ext2", []string{"finding|crash|crash lost ext2 after fsync of an empty file", "finding|crash|crash lost ext2 after fsync of a file", "finding|crash|crash lost ext2 after fsync of a directory", "finding|crash|crash lost ext2 after fdatasync of a file"}},
 		{"f2fs", []string{"finding|crash|crash lost f2fs after fsync of a file"}},
 		{"vfat", nil},

@@ -21,6 +21,7 @@ type Triaged struct {
 var TriagedStock = []Triaged{
 	{FS: "exfat", Key: CellKey("exfat", "create", "mtime", "diverged"), Why: "docs/hunt.md: exFAT, a new file's mtime reads back 10 ms earlier after a remount"},
 	{FS: "exfat", Key: CellKey("exfat", "mkdir", "mtime", "diverged"), Why: "docs/hunt.md: exFAT, a new directory's mtime reads back 10 ms earlier after a remount"},
+	{FS: "exfat", Key: FindingKey("crash", "crash lost exfat after fsync of an empty file"), Why: "docs/hunt.md: exFAT, fsync of a new file in a directory that grew does not write the directory's new size: the name is lost"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of an empty file"), Why: "docs/hunt.md: ext2 (the ext4 driver without a journal), fsync of a new empty file is not durable"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a file"), Why: "docs/hunt.md: ext2, the same early return loses a file with data whose inode is not I_DIRTY (the 10-minute stock baseline)"},
 	{FS: "ext2", Key: FindingKey("crash", "crash lost ext2 after fsync of a directory"), Why: "docs/hunt.md: ext2, the same early return skips the cache flush after a directory's fsync"},
