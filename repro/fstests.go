@@ -21,6 +21,9 @@ const (
 	KindRemount = api.KindRemount
 	KindFsck    = api.KindFsck
 	KindCrash   = "crash"
+	// KindSeekAnswer: a lane's lseek SEEK_DATA or SEEK_HOLE answer that
+	// lseek(2) rules out (every run checks it).
+	KindSeekAnswer = api.KindSeekAnswer
 )
 
 // FSTests is what an fstests test of a finding needs.
@@ -106,7 +109,8 @@ type fstestsView struct {
 // finding). It expresses errno and state divergences (a state's field
 // where stat shows it), a remount or fsck self-reference, and a crash
 // finding whose state dm-flakey makes (every write up to the trace's end
-// kept, none after); it refuses the others saying why, a kernel finding
+// kept, none after), and a seek-answer finding (xfs_io's seek walks the
+// file's data and holes); it refuses the others saying why, a kernel finding
 // among them (it crashes the machine the suite runs on: its repro.sh
 // --in-vm is the way to run it).
 func FSTestsFiles(t FSTests) (Files, error) {
@@ -161,10 +165,15 @@ func fstestsCheck(t FSTests, v *fstestsView) (check, golden string, err error) {
 		return "fsck", "", nil
 	case KindCrash:
 		return fstestsCrash(t, v)
+	case KindSeekAnswer:
+		if f.Path == "" {
+			return "", "", fmt.Errorf("repro: seek-answer finding %q names no file", f.ID)
+		}
+		return "seek", "lseek's data and hole answers lie within the file\n", nil
 	case KindKernel:
 		return "", "", fmt.Errorf("repro: finding %q is a kernel finding: not exported as fstests (its trace crashes the kernel of the machine the suite runs on; `themisctl findings export` writes a repro.sh that runs it inside a throwaway VM)", f.ID)
 	}
-	return "", "", fmt.Errorf("repro: finding %q is a %q: an fstests test expresses %s, %s, %s, %s and %s findings", f.ID, f.Kind, KindErrno, KindState, KindRemount, KindFsck, KindCrash)
+	return "", "", fmt.Errorf("repro: finding %q is a %q: an fstests test expresses %s, %s, %s, %s, %s and %s findings", f.ID, f.Kind, KindErrno, KindState, KindRemount, KindFsck, KindCrash, KindSeekAnswer)
 }
 
 // expectation is the golden output's claim in words.
@@ -177,6 +186,8 @@ func expectation(t FSTests) string {
 		return last + " and an umount and a mount change nothing of the tree"
 	case KindFsck:
 		return last + " and the filesystem checks clean"
+	case KindSeekAnswer:
+		return last + " and lseek's SEEK_DATA and SEEK_HOLE answers on the file lie within it"
 	case KindCrash:
 		if t.Crash != nil && t.Crash.Lost {
 			return last + " and its fsync makes the file's content durable across a power cut"

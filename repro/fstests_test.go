@@ -2,6 +2,7 @@ package repro
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,7 @@ _check_scratch_fs() { call check_scratch_fs "$@"; }
 _init_flakey() { call init_flakey; }
 _cleanup_flakey() { call cleanup_flakey; }
 _flakey_drop_and_remount() { call flakey_drop_and_remount; }
+_require_xfs_io_command() { call require_xfs_io_command "$@"; }
 _filter_scratch() { sed -e "s,$SCRATCH_MNT,SCRATCH_MNT,g"; }
 `
 
@@ -75,12 +77,14 @@ func newFSTestsEnv(t *testing.T, name string, files Files) fstestsEnv {
 
 // run runs test name as fstests' check does (from the checkout's root,
 // umask 022) and returns its output.
-func (e fstestsEnv) run(t *testing.T, name, fstyp string) string {
+// env's settings come after the stub's and win.
+func (e fstestsEnv) run(t *testing.T, name, fstyp string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", `umask 022; exec bash "$0"`, filepath.Join("tests", name))
 	cmd.Dir = e.root
 	cmd.Env = append(os.Environ(), "SCRATCH_MNT="+e.scratch, "RESULT_DIR="+filepath.Join(e.root, "results"), "STUB_LOG="+e.log,
 		"FSTYP="+fstyp, "PERL_PROG=perl", "XFS_IO_PROG=xfs_io -i", "MOUNT_OPTIONS=", "LC_ALL=C")
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, out)
@@ -117,6 +121,7 @@ func ext2Lane() Lane { return Lane{Spec: "ext2:inode_size=128", FS: "ext2", Size
 func TestFSTestsFiles(t *testing.T) {
 	needFSTestsTools(t)
 	trace := []string{"mkdir d 0755", "create d/f 0640", "write d/f 0 5000 0x61", "truncate d/f 4096", "link d/f g", "symlink d/f s", "chmod g 0600", "rename g h", "fsync h"}
+	sparse := []string{"create f 0644", "write f 0 4096 0x61", "write f 1048576 4096 0x62"}
 	tests := []struct {
 		name   string
 		in     FSTests
@@ -124,6 +129,8 @@ func TestFSTestsFiles(t *testing.T) {
 		script []string
 		calls  []string
 		golden string // the golden output after the QA line
+		xfsIO  string // a stand-in xfs_io's output, stdout then ">&2" stderr ("": the host's xfs_io)
+		out    string // in the output where it is not the golden one
 	}{
 		{name: "state-mode", in: FSTests{Finding: Finding{ID: "f-01", Kind: KindState, Path: "h", Field: "mode", Trace: trace}, Value: "0600", Reference: "lane vfat"},
 			match: true, script: []string{". ./common/preamble", "_begin_fstest auto quick", "_require_scratch", "_scratch_mkfs -I 128 >>$seqres.full", "_scratch_mount", `[ "$FSTYP" = ext2 ]`},
@@ -155,6 +162,15 @@ func TestFSTestsFiles(t *testing.T) {
 		{name: "crash-fsck", in: FSTests{Finding: Finding{ID: "f-0b", Kind: KindCrash, Trace: []string{"mkdir d 0755", "sync"}}, Reference: "the model",
 			Crash: &FSTestsCrash{Kept: 5, Writes: 5, Flushes: 2, LogFlushes: 2}},
 			match: true, calls: []string{"flakey_drop_and_remount", "scratch_unmount", "check_scratch_fs"}, golden: "step 2: ok\n"},
+		{name: "seek-answer", in: FSTests{Finding: Finding{ID: "f-0d", Kind: KindSeekAnswer, Path: "f", Field: "seek", Trace: sparse}, Reference: "the model"},
+			match: true, script: []string{`_require_xfs_io_command "seek"`, `$XFS_IO_PROG -r -c "seek -a -r 0" "$SCRATCH_MNT/$p"`},
+			calls: []string{"require_xfs_io_command seek"}, golden: "step 3: ok\nlseek's data and hole answers lie within the file\n"},
+		{name: "seek-answer-past-size", in: FSTests{Finding: Finding{ID: "f-0e", Kind: KindSeekAnswer, Path: "f", Field: "seek", Trace: sparse}, Reference: "the model"},
+			xfsIO: "Whence\tResult\nDATA\t0\nHOLE\t9223372036854775807", golden: "step 3: ok\nlseek's data and hole answers lie within the file\n",
+			out: "lseek answered HOLE at 9223372036854775807, past the size 1052672\n"},
+		{name: "seek-answer-before-offset", in: FSTests{Finding: Finding{ID: "f-0f", Kind: KindSeekAnswer, Path: "f", Field: "seek", Trace: sparse}, Reference: "the model"},
+			xfsIO: "Whence\tResult\nDATA\t1048576\n>&2 Invalid seek result: lseek(<fd>, 1048576, SEEK_HOLE) = -9223372036854775808", golden: "step 3: ok\nlseek's data and hole answers lie within the file\n",
+			out: "Invalid seek result: lseek(<fd>, 1048576, SEEK_HOLE) = -9223372036854775808\n"},
 		{name: "xattr-and-renameat2", in: FSTests{Finding: Finding{ID: "f-0c", Kind: KindErrno, Trace: []string{"create a 0644", "create b 0644", "setxattr a user.k v", "removexattr a user.k", "rename a b noreplace"}}, Errno: int(syscall.EEXIST), Reference: "lane ext4"},
 			script: []string{". ./common/attr", "_require_attrs", ". ./common/renameat2", "_require_renameat2 noreplace", `$here/src/renameat2 -n ./a ./b`},
 			calls:  []string{"require_attrs", "require_renameat2 noreplace"}, golden: "step 5: File exists\n"},
@@ -186,9 +202,16 @@ func TestFSTestsFiles(t *testing.T) {
 				return // src/renameat2 is fstests' own program
 			}
 			e := newFSTestsEnv(t, in.Name, files)
-			out := e.run(t, in.Name, "ext2")
+			var env []string
+			if tc.xfsIO != "" {
+				env = append(env, "XFS_IO_PROG="+fakeXFSIO(t, tc.xfsIO))
+			}
+			out := e.run(t, in.Name, "ext2", env...)
 			if got := out == string(files["042.out"]); got != tc.match {
 				t.Errorf("output matches the golden one: %v, want %v\noutput:\n%s\ngolden:\n%s\nscript:\n%s", got, tc.match, out, files["042.out"], script)
+			}
+			if !strings.Contains(out, tc.out) {
+				t.Errorf("output has no %q:\n%s", tc.out, out)
 			}
 			for _, c := range tc.calls {
 				if !strings.Contains(e.calls(t), c+"\n") {
@@ -201,6 +224,29 @@ func TestFSTestsFiles(t *testing.T) {
 		})
 	}
 }
+
+// fakeXFSIO writes a stand-in for xfs_io that ignores its arguments and
+// prints lines: each to stdout, or to stderr where it starts with ">&2 ".
+func fakeXFSIO(t *testing.T, lines string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n")
+	for _, l := range strings.Split(lines, "\n") {
+		if e, ok := strings.CutPrefix(l, ">&2 "); ok {
+			fmt.Fprintf(&b, "printf '%%s\\n' %s >&2\n", shQuote(e))
+		} else {
+			fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shQuote(l))
+		}
+	}
+	p := filepath.Join(t.TempDir(), "xfs_io")
+	if err := os.WriteFile(p, []byte(b.String()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// shQuote is s in single quotes for sh.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // TestFSTestsNotRun: a test run as another filesystem than the lane's
 // says so and runs nothing.
@@ -233,7 +279,8 @@ func TestFSTestsRefused(t *testing.T) {
 		{"name with a path", func() FSTests { t := base(KindErrno); t.Name = "../x/001"; return t }, "want DIR/NNN"},
 		{"no trace", func() FSTests { t := base(KindErrno); t.Finding.Trace = nil; return t }, "no trace"},
 		{"kernel", func() FSTests { return base(KindKernel) }, "kernel finding: not exported as fstests"},
-		{"other kind", func() FSTests { return base("seek-answer") }, `is a "seek-answer"`},
+		{"other kind", func() FSTests { return base("size-limit") }, `is a "size-limit"`},
+		{"seek-answer without a path", func() FSTests { return base(KindSeekAnswer) }, "names no file"},
 		{"content", func() FSTests { t := base(KindState); t.Finding.Field = "content"; return t }, "content is known only as the agent's hash"},
 		{"no value", func() FSTests { t := base(KindState); t.Value = ""; return t }, "no expected value"},
 		{"torn crash", func() FSTests {
@@ -274,7 +321,7 @@ func TestFSTestsHostile(t *testing.T) {
 	needFSTestsTools(t)
 	sentinels := t.TempDir()
 	h := hostile(sentinels)
-	for _, kind := range []string{KindState, KindRemount, KindCrash} {
+	for _, kind := range []string{KindState, KindRemount, KindCrash, KindSeekAnswer} {
 		t.Run(kind, func(t *testing.T) {
 			in := FSTests{Name: "ext4/007", Lane: Lane{Spec: h, FS: h, MountOptions: h}, Mkfs: []string{h, "-I"}, Reference: h, Value: "0644", Version: h,
 				Finding: Finding{ID: h, Kind: kind, Detail: h, Path: h, Field: "mode", Trace: hostileTrace(t, h), Revert: "remount"}}
