@@ -48,7 +48,11 @@ type Options struct {
 	// MemoryMiB is guest RAM (default 128).
 	MemoryMiB int
 	// NoSetupSync leaves out the sync after Setup (a crash finding of
-	// explore --crash: its path ran unsynced before the log).
+	// explore --crash: its path ran unsynced before the log). Each setup
+	// op is then followed by a walk of every lane, as the search
+	// fingerprinted the lanes after every op of its path
+	// (explore.WalkedBefore): what a walk leaves in memory is part of what
+	// the next op, and the trace, meet.
 	NoSetupSync bool
 	// Only, when not nil, is the one crash state checked (a crash
 	// finding's Keep, replayed) instead of the enumeration: one trace
@@ -386,7 +390,8 @@ func check(ctx context.Context, ch *relay.Chain, dir string, p *plan, sum *Summa
 }
 
 // prepare brings the current session to the log's start: periodic
-// writeback off, the setup and a sync, the checkpoint (t.root).
+// writeback off, the setup and a sync (or, for a search's path, a walk
+// after each setup op), the checkpoint (t.root).
 func (t *tracer) prepare(ctx context.Context) error {
 	if err := QuietWriteback(ctx, t.run); err != nil {
 		return err
@@ -398,6 +403,11 @@ func (t *tracer) prepare(ctx context.Context) error {
 	for _, op := range ops {
 		if _, err := t.run.Apply(ctx, op); err != nil {
 			return fmt.Errorf("setup: %w", err)
+		}
+		if !t.p.setupSync {
+			if err := walkLanes(ctx, t.run); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
 		}
 	}
 	var err error
@@ -505,6 +515,18 @@ func (t *tracer) boundary(ctx context.Context, bounds *[][][]byte) error {
 			return err
 		}
 		(*bounds)[i] = append((*bounds)[i], root)
+	}
+	return nil
+}
+
+// walkLanes fingerprints every lane for what the walk does (it looks up
+// every entry and reads every file), not for its answer: an entry the
+// walk cannot read is the search's finding, not the replay's.
+func walkLanes(ctx context.Context, run *session.Run) error {
+	for _, lane := range run.Lanes() {
+		if _, err := run.Call(ctx, "walk "+lane, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE})); err != nil {
+			return err
+		}
 	}
 	return nil
 }
