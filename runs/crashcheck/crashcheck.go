@@ -524,16 +524,21 @@ func (t *tracer) boundary(ctx context.Context, bounds *[][][]byte) error {
 // walk cannot read is the search's finding, not the replay's.
 func walkLanes(ctx context.Context, run *session.Run) error {
 	for _, lane := range run.Lanes() {
-		if _, err := run.Call(ctx, "walk "+lane, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE})); err != nil {
+		if _, err := fingerprint(ctx, run, lane); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// fingerprint walks lane and answers its fingerprint, timestamps left out.
+func fingerprint(ctx context.Context, run *session.Run, lane string) (*agentv1.Response, error) {
+	return run.Call(ctx, "fingerprint "+lane, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE}))
+}
+
 // laneRoot is a lane's fingerprint root, timestamps left out.
 func laneRoot(ctx context.Context, run *session.Run, lane string) ([]byte, error) {
-	resp, err := run.Call(ctx, "fingerprint "+lane, agent.NewRequest(&agentv1.Fingerprint{Lane: lane, TimeMode: agentv1.TimeMode_TIME_MODE_NONE}))
+	resp, err := fingerprint(ctx, run, lane)
 	if err == nil {
 		err = unreadable(resp)
 	}
